@@ -1,0 +1,109 @@
+# sgp: decentralized gossip training (Stochastic Gradient Push) in C.
+#
+#   make            build build/sgp
+#   make demo       install what is missing, build, run the main job
+#   make test       install what is missing, build, run every test
+#   make bench      benchmarks in tests/bench (installs PyTorch for the reference)
+#   make deps       install the Debian packages the build needs (apt-get; sudo if not root)
+#   make SANITIZER=address test    (or undefined): the same under a sanitizer
+#
+# One non-recursive Makefile: every module's sources are listed by wildcard, so a
+# new file in nn/, compress/, ... is built without touching this file. `demo`,
+# `test` and `bench` first run `deps` and then re-enter make, because the
+# pkg-config flags can only be read once the packages are there.
+
+CC       ?= cc
+SANITIZER ?=
+BUILD    := build$(if $(SANITIZER),/$(SANITIZER))
+
+# msgpack-c is "msgpack" up to 4.x (Debian 12) and "msgpack-c" from 6.x on.
+MSGPACK_PC = $(shell pkg-config --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
+PKGS      = openblas $(MSGPACK_PC) libuv libsodium zlib
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c17 -Wall -Wextra -D_GNU_SOURCE -I. $(PKG_CFLAGS) -MMD -MP
+LDLIBS   += $(PKG_LIBS) -lm -lpthread
+ifneq ($(SANITIZER),)
+CFLAGS   += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZER)
+endif
+
+MODULES  := nn compress topologies gossip peer
+LIB_SRC  := $(filter-out peer/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+EMBED_OBJ := $(BUILD)/nn/embedded_blob.o
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+SGP      := $(BUILD)/sgp
+LIBSGP   := $(BUILD)/libsgp.a
+UNIT     := $(BUILD)/tests/unit
+
+.PHONY: all deps demo test bench check bench-run clean
+all: $(SGP)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# The embedded MNIST subset is linked into the binary (.incbin), so `sgp train`
+# works from any directory with no download and no data path.
+EMBED_DATA := $(wildcard nn/data/*.gz)
+$(EMBED_OBJ): nn/data/embedded_blob.S $(EMBED_DATA)
+	@mkdir -p $(dir $@)
+	$(CC) -c -I nn/data $< -o $@
+
+$(LIBSGP): $(LIB_OBJ) $(EMBED_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(SGP): $(BUILD)/peer/main.o $(LIBSGP)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(UNIT): $(TEST_OBJ) $(LIBSGP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(LDLIBS)
+
+$(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/null)
+
+# ---- set-up -----------------------------------------------------------------
+DEB_PKGS := build-essential pkg-config libsodium-dev libuv1-dev libopenblas-dev \
+            libcriterion-dev zlib1g-dev gzip
+deps:
+	@set -e; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	missing=; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	pkg-config --exists msgpack-c 2>/dev/null || pkg-config --exists msgpack 2>/dev/null || missing="$$missing MSGPACK"; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  $$sudo apt-get update -q; \
+	  case "$$missing" in *MSGPACK*) \
+	    if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then m=libmsgpack-c-dev; else m=libmsgpack-dev; fi; \
+	    missing=$$(echo "$$missing" | sed "s/MSGPACK/$$m/");; esac; \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+# ---- the two commands of the README ----------------------------------------
+demo: deps
+	@$(MAKE) --no-print-directory $(SGP)
+	$(SGP) train --model mlp:256 --epochs 10
+
+test: deps
+	@$(MAKE) --no-print-directory check
+
+check: $(SGP) $(UNIT)
+	SGP_BIN=$(abspath $(SGP)) $(UNIT) --jobs 2
+
+bench: deps
+	@$(MAKE) --no-print-directory $(SGP) bench-run
+
+bench-run:
+	SGP=$(abspath $(SGP)) bash tests/bench/train.sh
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/peer/main.d

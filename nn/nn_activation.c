@@ -1,0 +1,48 @@
+/* Element-wise activations and the softmax + cross-entropy head. */
+#include <math.h>
+
+#include "nn/nn_layers.h"
+
+void nn_relu_forward(const float *x, size_t n, float *y)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void nn_relu_backward(const float *y, const float *dy, size_t n, float *dx)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+float nn_softmax_xent(const float *logits, const int *labels, int B, int K, float *probs, float *dlogits)
+{
+    double loss = 0.0;
+    const float inv_b = 1.0f / (float)B;
+    for (int i = 0; i < B; i++) {
+        const float *z = logits + (size_t)i * K;
+        float *p = probs + (size_t)i * K;
+        /* Subtract the max so exp never overflows; the sum is >= 1 so log is finite. */
+        float zmax = z[0];
+        for (int j = 1; j < K; j++)
+            zmax = z[j] > zmax ? z[j] : zmax;
+        float sum = 0.0f;
+        for (int j = 0; j < K; j++) {
+            p[j] = expf(z[j] - zmax);
+            sum += p[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int j = 0; j < K; j++)
+            p[j] *= inv;
+        /* log p_y computed from the logits, not log(p[y]), so a confident
+         * wrong answer gives a large finite loss instead of -log(0). */
+        loss += (double)(logf(sum) - (z[labels[i]] - zmax));
+        if (dlogits) {
+            float *d = dlogits + (size_t)i * K;
+            for (int j = 0; j < K; j++)
+                d[j] = p[j] * inv_b;
+            d[labels[i]] -= inv_b;
+        }
+    }
+    return (float)(loss / B);
+}

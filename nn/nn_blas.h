@@ -1,0 +1,16 @@
+/* The BLAS behind nn/: thread count and what OpenBLAS picked.
+ *
+ *   nn_blas_set_threads(1);            // one peer, one core
+ *   printf("%s\n", nn_blas_describe()); // "OpenBLAS 0.3.21 ... core SkylakeX, 1 thread"
+ */
+#ifndef NN_BLAS_H
+#define NN_BLAS_H
+
+void nn_blas_set_threads(int n);
+int nn_blas_threads(void);
+/* OpenBLAS's kernel choice ("Haswell", "SkylakeX", ...). */
+const char *nn_blas_core(void);
+/* One line for logs: configuration, core and threads. Static buffer. */
+const char *nn_blas_describe(void);
+
+#endif

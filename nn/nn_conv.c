@@ -1,0 +1,133 @@
+/* 2-D convolution as im2col + one sgemm for the whole batch.
+ *
+ * Workspace: col [ic*k*k][B*P] (P = oh*ow, every sample's patches side by side)
+ * followed by stage [oc][B*P]. One big product beats B small ones in OpenBLAS,
+ * and the copies into and out of `stage` are cheap next to it. */
+#include <cblas.h>
+#include <errno.h>
+#include <string.h>
+
+#include "nn/nn_layers.h"
+
+int nn_conv_shape_resolve(nn_conv_shape *s)
+{
+    if (s->ic <= 0 || s->oc <= 0 || s->k <= 0 || s->stride <= 0 || s->pad < 0)
+        return -EINVAL;
+    int eh = s->ih + 2 * s->pad - s->k, ew = s->iw + 2 * s->pad - s->k;
+    if (eh < 0 || ew < 0)
+        return -EINVAL;
+    s->oh = eh / s->stride + 1;
+    s->ow = ew / s->stride + 1;
+    return 0;
+}
+
+size_t nn_conv2d_workspace(const nn_conv_shape *s, int B)
+{
+    size_t bp = (size_t)B * s->oh * s->ow;
+    return (size_t)s->ic * s->k * s->k * bp + (size_t)s->oc * bp;
+}
+
+/* Patches of one image into columns [c*k*k][P] of a matrix with row stride ld. */
+static void im2col(const nn_conv_shape *s, const float *x, float *col, size_t ld)
+{
+    const int k = s->k, st = s->stride, pad = s->pad;
+    for (int c = 0; c < s->ic; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                float *row = col + ((size_t)(c * k + ki) * k + kj) * ld;
+                const float *img = x + (size_t)c * s->ih * s->iw;
+                for (int oy = 0; oy < s->oh; oy++) {
+                    int iy = oy * st - pad + ki;
+                    float *dst = row + (size_t)oy * s->ow;
+                    if (iy < 0 || iy >= s->ih) {
+                        memset(dst, 0, (size_t)s->ow * sizeof(float));
+                        continue;
+                    }
+                    const float *src = img + (size_t)iy * s->iw;
+                    for (int ox = 0; ox < s->ow; ox++) {
+                        int ix = ox * st - pad + kj;
+                        dst[ox] = (ix >= 0 && ix < s->iw) ? src[ix] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* The adjoint of im2col: add every column entry back to the pixel it came from. */
+static void col2im(const nn_conv_shape *s, const float *col, size_t ld, float *dx)
+{
+    const int k = s->k, st = s->stride, pad = s->pad;
+    memset(dx, 0, (size_t)s->ic * s->ih * s->iw * sizeof(float));
+    for (int c = 0; c < s->ic; c++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                const float *row = col + ((size_t)(c * k + ki) * k + kj) * ld;
+                float *img = dx + (size_t)c * s->ih * s->iw;
+                for (int oy = 0; oy < s->oh; oy++) {
+                    int iy = oy * st - pad + ki;
+                    if (iy < 0 || iy >= s->ih)
+                        continue;
+                    const float *src = row + (size_t)oy * s->ow;
+                    float *dst = img + (size_t)iy * s->iw;
+                    for (int ox = 0; ox < s->ow; ox++) {
+                        int ix = ox * st - pad + kj;
+                        if (ix >= 0 && ix < s->iw)
+                            dst[ix] += src[ox];
+                    }
+                }
+            }
+}
+
+static void im2col_batch(const nn_conv_shape *s, const float *x, int B, float *col)
+{
+    const size_t P = (size_t)s->oh * s->ow, ld = (size_t)B * P, in_sz = (size_t)s->ic * s->ih * s->iw;
+    for (int b = 0; b < B; b++)
+        im2col(s, x + b * in_sz, col + b * P, ld);
+}
+
+void nn_conv2d_forward(const nn_conv_shape *s, const float *x, int B, const float *W, const float *b,
+                       float *y, float *work)
+{
+    const size_t P = (size_t)s->oh * s->ow, BP = (size_t)B * P;
+    const int ckk = s->ic * s->k * s->k;
+    float *col = work, *stage = work + (size_t)ckk * BP;
+    im2col_batch(s, x, B, col);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, (int)BP, ckk, 1.0f, W, ckk, col, (int)BP,
+                0.0f, stage, (int)BP);
+    for (int n = 0; n < B; n++)
+        for (int o = 0; o < s->oc; o++) {
+            const float *src = stage + o * BP + n * P;
+            float *dst = y + ((size_t)n * s->oc + o) * P;
+            for (size_t p = 0; p < P; p++)
+                dst[p] = src[p] + b[o];
+        }
+}
+
+void nn_conv2d_backward(const nn_conv_shape *s, const float *x, const float *dy, int B, const float *W,
+                        float *dW, float *db, float *dx, float *work)
+{
+    const size_t P = (size_t)s->oh * s->ow, BP = (size_t)B * P, in_sz = (size_t)s->ic * s->ih * s->iw;
+    const int ckk = s->ic * s->k * s->k;
+    float *col = work, *stage = work + (size_t)ckk * BP;
+    for (int o = 0; o < s->oc; o++) {
+        double acc = 0.0;
+        for (int n = 0; n < B; n++) {
+            const float *src = dy + ((size_t)n * s->oc + o) * P;
+            float *dst = stage + o * BP + n * P;
+            for (size_t p = 0; p < P; p++) {
+                dst[p] = src[p];
+                acc += src[p];
+            }
+        }
+        db[o] = (float)acc;
+    }
+    /* The forward im2col was overwritten by later layers sharing the workspace. */
+    im2col_batch(s, x, B, col);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, ckk, (int)BP, 1.0f, stage, (int)BP, col,
+                (int)BP, 0.0f, dW, ckk);
+    if (!dx)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, (int)BP, s->oc, 1.0f, W, ckk, stage, (int)BP,
+                0.0f, col, (int)BP);
+    for (int n = 0; n < B; n++)
+        col2im(s, col + n * P, BP, dx + n * in_sz);
+}

@@ -1,0 +1,88 @@
+/* Data sets: MNIST IDX files (raw or .gz), CIFAR-10 binary batches, CSV, the
+ * embedded MNIST subset, and per-peer shards.
+ *
+ *   nn_dataset train = {0}, test = {0};
+ *   char err[256];
+ *   if (nn_data_load("cifar10:/data/cifar", &train, &test, err, sizeof err) < 0)
+ *       fprintf(stderr, "sgp: %s\n", err);   // "FILE: what is wrong"
+ *   ...
+ *   nn_dataset_free(&train); nn_dataset_free(&test);
+ *
+ * Samples are stored as float in [0, 1] (images) or as given (CSV), NCHW per
+ * sample, contiguous, so a batch is a gather of rows.
+ */
+#ifndef NN_DATA_H
+#define NN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nn_dataset {
+    int n;         /* number of samples */
+    int c, h, w;   /* per-sample shape; CSV features are c = 1, h = 1, w = features */
+    int n_classes; /* max label + 1 over the files loaded together */
+    float *x;      /* n * c*h*w values */
+    int *y;        /* n labels in [0, n_classes) */
+} nn_dataset;
+
+static inline size_t nn_dataset_dim(const nn_dataset *d) { return (size_t)d->c * d->h * d->w; }
+
+/* spec: NULL or "" -> the embedded MNIST subset; "DIR" -> MNIST IDX files in DIR
+ * (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
+ * t10k-labels-idx1-ubyte, each raw or with .gz); "cifar10:DIR" -> data_batch_1..5.bin
+ * and test_batch.bin; "csv:TRAIN,TEST" -> CSV files, label first.
+ * Returns 0, or a negative errno with a one-line message "FILE: problem" in err.
+ * Train and test agree on shape and n_classes (else -EBADMSG). */
+int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
+
+/* Parse one IDX images buffer (magic 0x00000803, any rows x cols) and one labels
+ * buffer (0x00000801) into d. name_* are used in error messages only. */
+int nn_idx_parse(const uint8_t *img, size_t img_len, const char *img_name,
+                 const uint8_t *lbl, size_t lbl_len, const char *lbl_name,
+                 nn_dataset *d, char *err, size_t errlen);
+
+/* Load an IDX pair from files; each may be gzip-compressed (detected by magic). */
+int nn_idx_load(const char *img_path, const char *lbl_path, nn_dataset *d, char *err, size_t errlen);
+
+/* CIFAR-10 binary records: 1 label byte + 3072 pixel bytes; buf must hold a whole number. */
+int nn_cifar10_parse(const uint8_t *buf, size_t len, const char *name, nn_dataset *d,
+                     char *err, size_t errlen);
+
+/* CSV, one sample a line, label (non-negative integer) first, then features;
+ * an optional header line (first field not a number) is skipped. */
+int nn_csv_parse(const char *text, size_t len, const char *name, nn_dataset *d, char *err, size_t errlen);
+
+/* The embedded 8,000 train / 2,000 test MNIST digits. */
+int nn_data_embedded(nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
+
+/* Read a whole file, inflating it if it is gzip. *buf is malloc'ed; caller frees. */
+int nn_file_read(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen);
+
+/* Gunzip a buffer in memory (used by the embedded set and by nn_file_read). */
+int nn_gunzip(const uint8_t *in, size_t in_len, const char *name, uint8_t **out, size_t *out_len,
+              char *err, size_t errlen);
+
+/* Peer `peer` of `n_peers` gets a disjoint shard of d's indices, the shards
+ * covering all of d. alpha <= 0: iid (a seeded permutation cut in equal parts);
+ * alpha > 0: non-iid, for each class a Dirichlet(alpha) split of that class's
+ * samples over the peers. Deterministic from seed. *idx is malloc'ed (sorted
+ * ascending); *count may be 0 for a tiny alpha. */
+int nn_shard_indices(const nn_dataset *d, int peer, int n_peers, double alpha, uint64_t seed,
+                     int **idx, int *count);
+
+/* dst = the rows idx[0..n) of src (copies). */
+int nn_dataset_subset(const nn_dataset *src, const int *idx, int n, nn_dataset *dst);
+
+void nn_dataset_free(nn_dataset *d);
+
+/* Limits the loaders enforce before allocating: a decompressed or raw file may
+ * not exceed NN_DATA_MAX_BYTES, and CSV labels must be below NN_DATA_MAX_CLASSES
+ * (a stray huge label would otherwise size the model's output layer). */
+#define NN_DATA_MAX_BYTES ((size_t)2 << 30)
+#define NN_DATA_MAX_CLASSES 65536
+
+/* Internal to the nn_data loaders: format a message into err (if any) and return rc. */
+int nn_data_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,53 @@
+/* Layer kernels: forward/backward pairs on caller-owned buffers, batch-major.
+ *
+ *   nn_dense_forward(x, B, in, out, W, b, y);            // y = x W^T + b
+ *   nn_dense_backward(x, dy, B, in, out, W, dW, db, dx); // dx may be NULL
+ *
+ * Shapes: activations are [B][...] row-major; a dense layer's W is [out][in]
+ * (PyTorch's layout, so weights compare one to one); a conv layer's W is
+ * [oc][ic*k*k] and images are NCHW. Backward kernels OVERWRITE dW/db/dx (no
+ * accumulation), so gradients never need zeroing between steps. Nothing here
+ * allocates: convolution takes its workspaces from the caller, sized by
+ * nn_conv2d_workspace().
+ */
+#ifndef NN_LAYERS_H
+#define NN_LAYERS_H
+
+#include <stddef.h>
+
+void nn_dense_forward(const float *x, int B, int in, int out, const float *W, const float *b, float *y);
+void nn_dense_backward(const float *x, const float *dy, int B, int in, int out, const float *W,
+                       float *dW, float *db, float *dx);
+
+void nn_relu_forward(const float *x, size_t n, float *y);
+/* Uses the forward OUTPUT y (y > 0 exactly where x > 0). */
+void nn_relu_backward(const float *y, const float *dy, size_t n, float *dx);
+
+/* Mean cross-entropy of softmax(logits) against labels; writes probs and
+ * dlogits = (probs - onehot) / B. Returns the mean loss. */
+float nn_softmax_xent(const float *logits, const int *labels, int B, int K, float *probs, float *dlogits);
+
+typedef struct nn_conv_shape {
+    int ic, ih, iw; /* input channels, height, width */
+    int oc, oh, ow; /* output */
+    int k, stride, pad;
+} nn_conv_shape;
+
+/* Fills oh/ow from the rest; returns -EINVAL if the kernel does not fit. */
+int nn_conv_shape_resolve(nn_conv_shape *s);
+/* Floats of workspace that forward/backward need for a batch of B: an im2col
+ * matrix and an [oc][B*oh*ow] staging matrix, so the whole batch is one sgemm. */
+size_t nn_conv2d_workspace(const nn_conv_shape *s, int B);
+
+void nn_conv2d_forward(const nn_conv_shape *s, const float *x, int B, const float *W, const float *b,
+                       float *y, float *work);
+void nn_conv2d_backward(const nn_conv_shape *s, const float *x, const float *dy, int B, const float *W,
+                        float *dW, float *db, float *dx, float *work);
+
+/* Max-pool k x k with the given stride on NCHW; argmax (B*c*oh*ow ints)
+ * records the winning input index for backward. */
+void nn_maxpool_forward(int c, int ih, int iw, int k, int stride, const float *x, int B, float *y, int *argmax);
+void nn_maxpool_backward(int c, int ih, int iw, int k, int stride, const float *dy, const int *argmax, int B,
+                         float *dx);
+
+#endif

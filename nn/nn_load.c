@@ -1,0 +1,208 @@
+/* nn_data_load: one data-set spec string to a train/test pair, plus the
+ * dataset helpers (subset, free). Each format's parser lives in its own file;
+ * this one only finds files, dispatches and checks the pair is consistent.
+ */
+#include "nn/nn_data.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void nn_dataset_free(nn_dataset *d)
+{
+    if (!d)
+        return;
+    free(d->x);
+    free(d->y);
+    *d = (nn_dataset){0};
+}
+
+int nn_dataset_subset(const nn_dataset *src, const int *idx, int n, nn_dataset *dst)
+{
+    if (!src || !dst || n < 0 || (n && !idx))
+        return -EINVAL;
+    size_t dim = nn_dataset_dim(src);
+    for (int i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= src->n)
+            return -EINVAL;
+    /* At least one element each, so an empty shard still gets non-NULL arrays. */
+    size_t rows = n ? (size_t)n : 1, xbytes;
+    if (__builtin_mul_overflow(rows, dim * sizeof(float), &xbytes))
+        return -ENOMEM;
+    float *x = malloc(xbytes);
+    int *y = malloc(rows * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(x + (size_t)i * dim, src->x + (size_t)idx[i] * dim, dim * sizeof *x);
+        y[i] = src->y[idx[i]];
+    }
+    *dst = (nn_dataset){.n = n, .c = src->c, .h = src->h, .w = src->w,
+                        .n_classes = src->n_classes, .x = x, .y = y};
+    return 0;
+}
+
+static int path_join(char *out, size_t outlen, const char *dir, const char *name)
+{
+    size_t dl = strlen(dir);
+    int r = snprintf(out, outlen, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/", name);
+    return r < 0 || (size_t)r >= outlen ? -ENAMETOOLONG : 0;
+}
+
+/* DIR/NAME, else DIR/NAME.gz. The message names the uncompressed file, which
+ * is what the user reads about in the MNIST instructions. */
+static int find_idx(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen)
+{
+    struct stat st;
+    char gz[256];
+    snprintf(gz, sizeof gz, "%s.gz", name);
+    if (path_join(out, outlen, dir, name) < 0)
+        return nn_data_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    if (stat(out, &st) == 0)
+        return 0;
+    if (path_join(out, outlen, dir, gz) < 0)
+        return nn_data_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    if (stat(out, &st) == 0)
+        return 0;
+    path_join(out, outlen, dir, name);
+    return nn_data_errf(err, errlen, -ENOENT, "%s: No such file or directory (nor %s)", out, gz);
+}
+
+static int load_mnist(const char *dir, nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+{
+    static const char *const names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                         "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char path[4][4096];
+    for (int i = 0; i < 4; i++) {
+        int rc = find_idx(path[i], sizeof path[i], dir, names[i], err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    int rc = nn_idx_load(path[0], path[1], train, err, errlen);
+    if (rc == 0)
+        rc = nn_idx_load(path[2], path[3], test, err, errlen);
+    return rc;
+}
+
+/* Append src's rows to dst (same shape), consuming src. */
+static int append(nn_dataset *dst, nn_dataset *src)
+{
+    if (!dst->x) {
+        *dst = *src;
+        *src = (nn_dataset){0};
+        return 0;
+    }
+    size_t dim = nn_dataset_dim(dst), n = (size_t)dst->n + (size_t)src->n, xbytes;
+    if (n > INT_MAX || __builtin_mul_overflow(n, dim * sizeof(float), &xbytes))
+        return -ENOMEM;
+    float *x = realloc(dst->x, xbytes);
+    if (!x)
+        return -ENOMEM;
+    dst->x = x;
+    int *y = realloc(dst->y, n * sizeof *y);
+    if (!y)
+        return -ENOMEM;
+    dst->y = y;
+    memcpy(x + (size_t)dst->n * dim, src->x, (size_t)src->n * dim * sizeof *x);
+    memcpy(y + dst->n, src->y, (size_t)src->n * sizeof *y);
+    dst->n = (int)n;
+    nn_dataset_free(src);
+    return 0;
+}
+
+static int load_cifar_file(const char *dir, const char *name, nn_dataset *d, char *err, size_t errlen)
+{
+    char path[4096];
+    if (path_join(path, sizeof path, dir, name) < 0)
+        return nn_data_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = nn_file_read(path, &buf, &len, err, errlen);
+    if (rc == 0)
+        rc = nn_cifar10_parse(buf, len, path, d, err, errlen);
+    free(buf);
+    return rc;
+}
+
+static int load_cifar(const char *dir, nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+{
+    for (int i = 1; i <= 5; i++) {
+        char name[32];
+        nn_dataset part = {0};
+        snprintf(name, sizeof name, "data_batch_%d.bin", i);
+        int rc = load_cifar_file(dir, name, &part, err, errlen);
+        if (rc == 0 && (rc = append(train, &part)) < 0)
+            nn_data_errf(err, errlen, rc, "%s/%s: out of memory", dir, name);
+        nn_dataset_free(&part);
+        if (rc < 0)
+            return rc;
+    }
+    return load_cifar_file(dir, "test_batch.bin", test, err, errlen);
+}
+
+static int load_csv_file(const char *path, nn_dataset *d, char *err, size_t errlen)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = nn_file_read(path, &buf, &len, err, errlen);
+    if (rc == 0)
+        rc = nn_csv_parse((const char *)buf, len, path, d, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* "TRAIN,TEST" split at the first comma: a comma in the test path still works. */
+static int load_csv(const char *spec, nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+{
+    const char *comma = strchr(spec, ',');
+    if (!comma || comma == spec || !comma[1])
+        return nn_data_errf(err, errlen, -EINVAL, "csv:%s: expected csv:TRAIN,TEST", spec);
+    char *tr = strndup(spec, (size_t)(comma - spec));
+    if (!tr)
+        return nn_data_errf(err, errlen, -ENOMEM, "out of memory");
+    int rc = load_csv_file(tr, train, err, errlen);
+    if (rc == 0)
+        rc = load_csv_file(comma + 1, test, err, errlen);
+    free(tr);
+    return rc;
+}
+
+int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+{
+    if (!train || !test)
+        return -EINVAL;
+    *train = (nn_dataset){0};
+    *test = (nn_dataset){0};
+    if (err && errlen)
+        err[0] = '\0';
+
+    int rc;
+    const char *what = spec && *spec ? spec : "embedded";
+    if (!spec || !*spec)
+        rc = nn_data_embedded(train, test, err, errlen);
+    else if (strncmp(spec, "cifar10:", 8) == 0)
+        rc = load_cifar(spec + 8, train, test, err, errlen);
+    else if (strncmp(spec, "csv:", 4) == 0)
+        rc = load_csv(spec + 4, train, test, err, errlen);
+    else
+        rc = load_mnist(spec, train, test, err, errlen);
+
+    if (rc == 0 && (train->c != test->c || train->h != test->h || train->w != test->w))
+        rc = nn_data_errf(err, errlen, -EBADMSG, "%s: test samples are %dx%dx%d but training samples are %dx%dx%d",
+                          what, test->c, test->h, test->w, train->c, train->h, train->w);
+    if (rc < 0) {
+        nn_dataset_free(train);
+        nn_dataset_free(test);
+        return rc;
+    }
+    /* A test split may lack the top class (or vice versa); the model is sized once. */
+    int k = train->n_classes > test->n_classes ? train->n_classes : test->n_classes;
+    train->n_classes = test->n_classes = k;
+    return 0;
+}

@@ -1,0 +1,83 @@
+/* Models: a sequence of layers whose parameters, gradients and activations
+ * each live in ONE contiguous float block, with named views into it.
+ *
+ *   nn_model m = {0};
+ *   char err[128];
+ *   if (nn_model_init(&m, "mlp:256,128", 1, 28, 28, 10, 64, seed, err, sizeof err) < 0) ...
+ *   float loss = nn_model_grad(&m, x, y, B, &correct);  // m.grads = d loss / d m.params
+ *   nn_sgd_step(&opt, m.params, m.grads, lr);
+ *   nn_model_free(&m);
+ *
+ * Specs: "mlp" (softmax regression), "mlp:W1,W2,..." (hidden widths, ReLU),
+ * "lenet" (LeNet-5 style: conv5x5(6,pad 2)-relu-pool2-conv5x5(16)-relu-pool2-
+ * fc120-relu-fc84-relu-fc). Input shape and class count come from the data.
+ * The flat m.params vector is what gossip and compression operate on; a step
+ * never allocates.
+ */
+#ifndef NN_MODEL_H
+#define NN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/nn_data.h"
+#include "nn/nn_layers.h"
+
+#define NN_MAX_LAYERS 32
+
+typedef enum nn_layer_kind { NN_DENSE, NN_RELU, NN_CONV2D, NN_MAXPOOL, NN_FLATTEN } nn_layer_kind;
+
+typedef struct nn_layer {
+    nn_layer_kind kind;
+    char name[16];           /* "fc1", "conv2", "relu3", ... */
+    int in_c, in_h, in_w;    /* per-sample input shape */
+    int out_c, out_h, out_w; /* per-sample output shape */
+    nn_conv_shape conv;      /* NN_CONV2D */
+    int k, stride;           /* NN_MAXPOOL */
+    size_t w_off, w_n;       /* weight view into params / grads (dense, conv) */
+    size_t b_off, b_n;       /* bias view */
+    float *out, *dout;       /* [max_batch][out size]; flatten aliases its input */
+    int *argmax;             /* NN_MAXPOOL */
+} nn_layer;
+
+typedef struct nn_model {
+    char spec[64];
+    int in_c, in_h, in_w, n_classes, max_batch;
+    int n_layers;
+    nn_layer layer[NN_MAX_LAYERS];
+    size_t n_params;
+    float *params; /* all weights and biases, one block */
+    float *grads;  /* same layout as params */
+    float *acts;   /* every layer's out and dout, one block */
+    float *probs;  /* softmax of the last batch */
+    float *work;   /* convolution workspace (shared by all conv layers) */
+    int *argmax;   /* max-pool winners, one block */
+} nn_model;
+
+/* Build the model for inputs of shape c x h x w and n_classes outputs, with
+ * buffers for batches up to max_batch, parameters initialised from seed (He
+ * normal weights, zero biases). Bad spec or shape: -EINVAL and a message. */
+int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_classes, int max_batch,
+                  uint64_t seed, char *err, size_t errlen);
+void nn_model_free(nn_model *m);
+
+/* Re-draw the parameters from seed (as nn_model_init does). */
+void nn_model_init_params(nn_model *m, uint64_t seed);
+
+/* Forward pass of B <= max_batch samples; returns the logits [B][n_classes]. */
+const float *nn_model_forward(nn_model *m, const float *x, int B);
+
+/* Forward, mean softmax cross-entropy against y, backward into m->grads (at the
+ * current m->params). Returns the loss; *correct (if not NULL) counts argmax hits. */
+float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *correct);
+
+/* Mean loss and accuracy over a whole data set, in batches of max_batch,
+ * evaluated at `params` (m->params when NULL; the model's own params are left
+ * as they were). */
+void nn_model_evaluate(nn_model *m, const float *params, const nn_dataset *d, float *loss, float *accuracy);
+
+/* Parameter views in order, for checkpoints and reports: fills name (e.g.
+ * "fc1.weight"), offset and count; returns 0, or -ENOENT past the last one. */
+int nn_model_view(const nn_model *m, int i, char *name, size_t name_len, size_t *offset, size_t *count);
+
+#endif

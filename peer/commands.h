@@ -1,0 +1,8 @@
+/* The subcommands of build/sgp. Each takes argc/argv from its own name on and
+ * returns the process exit status (0 ok, 1 failure, 2 usage). */
+#ifndef PEER_COMMANDS_H
+#define PEER_COMMANDS_H
+
+int cmd_train(int argc, char **argv);
+
+#endif

@@ -1,0 +1,73 @@
+/* The training options every training command shares (train now; sim, peer
+ * and launch later): model, data, optimizer, schedule, seed, threads.
+ *
+ *   train_opts o;
+ *   train_opts_defaults(&o);
+ *   ... getopt_long over an option table that includes TRAIN_OPTS_LONG ...
+ *       default: if ((rc = train_opts_parse(&o, "sgp train", c, optarg)) != 1) ... 
+ *   fputs(TRAIN_OPTS_HELP, stdout);
+ */
+#ifndef PEER_TRAIN_OPTS_H
+#define PEER_TRAIN_OPTS_H
+
+#include <stdint.h>
+
+#include "nn/nn_optim.h"
+
+typedef struct train_opts {
+    const char *model; /* nn_model spec */
+    const char *data;  /* nn_data_load spec; NULL = embedded */
+    long epochs;
+    long batch;
+    double lr, momentum, weight_decay, warmup_epochs;
+    int nesterov;
+    nn_lr_schedule schedule; /* decay part filled by --lr-decay */
+    uint64_t seed;
+    long threads;
+    const char *summary; /* JSON file or NULL */
+    int progress;        /* -1 auto (a terminal), 0 off, 1 on */
+} train_opts;
+
+enum {
+    OPT_MODEL = 1000, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_NESTEROV, OPT_NO_NESTEROV,
+    OPT_WEIGHT_DECAY, OPT_WARMUP, OPT_LR_DECAY, OPT_SEED, OPT_THREADS, OPT_SUMMARY, OPT_PROGRESS, OPT_NO_PROGRESS,
+};
+
+#define TRAIN_OPTS_LONG                                                                                           \
+    {"model", required_argument, 0, OPT_MODEL}, {"data", required_argument, 0, OPT_DATA},                        \
+        {"epochs", required_argument, 0, OPT_EPOCHS}, {"batch", required_argument, 0, OPT_BATCH},                \
+        {"lr", required_argument, 0, OPT_LR}, {"momentum", required_argument, 0, OPT_MOMENTUM},                  \
+        {"nesterov", no_argument, 0, OPT_NESTEROV}, {"no-nesterov", no_argument, 0, OPT_NO_NESTEROV},            \
+        {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY}, {"warmup", required_argument, 0, OPT_WARMUP},  \
+        {"lr-decay", required_argument, 0, OPT_LR_DECAY}, {"seed", required_argument, 0, OPT_SEED},              \
+        {"threads", required_argument, 0, OPT_THREADS}, {"summary", required_argument, 0, OPT_SUMMARY},          \
+        {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
+        "no-progress", no_argument, 0, OPT_NO_PROGRESS                                                           \
+    }
+
+#define TRAIN_OPTS_HELP                                                                                           \
+    "Training options:\n"                                                                                         \
+    "  --model SPEC        mlp (softmax regression), mlp:W1,W2,... (hidden widths) or lenet [mlp:256]\n"          \
+    "  --data SPEC         DIR (MNIST IDX files, raw or .gz), cifar10:DIR or csv:TRAIN,TEST\n"                    \
+    "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
+    "  --epochs N          passes over the training data [10]\n"                                                  \
+    "  --batch N           mini-batch size [64]\n"                                                                \
+    "  --lr X              peak learning rate [0.05]\n"                                                           \
+    "  --momentum X        SGD momentum, 0 to switch it off [0.9]\n"                                              \
+    "  --nesterov, --no-nesterov   Nesterov momentum [on]\n"                                                      \
+    "  --weight-decay X    L2 weight decay [0.0005]\n"                                                            \
+    "  --warmup EPOCHS     linear learning-rate warm-up, may be fractional [0]\n"                                 \
+    "  --lr-decay KIND     constant, cosine or step:EPOCHS:GAMMA [cosine]\n"                                      \
+    "  --seed N            seed of every random stream (init, shuffles) [1]\n"                                    \
+    "  --threads N         OpenBLAS threads [1]\n"                                                                \
+    "  --summary FILE      write a JSON summary of the run to FILE\n"                                             \
+    "  --progress, --no-progress   live progress bar [on when stdout is a terminal]\n"
+
+void train_opts_defaults(train_opts *o);
+/* Handles one getopt code c. Returns 1 if c is not a training option, 0 when
+ * handled, CLI_USAGE on a bad value (the error is printed). */
+int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg);
+/* Cross-option checks after parsing (e.g. Nesterov needs momentum). */
+int train_opts_check(train_opts *o, const char *cmd);
+
+#endif
