@@ -40,6 +40,8 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 SGP      := $(BUILD)/sgp
 LIBSGP   := $(BUILD)/libsgp.a
 UNIT     := $(BUILD)/tests/unit
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps demo test bench check bench-run clean
 all: $(SGP)
@@ -65,6 +67,10 @@ $(SGP): $(BUILD)/peer/main.o $(LIBSGP)
 $(UNIT): $(TEST_OBJ) $(LIBSGP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(LDLIBS)
+
+$(BUILD)/bench/%: tests/bench/%.c $(LIBSGP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIBSGP) -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/null)
 
@@ -98,10 +104,10 @@ check: $(SGP) $(UNIT)
 	SGP_BIN=$(abspath $(SGP)) $(UNIT) --jobs 2
 
 bench: deps
-	@$(MAKE) --no-print-directory $(SGP) bench-run
+	@$(MAKE) --no-print-directory $(SGP) $(BENCH_BIN) bench-run
 
 bench-run:
-	SGP=$(abspath $(SGP)) bash tests/bench/train.sh
+	BUILD=$(abspath $(BUILD)) bash tests/bench/run.sh
 
 clean:
 	rm -rf build

@@ -75,8 +75,9 @@ static int parse_row(char *line, csv_out *o, const char *name, size_t lineno, ch
     size_t nf = count_fields(line);
     if (o->features == 0) {
         if (nf < 2)
-            return nn_data_errf(err, errlen, -EBADMSG, "%s:%zu: expected a label and at least one feature, found %zu field",
-                                name, lineno, nf);
+            return nn_data_errf(err, errlen, -EBADMSG,
+                                "%s:%zu: expected a label and at least one feature, found 1 field",
+                                name, lineno);
         o->features = nf - 1;
     }
     if (nf != o->features + 1)
@@ -100,15 +101,16 @@ static int parse_row(char *line, csv_out *o, const char *name, size_t lineno, ch
             if (v < 0)
                 return nn_data_errf(err, errlen, -EBADMSG, "%s:%zu: label %ld is negative", name, lineno, v);
             if (v >= NN_DATA_MAX_CLASSES)
-                return nn_data_errf(err, errlen, -EBADMSG, "%s:%zu: label %ld too large (max %d)", name, lineno,
+                return nn_data_errf(err, errlen, -EBADMSG,
+                                    "%s:%zu: label %ld too large (max %d)", name, lineno,
                                     v, NN_DATA_MAX_CLASSES - 1);
             o->y[o->rows] = (int)v;
             continue;
         }
         float v = strtof(s, &end);
         if (!*s || *end || !isfinite(v))
-            return nn_data_errf(err, errlen, -EBADMSG, "%s:%zu: field %zu: '%.32s' is not a finite number", name,
-                                lineno, f + 1, s);
+            return nn_data_errf(err, errlen, -EBADMSG,
+                                "%s:%zu: field %zu: '%.32s' is not a finite number", name, lineno, f + 1, s);
         o->x[o->rows * o->features + f - 1] = v;
     }
     o->rows++;

@@ -30,13 +30,18 @@ static inline size_t nn_dataset_dim(const nn_dataset *d) { return (size_t)d->c *
 /* spec: NULL or "" -> the embedded MNIST subset; "DIR" -> MNIST IDX files in DIR
  * (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
  * t10k-labels-idx1-ubyte, each raw or with .gz); "cifar10:DIR" -> data_batch_1..5.bin
- * and test_batch.bin; "csv:TRAIN,TEST" -> CSV files, label first.
+ * and test_batch.bin; "csv:TRAIN,TEST" -> CSV files, label first (split at the
+ * first comma; either file may be gzip'ed).
  * Returns 0, or a negative errno with a one-line message "FILE: problem" in err.
- * Train and test agree on shape and n_classes (else -EBADMSG). */
+ * train and test are overwritten (pass zeroed or freed structs) and left zeroed
+ * on error. They agree on shape (else -EBADMSG); n_classes is set to the larger
+ * of the two, so a test split lacking the top class still sizes the model right. */
 int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
 
 /* Parse one IDX images buffer (magic 0x00000803, any rows x cols) and one labels
- * buffer (0x00000801) into d. name_* are used in error messages only. */
+ * buffer (0x00000801) into d. Each buffer's length must equal what its header
+ * declares; counts must match. Pixels become float / 255. name_* are used in
+ * error messages only. d is overwritten on success, untouched on error. */
 int nn_idx_parse(const uint8_t *img, size_t img_len, const char *img_name,
                  const uint8_t *lbl, size_t lbl_len, const char *lbl_name,
                  nn_dataset *d, char *err, size_t errlen);
@@ -44,35 +49,48 @@ int nn_idx_parse(const uint8_t *img, size_t img_len, const char *img_name,
 /* Load an IDX pair from files; each may be gzip-compressed (detected by magic). */
 int nn_idx_load(const char *img_path, const char *lbl_path, nn_dataset *d, char *err, size_t errlen);
 
-/* CIFAR-10 binary records: 1 label byte + 3072 pixel bytes; buf must hold a whole number. */
+/* CIFAR-10 binary records: 1 label byte (< 10) + 3072 pixel bytes (R, G, B planes);
+ * buf must hold a whole number of records. Shape 3x32x32, n_classes 10. */
 int nn_cifar10_parse(const uint8_t *buf, size_t len, const char *name, nn_dataset *d,
                      char *err, size_t errlen);
 
-/* CSV, one sample a line, label (non-negative integer) first, then features;
- * an optional header line (first field not a number) is skipped. */
+/* CSV, one sample a line, label (integer in [0, NN_DATA_MAX_CLASSES)) first, then
+ * finite numbers as features (kept as given); shape 1x1xfeatures. Comma separated,
+ * no quoting. An optional header line (first field not a number) is skipped, as are
+ * blank lines; CRLF is fine. Every row must have the first row's field count;
+ * errors read "NAME:LINE: problem". text need not be NUL-terminated. */
 int nn_csv_parse(const char *text, size_t len, const char *name, nn_dataset *d, char *err, size_t errlen);
 
 /* The embedded 8,000 train / 2,000 test MNIST digits. */
 int nn_data_embedded(nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
 
-/* Read a whole file, inflating it if it is gzip. *buf is malloc'ed; caller frees. */
+/* Read a whole file, inflating it if it is gzip (magic 1f 8b). *buf is malloc'ed
+ * (non-NULL even for an empty file); caller frees. Files and inflated data over
+ * NN_DATA_MAX_BYTES give -EFBIG. */
 int nn_file_read(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen);
 
-/* Gunzip a buffer in memory (used by the embedded set and by nn_file_read). */
+/* Gunzip a buffer in memory (used by the embedded set and by nn_file_read).
+ * Concatenated gzip members are joined, as gzip does; anything else after the
+ * last member, a truncated or corrupt stream give -EBADMSG. */
 int nn_gunzip(const uint8_t *in, size_t in_len, const char *name, uint8_t **out, size_t *out_len,
               char *err, size_t errlen);
 
 /* Peer `peer` of `n_peers` gets a disjoint shard of d's indices, the shards
- * covering all of d. alpha <= 0: iid (a seeded permutation cut in equal parts);
- * alpha > 0: non-iid, for each class a Dirichlet(alpha) split of that class's
- * samples over the peers. Deterministic from seed. *idx is malloc'ed (sorted
- * ascending); *count may be 0 for a tiny alpha. */
+ * covering all of d. alpha <= 0: iid (a seeded permutation cut in parts whose
+ * sizes differ by at most one); alpha > 0: non-iid, for each class a
+ * Dirichlet(alpha) split of that class's (shuffled) samples over the peers.
+ * Deterministic from seed alone, so every peer computes the same split. *idx is
+ * malloc'ed (sorted ascending, non-NULL even when *count is 0, as it may be for
+ * a tiny alpha). Only d->n, d->y and d->n_classes are read; a label outside
+ * [0, n_classes), a bad peer or a non-finite alpha give -EINVAL. */
 int nn_shard_indices(const nn_dataset *d, int peer, int n_peers, double alpha, uint64_t seed,
                      int **idx, int *count);
 
-/* dst = the rows idx[0..n) of src (copies). */
+/* dst = the rows idx[0..n) of src (copies; n may be 0). -EINVAL if an index is
+ * out of range. dst is overwritten. */
 int nn_dataset_subset(const nn_dataset *src, const int *idx, int n, nn_dataset *dst);
 
+/* Frees and zeroes d; safe on NULL, zeroed or already freed datasets. */
 void nn_dataset_free(nn_dataset *d);
 
 /* Limits the loaders enforce before allocating: a decompressed or raw file may

@@ -110,8 +110,8 @@ int nn_gunzip(const uint8_t *in, size_t in_len, const char *name, uint8_t **out,
                 break;
             /* `cat a.gz b.gz` is a valid gzip file: continue with the next member. */
             if (in_len - at < 2 || in[at] != 0x1f || in[at + 1] != 0x8b) {
-                rc = nn_data_errf(err, errlen, -EBADMSG, "%s: %zu bytes of trailing garbage after gzip stream",
-                                  name, in_len - at);
+                rc = nn_data_errf(err, errlen, -EBADMSG,
+                                  "%s: %zu bytes of trailing garbage after gzip stream", name, in_len - at);
                 break;
             }
             inflateReset(&zs);

@@ -25,22 +25,27 @@ static int check_header(const uint8_t *buf, size_t len, const char *name, uint32
 {
     if (len == 0)
         return nn_data_errf(err, errlen, -EBADMSG, "%s: empty file", name);
-    if (len < hdr)
-        return nn_data_errf(err, errlen, -EBADMSG, "%s: truncated: IDX %s header needs %zu bytes, file has %zu",
-                            name, what, hdr, len);
-    if (be32(buf) != magic)
+    /* Magic before header length: a labels file given as images is "bad magic",
+     * not "truncated". */
+    if (len >= 4 && be32(buf) != magic)
         return nn_data_errf(err, errlen, -EBADMSG, "%s: bad magic 0x%08x, expected 0x%08x (IDX %s)", name,
                             be32(buf), magic, what);
+    if (len < hdr)
+        return nn_data_errf(err, errlen, -EBADMSG,
+                            "%s: truncated: IDX %s header needs %zu bytes, file has %zu",
+                            name, what, hdr, len);
     return 0;
 }
 
 static int check_length(size_t want, size_t len, const char *name, const char *decl, char *err, size_t errlen)
 {
     if (len < want)
-        return nn_data_errf(err, errlen, -EBADMSG, "%s: truncated: header says %s (%zu bytes), file has %zu bytes",
+        return nn_data_errf(err, errlen, -EBADMSG,
+                            "%s: truncated: header says %s (%zu bytes), file has %zu bytes",
                             name, decl, want, len);
     if (len > want)
-        return nn_data_errf(err, errlen, -EBADMSG, "%s: %zu bytes of trailing data: header says %s (%zu bytes)",
+        return nn_data_errf(err, errlen, -EBADMSG,
+                            "%s: %zu bytes of trailing data: header says %s (%zu bytes)",
                             name, len - want, decl, want);
     return 0;
 }

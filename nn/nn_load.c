@@ -194,7 +194,8 @@ int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *er
         rc = load_mnist(spec, train, test, err, errlen);
 
     if (rc == 0 && (train->c != test->c || train->h != test->h || train->w != test->w))
-        rc = nn_data_errf(err, errlen, -EBADMSG, "%s: test samples are %dx%dx%d but training samples are %dx%dx%d",
+        rc = nn_data_errf(err, errlen, -EBADMSG,
+                          "%s: test samples are %dx%dx%d but training samples are %dx%dx%d",
                           what, test->c, test->h, test->w, train->c, train->h, train->w);
     if (rc < 0) {
         nn_dataset_free(train);

