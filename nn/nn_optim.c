@@ -27,7 +27,7 @@ float nn_lr_at(const nn_lr_schedule *s, long step, long steps_per_epoch)
     case NN_LR_COSINE: {
         /* Cosine runs over the epochs after warm-up. */
         double span = s->total_epochs - s->warmup_epochs;
-        double t = span > 0 ? (epoch - s->warmup_epochs) / span : 1.0;
+        double t = span > 0 ? (epoch - s->warmup_epochs) / span : 0.0; /* all warm-up: no decay */
         t = t < 0 ? 0 : t > 1 ? 1 : t;
         lr *= 0.5 * (1.0 + cos(3.14159265358979323846 * t));
         break;
