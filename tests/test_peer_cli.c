@@ -1,0 +1,129 @@
+/* The command line as users meet it: real build/sgp processes. Usage errors
+ * are one line on stderr with exit status 2; runtime failures exit 1 and name
+ * the file at fault. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/sgp_run.h"
+
+static sgp_out o;
+
+TestSuite(peer_cli, .timeout = 120);
+
+Test(peer_cli, top_level_help_lists_train)
+{
+    sgp_run(&o, "--help", NULL);
+    cr_assert_eq(o.status, 0);
+    cr_assert(strstr(o.out, "train"), "%s", o.out);
+    sgp_run(&o, NULL);
+    cr_assert_eq(o.status, 2, "no command is a usage error");
+}
+
+Test(peer_cli, unknown_command_is_one_line_status_2)
+{
+    sgp_run(&o, "trian", NULL);
+    cr_assert_eq(o.status, 2);
+    cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
+    cr_assert(strstr(o.err, "trian"), "%s", o.err);
+}
+
+Test(peer_cli, train_help_documents_every_option)
+{
+    sgp_run(&o, "train", "--help", NULL);
+    cr_assert_eq(o.status, 0);
+    const char *opts[] = {"--model", "--data", "--epochs", "--batch", "--lr", "--momentum", "--nesterov",
+                          "--weight-decay", "--warmup", "--lr-decay", "--seed", "--threads", "--summary"};
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
+        cr_assert(strstr(o.out, opts[i]), "--help does not mention %s", opts[i]);
+}
+
+static void expect_usage(const char *needle, const char *a1, const char *a2)
+{
+    sgp_run(&o, "train", a1, a2, NULL);
+    cr_assert_eq(o.status, 2, "%s %s: status %d, stderr %s", a1, a2 ? a2 : "", o.status, o.err);
+    cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
+    cr_assert(strstr(o.err, needle), "expected '%s' in: %s", needle, o.err);
+    cr_assert_eq(o.out[0], 0, "nothing is trained on a usage error: %s", o.out);
+}
+
+Test(peer_cli, bad_options_and_values)
+{
+    expect_usage("--bogus", "--bogus", NULL);
+    expect_usage("--epochs", "--epochs", "ten");
+    expect_usage("--epochs", "--epochs", "0");
+    expect_usage("--batch", "--batch", "-4");
+    expect_usage("--lr", "--lr", "0.1x");
+    expect_usage("--lr-decay", "--lr-decay", "linear");
+    expect_usage("unknown model", "--model", "resnet");
+    expect_usage("hidden widths", "--model", "mlp:12,x");
+    expect_usage("needs a value", "--epochs", NULL);
+    expect_usage("unexpected argument", "extra", NULL);
+}
+
+Test(peer_cli, missing_data_names_the_file)
+{
+    sgp_run(&o, "train", "--data", "/nonexistent/mnist", NULL);
+    cr_assert_eq(o.status, 1);
+    cr_assert(strstr(o.err, "/nonexistent/mnist/train-images-idx3-ubyte"), "%s", o.err);
+    sgp_run(&o, "train", "--data", "cifar10:/nonexistent", NULL);
+    cr_assert_eq(o.status, 1);
+    cr_assert(strstr(o.err, "/nonexistent/data_batch_1.bin"), "%s", o.err);
+}
+
+/* Reads "key": number from a flat JSON file; NAN if absent. */
+static double json_number(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(text, pat);
+    return p ? strtod(p + strlen(pat), NULL) : __builtin_nan("");
+}
+
+Test(peer_cli, train_writes_summary_and_learns)
+{
+    char dir[] = "/tmp/sgp-cli-XXXXXX", path[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    sgp_run(&o, "train", "--model", "mlp:32", "--epochs", "2", "--summary", path, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_assert(strstr(o.out, "epoch   2/2"), "per-epoch progress expected: %s", o.out);
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    static char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(path);
+    rmdir(dir);
+    const char *keys[] = {"test_accuracy", "test_loss", "epochs", "samples_per_second", "wall_seconds", "parameters"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        cr_assert(!__builtin_isnan(json_number(text, keys[i])), "summary lacks %s: %s", keys[i], text);
+    cr_assert_eq(json_number(text, "parameters"), 784 * 32 + 32 + 32 * 10 + 10);
+    cr_assert_eq(json_number(text, "epochs"), 2);
+    cr_assert_gt(json_number(text, "test_accuracy"), 0.85, "2 epochs of mlp:32 on MNIST learn: %s", text);
+    cr_assert_gt(json_number(text, "samples_per_second"), 0);
+}
+
+Test(peer_cli, csv_data_trains_end_to_end)
+{
+    /* Two well separated classes in 3 features: any working pipeline gets them all. */
+    char dir[] = "/tmp/sgp-csv-XXXXXX", tr[64], te[64], spec[160];
+    cr_assert(mkdtemp(dir));
+    snprintf(tr, sizeof tr, "%s/train.csv", dir);
+    snprintf(te, sizeof te, "%s/test.csv", dir);
+    FILE *a = fopen(tr, "w"), *b = fopen(te, "w");
+    cr_assert(a && b);
+    fprintf(a, "label,f1,f2,f3\n");
+    for (int i = 0; i < 200; i++) {
+        int y = i % 2;
+        fprintf(i < 160 ? a : b, "%d,%g,%g,%g\n", y, y ? 1.0 + 0.01 * (i % 7) : -1.0 - 0.01 * (i % 5), 0.5,
+                y ? -0.3 : 0.3);
+    }
+    fclose(a), fclose(b);
+    snprintf(spec, sizeof spec, "csv:%s,%s", tr, te);
+    sgp_run(&o, "train", "--data", spec, "--model", "mlp:8", "--epochs", "5", "--batch", "16", NULL);
+    unlink(tr), unlink(te), rmdir(dir);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_assert(strstr(o.out, "test accuracy 100.00%"), "%s", o.out);
+}
