@@ -22,12 +22,15 @@ PKGS      = openblas $(MSGPACK_PC) libuv libsodium zlib
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# CFLAGS/LDFLAGS are the user's (make CFLAGS=-O3 works); what the build
+# needs is added in SGP_CFLAGS/SGP_LDFLAGS so it cannot be overridden away.
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c17 -Wall -Wextra -D_GNU_SOURCE -I. $(PKG_CFLAGS) -MMD -MP
-LDLIBS   += $(PKG_LIBS) -lm -lpthread
+SGP_CFLAGS = $(CFLAGS) -std=c17 -Wall -Wextra -D_GNU_SOURCE -I. $(PKG_CFLAGS) -MMD -MP
+SGP_LDFLAGS = $(LDFLAGS)
+SGP_LIBS   = $(PKG_LIBS) -lm -lpthread $(LDLIBS)
 ifneq ($(SANITIZER),)
-CFLAGS   += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
-LDFLAGS  += -fsanitize=$(SANITIZER)
+SGP_CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+SGP_LDFLAGS += -fsanitize=$(SANITIZER)
 endif
 
 MODULES  := nn compress topologies gossip peer
@@ -48,7 +51,7 @@ all: $(SGP)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(SGP_CFLAGS) -c $< -o $@
 
 # The embedded MNIST subset is linked into the binary (.incbin), so `sgp train`
 # works from any directory with no download and no data path.
@@ -62,17 +65,17 @@ $(LIBSGP): $(LIB_OBJ) $(EMBED_OBJ)
 	ar rcs $@ $^
 
 $(SGP): $(BUILD)/peer/main.o $(LIBSGP)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(SGP_LIBS)
 
 $(UNIT): $(TEST_OBJ) $(LIBSGP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(LDLIBS)
+	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(SGP_LIBS)
 
 $(BUILD)/bench/%: tests/bench/%.c $(LIBSGP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIBSGP) -o $@ $(LDLIBS)
+	$(CC) $(SGP_CFLAGS) $(SGP_LDFLAGS) $< $(LIBSGP) -o $@ $(SGP_LIBS)
 
-$(BUILD)/tests/%.o: CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/null)
+$(BUILD)/tests/%.o: SGP_CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/null)
 
 # ---- set-up -----------------------------------------------------------------
 DEB_PKGS := build-essential pkg-config libsodium-dev libuv1-dev libopenblas-dev \

@@ -137,10 +137,8 @@ static int allocate(nn_model *m)
         l->b_off = n_params, n_params += l->b_n;
         if (l->kind != NN_FLATTEN)
             n_acts += 2 * out_size(l);
-        if (l->kind == NN_CONV2D) {
-            size_t w = nn_conv2d_workspace(&l->conv, m->max_batch);
-            n_work = w > n_work ? w : n_work;
-        }
+        if (l->kind == NN_CONV2D) /* one workspace per conv layer: backward reuses forward's patches */
+            n_work += nn_conv2d_workspace(&l->conv, m->max_batch);
         if (l->kind == NN_MAXPOOL)
             n_argmax += out_size(l);
     }
@@ -153,7 +151,7 @@ static int allocate(nn_model *m)
     m->argmax = n_argmax ? calloc(B * n_argmax, sizeof(int)) : NULL;
     if (!m->params || !m->grads || !m->acts || (n_work && !m->work) || (n_argmax && !m->argmax))
         return -ENOMEM;
-    float *a = m->acts;
+    float *a = m->acts, *work = m->work;
     int *am = m->argmax;
     for (int i = 0; i < m->n_layers; i++) {
         nn_layer *l = &m->layer[i];
@@ -168,6 +166,8 @@ static int allocate(nn_model *m)
         l->dout = a, a += B * out_size(l);
         if (l->kind == NN_MAXPOOL)
             l->argmax = am, am += B * out_size(l);
+        if (l->kind == NN_CONV2D)
+            l->work = work, work += nn_conv2d_workspace(&l->conv, m->max_batch);
     }
     m->probs = a;
     return 0;
@@ -258,7 +258,7 @@ const float *nn_model_forward(nn_model *m, const float *x, int B)
             nn_relu_forward(in, (size_t)B * in_size(l), l->out);
             break;
         case NN_CONV2D:
-            nn_conv2d_forward(&l->conv, in, B, P + l->w_off, P + l->b_off, l->out, m->work);
+            nn_conv2d_forward(&l->conv, in, B, P + l->w_off, P + l->b_off, l->out, l->work);
             break;
         case NN_MAXPOOL:
             nn_maxpool_forward(l->in_c, l->in_h, l->in_w, l->k, l->stride, in, B, l->out, l->argmax);
@@ -312,7 +312,7 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
             nn_relu_backward(l->out, l->dout, (size_t)B * in_size(l), din);
             break;
         case NN_CONV2D:
-            nn_conv2d_backward(&l->conv, in, l->dout, B, P + l->w_off, G + l->w_off, G + l->b_off, din, m->work);
+            nn_conv2d_backward(&l->conv, in, l->dout, B, P + l->w_off, G + l->w_off, G + l->b_off, din, l->work);
             break;
         case NN_MAXPOOL:
             nn_maxpool_backward(l->in_c, l->in_h, l->in_w, l->k, l->stride, l->dout, l->argmax, B, din);

@@ -38,6 +38,7 @@ typedef struct nn_layer {
     size_t b_off, b_n;       /* bias view */
     float *out, *dout;       /* [max_batch][out size]; flatten aliases its input */
     int *argmax;             /* NN_MAXPOOL */
+    float *work;             /* NN_CONV2D: im2col patches kept for backward */
 } nn_layer;
 
 typedef struct nn_model {
@@ -50,7 +51,7 @@ typedef struct nn_model {
     float *grads;  /* same layout as params */
     float *acts;   /* every layer's out and dout, one block */
     float *probs;  /* softmax of the last batch */
-    float *work;   /* convolution workspace (shared by all conv layers) */
+    float *work;   /* convolution workspaces, one per conv layer */
     int *argmax;   /* max-pool winners, one block */
 } nn_model;
 
