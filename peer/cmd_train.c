@@ -2,6 +2,7 @@
  * compared against, and the smallest end-to-end use of nn/. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/nn_batch.h"
@@ -147,6 +148,10 @@ int cmd_train(int argc, char **argv)
            o.schedule.decay == NN_LR_COSINE ? "cosine" : o.schedule.decay == NN_LR_STEP ? "step" : "constant",
            o.momentum, o.nesterov ? " Nesterov" : "", o.weight_decay, (unsigned long long)o.seed);
     printf("           BLAS: %s\n", nn_blas_describe());
+    if (nn_blas_downgraded())
+        printf("           note: this CPU has AVX-512 but OpenBLAS runs %s kernels%s; large matrix products run slower"
+               " (unset it to let OpenBLAS choose)\n",
+               nn_blas_core(), getenv("OPENBLAS_CORETYPE") ? " because OPENBLAS_CORETYPE is set" : "");
     fflush(stdout);
     run(&o, &m, &opt, &b, &test, &r);
     r.wall_seconds = cli_now() - t_start;
