@@ -127,3 +127,33 @@ Test(peer_cli, csv_data_trains_end_to_end)
     cr_assert_eq(o.status, 0, "%s", o.err);
     cr_assert(strstr(o.out, "test accuracy 100.00%"), "%s", o.out);
 }
+
+/* The accuracies the README promises for the default settings and seed. */
+static double train_accuracy_of(const char *model)
+{
+    char dir[] = "/tmp/sgp-acc-XXXXXX", path[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    sgp_run(&o, "train", "--model", model, "--epochs", "10", "--summary", path, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    static char text[8192];
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+    unlink(path);
+    rmdir(dir);
+    return json_number(text, "test_accuracy");
+}
+
+Test(peer_cli, mlp_reaches_95_percent_in_10_epochs)
+{
+    double acc = train_accuracy_of("mlp:256");
+    cr_assert_geq(acc, 0.95, "mlp:256, 10 epochs: test accuracy %.4f", acc);
+}
+
+Test(peer_cli, lenet_reaches_97_percent_in_10_epochs, .timeout = 300)
+{
+    double acc = train_accuracy_of("lenet");
+    cr_assert_geq(acc, 0.97, "lenet, 10 epochs: test accuracy %.4f", acc);
+}
