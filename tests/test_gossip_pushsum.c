@@ -1,0 +1,432 @@
+/* Push-sum invariants of gossip/ (see gossip/GUARANTEES.md), driven by a
+ * minimal in-test network: rounds in lock step, every message copied into a
+ * queue and delivered, dropped, duplicated, delayed or reordered on purpose. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gsp.h"
+
+#define DIM 16
+
+typedef struct pending {
+    gsp_msg m;
+    long due; /* round at whose end it is delivered */
+} pending;
+
+typedef struct net {
+    int n;
+    topo t;
+    gsp_peer *p;
+    uint8_t *alive;
+    pending *q;
+    int nq, capq;
+    long round;
+    uint64_t rng;
+} net;
+
+static uint64_t rnd(net *s)
+{
+    uint64_t z = (s->rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static double unif(net *s) { return (double)(rnd(s) >> 11) * 0x1.0p-53; }
+
+static void net_init(net *s, const char *kind, int n, const char *params, int tau, uint64_t seed)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->rng = seed;
+    topo_error e;
+    cr_assert_eq(topo_generate(&s->t, kind, n, params, &e), 0, "%s: %s", kind, e.msg);
+    s->p = calloc((size_t)n, sizeof *s->p);
+    s->alive = malloc((size_t)n);
+    memset(s->alive, 1, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        float x0[DIM];
+        for (int d = 0; d < DIM; d++)
+            x0[d] = (float)(1.0 + 2.0 * unif(s) + d); /* nonzero mean: relative error is meaningful */
+        cr_assert_eq(gsp_init(&s->p[i], i, n, DIM, tau, x0), 0);
+    }
+}
+
+static void net_free(net *s)
+{
+    for (int i = 0; i < s->nq; i++)
+        gsp_msg_free(&s->q[i].m);
+    free(s->q);
+    for (int i = 0; i < s->n; i++)
+        gsp_free(&s->p[i]);
+    free(s->p);
+    free(s->alive);
+    topo_free(&s->t);
+}
+
+static void enqueue(net *s, const gsp_msg *m, long due)
+{
+    if (s->nq == s->capq) {
+        s->capq = s->capq ? 2 * s->capq : 64;
+        s->q = realloc(s->q, (size_t)s->capq * sizeof *s->q);
+    }
+    cr_assert_eq(gsp_msg_copy(&s->q[s->nq].m, m), 0);
+    s->q[s->nq++].due = due;
+}
+
+/* fate of one message: how many rounds late (0 = this round), -1 = lost, and copies */
+typedef void (*fate_fn)(net *s, const gsp_msg *m, int *delay, int *copies);
+
+static void deliver_due(net *s, int reverse)
+{
+    /* Deliver everything due now; reverse = newest first (reordering). */
+    int i = reverse ? s->nq - 1 : 0;
+    for (int k = 0; k < s->nq; k++, i += reverse ? -1 : 1) {
+        pending *p = &s->q[i];
+        if (p->due > s->round)
+            continue;
+        if (s->alive[p->m.dst])
+            cr_assert_geq(gsp_absorb(&s->p[p->m.dst], &p->m), 0);
+        gsp_msg_free(&p->m);
+        p->due = -1;
+    }
+    int w = 0;
+    for (int r = 0; r < s->nq; r++)
+        if (s->q[r].due >= 0)
+            s->q[w++] = s->q[r];
+    s->nq = w;
+}
+
+static void net_round(net *s, fate_fn fate, int reverse)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (!s->alive[i])
+            continue;
+        topo_out out;
+        topo_route(&s->t, s->round, i, s->alive, &out);
+        gsp_msg msgs[TOPO_MAX_OUT];
+        cr_assert_eq(gsp_emit(&s->p[i], &out, msgs), out.n);
+        for (int k = 0; k < out.n; k++) {
+            cr_assert(s->alive[msgs[k].dst], "mass sent to a dead peer");
+            int delay = 0, copies = 1;
+            if (fate)
+                fate(s, &msgs[k], &delay, &copies);
+            for (int c = 0; c < copies && delay >= 0; c++)
+                enqueue(s, &msgs[k], s->round + delay);
+        }
+    }
+    deliver_due(s, reverse);
+    s->round++;
+}
+
+/* Mass held by the live peers plus in flight between them, in double. */
+static void mass(const net *s, double *x, double *w)
+{
+    memset(x, 0, DIM * sizeof *x);
+    *w = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (!s->alive[i])
+            continue;
+        for (int d = 0; d < DIM; d++)
+            x[d] += s->p[i].x[d];
+        *w += s->p[i].w;
+        for (int j = 0; j < s->n; j++)
+            if (j != i && s->alive[j])
+                *w += gsp_edge_pending(&s->p[i], &s->p[j], x);
+    }
+}
+
+/* max over live peers of ||z_i - target|| / ||target|| */
+static double consensus_error(net *s, const double *target)
+{
+    double worst = 0, norm = 0;
+    for (int d = 0; d < DIM; d++)
+        norm += target[d] * target[d];
+    for (int i = 0; i < s->n; i++) {
+        if (!s->alive[i])
+            continue;
+        const float *z = gsp_debias(&s->p[i]);
+        double e = 0;
+        for (int d = 0; d < DIM; d++)
+            e += (z[d] - target[d]) * (z[d] - target[d]);
+        worst = fmax(worst, sqrt(e / norm));
+    }
+    return worst;
+}
+
+static void assert_mass(const net *s, const double *x0, double w0, double tol)
+{
+    double x[DIM], w;
+    mass(s, x, &w);
+    cr_assert(fabs(w - w0) <= tol * w0, "round %ld: sum w %.12g, expected %.12g", s->round, w, w0);
+    for (int d = 0; d < DIM; d++)
+        cr_assert(fabs(x[d] - x0[d]) <= tol * fabs(x0[d]), "round %ld: sum x[%d] %.9g, expected %.9g", s->round, d,
+                  x[d], x0[d]);
+}
+
+static void average(const net *s, double *avg)
+{
+    double x[DIM], w;
+    mass(s, x, &w);
+    for (int d = 0; d < DIM; d++)
+        avg[d] = x[d] / w;
+}
+
+/* ---- exactness and conservation ------------------------------------------ */
+
+static void exact_after_log2n(int n)
+{
+    net s;
+    net_init(&s, "exponential", n, NULL, 0, (uint64_t)n);
+    double x0[DIM], w0, avg[DIM];
+    mass(&s, x0, &w0);
+    average(&s, avg);
+    int L = 0;
+    while ((1 << L) < n)
+        L++;
+    for (int r = 0; r < L; r++) {
+        cr_assert_gt(consensus_error(&s, avg), 1e-3, "n=%d exact too early, round %d", n, r);
+        net_round(&s, NULL, 0);
+        assert_mass(&s, x0, w0, 1e-6);
+    }
+    double err = consensus_error(&s, avg);
+    cr_assert_lt(err, 1e-6, "n=%d: relative error %.3g after %d rounds", n, err, L);
+    net_free(&s);
+}
+
+Test(gossip_pushsum, exact_on_exponential_8) { exact_after_log2n(8); }
+Test(gossip_pushsum, exact_on_exponential_16) { exact_after_log2n(16); }
+Test(gossip_pushsum, exact_on_exponential_32) { exact_after_log2n(32); }
+
+static void converges(const char *kind, int n, const char *params, int rounds, double tol)
+{
+    net s;
+    net_init(&s, kind, n, params, 0, 7);
+    double x0[DIM], w0, avg[DIM];
+    mass(&s, x0, &w0);
+    average(&s, avg);
+    for (int r = 0; r < rounds; r++) {
+        net_round(&s, NULL, 0);
+        assert_mass(&s, x0, w0, 1e-5);
+        for (int i = 0; i < n; i++)
+            cr_assert_gt(s.p[i].w, 0.0, "%s: w of peer %d not positive", kind, i);
+    }
+    double err = consensus_error(&s, avg);
+    cr_assert_lt(err, tol, "%s n=%d: error %.3g after %d rounds", kind, n, err, rounds);
+    net_free(&s);
+}
+
+Test(gossip_pushsum, conservation_and_convergence_ring) { converges("ring", 8, NULL, 400, 1e-5); }
+Test(gossip_pushsum, conservation_and_convergence_torus) { converges("torus", 16, NULL, 400, 1e-5); }
+Test(gossip_pushsum, conservation_and_convergence_random) { converges("random", 16, "out=2 seed=3", 200, 1e-5); }
+Test(gossip_pushsum, weights_positive) { converges("n-peer-exponential", 16, "out=2", 60, 1e-5); }
+
+/* ---- faults ---------------------------------------------------------------- */
+
+static void lose_30_percent(net *s, const gsp_msg *m, int *delay, int *copies)
+{
+    (void)m, (void)copies;
+    *delay = unif(s) < 0.3 ? -1 : 0;
+}
+
+Test(gossip_pushsum, loss_keeps_mass_in_flight_and_converges)
+{
+    net s;
+    net_init(&s, "exponential", 8, NULL, 0, 11);
+    double x0[DIM], w0, avg[DIM];
+    mass(&s, x0, &w0);
+    average(&s, avg);
+    for (int r = 0; r < 200; r++) {
+        net_round(&s, lose_30_percent, 0);
+        assert_mass(&s, x0, w0, 1e-5); /* lost messages' shares are still pending, not gone */
+    }
+    cr_assert_lt(consensus_error(&s, avg), 1e-5);
+    net_free(&s);
+}
+
+Test(gossip_pushsum, loss_share_arrives_with_next_message)
+{
+    /* Two peers on a ring: drop 0 -> 1's first message; the second carries both shares. */
+    net a, b;
+    net_init(&a, "ring", 2, NULL, 0, 5);
+    net_init(&b, "ring", 2, NULL, 0, 5);
+    int dropped = 0;
+    for (int r = 0; r < 2; r++) {
+        net_round(&a, NULL, 0);
+        for (int i = 0; i < 2; i++) {
+            topo_out out;
+            topo_route(&b.t, b.round, i, b.alive, &out);
+            gsp_msg m[TOPO_MAX_OUT];
+            gsp_emit(&b.p[i], &out, m);
+            if (i == 0 && r == 0) {
+                dropped = 1;
+                continue;
+            }
+            cr_assert_eq(gsp_absorb(&b.p[m[0].dst], &m[0]), 1);
+        }
+        b.round++;
+        if (r == 0)
+            cr_assert_neq(b.p[1].w, a.p[1].w, "the drop is visible after one round");
+    }
+    cr_assert(dropped);
+    /* After the second message, peer 1 has absorbed the same totals as without loss. */
+    cr_assert_float_eq(b.p[1].w, a.p[1].w, 1e-12);
+    cr_assert_float_eq(b.p[0].w, a.p[0].w, 1e-12);
+    net_free(&a);
+    net_free(&b);
+}
+
+static void duplicate_all(net *s, const gsp_msg *m, int *delay, int *copies)
+{
+    (void)s, (void)m, (void)delay;
+    *copies = 3;
+}
+
+Test(gossip_pushsum, duplicate_changes_nothing)
+{
+    net a, b;
+    net_init(&a, "exponential", 8, NULL, 0, 3);
+    net_init(&b, "exponential", 8, NULL, 0, 3);
+    for (int r = 0; r < 10; r++) {
+        net_round(&a, NULL, 0);
+        net_round(&b, duplicate_all, 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        cr_assert_eq(memcmp(a.p[i].x, b.p[i].x, DIM * sizeof(float)), 0, "peer %d differs", i);
+        cr_assert_eq(a.p[i].w, b.p[i].w);
+        cr_assert_eq(b.p[i].stats.ignored, 2 * b.p[i].stats.absorbed, "every extra copy is ignored");
+    }
+    net_free(&a);
+    net_free(&b);
+}
+
+static void delay_three(net *s, const gsp_msg *m, int *delay, int *copies)
+{
+    (void)s, (void)copies;
+    *delay = m->src == 0 ? 3 : 0; /* peer 0's messages all come 3 rounds late */
+}
+
+Test(gossip_pushsum, delay_conserves_and_converges)
+{
+    net s;
+    net_init(&s, "exponential", 8, NULL, 3, 9);
+    double x0[DIM], w0, avg[DIM];
+    mass(&s, x0, &w0);
+    average(&s, avg);
+    for (int r = 0; r < 120; r++) {
+        net_round(&s, delay_three, 0);
+        assert_mass(&s, x0, w0, 1e-5);
+    }
+    cr_assert_lt(consensus_error(&s, avg), 1e-5);
+    net_free(&s);
+}
+
+static void hold_two_rounds(net *s, const gsp_msg *m, int *delay, int *copies)
+{
+    (void)s, (void)copies;
+    *delay = 2 - (int)(m->round % 3); /* rounds r, r+1, r+2 arrive together */
+}
+
+Test(gossip_pushsum, reorder_equals_in_order_delivery)
+{
+    net a, b;
+    net_init(&a, "exponential", 8, NULL, 2, 4);
+    net_init(&b, "exponential", 8, NULL, 2, 4);
+    for (int r = 0; r < 30; r++) {
+        net_round(&a, hold_two_rounds, 0); /* oldest first */
+        net_round(&b, hold_two_rounds, 1); /* newest first: the older ones are ignored */
+    }
+    uint64_t ignored = 0;
+    for (int i = 0; i < 8; i++) {
+        ignored += b.p[i].stats.ignored;
+        cr_assert_float_eq(a.p[i].w, b.p[i].w, 1e-12);
+        for (int d = 0; d < DIM; d++)
+            cr_assert_float_eq(a.p[i].x[d], b.p[i].x[d], 1e-5 * fabsf(a.p[i].x[d]), "peer %d x[%d]", i, d);
+    }
+    cr_assert_gt(ignored, 0, "reordering happened");
+    net_free(&a);
+    net_free(&b);
+}
+
+Test(gossip_pushsum, death_survivors_conserve_and_agree)
+{
+    net s;
+    net_init(&s, "exponential", 8, NULL, 0, 13);
+    for (int r = 0; r < 2; r++)
+        net_round(&s, NULL, 0);
+    s.alive[5] = 0; /* dies between rounds: its mass and what was in flight to it are gone */
+    double x0[DIM], w0, avg[DIM];
+    mass(&s, x0, &w0);
+    average(&s, avg);
+    for (int r = 0; r < 200; r++) {
+        net_round(&s, NULL, 0);
+        assert_mass(&s, x0, w0, 1e-5);
+    }
+    cr_assert_lt(consensus_error(&s, avg), 1e-5, "survivors agree on the mass that remains");
+    net_free(&s);
+}
+
+Test(gossip_pushsum, pause_loses_nothing)
+{
+    net s;
+    net_init(&s, "exponential", 8, NULL, 0, 17);
+    double x0[DIM], w0, avg[DIM];
+    mass(&s, x0, &w0);
+    average(&s, avg);
+    net_round(&s, NULL, 0);
+    /* Peer 2 pauses: others route around it and its inbound messages are not delivered. */
+    gsp_peer saved = s.p[2];
+    s.alive[2] = 0;
+    for (int r = 0; r < 10; r++)
+        net_round(&s, NULL, 0);
+    s.alive[2] = 1;
+    s.p[2] = saved;
+    s.p[2].round = s.round; /* it resumes in step with the others */
+    for (int r = 0; r < 200; r++) {
+        net_round(&s, NULL, 0);
+        assert_mass(&s, x0, w0, 1e-5);
+    }
+    cr_assert_lt(consensus_error(&s, avg), 1e-5, "everyone agrees on the ORIGINAL average");
+    net_free(&s);
+}
+
+/* ---- staleness --------------------------------------------------------------- */
+
+Test(gossip_pushsum, ready_waits_for_tau)
+{
+    for (int tau = 0; tau <= 2; tau++) {
+        net s;
+        net_init(&s, "ring", 4, NULL, tau, 1);
+        /* Peer 1 runs alone; peer 0 (its in-neighbour on the ring) is silent. */
+        int ran = 0;
+        while (gsp_ready(&s.p[1], &s.t, s.alive) && ran < 10) {
+            topo_out out;
+            topo_route(&s.t, s.p[1].round, 1, s.alive, &out);
+            gsp_msg m[TOPO_MAX_OUT];
+            gsp_emit(&s.p[1], &out, m);
+            ran++;
+        }
+        cr_assert_eq(ran, tau + 1, "tau=%d: ran %d rounds ahead of a silent in-neighbour", tau, ran);
+        /* Declared dead: it no longer holds anyone up. */
+        s.alive[0] = 0;
+        cr_assert(gsp_ready(&s.p[1], &s.t, s.alive));
+        net_free(&s);
+    }
+}
+
+Test(gossip_pushsum, absorb_rejects_malformed)
+{
+    net s;
+    net_init(&s, "ring", 4, NULL, 0, 1);
+    double tot[DIM] = {0};
+    gsp_msg m = {.src = 0, .dst = 2, .round = 0, .seq = 1, .w_total = 0.5, .dim = DIM, .x_total = tot};
+    cr_assert_eq(gsp_absorb(&s.p[1], &m), -EINVAL, "wrong destination");
+    m.dst = 1, m.src = 9;
+    cr_assert_eq(gsp_absorb(&s.p[1], &m), -EINVAL, "sender out of range");
+    m.src = 1;
+    cr_assert_eq(gsp_absorb(&s.p[1], &m), -EINVAL, "from itself");
+    m.src = 0, m.dim = DIM - 1;
+    cr_assert_eq(gsp_absorb(&s.p[1], &m), -EINVAL, "dimension mismatch");
+    net_free(&s);
+}

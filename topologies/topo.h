@@ -1,0 +1,114 @@
+/* Directed, possibly time-varying communication graphs for push-sum.
+ *
+ *   topo t = {0};
+ *   topo_error e;
+ *   if (topo_load(&t, "topologies/exp8.topo", &e) < 0)
+ *       fprintf(stderr, "%s:%d: %s\n", e.file, e.line, e.msg);
+ *   // or: topo_generate(&t, "exponential", 8, NULL, &e);
+ *   topo_out out;
+ *   topo_route(&t, round, peer, alive, &out);   // live out-neighbours and weights
+ *   for (int k = 0; k < out.n; k++) send(out.peer[k], out.weight[k] * x);
+ *   x *= out.keep;
+ *   topo_free(&t);
+ *
+ * A topology is a schedule of P phases; round r uses phase r mod P. Each phase
+ * lists directed edges src -> dst with an optional mixing weight. Without
+ * weights a sender with d out-neighbours keeps 1/(d+1) and sends 1/(d+1) on
+ * each edge (uniform mixing). With weights, every sender's weights, its kept
+ * share included (written as the self-edge i -> i), sum to 1.
+ *
+ * The file format is topologies/FORMAT.md. No I/O beyond reading the file in
+ * topo_load, no clock, no globals: randomness (the random generator) comes
+ * from the seed parameter.
+ */
+#ifndef TOPO_H
+#define TOPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TOPO_MAX_PEERS 65536
+#define TOPO_MAX_OUT 64 /* out-degree of one peer in one phase */
+
+typedef struct topo_edge {
+    int src, dst;
+    double weight; /* < 0: uniform (the phase has no explicit weights) */
+} topo_edge;
+
+typedef struct topo {
+    int n_peers;
+    int n_phases;
+    int weighted;      /* explicit weights (all phases), else uniform mixing */
+    size_t *phase_at;  /* n_phases + 1 offsets into edges; phase p is edges[phase_at[p] .. phase_at[p+1]) */
+    topo_edge *edges;  /* sorted by (phase, src, dst); self-edges only when weighted */
+    /* Derived at load: per phase, CSR of out-edges by src and of in-edges by dst. */
+    size_t *out_at, *in_at; /* n_phases * (n_peers + 1) offsets */
+    int *in_src;            /* sources, grouped like in_at */
+    char kind[64];     /* generator name and parameters, or "explicit" */
+} topo;
+
+typedef struct topo_error {
+    char file[256];
+    int line; /* 0 when the problem is not on one line (e.g. connectivity) */
+    char msg[256];
+} topo_error;
+
+/* The routed out-neighbours of one peer in one round. keep + sum(weight) == 1. */
+typedef struct topo_out {
+    int n;
+    int peer[TOPO_MAX_OUT];
+    double weight[TOPO_MAX_OUT];
+    double keep;
+} topo_out;
+
+/* Parse and validate a .topo file (or text already in memory, with name used in
+ * messages). Returns 0, or -EBADMSG / -EINVAL / -ENOENT / -ENOMEM with e filled. */
+int topo_load(topo *t, const char *path, topo_error *e);
+int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_error *e);
+
+/* Generators, by name: "ring", "exponential" (one-peer: i -> i + 2^(r mod log2 n)),
+ * "n-peer-exponential" (params "out=K": i -> i + 2^j for K consecutive j, rotating),
+ * "bipartite-exponential", "torus" ("rows=R cols=C", default near-square),
+ * "complete", "star" ("center=C"), "random" ("out=K seed=S phases=P").
+ * params: NULL or "key=value key=value". */
+int topo_generate(topo *t, const char *kind, int n_peers, const char *params, topo_error *e);
+
+/* Checks done by topo_load/topo_generate, exposed for tests: ids in range, no
+ * duplicate edges, weights summing to 1 per sender, union of the phases
+ * strongly connected. */
+int topo_validate(const topo *t, topo_error *e);
+
+/* Out-neighbours of `peer` in round `round`, routed around dead peers
+ * (alive == NULL: everybody is alive). Routing rule: an out-edge whose target
+ * is dead is redirected to the next live peer after it (target+1, target+2, ...
+ * mod n) that is neither the sender nor already a target this round, and keeps
+ * the dead target's weight; if there is none, the weight is kept by the
+ * sender. Mass is never sent to a peer known to be dead. */
+void topo_route(const topo *t, long round, int peer, const uint8_t *alive, topo_out *out);
+
+/* The live in-neighbours of `peer` in round `round` as scheduled (NOT
+ * rerouted: a message rerouted to a peer is absorbed whenever it comes, nobody
+ * waits for it). This is whose round-r messages a peer with staleness bound
+ * tau waits for before round r + tau + 1. O(in-degree): in-lists are
+ * precomputed per phase. Returns the count (at most TOPO_MAX_OUT * phases is
+ * never exceeded by the generators; ids beyond max are dropped). */
+int topo_in(const topo *t, long round, int peer, const uint8_t *alive, int *in, int max);
+
+/* Rounds of pure push-sum averaging (uniform or the topology's weights, all
+ * peers alive) until every peer's de-biased vector z_i is within relative
+ * error tol of the true average, max_i ||z_i - avg|| / ||avg||, starting from
+ * seeded random vectors of dimension dim. Returns 0 and *rounds, or -ETIMEDOUT
+ * if max_rounds pass first. Analysis of the schedule, not the gossip code. */
+int topo_mix_rounds(const topo *t, int dim, uint64_t seed, double tol, long max_rounds, long *rounds);
+
+/* Write t as a .topo file (the generator line when it came from one, else
+ * explicit phases), with `comment` as a leading # comment (may be NULL).
+ * Returns 0 or -EIO. */
+int topo_write(const topo *t, FILE *f, const char *comment);
+/* Graphviz: one digraph, edges labelled with the rounds (phases) they are active in. */
+int topo_write_dot(const topo *t, FILE *f);
+
+void topo_free(topo *t);
+
+#endif
