@@ -138,8 +138,13 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
 
 int gsp_ready(const gsp_peer *g, const topo *t, const uint8_t *alive)
 {
+    return gsp_ready_with(g, t, alive, NULL, 0);
+}
+
+int gsp_ready_with(const gsp_peer *g, const topo *t, const uint8_t *alive, const gsp_msg *inbox, int n_inbox)
+{
     long need = g->round - 1 - g->tau;
-    if (need < 0)
+    if (need < g->since)
         return 1;
     int in[TOPO_MAX_OUT * 4];
     int n = topo_in(t, need, g->id, alive, in, (int)(sizeof in / sizeof *in));
@@ -148,7 +153,11 @@ int gsp_ready(const gsp_peer *g, const topo *t, const uint8_t *alive)
         for (int j = 0; j < g->n_in && !e; j++)
             if (g->in[j].peer == in[k])
                 e = &g->in[j];
-        if (!e || e->round < need)
+        long heard = e ? e->round : -1;
+        for (int m = 0; m < n_inbox; m++)
+            if (inbox[m].src == in[k] && inbox[m].round > heard)
+                heard = inbox[m].round;
+        if (heard < need)
             return 0;
     }
     return 1;

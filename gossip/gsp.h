@@ -63,6 +63,7 @@ typedef struct gsp_peer {
     int id, n_peers, tau;
     size_t dim;
     long round;   /* rounds whose shares have been emitted */
+    long since;   /* first round it takes part in (a rejoin): earlier rounds' messages are not awaited */
     float *x;     /* push-sum numerator: the optimizer steps on it */
     double w;     /* push-sum weight, > 0 */
     float *z;     /* x / w, refreshed by gsp_debias */
@@ -93,8 +94,12 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m);
 
 /* May the peer start round g->round (i.e. emit again)? True when every live
  * scheduled in-neighbour of round g->round - 1 - tau has delivered that round's
- * message (rounds < 0 need nothing). A peer is never held by a dead one. */
+ * message (rounds before g->since need nothing: the first rounds, or the
+ * rounds a rejoining peer missed). A peer is never held by a dead one. */
 int gsp_ready(const gsp_peer *g, const topo *t, const uint8_t *alive);
+/* The same, counting also messages that have arrived but are not absorbed
+ * yet (a driver that absorbs at round start keeps them in an inbox). */
+int gsp_ready_with(const gsp_peer *g, const topo *t, const uint8_t *alive, const gsp_msg *inbox, int n_inbox);
 
 /* Mass this peer has sent on its out-edges and the receivers have not applied
  * yet is sigma - rho: for invariant checks the driver sums, over all edges,

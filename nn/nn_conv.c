@@ -60,14 +60,17 @@ static void im2col(const nn_conv_shape *s, const float *x, float *col, size_t ld
                         memset(dst, 0, (size_t)s->ow * sizeof(float));
                         continue;
                     }
-                    const float *src = img + (size_t)iy * s->iw - pad + kj; /* src[ox*st] is pixel ix */
+                    /* pixel of column ox is line[ox*st + kj - pad]; offsets, not a pointer
+                     * before the row, so nothing points outside the image */
+                    const float *line = img + (size_t)iy * s->iw;
+                    const int shift = kj - pad;
                     for (int ox = 0; ox < lo; ox++)
                         dst[ox] = 0.0f;
                     if (st == 1)
-                        memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof(float));
+                        memcpy(dst + lo, line + lo + shift, (size_t)(hi - lo) * sizeof(float));
                     else
                         for (int ox = lo; ox < hi; ox++)
-                            dst[ox] = src[ox * st];
+                            dst[ox] = line[ox * st + shift];
                     for (int ox = hi; ox < s->ow; ox++)
                         dst[ox] = 0.0f;
                 }
@@ -91,9 +94,10 @@ static void col2im(const nn_conv_shape *s, const float *col, size_t ld, float *d
                     if (iy < 0 || iy >= s->ih)
                         continue;
                     const float *src = row + (size_t)oy * s->ow;
-                    float *dst = img + (size_t)iy * s->iw - pad + kj;
+                    float *line = img + (size_t)iy * s->iw;
+                    const int shift = kj - pad;
                     for (int ox = lo; ox < hi; ox++)
-                        dst[ox * st] += src[ox];
+                        line[ox * st + shift] += src[ox];
                 }
             }
 }

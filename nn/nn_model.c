@@ -95,8 +95,8 @@ static int build_mlp(nn_model *m, const char *widths, char *err, size_t errlen)
     const char *p = widths;
     while (rc == 0 && p && *p) {
         char *end;
-        long w = strtol(p, &end, 10);
-        if (end == p || w <= 0 || w > 1 << 20 || (*end != ',' && *end != '\0')) {
+        long w = (*p >= '0' && *p <= '9') ? strtol(p, &end, 10) : 0; /* no signs or spaces */
+        if (w <= 0 || w > 1 << 20 || (*end != ',' && *end != '\0') || (*end == ',' && end[1] == '\0')) {
             snprintf(err, errlen, "model '%s': hidden widths must be positive integers separated by commas",
                      m->spec);
             return -EINVAL;
@@ -191,7 +191,7 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
     int rc;
     if (strcmp(spec, "mlp") == 0)
         rc = build_mlp(m, NULL, err, errlen);
-    else if (strncmp(spec, "mlp:", 4) == 0)
+    else if (strncmp(spec, "mlp:", 4) == 0 && spec[4])
         rc = build_mlp(m, spec + 4, err, errlen);
     else if (strcmp(spec, "lenet") == 0)
         rc = build_lenet(m, err, errlen);

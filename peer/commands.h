@@ -4,5 +4,7 @@
 #define PEER_COMMANDS_H
 
 int cmd_train(int argc, char **argv);
+int cmd_topo(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 #endif

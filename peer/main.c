@@ -11,6 +11,8 @@ static const struct {
     const char *what;
 } commands[] = {
     {"train", cmd_train, "train one model on one machine (the single-peer baseline)"},
+    {"topo", cmd_topo, "check, show, draw, generate and analyse topology files"},
+    {"sim", cmd_sim, "simulate N peers training with SGP on a virtual clock"},
 };
 
 static void usage(FILE *out)

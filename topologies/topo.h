@@ -29,7 +29,12 @@
 #include <stdio.h>
 
 #define TOPO_MAX_PEERS 65536
-#define TOPO_MAX_OUT 64 /* out-degree of one peer in one phase */
+#define TOPO_MAX_OUT 64 /* out-degree of one peer in one phase (its kept share not counted) */
+#define TOPO_MAX_PHASES 4096
+/* Bounds on what one topology may cost in memory, whatever the input says:
+ * the per-phase CSR offsets take n_phases * (n_peers + 1) entries. */
+#define TOPO_MAX_PEER_PHASES (1L << 22)
+#define TOPO_MAX_EDGES (1L << 22)
 
 typedef struct topo_edge {
     int src, dst;
@@ -45,6 +50,7 @@ typedef struct topo {
     /* Derived at load: per phase, CSR of out-edges by src and of in-edges by dst. */
     size_t *out_at, *in_at; /* n_phases * (n_peers + 1) offsets */
     int *in_src;            /* sources, grouped like in_at */
+    int max_out, max_in;    /* largest out-/in-degree of a peer in one phase (self-edges not counted) */
     char kind[64];     /* generator name and parameters, or "explicit" */
 } topo;
 
@@ -63,7 +69,10 @@ typedef struct topo_out {
 } topo_out;
 
 /* Parse and validate a .topo file (or text already in memory, with name used in
- * messages). Returns 0, or -EBADMSG / -EINVAL / -ENOENT / -ENOMEM with e filled. */
+ * messages). Returns 0, or -EBADMSG / -EINVAL / -ENOENT / -ENOMEM with e filled.
+ * t is overwritten, not freed first; on failure it is left zeroed. e may be
+ * NULL. Explicit weights within 1e-6 of summing to 1 are rescaled so that each
+ * sender's shares sum to 1 to double round-off (mass is conserved). */
 int topo_load(topo *t, const char *path, topo_error *e);
 int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_error *e);
 
@@ -76,7 +85,8 @@ int topo_generate(topo *t, const char *kind, int n_peers, const char *params, to
 
 /* Checks done by topo_load/topo_generate, exposed for tests: ids in range, no
  * duplicate edges, weights summing to 1 per sender, union of the phases
- * strongly connected. */
+ * strongly connected. Reads only n_peers, n_phases, weighted, phase_at and
+ * edges (which must be sorted). Returns 0 or -EINVAL (line 0), -ENOMEM. */
 int topo_validate(const topo *t, topo_error *e);
 
 /* Out-neighbours of `peer` in round `round`, routed around dead peers
@@ -91,8 +101,9 @@ void topo_route(const topo *t, long round, int peer, const uint8_t *alive, topo_
  * rerouted: a message rerouted to a peer is absorbed whenever it comes, nobody
  * waits for it). This is whose round-r messages a peer with staleness bound
  * tau waits for before round r + tau + 1. O(in-degree): in-lists are
- * precomputed per phase. Returns the count (at most TOPO_MAX_OUT * phases is
- * never exceeded by the generators; ids beyond max are dropped). */
+ * precomputed per phase. Writes at most max ids (ascending) and returns how
+ * many it wrote; max >= t->max_in never drops one (the generators keep
+ * max_in <= TOPO_MAX_OUT; an explicit file may reach n_peers - 1). */
 int topo_in(const topo *t, long round, int peer, const uint8_t *alive, int *in, int max);
 
 /* Rounds of pure push-sum averaging (uniform or the topology's weights, all
@@ -108,6 +119,15 @@ int topo_mix_rounds(const topo *t, int dim, uint64_t seed, double tol, long max_
 int topo_write(const topo *t, FILE *f, const char *comment);
 /* Graphviz: one digraph, edges labelled with the rounds (phases) they are active in. */
 int topo_write_dot(const topo *t, FILE *f);
+
+/* A remark on a valid topology that the user should know, e.g. the
+ * exponential graph on a peer count that is not a power of two. Writes it to
+ * buf and returns 1, or returns 0 when there is nothing to say. */
+int topo_note(const topo *t, char *buf, size_t cap);
+
+/* The shortest text that reads back as exactly w: a short decimal ("0.25"),
+ * a fraction ("1/3"), else 17 significant digits. */
+void topo_format_weight(double w, char *buf, size_t cap);
 
 void topo_free(topo *t);
 

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2059 # printf "$FMT": one format for the header and the rows
+# Training-step throughput, sgp (nn/ on OpenBLAS) against PyTorch, measured in
+# the same run with the same environment for both. Called by `make bench` as
+#   BUILD=/abs/build bash tests/bench/run.sh
+# Knobs (environment): BENCH_SECONDS  timed seconds per run (default 1)
+#                      BENCH_REPEAT   runs per program and row, interleaved; the best counts (default 3)
+#                      BENCH_TORCH=0  skip PyTorch (and its installation)
+#                      BENCH_OMP_WAIT_POLICY  OMP_WAIT_POLICY for both (default PASSIVE; empty: leave unset)
+#                      BENCH_ROWS     "MODEL BATCH;MODEL BATCH;..." (default: the three rows below)
+# The table goes to stdout and to $BUILD/bench/train.txt. See tests/bench/README.md.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+BUILD=${BUILD:-$root/build}
+SGP_STEP=$BUILD/bench/train_step
+TORCH_STEP=$here/train_step_torch.py
+PY=/usr/bin/python3 # Debian's python: python3-torch installs there, not into a pyenv on PATH
+SECS=${BENCH_SECONDS:-1}
+REPEAT=${BENCH_REPEAT:-3}
+# Debian's torch runs its intra-op pool on GNU OpenMP and nn.Linear on the
+# pthread build of OpenBLAS, which has its own pool. With OpenMP's default
+# (active) waiting, torch's idle OpenMP threads spin on the cores OpenBLAS's
+# threads need, and 2-thread torch drops 5-15x. PASSIVE makes the reference
+# what torch can do here; sgp has no OpenMP, so it changes nothing for sgp.
+OMP_WAIT=${BENCH_OMP_WAIT_POLICY-PASSIVE}
+OUT=$BUILD/bench/train.txt
+
+if [ ! -x "$SGP_STEP" ]; then
+    echo "run.sh: $SGP_STEP not built (run 'make bench')" >&2
+    exit 1
+fi
+mkdir -p "$BUILD/bench"
+
+# ---- PyTorch, the reference ----------------------------------------------------
+have_torch() { [ -x "$PY" ] && "$PY" -c 'import torch' >/dev/null 2>&1; }
+torch_ok=0
+torch_note=
+if [ "${BENCH_TORCH:-1}" = 0 ]; then
+    torch_note="PyTorch skipped (BENCH_TORCH=0)"
+elif have_torch; then
+    torch_ok=1
+else
+    echo "run.sh: PyTorch not importable by $PY; installing python3-torch (Debian) for the reference column" >&2
+    sudo=
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    # Lock::Timeout: wait for another apt/dpkg to finish instead of failing at once.
+    if command -v apt-get >/dev/null &&
+        $sudo apt-get -o DPkg::Lock::Timeout=600 update -q >&2 &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+            --no-install-recommends python3-torch >&2 && have_torch; then
+        torch_ok=1
+    else
+        torch_note="PyTorch could not be installed (apt-get install python3-torch failed): torch column skipped"
+    fi
+fi
+[ -n "$torch_note" ] && echo "run.sh: $torch_note" >&2
+
+# ---- one measurement --------------------------------------------------------------
+# field NAME < line: the value of NAME=VALUE in a result line.
+field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p"; }
+
+# run_one sgp|torch CORETYPE MODEL BATCH THREADS: one result line on stdout
+# (empty on failure). The environment is built from scratch here so both
+# programs see exactly the same BLAS settings; "unset" removes OPENBLAS_CORETYPE
+# (an empty value is not the same: OpenBLAS then picks a different core).
+run_one() {
+    local prog=$1 ct=$2 model=$3 batch=$4 threads=$5
+    local envs=(env -u OPENBLAS_CORETYPE -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS="$threads"
+        OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads")
+    [ "$ct" = unset ] || envs+=(OPENBLAS_CORETYPE="$ct")
+    [ -z "$OMP_WAIT" ] || envs+=(OMP_WAIT_POLICY="$OMP_WAIT")
+    local args=(--model "$model" --batch "$batch" --threads "$threads" --seconds "$SECS")
+    if [ "$prog" = sgp ]; then
+        "${envs[@]}" "$SGP_STEP" "${args[@]}" 2>/dev/null | grep '^samples_per_second='
+    else
+        "${envs[@]}" "$PY" "$TORCH_STEP" "${args[@]}" 2>/dev/null | grep '^samples_per_second='
+    fi
+}
+
+# Other processes' CPU use while we measure, in cores: machine busy time (from
+# /proc/stat) minus what our own children used (bash's `times`). On a shared
+# machine this says which rows to distrust.
+HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
+machine_busy() { awk -v hz="$HZ" '/^cpu / { printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz }' /proc/stat; }
+# `times` must run in this shell: inside $(...) it would report the subshell's
+# own (empty) children, so it writes to a file and CHILD is read back.
+TIMES_FILE=$(mktemp)
+trap 'rm -f "$TIMES_FILE"' EXIT
+children_cpu_to() { # children_cpu_to VAR: our children's user+sys seconds so far, into VAR
+    times >"$TIMES_FILE"
+    printf -v "$1" '%s' "$(awk 'NR == 2 { t = 0; for (i = 1; i <= NF; i++) { f = $i; sub(/s$/, "", f); split(f, a, "m"); t += a[1] * 60 + a[2] } printf "%.3f\n", t }' "$TIMES_FILE")"
+}
+now() { date +%s.%N; }
+others_since() { # others_since T0 BUSY0 CHILD0 CHILD1 -> cores used by other processes since then
+    awk -v t0="$1" -v b0="$2" -v c0="$3" -v c1="$4" -v t1="$(now)" -v b1="$(machine_busy)" \
+        'BEGIN { w = t1 - t0; o = (b1 - b0) - (c1 - c0); if (o < 0) o = 0; printf "%.2f", (w > 0 ? o / w : 0) }'
+}
+
+best() { # best of the numbers on stdin ("-" if none)
+    awk 'BEGIN { b = -1 } $1 != "" { if ($1 + 0 > b) b = $1 + 0 } END { if (b < 0) print "-"; else printf "%.0f\n", b }'
+}
+
+FMT='%-12s %5s %7s %-8s %-10s %12s %12s %9s %6s  %s\n'
+ROWS=${BENCH_ROWS:-mlp:256,256 64;mlp:256,256 256;lenet 64}
+
+# ---- the table --------------------------------------------------------------------------
+{
+    echo "sgp vs PyTorch: one training step = forward + softmax cross-entropy + backward + SGD(momentum 0.9)"
+    echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); host: $(uname -n); cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) x $(nproc)"
+    t0=$(now) b0=$(machine_busy)
+    sleep 0.5
+    echo "machine: $(nproc) cores; other processes were using $(others_since "$t0" "$b0" 0 0) cores just before the run"
+    echo "method: ${SECS}s per run, best of $REPEAT runs per program, sgp and torch interleaved; OMP_WAIT_POLICY=${OMP_WAIT:-unset} for both"
+    echo "sgp:   nn/ on $(env -u OPENBLAS_CORETYPE "$SGP_STEP" --describe 2>&1 | head -1) (OPENBLAS_CORETYPE unset)"
+    if [ "$torch_ok" = 1 ]; then
+        echo "torch: $(env -u OPENBLAS_CORETYPE "$PY" "$TORCH_STEP" --describe 2>&1 | head -1)"
+        echo "       nn.Linear -> OpenBLAS sgemm (same library and core as sgp); LeNet's Conv2d -> oneDNN,"
+        echo "       which ignores OPENBLAS_CORETYPE and picks its own ISA (so the LeNet rows are not BLAS vs BLAS)"
+    else
+        echo "torch: $torch_note"
+    fi
+    echo
+    printf "$FMT" model batch threads coretype "blas core" "sgp/s" "torch/s" sgp/torch others note
+    printf "$FMT" ------------ ----- ------- -------- ---------- ------------ ------------ --------- ------ ----
+} | tee "$OUT"
+
+below=0
+IFS=';' read -r -a rows <<<"$ROWS"
+for row in "${rows[@]}"; do
+    read -r model batch <<<"$row"
+    for threads in 1 2; do
+        for ct in Haswell unset; do
+            sgp_vals='' torch_vals='' core='' tcore=''
+            t0=$(now) b0=$(machine_busy)
+            children_cpu_to c0
+            for ((r = 0; r < REPEAT; r++)); do
+                # Alternate who goes first, so slow drift of a shared machine hits both alike.
+                order="sgp torch"
+                [ $((r % 2)) = 1 ] && order="torch sgp"
+                for prog in $order; do
+                    [ "$prog" = torch ] && [ "$torch_ok" != 1 ] && continue
+                    line=$(run_one "$prog" "$ct" "$model" "$batch" "$threads")
+                    v=$(echo "$line" | field samples_per_second)
+                    if [ "$prog" = sgp ]; then
+                        sgp_vals="$sgp_vals $v"
+                        [ -n "$core" ] || core=$(echo "$line" | field core)
+                    else
+                        torch_vals="$torch_vals $v"
+                        [ -n "$tcore" ] || tcore=$(echo "$line" | field core)
+                    fi
+                done
+            done
+            children_cpu_to c1
+            others=$(others_since "$t0" "$b0" "$c0" "$c1")
+            s=$(tr ' ' '\n' <<<"$sgp_vals" | best)
+            t=$(tr ' ' '\n' <<<"$torch_vals" | best)
+            ratio=- note=
+            if [ "$s" != - ] && [ "$t" != - ]; then
+                ratio=$(awk -v s="$s" -v t="$t" 'BEGIN { printf "%.2fx", s / t }')
+                case $model in mlp*)
+                    if awk -v s="$s" -v t="$t" 'BEGIN { exit !(s < t) }'; then
+                        note="below target (>= 1.00x)"
+                        below=$((below + 1))
+                    fi
+                    ;;
+                esac
+            fi
+            [ "$s" = - ] && note="sgp run failed"
+            [ "$torch_ok" = 1 ] && [ "$t" = - ] && note="${note:+$note; }torch run failed"
+            # Both must have run the same OpenBLAS kernels, or the row compares something else.
+            [ -n "$tcore" ] && [ -n "$core" ] && [ "$tcore" != "$core" ] &&
+                note="${note:+$note; }torch's OpenBLAS core: $tcore"
+            printf "$FMT" "$model" "$batch" "$threads" "$ct" "${core:--}" "$s" "$t" "$ratio" "$others" "$note" |
+                tee -a "$OUT"
+        done
+    done
+done
+
+{
+    echo
+    echo "coretype: OPENBLAS_CORETYPE for both programs (unset = OpenBLAS detects the CPU; 'blas core' is what sgp's"
+    echo "OpenBLAS picked). threads: OpenBLAS/OpenMP threads and torch.set_num_threads. samples/s: higher is better."
+    echo "others: cores used by other processes while the row ran (of $(nproc)); a row with others > 0.2 is suspect:"
+    echo "rerun it alone, e.g. BENCH_ROWS='mlp:256,256 256' make bench-run"
+    if [ "$torch_ok" = 1 ]; then
+        echo "target: sgp >= 1.00x PyTorch on every MLP row; rows below it: $below"
+    fi
+    echo "table written to $OUT"
+} | tee -a "$OUT"

@@ -1,0 +1,152 @@
+/* The simulator end to end on the embedded data: determinism, pure averaging,
+ * faults, and that training across peers learns. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/sim.h"
+
+static nn_dataset train, test;
+static topo t;
+
+static void load(void)
+{
+    char err[256];
+    nn_dataset full_train = {0}, full_test = {0};
+    cr_assert_eq(nn_data_embedded(&full_train, &full_test, err, sizeof err), 0, "%s", err);
+    /* A 2,000 / 500 slice keeps each test to a second or two. */
+    int idx[2000];
+    for (int i = 0; i < 2000; i++)
+        idx[i] = i;
+    cr_assert_eq(nn_dataset_subset(&full_train, idx, 2000, &train), 0);
+    cr_assert_eq(nn_dataset_subset(&full_test, idx, 500, &test), 0);
+    nn_dataset_free(&full_train);
+    nn_dataset_free(&full_test);
+}
+
+static void unload(void)
+{
+    nn_dataset_free(&train);
+    nn_dataset_free(&test);
+    topo_free(&t);
+}
+
+TestSuite(peer_sim, .init = load, .fini = unload, .timeout = 120);
+
+static void config(sim_config *c, const char *kind, int n)
+{
+    topo_error e;
+    topo_free(&t);
+    cr_assert_eq(topo_generate(&t, kind, n, NULL, &e), 0, "%s", e.msg);
+    sim_config_defaults(c);
+    c->n_peers = n;
+    c->topology = &t;
+    c->train.model = "mlp:32";
+    c->train.epochs = 2;
+    c->train.progress = 0;
+    train_opts_check(&c->train, "test");
+}
+
+static void run(const sim_config *c, sim_result *r)
+{
+    char err[256];
+    cr_assert_eq(sim_run(c, &train, &test, r, err, sizeof err), 0, "%s", err);
+}
+
+Test(peer_sim, same_seed_same_model_bit_for_bit)
+{
+    sim_config c;
+    config(&c, "exponential", 8);
+    c.tau = 1;
+    c.loss = 0.05;
+    c.latency = 0.003; /* arrival order matters with tau > 0 and loss */
+    sim_result a, b, d;
+    run(&c, &a);
+    run(&c, &b);
+    cr_assert_eq(a.parameters, b.parameters);
+    cr_assert_eq(memcmp(a.average_model, b.average_model, a.parameters * sizeof(float)), 0);
+    cr_assert_eq(a.bytes_sent, b.bytes_sent);
+    cr_assert_eq(a.messages_lost, b.messages_lost);
+    cr_assert_eq(a.simulated_seconds, b.simulated_seconds);
+    c.train.seed = 2;
+    run(&c, &d);
+    cr_assert_neq(memcmp(a.average_model, d.average_model, a.parameters * sizeof(float)), 0, "the seed matters");
+    sim_result_free(&a), sim_result_free(&b), sim_result_free(&d);
+}
+
+Test(peer_sim, averaging_only_reaches_consensus)
+{
+    sim_config c;
+    config(&c, "exponential", 16);
+    c.averaging_only = 1;
+    c.train.epochs = 1;
+    sim_result r;
+    run(&c, &r);
+    cr_assert_gt(r.rounds, 4);
+    cr_assert_lt(r.consensus_distance, 1e-12, "exact averaging on exp16: %.3g", r.consensus_distance);
+    sim_result_free(&r);
+}
+
+Test(peer_sim, loss_still_converges_and_is_counted)
+{
+    sim_config c;
+    config(&c, "ring", 8);
+    c.averaging_only = 1;
+    c.train.epochs = 8;
+    sim_result clean, r;
+    run(&c, &clean);
+    c.loss = 0.2;
+    run(&c, &r);
+    cr_assert_gt(r.messages_lost, 0);
+    cr_assert_lt(r.consensus_distance, 1e-6, "%.3g (lossless: %.3g)", r.consensus_distance, clean.consensus_distance);
+    sim_result_free(&clean);
+    sim_result_free(&r);
+}
+
+Test(peer_sim, training_learns_on_every_peer)
+{
+    sim_config c;
+    config(&c, "exponential", 4);
+    c.train.epochs = 3;
+    sim_result r;
+    run(&c, &r);
+    cr_assert_gt(r.test_accuracy, 0.85, "average model %.3f", r.test_accuracy);
+    cr_assert_gt(r.test_accuracy_min, 0.85, "worst peer %.3f", r.test_accuracy_min);
+    cr_assert_lt(r.consensus_distance, 1e-2);
+    sim_result_free(&r);
+}
+
+Test(peer_sim, crash_and_rejoin_finish)
+{
+    sim_config c;
+    config(&c, "exponential", 8);
+    c.crash[c.n_crash++] = (sim_fault){.peer = 3, .round = 10};
+    c.crash[c.n_crash++] = (sim_fault){.peer = 5, .round = 12};
+    c.rejoin[c.n_rejoin++] = (sim_fault){.peer = 3, .round = 30};
+    c.dead_timeout = 0.05;
+    sim_result r;
+    run(&c, &r);
+    long rounds_per_epoch = (train.n + 63) / 64;
+    cr_assert_eq(r.rounds, rounds_per_epoch * c.train.epochs, "the survivors finish every round");
+    cr_assert_gt(r.messages_lost, 0, "messages to the crashed peers before detection are lost");
+    cr_assert_gt(r.test_accuracy_min, 0.8, "the rejoined peer caught up: worst %.3f", r.test_accuracy_min);
+    sim_result_free(&r);
+}
+
+Test(peer_sim, straggler_delays_simulated_time_not_results_when_synchronous)
+{
+    sim_config c;
+    config(&c, "exponential", 4);
+    c.train.epochs = 1;
+    c.compute_seconds = 0.01; /* compute, not the links, sets the pace */
+    sim_result a, b;
+    run(&c, &a);
+    double slow[4] = {1, 4, 1, 1};
+    c.slow = slow;
+    run(&c, &b);
+    cr_assert_gt(b.simulated_seconds, 3 * a.simulated_seconds, "tau = 0 waits for the straggler");
+    cr_assert_eq(memcmp(a.average_model, b.average_model, a.parameters * sizeof(float)), 0,
+                 "synchronous SGP does not depend on timing");
+    sim_result_free(&a), sim_result_free(&b);
+}
