@@ -29,6 +29,8 @@ static void help(void)
           "  --latency S           one-way link latency in seconds [0.0001]\n"
           "  --bandwidth MBIT      link bandwidth in Mbit/s, 0 for infinite [1000]\n"
           "  --loss P              probability that a message is lost [0]\n"
+          "  --duplicate P         probability that a message is delivered twice [0]\n"
+          "  --jitter S            extra random delay up to S seconds (reorders messages) [0]\n"
           "  --slow PEER:FACTOR    PEER computes FACTOR times slower (repeatable)\n"
           "  --crash PEER@ROUND    PEER crashes when it reaches ROUND (repeatable)\n"
           "  --rejoin PEER@ROUND   a crashed PEER comes back when the slowest peer reaches ROUND\n"
@@ -44,7 +46,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_SHARD, S_TAU, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH,
-       S_REJOIN, S_DEAD, S_AVG, S_LOG };
+       S_REJOIN, S_DEAD, S_AVG, S_LOG, S_DUP, S_JITTER };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -100,7 +102,10 @@ static int write_summary(const char *path, const sim_config *c, const char *topo
     json_int(&j, "bytes_sent", (long long)r->bytes_sent);
     json_int(&j, "messages_sent", (long long)r->messages_sent);
     json_int(&j, "messages_lost", (long long)r->messages_lost);
+    json_int(&j, "messages_duplicated", (long long)r->messages_duplicated);
     json_num(&j, "mean_staleness", r->mean_staleness);
+    json_num(&j, "mass_error_x", r->mass_error_x);
+    json_num(&j, "mass_error_w", r->mass_error_w);
     json_int(&j, "rounds", r->rounds);
     json_num(&j, "simulated_seconds", r->simulated_seconds);
     json_num(&j, "wall_seconds", r->wall_seconds);
@@ -143,6 +148,8 @@ int cmd_sim(int argc, char **argv)
         {"latency", required_argument, 0, S_LATENCY},
         {"bandwidth", required_argument, 0, S_BANDWIDTH},
         {"loss", required_argument, 0, S_LOSS},
+        {"duplicate", required_argument, 0, S_DUP},
+        {"jitter", required_argument, 0, S_JITTER},
         {"slow", required_argument, 0, S_SLOW},
         {"crash", required_argument, 0, S_CRASH},
         {"rejoin", required_argument, 0, S_REJOIN},
@@ -202,6 +209,12 @@ int cmd_sim(int argc, char **argv)
             break;
         case S_LOSS:
             rc = cli_double(CMD, "--loss", optarg, 0, 0.99, &c.loss);
+            break;
+        case S_DUP:
+            rc = cli_double(CMD, "--duplicate", optarg, 0, 0.99, &c.duplicate);
+            break;
+        case S_JITTER:
+            rc = cli_double(CMD, "--jitter", optarg, 0, 1e6, &c.jitter);
             break;
         case S_SLOW:
             if (n_slow == SIM_MAX_EVENTS)

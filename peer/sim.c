@@ -50,6 +50,7 @@ typedef struct sim {
     int per_batch;
     double epoch_loss;
     long epoch_steps;
+    double *mass0; /* averaging-only: total x at the start (double), for the mass check */
     progress bar;
     double wall0;
     sim_result *r;
@@ -304,11 +305,16 @@ static int step_done(sim *s, int i)
             s->r->messages_lost++;
             continue;
         }
-        long slot = flight_put(s, &msgs[k]);
-        if (slot < 0)
-            return (int)slot;
-        if (sim_queue_push(&s->q, done + c->latency, EV_ARRIVE, j, slot) < 0)
-            return -ENOMEM;
+        int copies = c->duplicate > 0 && nn_rng_uniform_d(&s->net) < c->duplicate ? 2 : 1;
+        s->r->messages_duplicated += (uint64_t)(copies - 1);
+        for (int copy = 0; copy < copies; copy++) {
+            double jitter = c->jitter > 0 ? c->jitter * nn_rng_uniform_d(&s->net) : 0.0;
+            long slot = flight_put(s, &msgs[k]);
+            if (slot < 0)
+                return (int)slot;
+            if (sim_queue_push(&s->q, done + c->latency + jitter, EV_ARRIVE, j, slot) < 0)
+                return -ENOMEM;
+        }
     }
     s->at_round[round]--;
     s->at_round[round + 1]++;
@@ -406,6 +412,10 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
         }
     }
     free(x0);
+    if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
+        for (int i = 0; i < n; i++)
+            for (size_t d = 0; d < dim; d++)
+                s->mass0[d] += s->p[i].g.x[d];
     s->at_round[0] = n;
     nn_rng_seed(&s->net, c->train.seed, 0x6e6574ULL);
     s->step_seconds = c->averaging_only ? 0.0
@@ -440,7 +450,36 @@ static void teardown(sim *s)
     free(s->alive);
     free(s->link_free);
     free(s->at_round);
+    free(s->mass0);
     nn_model_free(&s->model);
+}
+
+/* Total mass now (peers plus in flight on every edge) against the start. */
+static void mass_check(sim *s)
+{
+    sim_result *r = s->r;
+    r->mass_error_x = r->mass_error_w = NAN;
+    if (!s->mass0 || s->c->n_crash > 0)
+        return;
+    const int n = s->c->n_peers;
+    const size_t dim = s->model.n_params;
+    double *x = calloc(dim, sizeof *x), w = 0;
+    if (!x)
+        return;
+    for (int i = 0; i < n; i++) {
+        for (size_t d = 0; d < dim; d++)
+            x[d] += s->p[i].g.x[d];
+        w += s->p[i].g.w;
+        for (int j = 0; j < n; j++)
+            if (j != i)
+                w += gsp_edge_pending(&s->p[i].g, &s->p[j].g, x);
+    }
+    double ex = 0, norm = 0;
+    for (size_t d = 0; d < dim; d++)
+        ex += (x[d] - s->mass0[d]) * (x[d] - s->mass0[d]), norm += s->mass0[d] * s->mass0[d];
+    r->mass_error_x = norm > 0 ? sqrt(ex / norm) : sqrt(ex);
+    r->mass_error_w = fabs(w - n) / n;
+    free(x);
 }
 
 /* After the last round: deliver what is still in flight to live peers, then
@@ -477,6 +516,7 @@ static void finish(sim *s)
         stale += (double)p->g.stats.stale_sum, absorbed += (double)p->g.stats.absorbed;
     }
     r->test_accuracy_mean = live ? (float)(acc_sum / live) : 0.0f;
+    mass_check(s);
     r->mean_staleness = absorbed ? stale / absorbed : 0.0;
     r->rounds = s->slowest;
     r->simulated_seconds = s->last_step; /* not the idle round timeouts that trail it */

@@ -14,8 +14,9 @@
  * - a local step takes compute_seconds * slow[i] (compute_seconds < 0: a
  *   deterministic estimate from the model size and batch, see sim.c);
  * - a message of B bytes on link i -> j starts when that link is free, takes
- *   B / bandwidth to serialise and arrives latency later; it is lost with
- *   probability loss (a seeded stream);
+ *   B / bandwidth to serialise and arrives latency (+ a uniform jitter) later;
+ *   it is lost with probability loss and delivered twice with probability
+ *   duplicate (one seeded stream for the network);
  * - a peer starts round r when gsp_ready says so (bounded staleness tau);
  *   before the step it absorbs the messages that have arrived, in (sender, seq)
  *   order; with tau = 0 only those of earlier rounds, so a synchronous run does
@@ -50,6 +51,8 @@ typedef struct sim_config {
     int tau;            /* staleness bound, rounds */
     double compute_seconds; /* per local step; < 0: estimate from the model */
     double latency, bandwidth, loss; /* seconds, bytes/second (0 = infinite), probability */
+    double duplicate;                /* probability that a message is delivered twice */
+    double jitter;                   /* extra delay uniform in [0, jitter] s: reorders a link's messages */
     double dead_timeout;             /* seconds until a crash is known */
     double *slow;                    /* n_peers factors (NULL = all 1) */
     sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS];
@@ -68,6 +71,11 @@ typedef struct sim_result {
     float test_accuracy_min, test_accuracy_mean; /* over live peers' z */
     double consensus_distance;   /* mean_i ||z_i - z_avg||^2 / ||z_avg||^2 */
     double mean_staleness;       /* rounds, over absorbed messages */
+    /* Averaging-only runs: relative change of total mass, peers plus in flight,
+     * from start to end (0 up to round-off; see gossip/GUARANTEES.md). NAN when
+     * training (gradients change x) or when a peer crashed (mass leaves with it). */
+    double mass_error_x, mass_error_w;
+    uint64_t messages_duplicated;
     float train_loss;            /* mean over the last epoch's steps */
     size_t parameters;
     float *average_model;        /* n params, owned */

@@ -150,3 +150,44 @@ Test(peer_sim, straggler_delays_simulated_time_not_results_when_synchronous)
                  "synchronous SGP does not depend on timing");
     sim_result_free(&a), sim_result_free(&b);
 }
+
+/* The guarantees of gossip/GUARANTEES.md, through the simulator's network. */
+static void averaging_under(double loss, double duplicate, double jitter, sim_result *r)
+{
+    sim_config c;
+    config(&c, "exponential", 8);
+    c.averaging_only = 1;
+    c.train.epochs = 3;
+    c.loss = loss, c.duplicate = duplicate, c.jitter = jitter;
+    c.latency = 0.001;
+    run(&c, r);
+    cr_assert_lt(r->mass_error_w, 1e-12, "w mass changed by %.3g", r->mass_error_w);
+    cr_assert_lt(r->mass_error_x, 1e-5, "x mass changed by %.3g", r->mass_error_x);
+    cr_assert_lt(r->consensus_distance, 1e-10, "consensus %.3g", r->consensus_distance);
+}
+
+Test(peer_sim, loss_conserves_mass)
+{
+    sim_result r;
+    averaging_under(0.2, 0, 0, &r);
+    cr_assert_gt(r.messages_lost, 10);
+    sim_result_free(&r);
+}
+
+Test(peer_sim, duplication_changes_nothing)
+{
+    sim_result a, b;
+    averaging_under(0, 0, 0, &a);
+    averaging_under(0, 0.5, 0, &b);
+    cr_assert_gt(b.messages_duplicated, 10);
+    cr_assert_eq(memcmp(a.average_model, b.average_model, a.parameters * sizeof(float)), 0);
+    cr_assert_eq(a.consensus_distance, b.consensus_distance, "bit for bit the same run");
+    sim_result_free(&a), sim_result_free(&b);
+}
+
+Test(peer_sim, reordering_conserves_and_converges)
+{
+    sim_result r;
+    averaging_under(0, 0, 0.02, &r); /* jitter 20x the latency: messages overtake each other */
+    sim_result_free(&r);
+}
