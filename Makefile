@@ -43,10 +43,12 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 SGP      := $(BUILD)/sgp
 LIBSGP   := $(BUILD)/libsgp.a
 UNIT     := $(BUILD)/tests/unit
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps demo test bench check bench-run clean
+.PHONY: all deps demo test bench check bench-run clean fuzz
 all: $(SGP)
 
 $(BUILD)/%.o: %.c
@@ -74,6 +76,20 @@ $(UNIT): $(TEST_OBJ) $(LIBSGP)
 $(BUILD)/bench/%: tests/bench/%.c $(LIBSGP)
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_CFLAGS) $(SGP_LDFLAGS) $< $(LIBSGP) -o $@ $(SGP_LIBS)
+
+# Each fuzz target, linked with a plain main() that replays its corpus
+# (tests/fuzz/corpus/NAME for tests/fuzz/fuzz_NAME.c).
+$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(LIBSGP)
+	@mkdir -p $(dir $@)
+	$(CC) $(SGP_CFLAGS) $(SGP_LDFLAGS) $< tests/fuzz/replay.c $(LIBSGP) -o $@ $(SGP_LIBS)
+
+# libFuzzer builds: clang compiles the target with every library source.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(EMBED_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -g -O1 -std=c17 -D_GNU_SOURCE -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined $< $(LIB_SRC) \
+	  $(EMBED_OBJ) -o $@ $(PKG_LIBS) -lm -lpthread
 
 $(BUILD)/tests/%.o: SGP_CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/null)
 
@@ -103,8 +119,16 @@ demo: deps
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: $(SGP) $(UNIT)
+check: $(SGP) $(UNIT) $(FUZZ_REPLAY)
+	@for f in $(FUZZ_REPLAY); do n=$${f##*/fuzz_}; out=$$($$f tests/fuzz/corpus/$$n) || exit 1; \
+	  echo "fuzz corpus $$n: $$out"; done
 	SGP_BIN=$(abspath $(SGP)) $(UNIT) --jobs 2
+
+# make fuzz [FUZZ_SECONDS=60]: run every fuzz target with libFuzzer, growing its corpus.
+fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang and libclang-rt-dev"; exit 1; }
+	@for f in $^; do n=$${f##*/fuzz_}; mkdir -p tests/fuzz/corpus/$$n; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$n || exit 1; done
 
 bench: deps
 	@$(MAKE) --no-print-directory $(SGP) $(BENCH_BIN) bench-run

@@ -1,0 +1,51 @@
+/* Fuzz target for the data-set parsers (IDX pair, CIFAR-10 records, CSV) and
+ * gunzip: the first byte picks the parser, the rest is the file. They must
+ * return an error, never crash, leak or read out of bounds. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_data.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    const uint8_t which = data[0] % 4;
+    data++, size--;
+    nn_dataset d = {0};
+    char err[256];
+    switch (which) {
+    case 0: { /* images then labels, split where the next two bytes say */
+        size_t cut = size >= 2 ? ((size_t)data[0] << 8 | data[1]) : 0;
+        const uint8_t *rest = size >= 2 ? data + 2 : data;
+        size_t n = size >= 2 ? size - 2 : 0;
+        if (cut > n)
+            cut = n;
+        nn_idx_parse(rest, cut, "images", rest + cut, n - cut, "labels", &d, err, sizeof err);
+        break;
+    }
+    case 1:
+        nn_cifar10_parse(data, size, "cifar", &d, err, sizeof err);
+        break;
+    case 2: {
+        char *text = malloc(size + 1); /* the parser takes a length; the NUL is a trap for overreads */
+        if (!text)
+            return 0;
+        memcpy(text, data, size);
+        text[size] = 0;
+        nn_csv_parse(text, size, "csv", &d, err, sizeof err);
+        free(text);
+        break;
+    }
+    case 3: {
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        if (nn_gunzip(data, size, "gz", &out, &out_len, err, sizeof err) == 0)
+            free(out);
+        break;
+    }
+    }
+    nn_dataset_free(&d);
+    return 0;
+}
