@@ -369,7 +369,6 @@ static void help_dot(void)
 
 static int output_opt(const char *cmd, int c, const char *arg, void *ctx)
 {
-    (void)cmd;
     if (c == 'o') {
         *(const char **)ctx = arg;
         return 0;

@@ -1,6 +1,7 @@
 /* The graph model: building and validating a schedule, routing around dead
  * peers, in-neighbour lists. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -210,6 +211,11 @@ static void rescale(topo *t)
             double sum = 0;
             for (b = a; b < end && t->edges[b].src == t->edges[a].src; b++)
                 sum += t->edges[b].weight;
+            /* Weights that already sum to 1 up to the round-off of the sum
+             * itself are left alone, so a written and re-read topology keeps
+             * its weights bit for bit (rescaling is not idempotent). */
+            if (fabs(sum - 1) <= 256 * DBL_EPSILON)
+                continue;
             for (size_t k = a; k < b; k++)
                 t->edges[k].weight /= sum;
         }
@@ -305,7 +311,9 @@ void topo_route(const topo *t, long round, int peer, const uint8_t *alive, topo_
     for (size_t k = at[peer]; k < at[peer + 1]; k++)
         d += t->edges[k].dst != peer;
     const double uniform = 1.0 / (d + 1);
-    double keep = t->weighted ? 0 : uniform;
+    /* With weights the kept share is the self-edge, which validation
+     * requires of every sender; a peer with no edge at all keeps all. */
+    double keep = !t->weighted || at[peer] == at[peer + 1] ? uniform : 0;
     int m = 0;
     uint8_t dead[TOPO_MAX_OUT];
     for (size_t k = at[peer]; k < at[peer + 1]; k++) {

@@ -76,11 +76,15 @@ typedef struct topo_out {
 int topo_load(topo *t, const char *path, topo_error *e);
 int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_error *e);
 
-/* Generators, by name: "ring", "exponential" (one-peer: i -> i + 2^(r mod log2 n)),
- * "n-peer-exponential" (params "out=K": i -> i + 2^j for K consecutive j, rotating),
- * "bipartite-exponential", "torus" ("rows=R cols=C", default near-square),
+/* Generators, by name (exact edges in topologies/FORMAT.md; L = max(1, ceil(log2 n))):
+ * "ring" (i -> i+1), "exponential" (one-peer, L phases: i -> i + 2^p),
+ * "n-peer-exponential" ("out=K": i -> i + 2^((p+j) mod L), j < K),
+ * "bipartite-exponential" (n even: i -> i + 1, then i + 1 + 2^p),
+ * "torus" ("rows=R cols=C", default near-square: right and down neighbours),
  * "complete", "star" ("center=C"), "random" ("out=K seed=S phases=P").
- * params: NULL or "key=value key=value". */
+ * params: NULL or "key=value key=value"; kind may carry them too
+ * ("random out=2"). t->kind records every parameter, defaults included.
+ * Returns 0, or -EINVAL (unknown kind, bad parameter, limits) / -ENOMEM. */
 int topo_generate(topo *t, const char *kind, int n_peers, const char *params, topo_error *e);
 
 /* Checks done by topo_load/topo_generate, exposed for tests: ids in range, no
@@ -94,7 +98,9 @@ int topo_validate(const topo *t, topo_error *e);
  * is dead is redirected to the next live peer after it (target+1, target+2, ...
  * mod n) that is neither the sender nor already a target this round, and keeps
  * the dead target's weight; if there is none, the weight is kept by the
- * sender. Mass is never sent to a peer known to be dead. */
+ * sender. Mass is never sent to a peer known to be dead. Shares are those of
+ * the schedule (uniform 1/(d+1) with d the scheduled degree), so routing
+ * moves mass, never rescales it. O(d) plus the scan past dead peers. */
 void topo_route(const topo *t, long round, int peer, const uint8_t *alive, topo_out *out);
 
 /* The live in-neighbours of `peer` in round `round` as scheduled (NOT
