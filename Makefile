@@ -24,7 +24,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # CFLAGS/LDFLAGS are the user's (make CFLAGS=-O3 works); what the build
 # needs is added in SGP_CFLAGS/SGP_LDFLAGS so it cannot be overridden away.
-CFLAGS   ?= -O2 -g
+CFLAGS   ?= -O3 -g
 SGP_CFLAGS = $(CFLAGS) -std=c17 -Wall -Wextra -D_GNU_SOURCE -I. $(PKG_CFLAGS) -MMD -MP
 SGP_LDFLAGS = $(LDFLAGS)
 SGP_LIBS   = $(PKG_LIBS) -lm -lpthread $(LDLIBS)

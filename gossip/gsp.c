@@ -81,19 +81,21 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = edge(&g->out, &g->n_out, &g->cap_out, out->peer[k], g->dim)))
             return -ENOMEM;
-    /* Each share is computed in double and added to the edge total; x keeps
-     * exactly x minus the shares, so mixing moves mass without creating any
-     * (up to the one rounding when x is stored back as float). */
-    for (size_t i = 0; i < g->dim; i++) {
-        const double xi = g->x[i];
-        double sent = 0.0;
-        for (int k = 0; k < out->n; k++) {
-            double share = out->weight[k] * xi;
-            edges[k]->x[i] += share;
-            sent += share;
-        }
-        g->x[i] = (float)(xi - sent);
+    /* Shares are computed in double and added to the edge totals; x keeps
+     * x * (1 - sum of weights), so what leaves x and what the totals gain
+     * differ only by double round-off (the float store of x rounds once more).
+     * Edge-major loops so each one is a plain vectorisable pass. */
+    double kept = 1.0;
+    for (int k = 0; k < out->n; k++) {
+        const double wk = out->weight[k];
+        double *restrict sx = edges[k]->x;
+        const float *restrict x = g->x;
+        for (size_t i = 0; i < g->dim; i++)
+            sx[i] += wk * (double)x[i];
+        kept -= wk;
     }
+    for (size_t i = 0; i < g->dim; i++)
+        g->x[i] = (float)((double)g->x[i] * kept);
     double w_sent = 0.0;
     for (int k = 0; k < out->n; k++) {
         double share = out->weight[k] * g->w;
@@ -122,10 +124,12 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         g->stats.ignored++;
         return 0;
     }
+    float *restrict x = g->x;
+    double *restrict rho = e->x;
+    const double *restrict sigma = m->x_total;
     for (size_t i = 0; i < g->dim; i++) {
-        double d = m->x_total[i] - e->x[i];
-        g->x[i] = (float)((double)g->x[i] + d);
-        e->x[i] = m->x_total[i];
+        x[i] = (float)((double)x[i] + (sigma[i] - rho[i]));
+        rho[i] = sigma[i];
     }
     g->w += m->w_total - e->w;
     e->w = m->w_total;

@@ -67,7 +67,7 @@ static int parse_pair(const char *opt, const char *arg, char sep, long *peer, co
 static int add_fault(sim_fault *list, int *n, const char *opt, const char *arg)
 {
     long peer, round;
-    const char *v;
+    const char *v = NULL;
     if (*n == SIM_MAX_EVENTS)
         return cli_usage(CMD, "at most %d %s options", SIM_MAX_EVENTS, opt);
     int rc = parse_pair(opt, arg, '@', &peer, &v);
@@ -173,7 +173,7 @@ int cmd_sim(int argc, char **argv)
     optind = 1;
     int ch, rc;
     while ((ch = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        const char *v;
+        const char *v = NULL;
         switch (ch) {
         case 'h':
             help();
