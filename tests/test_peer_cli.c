@@ -2,6 +2,7 @@
  * are one line on stderr with exit status 2; runtime failures exit 1 and name
  * the file at fault. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,21 +130,38 @@ Test(peer_cli, csv_data_trains_end_to_end)
 }
 
 /* The accuracies the README promises for the default settings and seed. */
-static double train_accuracy_of(const char *model)
+static char last_summary[8192]; /* the text of the last summary read */
+
+static double last_number(const char *key) { return json_number(last_summary, key); }
+
+static double summary_number(const char *path, const char *key)
 {
-    char dir[] = "/tmp/sgp-acc-XXXXXX", path[64];
-    cr_assert(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/run.json", dir);
-    sgp_run(&o, "train", "--model", model, "--epochs", "10", "--summary", path, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    static char text[8192];
+    char *text = last_summary;
+    const size_t cap = sizeof last_summary;
     FILE *f = fopen(path, "r");
     cr_assert(f);
-    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    text[fread(text, 1, cap - 1, f)] = 0;
     fclose(f);
-    unlink(path);
-    rmdir(dir);
-    return json_number(text, "test_accuracy");
+    return json_number(text, key);
+}
+
+/* Runs "sgp CMD ARGS... --summary FILE" and returns the summary's KEY. */
+#define RUN_SUMMARY(key, ...)                                                                                     \
+    ({                                                                                                            \
+        char dir_[] = "/tmp/sgp-acc-XXXXXX", path_[64];                                                           \
+        cr_assert(mkdtemp(dir_));                                                                                 \
+        snprintf(path_, sizeof path_, "%s/run.json", dir_);                                                       \
+        sgp_run(&o, __VA_ARGS__, "--summary", path_, NULL);                                                       \
+        cr_assert_eq(o.status, 0, "%s", o.err);                                                                   \
+        double v_ = summary_number(path_, key);                                                                   \
+        unlink(path_);                                                                                            \
+        rmdir(dir_);                                                                                              \
+        v_;                                                                                                       \
+    })
+
+static double train_accuracy_of(const char *model)
+{
+    return RUN_SUMMARY("test_accuracy", "train", "--model", model, "--epochs", "10");
 }
 
 Test(peer_cli, mlp_reaches_95_percent_in_10_epochs)
@@ -156,4 +174,17 @@ Test(peer_cli, lenet_reaches_97_percent_in_10_epochs, .timeout = 300)
 {
     double acc = train_accuracy_of("lenet");
     cr_assert_geq(acc, 0.97, "lenet, 10 epochs: test accuracy %.4f", acc);
+}
+
+/* SGP over 8 simulated peers on the exponential graph, same total batch and
+ * epochs as `sgp train`: the average model within 0.5 points of the single
+ * run, every peer's own model within 1.0. */
+Test(peer_cli, sim_exp8_matches_single_training, .timeout = 600)
+{
+    double single = train_accuracy_of("mlp:256");
+    double avg = RUN_SUMMARY("test_accuracy", "sim", "--peers", "8", "--topology", "exponential", "--model", "mlp:256",
+                             "--epochs", "10");
+    double worst = last_number("test_accuracy_min");
+    cr_assert_leq(fabs(avg - single), 0.005 + 1e-6, "average model %.4f vs sgp train %.4f", avg, single);
+    cr_assert_leq(fabs(worst - single), 0.010 + 1e-6, "worst peer %.4f vs sgp train %.4f", worst, single);
 }
