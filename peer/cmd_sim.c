@@ -25,7 +25,8 @@ static void help(void)
           "                        random) for N peers [exponential]\n"
           "  --shard iid|dirichlet:ALPHA   how the training set is split over peers [iid]\n"
           "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"
-          "  --compute-time S      virtual seconds per local step [estimated from the model]\n"
+          "  --compute-time S|measured   virtual seconds per local step, or 'measured' to time\n"
+          "                        a real step once at start [estimated from the model size]\n"
           "  --latency S           one-way link latency in seconds [0.0001]\n"
           "  --bandwidth MBIT      link bandwidth in Mbit/s, 0 for infinite [1000]\n"
           "  --loss P              probability that a message is lost [0]\n"
@@ -108,6 +109,7 @@ static int write_summary(const char *path, const sim_config *c, const char *topo
     json_num(&j, "mass_error_w", r->mass_error_w);
     json_int(&j, "rounds", r->rounds);
     json_num(&j, "simulated_seconds", r->simulated_seconds);
+    json_num(&j, "step_seconds", r->step_seconds);
     json_num(&j, "wall_seconds", r->wall_seconds);
     json_num(&j, "wall_seconds_per_round", r->rounds ? r->wall_seconds / r->rounds : 0);
     return json_close(&j);
@@ -199,7 +201,10 @@ int cmd_sim(int argc, char **argv)
             rc = cli_long(CMD, "--tau", optarg, 0, 1000, &tau);
             break;
         case S_COMPUTE:
-            rc = cli_double(CMD, "--compute-time", optarg, 0, 1e6, &c.compute_seconds);
+            if (strcmp(optarg, "measured") == 0)
+                c.compute_seconds = SIM_COMPUTE_MEASURED, rc = 0;
+            else
+                rc = cli_double(CMD, "--compute-time", optarg, 0, 1e6, &c.compute_seconds);
             break;
         case S_LATENCY:
             rc = cli_double(CMD, "--latency", optarg, 0, 1e6, &c.latency);
@@ -316,10 +321,10 @@ int cmd_sim(int argc, char **argv)
         goto out;
     }
     printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n"
-           "%llu rounds, %.1f MB sent in %llu messages (%llu lost), %.2f simulated s, %.1f wall s\n",
+           "%llu rounds, %.1f MB sent in %llu messages (%llu lost), %.2f simulated s (%.3g ms a step), %.1f wall s\n",
            100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance,
            (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
-           (unsigned long long)r.messages_lost, r.simulated_seconds, r.wall_seconds);
+           (unsigned long long)r.messages_lost, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
     status = 0;
     if (c.train.summary && (rc = write_summary(c.train.summary, &c, topology, &r)) < 0) {
         fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));

@@ -11,8 +11,9 @@
  *   sim_result_free(&r);
  *
  * Time model (all virtual seconds):
- * - a local step takes compute_seconds * slow[i] (compute_seconds < 0: a
- *   deterministic estimate from the model size and batch, see sim.c);
+ * - a local step takes compute_seconds * slow[i] (by default a deterministic
+ *   estimate from the model size and batch, or the measured time of a real
+ *   step, see sim.c);
  * - a message of B bytes on link i -> j starts when that link is free, takes
  *   B / bandwidth to serialise and arrives latency (+ a uniform jitter) later;
  *   it is lost with probability loss and delivered twice with probability
@@ -37,6 +38,11 @@
 #include "topologies/topo.h"
 
 #define SIM_MAX_EVENTS 64 /* crash/rejoin entries */
+/* compute_seconds: estimate from the model size (deterministic), or time the
+ * real step once at start-up (the run is then reproducible only as far as
+ * that measurement repeats). */
+#define SIM_COMPUTE_ESTIMATE (-1.0)
+#define SIM_COMPUTE_MEASURED (-2.0)
 
 typedef struct sim_fault {
     int peer;
@@ -49,7 +55,7 @@ typedef struct sim_config {
     const topo *topology;
     double shard_alpha; /* <= 0 iid, else Dirichlet(alpha) over labels */
     int tau;            /* staleness bound, rounds */
-    double compute_seconds; /* per local step; < 0: estimate from the model */
+    double compute_seconds; /* per local step; SIM_COMPUTE_ESTIMATE or SIM_COMPUTE_MEASURED */
     double latency, bandwidth, loss; /* seconds, bytes/second (0 = infinite), probability */
     double duplicate;                /* probability that a message is delivered twice */
     double jitter;                   /* extra delay uniform in [0, jitter] s: reorders a link's messages */
@@ -77,6 +83,7 @@ typedef struct sim_result {
     double mass_error_x, mass_error_w;
     uint64_t messages_duplicated;
     float train_loss;            /* mean over the last epoch's steps */
+    double step_seconds;         /* the virtual duration of one local step */
     size_t parameters;
     float *average_model;        /* n params, owned */
 } sim_result;

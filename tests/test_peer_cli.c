@@ -188,3 +188,49 @@ Test(peer_cli, sim_exp8_matches_single_training, .timeout = 600)
     cr_assert_leq(fabs(avg - single), 0.005 + 1e-6, "average model %.4f vs sgp train %.4f", avg, single);
     cr_assert_leq(fabs(worst - single), 0.010 + 1e-6, "worst peer %.4f vs sgp train %.4f", worst, single);
 }
+
+Test(peer_cli, sim_help_and_bad_options)
+{
+    sgp_run(&o, "sim", "--help", NULL);
+    cr_assert_eq(o.status, 0);
+    const char *opts[] = {"--peers", "--topology", "--shard", "--tau", "--loss", "--slow", "--crash", "--rejoin",
+                          "--averaging-only", "--log", "--summary", "--model"};
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
+        cr_assert(strstr(o.out, opts[i]), "sim --help does not mention %s", opts[i]);
+    const char *bad[][3] = {
+        {"--peers", "0", "--peers"},        {"--shard", "dirichlet:x", "dirichlet"},
+        {"--slow", "99:2", "peer 99"},      {"--crash", "1@x", "--crash"},
+        {"--rejoin", "2@10", "no --crash"}, {"--topology", "nosuch", "nosuch"},
+        {"--loss", "1.5", "--loss"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sgp_run(&o, "sim", bad[i][0], bad[i][1], NULL);
+        cr_assert_eq(o.status, 2, "%s %s: status %d (%s)", bad[i][0], bad[i][1], o.status, o.err);
+        cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
+        cr_assert(strstr(o.err, bad[i][2]), "expected '%s' in: %s", bad[i][2], o.err);
+    }
+    sgp_run(&o, "sim", "--peers", "4", "--topology", "topologies/exp8.topo", NULL);
+    cr_assert_eq(o.status, 2, "a topology for 8 peers with --peers 4: %s", o.err);
+}
+
+Test(peer_cli, sim_log_has_a_row_per_round)
+{
+    char dir[] = "/tmp/sgp-log-XXXXXX", path[64];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rounds.csv", dir);
+    sgp_run(&o, "sim", "--peers", "4", "--model", "mlp", "--epochs", "1", "--log", path, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    char line[256];
+    int rows = 0;
+    cr_assert(fgets(line, sizeof line, f) && strstr(line, "round,sim_seconds"), "header: %s", line);
+    long last = 0;
+    while (fgets(line, sizeof line, f))
+        rows++, last = strtol(line, NULL, 10);
+    fclose(f);
+    unlink(path);
+    rmdir(dir);
+    cr_assert_eq(rows, 125, "8,000 samples / batch 64 = 125 rounds, got %d rows", rows);
+    cr_assert_eq(last, 125);
+}
