@@ -122,7 +122,7 @@ test: deps
 check: $(SGP) $(UNIT) $(FUZZ_REPLAY)
 	@for f in $(FUZZ_REPLAY); do n=$${f##*/fuzz_}; out=$$($$f tests/fuzz/corpus/$$n) || exit 1; \
 	  echo "fuzz corpus $$n: $$out"; done
-	SGP_BIN=$(abspath $(SGP)) $(UNIT) --jobs 2
+	SGP_BIN=$(abspath $(SGP)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) $(UNIT) --jobs 2
 
 # make fuzz [FUZZ_SECONDS=60]: run every fuzz target with libFuzzer, growing its corpus.
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)

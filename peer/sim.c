@@ -219,6 +219,8 @@ static int cmp_msg(const void *a, const void *b)
  * of earlier rounds, so a synchronous run does not depend on arrival order. */
 static void absorb_inbox(sim *s, sim_peer *p)
 {
+    if (p->n_inbox == 0)
+        return; /* (an empty inbox may still be a NULL pointer, which qsort must not get) */
     qsort(p->inbox, (size_t)p->n_inbox, sizeof *p->inbox, cmp_msg);
     int kept = 0;
     for (int k = 0; k < p->n_inbox; k++) {
