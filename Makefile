@@ -51,7 +51,7 @@ BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps demo test bench check bench-run clean fuzz
 all: $(SGP)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_CFLAGS) -c $< -o $@
 

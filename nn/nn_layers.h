@@ -19,9 +19,9 @@ void nn_dense_forward(const float *x, int B, int in, int out, const float *W, co
 void nn_dense_backward(const float *x, const float *dy, int B, int in, int out, const float *W,
                        float *dW, float *db, float *dx);
 
-void nn_relu_forward(const float *x, size_t n, float *y);
+void nn_relu_forward(const float *restrict x, size_t n, float *restrict y);
 /* Uses the forward OUTPUT y (y > 0 exactly where x > 0). */
-void nn_relu_backward(const float *y, const float *dy, size_t n, float *dx);
+void nn_relu_backward(const float *restrict y, const float *restrict dy, size_t n, float *restrict dx);
 
 /* Mean cross-entropy of softmax(logits) against labels; writes probs and
  * dlogits = (probs - onehot) / B. Returns the mean loss. */

@@ -69,10 +69,10 @@ int nn_sgd_init(nn_sgd *o, size_t n, float momentum, float weight_decay, int nes
     return 0;
 }
 
-void nn_sgd_step(nn_sgd *o, float *params, const float *grads, float lr)
+void nn_sgd_step(nn_sgd *o, float *restrict params, const float *restrict grads, float lr)
 {
     const float mu = o->momentum, wd = o->weight_decay;
-    float *v = o->velocity;
+    float *restrict v = o->velocity;
     if (mu == 0.0f) {
         for (size_t i = 0; i < o->n; i++)
             params[i] -= lr * (grads[i] + wd * params[i]);

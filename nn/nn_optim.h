@@ -44,7 +44,7 @@ typedef struct nn_sgd {
 int nn_sgd_init(nn_sgd *o, size_t n, float momentum, float weight_decay, int nesterov);
 /* params -= lr * direction, with PyTorch's SGD semantics:
  * g = grad + wd * p;  v = mu * v + g;  direction = nesterov ? g + mu * v : v. */
-void nn_sgd_step(nn_sgd *o, float *params, const float *grads, float lr);
+void nn_sgd_step(nn_sgd *o, float *restrict params, const float *restrict grads, float lr);
 void nn_sgd_free(nn_sgd *o);
 
 #endif

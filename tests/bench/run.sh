@@ -8,6 +8,8 @@
 #                      BENCH_TORCH=0  skip PyTorch (and its installation)
 #                      BENCH_OMP_WAIT_POLICY  OMP_WAIT_POLICY for both (default PASSIVE; empty: leave unset)
 #                      BENCH_ROWS     "MODEL BATCH;MODEL BATCH;..." (default: the three rows below)
+#                      BENCH_THREADS  thread counts (default "1 2")
+#                      BENCH_CORETYPES  OPENBLAS_CORETYPE values, "unset" for none (default "Haswell unset")
 # The table goes to stdout and to $BUILD/bench/train.txt. See tests/bench/README.md.
 set -u
 
@@ -22,7 +24,7 @@ REPEAT=${BENCH_REPEAT:-3}
 # Debian's torch runs its intra-op pool on GNU OpenMP and nn.Linear on the
 # pthread build of OpenBLAS, which has its own pool. With OpenMP's default
 # (active) waiting, torch's idle OpenMP threads spin on the cores OpenBLAS's
-# threads need, and 2-thread torch drops 5-15x. PASSIVE makes the reference
+# threads need, and 2-thread torch drops 3-15x. PASSIVE makes the reference
 # what torch can do here; sgp has no OpenMP, so it changes nothing for sgp.
 OMP_WAIT=${BENCH_OMP_WAIT_POLICY-PASSIVE}
 OUT=$BUILD/bench/train.txt
@@ -48,7 +50,7 @@ else
     # Lock::Timeout: wait for another apt/dpkg to finish instead of failing at once.
     if command -v apt-get >/dev/null &&
         $sudo apt-get -o DPkg::Lock::Timeout=600 update -q >&2 &&
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
             --no-install-recommends python3-torch >&2 && have_torch; then
         torch_ok=1
     else
@@ -104,6 +106,8 @@ best() { # best of the numbers on stdin ("-" if none)
 
 FMT='%-12s %5s %7s %-8s %-10s %12s %12s %9s %6s  %s\n'
 ROWS=${BENCH_ROWS:-mlp:256,256 64;mlp:256,256 256;lenet 64}
+THREADS=${BENCH_THREADS:-1 2}
+CORETYPES=${BENCH_CORETYPES:-Haswell unset}
 
 # ---- the table --------------------------------------------------------------------------
 {
@@ -130,9 +134,9 @@ below=0
 IFS=';' read -r -a rows <<<"$ROWS"
 for row in "${rows[@]}"; do
     read -r model batch <<<"$row"
-    for threads in 1 2; do
-        for ct in Haswell unset; do
-            sgp_vals='' torch_vals='' core='' tcore=''
+    for threads in $THREADS; do
+        for ct in $CORETYPES; do
+            sgp_vals='' torch_vals='' core='' tcore='' c0='' c1=''
             t0=$(now) b0=$(machine_busy)
             children_cpu_to c0
             for ((r = 0; r < REPEAT; r++)); do
