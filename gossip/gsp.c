@@ -1,9 +1,15 @@
-/* Running-sum push-sum: emit, absorb, de-bias, readiness. */
+/* Running-sum push-sum, plain or compressed: emit, absorb, de-bias, readiness. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress/cmp_rng.h"
 #include "gossip/gsp.h"
+
+/* Fixed part of a message on the wire: src, dst, round, seq, kind, w_total,
+ * gain, lengths (peer/WIRE.md frames it; this is what the simulator counts). */
+#define GSP_HEADER_BYTES 48
 
 int gsp_init(gsp_peer *g, int id, int n_peers, size_t dim, int tau, const float *x0)
 {
@@ -25,9 +31,31 @@ int gsp_init(gsp_peer *g, int id, int n_peers, size_t dim, int tau, const float 
 
 static void free_edges(gsp_edge *e, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(e[i].x);
+        free(e[i].ref);
+        free(e[i].buf);
+    }
     free(e);
+}
+
+int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
+{
+    if (g->n_out || g->n_in || !(step > 0.0f && step <= 1.0f))
+        return -EINVAL;
+    g->step = step;
+    size_t n = g->dim ? g->dim : 1, work = cmp_work_size(codec, g->dim);
+    g->v = malloc(n * sizeof(float));
+    g->c = malloc(n * sizeof(float));
+    g->work = work ? malloc(work) : NULL;
+    if (!g->v || !g->c || (work && !g->work)) {
+        free(g->v), free(g->c), free(g->work);
+        g->v = g->c = NULL, g->work = NULL;
+        return -ENOMEM;
+    }
+    g->codec = codec;
+    g->seed = seed;
+    return 0;
 }
 
 void gsp_free(gsp_peer *g)
@@ -36,9 +64,33 @@ void gsp_free(gsp_peer *g)
         return;
     free(g->x);
     free(g->z);
+    free(g->v);
+    free(g->c);
+    free(g->work);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
+}
+
+float gsp_default_step(const cmp_spec *codec, size_t dim)
+{
+    /* Stable when the step is about the share of ||share - r|| one message
+     * removes (CHOCO-SGD's gamma ~ delta); constants from the sweep in
+     * gossip/GUARANTEES.md (ring and exponential graph, 8 peers, 7,850 values). */
+    const char *name = codec->ops->name;
+    const double root = sqrt((double)(dim ? dim : 1));
+    double step = 1.0;
+    if (!strcmp(name, "topk") || !strcmp(name, "stc"))
+        step = 2.0 * codec->fraction;
+    else if (!strcmp(name, "randk"))
+        step = 0.8 * codec->fraction;
+    else if (!strcmp(name, "qsgd"))
+        step = codec->levels / (codec->levels + root);
+    else if (!strcmp(name, "terngrad"))
+        step = fmin(0.2, 16.0 / root);
+    else if (!strcmp(name, "sign"))
+        step = fmin(0.1, 1.0 / root);
+    return (float)(step < 1e-3 ? 1e-3 : step > 1.0 ? 1.0 : step);
 }
 
 const float *gsp_debias(gsp_peer *g)
@@ -52,8 +104,9 @@ const float *gsp_debias(gsp_peer *g)
 /* The edge to/from `peer`, created on first use. Edges are few (the
  * neighbours a schedule ever uses, plus reroutes), so a linear scan is the
  * fastest lookup; creation happens once per edge, not per round. */
-static gsp_edge *edge(gsp_edge **list, int *n, int *cap, int peer, size_t dim)
+static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int peer, int outgoing)
 {
+    const size_t dim = g->dim;
     for (int i = 0; i < *n; i++)
         if ((*list)[i].peer == peer)
             return &(*list)[i];
@@ -69,18 +122,108 @@ static gsp_edge *edge(gsp_edge **list, int *n, int *cap, int peer, size_t dim)
     e->peer = peer;
     e->round = -1;
     e->x = calloc(dim ? dim : 1, sizeof(double));
-    if (!e->x)
+    if (g->codec) {
+        e->ref = calloc(dim ? dim : 1, sizeof(float));
+        if (outgoing)
+            e->buf = malloc(cmp_bound(g->codec, dim));
+    }
+    if (!e->x || (g->codec && (!e->ref || (outgoing && !e->buf)))) {
+        free(e->x), free(e->ref), free(e->buf);
         return NULL;
+    }
     (*n)++;
     return e;
 }
 
+/* r += gain * c: the one expression both ends evaluate, so their references
+ * stay bit for bit equal. */
+static void ref_update(float *restrict ref, const float *restrict c, float gain, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ref[i] += gain * c[i];
+}
+
+/* Compress this round's share on edge e into e->buf and move e->ref; the
+ * caller subtracts e->ref from x. Returns the gain or a negative errno. */
+static int compress_share(gsp_peer *g, gsp_edge *e, double weight, float *gain_out)
+{
+    const size_t n = g->dim;
+    float *restrict v = g->v;
+    const float *restrict x = g->x, *restrict ref = e->ref;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)(weight * (double)x[i]) - ref[i];
+    uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1);
+    long len = cmp_encode(g->codec, v, n, seed, g->work, e->buf, cmp_bound(g->codec, n));
+    if (len < 0)
+        return (int)len;
+    e->buf_len = (size_t)len;
+    if (cmp_decode(e->buf, e->buf_len, n, g->c) < 0) /* what the receiver will see, exactly */
+        return -EPROTO;
+    double vc = 0, cc = 0;
+    for (size_t i = 0; i < n; i++)
+        vc += (double)v[i] * g->c[i], cc += (double)g->c[i] * g->c[i];
+    float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
+    ref_update(e->ref, g->c, gain, n);
+    double *sigma = e->x;
+    for (size_t i = 0; i < n; i++)
+        sigma[i] += g->step * e->ref[i];
+    *gain_out = gain;
+    return 0;
+}
+
+static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges);
+
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 {
     gsp_edge *edges[TOPO_MAX_OUT];
+    float gains[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++)
-        if (!(edges[k] = edge(&g->out, &g->n_out, &g->cap_out, out->peer[k], g->dim)))
+        if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)))
             return -ENOMEM;
+    if (g->codec) {
+        /* Every share is cut from the same x; x gives up the references after. */
+        for (int k = 0; k < out->n; k++) {
+            int rc = compress_share(g, edges[k], out->weight[k], &gains[k]);
+            if (rc < 0)
+                return rc;
+        }
+        for (size_t i = 0; i < g->dim; i++) {
+            double xi = g->x[i];
+            for (int k = 0; k < out->n; k++)
+                xi -= g->step * edges[k]->ref[i];
+            g->x[i] = (float)xi;
+        }
+    } else
+        raw_split(g, out, edges);
+    double w_sent = 0.0;
+    for (int k = 0; k < out->n; k++) {
+        double share = out->weight[k] * g->w;
+        gsp_edge *e = edges[k];
+        e->w += share;
+        w_sent += share;
+        e->seq++;
+        e->round = g->round;
+        gsp_msg *m = &msgs[k];
+        *m = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
+                       .dim = g->dim, .kind = GSP_RAW, .x_total = e->x};
+        if (g->codec && e->sync) {
+            m->kind = GSP_SYNC, m->ref = e->ref;
+            e->sync = 0;
+            g->stats.syncs_sent++;
+        } else if (g->codec) {
+            m->kind = GSP_DELTA, m->x_total = NULL;
+            m->payload = e->buf, m->payload_len = e->buf_len, m->gain = gains[k], m->step = g->step;
+        }
+    }
+    g->w -= w_sent;
+    g->round++;
+    g->stats.sent += (uint64_t)out->n;
+    return out->n;
+}
+
+/* Without a codec: shares in double straight onto the edge totals. */
+static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges)
+{
     /* Shares are computed in double and added to the edge totals; x keeps
      * x * (1 - sum of weights), so what leaves x and what the totals gain
      * differ only by double round-off (the float store of x rounds once more).
@@ -96,40 +239,58 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     }
     for (size_t i = 0; i < g->dim; i++)
         g->x[i] = (float)((double)g->x[i] * kept);
-    double w_sent = 0.0;
-    for (int k = 0; k < out->n; k++) {
-        double share = out->weight[k] * g->w;
-        gsp_edge *e = edges[k];
-        e->w += share;
-        w_sent += share;
-        e->seq++;
-        e->round = g->round;
-        msgs[k] = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
-                            .dim = g->dim, .x_total = e->x};
+}
+
+/* x += a - rho, rho = a: the running-sum step shared by RAW and SYNC. */
+static void apply_totals(gsp_peer *g, gsp_edge *e, const double *a)
+{
+    float *restrict x = g->x;
+    double *restrict rho = e->x;
+    for (size_t i = 0; i < g->dim; i++) {
+        x[i] = (float)((double)x[i] + (a[i] - rho[i]));
+        rho[i] = a[i];
     }
-    g->w -= w_sent;
-    g->round++;
-    g->stats.sent += (uint64_t)out->n;
-    return out->n;
 }
 
 int gsp_absorb(gsp_peer *g, const gsp_msg *m)
 {
     if (m->dst != g->id || m->src < 0 || m->src >= g->n_peers || m->src == g->id || m->dim != g->dim)
         return -EINVAL;
-    gsp_edge *e = edge(&g->in, &g->n_in, &g->cap_in, m->src, g->dim);
+    if ((m->kind == GSP_RAW) != !g->codec || (m->kind != GSP_DELTA && !m->x_total) ||
+        (m->kind == GSP_SYNC && !m->ref) || (m->kind == GSP_DELTA && !m->payload))
+        return -EINVAL;
+    gsp_edge *e = edge(g, &g->in, &g->n_in, &g->cap_in, m->src, 0);
     if (!e)
         return -ENOMEM;
     if (m->seq <= e->seq) { /* its mass arrived with this or a later message */
         g->stats.ignored++;
         return 0;
     }
-    float *restrict x = g->x;
-    double *restrict rho = e->x;
-    const double *restrict sigma = m->x_total;
-    for (size_t i = 0; i < g->dim; i++) {
-        x[i] = (float)((double)x[i] + (sigma[i] - rho[i]));
-        rho[i] = sigma[i];
+    /* (An immediate SYNC repeats the seq of the delta the receiver lost or
+     * refused, which is always above the receiver's own: it is taken.) */
+    if (m->kind == GSP_DELTA) {
+        if (e->sync || m->seq != e->seq + 1) { /* a delta was lost: the references differ now */
+            e->sync = 1;
+            g->stats.gaps++;
+            return GSP_NEED_SYNC;
+        }
+        if (cmp_decode(m->payload, m->payload_len, g->dim, g->c) < 0)
+            return -EBADMSG;
+        ref_update(e->ref, g->c, m->gain, g->dim);
+        float *restrict x = g->x;
+        double *restrict rho = e->x;
+        const float *restrict ref = e->ref;
+        const float step = m->step;
+        for (size_t i = 0; i < g->dim; i++) {
+            x[i] += step * ref[i];
+            rho[i] += step * ref[i];
+        }
+    } else {
+        apply_totals(g, e, m->x_total);
+        if (m->kind == GSP_SYNC) {
+            memcpy(e->ref, m->ref, g->dim * sizeof(float));
+            e->sync = 0;
+        }
     }
     g->w += m->w_total - e->w;
     e->w = m->w_total;
@@ -138,6 +299,39 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     g->stats.absorbed++;
     g->stats.stale_sum += (uint64_t)(g->round > m->round ? g->round - m->round : 0);
     return 1;
+}
+
+void gsp_request_sync(gsp_peer *g, int dst)
+{
+    for (int j = 0; j < g->n_out; j++)
+        if (g->out[j].peer == dst)
+            g->out[j].sync = 1;
+}
+
+int gsp_sync_msg(const gsp_peer *g, int dst, gsp_msg *m)
+{
+    for (int j = 0; j < g->n_out; j++) {
+        const gsp_edge *e = &g->out[j];
+        if (e->peer != dst || !g->codec || e->seq == 0)
+            continue;
+        *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq, .kind = GSP_SYNC,
+                       .w_total = e->w, .dim = g->dim, .x_total = e->x, .ref = e->ref};
+        return 0;
+    }
+    return -ENOENT;
+}
+
+size_t gsp_msg_bytes(const gsp_msg *m)
+{
+    switch (m->kind) {
+    case GSP_DELTA:
+        return GSP_HEADER_BYTES + m->payload_len;
+    case GSP_SYNC:
+        return GSP_HEADER_BYTES + m->dim * (sizeof(double) + sizeof(float));
+    case GSP_RAW:
+        break;
+    }
+    return GSP_HEADER_BYTES + m->dim * sizeof(double);
 }
 
 int gsp_ready(const gsp_peer *g, const topo *t, const uint8_t *alive)
@@ -185,13 +379,19 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
 
 int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src)
 {
-    double *x = malloc((src->dim ? src->dim : 1) * sizeof(double));
-    if (!x)
+    size_t xb = src->x_total ? src->dim * sizeof(double) : 0, rb = src->ref ? src->dim * sizeof(float) : 0,
+           pb = src->payload ? src->payload_len : 0;
+    uint8_t *mem = malloc(xb + rb + pb + 1); /* doubles first: alignment holds */
+    if (!mem)
         return -ENOMEM;
-    memcpy(x, src->x_total, src->dim * sizeof(double));
     *dst = *src;
-    dst->x_total = x;
-    dst->owned = x;
+    if (xb)
+        dst->x_total = memcpy(mem, src->x_total, xb);
+    if (rb)
+        dst->ref = memcpy(mem + xb, src->ref, rb);
+    if (pb)
+        dst->payload = memcpy(mem + xb + rb, src->payload, pb);
+    dst->owned = mem;
     return 0;
 }
 
@@ -202,4 +402,6 @@ void gsp_msg_free(gsp_msg *m)
     free(m->owned);
     m->owned = NULL;
     m->x_total = NULL;
+    m->ref = NULL;
+    m->payload = NULL;
 }

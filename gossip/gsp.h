@@ -1,28 +1,42 @@
-/* Push-sum / Stochastic Gradient Push state of one peer, in running-sum form.
- * Pure: no I/O, no clock, no globals. The driver (simulator or networked
- * peer) moves the messages and decides when a round starts.
+/* Push-sum / Stochastic Gradient Push state of one peer, in running-sum form,
+ * optionally with compressed messages. Pure: no I/O, no clock, no globals.
+ * The driver (simulator or networked peer) moves the messages and decides
+ * when a round starts.
  *
  *   gsp_peer g = {0};
  *   gsp_init(&g, id, n_peers, dim, tau, x0);       // x = x0, w = 1
+ *   gsp_set_codec(&g, &spec, seed);                // optional: compressed messages
  *   for (;;) {
  *       const float *z = gsp_debias(&g);            // z = x / w: the model to use
  *       ... gradient at z, optimizer step applied to g.x ...
  *       topo_out out; topo_route(&t, g.round, id, alive, &out);
  *       gsp_msg msgs[TOPO_MAX_OUT];
  *       int n = gsp_emit(&g, &out, msgs);            // split (x, w); g.round++
- *       ... deliver msgs (copy the payload with gsp_msg_copy if kept) ...
- *       ... gsp_absorb(&g, &incoming) for what arrived, in any order ...
+ *       ... deliver msgs (gsp_msg_copy gives a message its own payload) ...
+ *       ... gsp_absorb(&g, &incoming) for what arrived, in (sender, seq) order;
+ *           GSP_NEED_SYNC asks the driver to tell the sender: gsp_request_sync ...
  *       while (!gsp_ready(&g, &t, alive)) wait for more messages;
  *   }
  *   gsp_free(&g);
  *
- * Running sums (Hadjicostis, Dominguez-Garcia, Vaidya): each directed edge
- * i -> j carries the CUMULATIVE totals (sigma_x, sigma_w) of everything i ever
- * sent to j, with a per-edge sequence number; j keeps (rho_x, rho_w), the
- * totals it has applied, and on a newer message adds sigma - rho and sets
- * rho = sigma. What this guarantees is written in gossip/GUARANTEES.md and
- * tested in tests/test_gossip_*.c. Totals are double so that their growth
- * over many rounds does not eat the float precision of the differences.
+ * Running sums (Hadjicostis, Dominguez-Garcia, Vaidya): for each directed edge
+ * i -> j the sender keeps the cumulative totals (sigma_x, sigma_w) of the mass
+ * it moved to j, with a per-edge sequence number; j keeps (rho_x, rho_w), the
+ * totals it has applied. Without a codec a message carries sigma itself and j
+ * adds sigma - rho. With a codec (CHOCO-SGD / Taheri et al. 2020 style), both
+ * ends also hold a reference r_ij; the sender compresses v = share - r into q,
+ * both sides set r += gain * decode(q), the sender gives up exactly step * r
+ * and the receiver adds exactly that: what leaves one peer arrives at the
+ * other and the compression error stays home, to be sent later. gain = <v, c> / ||c||^2
+ * (c = decode(q)) is the best step along c, carried in the message: it makes
+ * every codec, biased or not, shrink ||share - r|| (for topk and scaled sign
+ * it is 1; for randk it undoes the n/k scaling). w always travels exact (as a
+ * running total). A lost compressed message breaks the shared reference: the
+ * receiver sees the gap in seq, ignores deltas and asks for a SYNC, which
+ * carries sigma and r uncompressed, so the lost mass arrives then. Guarantees
+ * in gossip/GUARANTEES.md, tested in tests/test_gossip_*.c and test_peer_sim.c.
+ * Totals are double so that their growth over many rounds does not eat the
+ * float precision of the differences.
  */
 #ifndef GSP_H
 #define GSP_H
@@ -32,31 +46,54 @@
 
 #include "topologies/topo.h"
 
-/* One message: the sender's cumulative totals on one edge. A message made by
- * gsp_emit points into the sender's edge state (valid until its next emit);
- * gsp_msg_copy gives the driver its own copy for messages in flight. */
+#include "compress/cmp.h"
+
+typedef enum gsp_kind {
+    GSP_RAW,   /* no codec: x_total = sigma_x */
+    GSP_DELTA, /* codec: payload = q, gain */
+    GSP_SYNC,  /* codec, after a gap: x_total = sigma_x and ref = r, uncompressed */
+} gsp_kind;
+
+/* What gsp_absorb returns when a compressed edge lost a message: the driver
+ * tells the sender, whose next message on that edge is then a SYNC. */
+#define GSP_NEED_SYNC 2
+
+/* One message on one edge. A message made by gsp_emit points into the
+ * sender's edge state (valid until its next emit); gsp_msg_copy gives the
+ * driver its own copy for messages in flight. */
 typedef struct gsp_msg {
     int src, dst;
-    long round;           /* the sender's round when it was sent */
-    uint64_t seq;         /* 1, 2, ... per directed edge */
-    double w_total;       /* sigma_w */
+    long round;            /* the sender's round when it was sent */
+    uint64_t seq;          /* 1, 2, ... per directed edge */
+    gsp_kind kind;
+    double w_total;        /* sigma_w: w always travels exact */
     size_t dim;
-    const double *x_total; /* sigma_x, dim values */
-    double *owned;        /* non-NULL when this message owns x_total (gsp_msg_copy) */
+    const double *x_total; /* RAW, SYNC: sigma_x, dim values */
+    const float *ref;      /* SYNC: the reference r after this message */
+    const uint8_t *payload; /* DELTA: the codec's message (compress/FORMAT.md) */
+    size_t payload_len;
+    float gain;            /* DELTA: r += gain * decode(payload) */
+    float step;            /* DELTA: the receiver takes step * r (the sender gave up as much) */
+    void *owned;           /* non-NULL when this message owns its arrays (gsp_msg_copy) */
 } gsp_msg;
 
-/* Totals on one directed edge: sent (out-edges) or applied (in-edges). */
+/* One directed edge: sent totals (out-edges) or applied totals (in-edges). */
 typedef struct gsp_edge {
     int peer;       /* the other end */
     uint64_t seq;   /* last sent / last applied */
     long round;     /* round of that message */
     double w;       /* sigma_w or rho_w */
     double *x;      /* sigma_x or rho_x, dim values */
+    float *ref;     /* codec: the reference both ends hold */
+    uint8_t *buf;   /* codec, out-edges: the last encoded message (cmp_bound bytes) */
+    size_t buf_len;
+    int sync;       /* out: next message is a SYNC; in: waiting for one */
 } gsp_edge;
 
 typedef struct gsp_stats {
     uint64_t sent, absorbed, ignored; /* ignored: duplicates and messages older than one applied */
     uint64_t stale_sum;               /* sum over absorbed messages of (own round - message round) */
+    uint64_t syncs_sent, gaps;        /* codec: SYNCs sent; deltas that found a gap */
 } gsp_stats;
 
 typedef struct gsp_peer {
@@ -70,12 +107,31 @@ typedef struct gsp_peer {
     gsp_edge *out, *in;
     int n_out, n_in, cap_out, cap_in;
     gsp_stats stats;
+    const cmp_spec *codec; /* NULL: RAW running sums */
+    float step;            /* consensus step: the share of r that moves each round */
+    uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
+    float *v, *c;          /* codec scratch: share - r, decoded q */
+    void *work;            /* codec workspace */
 } gsp_peer;
 
 /* x = x0 (zeros if NULL), w = 1. tau >= 0 is the staleness bound in rounds.
  * Edges are allocated for the peer's scheduled neighbours at first use. */
 int gsp_init(gsp_peer *g, int id, int n_peers, size_t dim, int tau, const float *x0);
 void gsp_free(gsp_peer *g);
+
+/* Compress every message with `codec` (which must outlive g), drawing the
+ * stochastic codecs' randomness from `seed`. `step` in (0, 1] is the
+ * consensus step (CHOCO-SGD's gamma): each round a sender gives up, and the
+ * receiver takes, step * r instead of r. Below 1 it trades mixing speed for
+ * stability: a reference that lags its share keeps moving a stale amount, and
+ * the drift that causes grows unless step is about as small as the share of
+ * the error one message removes (gsp_default_step). Call before the first
+ * emit. -ENOMEM, or -EINVAL (bad step, or messages already sent). */
+int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step);
+
+/* A consensus step for `codec` on vectors of dim values that measured stable
+ * on the ring and the exponential graph (gossip/GUARANTEES.md has the table). */
+float gsp_default_step(const cmp_spec *codec, size_t dim);
 
 /* z = x / w (into g->z) and returns it. */
 const float *gsp_debias(gsp_peer *g);
@@ -88,9 +144,24 @@ const float *gsp_debias(gsp_peer *g);
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs);
 
 /* Apply a message addressed to this peer: returns 1 if applied, 0 if ignored
- * (duplicate or older than one already applied: its mass is already in), or
- * -EINVAL (wrong destination, sender out of range, dim mismatch), -ENOMEM. */
+ * (duplicate or older than one already applied: its mass is already in),
+ * GSP_NEED_SYNC (a compressed edge lost a message: nothing applied until a
+ * SYNC comes), -EINVAL (wrong destination, sender out of range, dim or kind
+ * mismatch), -EBADMSG (a payload that does not decode; nothing applied),
+ * -ENOMEM. */
 int gsp_absorb(gsp_peer *g, const gsp_msg *m);
+
+/* The receiver `dst` asked for a SYNC: the next message to it is one. */
+void gsp_request_sync(gsp_peer *g, int dst);
+
+/* Or answer at once: a SYNC of the edge to `dst` as it stands (its totals and
+ * reference after the last message, same seq), without waiting for the
+ * schedule to use the edge again. Returns 0, or -ENOENT if no such edge. */
+int gsp_sync_msg(const gsp_peer *g, int dst, gsp_msg *m);
+
+/* Bytes this message takes on the wire: a fixed header plus the payload
+ * (RAW and SYNC carry doubles, and SYNC the float reference too). */
+size_t gsp_msg_bytes(const gsp_msg *m);
 
 /* May the peer start round g->round (i.e. emit again)? True when every live
  * scheduled in-neighbour of round g->round - 1 - tau has delivered that round's

@@ -99,3 +99,17 @@ void nn_sgd_free(nn_sgd *o)
     free(o->velocity);
     memset(o, 0, sizeof *o);
 }
+
+double nn_clip_norm(float *g, size_t n, double max_norm)
+{
+    double sq = 0;
+    for (size_t i = 0; i < n; i++)
+        sq += (double)g[i] * g[i];
+    double norm = sqrt(sq);
+    if (max_norm > 0 && norm > max_norm) {
+        const float scale = (float)(max_norm / norm);
+        for (size_t i = 0; i < n; i++)
+            g[i] *= scale;
+    }
+    return norm;
+}

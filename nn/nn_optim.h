@@ -47,4 +47,9 @@ int nn_sgd_init(nn_sgd *o, size_t n, float momentum, float weight_decay, int nes
 void nn_sgd_step(nn_sgd *o, float *restrict params, const float *restrict grads, float lr);
 void nn_sgd_free(nn_sgd *o);
 
+/* Scales g so that ||g||_2 <= max_norm (no change if it already is, or if
+ * max_norm <= 0); returns the norm before clipping. DGC's local gradient
+ * clipping: each peer clips its own gradient before its step. */
+double nn_clip_norm(float *g, size_t n, double max_norm);
+
 #endif

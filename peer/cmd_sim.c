@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gossip/gsp.h"
 #include "nn/nn_blas.h"
 #include "peer/cli.h"
 #include "peer/commands.h"
@@ -25,6 +26,11 @@ static void help(void)
           "                        random) for N peers [exponential]\n"
           "  --shard iid|dirichlet:ALPHA   how the training set is split over peers [iid]\n"
           "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"
+          "  --codec SPEC          message codec: none, fp16, bf16, topk:F, randk:F, qsgd:S,\n"
+          "                        terngrad, natural, sign, stc:F (compress/FORMAT.md), or exact\n"
+          "                        (uncompressed running sums in float64) [none]\n"
+          "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"
+          "                        gossip/GUARANTEES.md]\n"
           "  --compute-time S|measured   virtual seconds per local step, or 'measured' to time\n"
           "                        a real step once at start [estimated from the model size]\n"
           "  --latency S           one-way link latency in seconds [0.0001]\n"
@@ -47,7 +53,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_SHARD, S_TAU, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH,
-       S_REJOIN, S_DEAD, S_AVG, S_LOG, S_DUP, S_JITTER };
+       S_REJOIN, S_DEAD, S_AVG, S_LOG, S_DUP, S_JITTER, S_CODEC, S_STEP };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -88,6 +94,8 @@ static int write_summary(const char *path, const sim_config *c, const char *topo
     json_str(&j, "command", "sim");
     json_str(&j, "model", c->train.model);
     json_str(&j, "topology", topology);
+    json_str(&j, "codec", c->codec ? c->codec->text : "exact");
+    json_num(&j, "step", c->codec ? (c->step > 0 ? c->step : gsp_default_step(c->codec, r->parameters)) : 1.0);
     json_int(&j, "peers", c->n_peers);
     json_int(&j, "parameters", (long long)r->parameters);
     json_int(&j, "epochs", c->train.epochs);
@@ -104,6 +112,7 @@ static int write_summary(const char *path, const sim_config *c, const char *topo
     json_int(&j, "messages_sent", (long long)r->messages_sent);
     json_int(&j, "messages_lost", (long long)r->messages_lost);
     json_int(&j, "messages_duplicated", (long long)r->messages_duplicated);
+    json_int(&j, "syncs", (long long)r->syncs);
     json_num(&j, "mean_staleness", r->mean_staleness);
     json_num(&j, "mass_error_x", r->mass_error_x);
     json_num(&j, "mass_error_w", r->mass_error_w);
@@ -151,6 +160,8 @@ int cmd_sim(int argc, char **argv)
         {"bandwidth", required_argument, 0, S_BANDWIDTH},
         {"loss", required_argument, 0, S_LOSS},
         {"duplicate", required_argument, 0, S_DUP},
+        {"codec", required_argument, 0, S_CODEC},
+        {"step", required_argument, 0, S_STEP},
         {"jitter", required_argument, 0, S_JITTER},
         {"slow", required_argument, 0, S_SLOW},
         {"crash", required_argument, 0, S_CRASH},
@@ -163,7 +174,8 @@ int cmd_sim(int argc, char **argv)
     };
     sim_config c;
     sim_config_defaults(&c);
-    const char *topology = "exponential", *log_path = NULL;
+    const char *topology = "exponential", *log_path = NULL, *codec_text = "none";
+    cmp_spec codec;
     long peers = 8, tau = 0;
     double mbit = 1000;
     struct {
@@ -215,6 +227,12 @@ int cmd_sim(int argc, char **argv)
         case S_LOSS:
             rc = cli_double(CMD, "--loss", optarg, 0, 0.99, &c.loss);
             break;
+        case S_STEP:
+            rc = cli_double(CMD, "--step", optarg, 1e-6, 1, &c.step);
+            break;
+        case S_CODEC:
+            codec_text = optarg, rc = 0;
+            break;
         case S_DUP:
             rc = cli_double(CMD, "--duplicate", optarg, 0, 0.99, &c.duplicate);
             break;
@@ -255,6 +273,13 @@ int cmd_sim(int argc, char **argv)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (train_opts_check(&c.train, CMD))
         return CLI_USAGE;
+    char cerr[256];
+    if (strcmp(codec_text, "exact") == 0)
+        c.codec = NULL;
+    else if (cmp_spec_parse(&codec, codec_text, cerr, sizeof cerr) < 0)
+        return cli_usage(CMD, "--codec: %s", cerr);
+    else
+        c.codec = &codec;
     c.n_peers = (int)peers;
     c.tau = (int)tau;
     c.bandwidth = mbit * 1e6 / 8;
@@ -310,8 +335,8 @@ int cmd_sim(int argc, char **argv)
     c.log = log;
     c.progress = stdout;
     c.progress_bar = c.train.progress < 0 ? isatty(1) : c.train.progress;
-    printf("sgp sim: %d peers on %s (%s), %s, per-peer batch %ld, %ld epochs, tau %d, seed %llu\n", c.n_peers,
-           topology, t.kind, c.train.model, c.train.batch / peers > 0 ? c.train.batch / peers : 1, c.train.epochs,
+    printf("sgp sim: %d peers on %s (%s), %s, codec %s, per-peer batch %ld, %ld epochs, tau %d, seed %llu\n",
+           c.n_peers, topology, t.kind, c.train.model, c.codec ? c.codec->text : "exact", c.train.batch / peers > 0 ? c.train.batch / peers : 1, c.train.epochs,
            c.tau, (unsigned long long)c.train.seed);
     fflush(stdout);
     rc = sim_run(&c, &train, &test, &r, err, sizeof err);

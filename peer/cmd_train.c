@@ -71,6 +71,8 @@ static void run(const train_opts *o, nn_model *m, nn_sgd *opt, nn_batcher *b, co
         for (int s = 0; s < per_epoch; s++, step++) {
             int B = nn_batcher_next(b), hits;
             float loss = nn_model_grad(m, b->x, b->y, B, &hits);
+            if (o->clip > 0)
+                nn_clip_norm(m->grads, m->n_params, o->clip);
             nn_sgd_step(opt, m->params, m->grads, nn_lr_at(&o->schedule, step, per_epoch));
             loss_sum += (double)loss * B, seen += B, correct += hits;
             char text[96];

@@ -8,6 +8,7 @@ int sgp_local_init(sgp_local *l, const train_opts *o, const nn_dataset *shard, i
 {
     memset(l, 0, sizeof *l);
     l->weight_decay = (float)o->weight_decay;
+    l->clip = o->clip;
     l->batch = batch;
     int rc = nn_sgd_init(&l->opt, n_params, (float)o->momentum, 0.0f, o->nesterov);
     if (rc == 0)
@@ -29,6 +30,8 @@ float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *corr
     m->params = (float *)z; /* read-only during the step */
     float loss = nn_model_grad(m, l->batches.x, l->batches.y, B, correct);
     m->params = own;
+    if (l->clip > 0)
+        nn_clip_norm(m->grads, g->dim, l->clip);
     if (l->weight_decay > 0.0f)
         for (size_t i = 0; i < g->dim; i++)
             m->grads[i] += l->weight_decay * z[i];

@@ -1,7 +1,7 @@
 /* One peer's local SGP computation, shared by the simulator and the networked
  * peer so that both run exactly the same arithmetic:
  *
- *   z = x / w;  g = grad f_i(z) + wd * z;  x -= lr * momentum_step(g)
+ *   z = x / w;  g = clip(grad f_i(z)) + wd * z;  x -= lr * momentum_step(g)
  *
  *   sgp_local l;
  *   sgp_local_init(&l, &opts, &shard, peer_id, n_peers, n_params);
@@ -25,6 +25,7 @@ typedef struct sgp_local {
     nn_sgd opt;     /* momentum buffer; its weight_decay is 0 (applied at z here) */
     nn_batcher batches;
     float weight_decay;
+    double clip;    /* gradient norm limit (0: none), before weight decay */
     int batch;      /* this peer's mini-batch */
 } sgp_local;
 

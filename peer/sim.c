@@ -14,12 +14,9 @@
 #include "peer/sim.h"
 #include "peer/sim_queue.h"
 
-enum { EV_STEP_DONE, EV_ARRIVE, EV_DEATH_KNOWN, EV_WAKE };
+enum { EV_STEP_DONE, EV_ARRIVE, EV_DEATH_KNOWN, EV_WAKE, EV_NACK };
 enum { P_WAITING, P_COMPUTING, P_CRASHED, P_DONE };
 
-/* Bytes of one uncompressed push-sum message: fp32 values plus a header
- * (sender, round, seq, w as float64, lengths) as the wire will carry them. */
-#define SIM_HEADER_BYTES 40
 
 typedef struct sim_peer {
     gsp_peer g;
@@ -229,7 +226,8 @@ static void absorb_inbox(sim *s, sim_peer *p)
             p->inbox[kept++] = *m;
             continue;
         }
-        gsp_absorb(&p->g, m);
+        if (gsp_absorb(&p->g, m) == GSP_NEED_SYNC) /* tell the sender, over the reverse link */
+            sim_queue_push(&s->q, s->now + s->c->latency, EV_NACK, m->src, p->g.id);
         gsp_msg_free(m);
     }
     p->n_inbox = kept;
@@ -294,9 +292,9 @@ static int step_done(sim *s, int i)
     int n = gsp_emit(&p->g, &out, msgs);
     if (n < 0)
         return n;
-    const double bytes = SIM_HEADER_BYTES + 4.0 * (double)p->g.dim;
     for (int k = 0; k < n; k++) {
         int j = msgs[k].dst;
+        const double bytes = (double)gsp_msg_bytes(&msgs[k]);
         s->r->bytes_sent += (uint64_t)bytes;
         s->r->messages_sent++;
         double *free_at = &s->link_free[(size_t)i * c->n_peers + j];
@@ -326,6 +324,31 @@ static int step_done(sim *s, int i)
     watermark_advance(s);
     try_start(s, i);
     return 0;
+}
+
+/* A receiver lost a compressed delta from i: i answers at once with a SYNC
+ * of the edge (its totals and reference), over the same link model. */
+static int send_sync(sim *s, int i, int j)
+{
+    gsp_msg m;
+    if (gsp_sync_msg(&s->p[i].g, j, &m) < 0)
+        return 0;
+    const sim_config *c = s->c;
+    double bytes = (double)gsp_msg_bytes(&m);
+    s->r->bytes_sent += (uint64_t)bytes;
+    s->r->messages_sent++;
+    s->r->syncs++;
+    double *free_at = &s->link_free[(size_t)i * c->n_peers + j];
+    double start = *free_at > s->now ? *free_at : s->now;
+    *free_at = start + (c->bandwidth > 0 ? bytes / c->bandwidth : 0.0);
+    if (c->loss > 0 && nn_rng_uniform_d(&s->net) < c->loss) {
+        s->r->messages_lost++;
+        return 0;
+    }
+    long slot = flight_put(s, &m);
+    if (slot < 0)
+        return (int)slot;
+    return sim_queue_push(&s->q, *free_at + c->latency, EV_ARRIVE, j, slot);
 }
 
 static int arrive(sim *s, int j, long slot)
@@ -426,6 +449,9 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
         free(idx);
         if (rc == 0)
             rc = gsp_init(&p->g, i, n, dim, c->tau, x0);
+        if (rc == 0 && c->codec)
+            rc = gsp_set_codec(&p->g, c->codec, c->train.seed ^ 0x636f646563ULL,
+                               c->step > 0 ? (float)c->step : gsp_default_step(c->codec, dim));
         if (rc == 0)
             rc = sgp_local_init(&p->local, &c->train, &p->shard, i, s->per_batch, dim);
         if (rc < 0) {
@@ -448,7 +474,7 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
     s->r->step_seconds = s->step_seconds;
     /* Round timeout: generous next to a round's compute and transfer, so it
      * only fires for lost messages and dead peers, never for mere slowness. */
-    double transfer = c->bandwidth > 0 ? (SIM_HEADER_BYTES + 4.0 * dim) / c->bandwidth : 0.0;
+    double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
     s->round_timeout = 20.0 * (s->step_seconds + transfer + c->latency) + 1e-3;
     return 0;
 }
@@ -539,6 +565,7 @@ static void finish(sim *s)
         r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
         acc_sum += acc, live++;
         stale += (double)p->g.stats.stale_sum, absorbed += (double)p->g.stats.absorbed;
+        r->syncs += p->g.stats.syncs_sent; /* (scheduled ones; immediate ones are counted when sent) */
     }
     r->test_accuracy_mean = live ? (float)(acc_sum / live) : 0.0f;
     mass_check(s);
@@ -601,6 +628,10 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
             break;
         case EV_WAKE:
             wake(&s, e.peer, e.arg);
+            break;
+        case EV_NACK:
+            if (s.p[e.peer].state != P_CRASHED)
+                rc = send_sync(&s, e.peer, (int)e.arg);
             break;
         }
     }

@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "compress/cmp.h"
 #include "nn/nn_data.h"
 #include "peer/train_opts.h"
 #include "topologies/topo.h"
@@ -64,6 +65,8 @@ typedef struct sim_config {
     sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS];
     int n_crash, n_rejoin;
     int averaging_only; /* no gradient: pure push-sum from different starting points */
+    const cmp_spec *codec; /* compressed push-sum with this codec; NULL: uncompressed running sums */
+    double step;           /* consensus step with a codec; <= 0: gsp_default_step */
     FILE *log;          /* per-round CSV, or NULL */
     FILE *progress;     /* per-epoch lines, or NULL */
     int progress_bar;   /* live bar on progress (a terminal) */
@@ -82,6 +85,7 @@ typedef struct sim_result {
      * training (gradients change x) or when a peer crashed (mass leaves with it). */
     double mass_error_x, mass_error_w;
     uint64_t messages_duplicated;
+    uint64_t syncs;              /* codec: SYNC messages sent after lost deltas */
     float train_loss;            /* mean over the last epoch's steps */
     double step_seconds;         /* the virtual duration of one local step */
     size_t parameters;

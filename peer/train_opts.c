@@ -53,6 +53,8 @@ int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg)
             return cli_usage(cmd, "--lr-decay expects constant, cosine or step:EPOCHS:GAMMA (0 < GAMMA <= 1), got '%s'",
                              arg);
         return 0;
+    case OPT_CLIP:
+        return cli_double(cmd, "--clip", arg, 0, 1e9, &o->clip);
     case OPT_SEED:
         return cli_u64(cmd, "--seed", arg, &o->seed);
     case OPT_THREADS:

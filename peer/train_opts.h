@@ -20,6 +20,7 @@ typedef struct train_opts {
     long epochs;
     long batch;
     double lr, momentum, weight_decay, warmup_epochs;
+    double clip; /* gradient norm limit, 0 = none */
     int nesterov;
     nn_lr_schedule schedule; /* decay part filled by --lr-decay */
     uint64_t seed;
@@ -31,6 +32,7 @@ typedef struct train_opts {
 enum {
     OPT_MODEL = 1000, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_NESTEROV, OPT_NO_NESTEROV,
     OPT_WEIGHT_DECAY, OPT_WARMUP, OPT_LR_DECAY, OPT_SEED, OPT_THREADS, OPT_SUMMARY, OPT_PROGRESS, OPT_NO_PROGRESS,
+    OPT_CLIP,
 };
 
 #define TRAIN_OPTS_LONG                                                                                           \
@@ -41,7 +43,7 @@ enum {
         {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY}, {"warmup", required_argument, 0, OPT_WARMUP},  \
         {"lr-decay", required_argument, 0, OPT_LR_DECAY}, {"seed", required_argument, 0, OPT_SEED},              \
         {"threads", required_argument, 0, OPT_THREADS}, {"summary", required_argument, 0, OPT_SUMMARY},          \
-        {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
+        {"clip", required_argument, 0, OPT_CLIP}, {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
         "no-progress", no_argument, 0, OPT_NO_PROGRESS                                                           \
     }
 
@@ -58,6 +60,7 @@ enum {
     "  --weight-decay X    L2 weight decay [0.0005]\n"                                                            \
     "  --warmup EPOCHS     linear learning-rate warm-up, may be fractional [1]\n"                                 \
     "  --lr-decay KIND     constant, cosine or step:EPOCHS:GAMMA [cosine]\n"                                      \
+    "  --clip NORM         clip each gradient to this L2 norm, 0 for none [0]\n"                                 \
     "  --seed N            seed of every random stream (init, shuffles) [1]\n"                                    \
     "  --threads N         OpenBLAS threads [1]\n"                                                                \
     "  --summary FILE      write a JSON summary of the run to FILE\n"                                             \

@@ -1,0 +1,82 @@
+/* Bit-level I/O for the codecs: a writer into a caller-owned buffer and a
+ * bounds-checked reader, with the integer codes the codecs use.
+ *
+ *   cmp_bitw w;
+ *   cmp_bitw_init(&w, out, cap);
+ *   cmp_bitw_bits(&w, value, 3);        // low 3 bits, LSB first
+ *   cmp_bitw_rice(&w, gap, k);          // Golomb-Rice with parameter 2^k
+ *   long len = cmp_bitw_finish(&w);     // bytes used, or -ENOSPC if cap was too small
+ *
+ *   cmp_bitr r;
+ *   cmp_bitr_init(&r, in, len);
+ *   uint64_t v;
+ *   if (cmp_bitr_rice(&r, k, &v) < 0) return -EBADMSG;   // never reads past len
+ *
+ * Bits are packed LSB-first into little-endian bytes. Writers never write past
+ * cap (they latch an overflow flag that finish reports); readers return
+ * -EBADMSG instead of reading past the end, and reject codes that would
+ * overflow 64 bits, so hostile input cannot make them loop or overrun.
+ */
+#ifndef CMP_BITIO_H
+#define CMP_BITIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cmp_bitw {
+    uint8_t *buf;
+    size_t cap, pos; /* pos: bytes completed */
+    uint64_t acc;    /* pending bits */
+    int nacc;        /* number of pending bits (< 64) */
+    int overflow;
+} cmp_bitw;
+
+typedef struct cmp_bitr {
+    const uint8_t *buf;
+    size_t len, pos;
+    uint64_t acc;
+    int nacc;
+} cmp_bitr;
+
+void cmp_bitw_init(cmp_bitw *w, uint8_t *buf, size_t cap);
+void cmp_bitw_bits(cmp_bitw *w, uint64_t value, int nbits); /* 0 <= nbits <= 64 */
+void cmp_bitw_unary(cmp_bitw *w, uint64_t q);                /* q ones then a zero */
+void cmp_bitw_gamma(cmp_bitw *w, uint64_t v);                /* Elias gamma, v >= 1 */
+void cmp_bitw_delta(cmp_bitw *w, uint64_t v);                /* Elias delta, v >= 1 */
+void cmp_bitw_rice(cmp_bitw *w, uint64_t v, int k);          /* v >> k in unary, then k low bits; 0 <= k <= 63 */
+/* Gamma/delta of 0 and Rice with k outside 0..63 are caller bugs: they latch
+ * the overflow flag, so finish() fails instead of writing an undecodable stream.
+ * Bit order of gamma (LSB-first): floor(log2 v) zeros, a one, then the low
+ * floor(log2 v) bits of v; delta is gamma(bit length of v) then those low bits.
+ * compress/FORMAT.md ("Bit I/O") is the normative description. */
+/* Pads to a byte boundary; returns bytes written, or -ENOSPC. */
+long cmp_bitw_finish(cmp_bitw *w);
+
+void cmp_bitr_init(cmp_bitr *r, const uint8_t *buf, size_t len);
+int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v);
+int cmp_bitr_unary(cmp_bitr *r, uint64_t *q); /* -EBADMSG past the end or beyond 2^32 ones */
+int cmp_bitr_gamma(cmp_bitr *r, uint64_t *v);
+int cmp_bitr_delta(cmp_bitr *r, uint64_t *v);
+int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v);
+/* Bytes consumed so far, counting a partly read byte as whole. */
+size_t cmp_bitr_consumed(const cmp_bitr *r);
+
+/* Byte-aligned helpers for headers (little-endian). */
+size_t cmp_varint_put(uint8_t *out, uint64_t v);                          /* <= 10 bytes */
+int cmp_varint_get(const uint8_t *in, size_t len, size_t *used, uint64_t *v); /* -EBADMSG */
+void cmp_f32_put(uint8_t *out, float v);
+float cmp_f32_get(const uint8_t *in);
+void cmp_u64_put(uint8_t *out, uint64_t v);
+uint64_t cmp_u64_get(const uint8_t *in);
+
+/* The sign bits of x[0..n), LSB-first, into ceil(n/8) bytes (bit i set when
+ * x[i] has its sign bit set, -0.0 included); unused high bits of the last
+ * byte are zero. A bit plane, 16 floats per step on SSE2. */
+void cmp_signs_pack(const float *x, size_t n, uint8_t *out);
+
+/* Bits of the Elias gamma code of v >= 1: 2 floor(log2 v) + 1. */
+int cmp_gamma_bits(uint64_t v);
+/* Bits of the Elias delta code of v >= 1. */
+int cmp_delta_bits(uint64_t v);
+
+#endif

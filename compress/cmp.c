@@ -1,0 +1,97 @@
+/* The codec registry, spec parsing and the common message header
+ * (codec id byte, varint n). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compress/bitio.h"
+#include "compress/cmp.h"
+
+extern const cmp_ops cmp_none, cmp_fp16, cmp_bf16, cmp_topk, cmp_randk, cmp_qsgd, cmp_terngrad, cmp_natural,
+    cmp_sign, cmp_stc;
+
+static const cmp_ops *const registry[] = {
+    &cmp_none, &cmp_fp16, &cmp_bf16, &cmp_topk, &cmp_randk, &cmp_qsgd,
+    &cmp_terngrad, &cmp_natural, &cmp_sign, &cmp_stc, NULL,
+};
+
+const cmp_ops *const *cmp_codecs(void) { return registry; }
+
+const cmp_ops *cmp_find(const char *name)
+{
+    for (int i = 0; registry[i]; i++)
+        if (strcmp(registry[i]->name, name) == 0)
+            return registry[i];
+    return NULL;
+}
+
+const cmp_ops *cmp_find_id(uint8_t id)
+{
+    for (int i = 0; registry[i]; i++)
+        if (registry[i]->id == id)
+            return registry[i];
+    return NULL;
+}
+
+int cmp_spec_parse(cmp_spec *s, const char *text, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    if (!text || strlen(text) >= sizeof s->text) {
+        snprintf(err, errlen, "codec spec missing or too long");
+        return -EINVAL;
+    }
+    char name[sizeof s->text];
+    strcpy(name, text);
+    char *args = strchr(name, ':');
+    if (args)
+        *args++ = 0;
+    s->ops = cmp_find(name);
+    if (!s->ops) {
+        int n = snprintf(err, errlen, "unknown codec '%s' (one of:", name);
+        for (int i = 0; registry[i] && n > 0 && (size_t)n < errlen; i++)
+            n += snprintf(err + n, errlen - (size_t)n, " %s", registry[i]->name);
+        if (n > 0 && (size_t)n < errlen)
+            snprintf(err + n, errlen - (size_t)n, ")");
+        return -EINVAL;
+    }
+    strcpy(s->text, text);
+    return s->ops->parse(s, args, err, errlen);
+}
+
+size_t cmp_bound(const cmp_spec *s, size_t n) { return CMP_HEADER_MAX + s->ops->bound(s, n); }
+
+size_t cmp_work_size(const cmp_spec *s, size_t n) { return s->ops->work ? s->ops->work(s, n) : 0; }
+
+long cmp_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out, size_t cap)
+{
+    if (n > CMP_MAX_N)
+        return -EINVAL;
+    if (cap < cmp_bound(s, n))
+        return -ENOSPC;
+    out[0] = s->ops->id;
+    size_t h = 1 + cmp_varint_put(out + 1, n);
+    long body = s->ops->encode(s, x, n, seed, work, out + h, cap - h);
+    return body < 0 ? body : (long)h + body;
+}
+
+int cmp_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
+{
+    if (len < 2)
+        return -EBADMSG;
+    const cmp_ops *ops = cmp_find_id(in[0]);
+    uint64_t declared;
+    size_t used;
+    if (!ops || cmp_varint_get(in + 1, len - 1, &used, &declared) < 0 || declared != n)
+        return -EBADMSG;
+    return ops->decode_add(in + 1 + used, len - 1 - used, n, alpha, dst);
+}
+
+int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst)
+{
+    uint64_t declared;
+    size_t used;
+    if (len < 2 || cmp_varint_get(in + 1, len - 1, &used, &declared) < 0 || declared != n)
+        return -EBADMSG; /* before touching dst: a wrong n must not make us clear past its end */
+    memset(dst, 0, n * sizeof *dst);
+    return cmp_decode_add(in, len, n, 1.0f, dst);
+}

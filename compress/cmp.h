@@ -1,0 +1,76 @@
+/* Codecs for float vectors behind one ops table, found by name.
+ *
+ *   cmp_spec s;
+ *   char err[128];
+ *   if (cmp_spec_parse(&s, "topk:0.01", err, sizeof err) < 0) ...   // "qsgd:16", "stc:0.01", "none", ...
+ *   uint8_t *msg = malloc(cmp_bound(&s, n));
+ *   void *work = malloc(cmp_work_size(&s, n));                    // sized once, reused every round
+ *   long len = cmp_encode(&s, x, n, seed, work, msg, cmp_bound(&s, n));
+ *   cmp_decode_add(msg, len, 0.5f, dst, n);                       // dst += 0.5 * decoded
+ *
+ * Every message is self-describing (format in compress/FORMAT.md): a common
+ * header (codec id, n) then the codec's own header (its parameters, scales,
+ * the RNG seed where it needs one) and its bit-packed payload. Decoding needs
+ * no spec, only the bytes; truncated or corrupt input returns -EBADMSG and
+ * never reads or writes out of bounds. Nothing allocates: cmp_bound() sizes
+ * the output, cmp_work_size() the encoder's scratch space.
+ *
+ * Stochastic codecs (qsgd, terngrad, natural, randk) draw from a stream seeded
+ * by `seed` (the caller derives it from the run seed, peer, edge and round),
+ * so an encode is reproducible.
+ */
+#ifndef CMP_H
+#define CMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cmp_spec cmp_spec;
+
+typedef struct cmp_ops {
+    const char *name; /* "topk" */
+    uint8_t id;       /* on the wire; never reused */
+    const char *usage; /* "topk:FRACTION[:sampled]  the k = FRACTION*n largest magnitudes ..." */
+    /* args: the text after "name:" or NULL. Fills the spec's parameters. */
+    int (*parse)(cmp_spec *s, const char *args, char *err, size_t errlen);
+    /* Largest payload (after the common header) for n values. */
+    size_t (*bound)(const cmp_spec *s, size_t n);
+    /* Scratch bytes encode needs for n values (0 if none). */
+    size_t (*work)(const cmp_spec *s, size_t n);
+    /* Writes the payload for x[0..n) into out (cap >= bound); returns its length or a negative errno. */
+    long (*encode)(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out, size_t cap);
+    /* Reads a payload of len bytes for n values: dst[i] += alpha * value[i]. -EBADMSG on malformed input
+     * (dst may then hold part of the update: callers decode into scratch when that matters). */
+    int (*decode_add)(const uint8_t *in, size_t len, size_t n, float alpha, float *dst);
+} cmp_ops;
+
+struct cmp_spec {
+    const cmp_ops *ops;
+    double fraction; /* topk, randk, stc: share of entries sent, (0, 1] */
+    int levels;      /* qsgd: quantisation levels s >= 1 */
+    int sampled;     /* topk: DGC-style threshold from a sample instead of exact selection */
+    char text[48];   /* the spec as parsed, for logs */
+};
+
+/* Bytes of the common header at most (codec id + varint n). */
+#define CMP_HEADER_MAX 11
+/* Largest n a message may declare (2^31 - 1 floats: limits what a decoder will touch). */
+#define CMP_MAX_N ((size_t)0x7fffffff)
+
+int cmp_spec_parse(cmp_spec *s, const char *text, char *err, size_t errlen);
+/* All codecs, for help texts and tests; NULL-terminated. */
+const cmp_ops *const *cmp_codecs(void);
+const cmp_ops *cmp_find(const char *name);
+const cmp_ops *cmp_find_id(uint8_t id);
+
+size_t cmp_bound(const cmp_spec *s, size_t n);
+size_t cmp_work_size(const cmp_spec *s, size_t n);
+/* Common header + payload; returns the message length or a negative errno
+ * (-ENOSPC if cap < cmp_bound(s, n)). */
+long cmp_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out, size_t cap);
+/* dst[0..n) += alpha * decoded; the message must declare exactly n values. */
+int cmp_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst);
+/* dst = decoded. */
+int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst);
+
+#endif

@@ -1,0 +1,76 @@
+/* Exact top-k selection by magnitude and the position coding shared by the
+ * sparse codecs (topk, stc).
+ *
+ *   size_t k = cmp_select_k(0.001, n);                 // max(1, round(0.001 n)); 0 when n == 0
+ *   void *work = malloc(cmp_select_work(n));           // once, at init
+ *   uint32_t *idx = malloc(k * sizeof *idx);
+ *   cmp_select_topk(x, n, k, work, idx);               // idx[0] < idx[1] < ... < idx[k-1]
+ *
+ * "The k largest" is defined on |x| as the float's bit pattern with the sign
+ * cleared, so the order is total: +0 == -0, inf ranks above every finite value
+ * and NaN above inf. Ties at the threshold go to the lowest indices, so the
+ * selected set is a pure function of (x, k): the sampled (DGC-style) variant
+ * returns exactly the same indices as the exact one, only faster or slower.
+ *
+ * Both run in O(n) with no allocation: a radix select on the magnitude bits
+ * (a 12-bit histogram pass, then the candidates in the threshold bucket are
+ * refined in the workspace), never a sort.
+ */
+#ifndef CMP_SELECT_H
+#define CMP_SELECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* k = max(1, floor(fraction * n + 0.5)) for n >= 1 (round half up), capped at n; 0 for n == 0. */
+size_t cmp_select_k(double fraction, size_t n);
+
+/* Parses FRACTION, 0 < FRACTION <= 1, for the codec called `name`; a one-line message in err on -EINVAL. */
+int cmp_select_fraction_parse(const char *name, const char *text, double *fraction, char *err, size_t errlen);
+
+/* Workspace bytes for selecting from n values (any k <= n). */
+size_t cmp_select_work(size_t n);
+
+/* The k largest magnitudes of x[0..n), their indices ascending in idx_out[0..k).
+ * 0, or -EINVAL if k > n or n >= 2^32. */
+int cmp_select_topk(const float *x, size_t n, size_t k, void *work, uint32_t *idx_out);
+
+/* The same result, with the threshold first estimated from a seeded sample
+ * (Deep Gradient Compression, Lin et al. 2018): one pass collects everything
+ * at or above the estimate and the exact selection runs on those candidates.
+ * If the estimate was too high (fewer than k candidates) or too low (more than
+ * fit in the workspace) it falls back to cmp_select_topk.
+ *
+ * For n >= 65536 and k < n (else it is cmp_select_topk) the sample is
+ * stratified: m = max(n / 128, 8192) values, the j-th at
+ * j s + floor(s cmp_rng_at(seed, j) / 2^64) with s = floor(n / m); the estimate
+ * is the r-th largest of them, r = ceil(mu + 4 sqrt(mu) + 16), mu = k m / n
+ * (the sample count expected above the true threshold, plus four standard
+ * deviations), so that it undershoots the threshold all but always. */
+int cmp_select_topk_sampled(const float *x, size_t n, size_t k, uint64_t seed, void *work, uint32_t *idx_out);
+
+/* Positions idx[0..k) (ascending, < n) travel as gaps g_0 = idx_0,
+ * g_j = idx_j - idx_{j-1} - 1, each Golomb-Rice coded with parameter b
+ * (g >> b in unary, then the b low bits): 1 + b + (g >> b) bits.
+ *
+ * Returns the b in [0, 31] that minimises sum_j (1 + b + (g_j >> b)) (the
+ * smallest such b on ties) and stores that sum in *bits. The search covers
+ * b = 0 .. b0 + 1 with b0 = cmp_select_rice_b0(n, k); beyond b0 + 1 the sum
+ * provably only grows, so this is the optimum for the actual gaps. */
+int cmp_select_rice(const uint32_t *idx, size_t k, size_t n, uint64_t *bits);
+
+/* Checks a position stream of len bytes before anything is applied: k Rice(b)
+ * gaps, each followed by `extra` raw bits (stc's sign bit), giving positions
+ * below n; then zero bits to the byte boundary and nothing after. 0 or
+ * -EBADMSG. Takes O(len + k) time whatever the input. */
+int cmp_select_pos_check(const uint8_t *in, size_t len, size_t k, int b, int extra, size_t n);
+
+/* floor(log2((n - k) / k)) when n - k >= k, else 0 (0 for k == 0): the Rice
+ * parameter for the mean gap, used by the bounds. */
+int cmp_select_rice_b0(size_t n, size_t k);
+
+/* Largest sum_j (1 + b + (g_j >> b)) over all position sets, for b = b0:
+ * k (1 + b0) + ((n - k) >> b0). The optimal b never needs more. */
+uint64_t cmp_select_rice_bits_max(size_t n, size_t k);
+
+#endif

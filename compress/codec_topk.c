@@ -1,0 +1,159 @@
+/* topk:FRACTION[:sampled] — the k = max(1, round(FRACTION n)) entries of
+ * largest magnitude, exactly (ties at the threshold to the lowest indices),
+ * as f32 values plus their positions.
+ *
+ * Payload (compress/FORMAT.md, "topk"):
+ *
+ *   varint k | u8 b | f32 value[k] | Rice(b) position gaps, zero-padded to a byte
+ *
+ * The values come first and byte-aligned so that both ends move them with
+ * plain loads and stores; the gaps follow as one bit stream with the Rice
+ * parameter b that minimises its length for these very gaps
+ * (cmp_select_rice). `:sampled` only changes how the encoder finds the
+ * threshold (DGC-style, from a seeded sample, see cmp_select.h); the message,
+ * and even its bytes, are the same as without it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compress/bitio.h"
+#include "compress/cmp.h"
+#include "compress/cmp_select.h"
+
+static size_t varint_len(uint64_t v)
+{
+    size_t l = 1;
+    while (v >= 0x80)
+        v >>= 7, l++;
+    return l;
+}
+
+static int finite_bits(uint32_t u) { return (u & 0x7f800000u) != 0x7f800000u; }
+
+static int topk_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
+{
+    char buf[sizeof s->text];
+    if (!args) {
+        snprintf(err, errlen, "topk: missing FRACTION, usage: topk:FRACTION[:sampled]");
+        return -EINVAL;
+    }
+    snprintf(buf, sizeof buf, "%s", args);
+    char *opt = strchr(buf, ':');
+    if (opt)
+        *opt++ = 0;
+    int rc = cmp_select_fraction_parse("topk", buf, &s->fraction, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (opt) {
+        if (strcmp(opt, "sampled") != 0) {
+            snprintf(err, errlen, "topk: unknown option '%s' (the only one is 'sampled')", opt);
+            return -EINVAL;
+        }
+        s->sampled = 1;
+    }
+    return 0;
+}
+
+static size_t topk_bound(const cmp_spec *s, size_t n)
+{
+    size_t k = cmp_select_k(s->fraction, n);
+    return varint_len(k) + 1 + 4 * k + (size_t)((cmp_select_rice_bits_max(n, k) + 7) / 8);
+}
+
+/* Selection scratch, then the k indices. */
+static size_t topk_work(const cmp_spec *s, size_t n)
+{
+    return cmp_select_work(n) + cmp_select_k(s->fraction, n) * sizeof(uint32_t);
+}
+
+static long topk_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
+                        size_t cap)
+{
+    size_t k = cmp_select_k(s->fraction, n);
+    size_t h = varint_len(k) + 1;
+    if (cap < h + 4 * k)
+        return -ENOSPC;
+    if (k == 0) { /* n == 0: no selection, and work may be NULL */
+        out[0] = 0;
+        out[1] = 0;
+        return 2;
+    }
+    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
+    int rc = s->sampled ? cmp_select_topk_sampled(x, n, k, seed, work, idx) : cmp_select_topk(x, n, k, work, idx);
+    if (rc < 0)
+        return rc;
+    uint8_t *val = out + h;
+    for (size_t j = 0; j < k; j++) {
+        uint32_t u;
+        memcpy(&u, x + idx[j], sizeof u);
+        /* NaN and inf rank above every finite magnitude, so if x has any the
+         * top k holds one: this check covers all of x. */
+        if (!finite_bits(u))
+            return -EINVAL;
+        val[4 * j + 0] = (uint8_t)u;
+        val[4 * j + 1] = (uint8_t)(u >> 8);
+        val[4 * j + 2] = (uint8_t)(u >> 16);
+        val[4 * j + 3] = (uint8_t)(u >> 24);
+    }
+    uint64_t bits;
+    int b = cmp_select_rice(idx, k, n, &bits);
+    out[cmp_varint_put(out, k)] = (uint8_t)b;
+
+    cmp_bitw w;
+    cmp_bitw_init(&w, val + 4 * k, cap - h - 4 * k);
+    uint32_t next = 0;
+    for (size_t j = 0; j < k; j++) {
+        cmp_bitw_rice(&w, idx[j] - next, b);
+        next = idx[j] + 1;
+    }
+    long len = cmp_bitw_finish(&w);
+    return len < 0 ? len : (long)(h + 4 * k) + len;
+}
+
+static int topk_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
+{
+    uint64_t k;
+    size_t used;
+    if (cmp_varint_get(in, len, &used, &k) < 0 || k > n || len - used < 1 || in[used] > 31)
+        return -EBADMSG;
+    int b = in[used];
+    size_t h = used + 1;
+    if ((len - h) / 4 < k)
+        return -EBADMSG;
+    const uint8_t *val = in + h;
+    for (size_t j = 0; j < k; j++) {
+        uint32_t u = (uint32_t)val[4 * j] | (uint32_t)val[4 * j + 1] << 8 | (uint32_t)val[4 * j + 2] << 16 |
+                     (uint32_t)val[4 * j + 3] << 24;
+        if (!finite_bits(u))
+            return -EBADMSG;
+    }
+    const uint8_t *pos = val + 4 * k;
+    size_t plen = len - h - 4 * k;
+    /* Validate the whole message first so a bad one leaves dst untouched. */
+    if (cmp_select_pos_check(pos, plen, k, b, 0, n) < 0)
+        return -EBADMSG;
+    cmp_bitr r;
+    cmp_bitr_init(&r, pos, plen);
+    uint64_t next = 0, g;
+    for (size_t j = 0; j < k; j++) {
+        if (cmp_bitr_rice(&r, b, &g) < 0 || g >= n - next)
+            return -EBADMSG;
+        next += g;
+        dst[next] += alpha * cmp_f32_get(val + 4 * j);
+        next++;
+    }
+    return 0;
+}
+
+const cmp_ops cmp_topk = {
+    .name = "topk",
+    .id = 3,
+    .usage = "topk:FRACTION[:sampled]  the max(1, round(FRACTION*n)) largest magnitudes, exact, as f32 + "
+             "Rice-coded positions; :sampled finds the threshold from a sample (DGC), same result",
+    .parse = topk_parse,
+    .bound = topk_bound,
+    .work = topk_work,
+    .encode = topk_encode,
+    .decode_add = topk_decode_add,
+};
