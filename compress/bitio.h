@@ -53,17 +53,18 @@ void cmp_bitw_rice(cmp_bitw *w, uint64_t v, int k);          /* v >> k in unary,
 long cmp_bitw_finish(cmp_bitw *w);
 
 void cmp_bitr_init(cmp_bitr *r, const uint8_t *buf, size_t len);
-int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v);
+int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v); /* 0 <= nbits <= 64, else -EINVAL */
 int cmp_bitr_unary(cmp_bitr *r, uint64_t *q); /* -EBADMSG past the end or beyond 2^32 ones */
 int cmp_bitr_gamma(cmp_bitr *r, uint64_t *v);
 int cmp_bitr_delta(cmp_bitr *r, uint64_t *v);
-int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v);
+int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v); /* -EINVAL for k outside 0..63 */
 /* Bytes consumed so far, counting a partly read byte as whole. */
 size_t cmp_bitr_consumed(const cmp_bitr *r);
 
 /* Byte-aligned helpers for headers (little-endian). */
 size_t cmp_varint_put(uint8_t *out, uint64_t v);                          /* <= 10 bytes */
-int cmp_varint_get(const uint8_t *in, size_t len, size_t *used, uint64_t *v); /* -EBADMSG */
+/* LEB128; -EBADMSG if truncated, overlong (one encoding per value) or beyond 64 bits */
+int cmp_varint_get(const uint8_t *in, size_t len, size_t *used, uint64_t *v);
 void cmp_f32_put(uint8_t *out, float v);
 float cmp_f32_get(const uint8_t *in);
 void cmp_u64_put(uint8_t *out, uint64_t v);
@@ -74,9 +75,9 @@ uint64_t cmp_u64_get(const uint8_t *in);
  * byte are zero. A bit plane, 16 floats per step on SSE2. */
 void cmp_signs_pack(const float *x, size_t n, uint8_t *out);
 
-/* Bits of the Elias gamma code of v >= 1: 2 floor(log2 v) + 1. */
+/* Bits of the Elias gamma code of v >= 1: 2 floor(log2 v) + 1 (0 for v = 0). */
 int cmp_gamma_bits(uint64_t v);
-/* Bits of the Elias delta code of v >= 1. */
+/* Bits of the Elias delta code of v >= 1: gamma_bits(floor(log2 v) + 1) + floor(log2 v). */
 int cmp_delta_bits(uint64_t v);
 
 #endif

@@ -159,6 +159,10 @@ static int fp16_decode_add(const uint8_t *in, size_t len, size_t n, float alpha,
                   sub_lim = _mm_set1_epi32(0x400), spec_lim = _mm_set1_epi32(0x7bff);
     const __m128 quantum = _mm_set1_ps(0x1p-24f), va = _mm_set1_ps(alpha);
     for (; i + 8 <= n; i += 8) {
+        if (i % 16 == 0 && n - i > PREFETCH_AHEAD) { /* as in the encoder */
+            _mm_prefetch((const char *)(dst + i + PREFETCH_AHEAD), _MM_HINT_T0);
+            _mm_prefetch((const char *)(in + 2 * (i + PREFETCH_AHEAD)), _MM_HINT_T0);
+        }
         __m128i h8 = _mm_loadu_si128((const __m128i *)(const void *)(in + 2 * i));
         for (int k = 0; k < 2; k++) {
             __m128i h = k ? _mm_unpackhi_epi16(h8, zero) : _mm_unpacklo_epi16(h8, zero);

@@ -99,37 +99,29 @@ static inline float bits_f32(uint32_t u)
     return f;
 }
 
-/* Sum of squares in double, eight independent lanes so that it vectorises
- * without -ffast-math; squares of floats are exact in double and cannot
- * overflow it for n < 2^31. */
+/* Sum of squares in double: squares of floats are exact in double and the
+ * sum cannot overflow it for n < 2^31. Several accumulators, by hand: without
+ * -ffast-math the compiler may not reorder a floating-point sum, and one
+ * accumulator is a serial chain of additions. */
 static double sum_sq(const float *x, size_t n)
 {
     double acc[8] = {0};
     size_t i = 0;
 #if defined(__SSE2__)
-    /* Four double accumulators (two vectors of two), by hand: without
-     * -ffast-math the compiler may not reorder a floating-point sum. */
-    const __m128 absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
     __m128d s0 = _mm_setzero_pd(), s1 = _mm_setzero_pd(), s2 = _mm_setzero_pd(), s3 = _mm_setzero_pd();
     for (; i + 8 <= n; i += 8) {
         /* 2 KB ahead, once per line: the hardware prefetcher alone leaves
          * this loop waiting on memory */
         if (i % 16 == 0 && n - i > PREFETCH_AHEAD)
             _mm_prefetch((const char *)(x + i + PREFETCH_AHEAD), _MM_HINT_T0);
-        for (int h = 0; h < 2; h++) {
-            __m128 v = _mm_loadu_ps(x + i + 4 * h);
-            __m128 w = v;
-            __m128d lo = _mm_cvtps_pd(w), hi = _mm_cvtps_pd(_mm_movehl_ps(w, w));
-            if (h) {
-                s2 = _mm_add_pd(s2, _mm_mul_pd(lo, lo));
-                s3 = _mm_add_pd(s3, _mm_mul_pd(hi, hi));
-            } else {
-                s0 = _mm_add_pd(s0, _mm_mul_pd(lo, lo));
-                s1 = _mm_add_pd(s1, _mm_mul_pd(hi, hi));
-            }
-        }
+        __m128 v = _mm_loadu_ps(x + i), w = _mm_loadu_ps(x + i + 4);
+        __m128d a = _mm_cvtps_pd(v), b = _mm_cvtps_pd(_mm_movehl_ps(v, v));
+        __m128d c = _mm_cvtps_pd(w), d = _mm_cvtps_pd(_mm_movehl_ps(w, w));
+        s0 = _mm_add_pd(s0, _mm_mul_pd(a, a));
+        s1 = _mm_add_pd(s1, _mm_mul_pd(b, b));
+        s2 = _mm_add_pd(s2, _mm_mul_pd(c, c));
+        s3 = _mm_add_pd(s3, _mm_mul_pd(d, d));
     }
-    (void)absm;
     _mm_storeu_pd(acc, s0);
     _mm_storeu_pd(acc + 2, s1);
     _mm_storeu_pd(acc + 4, s2);

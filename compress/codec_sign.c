@@ -7,8 +7,8 @@
  * scale is mean |x| (the l1 norm over n), and value i decodes to -scale if
  * its bit is set, +scale otherwise. This is the biased compressor of
  * EF-SignSGD (Karimireddy et al. 2019): it is meant to run under error
- * feedback, which carries what the sign dropped into the next round, and it
- * is the one codec here whose expected value is not x.
+ * feedback, which carries what the sign dropped into the next round: unlike
+ * qsgd, terngrad and natural, its expected value is not x.
  */
 #include <errno.h>
 #include <math.h>
@@ -41,14 +41,14 @@ static size_t sign_bound(const cmp_spec *s, size_t n)
 }
 
 /* Sum of |x| in double, and the sign bits of x into bits[0..ceil(n/8)), in
- * one pass over x. Non-finite input makes the sum non-finite. */
+ * one pass over x. Non-finite input makes the sum non-finite. Several
+ * accumulators, by hand: without -ffast-math the compiler may not reorder a
+ * floating-point sum, and one accumulator is a serial chain of additions. */
 static double sum_abs_signs(const float *x, size_t n, uint8_t *bits)
 {
     double acc[8] = {0};
     size_t i = 0;
 #if defined(__SSE2__)
-    /* Four double accumulators (two vectors of two), by hand: without
-     * -ffast-math the compiler may not reorder a floating-point sum. */
     const __m128 absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
     __m128d s0 = _mm_setzero_pd(), s1 = _mm_setzero_pd(), s2 = _mm_setzero_pd(), s3 = _mm_setzero_pd();
     for (; i + 8 <= n; i += 8) {
@@ -56,23 +56,15 @@ static double sum_abs_signs(const float *x, size_t n, uint8_t *bits)
          * this loop waiting on memory */
         if (i % 16 == 0 && n - i > PREFETCH_AHEAD)
             _mm_prefetch((const char *)(x + i + PREFETCH_AHEAD), _MM_HINT_T0);
-        int m = 0;
-        for (int h = 0; h < 2; h++) {
-            __m128 v = _mm_loadu_ps(x + i + 4 * h);
-            m |= _mm_movemask_ps(v) << 4 * h;
-            __m128 w = _mm_and_ps(v, absm);
-            __m128d lo = _mm_cvtps_pd(w), hi = _mm_cvtps_pd(_mm_movehl_ps(w, w));
-            if (h) {
-                s2 = _mm_add_pd(s2, lo);
-                s3 = _mm_add_pd(s3, hi);
-            } else {
-                s0 = _mm_add_pd(s0, lo);
-                s1 = _mm_add_pd(s1, hi);
-            }
-        }
-        bits[i / 8] = (uint8_t)m;
+        __m128 v = _mm_loadu_ps(x + i), w = _mm_loadu_ps(x + i + 4);
+        bits[i / 8] = (uint8_t)(_mm_movemask_ps(v) | _mm_movemask_ps(w) << 4);
+        v = _mm_and_ps(v, absm);
+        w = _mm_and_ps(w, absm);
+        s0 = _mm_add_pd(s0, _mm_cvtps_pd(v));
+        s1 = _mm_add_pd(s1, _mm_cvtps_pd(_mm_movehl_ps(v, v)));
+        s2 = _mm_add_pd(s2, _mm_cvtps_pd(w));
+        s3 = _mm_add_pd(s3, _mm_cvtps_pd(_mm_movehl_ps(w, w)));
     }
-    (void)absm;
     _mm_storeu_pd(acc, s0);
     _mm_storeu_pd(acc + 2, s1);
     _mm_storeu_pd(acc + 4, s2);

@@ -193,3 +193,8 @@ done
     fi
     echo "table written to $OUT"
 } | tee -a "$OUT"
+
+# Codec throughput, next to memcpy of the same floats in the same process.
+echo
+echo "compression: encode and decode_add throughput, one core (tests/bench/compress_speed.c)"
+"$BUILD/bench/compress_speed" | tee "$BUILD/bench/compress.txt"
