@@ -58,6 +58,15 @@ int cmp_spec_parse(cmp_spec *s, const char *text, char *err, size_t errlen)
     return s->ops->parse(s, args, err, errlen);
 }
 
+int cmp_parse_no_args(cmp_spec *s, const char *args, char *err, size_t errlen)
+{
+    if (args) {
+        snprintf(err, errlen, "%s: takes no parameters (got '%s:%s')", s->ops->name, s->ops->name, args);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 size_t cmp_bound(const cmp_spec *s, size_t n) { return CMP_HEADER_MAX + s->ops->bound(s, n); }
 
 size_t cmp_work_size(const cmp_spec *s, size_t n) { return s->ops->work ? s->ops->work(s, n) : 0; }

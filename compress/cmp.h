@@ -58,6 +58,8 @@ struct cmp_spec {
 #define CMP_MAX_N ((size_t)0x7fffffff)
 
 int cmp_spec_parse(cmp_spec *s, const char *text, char *err, size_t errlen);
+/* The parse op of codecs that take no parameters ("fp16:3" is an error). */
+int cmp_parse_no_args(cmp_spec *s, const char *args, char *err, size_t errlen);
 /* All codecs, for help texts and tests; NULL-terminated. */
 const cmp_ops *const *cmp_codecs(void);
 const cmp_ops *cmp_find(const char *name);

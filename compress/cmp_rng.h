@@ -10,6 +10,7 @@
 #ifndef CMP_RNG_H
 #define CMP_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 static inline uint64_t cmp_rng_at(uint64_t seed, uint64_t i)
@@ -24,5 +25,10 @@ static inline float cmp_rng_uniform(uint64_t seed, uint64_t i)
 {
     return (float)(cmp_rng_at(seed, i) >> 40) * (1.0f / 16777216.0f);
 }
+
+/* 32-bit draws for values [2 first, 2 (first + pairs)): value i gets the low
+ * half of cmp_rng_at(seed, i / 2) for even i, the high half for odd i
+ * (compress/FORMAT.md, "Random draws"). In cmp_rng.c, compiled as scalar code. */
+void cmp_rng_fill32(uint64_t seed, uint64_t first, size_t pairs, uint32_t *r);
 
 #endif

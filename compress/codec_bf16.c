@@ -20,16 +20,6 @@
 #include "compress/bitio.h"
 #include "compress/cmp.h"
 
-static int bf16_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
-{
-    (void)s;
-    if (args) {
-        snprintf(err, errlen, "bf16: takes no parameters (got 'bf16:%s')", args);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static size_t bf16_bound(const cmp_spec *s, size_t n)
 {
     (void)s;
@@ -98,7 +88,7 @@ const cmp_ops cmp_bf16 = {
     .name = "bf16",
     .id = 2,
     .usage = "bf16  bfloat16 (f32 exponent, 8-bit mantissa), round to nearest even, 16 bits per value",
-    .parse = bf16_parse,
+    .parse = cmp_parse_no_args,
     .bound = bf16_bound,
     .work = NULL,
     .encode = bf16_encode,

@@ -30,16 +30,6 @@
 #include "compress/bitio.h"
 #include "compress/cmp.h"
 
-static int fp16_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
-{
-    (void)s;
-    if (args) {
-        snprintf(err, errlen, "fp16: takes no parameters (got 'fp16:%s')", args);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static size_t fp16_bound(const cmp_spec *s, size_t n)
 {
     (void)s;
@@ -189,7 +179,7 @@ const cmp_ops cmp_fp16 = {
     .name = "fp16",
     .id = 1,
     .usage = "fp16  IEEE half precision, round to nearest even, 16 bits per value",
-    .parse = fp16_parse,
+    .parse = cmp_parse_no_args,
     .bound = fp16_bound,
     .work = NULL,
     .encode = fp16_encode,

@@ -37,39 +37,6 @@ typedef uint32_t __attribute__((may_alias)) u32_alias;
 #define BLOCK 256          /* values per step of the encoder (even) */
 #define PREFETCH_AHEAD 512 /* values */
 
-/* The generator runs best as scalar code (two 64-bit multiplies, which
- * SSE2 lacks: GCC's vector emulation of them is slower than the scalar
- * loop), so it fills a small buffer that the vectorised pass then reads. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define CMP_SCALAR __attribute__((optimize("no-tree-vectorize")))
-#else
-#define CMP_SCALAR
-#endif
-
-/* 32-bit draws for values [2 first, 2 (first + pairs)): value i gets the low
- * half of cmp_rng_at(seed, i / 2) for even i, the high half for odd i. */
-static CMP_SCALAR void rng_fill(uint64_t seed, uint64_t first, size_t pairs, uint32_t *r)
-{
-#if defined(__clang__)
-#pragma clang loop vectorize(disable)
-#endif
-    for (size_t p = 0; p < pairs; p++) {
-        uint64_t w = cmp_rng_at(seed, first + p);
-        r[2 * p] = (uint32_t)w;
-        r[2 * p + 1] = (uint32_t)(w >> 32);
-    }
-}
-
-static int natural_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
-{
-    (void)s;
-    if (args) {
-        snprintf(err, errlen, "natural: takes no parameters (got 'natural:%s')", args);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static size_t natural_bound(const cmp_spec *s, size_t n)
 {
     (void)s;
@@ -105,7 +72,7 @@ static long natural_encode(const cmp_spec *s, const float *x, size_t n, uint64_t
         if (n - base >= PREFETCH_AHEAD + BLOCK)
             for (size_t j = 0; j < BLOCK; j += 16)
                 __builtin_prefetch(x + base + PREFETCH_AHEAD + j);
-        rng_fill(seed, base / 2, (m + 1) / 2, r);
+        cmp_rng_fill32(seed, base / 2, (m + 1) / 2, r);
         const u32_alias *ub = u + base;
         uint8_t *cb = code + base;
         size_t j = 0;
@@ -200,7 +167,7 @@ const cmp_ops cmp_natural = {
     .name = "natural",
     .id = 7,
     .usage = "natural  unbiased stochastic rounding to a power of two (sign + 8-bit exponent), 9 bits per value",
-    .parse = natural_parse,
+    .parse = cmp_parse_no_args,
     .bound = natural_bound,
     .work = NULL,
     .encode = natural_encode,

@@ -12,16 +12,6 @@
 #include "compress/bitio.h"
 #include "compress/cmp.h"
 
-static int none_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
-{
-    (void)s;
-    if (args) {
-        snprintf(err, errlen, "none: takes no parameters (got 'none:%s')", args);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static size_t none_bound(const cmp_spec *s, size_t n)
 {
     (void)s;
@@ -69,7 +59,7 @@ const cmp_ops cmp_none = {
     .name = "none",
     .id = 0,
     .usage = "none  uncompressed little-endian f32, 32 bits per value",
-    .parse = none_parse,
+    .parse = cmp_parse_no_args,
     .bound = none_bound,
     .work = NULL,
     .encode = none_encode,

@@ -34,29 +34,6 @@ typedef uint32_t __attribute__((may_alias)) u32_alias;
 #define QSGD_HEADER 14
 #define PREFETCH_AHEAD 512 /* values */
 
-/* The generator runs best as scalar code (two 64-bit multiplies, which
- * SSE2 lacks: GCC's vector emulation of them is slower than the scalar
- * loop), so it fills a small buffer that the vectorised pass then reads. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define CMP_SCALAR __attribute__((optimize("no-tree-vectorize")))
-#else
-#define CMP_SCALAR
-#endif
-
-/* 32-bit draws for values [2 first, 2 (first + pairs)): value i gets the low
- * half of cmp_rng_at(seed, i / 2) for even i, the high half for odd i. */
-static CMP_SCALAR void rng_fill(uint64_t seed, uint64_t first, size_t pairs, uint32_t *r)
-{
-#if defined(__clang__)
-#pragma clang loop vectorize(disable)
-#endif
-    for (size_t p = 0; p < pairs; p++) {
-        uint64_t w = cmp_rng_at(seed, first + p);
-        r[2 * p] = (uint32_t)w;
-        r[2 * p + 1] = (uint32_t)(w >> 32);
-    }
-}
-
 static int qsgd_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
 {
     if (!args) {
@@ -259,7 +236,7 @@ static long qsgd_encode(const cmp_spec *s, const float *x, size_t n, uint64_t se
         if (n - base >= PREFETCH_AHEAD + 64)
             for (size_t j = 0; j < 64; j += 16)
                 __builtin_prefetch(x + base + PREFETCH_AHEAD + j);
-        rng_fill(seed, base / 2, (m + 1) / 2, r);
+        cmp_rng_fill32(seed, base / 2, (m + 1) / 2, r);
         uint64_t nz, neg;
 #if defined(__SSE2__)
         if (m == 64) {

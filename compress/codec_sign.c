@@ -24,16 +24,6 @@
 
 #define PREFETCH_AHEAD 512 /* values */
 
-static int sign_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
-{
-    (void)s;
-    if (args) {
-        snprintf(err, errlen, "sign: takes no parameters (got 'sign:%s')", args);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static size_t sign_bound(const cmp_spec *s, size_t n)
 {
     (void)s;
@@ -134,7 +124,7 @@ const cmp_ops cmp_sign = {
     .id = 8,
     .usage = "sign  scaled sign (mean |x| times the sign), 1 bit per value plus one f32; biased: use with error "
              "feedback",
-    .parse = sign_parse,
+    .parse = cmp_parse_no_args,
     .bound = sign_bound,
     .work = NULL,
     .encode = sign_encode,

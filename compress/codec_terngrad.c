@@ -35,39 +35,6 @@ typedef uint32_t __attribute__((may_alias)) u32_alias;
 #define GBYTES 16
 #define PREFETCH_AHEAD 512 /* values */
 
-/* The generator runs best as scalar code (two 64-bit multiplies, which
- * SSE2 lacks: GCC's vector emulation of them is slower than the scalar
- * loop), so it fills a small buffer that the vectorised pass then reads. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define CMP_SCALAR __attribute__((optimize("no-tree-vectorize")))
-#else
-#define CMP_SCALAR
-#endif
-
-/* 32-bit draws for values [2 first, 2 (first + pairs)): value i gets the low
- * half of cmp_rng_at(seed, i / 2) for even i, the high half for odd i. */
-static CMP_SCALAR void rng_fill(uint64_t seed, uint64_t first, size_t pairs, uint32_t *r)
-{
-#if defined(__clang__)
-#pragma clang loop vectorize(disable)
-#endif
-    for (size_t p = 0; p < pairs; p++) {
-        uint64_t w = cmp_rng_at(seed, first + p);
-        r[2 * p] = (uint32_t)w;
-        r[2 * p + 1] = (uint32_t)(w >> 32);
-    }
-}
-
-static int terngrad_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
-{
-    (void)s;
-    if (args) {
-        snprintf(err, errlen, "terngrad: takes no parameters (got 'terngrad:%s')", args);
-        return -EINVAL;
-    }
-    return 0;
-}
-
 static size_t terngrad_bound(const cmp_spec *s, size_t n)
 {
     (void)s;
@@ -93,7 +60,7 @@ static inline uint8_t trit(uint32_t v, uint32_t r, float k)
 static inline void trits(const u32_alias *u, size_t base, size_t cnt, uint64_t seed, float k, uint8_t *d)
 {
     uint32_t r[GROUP];
-    rng_fill(seed, base / 2, (cnt + 1) / 2, r);
+    cmp_rng_fill32(seed, base / 2, (cnt + 1) / 2, r);
     for (size_t j = 0; j < cnt; j++) /* vectorises */
         d[j] = trit(u[base + j], r[j], k);
 }
@@ -102,7 +69,7 @@ static inline void trits(const u32_alias *u, size_t base, size_t cnt, uint64_t s
 static inline void group_encode(const u32_alias *ug, uint64_t seed, size_t g, float k, uint8_t *t)
 {
     uint32_t r[GROUP];
-    rng_fill(seed, g / 2, GROUP / 2, r);
+    cmp_rng_fill32(seed, g / 2, GROUP / 2, r);
 #if defined(__SSE2__)
     /* trit() 16 values at a time, and the base-3 sum by Horner's rule in
      * 16-bit lanes, digit 4 first; plain C vectorises this poorly. */
@@ -254,7 +221,7 @@ const cmp_ops cmp_terngrad = {
     .name = "terngrad",
     .id = 6,
     .usage = "terngrad  unbiased stochastic ternary {-s, 0, +s}, s = max |x|, base-3 packed: 1.6 bits per value",
-    .parse = terngrad_parse,
+    .parse = cmp_parse_no_args,
     .bound = terngrad_bound,
     .work = NULL,
     .encode = terngrad_encode,
