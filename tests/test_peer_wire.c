@@ -1,0 +1,1110 @@
+/* The wire's message layer (peer/wire.h, peer/WIRE.md "Messages"): every type
+ * round-trips bit for bit; what the encoder writes is msgpack that msgpack-c's
+ * own unpacker reads as the schema says; the decoder rejects with -EBADMSG
+ * every strict prefix, trailing bytes, wrong types, out-of-range integers,
+ * lengths that disagree with the schema and hostile counts (without
+ * allocating), and survives random corruption (inputs live in exactly-sized
+ * heap blocks, so ASan sees any over-read); decoded PUSHes drive gossip/ to
+ * exactly the state the original messages do. msgpack-c's unpacker is used
+ * here only, as an independent reader of what we write. */
+#include "peer/wire.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <math.h>
+#include <msgpack.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(peer_wire, .timeout = 120);
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void) /* splitmix64: the test's own stream */
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A copy in a block of exactly len bytes: reading one byte more is an ASan error. */
+static uint8_t *exact_copy(const uint8_t *src, size_t len)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    cr_assert_not_null(p);
+    if (len)
+        memcpy(p, src, len);
+    return p;
+}
+
+/* Decode from an exactly-sized copy. The message is a view into that copy:
+ * with keep, the caller gets it to free after using m; without, it is freed
+ * at once and only m's scalar fields may be used (its pointers are cleared). */
+static int decode_copy(wire_msg *m, const uint8_t *buf, size_t len, wire_err *e, uint8_t **keep)
+{
+    uint8_t *c = exact_copy(buf, len);
+    int rc = wire_decode(m, c, len, e);
+    if (keep) {
+        *keep = c;
+        return rc;
+    }
+    free(c);
+    if (m && m->type == WIRE_PUSH)
+        m->push.payload = NULL;
+    else if (m && m->type == WIRE_AUTH)
+        m->auth.hash = NULL;
+    else if (m && m->type == WIRE_GOODBYE)
+        m->goodbye.reason = NULL;
+    return rc;
+}
+
+static int decode_exact(wire_msg *m, const uint8_t *buf, size_t len, wire_err *e)
+{
+    return decode_copy(m, buf, len, e, NULL);
+}
+
+/* A PUSH with random contents; tensors are random bit patterns (NaNs
+ * included): the wire must carry them bit for bit without looking. */
+typedef struct push_case {
+    gsp_msg m;
+    double *x;
+    float *ref;
+    uint8_t *payload;
+} push_case;
+
+static void push_make(push_case *c, gsp_kind kind, size_t dim)
+{
+    memset(c, 0, sizeof *c);
+    c->m.src = 3, c->m.dst = 5;
+    c->m.round = (long)(rnd() % 100000);
+    c->m.seq = 1 + rnd() % 1000;
+    c->m.kind = kind;
+    c->m.w_total = 0.25 + (double)(rnd() % 1000) / 7.0;
+    c->m.dim = dim;
+    if (kind == GSP_DELTA) {
+        c->m.gain = (float)(rnd() % 1000) / 3.0f - 100.0f;
+        c->m.step = (float)(1 + rnd() % 100) / 100.0f;
+        size_t len = 1 + rnd() % (dim * 2 + 40);
+        c->payload = malloc(len);
+        for (size_t i = 0; i < len; i++)
+            c->payload[i] = (uint8_t)rnd();
+        c->m.payload = c->payload, c->m.payload_len = len;
+        return;
+    }
+    c->x = malloc((dim ? dim : 1) * sizeof *c->x);
+    for (size_t i = 0; i < dim; i++) {
+        uint64_t u = rnd();
+        memcpy(&c->x[i], &u, sizeof u);
+    }
+    c->m.x_total = c->x;
+    if (kind == GSP_SYNC) {
+        c->ref = malloc((dim ? dim : 1) * sizeof *c->ref);
+        for (size_t i = 0; i < dim; i++) {
+            uint32_t u = (uint32_t)rnd();
+            memcpy(&c->ref[i], &u, sizeof u);
+        }
+        c->m.ref = c->ref;
+    }
+}
+
+static void push_free(push_case *c)
+{
+    free(c->x);
+    free(c->ref);
+    free(c->payload);
+}
+
+/* Encode into a buffer of exactly wire_push_bound bytes; returns it and *len. */
+static uint8_t *encode_push(const gsp_msg *m, size_t *len)
+{
+    size_t cap = wire_push_bound(m->dim, m->kind == GSP_DELTA ? m->payload_len : 0);
+    cr_assert_gt(cap, 0);
+    uint8_t *buf = malloc(cap);
+    long n = wire_encode_push(buf, cap, m);
+    cr_assert_gt(n, 0, "encode: %ld", n);
+    cr_assert_leq((size_t)n, cap);
+    *len = (size_t)n;
+    return buf;
+}
+
+static int same_bits32(float a, float b) { return !memcmp(&a, &b, sizeof a); }
+static int same_bits64(double a, double b) { return !memcmp(&a, &b, sizeof a); }
+
+/* Two decoded messages say the same thing (byte fields compared by content). */
+static int msg_equal(const wire_msg *a, const wire_msg *b)
+{
+    if (a->type != b->type)
+        return 0;
+    switch (a->type) {
+    case WIRE_AUTH:
+        return !memcmp(a->auth.hash, b->auth.hash, WIRE_HASH_LEN);
+    case WIRE_PUSH: {
+        const wire_push *p = &a->push, *q = &b->push;
+        return p->round == q->round && p->seq == q->seq && p->kind == q->kind && same_bits64(p->w_total, q->w_total) &&
+               same_bits32(p->gain, q->gain) && same_bits32(p->step, q->step) && p->dim == q->dim &&
+               p->payload_len == q->payload_len && (!p->payload_len || !memcmp(p->payload, q->payload, p->payload_len));
+    }
+    case WIRE_NACK:
+        return a->nack.seq == b->nack.seq;
+    case WIRE_HEARTBEAT:
+        return a->heartbeat.round == b->heartbeat.round;
+    case WIRE_GOODBYE:
+        return a->goodbye.len == b->goodbye.len &&
+               (!a->goodbye.len || !memcmp(a->goodbye.reason, b->goodbye.reason, a->goodbye.len));
+    }
+    return 0;
+}
+
+/* Re-encode a decoded message, decode that, and require the same message and
+ * the same bytes on a second re-encode (the encoder's output is canonical). */
+static void reencode_check(const wire_msg *m)
+{
+    size_t cap = wire_push_bound(m->type == WIRE_PUSH ? m->push.dim : 0,
+                                 m->type == WIRE_PUSH ? m->push.payload_len : 0);
+    uint8_t *b1 = malloc(cap), *b2 = malloc(cap);
+    long n1 = wire_encode(b1, cap, m);
+    cr_assert_gt(n1, 0, "re-encode of a decoded %s: %ld", wire_type_name(m->type), n1);
+    wire_msg m2;
+    wire_err e;
+    uint8_t *c;
+    cr_assert_eq(decode_copy(&m2, b1, (size_t)n1, &e, &c), 0, "%s: %s", e.field, e.why);
+    cr_assert(msg_equal(m, &m2));
+    long n2 = wire_encode(b2, cap, &m2);
+    cr_assert_eq(n2, n1);
+    cr_assert_eq(memcmp(b1, b2, (size_t)n1), 0);
+    free(c);
+    free(b1);
+    free(b2);
+}
+
+/* Valid samples of every type, for the prefix, flip and trailing tests. */
+typedef struct sample {
+    uint8_t *buf;
+    size_t len;
+} sample;
+
+#define N_SAMPLES 10
+
+static void samples_make(sample *s)
+{
+    uint8_t tmp[256];
+    uint8_t hash[WIRE_HASH_LEN];
+    for (int i = 0; i < WIRE_HASH_LEN; i++)
+        hash[i] = (uint8_t)(i * 7 + 1);
+    long n;
+    int k = 0;
+    n = wire_encode_auth(tmp, sizeof tmp, hash);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_nack(tmp, sizeof tmp, 0);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_nack(tmp, sizeof tmp, 1ULL << 40);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_heartbeat(tmp, sizeof tmp, 70000);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_goodbye(tmp, sizeof tmp, "shutting down \xe2\x9c\x93", 17);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_goodbye(tmp, sizeof tmp, "", 0);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    static const struct {
+        gsp_kind kind;
+        size_t dim;
+    } pushes[] = {{GSP_RAW, 3}, {GSP_DELTA, 5}, {GSP_SYNC, 2}, {GSP_RAW, 0}};
+    for (size_t i = 0; i < sizeof pushes / sizeof *pushes; i++) {
+        push_case c;
+        push_make(&c, pushes[i].kind, pushes[i].dim);
+        s[k].buf = encode_push(&c.m, &s[k].len);
+        k++;
+        push_free(&c);
+    }
+    cr_assert_eq(k, N_SAMPLES);
+}
+
+static void samples_free(sample *s)
+{
+    for (int k = 0; k < N_SAMPLES; k++)
+        free(s[k].buf);
+}
+
+/* A test-side msgpack builder (msgpack-c's sbuffer: allocation is fine here)
+ * for messages our encoder would never write. */
+typedef struct item {
+    char t; /* A array, M map, u uint, i int, f float32, d float64, b bin, s str, n nil, T true, r raw bytes */
+    uint64_t u;
+    int64_t i;
+    double d;
+    const void *p;
+    size_t n;
+} item;
+
+#define A(k) ((item){.t = 'A', .n = (k)})
+#define U(v) ((item){.t = 'u', .u = (v)})
+#define I(v) ((item){.t = 'i', .i = (v)})
+#define F(v) ((item){.t = 'f', .d = (v)})
+#define D(v) ((item){.t = 'd', .d = (v)})
+#define B(ptr, len) ((item){.t = 'b', .p = (ptr), .n = (len)})
+#define S(ptr, len) ((item){.t = 's', .p = (ptr), .n = (len)})
+#define RAWB(ptr, len) ((item){.t = 'r', .p = (ptr), .n = (len)})
+#define NIL ((item){.t = 'n'})
+
+static uint8_t *build(const item *it, size_t n_items, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (size_t k = 0; k < n_items; k++) {
+        const item *x = &it[k];
+        switch (x->t) {
+        case 'A': msgpack_pack_array(&pk, x->n); break;
+        case 'M': msgpack_pack_map(&pk, x->n); break;
+        case 'u': msgpack_pack_uint64(&pk, x->u); break;
+        case 'i': msgpack_pack_int64(&pk, x->i); break;
+        case 'f': msgpack_pack_float(&pk, (float)x->d); break;
+        case 'd': msgpack_pack_double(&pk, x->d); break;
+        case 'b': msgpack_pack_bin_with_body(&pk, x->p, x->n); break;
+        case 's': msgpack_pack_str_with_body(&pk, x->p, x->n); break;
+        case 'n': msgpack_pack_nil(&pk); break;
+        case 'T': msgpack_pack_true(&pk); break;
+        case 'r': msgpack_sbuffer_write(&sb, x->p, x->n); break;
+        default: cr_assert_fail("bad item");
+        }
+    }
+    *len = sb.size;
+    uint8_t *out = exact_copy((const uint8_t *)sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    return out;
+}
+
+static int decode_items(const item *it, size_t n_items, wire_msg *m, wire_err *e)
+{
+    size_t len;
+    uint8_t *buf = build(it, n_items, &len);
+    int rc = wire_decode(m, buf, len, e);
+    free(buf);
+    return rc;
+}
+
+/* A valid PUSH as items (10: array header + 9 fields) with an all-zero payload. */
+static uint8_t zeros[4096];
+
+static void push_items(item *it, gsp_kind kind, size_t dim)
+{
+    size_t plen = kind == GSP_RAW ? 8 * dim : kind == GSP_SYNC ? 12 * dim : 6;
+    cr_assert_leq(plen, sizeof zeros);
+    it[0] = A(9), it[1] = U(WIRE_PUSH), it[2] = U(17), it[3] = U(4), it[4] = U((uint64_t)kind);
+    it[5] = D(1.5), it[6] = F(kind == GSP_DELTA ? 0.75 : 0.0), it[7] = F(kind == GSP_DELTA ? 0.5 : 0.0);
+    it[8] = U(dim), it[9] = B(zeros, plen);
+}
+
+/* ---- round trips ------------------------------------------------------------- */
+
+Test(peer_wire, auth_round_trips)
+{
+    uint8_t hash[WIRE_HASH_LEN], buf[64];
+    for (int i = 0; i < WIRE_HASH_LEN; i++)
+        hash[i] = (uint8_t)rnd();
+    long n = wire_encode_auth(buf, sizeof buf, hash);
+    cr_assert_eq(n, 1 + 1 + 2 + WIRE_HASH_LEN);
+    wire_msg m;
+    uint8_t *c;
+    cr_assert_eq(decode_copy(&m, buf, (size_t)n, NULL, &c), 0);
+    cr_assert_eq(m.type, WIRE_AUTH);
+    cr_assert_eq(memcmp(m.auth.hash, hash, WIRE_HASH_LEN), 0);
+    reencode_check(&m);
+    free(c);
+}
+
+Test(peer_wire, nack_and_heartbeat_round_trip_at_every_integer_width)
+{
+    static const uint64_t v[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 0xffffffffULL, 0x100000000ULL,
+                                 (uint64_t)LONG_MAX, UINT64_MAX};
+    uint8_t buf[16];
+    for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+        wire_msg m;
+        long n = wire_encode_nack(buf, sizeof buf, v[k]);
+        cr_assert_gt(n, 0);
+        cr_assert_eq(decode_exact(&m, buf, (size_t)n, NULL), 0);
+        cr_assert_eq(m.type, WIRE_NACK);
+        cr_assert_eq(m.nack.seq, v[k]);
+        reencode_check(&m);
+        if (v[k] > (uint64_t)LONG_MAX) {
+            cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, (long)v[k]), -EINVAL); /* negative as long */
+            continue;
+        }
+        n = wire_encode_heartbeat(buf, sizeof buf, (long)v[k]);
+        cr_assert_gt(n, 0);
+        cr_assert_eq(decode_exact(&m, buf, (size_t)n, NULL), 0);
+        cr_assert_eq(m.type, WIRE_HEARTBEAT);
+        cr_assert_eq(m.heartbeat.round, (long)v[k]);
+        reencode_check(&m);
+    }
+}
+
+Test(peer_wire, goodbye_round_trips)
+{
+    char r128[WIRE_REASON_MAX];
+    memset(r128, 'z', sizeof r128);
+#define UTF8_REASON "r\xc3\xa9" "d\xc3\xa9marrage \xf0\x9f\x94\x84"
+    const struct {
+        const char *s;
+        size_t len;
+    } reasons[] = {{"", 0},    {"bye", 3},  {UTF8_REASON, sizeof UTF8_REASON - 1},
+                   {r128, 31}, {r128, 32}, {r128, WIRE_REASON_MAX}};
+    uint8_t buf[WIRE_REASON_MAX + 8];
+    for (size_t k = 0; k < sizeof reasons / sizeof *reasons; k++) {
+        long n = wire_encode_goodbye(buf, sizeof buf, reasons[k].s, reasons[k].len);
+        cr_assert_gt(n, 0, "reason %zu: %ld", k, n);
+        wire_msg m;
+        wire_err e;
+        uint8_t *c;
+        cr_assert_eq(decode_copy(&m, buf, (size_t)n, &e, &c), 0, "reason %zu: %s: %s", k, e.field, e.why);
+        cr_assert_eq(m.type, WIRE_GOODBYE);
+        cr_assert_eq(m.goodbye.len, reasons[k].len);
+        cr_assert(!reasons[k].len || !memcmp(m.goodbye.reason, reasons[k].s, reasons[k].len));
+        reencode_check(&m);
+        free(c);
+    }
+}
+
+/* Every kind at dims 0, 1, 1000 and one whose bin needs bin32 (> 64 KiB). */
+Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
+{
+    static const size_t dims[] = {0, 1, 1000, 10000};
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++)
+        for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+            for (int rep = 0; rep < 3; rep++) {
+                push_case c;
+                push_make(&c, (gsp_kind)kind, dims[d]);
+                if (rep == 2) /* extremes of the integer fields */
+                    c.m.round = LONG_MAX, c.m.seq = UINT64_MAX;
+                size_t len;
+                uint8_t *buf = encode_push(&c.m, &len);
+                uint8_t *in = exact_copy(buf, len);
+                wire_msg m;
+                wire_err e;
+                cr_assert_eq(wire_decode(&m, in, len, &e), 0, "kind %d dim %zu: %s: %s", kind, dims[d], e.field, e.why);
+                cr_assert_eq(m.type, WIRE_PUSH);
+                const wire_push *p = &m.push;
+                cr_assert_eq(p->round, c.m.round);
+                cr_assert_eq(p->seq, c.m.seq);
+                cr_assert_eq(p->kind, c.m.kind);
+                cr_assert(same_bits64(p->w_total, c.m.w_total));
+                cr_assert(same_bits32(p->gain, c.m.gain));
+                cr_assert(same_bits32(p->step, c.m.step));
+                cr_assert_eq(p->dim, c.m.dim);
+                /* A view: the payload lies inside the input. */
+                cr_assert(p->payload >= in && p->payload + p->payload_len == in + len);
+                reencode_check(&m);
+
+                size_t sl = wire_push_scratch_bound(p->dim);
+                uint8_t *scratch = malloc(sl + 1);
+                gsp_msg g;
+                cr_assert_eq(wire_push_to_gsp(&m, &g, scratch + 1, sl), 0); /* misaligned on purpose */
+                cr_assert_eq(g.src, -1);
+                cr_assert_eq(g.dst, -1);
+                cr_assert_eq(g.round, c.m.round);
+                cr_assert_eq(g.seq, c.m.seq);
+                cr_assert_eq(g.kind, c.m.kind);
+                cr_assert(same_bits64(g.w_total, c.m.w_total));
+                cr_assert(same_bits32(g.gain, c.m.gain) && same_bits32(g.step, c.m.step));
+                cr_assert_eq(g.dim, c.m.dim);
+                cr_assert_null(g.owned);
+                if (kind == GSP_DELTA) {
+                    cr_assert_eq(g.payload, p->payload); /* used in place */
+                    cr_assert_eq(g.payload_len, c.m.payload_len);
+                    cr_assert_eq(memcmp(g.payload, c.m.payload, g.payload_len), 0);
+                    cr_assert_null(g.x_total);
+                    cr_assert_null(g.ref);
+                } else {
+                    cr_assert_not_null(g.x_total);
+                    cr_assert_eq((uintptr_t)g.x_total % _Alignof(double), 0);
+                    cr_assert(!dims[d] || !memcmp(g.x_total, c.x, dims[d] * sizeof(double)));
+                    if (kind == GSP_SYNC) {
+                        cr_assert_not_null(g.ref);
+                        cr_assert_eq((uintptr_t)g.ref % _Alignof(float), 0);
+                        cr_assert(!dims[d] || !memcmp(g.ref, c.ref, dims[d] * sizeof(float)));
+                    } else
+                        cr_assert_null(g.ref);
+                }
+                free(scratch);
+                free(in);
+                free(buf);
+                push_free(&c);
+            }
+}
+
+/* Decoded PUSHes drive gossip/ exactly like the messages they came from:
+ * two copies of one receiver, one fed gsp_emit's messages directly, one fed
+ * them through encode/decode/wire_push_to_gsp, end bit-identical. */
+static void absorb_through_the_wire(const char *codec)
+{
+    enum { DIM = 257, ROUNDS = 24 };
+    topo t;
+    topo_error te;
+    cr_assert_eq(topo_generate(&t, "ring", 2, NULL, &te), 0);
+    cmp_spec spec;
+    char err[128];
+    if (codec)
+        cr_assert_eq(cmp_spec_parse(&spec, codec, err, sizeof err), 0, "%s", err);
+    float x0[DIM];
+    gsp_peer a, b1, b2;
+    for (int i = 0; i < DIM; i++)
+        x0[i] = (float)(rnd() % 2000) / 100.0f - 10.0f;
+    cr_assert_eq(gsp_init(&a, 0, 2, DIM, 0, x0), 0);
+    for (int i = 0; i < DIM; i++)
+        x0[i] = (float)(rnd() % 2000) / 100.0f - 10.0f;
+    cr_assert_eq(gsp_init(&b1, 1, 2, DIM, 0, x0), 0);
+    cr_assert_eq(gsp_init(&b2, 1, 2, DIM, 0, x0), 0);
+    if (codec) {
+        float step = gsp_default_step(&spec, DIM);
+        cr_assert_eq(gsp_set_codec(&a, &spec, 9, step), 0);
+        cr_assert_eq(gsp_set_codec(&b1, &spec, 9, step), 0);
+        cr_assert_eq(gsp_set_codec(&b2, &spec, 9, step), 0);
+    }
+    size_t cap = wire_push_bound(DIM, codec ? cmp_bound(&spec, DIM) : 0);
+    size_t sl = wire_push_scratch_bound(DIM);
+    uint8_t *buf = malloc(cap), *scratch = malloc(sl);
+    int seen[3] = {0};
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < DIM; i++) /* a stand-in for the optimizer step */
+            a.x[i] += (float)((int)(rnd() % 200) - 100) / 1000.0f;
+        if (codec && r == ROUNDS / 2)
+            gsp_request_sync(&a, 1);
+        topo_out out;
+        topo_route(&t, a.round, 0, NULL, &out);
+        gsp_msg ms[TOPO_MAX_OUT];
+        int n = gsp_emit(&a, &out, ms);
+        cr_assert_eq(n, 1);
+        long len = wire_encode_push(buf, cap, &ms[0]);
+        cr_assert_gt(len, 0);
+        wire_msg m;
+        gsp_msg g;
+        cr_assert_eq(wire_decode(&m, buf, (size_t)len, NULL), 0);
+        cr_assert_eq(wire_push_to_gsp(&m, &g, scratch, sl), 0);
+        g.src = 0, g.dst = 1;
+        seen[g.kind]++;
+        int rc1 = gsp_absorb(&b1, &ms[0]), rc2 = gsp_absorb(&b2, &g);
+        cr_assert_eq(rc1, 1);
+        cr_assert_eq(rc2, rc1);
+    }
+    cr_assert_eq(memcmp(b1.x, b2.x, DIM * sizeof(float)), 0);
+    cr_assert(same_bits64(b1.w, b2.w));
+    cr_assert_eq(b1.stats.absorbed, b2.stats.absorbed);
+    if (codec)
+        cr_assert(seen[GSP_DELTA] > 0 && seen[GSP_SYNC] > 0);
+    else
+        cr_assert_eq(seen[GSP_RAW], ROUNDS);
+    free(buf);
+    free(scratch);
+    gsp_free(&a);
+    gsp_free(&b1);
+    gsp_free(&b2);
+    topo_free(&t);
+}
+
+Test(peer_wire, decoded_push_absorbs_like_the_original_raw)
+{
+    absorb_through_the_wire(NULL);
+}
+
+Test(peer_wire, decoded_push_absorbs_like_the_original_compressed)
+{
+    absorb_through_the_wire("topk:0.1");
+    absorb_through_the_wire("qsgd:4");
+}
+
+/* ---- what we write is the schema in msgpack --------------------------------- */
+
+static void unpack_whole(msgpack_unpacked *u, const uint8_t *buf, size_t len)
+{
+    size_t off = 0;
+    msgpack_unpacked_init(u);
+    cr_assert_eq(msgpack_unpack_next(u, (const char *)buf, len, &off), MSGPACK_UNPACK_SUCCESS);
+    cr_assert_eq(off, len, "msgpack-c reads %zu of %zu bytes", off, len);
+    cr_assert_eq(u->data.type, MSGPACK_OBJECT_ARRAY);
+}
+
+Test(peer_wire, encodings_read_back_with_msgpack_c)
+{
+    uint8_t buf[256];
+    msgpack_unpacked u;
+    const msgpack_object *o;
+
+    uint8_t hash[WIRE_HASH_LEN];
+    memset(hash, 0xab, sizeof hash);
+    long n = wire_encode_auth(buf, sizeof buf, hash);
+    unpack_whole(&u, buf, (size_t)n);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(u.data.via.array.size, 2);
+    cr_assert_eq(o[0].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+    cr_assert_eq(o[0].via.u64, 0);
+    cr_assert_eq(o[1].type, MSGPACK_OBJECT_BIN);
+    cr_assert_eq(o[1].via.bin.size, WIRE_HASH_LEN);
+    cr_assert_eq(memcmp(o[1].via.bin.ptr, hash, WIRE_HASH_LEN), 0);
+    msgpack_unpacked_destroy(&u);
+
+    n = wire_encode_nack(buf, sizeof buf, 1ULL << 33);
+    unpack_whole(&u, buf, (size_t)n);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(u.data.via.array.size, 2);
+    cr_assert_eq(o[0].via.u64, 2);
+    cr_assert_eq(o[1].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+    cr_assert_eq(o[1].via.u64, 1ULL << 33);
+    msgpack_unpacked_destroy(&u);
+
+    n = wire_encode_heartbeat(buf, sizeof buf, 12345);
+    unpack_whole(&u, buf, (size_t)n);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(o[0].via.u64, 3);
+    cr_assert_eq(o[1].via.u64, 12345);
+    msgpack_unpacked_destroy(&u);
+
+    n = wire_encode_goodbye(buf, sizeof buf, "maintenance window", 18);
+    unpack_whole(&u, buf, (size_t)n);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(o[0].via.u64, 4);
+    cr_assert_eq(o[1].type, MSGPACK_OBJECT_STR);
+    cr_assert_eq(o[1].via.str.size, 18);
+    cr_assert_eq(memcmp(o[1].via.str.ptr, "maintenance window", 18), 0);
+    msgpack_unpacked_destroy(&u);
+
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
+        push_case c;
+        push_make(&c, (gsp_kind)kind, 300);
+        size_t len;
+        uint8_t *pb = encode_push(&c.m, &len);
+        unpack_whole(&u, pb, len);
+        o = u.data.via.array.ptr;
+        cr_assert_eq(u.data.via.array.size, 9);
+        cr_assert_eq(o[0].via.u64, 1);
+        for (int f = 1; f <= 3; f++)
+            cr_assert_eq(o[f].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+        cr_assert_eq(o[1].via.u64, (uint64_t)c.m.round);
+        cr_assert_eq(o[2].via.u64, c.m.seq);
+        cr_assert_eq(o[3].via.u64, (uint64_t)kind);
+        cr_assert_eq(o[4].type, MSGPACK_OBJECT_FLOAT64);
+        cr_assert(same_bits64(o[4].via.f64, c.m.w_total));
+        cr_assert_eq(o[5].type, MSGPACK_OBJECT_FLOAT32);
+        cr_assert(same_bits32((float)o[5].via.f64, c.m.gain));
+        cr_assert_eq(o[6].type, MSGPACK_OBJECT_FLOAT32);
+        cr_assert(same_bits32((float)o[6].via.f64, c.m.step));
+        cr_assert_eq(o[7].via.u64, 300);
+        cr_assert_eq(o[8].type, MSGPACK_OBJECT_BIN);
+        const uint8_t *bin = (const uint8_t *)o[8].via.bin.ptr;
+        if (kind == GSP_DELTA) {
+            cr_assert_eq(o[8].via.bin.size, c.m.payload_len);
+            cr_assert_eq(memcmp(bin, c.m.payload, c.m.payload_len), 0);
+        } else {
+            cr_assert_eq(o[8].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
+            /* Little-endian, read here byte by byte: independent of the host. */
+            for (size_t i = 0; i < 300; i++) {
+                uint64_t v = 0, w;
+                for (int b = 7; b >= 0; b--)
+                    v = v << 8 | bin[8 * i + (size_t)b];
+                memcpy(&w, &c.x[i], 8);
+                cr_assert_eq(v, w);
+                if (kind == GSP_SYNC) {
+                    const uint8_t *r = bin + 8 * 300 + 4 * i;
+                    uint32_t fv = (uint32_t)r[0] | (uint32_t)r[1] << 8 | (uint32_t)r[2] << 16 | (uint32_t)r[3] << 24, fw;
+                    memcpy(&fw, &c.ref[i], 4);
+                    cr_assert_eq(fv, fw);
+                }
+            }
+        }
+        msgpack_unpacked_destroy(&u);
+        free(pb);
+        push_free(&c);
+    }
+}
+
+/* ---- sizes ---------------------------------------------------------------- */
+
+Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
+{
+    sample s[N_SAMPLES];
+    samples_make(s);
+    for (int k = 0; k < N_SAMPLES; k++)
+        cr_assert_leq(s[k].len, wire_push_bound(5, 16));
+    /* Re-encode each sample into every too-small buffer. */
+    for (int k = 0; k < N_SAMPLES; k++) {
+        wire_msg m;
+        cr_assert_eq(wire_decode(&m, s[k].buf, s[k].len, NULL), 0); /* s[k].buf is already exact */
+        uint8_t *buf = malloc(s[k].len + 16);
+        for (size_t cap = 0; cap < s[k].len; cap++) {
+            memset(buf, 0xa5, s[k].len + 16);
+            cr_assert_eq(wire_encode(buf, cap, &m), -ENOSPC, "sample %d cap %zu", k, cap);
+            for (size_t i = cap; i < s[k].len + 16; i++)
+                cr_assert_eq(buf[i], 0xa5, "sample %d cap %zu wrote byte %zu", k, cap, i);
+        }
+        cr_assert_eq(wire_encode(buf, s[k].len, &m), (long)s[k].len);
+        cr_assert_eq(memcmp(buf, s[k].buf, s[k].len), 0);
+        free(buf);
+    }
+    samples_free(s);
+    /* The bound is tight within the worst-case header. */
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
+        push_case c;
+        push_make(&c, (gsp_kind)kind, 20000);
+        c.m.round = LONG_MAX, c.m.seq = UINT64_MAX;
+        size_t len;
+        uint8_t *b = encode_push(&c.m, &len);
+        /* Only dim (3 bytes, not 9) is shorter than the worst case. */
+        cr_assert_leq(len, wire_push_bound(20000, 0));
+        if (kind == GSP_SYNC)
+            cr_assert_eq(wire_push_bound(20000, 0) - len, 6);
+        free(b);
+        push_free(&c);
+    }
+    cr_assert_eq(wire_push_bound(WIRE_MAX_DIM + 1, 0), 0);
+    cr_assert_eq(wire_push_scratch_bound(WIRE_MAX_DIM + 1), 0);
+    cr_assert_lt(wire_push_bound(WIRE_MAX_DIM, 0), (size_t)1 << 30, "a SYNC at WIRE_MAX_DIM fits a 1 GiB frame");
+}
+
+/* ---- malformed input ------------------------------------------------------ */
+
+Test(peer_wire, every_strict_prefix_is_rejected)
+{
+    sample s[N_SAMPLES];
+    samples_make(s);
+    for (int k = 0; k < N_SAMPLES; k++)
+        for (size_t len = 0; len < s[k].len; len++) {
+            wire_msg m;
+            memset(&m, 0x5a, sizeof m);
+            cr_assert_eq(decode_exact(&m, s[k].buf, len, NULL), -EBADMSG, "sample %d prefix %zu", k, len);
+            wire_msg zero;
+            memset(&zero, 0, sizeof zero);
+            cr_assert_eq(memcmp(&m, &zero, sizeof m), 0, "a failed decode leaves *m zeroed");
+        }
+    wire_msg m;
+    cr_assert_eq(wire_decode(&m, NULL, 0, NULL), -EBADMSG);
+    cr_assert_eq(wire_decode(&m, NULL, 1, NULL), -EINVAL);
+    cr_assert_eq(wire_decode(NULL, s[0].buf, s[0].len, NULL), -EINVAL);
+    samples_free(s);
+}
+
+Test(peer_wire, random_bit_flips_decode_or_fail_cleanly)
+{
+    sample s[N_SAMPLES];
+    samples_make(s);
+    int ok = 0, bad = 0;
+    for (int k = 0; k < N_SAMPLES; k++)
+        for (int rep = 0; rep < 3000; rep++) {
+            uint8_t *c = exact_copy(s[k].buf, s[k].len);
+            int flips = 1 + (int)(rnd() % 3);
+            for (int f = 0; f < flips; f++) {
+                size_t bit = rnd() % (s[k].len * 8);
+                c[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+            }
+            wire_msg m;
+            wire_err e = {0};
+            int rc = wire_decode(&m, c, s[k].len, &e);
+            cr_assert(rc == 0 || rc == -EBADMSG, "rc %d", rc);
+            if (rc == 0) {
+                ok++;
+                reencode_check(&m);
+                if (m.type == WIRE_PUSH) {
+                    size_t sl = wire_push_scratch_bound(m.push.dim);
+                    void *scratch = malloc(sl ? sl : 1);
+                    gsp_msg g;
+                    cr_assert_eq(wire_push_to_gsp(&m, &g, scratch, sl), 0);
+                    free(scratch);
+                }
+            } else {
+                bad++;
+                cr_assert_not_null(e.why);
+                cr_assert_not_null(e.field);
+                cr_assert_leq(e.offset, s[k].len);
+            }
+            free(c);
+        }
+    cr_assert(ok > 0 && bad > 0, "ok %d bad %d: both outcomes are exercised", ok, bad);
+    samples_free(s);
+}
+
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* Counts and lengths claiming gigabytes are rejected from the header alone:
+ * nothing is allocated (a decode returns a view and there is nothing to free,
+ * so any allocation would show as heap growth here, and as a leak to LSan). */
+Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
+{
+    static const uint8_t array32[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00};
+    static const uint8_t array16[] = {0xdc, 0xff, 0xff, 0x01, 0x00};
+    static const uint8_t array32_9[] = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x03, 0x00}; /* 9 elements for a HEARTBEAT */
+    static const uint8_t auth_bin32[] = {0x92, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
+    /* PUSH RAW, dim 2, payload bin32 claiming 4 GiB - 1. */
+    static const uint8_t push_bin32[] = {0x99, 0x01, 0x00, 0x01, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+                                         0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
+    /* The same claiming 2^63 values: dim out of range before the payload. */
+    static const uint8_t push_dim[] = {0x99, 0x01, 0x00, 0x01, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+                                       0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc4, 0};
+    static const uint8_t goodbye_str8[] = {0x92, 0x04, 0xd9, 0xff, 'a'};
+    const struct {
+        const uint8_t *b;
+        size_t n;
+        const char *field;
+    } cases[] = {{array32, sizeof array32, "array"},     {array16, sizeof array16, "array"},
+                 {array32_9, sizeof array32_9, "array"}, {auth_bin32, sizeof auth_bin32, "hash"},
+                 {push_bin32, sizeof push_bin32, "payload"}, {push_dim, sizeof push_dim, "dim"},
+                 {goodbye_str8, sizeof goodbye_str8, "reason"}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        uint8_t *in = exact_copy(cases[k].b, cases[k].n);
+        wire_msg m;
+        wire_err e;
+        size_t before = heap_in_use();
+        int rc = wire_decode(&m, in, cases[k].n, &e);
+        size_t after = heap_in_use();
+        cr_assert_eq(rc, -EBADMSG, "case %zu", k);
+        cr_assert_str_eq(e.field, cases[k].field, "case %zu: %s: %s", k, e.field, e.why);
+        cr_assert_eq(after, before, "case %zu: heap grew by %zu bytes", k, after - before);
+        free(in);
+    }
+}
+
+Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
+{
+    /* HEARTBEAT as array32 header, type as uint64, round as int64. */
+    static const uint8_t hb[] = {0xdd, 0, 0, 0, 2, 0xcf, 0, 0, 0, 0, 0, 0, 0, 3, 0xd3, 0, 0, 0, 0, 0, 0, 0x30, 0x39};
+    wire_msg m;
+    cr_assert_eq(decode_exact(&m, hb, sizeof hb, NULL), 0);
+    cr_assert_eq(m.type, WIRE_HEARTBEAT);
+    cr_assert_eq(m.heartbeat.round, 12345);
+    /* GOODBYE as array16 with a str8 of 3 bytes; AUTH hash as bin32. */
+    static const uint8_t gb[] = {0xdc, 0, 2, 0x04, 0xd9, 3, 'a', 'b', 'c'};
+    cr_assert_eq(decode_exact(&m, gb, sizeof gb, NULL), 0);
+    cr_assert_eq(m.goodbye.len, 3);
+    uint8_t auth[2 + 5 + WIRE_HASH_LEN] = {0x92, 0x00, 0xc6, 0, 0, 0, WIRE_HASH_LEN};
+    cr_assert_eq(decode_exact(&m, auth, sizeof auth, NULL), 0);
+    cr_assert_eq(m.type, WIRE_AUTH);
+}
+
+Test(peer_wire, trailing_bytes_are_rejected)
+{
+    sample s[N_SAMPLES];
+    samples_make(s);
+    for (int k = 0; k < N_SAMPLES; k++) {
+        uint8_t *b = malloc(2 * s[k].len);
+        memcpy(b, s[k].buf, s[k].len);
+        static const uint8_t extra[] = {0x00, 0xc0, 0x90};
+        for (size_t x = 0; x < sizeof extra; x++) {
+            b[s[k].len] = extra[x];
+            wire_msg m;
+            wire_err e;
+            cr_assert_eq(decode_exact(&m, b, s[k].len + 1, &e), -EBADMSG, "sample %d", k);
+            cr_assert_eq(e.offset, s[k].len);
+            cr_assert_str_eq(e.why, "trailing bytes");
+        }
+        memcpy(b + s[k].len, s[k].buf, s[k].len); /* two messages in one frame */
+        wire_msg m;
+        cr_assert_eq(decode_exact(&m, b, 2 * s[k].len, NULL), -EBADMSG);
+        free(b);
+    }
+    samples_free(s);
+}
+
+/* Replace field f of a valid PUSH by each item of `bad`; all must fail at f. */
+static void push_field_rejects(gsp_kind kind, int f, const item *bad, size_t n_bad, const char *field)
+{
+    for (size_t k = 0; k < n_bad; k++) {
+        item it[10];
+        push_items(it, kind, 2);
+        it[f] = bad[k];
+        wire_msg m;
+        wire_err e = {0};
+        cr_assert_eq(decode_items(it, 10, &m, &e), -EBADMSG, "field %s variant %zu ('%c') accepted", field, k, bad[k].t);
+        cr_assert_str_eq(e.field, field, "variant %zu: %s: %s", k, e.field, e.why);
+    }
+}
+
+Test(peer_wire, wrong_field_types_are_rejected)
+{
+    /* The unmodified builder output is accepted: the rejections below are the field's. */
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
+        item it[10];
+        push_items(it, (gsp_kind)kind, 2);
+        wire_msg m;
+        wire_err e;
+        cr_assert_eq(decode_items(it, 10, &m, &e), 0, "kind %d: %s: %s", kind, e.field, e.why);
+    }
+    const item not_int[] = {D(1.0), F(1.0), S("1", 1), B("1", 1), NIL, {.t = 'T'}, A(0)};
+    push_field_rejects(GSP_RAW, 1, not_int, 7, "type");
+    push_field_rejects(GSP_RAW, 2, not_int, 7, "round");
+    push_field_rejects(GSP_RAW, 3, not_int, 7, "seq");
+    push_field_rejects(GSP_RAW, 4, not_int, 7, "kind");
+    push_field_rejects(GSP_RAW, 8, not_int, 7, "dim");
+    const item not_f64[] = {F(1.5), U(1), S("1.5", 3), NIL, B(zeros, 8)};
+    push_field_rejects(GSP_RAW, 5, not_f64, 5, "w_total");
+    const item not_f32[] = {D(0.5), U(0), NIL, S("x", 1)};
+    push_field_rejects(GSP_DELTA, 6, not_f32, 4, "gain");
+    push_field_rejects(GSP_DELTA, 7, not_f32, 4, "step");
+    const item not_bin[] = {S(zeros, 16), A(2), NIL, U(0), {.t = 'M', .n = 0}};
+    push_field_rejects(GSP_RAW, 9, not_bin, 5, "payload");
+
+    wire_msg m;
+    wire_err e;
+    uint8_t hash[WIRE_HASH_LEN + 1] = {0};
+    const item map_top[] = {{.t = 'M', .n = 1}, U(3), U(1)};
+    cr_assert_eq(decode_items(map_top, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    const item auth_str[] = {A(2), U(0), S(hash, WIRE_HASH_LEN)};
+    cr_assert_eq(decode_items(auth_str, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "hash");
+    const item auth_31[] = {A(2), U(0), B(hash, 31)}, auth_33[] = {A(2), U(0), B(hash, 33)};
+    cr_assert_eq(decode_items(auth_31, 3, &m, &e), -EBADMSG);
+    cr_assert_eq(decode_items(auth_33, 3, &m, &e), -EBADMSG);
+    const item bye_bin[] = {A(2), U(4), B("bye", 3)};
+    cr_assert_eq(decode_items(bye_bin, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "reason");
+    const item nack_f[] = {A(2), U(2), D(3.0)}, hb_str[] = {A(2), U(3), S("7", 1)};
+    cr_assert_eq(decode_items(nack_f, 3, &m, &e), -EBADMSG);
+    cr_assert_eq(decode_items(hb_str, 3, &m, &e), -EBADMSG);
+    /* Array sizes of some other type, or of none. */
+    const item nack_9[] = {A(9), U(2), U(1)}, push_2[] = {A(2), U(1), U(1)}, nack_3[] = {A(3), U(2), U(1), U(1)};
+    cr_assert_eq(decode_items(nack_9, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(decode_items(push_2, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(decode_items(nack_3, 4, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    const item empty[] = {A(0)};
+    cr_assert_eq(decode_items(empty, 1, &m, &e), -EBADMSG);
+}
+
+Test(peer_wire, integers_out_of_range_are_rejected)
+{
+    wire_msg m;
+    wire_err e;
+    const item round_bad[] = {U((uint64_t)LONG_MAX + 1), U(UINT64_MAX), I(-1), I(-200), I(INT64_MIN)};
+    push_field_rejects(GSP_RAW, 2, round_bad, 5, "round");
+    const item seq_bad[] = {U(0), I(-1)};
+    push_field_rejects(GSP_RAW, 3, seq_bad, 2, "seq");
+    const item kind_bad[] = {U(3), U(255), U(UINT64_MAX), I(-1)};
+    push_field_rejects(GSP_RAW, 4, kind_bad, 4, "kind");
+    const item dim_bad[] = {U(WIRE_MAX_DIM + 1), U(UINT64_MAX), I(-2)};
+    push_field_rejects(GSP_RAW, 8, dim_bad, 3, "dim");
+    static const uint64_t types_bad[] = {5, 6, 127, 128, 0xffff, UINT64_MAX};
+    for (size_t k = 0; k < sizeof types_bad / sizeof *types_bad; k++) {
+        const item it[] = {A(2), U(types_bad[k]), U(1)};
+        cr_assert_eq(decode_items(it, 3, &m, &e), -EBADMSG);
+        cr_assert_str_eq(e.field, "type");
+    }
+    const item type_neg[] = {A(2), I(-1), U(1)};
+    cr_assert_eq(decode_items(type_neg, 3, &m, &e), -EBADMSG);
+    const item hb_big[] = {A(2), U(3), U((uint64_t)LONG_MAX + 1)}, hb_neg[] = {A(2), U(3), I(-5)};
+    cr_assert_eq(decode_items(hb_big, 3, &m, &e), -EBADMSG);
+    cr_assert_eq(decode_items(hb_neg, 3, &m, &e), -EBADMSG);
+    const item nack_neg[] = {A(2), U(2), I(-1)};
+    cr_assert_eq(decode_items(nack_neg, 3, &m, &e), -EBADMSG);
+    /* Edges that are in range. */
+    const item hb_max[] = {A(2), U(3), U((uint64_t)LONG_MAX)}, nack_max[] = {A(2), U(2), U(UINT64_MAX)};
+    cr_assert_eq(decode_items(hb_max, 3, &m, &e), 0);
+    cr_assert_eq(m.heartbeat.round, LONG_MAX);
+    cr_assert_eq(decode_items(nack_max, 3, &m, &e), 0);
+    cr_assert_eq(m.nack.seq, UINT64_MAX);
+    item it[10];
+    push_items(it, GSP_SYNC, 2);
+    it[2] = U((uint64_t)LONG_MAX), it[3] = U(UINT64_MAX);
+    cr_assert_eq(decode_items(it, 10, &m, &e), 0, "%s: %s", e.field, e.why);
+}
+
+Test(peer_wire, push_payload_length_must_match_dim)
+{
+    static const struct {
+        gsp_kind kind;
+        size_t dim, len;
+    } bad[] = {{GSP_RAW, 2, 15},  {GSP_RAW, 2, 17}, {GSP_RAW, 2, 0},   {GSP_RAW, 0, 8},   {GSP_RAW, 3, 24 + 12},
+               {GSP_SYNC, 2, 16}, {GSP_SYNC, 2, 23}, {GSP_SYNC, 2, 25}, {GSP_SYNC, 0, 1}, {GSP_DELTA, 2, 0}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        item it[10];
+        push_items(it, bad[k].kind, bad[k].dim);
+        it[9] = B(zeros, bad[k].len);
+        wire_msg m;
+        wire_err e = {0};
+        cr_assert_eq(decode_items(it, 10, &m, &e), -EBADMSG, "case %zu accepted", k);
+        cr_assert_str_eq(e.field, "payload", "case %zu: %s: %s", k, e.field, e.why);
+    }
+    /* And the encoder does not produce them: a DELTA needs a payload. */
+    push_case c;
+    push_make(&c, GSP_DELTA, 4);
+    uint8_t buf[256];
+    c.m.payload_len = 0;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &c.m), -EINVAL);
+    c.m.payload = NULL, c.m.payload_len = 3;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &c.m), -EINVAL);
+    push_free(&c);
+}
+
+Test(peer_wire, push_float_fields_are_checked)
+{
+    const item w_bad[] = {D(0.0), D(-0.0), D(-1.0), D(NAN), D(INFINITY), D(-INFINITY)};
+    push_field_rejects(GSP_RAW, 5, w_bad, 6, "w_total");
+    push_field_rejects(GSP_DELTA, 5, w_bad, 6, "w_total");
+    const item f_bad[] = {F(NAN), F(INFINITY), F(-INFINITY)};
+    push_field_rejects(GSP_DELTA, 6, f_bad, 3, "gain");
+    push_field_rejects(GSP_RAW, 6, f_bad, 3, "gain");
+    push_field_rejects(GSP_DELTA, 7, f_bad, 3, "step");
+    push_field_rejects(GSP_SYNC, 7, f_bad, 3, "step");
+    const item step_bad[] = {F(0.0), F(-0.0), F(-0.25), F(1.0009765625)};
+    push_field_rejects(GSP_DELTA, 7, step_bad, 4, "step");
+    /* Accepted: the smallest positive w, gain 0 and negative, step 1 for DELTA. */
+    item it[10];
+    wire_msg m;
+    wire_err e;
+    push_items(it, GSP_DELTA, 2);
+    it[5] = D(4.9e-324), it[6] = F(-3.0), it[7] = F(1.0);
+    cr_assert_eq(decode_items(it, 10, &m, &e), 0, "%s: %s", e.field, e.why);
+    it[6] = F(0.0);
+    cr_assert_eq(decode_items(it, 10, &m, &e), 0, "%s: %s", e.field, e.why);
+}
+
+Test(peer_wire, goodbye_reason_is_short_utf8_text)
+{
+    char r[WIRE_REASON_MAX + 1];
+    memset(r, 'q', sizeof r);
+    wire_msg m;
+    wire_err e;
+    const item ok[] = {A(2), U(4), S(r, WIRE_REASON_MAX)}, too_long[] = {A(2), U(4), S(r, WIRE_REASON_MAX + 1)};
+    cr_assert_eq(decode_items(ok, 3, &m, &e), 0);
+    cr_assert_eq(decode_items(too_long, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "reason");
+    uint8_t buf[512];
+    cr_assert_eq(wire_encode_goodbye(buf, sizeof buf, r, WIRE_REASON_MAX + 1), -EINVAL);
+    cr_assert_eq(wire_encode_goodbye(buf, sizeof buf, NULL, 1), -EINVAL);
+    static const char *const bad[] = {
+        "\xff",             /* not UTF-8 at all */
+        "\xc0\x80",         /* overlong NUL */
+        "\xe0\x80\xaf",     /* overlong '/' */
+        "\xed\xa0\x80",     /* surrogate */
+        "\xf4\x90\x80\x80", /* above U+10FFFF */
+        "ab\xe2\x82",       /* truncated sequence */
+        "\x80",             /* lone continuation */
+        "a\nb",             /* newline: would forge log lines */
+        "\x1b[2J",          /* terminal escape */
+        "\x7f",             /* DEL */
+        "\xc2\x9b",         /* C1 CSI */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        size_t n = strlen(bad[k]);
+        const item it[] = {A(2), U(4), S(bad[k], n)};
+        cr_assert_eq(decode_items(it, 3, &m, &e), -EBADMSG, "reason %zu accepted", k);
+        cr_assert_eq(wire_encode_goodbye(buf, sizeof buf, bad[k], n), -EINVAL, "reason %zu encoded", k);
+    }
+    const item nul[] = {A(2), U(4), S("a\0b", 3)};
+    cr_assert_eq(decode_items(nul, 3, &m, &e), -EBADMSG);
+}
+
+Test(peer_wire, encoder_refuses_what_a_peer_would_reject)
+{
+    uint8_t buf[1024];
+    push_case c;
+    push_make(&c, GSP_RAW, 4);
+    gsp_msg g = c.m;
+    cr_assert_gt(wire_encode_push(buf, sizeof buf, &g), 0);
+    g.seq = 0;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.round = -1;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.kind = (gsp_kind)3;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.w_total = NAN;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.w_total = 0.0;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.gain = INFINITY;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.x_total = NULL;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.kind = GSP_SYNC; /* no ref */
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.dim = WIRE_MAX_DIM + 1;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g = c.m, g.kind = GSP_DELTA, g.payload = (const uint8_t *)"xy", g.payload_len = 2, g.step = 0.0f;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
+    g.step = 0.5f;
+    cr_assert_gt(wire_encode_push(buf, sizeof buf, &g), 0);
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, NULL), -EINVAL);
+    cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, -1), -EINVAL);
+    cr_assert_eq(wire_encode_auth(buf, sizeof buf, NULL), -EINVAL);
+    wire_msg m = {.type = (wire_type)5};
+    cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
+    m = (wire_msg){.type = WIRE_PUSH}; /* all zero: seq 0, w 0 */
+    cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
+    /* dim 0 needs no arrays at all. */
+    g = c.m, g.dim = 0, g.x_total = NULL;
+    long n = wire_encode_push(buf, sizeof buf, &g);
+    cr_assert_gt(n, 0);
+    cr_assert_eq(decode_exact(&m, buf, (size_t)n, NULL), 0);
+    cr_assert_eq(m.push.payload_len, 0);
+    push_free(&c);
+}
+
+Test(peer_wire, push_to_gsp_checks_its_scratch)
+{
+    push_case c;
+    push_make(&c, GSP_SYNC, 10);
+    size_t len;
+    uint8_t *buf = encode_push(&c.m, &len);
+    wire_msg m;
+    cr_assert_eq(wire_decode(&m, buf, len, NULL), 0);
+    uint8_t *scratch = malloc(256);
+    gsp_msg g;
+    for (size_t off = 0; off < 8; off++) {
+        size_t pad = (size_t)(-(uintptr_t)(scratch + off) & 7), need = pad + 120;
+        cr_assert_eq(wire_push_to_gsp(&m, &g, scratch + off, need), 0, "offset %zu", off);
+        cr_assert_eq(memcmp(g.x_total, c.x, 80), 0);
+        cr_assert_eq(memcmp(g.ref, c.ref, 40), 0);
+        cr_assert_eq(wire_push_to_gsp(&m, &g, scratch + off, need - 1), -ENOSPC, "offset %zu", off);
+    }
+    cr_assert_eq(wire_push_to_gsp(&m, &g, NULL, 0), -ENOSPC);
+    wire_msg other = {.type = WIRE_NACK, .nack.seq = 3};
+    cr_assert_eq(wire_push_to_gsp(&other, &g, scratch, 256), -EINVAL);
+    cr_assert_eq(wire_push_to_gsp(NULL, &g, scratch, 256), -EINVAL);
+    /* A DELTA and a dim-0 RAW need no scratch; the RAW still gets a non-NULL x_total for gsp_absorb. */
+    push_case d;
+    push_make(&d, GSP_DELTA, 10);
+    uint8_t *db = encode_push(&d.m, &len);
+    cr_assert_eq(wire_decode(&m, db, len, NULL), 0);
+    cr_assert_eq(wire_push_to_gsp(&m, &g, NULL, 0), 0);
+    cr_assert_eq(g.payload_len, d.m.payload_len);
+    push_case z;
+    push_make(&z, GSP_RAW, 0);
+    uint8_t *zb = encode_push(&z.m, &len);
+    cr_assert_eq(wire_decode(&m, zb, len, NULL), 0);
+    cr_assert_eq(wire_push_to_gsp(&m, &g, NULL, 0), 0);
+    cr_assert_not_null(g.x_total);
+    free(zb);
+    free(db);
+    free(scratch);
+    free(buf);
+    push_free(&z);
+    push_free(&d);
+    push_free(&c);
+}
+
+Test(peer_wire, errors_say_where)
+{
+    item it[10];
+    push_items(it, GSP_RAW, 2);
+    it[3] = U(0); /* seq */
+    size_t len;
+    uint8_t *b = build(it, 10, &len);
+    wire_msg m;
+    wire_err e;
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "seq");
+    cr_assert_eq(e.offset, 3, "fixarray, type, round 17, then seq at byte 3");
+    free(b);
+    cr_assert_str_eq(wire_type_name(WIRE_PUSH), "PUSH");
+    cr_assert_str_eq(wire_type_name(WIRE_GOODBYE), "GOODBYE");
+    cr_assert_str_eq(wire_type_name(9), "?");
+    cr_assert_str_eq(wire_type_name(-1), "?");
+}
