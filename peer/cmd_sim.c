@@ -31,6 +31,8 @@ static void help(void)
           "                        (uncompressed running sums in float64) [none]\n"
           "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"
           "                        gossip/GUARANTEES.md]\n"
+          "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc start dense and reach\n"
+          "                        their fraction after E epochs [0]\n"
           "  --compute-time S|measured   virtual seconds per local step, or 'measured' to time\n"
           "                        a real step once at start [estimated from the model size]\n"
           "  --latency S           one-way link latency in seconds [0.0001]\n"
@@ -53,7 +55,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_SHARD, S_TAU, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH,
-       S_REJOIN, S_DEAD, S_AVG, S_LOG, S_DUP, S_JITTER, S_CODEC, S_STEP };
+       S_REJOIN, S_DEAD, S_AVG, S_LOG, S_DUP, S_JITTER, S_CODEC, S_STEP, S_CWARM };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -96,6 +98,7 @@ static int write_summary(const char *path, const sim_config *c, const char *topo
     json_str(&j, "topology", topology);
     json_str(&j, "codec", c->codec ? c->codec->text : "exact");
     json_num(&j, "step", c->codec ? (c->step > 0 ? c->step : gsp_default_step(c->codec, r->parameters)) : 1.0);
+    json_num(&j, "codec_warmup", c->codec_warmup);
     json_int(&j, "peers", c->n_peers);
     json_int(&j, "parameters", (long long)r->parameters);
     json_int(&j, "epochs", c->train.epochs);
@@ -162,6 +165,7 @@ int cmd_sim(int argc, char **argv)
         {"duplicate", required_argument, 0, S_DUP},
         {"codec", required_argument, 0, S_CODEC},
         {"step", required_argument, 0, S_STEP},
+        {"codec-warmup", required_argument, 0, S_CWARM},
         {"jitter", required_argument, 0, S_JITTER},
         {"slow", required_argument, 0, S_SLOW},
         {"crash", required_argument, 0, S_CRASH},
@@ -226,6 +230,9 @@ int cmd_sim(int argc, char **argv)
             break;
         case S_LOSS:
             rc = cli_double(CMD, "--loss", optarg, 0, 0.99, &c.loss);
+            break;
+        case S_CWARM:
+            rc = cli_double(CMD, "--codec-warmup", optarg, 0, 1e6, &c.codec_warmup);
             break;
         case S_STEP:
             rc = cli_double(CMD, "--step", optarg, 1e-6, 1, &c.step);

@@ -67,6 +67,8 @@ typedef struct sim_config {
     int averaging_only; /* no gradient: pure push-sum from different starting points */
     const cmp_spec *codec; /* compressed push-sum with this codec; NULL: uncompressed running sums */
     double step;           /* consensus step with a codec; <= 0: gsp_default_step */
+    double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc start dense and
+                            * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     FILE *log;          /* per-round CSV, or NULL */
     FILE *progress;     /* per-epoch lines, or NULL */
     int progress_bar;   /* live bar on progress (a terminal) */

@@ -191,3 +191,26 @@ Test(peer_sim, reordering_conserves_and_converges)
     averaging_under(0, 0, 0.02, &r); /* jitter 20x the latency: messages overtake each other */
     sim_result_free(&r);
 }
+
+Test(peer_sim, sparsity_warmup_starts_dense_and_still_conserves)
+{
+    cmp_spec spec;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&spec, "topk:0.05", err, sizeof err), 0, "%s", err);
+    sim_config c;
+    config(&c, "exponential", 8);
+    c.averaging_only = 1;
+    c.codec = &spec;
+    c.train.epochs = 8;
+    sim_result plain, warm;
+    run(&c, &plain);
+    c.codec_warmup = 2;
+    run(&c, &warm);
+    /* epochs 0 and 1 send 0.05^(1/3) = 37% and 0.05^(2/3) = 14% of the entries */
+    cr_assert_gt(warm.bytes_sent, 1.5 * plain.bytes_sent, "%llu vs %llu bytes", (unsigned long long)warm.bytes_sent,
+                 (unsigned long long)plain.bytes_sent);
+    cr_assert_lt(warm.mass_error_x, 1e-5);
+    cr_assert_lt(warm.mass_error_w, 1e-12);
+    cr_assert_lt(warm.consensus_distance, 1e-8, "%.3g", warm.consensus_distance); /* relative error 1e-4 */
+    sim_result_free(&plain), sim_result_free(&warm);
+}
