@@ -201,7 +201,8 @@ Test(peer_cli, sim_help_and_bad_options)
         {"--peers", "0", "--peers"},        {"--shard", "dirichlet:x", "dirichlet"},
         {"--slow", "99:2", "peer 99"},      {"--crash", "1@x", "--crash"},
         {"--rejoin", "2@10", "no --crash"}, {"--topology", "nosuch", "nosuch"},
-        {"--loss", "1.5", "--loss"},
+        {"--loss", "1.5", "--loss"},        {"--codec", "zstd", "unknown codec"},
+        {"--codec", "topk:2", "topk"},      {"--step", "0", "--step"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         sgp_run(&o, "sim", bad[i][0], bad[i][1], NULL);
