@@ -13,6 +13,7 @@ static const struct {
     {"train", cmd_train, "train one model on one machine (the single-peer baseline)"},
     {"topo", cmd_topo, "check, show, draw, generate and analyse topology files"},
     {"sim", cmd_sim, "simulate N peers training with SGP on a virtual clock"},
+    {"peer", cmd_peer, "run one networked peer of a cluster"},
     {"keygen", cmd_keygen, "make a peer's long-term key pair"},
 };
 

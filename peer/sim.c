@@ -573,6 +573,8 @@ static void finish(sim *s)
     }
     sim_result *r = s->r;
     float *avg = r->average_model;
+    if (c->keep_peer_models)
+        r->peer_models = calloc((size_t)c->n_peers * s->model.n_params, sizeof(float));
     average_model(s, avg);
     nn_model_evaluate(&s->model, avg, s->test, &r->test_loss, &r->test_accuracy);
     r->consensus_distance = consensus_distance(s, avg);
@@ -586,6 +588,8 @@ static void finish(sim *s)
         absorb_inbox(s, p); /* every message is of a round before the last: all go in, sorted */
         float acc;
         nn_model_evaluate(&s->model, gsp_debias(&p->g), s->test, NULL, &acc);
+        if (r->peer_models)
+            memcpy(r->peer_models + (size_t)i * s->model.n_params, p->g.z, s->model.n_params * sizeof(float));
         r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
         acc_sum += acc, live++;
         stale += (double)p->g.stats.stale_sum, absorbed += (double)p->g.stats.absorbed;
@@ -674,5 +678,6 @@ void sim_result_free(sim_result *r)
     if (!r)
         return;
     free(r->average_model);
+    free(r->peer_models);
     memset(r, 0, sizeof *r);
 }

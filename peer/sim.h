@@ -69,6 +69,7 @@ typedef struct sim_config {
     double step;           /* consensus step with a codec; <= 0: gsp_default_step */
     double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc start dense and
                             * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
+    int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */
     FILE *log;          /* per-round CSV, or NULL */
     FILE *progress;     /* per-epoch lines, or NULL */
     int progress_bar;   /* live bar on progress (a terminal) */
@@ -92,6 +93,7 @@ typedef struct sim_result {
     double step_seconds;         /* the virtual duration of one local step */
     size_t parameters;
     float *average_model;        /* n params, owned */
+    float *peer_models;          /* keep_peer_models: n_peers * params, each peer's final z (crashed: zeros) */
 } sim_result;
 
 void sim_config_defaults(sim_config *c);

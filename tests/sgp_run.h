@@ -18,13 +18,13 @@ typedef struct sgp_out {
     char err[8192];
 } sgp_out;
 
-static const char *sgp_bin(void)
+static inline const char *sgp_bin(void)
 {
     const char *p = getenv("SGP_BIN");
     return p && *p ? p : "build/sgp";
 }
 
-static void sgp_slurp(int fd, char *buf, size_t cap)
+static inline void sgp_slurp(int fd, char *buf, size_t cap)
 {
     size_t n = 0;
     ssize_t r;
@@ -36,7 +36,7 @@ static void sgp_slurp(int fd, char *buf, size_t cap)
 }
 
 /* sgp_run(&o, "train", "--epochs", "1", NULL) */
-static void sgp_run(sgp_out *o, ...)
+static inline void sgp_run(sgp_out *o, ...)
 {
     char *argv[64];
     int argc = 0;
@@ -73,7 +73,7 @@ static void sgp_run(sgp_out *o, ...)
 }
 
 /* Lines in s (a trailing newline does not start a new one). */
-static int sgp_lines(const char *s)
+static inline int sgp_lines(const char *s)
 {
     int n = 0;
     for (; *s; s++)

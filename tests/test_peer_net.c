@@ -1,0 +1,717 @@
+/* peer/net: the transport on real TCP sockets on 127.0.0.1, with real keys
+ * and an in-memory cluster. Two peers connect and exchange frames both ways;
+ * impostors (a foreign key under a listed id, a foreign cluster) and raw
+ * clients sending garbage or nothing are closed while the good link keeps
+ * working; a killed peer is redialled with backoff when it comes back; an
+ * oversize length prefix after a valid handshake closes the link (which then
+ * comes back); a reader that stops makes net_send say -EAGAIN instead of
+ * queueing; net_close leaves a loop with no handles. Each test has its own
+ * loop, its own free ports and a guard timer that fails it if it hangs. */
+#include "peer/net.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAXP 4   /* cluster members */
+#define MAXI 6   /* net instances in one test (a restarted peer is a new one) */
+#define MAXRAW 2 /* raw TCP clients */
+
+typedef struct world world;
+
+typedef struct inst {
+    world *w;
+    net n;
+    int inited, closed, id;
+    int ups[MAXP], downs[MAXP], last_reason[MAXP];
+    int frames[MAXP], bad[MAXP]; /* frames received from each peer, and how many did not match */
+    size_t frame_bytes[MAXP];
+    int logs, refused_inbound, refused_connect, oversize;
+    char last_log[320];
+} inst;
+
+typedef struct raw {
+    uv_tcp_t tcp;
+    uv_connect_t req;
+    uv_write_t wreq;
+    world *w;
+    int used, connected, eof, closed;
+    size_t nbytes; /* what to send once connected (0: nothing) */
+    uint8_t out[4096], in[256];
+    uint64_t t_eof;
+} raw;
+
+struct world {
+    uv_loop_t loop;
+    uv_timer_t guard, tick;
+    cluster c;
+    sec_keypair kp[MAXP + 2];
+    inst in[MAXI];
+    raw r[MAXRAW];
+    int timed_out, finished, step;
+    uint64_t t0, t_step;
+    void (*on_tick)(world *w);
+    void *user;
+};
+
+/* ---- fixture -------------------------------------------------------------- */
+
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static uint64_t now_ms(world *w) { return uv_now(&w->loop); }
+
+static void guard_cb(uv_timer_t *t)
+{
+    world *w = t->data;
+    w->timed_out = 1;
+    uv_stop(&w->loop);
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    world *w = t->data;
+    if (!w->finished && w->on_tick)
+        w->on_tick(w);
+}
+
+/* n peers in the cluster, each on a free port of 127.0.0.1. */
+static void world_start(world *w, int npeers, void (*on_tick)(world *), uint64_t guard_ms)
+{
+    memset(w, 0, sizeof *w);
+    cr_assert_eq(uv_loop_init(&w->loop), 0);
+    cr_assert_eq(cluster_init(&w->c, "net-test", "t.topo"), 0);
+    for (int i = 0; i < MAXP + 2; i++)
+        cr_assert_eq(sec_keypair_generate(&w->kp[i]), 0);
+    for (int i = 0; i < npeers; i++)
+        cr_assert_eq(cluster_add_peer(&w->c, "127.0.0.1", free_port(), w->kp[i].pk), i);
+    uv_timer_init(&w->loop, &w->guard);
+    uv_timer_init(&w->loop, &w->tick);
+    w->guard.data = w->tick.data = w;
+    uv_timer_start(&w->guard, guard_cb, guard_ms, 0);
+    w->on_tick = on_tick;
+    uv_timer_start(&w->tick, tick_cb, 5, 5);
+    uv_update_time(&w->loop);
+    w->t0 = w->t_step = now_ms(w);
+}
+
+/* ---- callbacks ------------------------------------------------------------- */
+
+static uint8_t pattern(int from, int k, size_t i) { return (uint8_t)(i * 31u + (unsigned)k * 7u + (unsigned)from * 101u); }
+
+static void fill(uint8_t *b, size_t n, int from, int k)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = pattern(from, k, i);
+}
+
+static void on_up(void *ctx, int peer)
+{
+    inst *x = ctx;
+    cr_assert(peer >= 0 && peer < MAXP);
+    x->ups[peer]++;
+}
+
+static void on_down(void *ctx, int peer, int reason)
+{
+    inst *x = ctx;
+    cr_assert(peer >= 0 && peer < MAXP);
+    cr_assert_lt(reason, 0);
+    x->downs[peer]++;
+    x->last_reason[peer] = reason;
+}
+
+/* Frames carry [u32 k][pattern(from, k)] so the receiver checks every byte. */
+static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len)
+{
+    inst *x = ctx;
+    cr_assert(peer >= 0 && peer < MAXP);
+    int k = x->frames[peer]++;
+    x->frame_bytes[peer] += len;
+    uint32_t got;
+    if (len < 4) {
+        x->bad[peer]++;
+        return;
+    }
+    memcpy(&got, m, 4);
+    if (got != (uint32_t)k) {
+        x->bad[peer]++;
+        return;
+    }
+    for (size_t i = 4; i < len; i++)
+        if (m[i] != pattern(peer, k, i)) {
+            x->bad[peer]++;
+            return;
+        }
+}
+
+static void on_log(void *ctx, const char *line)
+{
+    inst *x = ctx;
+    x->logs++;
+    snprintf(x->last_log, sizeof x->last_log, "%s", line);
+    if (strstr(line, "inbound connection closed"))
+        x->refused_inbound++;
+    if (strstr(line, "connect: "))
+        x->refused_connect++;
+    if (strstr(line, "over the limit"))
+        x->oversize++;
+    if (getenv("NET_TEST_VERBOSE"))
+        fprintf(stderr, "[%d] %s\n", x->id, line);
+}
+
+static const net_callbacks g_cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+
+/* Instance slot i runs cluster member id (with key kp, default its own). */
+static inst *start_as(world *w, int slot, const cluster *c, int id, const sec_keypair *kp)
+{
+    inst *x = &w->in[slot];
+    memset(x, 0, sizeof *x);
+    x->w = w;
+    x->id = id;
+    int r = net_init(&x->n, &w->loop, c, id, kp, &g_cb, x);
+    cr_assert_eq(r, 0, "net_init: %s (%s)", strerror(-r), x->last_log);
+    x->inited = 1;
+    for (int j = 0; j < c->n_peers; j++)
+        if (j != id)
+            cr_assert_eq(net_want(&x->n, j), 0);
+    return x;
+}
+
+static inst *start(world *w, int id) { return start_as(w, id, &w->c, id, &w->kp[id]); }
+
+static void stop(inst *x)
+{
+    if (x->inited && !x->closed) {
+        net_close(&x->n);
+        x->closed = 1;
+    }
+}
+
+static void raw_close_cb(uv_handle_t *h)
+{
+    raw *r = h->data;
+    r->closed = 1;
+}
+
+static void finish(world *w)
+{
+    if (w->finished)
+        return;
+    w->finished = 1;
+    for (int i = 0; i < MAXI; i++)
+        stop(&w->in[i]);
+    for (int i = 0; i < MAXRAW; i++)
+        if (w->r[i].used && !uv_is_closing((uv_handle_t *)&w->r[i].tcp))
+            uv_close((uv_handle_t *)&w->r[i].tcp, raw_close_cb);
+    uv_close((uv_handle_t *)&w->guard, NULL);
+    uv_close((uv_handle_t *)&w->tick, NULL);
+}
+
+/* Runs the scenario to its end, then checks that shutdown leaves nothing. */
+static void world_run(world *w)
+{
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    int timed_out = w->timed_out;
+    finish(w);
+    cr_assert_eq(uv_run(&w->loop, UV_RUN_DEFAULT), 0, "net_close leaves no live handle behind");
+    cr_assert_eq(uv_loop_close(&w->loop), 0, "every handle closed");
+    for (int i = 0; i < MAXI; i++)
+        if (w->in[i].inited)
+            net_free(&w->in[i].n);
+    cr_assert_not(timed_out, "scenario timed out at step %d", w->step);
+}
+
+static void world_free(world *w)
+{
+    cluster_free(&w->c);
+    for (int i = 0; i < MAXP + 2; i++)
+        sec_keypair_free(&w->kp[i]);
+}
+
+static void next(world *w)
+{
+    w->step++;
+    w->t_step = now_ms(w);
+}
+
+static uint64_t since_step(world *w) { return now_ms(w) - w->t_step; }
+
+/* Send frame k (size len) from x to peer; returns net_send's result. */
+static int send_k(inst *x, int peer, int k, size_t len)
+{
+    uint8_t *m = malloc(len < 4 ? 4 : len);
+    cr_assert_not_null(m);
+    fill(m, len, x->id, k);
+    uint32_t kk = (uint32_t)k;
+    memcpy(m, &kk, 4);
+    int r = net_send(&x->n, peer, m, len < 4 ? 4 : len);
+    free(m);
+    return r;
+}
+
+/* ---- raw clients ------------------------------------------------------------ */
+
+static void raw_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
+{
+    (void)s;
+    raw *r = h->data;
+    *b = uv_buf_init((char *)r->in, sizeof r->in);
+}
+
+static void raw_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    (void)b;
+    raw *r = s->data;
+    if (n < 0 && !r->eof) {
+        r->eof = 1;
+        r->t_eof = now_ms(r->w);
+        uv_read_stop(s);
+    }
+}
+
+static void raw_written(uv_write_t *req, int status) { (void)req, (void)status; }
+
+static void raw_connected(uv_connect_t *req, int status)
+{
+    raw *r = req->data;
+    if (status < 0)
+        return;
+    r->connected = 1;
+    uv_read_start((uv_stream_t *)&r->tcp, raw_alloc, raw_read);
+    if (r->nbytes) {
+        uv_buf_t b = uv_buf_init((char *)r->out, (unsigned)r->nbytes);
+        uv_write(&r->wreq, (uv_stream_t *)&r->tcp, &b, 1, raw_written);
+    }
+}
+
+static void squat_cb(uv_stream_t *s, int status) { (void)s, (void)status; }
+
+static raw *raw_connect(world *w, int slot, int to, const void *bytes, size_t n)
+{
+    raw *r = &w->r[slot];
+    memset(r, 0, sizeof *r);
+    r->w = w;
+    r->used = 1;
+    cr_assert_leq(n, sizeof r->out);
+    memcpy(r->out, bytes, n);
+    r->nbytes = n;
+    uv_tcp_init(&w->loop, &r->tcp);
+    r->tcp.data = r->req.data = r;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", w->c.peers[to].port, &a);
+    cr_assert_eq(uv_tcp_connect(&r->req, &r->tcp, (struct sockaddr *)&a, raw_connected), 0);
+    return r;
+}
+
+TestSuite(peer_net, .timeout = 60);
+
+/* ---- two peers -------------------------------------------------------------- */
+
+static const size_t g_sizes[] = {4, 5, 1000, 65536, 200003, 17, 6};
+#define NSIZES (sizeof g_sizes / sizeof *g_sizes)
+
+/* Sends the next of g_sizes from x to peer when a slot is free; 1 when all sent. */
+static int pump_sizes(inst *x, int peer, int *sent)
+{
+    while (*sent < (int)NSIZES) {
+        int r = send_k(x, peer, *sent, g_sizes[*sent]);
+        if (r == -EAGAIN) {
+            cr_assert(net_busy(&x->n, peer));
+            return 0;
+        }
+        cr_assert_eq(r, 0, "net_send: %s", strerror(-r));
+        ++*sent;
+    }
+    return 1;
+}
+
+static int g_sent[2];
+
+static void two_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    switch (w->step) {
+    case 0:
+        if (a->ups[1] && b->ups[0])
+            next(w);
+        break;
+    case 1: {
+        int da = pump_sizes(a, 1, &g_sent[0]);
+        int db = pump_sizes(b, 0, &g_sent[1]);
+        if (da && db && b->frames[0] == (int)NSIZES && a->frames[1] == (int)NSIZES)
+            finish(w);
+        break;
+    }
+    }
+}
+
+Test(peer_net, two_peers_handshake_and_exchange_frames_both_ways)
+{
+    world w;
+    world_start(&w, 2, two_tick, 10000);
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    cr_assert_eq(net_send(&a->n, 1, "x", 1), -ENOTCONN, "not up before the handshake");
+    cr_assert(net_busy(&a->n, 1));
+    cr_assert_eq(net_want(&a->n, 0), -EINVAL, "not ourselves");
+    cr_assert_eq(net_want(&a->n, 2), -EINVAL);
+    cr_assert_eq(net_send(&a->n, -1, "x", 1), -EINVAL);
+    g_sent[0] = g_sent[1] = 0;
+    world_run(&w);
+    size_t total = 0;
+    for (size_t k = 0; k < NSIZES; k++)
+        total += g_sizes[k];
+    cr_assert_eq(a->ups[1], 1);
+    cr_assert_eq(b->ups[0], 1);
+    cr_assert_eq(b->frames[0], (int)NSIZES);
+    cr_assert_eq(a->frames[1], (int)NSIZES);
+    cr_assert_eq(b->bad[0], 0, "every byte as sent, in order");
+    cr_assert_eq(a->bad[1], 0);
+    cr_assert_eq(b->frame_bytes[0], total);
+    cr_assert_eq(a->frame_bytes[1], total);
+    cr_assert_eq(a->downs[1], 1, "net_close reports the live link as down");
+    cr_assert_eq(a->last_reason[1], -ECANCELED);
+    world_free(&w);
+}
+
+/* ---- impostors ---------------------------------------------------------------- */
+
+static void impostor_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    switch (w->step) {
+    case 0:
+        /* Both impostors have been refused a few times each (they retry). */
+        if (a->ups[1] && b->ups[0] && b->refused_inbound >= 6)
+            next(w);
+        break;
+    case 1:
+        cr_assert_eq(send_k(a, 1, 0, 3000), 0);
+        cr_assert_eq(send_k(b, 0, 0, 3000), 0);
+        next(w);
+        break;
+    case 2:
+        if (a->frames[1] == 1 && b->frames[0] == 1)
+            finish(w);
+        break;
+    }
+}
+
+Test(peer_net, impostors_are_refused_while_the_good_link_keeps_working)
+{
+    world w;
+    world_start(&w, 2, impostor_tick, 10000);
+    /* Mallory 1 claims id 0 under a key of its own: same membership (same
+     * cluster id), another address for "0" so it can listen. */
+    cluster c1;
+    cr_assert_eq(cluster_init(&c1, "net-test", "t.topo"), 0);
+    cr_assert_eq(cluster_add_peer(&c1, "127.0.0.1", free_port(), w.kp[0].pk), 0);
+    cr_assert_eq(cluster_add_peer(&c1, "127.0.0.1", w.c.peers[1].port, w.kp[1].pk), 1);
+    /* Mallory 2 writes itself into its own cluster file as id 0. */
+    cluster c2;
+    cr_assert_eq(cluster_init(&c2, "net-test", "t.topo"), 0);
+    cr_assert_eq(cluster_add_peer(&c2, "127.0.0.1", free_port(), w.kp[MAXP + 1].pk), 0);
+    cr_assert_eq(cluster_add_peer(&c2, "127.0.0.1", w.c.peers[1].port, w.kp[1].pk), 1);
+
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    inst *m1 = start_as(&w, 2, &c1, 0, &w.kp[MAXP]);
+    inst *m2 = start_as(&w, 3, &c2, 0, &w.kp[MAXP + 1]);
+    world_run(&w);
+    cr_assert_eq(m1->ups[1], 0, "the impostor never gets a session");
+    cr_assert_eq(m2->ups[1], 0);
+    cr_assert_eq(b->ups[0], 1, "only the real peer 0 came up at peer 1");
+    cr_assert_eq(b->downs[0], 1, "and stayed up until net_close");
+    cr_assert_eq(a->downs[1], 1);
+    cr_assert_eq(b->bad[0] + a->bad[1], 0);
+    cr_assert_geq(b->refused_inbound, 6);
+    cluster_free(&c1);
+    cluster_free(&c2);
+    world_free(&w);
+}
+
+/* ---- raw clients ---------------------------------------------------------------- */
+
+static void garbage_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    raw *g = &w->r[0];
+    switch (w->step) {
+    case 0:
+        if (a->ups[1] && b->ups[0]) {
+            uint8_t junk[4096];
+            for (size_t i = 0; i < sizeof junk; i++)
+                junk[i] = (uint8_t)(i * 13 + 7);
+            raw_connect(w, 0, 1, junk, sizeof junk);
+            next(w);
+        }
+        break;
+    case 1:
+        if (g->eof) {
+            cr_assert_eq(send_k(a, 1, 0, 100), 0, "the good link is still up");
+            cr_assert_eq(send_k(b, 0, 0, 100), 0);
+            next(w);
+        }
+        break;
+    case 2:
+        if (a->frames[1] == 1 && b->frames[0] == 1)
+            finish(w);
+        break;
+    }
+}
+
+Test(peer_net, garbage_instead_of_a_handshake_is_closed_without_harm)
+{
+    world w;
+    world_start(&w, 2, garbage_tick, 10000);
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    world_run(&w);
+    cr_assert(w.r[0].connected);
+    cr_assert(w.r[0].eof, "the server closed the garbage connection");
+    cr_assert_lt(w.r[0].t_eof - w.t0, 4000, "at once, not at the deadline");
+    cr_assert_geq(b->refused_inbound, 1);
+    cr_assert_eq(b->downs[0], 1);
+    cr_assert_eq(a->downs[1], 1);
+    world_free(&w);
+}
+
+static void silent_tick(world *w)
+{
+    raw *s = &w->r[0];
+    switch (w->step) {
+    case 0:
+        raw_connect(w, 0, 0, NULL, 0);
+        next(w);
+        break;
+    case 1:
+        if (s->eof)
+            finish(w);
+        break;
+    }
+}
+
+Test(peer_net, silent_client_is_closed_at_the_handshake_deadline)
+{
+    world w;
+    world_start(&w, 1, silent_tick, 9000);
+    inst *a = start(&w, 0);
+    uint64_t t0 = now_ms(&w);
+    world_run(&w);
+    cr_assert(w.r[0].eof);
+    cr_assert_geq(w.r[0].t_eof - t0, 4900, "the deadline is 5 s");
+    cr_assert_lt(w.r[0].t_eof - t0, 7000);
+    cr_assert_eq(a->refused_inbound, 1);
+    cr_assert(strstr(a->last_log, "timed out"), "%s", a->last_log);
+    world_free(&w);
+}
+
+/* ---- a peer that dies and comes back ---------------------------------------------- */
+
+static void restart_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1], *b2 = &w->in[2];
+    switch (w->step) {
+    case 0:
+        if (a->ups[1] && b->ups[0]) {
+            stop(b); /* killed */
+            next(w);
+        }
+        break;
+    case 1:
+        if (a->downs[1] == 1 && since_step(w) >= 800) {
+            cr_assert_not(net_is_up(&a->n, 1));
+            cr_assert_eq(net_send(&a->n, 1, "x", 1), -ENOTCONN);
+            start_as(w, 2, &w->c, 1, &w->kp[1]); /* back, same port and key */
+            next(w);
+        }
+        break;
+    case 2:
+        if (a->ups[1] == 2 && b2->ups[0] == 1) {
+            cr_assert_eq(send_k(a, 1, 0, 500), 0);
+            cr_assert_eq(send_k(b2, 0, 0, 500), 0);
+            next(w);
+        }
+        break;
+    case 3:
+        if (b2->frames[0] == 1 && a->frames[1] == 1)
+            finish(w);
+        break;
+    }
+}
+
+Test(peer_net, killed_peer_is_redialled_with_backoff_when_it_comes_back)
+{
+    world w;
+    world_start(&w, 2, restart_tick, 10000);
+    inst *a = start(&w, 0);
+    start(&w, 1);
+    world_run(&w);
+    cr_assert_eq(a->ups[1], 2, "up, down, up again");
+    cr_assert_eq(a->downs[1], 2, "the kill and the final net_close");
+    /* 800 ms of refused dials at 100, 200, 400 ms (+ jitter): a few, not a storm. */
+    cr_assert_geq(a->refused_connect, 2, "%d", a->refused_connect);
+    cr_assert_leq(a->refused_connect, 5, "%d", a->refused_connect);
+    cr_assert_eq(w.in[2].bad[0] + a->bad[1], 0);
+    world_free(&w);
+}
+
+/* ---- an oversize frame after a valid handshake ----------------------------------- */
+
+static void oversize_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    switch (w->step) {
+    case 0:
+        if (a->ups[1] && b->ups[0]) {
+            cr_assert_eq(send_k(a, 1, 0, 200), 0, "fits");
+            cr_assert_eq(send_k(a, 1, 1, 5000), 0, "b's limit is 1000: a does not know");
+            next(w);
+        }
+        break;
+    case 1:
+        /* b dropped the link at the length prefix; a redials and it is back. */
+        if (b->oversize == 1 && a->ups[1] == 2 && b->ups[0] == 2) {
+            cr_assert_eq(b->frames[0], 1, "the frame before it was delivered");
+            cr_assert_eq(send_k(a, 1, 1, 300), 0);
+            next(w);
+        }
+        break;
+    case 2:
+        if (b->frames[0] == 2)
+            finish(w);
+        break;
+    }
+}
+
+Test(peer_net, oversize_length_prefix_closes_the_link_which_then_comes_back)
+{
+    world w;
+    world_start(&w, 2, oversize_tick, 10000);
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    cr_assert_eq(net_set_max_frame(&b->n, 1000), 0);
+    cr_assert_eq(net_set_max_frame(&b->n, 3), -EINVAL);
+    world_run(&w);
+    cr_assert_eq(b->oversize, 1);
+    cr_assert_eq(a->downs[1], 2);
+    cr_assert_eq(b->bad[0], 0);
+    world_free(&w);
+}
+
+/* ---- backpressure ---------------------------------------------------------------- */
+
+#define BIG (1u << 20)
+
+static int g_accepted;
+
+static void pressure_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    switch (w->step) {
+    case 0:
+        if (a->ups[1] && b->ups[0]) {
+            cr_assert_eq(net_read_pause(&b->n, 0, 1), 0);
+            g_accepted = 0;
+            next(w);
+        }
+        break;
+    case 1: /* flood for 500 ms at a reader that does not read */
+        for (int i = 0; i < 4; i++) {
+            int r = send_k(a, 1, g_accepted, BIG);
+            if (r == -EAGAIN)
+                break;
+            cr_assert_eq(r, 0, "%s", strerror(-r));
+            g_accepted++;
+            cr_assert_lt(g_accepted, 200, "net_send never pushed back");
+        }
+        if (since_step(w) >= 500) {
+            cr_assert_eq(send_k(a, 1, g_accepted, BIG), -EAGAIN, "full: the caller keeps its message");
+            cr_assert(net_busy(&a->n, 1));
+            cr_assert_eq(b->frames[0], 0);
+            cr_assert_eq(net_read_pause(&b->n, 0, 0), 0);
+            next(w);
+        }
+        break;
+    case 2:
+        if (b->frames[0] == g_accepted && !net_busy(&a->n, 1)) {
+            cr_assert_eq(send_k(a, 1, g_accepted, 10), 0, "room again once drained");
+            g_accepted++;
+            next(w);
+        }
+        break;
+    case 3:
+        if (b->frames[0] == g_accepted)
+            finish(w);
+        break;
+    }
+}
+
+Test(peer_net, reader_that_stops_makes_send_say_eagain_not_queue)
+{
+    world w;
+    world_start(&w, 2, pressure_tick, 15000);
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    world_run(&w);
+    cr_assert_gt(g_accepted, NET_QUEUE_FRAMES);
+    /* Kernel buffers on loopback hold a few MB; our side at most the slots. */
+    cr_assert_lt(g_accepted, 64, "%d frames of 1 MiB accepted", g_accepted);
+    cr_assert_eq(b->frames[0], g_accepted, "nothing lost");
+    cr_assert_eq(b->bad[0], 0);
+    cr_assert_eq(a->downs[1], 1);
+    world_free(&w);
+}
+
+/* ---- shutdown ---------------------------------------------------------------------- */
+
+static void shutdown_tick(world *w)
+{
+    raw *r = &w->r[0];
+    inst *a = &w->in[1];
+    if (w->step == 0 && r->connected && a->refused_connect >= 2)
+        finish(w); /* mid-handshake, mid-backoff */
+}
+
+Test(peer_net, close_in_the_middle_of_everything_leaves_no_handles)
+{
+    world w;
+    world_start(&w, 3, shutdown_tick, 5000);
+    /* Peer 1 dials 2, which never listens; a raw client sits in the handshake. */
+    inst *a = start(&w, 1);
+    raw_connect(&w, 0, 1, "SGP1", 4);
+    world_run(&w); /* asserts uv_run returns 0 and uv_loop_close succeeds */
+    cr_assert_eq(a->ups[0] + a->ups[2], 0);
+    cr_assert_eq(a->downs[0] + a->downs[2], 0, "no on_down for links that never came up");
+
+    /* A failed net_init is cleaned up the same way. */
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    uv_tcp_t squat;
+    uv_tcp_init(&loop, &squat);
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", w.c.peers[0].port, &sa);
+    cr_assert_eq(uv_tcp_bind(&squat, (struct sockaddr *)&sa, 0), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)&squat, 1, squat_cb), 0);
+    net n;
+    inst x = {.id = 0};
+    cr_assert_eq(net_init(&n, &loop, &w.c, 0, &w.kp[0], &g_cb, &x), -EADDRINUSE);
+    cr_assert(strstr(x.last_log, "address already in use"), "%s", x.last_log);
+    net_close(&n);
+    uv_close((uv_handle_t *)&squat, NULL);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    net_free(&n);
+    world_free(&w);
+}

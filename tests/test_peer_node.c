@@ -1,0 +1,162 @@
+/* The networked peer end to end: real `sgp peer` processes on loopback with
+ * real keys and encrypted TCP, compared with `sgp sim` on the same settings.
+ * With tau = 0 the two must produce the same models, bit for bit. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "peer/sim.h"
+#include "tests/sgp_run.h"
+
+TestSuite(peer_node, .timeout = 180);
+
+/* A port the kernel says is free now (the peers bind it a moment later). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void read_line(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s", path);
+    cr_assert(fgets(buf, (int)cap, f));
+    buf[strcspn(buf, "\n")] = 0;
+    fclose(f);
+}
+
+/* Keys and a cluster file for n peers on 127.0.0.1 in dir. */
+static void make_cluster(const char *dir, int n, const char *topology)
+{
+    char path[256], pub[128], idtxt[16];
+    snprintf(path, sizeof path, "%s/cluster.conf", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "cluster node-test\ntopology %s\n", topology);
+    for (int i = 0; i < n; i++) {
+        snprintf(idtxt, sizeof idtxt, "%d", i);
+        sgp_out o;
+        sgp_run(&o, "keygen", "--out", dir, "--id", idtxt, NULL);
+        cr_assert_eq(o.status, 0, "%s", o.err);
+        snprintf(path, sizeof path, "%s/%d.pub", dir, i);
+        read_line(path, pub, sizeof pub);
+        fprintf(f, "peer %d 127.0.0.1:%d %s\n", i, free_port(), pub);
+    }
+    fclose(f);
+}
+
+/* Start `sgp peer` for every id, wait for all (killing them after limit s). */
+static void run_peers(const char *dir, int n, char *const extra[])
+{
+    pid_t pids[16];
+    for (int i = 0; i < n; i++) {
+        char cl[256], id[16], out[256], model[256];
+        snprintf(cl, sizeof cl, "%s/cluster.conf", dir);
+        snprintf(id, sizeof id, "%d", i);
+        snprintf(out, sizeof out, "%s/peer%d.log", dir, i);
+        snprintf(model, sizeof model, "%s/peer%d.model", dir, i);
+        char *argv[40] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--id", id, "--save-model", model};
+        int a = 8;
+        for (int k = 0; extra[k] && a < 38; k++)
+            argv[a++] = extra[k];
+        argv[a] = NULL;
+        pids[i] = fork();
+        cr_assert(pids[i] >= 0);
+        if (pids[i] == 0) {
+            int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(fd, 1), dup2(fd, 2);
+            execv(argv[0], argv);
+            _exit(127);
+        }
+    }
+    time_t start = time(NULL);
+    int left = n, failed = 0;
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            left--;
+            failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+            continue;
+        }
+        if (time(NULL) - start > 120) {
+            for (int i = 0; i < n; i++)
+                kill(pids[i], SIGKILL);
+            cr_assert_fail("peers did not finish in 120 s (logs in %s)", dir);
+        }
+        usleep(20000);
+    }
+    cr_assert(!failed, "a peer failed (logs in %s)", dir);
+}
+
+static float *read_model(const char *dir, int i, size_t n)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/peer%d.model", dir, i);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    float *m = malloc(n * sizeof *m);
+    cr_assert_eq(fread(m, sizeof *m, n, f), n, "%s holds fewer than %zu values", path, n);
+    fclose(f);
+    return m;
+}
+
+static void sim_equals_network(const char *codec_text)
+{
+    char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256];
+    cr_assert(mkdtemp(dir));
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    make_cluster(dir, 4, topo_path);
+    char *extra[] = {"--model", "mlp:32", "--epochs", "2", "--codec", (char *)codec_text, "--no-progress", NULL};
+    run_peers(dir, 4, extra);
+
+    /* The same run in the simulator, in this process. */
+    nn_dataset train = {0}, test = {0};
+    char err[256];
+    cr_assert_eq(nn_data_embedded(&train, &test, err, sizeof err), 0, "%s", err);
+    topo t = {0};
+    topo_error te;
+    cr_assert_eq(topo_load(&t, topo_path, &te), 0, "%s", te.msg);
+    cmp_spec spec;
+    cr_assert_eq(cmp_spec_parse(&spec, codec_text, err, sizeof err), 0, "%s", err);
+    sim_config c;
+    sim_config_defaults(&c);
+    c.n_peers = 4, c.topology = &t, c.codec = &spec, c.keep_peer_models = 1;
+    c.train.model = "mlp:32", c.train.epochs = 2, c.train.progress = 0;
+    train_opts_check(&c.train, "test");
+    sim_result r;
+    cr_assert_eq(sim_run(&c, &train, &test, &r, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < 4; i++) {
+        float *m = read_model(dir, i, r.parameters);
+        size_t differ = 0;
+        for (size_t k = 0; k < r.parameters; k++)
+            differ += memcmp(&m[k], &r.peer_models[(size_t)i * r.parameters + k], sizeof(float)) != 0;
+        cr_assert_eq(differ, 0, "%s: peer %d differs from the simulator in %zu of %zu values (logs in %s)",
+                     codec_text, i, differ, r.parameters, dir);
+        free(m);
+    }
+    sim_result_free(&r);
+    topo_free(&t);
+    nn_dataset_free(&train);
+    nn_dataset_free(&test);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none"); }
+
+Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05"); }
