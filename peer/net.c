@@ -42,6 +42,7 @@ typedef struct net_conn {
     struct net_conn *prev, *next;
     int peer; /* -1 until the handshake names it (inbound) */
     int role, state, open_handles, pending, paused;
+    int draining; /* inside frames_drain: on_frame may resume reading */
     sec_hs hs;
     sec_session s;
     uint8_t *rbuf; /* received bytes not yet used: rlen of rcap */
@@ -263,6 +264,7 @@ static void frames_drain(net_conn *c)
 {
     net *n = c->n;
     size_t off = 0;
+    c->draining = 1;
     while (c->state == C_UP && !c->paused && c->rlen - off >= 4) {
         int need = sec_frame_need(c->rbuf + off, c->rlen - off, c->s.max_frame);
         if (need < 0) {
@@ -284,6 +286,7 @@ static void frames_drain(net_conn *c)
         if (n->cb.on_frame)
             n->cb.on_frame(n->ctx, c->peer, c->pt, (size_t)m);
     }
+    c->draining = 0;
     if (c->state == C_CLOSING)
         return;
     memmove(c->rbuf, c->rbuf + off, c->rlen - off);
@@ -656,7 +659,9 @@ int net_read_pause(net *n, int peer, int paused)
         conn_close(c, r, "read_start failed");
         return r;
     }
-    frames_drain(c);
+    /* From inside on_frame, the drain in progress goes on by itself. */
+    if (!c->draining)
+        frames_drain(c);
     return 0;
 }
 

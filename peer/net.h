@@ -33,6 +33,9 @@
  * NET_QUEUE_FRAMES frames per peer are ever buffered in user space, and
  * net_send says -EAGAIN instead of queueing more. The caller keeps what it
  * wanted to send (the project's rule for gossip shares) and tries later.
+ * Read and write buffers grow to the largest frame seen (the read buffer only
+ * once a length prefix has passed the limit) and are kept, so a steady run
+ * allocates nothing per message.
  *
  * SIGPIPE: libuv writes with write(2), which raises SIGPIPE on a connection
  * the peer has reset. net_init sets SIGPIPE to SIG_IGN when it is still at its

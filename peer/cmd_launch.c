@@ -1,0 +1,388 @@
+/* sgp launch: the localhost harness. Makes a run directory with keys, a
+ * cluster file on free 127.0.0.1 ports and the topology, starts one `sgp peer`
+ * process per peer, shows one live progress line, and writes a combined
+ * summary with the fields of `sgp sim`. Ctrl-C stops every peer cleanly. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nn/nn_model.h"
+#include "peer/cli.h"
+#include "peer/cluster.h"
+#include "peer/commands.h"
+#include "peer/json.h"
+#include "peer/sec.h"
+#include "topologies/topo.h"
+
+static const char *CMD = "sgp launch";
+static volatile sig_atomic_t interrupted;
+
+static void help(void)
+{
+    fputs("usage: sgp launch --peers N [--topology FILE|KIND] [--run-dir DIR] [OPTIONS]\n\n"
+          "Run N peers as separate processes on this machine (127.0.0.1), with fresh\n"
+          "keys and a cluster file in the run directory, one live progress line, and\n"
+          "a combined summary. Every other option is passed to each `sgp peer`\n"
+          "(training options, --codec, --step, --tau, --shard, ...; see sgp peer --help).\n\n"
+          "  --peers N             number of peers [4]\n"
+          "  --topology FILE|KIND  a .topo file or a generator name [exponential]\n"
+          "  --run-dir DIR         where keys, cluster file, logs and models go [sgp-run-PID]\n"
+          "  --summary FILE        combined JSON summary (the fields of sgp sim)\n"
+          "  -h, --help            this text\n",
+          stdout);
+}
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+/* n distinct free ports on 127.0.0.1: every socket stays bound until all are
+ * chosen (the kernel would hand a just-closed port out again), then all close
+ * and the peers bind them a moment later. */
+static int free_ports(int n, int *ports)
+{
+    int fds[64], rc = 0;
+    for (int i = 0; i < n; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof a;
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&a, sizeof a) < 0 ||
+            getsockname(fds[i], (struct sockaddr *)&a, &len) < 0)
+            rc = -errno;
+        ports[i] = ntohs(a.sin_port);
+    }
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return rc;
+}
+
+/* Keys, topology and cluster file in dir. */
+static int prepare(const char *dir, int n, const char *topology)
+{
+    char path[4096], pub[4096], err[512];
+    topo t = {0};
+    topo_error te = {0};
+    int rc = access(topology, F_OK) == 0 || strchr(topology, '/') ? topo_load(&t, topology, &te)
+                                                                  : topo_generate(&t, topology, n, NULL, &te);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s%s%s\n", CMD, te.file[0] ? te.file : "", te.file[0] ? ": " : "", te.msg);
+        return CLI_USAGE;
+    }
+    if (t.n_peers != n) {
+        fprintf(stderr, "%s: %s is for %d peers, --peers is %d\n", CMD, topology, t.n_peers, n);
+        topo_free(&t);
+        return CLI_USAGE;
+    }
+    snprintf(path, sizeof path, "%.1024s/topology.topo", dir);
+    FILE *f = fopen(path, "w");
+    rc = f ? topo_write(&t, f, "written by sgp launch") : -errno;
+    if (f && fclose(f) != 0)
+        rc = -EIO;
+    topo_free(&t);
+    cluster c;
+    memset(&c, 0, sizeof c);
+    int ports[64];
+    if (rc == 0)
+        rc = free_ports(n, ports);
+    if (rc == 0)
+        rc = cluster_init(&c, "sgp-launch", "topology.topo");
+    for (int i = 0; rc == 0 && i < n; i++) {
+        sec_keypair kp = {0};
+        int port = ports[i];
+        snprintf(path, sizeof path, "%.1024s/%d.key", dir, i);
+        snprintf(pub, sizeof pub, "%.1024s/%d.pub", dir, i);
+        rc = port < 0 ? -EADDRNOTAVAIL : sec_keypair_generate(&kp);
+        if (rc == 0 && (rc = sec_keypair_save(&kp, path, pub, 1, err, sizeof err)) < 0)
+            fprintf(stderr, "%s: %s\n", CMD, err);
+        if (rc == 0 && (rc = cluster_add_peer(&c, "127.0.0.1", (unsigned)port, kp.pk)) > 0)
+            rc = 0; /* (it returns the new peer's id) */
+        sec_keypair_free(&kp);
+    }
+    snprintf(path, sizeof path, "%.1024s/cluster.conf", dir);
+    if (rc == 0 && !(f = fopen(path, "w")))
+        rc = -errno;
+    else if (rc == 0) {
+        rc = cluster_write(&c, f, "written by sgp launch: every peer on 127.0.0.1");
+        if (fclose(f) != 0)
+            rc = -EIO;
+    }
+    cluster_free(&c);
+    if (rc < 0)
+        fprintf(stderr, "%s: cannot prepare %s: %s\n", CMD, dir, strerror(-rc));
+    return rc < 0 ? 1 : 0;
+}
+
+/* The last complete line of a peer's JSON-lines log: its round and bytes out. */
+static void peer_status(const char *dir, int i, long *round, double *mb)
+{
+    char path[4096], line[512] = "", tail[512] = "";
+    snprintf(path, sizeof path, "%.1024s/peer%d.jsonl", dir, i);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fseek(f, -(long)sizeof line + 1, SEEK_END) != 0)
+        rewind(f);
+    while (fgets(line, sizeof line, f))
+        if (strchr(line, '\n'))
+            strcpy(tail, line);
+    fclose(f);
+    const char *r = strstr(tail, "\"round\": "), *b = strstr(tail, "\"bytes_out\": ");
+    if (r)
+        *round = strtol(r + 9, NULL, 10);
+    if (b)
+        *mb = strtod(b + 13, NULL) / 1e6;
+}
+
+static double summary_number(const char *path, const char *key)
+{
+    char text[8192], pat[64];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NAN;
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(text, pat);
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* The value of option `name` in the forwarded arguments, or def. */
+static const char *forwarded(int argc, char **argv, const char *name, const char *def)
+{
+    for (int i = 0; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name))
+            return argv[i + 1];
+    return def;
+}
+
+/* Average of the peers' models, evaluated, plus their spread. */
+static int combine(const char *dir, int n, int argc, char **argv, const char *summary, double wall)
+{
+    nn_dataset train = {0}, test = {0};
+    nn_model m = {0};
+    char err[512], path[4096];
+    const char *data = forwarded(argc, argv, "--data", NULL), *spec = forwarded(argc, argv, "--model", "mlp:256");
+    if (nn_data_load(data, &train, &test, err, sizeof err) < 0 ||
+        nn_model_init(&m, spec, train.c, train.h, train.w, train.n_classes, 256, 1, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        nn_dataset_free(&train), nn_dataset_free(&test);
+        return 1;
+    }
+    const size_t dim = m.n_params;
+    float *models = malloc((size_t)n * dim * sizeof(float)), *avg = calloc(dim, sizeof(float));
+    double acc_min = 1, acc_sum = 0, bytes = 0, rounds = 1e300;
+    int status = models && avg ? 0 : 1;
+    for (int i = 0; status == 0 && i < n; i++) {
+        snprintf(path, sizeof path, "%.1024s/peer%d.model", dir, i);
+        FILE *f = fopen(path, "rb");
+        if (!f || fread(models + (size_t)i * dim, sizeof(float), dim, f) != dim) {
+            fprintf(stderr, "%s: %s: missing or short\n", CMD, path);
+            status = 1;
+        }
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof path, "%.1024s/peer%d.json", dir, i);
+        double a = summary_number(path, "test_accuracy");
+        acc_min = fmin(acc_min, a), acc_sum += a;
+        bytes += summary_number(path, "bytes_sent");
+        rounds = fmin(rounds, summary_number(path, "rounds"));
+    }
+    double cd = 0, norm = 0;
+    float loss = 0, acc = 0;
+    if (status == 0) {
+        /* The mean of the de-biased models: what sum x / sum w is when every
+         * peer's weight is the same (uniform mixing on a regular graph). */
+        for (int i = 0; i < n; i++)
+            for (size_t d = 0; d < dim; d++)
+                avg[d] += models[(size_t)i * dim + d] / (float)n;
+        for (size_t d = 0; d < dim; d++)
+            norm += (double)avg[d] * avg[d];
+        for (int i = 0; i < n; i++)
+            for (size_t d = 0; d < dim; d++) {
+                double e = (double)models[(size_t)i * dim + d] - avg[d];
+                cd += e * e / n;
+            }
+        cd = norm > 0 ? cd / norm : 0;
+        nn_model_evaluate(&m, avg, &test, &loss, &acc);
+        printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n"
+               "%.0f rounds, %.1f MB sent, %.1f wall s; run directory %s\n",
+               100 * acc, 100 * acc_min, 100 * acc_sum / n, cd, rounds, bytes / 1e6, wall, dir);
+    }
+    json_obj j;
+    if (status == 0 && summary && json_open(&j, summary) == 0) {
+        json_str(&j, "command", "launch");
+        json_str(&j, "run_dir", dir);
+        json_int(&j, "peers", n);
+        json_str(&j, "model", spec);
+        json_int(&j, "parameters", (long long)dim);
+        json_num(&j, "test_accuracy", acc);
+        json_num(&j, "test_loss", loss);
+        json_num(&j, "test_accuracy_min", acc_min);
+        json_num(&j, "test_accuracy_mean", acc_sum / n);
+        json_num(&j, "consensus_distance", cd);
+        json_num(&j, "bytes_sent", bytes);
+        json_num(&j, "rounds", rounds);
+        json_num(&j, "wall_seconds", wall);
+        if (json_close(&j) < 0)
+            status = 1;
+    }
+    free(models), free(avg);
+    nn_model_free(&m);
+    nn_dataset_free(&train), nn_dataset_free(&test);
+    return status;
+}
+
+int cmd_launch(int argc, char **argv)
+{
+    long peers = 4;
+    const char *topology = "exponential", *run_dir = NULL, *summary = NULL;
+    char **fwd = calloc((size_t)argc + 1, sizeof *fwd);
+    int nfwd = 0;
+    if (!fwd)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int takes = !strcmp(a, "--peers") || !strcmp(a, "--topology") || !strcmp(a, "--run-dir") ||
+                    !strcmp(a, "--summary");
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            free(fwd);
+            return 0;
+        }
+        if (takes && i + 1 >= argc) {
+            free(fwd);
+            return cli_usage(CMD, "option '%s' needs a value", a);
+        }
+        if (!strcmp(a, "--peers")) {
+            if (cli_long(CMD, "--peers", argv[++i], 1, 64, &peers)) {
+                free(fwd);
+                return CLI_USAGE;
+            }
+        } else if (!strcmp(a, "--topology"))
+            topology = argv[++i];
+        else if (!strcmp(a, "--run-dir"))
+            run_dir = argv[++i];
+        else if (!strcmp(a, "--summary"))
+            summary = argv[++i];
+        else if (!strcmp(a, "--id") || !strcmp(a, "--cluster") || !strcmp(a, "--key") || !strcmp(a, "--save-model") ||
+                 !strcmp(a, "--log")) {
+            free(fwd);
+            return cli_usage(CMD, "%s is set by the launcher for each peer", a);
+        } else
+            fwd[nfwd++] = argv[i];
+    }
+    char dirbuf[64], self[4096];
+    if (run_dir && strlen(run_dir) > 1024) {
+        free(fwd);
+        return cli_usage(CMD, "--run-dir: at most 1024 characters");
+    }
+    if (!run_dir) {
+        snprintf(dirbuf, sizeof dirbuf, "sgp-run-%d", (int)getpid());
+        run_dir = dirbuf;
+    }
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0) {
+        fprintf(stderr, "%s: cannot find my own executable\n", CMD);
+        free(fwd);
+        return 1;
+    }
+    self[sl] = 0;
+    if (mkdir(run_dir, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", CMD, run_dir, strerror(errno));
+        free(fwd);
+        return 1;
+    }
+    int status = prepare(run_dir, (int)peers, topology);
+    if (status) {
+        free(fwd);
+        return status;
+    }
+    printf("sgp launch: %ld peers on 127.0.0.1, topology %s, run directory %s\n", peers, topology, run_dir);
+    fflush(stdout);
+    signal(SIGINT, on_sigint);
+    signal(SIGTERM, on_sigint);
+    double t0 = cli_now();
+    pid_t pids[64];
+    for (int i = 0; i < peers; i++) {
+        char cl[4200], id[16], model[4200], log[4200], sum[4200], out[4200];
+        snprintf(cl, sizeof cl, "%.1024s/cluster.conf", run_dir);
+        snprintf(id, sizeof id, "%d", i);
+        snprintf(model, sizeof model, "%.1024s/peer%d.model", run_dir, i);
+        snprintf(log, sizeof log, "%.1024s/peer%d.jsonl", run_dir, i);
+        snprintf(sum, sizeof sum, "%.1024s/peer%d.json", run_dir, i);
+        snprintf(out, sizeof out, "%.1024s/peer%d.out", run_dir, i);
+        char *args[160] = {self, "peer", "--cluster", cl, "--id", id, "--save-model", model, "--log", log,
+                           "--summary", sum, "--no-progress"};
+        int a = 13;
+        for (int k = 0; k < nfwd && a < 158; k++)
+            args[a++] = fwd[k];
+        args[a] = NULL;
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            FILE *o = freopen(out, "w", stdout);
+            if (o)
+                dup2(fileno(stdout), 2);
+            signal(SIGINT, SIG_IGN); /* the launcher forwards Ctrl-C as SIGTERM */
+            execv(self, args);
+            _exit(127);
+        }
+    }
+    int left = (int)peers, failed = 0, tty = isatty(1);
+    double last = 0;
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            left--;
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                for (int i = 0; i < peers; i++)
+                    if (pids[i] == p)
+                        fprintf(stderr, "\n%s: peer %d failed (see %s/peer%d.out)\n", CMD, i, run_dir, i);
+                failed = 1;
+            }
+            continue;
+        }
+        if (interrupted == 1) {
+            interrupted = 2;
+            for (int i = 0; i < peers; i++)
+                kill(pids[i], SIGTERM);
+        }
+        double now = cli_now();
+        if (now - last >= (tty ? 0.3 : 5.0)) {
+            long rmin = -1, rmax = -1;
+            double mb = 0;
+            for (int i = 0; i < peers; i++) {
+                long r = 0;
+                double m = 0;
+                peer_status(run_dir, i, &r, &m);
+                rmin = rmin < 0 || r < rmin ? r : rmin;
+                rmax = r > rmax ? r : rmax;
+                mb += m;
+            }
+            printf("%sround %ld..%ld  %.1f MB sent  %d of %ld peers running  %.0fs%s", tty ? "\r\033[K" : "", rmin,
+                   rmax, mb, left, peers, now - t0, tty ? "" : "\n");
+            fflush(stdout);
+            last = now;
+        }
+        usleep(50000);
+    }
+    if (tty)
+        printf("\n");
+    if (interrupted)
+        fprintf(stderr, "%s: interrupted; every peer stopped\n", CMD);
+    status = interrupted ? 130 : failed ? 1 : combine(run_dir, (int)peers, nfwd, fwd, summary, cli_now() - t0);
+    free(fwd);
+    return status;
+}
