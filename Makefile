@@ -114,7 +114,7 @@ deps:
 # ---- the two commands of the README ----------------------------------------
 demo: deps
 	@$(MAKE) --no-print-directory $(SGP)
-	$(SGP) train --model mlp:256 --epochs 10
+	$(SGP) launch --peers 4 --model mlp:256 --epochs 10 --run-dir $(BUILD)/demo-run
 
 test: deps
 	@$(MAKE) --no-print-directory check

@@ -71,6 +71,7 @@ static int write_summary(const char *path, const node_config *c, const node_resu
     json_num(&j, "test_loss", r->test_loss);
     json_num(&j, "train_loss", r->train_loss);
     json_int(&j, "rounds", r->rounds);
+    json_num(&j, "weight", r->weight);
     json_int(&j, "bytes_sent", (long long)r->bytes_sent);
     json_int(&j, "bytes_received", (long long)r->bytes_received);
     json_int(&j, "messages_sent", (long long)r->messages_sent);

@@ -449,6 +449,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         if (r->model)
             memcpy(r->model, z, n->model.n_params * sizeof(float));
         r->parameters = n->model.n_params;
+        r->weight = n->g.w;
         r->rounds = n->g.round;
         r->mean_staleness = n->g.stats.absorbed ? (double)n->g.stats.stale_sum / (double)n->g.stats.absorbed : 0;
     }

@@ -50,6 +50,7 @@ typedef struct node_result {
     double mean_staleness, wall_seconds;
     size_t parameters;
     float *model; /* z at the end, owned */
+    double weight; /* w at the end: the launcher's average model is sum w z / sum w = sum x / sum w */
 } node_result;
 
 void node_config_defaults(node_config *c);

@@ -575,6 +575,11 @@ static void finish(sim *s)
     float *avg = r->average_model;
     if (c->keep_peer_models)
         r->peer_models = calloc((size_t)c->n_peers * s->model.n_params, sizeof(float));
+    /* Every message that arrived goes in first: the average model is of all
+     * the mass the live peers hold (only lost messages' shares are missing). */
+    for (int i = 0; i < c->n_peers; i++)
+        if (s->p[i].state != P_CRASHED)
+            absorb_inbox(s, &s->p[i]); /* every message is of a round before the last: all go in, sorted */
     average_model(s, avg);
     nn_model_evaluate(&s->model, avg, s->test, &r->test_loss, &r->test_accuracy);
     r->consensus_distance = consensus_distance(s, avg);
@@ -585,7 +590,6 @@ static void finish(sim *s)
         sim_peer *p = &s->p[i];
         if (p->state == P_CRASHED)
             continue;
-        absorb_inbox(s, p); /* every message is of a round before the last: all go in, sorted */
         float acc;
         nn_model_evaluate(&s->model, gsp_debias(&p->g), s->test, NULL, &acc);
         if (r->peer_models)
