@@ -309,7 +309,8 @@ static raw *raw_connect(world *w, int slot, int to, const void *bytes, size_t n)
     r->w = w;
     r->used = 1;
     cr_assert_leq(n, sizeof r->out);
-    memcpy(r->out, bytes, n);
+    if (n)
+        memcpy(r->out, bytes, n);
     r->nbytes = n;
     uv_tcp_init(&w->loop, &r->tcp);
     r->tcp.data = r->req.data = r;
