@@ -95,7 +95,7 @@ $(BUILD)/tests/%.o: SGP_CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/n
 
 # ---- set-up -----------------------------------------------------------------
 DEB_PKGS := build-essential pkg-config libsodium-dev libuv1-dev libopenblas-dev \
-            libcriterion-dev zlib1g-dev gzip
+            libcriterion-dev zlib1g-dev gzip openmpi-bin
 deps:
 	@set -e; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	missing=; for p in $(DEB_PKGS); do \

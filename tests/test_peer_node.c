@@ -160,3 +160,40 @@ static void sim_equals_network(const char *codec_text)
 Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none"); }
 
 Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05"); }
+
+/* `mpirun -np 4 sgp peer --cluster FILE` (no --id: the rank comes from
+ * OMPI_COMM_WORLD_RANK) trains on localhost. openmpi-bin comes with `make deps`. */
+Test(peer_node, mpirun_ranks_train)
+{
+    if (access("/usr/bin/mpirun", X_OK) != 0)
+        cr_skip_test("mpirun is not installed (make deps installs openmpi-bin)");
+    char dir[] = "/tmp/sgp-mpi-XXXXXX", topo_path[256], cl[256], cmd[1024];
+    cr_assert(mkdtemp(dir));
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    make_cluster(dir, 4, topo_path);
+    snprintf(cl, sizeof cl, "%s/cluster.conf", dir);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 %s peer --cluster %s "
+             "--model mlp:32 --epochs 2 --no-progress > %s/mpirun.log 2>&1",
+             dir, sgp_bin(), cl, dir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mpirun failed (log in %s/mpirun.log)", dir);
+    /* Each rank ends with "peer R: test accuracy A% (own model), ...". */
+    char path[300], line[512];
+    snprintf(path, sizeof path, "%s/mpirun.log", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    int ranks = 0;
+    while (fgets(line, sizeof line, f)) {
+        int rank;
+        double acc;
+        if (sscanf(line, "peer %d: test accuracy %lf%%", &rank, &acc) == 2) {
+            cr_assert_gt(acc, 85.0, "rank %d: %.2f%%", rank, acc);
+            ranks |= 1 << rank;
+        }
+    }
+    fclose(f);
+    cr_assert_eq(ranks, 0xf, "every rank 0..3 trained (seen: 0x%x)", ranks);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
