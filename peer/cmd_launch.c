@@ -39,6 +39,11 @@ static void help(void)
           "  --topology FILE|KIND  a .topo file or a generator name [exponential]\n"
           "  --run-dir DIR         where keys, cluster file, logs and models go [sgp-run-PID]\n"
           "  --summary FILE        combined JSON summary (the fields of sgp sim)\n"
+          "  --hosts FILE          run the peers on LAN hosts over ssh instead: one host a line,\n"
+          "                        'ADDRESS [slots=N] [ssh=DEST] [ssh-port=P]' (README has an example)\n"
+          "  --base-port P         with --hosts: peers on a host listen on P, P+1, ... [17000]\n"
+          "  --remote-sgp PATH     with --hosts: sgp on the hosts [this executable's path]\n"
+          "  --remote-dir DIR      with --hosts: the run directory on the hosts [the local one's path]\n"
           "  -h, --help            this text\n",
           stdout);
 }
@@ -70,8 +75,17 @@ static int free_ports(int n, int *ports)
     return rc;
 }
 
+/* Where each peer runs: --hosts places peers on LAN hosts (ssh), else all
+ * on 127.0.0.1 with free ports. */
+typedef struct placement {
+    char addr[64];      /* the address peers connect to (cluster file) */
+    char ssh[128];      /* ssh destination; "" = this machine */
+    int ssh_port;       /* 0: ssh's default */
+    int port;
+} placement;
+
 /* Keys, topology and cluster file in dir. */
-static int prepare(const char *dir, int n, const char *topology)
+static int prepare(const char *dir, int n, const char *topology, placement *where)
 {
     char path[4096], pub[4096], err[512];
     topo t = {0};
@@ -96,8 +110,11 @@ static int prepare(const char *dir, int n, const char *topology)
     cluster c;
     memset(&c, 0, sizeof c);
     int ports[64];
-    if (rc == 0)
+    if (rc == 0 && !where[0].ssh[0])
         rc = free_ports(n, ports);
+    else
+        for (int i = 0; i < n; i++)
+            ports[i] = where[i].port;
     if (rc == 0)
         rc = cluster_init(&c, "sgp-launch", "topology.topo");
     for (int i = 0; rc == 0 && i < n; i++) {
@@ -108,7 +125,8 @@ static int prepare(const char *dir, int n, const char *topology)
         rc = port < 0 ? -EADDRNOTAVAIL : sec_keypair_generate(&kp);
         if (rc == 0 && (rc = sec_keypair_save(&kp, path, pub, 1, err, sizeof err)) < 0)
             fprintf(stderr, "%s: %s\n", CMD, err);
-        if (rc == 0 && (rc = cluster_add_peer(&c, "127.0.0.1", (unsigned)port, kp.pk)) > 0)
+        where[i].port = port;
+        if (rc == 0 && (rc = cluster_add_peer(&c, where[i].addr, (unsigned)port, kp.pk)) > 0)
             rc = 0; /* (it returns the new peer's id) */
         sec_keypair_free(&kp);
     }
@@ -116,7 +134,7 @@ static int prepare(const char *dir, int n, const char *topology)
     if (rc == 0 && !(f = fopen(path, "w")))
         rc = -errno;
     else if (rc == 0) {
-        rc = cluster_write(&c, f, "written by sgp launch: every peer on 127.0.0.1");
+        rc = cluster_write(&c, f, "written by sgp launch");
         if (fclose(f) != 0)
             rc = -EIO;
     }
@@ -252,10 +270,156 @@ static int combine(const char *dir, int n, int argc, char **argv, const char *su
     return status;
 }
 
+/* Hosts file: one host a line, "ADDRESS [slots=N] [ssh=DEST] [ssh-port=P]",
+ * # comments. Peers fill the hosts in order, slots (default 1) at a time; on
+ * a host they listen on base_port, base_port + 1, ... Returns 0 or prints
+ * "FILE:LINE: message" and returns CLI_USAGE. */
+static int hosts_place(const char *path, int n, long base_port, placement *where)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: %s: %s\n", CMD, path, strerror(errno));
+        return 1;
+    }
+    char line[512];
+    int lineno = 0, placed = 0;
+    while (placed < n && fgets(line, sizeof line, f)) {
+        lineno++;
+        line[strcspn(line, "#\r\n")] = 0;
+        char *save = NULL, *tok = strtok_r(line, " \t", &save);
+        if (!tok)
+            continue;
+        placement h = {0};
+        long slots = 1;
+        if (strlen(tok) >= sizeof h.addr) {
+            fprintf(stderr, "%s: %s:%d: address too long\n", CMD, path, lineno);
+            fclose(f);
+            return CLI_USAGE;
+        }
+        strcpy(h.addr, tok);
+        snprintf(h.ssh, sizeof h.ssh, "%s", tok);
+        while ((tok = strtok_r(NULL, " \t", &save))) {
+            char *end;
+            if (!strncmp(tok, "slots=", 6) && (slots = strtol(tok + 6, &end, 10)) > 0 && slots <= 64 && !*end)
+                continue;
+            if (!strncmp(tok, "ssh-port=", 9) && (h.ssh_port = (int)strtol(tok + 9, &end, 10)) > 0 &&
+                h.ssh_port < 65536 && !*end)
+                continue;
+            if (!strncmp(tok, "ssh=", 4) && tok[4] && strlen(tok + 4) < sizeof h.ssh) {
+                strcpy(h.ssh, tok + 4);
+                continue;
+            }
+            fprintf(stderr, "%s: %s:%d: expected slots=N, ssh=DEST or ssh-port=P, got '%s'\n", CMD, path, lineno,
+                    tok);
+            fclose(f);
+            return CLI_USAGE;
+        }
+        for (long k = 0; k < slots && placed < n; k++) {
+            where[placed] = h;
+            where[placed++].port = (int)(base_port + k);
+        }
+    }
+    fclose(f);
+    if (placed < n) {
+        fprintf(stderr, "%s: %s: %d slots for %d peers\n", CMD, path, placed, n);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+/* Runs argv to completion; 0 if it exited 0. */
+static int run_wait(char *const argv[])
+{
+    pid_t p = fork();
+    if (p == 0) {
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* ssh/scp port options for a placement. */
+static void ssh_port_args(const placement *w, char **argv, int *a, const char *flag, char *buf, size_t cap)
+{
+    if (w->ssh_port) {
+        snprintf(buf, cap, "%d", w->ssh_port);
+        argv[(*a)++] = (char *)flag;
+        argv[(*a)++] = buf;
+    }
+}
+
+/* Copy the run directory's shared files and each remote peer's own key to
+ * its host (a peer's secret key goes to its host only). */
+static int remote_copy(const char *dir, const char *rdir, int n, const placement *where)
+{
+    for (int i = 0; i < n; i++) {
+        char dest[1200], pb[16], mk[1200], key[1100], pub[1100], cl[1100], tp[1100];
+        snprintf(mk, sizeof mk, "mkdir -p -m 700 '%.1024s'", rdir);
+        char *a1[12] = {"ssh", "-o", "BatchMode=yes"};
+        int a = 3;
+        ssh_port_args(&where[i], a1, &a, "-p", pb, sizeof pb);
+        a1[a++] = (char *)where[i].ssh, a1[a++] = mk, a1[a] = NULL;
+        snprintf(key, sizeof key, "%.1024s/%d.key", dir, i);
+        snprintf(pub, sizeof pub, "%.1024s/%d.pub", dir, i);
+        snprintf(cl, sizeof cl, "%.1024s/cluster.conf", dir);
+        snprintf(tp, sizeof tp, "%.1024s/topology.topo", dir);
+        snprintf(dest, sizeof dest, "%s:%.1024s/", where[i].ssh, rdir);
+        char *a2[16] = {"scp", "-q", "-p", "-o", "BatchMode=yes"};
+        int b = 5;
+        ssh_port_args(&where[i], a2, &b, "-P", pb, sizeof pb);
+        a2[b++] = key, a2[b++] = pub, a2[b++] = cl, a2[b++] = tp, a2[b++] = dest, a2[b] = NULL;
+        if (run_wait(a1) < 0 || run_wait(a2) < 0) {
+            fprintf(stderr, "%s: cannot copy the run directory to %s\n", CMD, where[i].ssh);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Bring each peer's summary and model back for the combined summary. */
+static int remote_fetch(const char *dir, const char *rdir, int n, const placement *where)
+{
+    for (int i = 0; i < n; i++) {
+        char src1[1200], src2[1200], pb[16], local[1100];
+        snprintf(src1, sizeof src1, "%s:%.1024s/peer%d.json", where[i].ssh, rdir, i);
+        snprintf(src2, sizeof src2, "%s:%.1024s/peer%d.model", where[i].ssh, rdir, i);
+        snprintf(local, sizeof local, "%.1024s/", dir);
+        char *a[16] = {"scp", "-q", "-o", "BatchMode=yes"};
+        int k = 4;
+        ssh_port_args(&where[i], a, &k, "-P", pb, sizeof pb);
+        a[k++] = src1, a[k++] = src2, a[k++] = local, a[k] = NULL;
+        if (run_wait(a) < 0) {
+            fprintf(stderr, "%s: cannot fetch peer %d's results from %s\n", CMD, i, where[i].ssh);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One shell word for the remote command line. */
+static void shell_quote(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    if (o + 1 < cap)
+        out[o++] = '\'';
+    for (; *s && o + 5 < cap; s++) {
+        if (*s == '\'') {
+            memcpy(out + o, "'\\''", 4);
+            o += 4;
+        } else
+            out[o++] = *s;
+    }
+    if (o + 1 < cap)
+        out[o++] = '\'';
+    out[o] = 0;
+}
+
 int cmd_launch(int argc, char **argv)
 {
-    long peers = 4;
-    const char *topology = "exponential", *run_dir = NULL, *summary = NULL;
+    long peers = 4, base_port = 17000;
+    const char *topology = "exponential", *run_dir = NULL, *summary = NULL, *hosts = NULL, *remote_sgp = NULL,
+               *remote_dir = NULL;
     char **fwd = calloc((size_t)argc + 3, sizeof *fwd); /* + a default --codec */
     int nfwd = 0;
     if (!fwd)
@@ -263,7 +427,8 @@ int cmd_launch(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int takes = !strcmp(a, "--peers") || !strcmp(a, "--topology") || !strcmp(a, "--run-dir") ||
-                    !strcmp(a, "--summary");
+                    !strcmp(a, "--summary") || !strcmp(a, "--hosts") || !strcmp(a, "--base-port") ||
+                    !strcmp(a, "--remote-sgp") || !strcmp(a, "--remote-dir");
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help();
             free(fwd);
@@ -284,6 +449,18 @@ int cmd_launch(int argc, char **argv)
             run_dir = argv[++i];
         else if (!strcmp(a, "--summary"))
             summary = argv[++i];
+        else if (!strcmp(a, "--hosts"))
+            hosts = argv[++i];
+        else if (!strcmp(a, "--remote-sgp"))
+            remote_sgp = argv[++i];
+        else if (!strcmp(a, "--remote-dir"))
+            remote_dir = argv[++i];
+        else if (!strcmp(a, "--base-port")) {
+            if (cli_long(CMD, "--base-port", argv[++i], 1024, 65000, &base_port)) {
+                free(fwd);
+                return CLI_USAGE;
+            }
+        }
         else if (!strcmp(a, "--id") || !strcmp(a, "--cluster") || !strcmp(a, "--key") || !strcmp(a, "--save-model") ||
                  !strcmp(a, "--log")) {
             free(fwd);
@@ -320,12 +497,35 @@ int cmd_launch(int argc, char **argv)
         free(fwd);
         return 1;
     }
-    int status = prepare(run_dir, (int)peers, topology);
+    /* Remote hosts get the same absolute path, so the run directory must be one. */
+    char absdir[1100];
+    if (!realpath(run_dir, absdir)) {
+        fprintf(stderr, "%s: %s: %s\n", CMD, run_dir, strerror(errno));
+        free(fwd);
+        return 1;
+    }
+    run_dir = absdir;
+    if (!remote_dir)
+        remote_dir = run_dir;
+    if (remote_dir[0] != '/' || strlen(remote_dir) > 1024) {
+        free(fwd);
+        return cli_usage(CMD, "--remote-dir must be an absolute path of at most 1024 characters");
+    }
+    placement where[64];
+    memset(where, 0, sizeof where);
+    for (int i = 0; i < peers; i++)
+        strcpy(where[i].addr, "127.0.0.1");
+    int status = hosts ? hosts_place(hosts, (int)peers, base_port, where) : 0;
+    if (status == 0)
+        status = prepare(run_dir, (int)peers, topology, where);
+    if (status == 0 && hosts && remote_copy(run_dir, remote_dir, (int)peers, where) < 0)
+        status = 1;
     if (status) {
         free(fwd);
         return status;
     }
-    printf("sgp launch: %ld peers on 127.0.0.1, topology %s, run directory %s\n", peers, topology, run_dir);
+    printf("sgp launch: %ld peers on %s, topology %s, run directory %s\n", peers, hosts ? hosts : "127.0.0.1",
+           topology, run_dir);
     fflush(stdout);
     signal(SIGINT, on_sigint);
     signal(SIGTERM, on_sigint);
@@ -333,11 +533,12 @@ int cmd_launch(int argc, char **argv)
     pid_t pids[64];
     for (int i = 0; i < peers; i++) {
         char cl[4200], id[16], model[4200], log[4200], sum[4200], out[4200];
-        snprintf(cl, sizeof cl, "%.1024s/cluster.conf", run_dir);
+        const char *pdir = hosts ? remote_dir : run_dir; /* where the peer's own files are */
+        snprintf(cl, sizeof cl, "%.1024s/cluster.conf", pdir);
         snprintf(id, sizeof id, "%d", i);
-        snprintf(model, sizeof model, "%.1024s/peer%d.model", run_dir, i);
-        snprintf(log, sizeof log, "%.1024s/peer%d.jsonl", run_dir, i);
-        snprintf(sum, sizeof sum, "%.1024s/peer%d.json", run_dir, i);
+        snprintf(model, sizeof model, "%.1024s/peer%d.model", pdir, i);
+        snprintf(log, sizeof log, "%.1024s/peer%d.jsonl", pdir, i);
+        snprintf(sum, sizeof sum, "%.1024s/peer%d.json", pdir, i);
         snprintf(out, sizeof out, "%.1024s/peer%d.out", run_dir, i);
         char *args[160] = {self, "peer", "--cluster", cl, "--id", id, "--save-model", model, "--log", log,
                            "--summary", sum, "--no-progress"};
@@ -345,13 +546,28 @@ int cmd_launch(int argc, char **argv)
         for (int k = 0; k < nfwd && a < 158; k++)
             args[a++] = fwd[k];
         args[a] = NULL;
+        char remote[8192], pb[16];
+        if (hosts) {
+            /* ssh DEST 'exec SGP peer ...': the same arguments, quoted for the remote shell. */
+            size_t o = (size_t)snprintf(remote, sizeof remote, "exec");
+            char q[1200];
+            for (int k = 0; k < a && o < sizeof remote; k++) {
+                shell_quote(q, sizeof q, k == 0 ? (remote_sgp ? remote_sgp : self) : args[k]);
+                o += (size_t)snprintf(remote + o, sizeof remote - o, " %s", q);
+            }
+            char *sa[12] = {"ssh", "-o", "BatchMode=yes"};
+            int b = 3;
+            ssh_port_args(&where[i], sa, &b, "-p", pb, sizeof pb);
+            sa[b++] = where[i].ssh, sa[b++] = remote, sa[b] = NULL;
+            memcpy(args, sa, sizeof sa);
+        }
         pids[i] = fork();
         if (pids[i] == 0) {
             FILE *o = freopen(out, "w", stdout);
             if (o)
                 dup2(fileno(stdout), 2);
             signal(SIGINT, SIG_IGN); /* the launcher forwards Ctrl-C as SIGTERM */
-            execv(self, args);
+            execvp(args[0], args);
             _exit(127);
         }
     }
@@ -372,8 +588,19 @@ int cmd_launch(int argc, char **argv)
         }
         if (interrupted == 1) {
             interrupted = 2;
-            for (int i = 0; i < peers; i++)
+            for (int i = 0; i < peers; i++) {
+                if (hosts) { /* sshd does not pass signals on: ask the remote peer itself */
+                    char pat[1200], pb[16];
+                    snprintf(pat, sizeof pat, "pkill -TERM -f -- '--cluster %.1024s/cluster.conf --id %d '",
+                             remote_dir, i);
+                    char *ka[10] = {"ssh", "-o", "BatchMode=yes"};
+                    int b = 3;
+                    ssh_port_args(&where[i], ka, &b, "-p", pb, sizeof pb);
+                    ka[b++] = where[i].ssh, ka[b++] = pat, ka[b] = NULL;
+                    run_wait(ka);
+                }
                 kill(pids[i], SIGTERM);
+            }
         }
         double now = cli_now();
         if (now - last >= (tty ? 0.3 : 5.0)) {
@@ -398,6 +625,8 @@ int cmd_launch(int argc, char **argv)
         printf("\n");
     if (interrupted)
         fprintf(stderr, "%s: interrupted; every peer stopped\n", CMD);
+    if (!interrupted && !failed && hosts && remote_fetch(run_dir, remote_dir, (int)peers, where) < 0)
+        failed = 1;
     status = interrupted ? 130 : failed ? 1 : combine(run_dir, (int)peers, nfwd, fwd, summary, cli_now() - t0);
     free(fwd);
     return status;
