@@ -186,17 +186,21 @@ static void work_step(uv_work_t *w)
     n->step_loss = sgp_local_step(&n->local, &n->model, &n->g, lr, &correct, &B);
 }
 
-static void log_round(node *n, long round)
+/* One JSON line per round; test_accuracy only on rounds that evaluated it (< 0: not). */
+static void log_round(node *n, long round, float test_accuracy)
 {
     if (!n->c->log)
         return;
     fprintf(n->c->log,
             "{\"round\": %ld, \"loss\": %.6f, \"bytes_out\": %llu, \"bytes_in\": %llu, \"absorbed\": %llu, "
-            "\"staleness\": %.3f, \"round_seconds\": %.6f}\n",
+            "\"staleness\": %.3f, \"round_seconds\": %.6f",
             round, n->step_loss, (unsigned long long)n->r->bytes_sent, (unsigned long long)n->r->bytes_received,
             (unsigned long long)n->r->messages_absorbed,
             n->g.stats.absorbed ? (double)n->g.stats.stale_sum / (double)n->g.stats.absorbed : 0.0,
             cli_now() - n->round_start);
+    if (test_accuracy >= 0)
+        fprintf(n->c->log, ", \"test_accuracy\": %.6f", test_accuracy);
+    fputs("}\n", n->c->log);
 }
 
 static void after_step(uv_work_t *w, int status)
@@ -229,17 +233,20 @@ static void after_step(uv_work_t *w, int status)
     }
     for (int j = 0; j < m; j++)
         send_msg(n, msgs[j].dst, wire_encode_push(n->out, n->out_cap, &msgs[j]));
-    log_round(n, round + 1);
-    if ((round + 1) % n->rounds_per_epoch == 0 && n->c->progress) {
-        float loss, acc;
+    float acc = -1.0f;
+    if ((round + 1) % n->rounds_per_epoch == 0) {
+        float loss;
         nn_model_evaluate(&n->model, gsp_debias(&n->g), n->test, &loss, &acc);
-        fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  test %6.2f%%  %.1f MB out  %.1fs\n", n->g.id,
-                (round + 1) / n->rounds_per_epoch, n->c->train.epochs, n->epoch_loss / n->epoch_steps, 100 * acc,
-                n->r->bytes_sent / 1e6, cli_now() - n->t0);
-        fflush(n->c->progress);
+        if (n->c->progress) {
+            fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  test %6.2f%%  %.1f MB out  %.1fs\n", n->g.id,
+                    (round + 1) / n->rounds_per_epoch, n->c->train.epochs, n->epoch_loss / n->epoch_steps, 100 * acc,
+                    n->r->bytes_sent / 1e6, cli_now() - n->t0);
+            fflush(n->c->progress);
+        }
         n->r->train_loss = (float)(n->epoch_loss / n->epoch_steps);
         n->epoch_loss = 0, n->epoch_steps = 0;
     }
+    log_round(n, round + 1, acc);
     maybe_start(n);
 }
 

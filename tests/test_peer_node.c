@@ -197,3 +197,56 @@ Test(peer_node, mpirun_ranks_train)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* SIGTERM: the peer says goodbye, closes every handle and exits 0 within 2 s;
+ * its neighbours route around it and finish their run. */
+Test(peer_node, sigterm_stops_one_peer_cleanly_and_the_others_finish)
+{
+    char dir[] = "/tmp/sgp-term-XXXXXX", topo_path[256];
+    cr_assert(mkdtemp(dir));
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    make_cluster(dir, 4, topo_path);
+    pid_t pids[4];
+    for (int i = 0; i < 4; i++) {
+        char cl[256], id[16], out[256];
+        snprintf(cl, sizeof cl, "%s/cluster.conf", dir);
+        snprintf(id, sizeof id, "%d", i);
+        snprintf(out, sizeof out, "%s/peer%d.log", dir, i);
+        char *argv[] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--id", id, "--model", "mlp:32", "--epochs",
+                        i == 2 ? "200" : "8", "--dead-timeout", "0.5", "--no-progress", NULL};
+        pids[i] = fork();
+        cr_assert(pids[i] >= 0);
+        if (pids[i] == 0) {
+            int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(fd, 1), dup2(fd, 2);
+            execv(argv[0], argv);
+            _exit(127);
+        }
+    }
+    sleep(2); /* training is under way */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kill(pids[2], SIGTERM);
+    int st;
+    cr_assert_eq(waitpid(pids[2], &st, 0), pids[2]);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer 2 exit status %d (logs in %s)", st, dir);
+    cr_assert_lt(took, 2.0, "peer 2 took %.2f s to stop", took);
+    time_t start = time(NULL);
+    for (int left = 3; left > 0;) {
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a survivor failed (logs in %s)", dir);
+            left--;
+        } else if (time(NULL) - start > 90) {
+            for (int i = 0; i < 4; i++)
+                kill(pids[i], SIGKILL);
+            cr_assert_fail("the survivors did not finish (logs in %s)", dir);
+        } else
+            usleep(20000);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
