@@ -312,10 +312,12 @@ int gsp_sync_msg(const gsp_peer *g, int dst, gsp_msg *m)
 {
     for (int j = 0; j < g->n_out; j++) {
         const gsp_edge *e = &g->out[j];
-        if (e->peer != dst || !g->codec || e->seq == 0)
+        if (e->peer != dst || e->seq == 0)
             continue;
-        *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq, .kind = GSP_SYNC,
-                       .w_total = e->w, .dim = g->dim, .x_total = e->x, .ref = e->ref};
+        /* Without a codec the totals alone are a complete message: resend them. */
+        *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq,
+                       .kind = g->codec ? GSP_SYNC : GSP_RAW, .w_total = e->w, .dim = g->dim, .x_total = e->x,
+                       .ref = g->codec ? e->ref : NULL};
         return 0;
     }
     return -ENOENT;

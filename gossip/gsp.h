@@ -156,7 +156,9 @@ void gsp_request_sync(gsp_peer *g, int dst);
 
 /* Or answer at once: a SYNC of the edge to `dst` as it stands (its totals and
  * reference after the last message, same seq), without waiting for the
- * schedule to use the edge again. Returns 0, or -ENOENT if no such edge. */
+ * schedule to use the edge again; without a codec, the same totals as a RAW
+ * message. Also what a reconnecting driver sends first on each edge. Returns
+ * 0, or -ENOENT if nothing was ever sent to dst. */
 int gsp_sync_msg(const gsp_peer *g, int dst, gsp_msg *m);
 
 /* Bytes this message takes on the wire: a fixed header plus the payload

@@ -154,9 +154,12 @@ static void on_up(void *ctx, int peer)
     node *n = ctx;
     uv_timer_stop(&n->dead_timers[peer]);
     n->alive[peer] = 1;
-    /* A reconnected compressed edge starts with a SYNC (WIRE.md). */
-    if (n->ever_up[peer] && n->g.codec)
-        gsp_request_sync(&n->g, peer);
+    /* A reconnected edge starts with a SYNC (WIRE.md): whatever was in flight
+     * when the old connection died arrives with it, at once, so the peer
+     * waiting for it need not wait for the round timeout. */
+    gsp_msg sync;
+    if (n->ever_up[peer] && gsp_sync_msg(&n->g, peer, &sync) == 0)
+        send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
     n->ever_up[peer] = 1;
     maybe_start(n);
 }
