@@ -144,8 +144,9 @@ static int prepare(const char *dir, int n, const char *topology, placement *wher
     return rc < 0 ? 1 : 0;
 }
 
-/* The last complete line of a peer's JSON-lines log: its round and bytes out. */
-static void peer_status(const char *dir, int i, long *round, double *mb)
+/* From a peer's JSON-lines log: round, bytes out and loss of its last line,
+ * and the last test accuracy it logged (unchanged if none yet). */
+static void peer_status(const char *dir, int i, long *round, double *mb, double *loss, double *acc)
 {
     char path[4096], line[512] = "", tail[512] = "";
     snprintf(path, sizeof path, "%.1024s/peer%d.jsonl", dir, i);
@@ -155,14 +156,20 @@ static void peer_status(const char *dir, int i, long *round, double *mb)
     if (fseek(f, -(long)sizeof line + 1, SEEK_END) != 0)
         rewind(f);
     while (fgets(line, sizeof line, f))
-        if (strchr(line, '\n'))
+        if (strchr(line, '\n')) {
             strcpy(tail, line);
+            const char *a = strstr(line, "\"test_accuracy\": ");
+            if (a)
+                *acc = strtod(a + 17, NULL);
+        }
     fclose(f);
-    const char *r = strstr(tail, "\"round\": "), *b = strstr(tail, "\"bytes_out\": ");
+    const char *r = strstr(tail, "\"round\": "), *b = strstr(tail, "\"bytes_out\": "), *l = strstr(tail, "\"loss\": ");
     if (r)
         *round = strtol(r + 9, NULL, 10);
     if (b)
         *mb = strtod(b + 13, NULL) / 1e6;
+    if (l)
+        *loss = strtod(l + 8, NULL);
 }
 
 static double summary_number(const char *path, const char *key)
@@ -605,17 +612,27 @@ int cmd_launch(int argc, char **argv)
         double now = cli_now();
         if (now - last >= (tty ? 0.3 : 5.0)) {
             long rmin = -1, rmax = -1;
-            double mb = 0;
+            double mb = 0, loss_sum = 0, acc_min = -1;
             for (int i = 0; i < peers; i++) {
                 long r = 0;
-                double m = 0;
-                peer_status(run_dir, i, &r, &m);
+                double m = 0, loss = 0, acc = -1;
+                peer_status(run_dir, i, &r, &m, &loss, &acc);
                 rmin = rmin < 0 || r < rmin ? r : rmin;
                 rmax = r > rmax ? r : rmax;
-                mb += m;
+                mb += m, loss_sum += loss;
+                if (acc >= 0 && (acc_min < 0 || acc < acc_min))
+                    acc_min = acc;
             }
-            printf("%sround %ld..%ld  %.1f MB sent  %d of %ld peers running  %.0fs%s", tty ? "\r\033[K" : "", rmin,
-                   rmax, mb, left, peers, now - t0, tty ? "" : "\n");
+            char accs[32] = "";
+            if (acc_min >= 0)
+                snprintf(accs, sizeof accs, "  test >= %.2f%%", 100 * acc_min);
+            if (hosts) /* the logs are on the hosts: only who is running is known here */
+                printf("%s%d of %ld peers running  %.0fs%s", tty ? "\r\033[K" : "", left, peers, now - t0,
+                       tty ? "" : "\n");
+            else
+                printf("%sround %ld..%ld  loss %.4f%s  %.1f MB sent  %d of %ld peers running  %.0fs%s",
+                       tty ? "\r\033[K" : "", rmin, rmax, loss_sum / peers, accs, mb, left, peers, now - t0,
+                       tty ? "" : "\n");
             fflush(stdout);
             last = now;
         }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tests/sgp_run.h"
 
@@ -234,4 +235,33 @@ Test(peer_cli, sim_log_has_a_row_per_round)
     rmdir(dir);
     cr_assert_eq(rows, 125, "8,000 samples / batch 64 = 125 rounds, got %d rows", rows);
     cr_assert_eq(last, 125);
+}
+
+/* The localhost harness end to end: 8 real peer processes, keys, cluster
+ * file, combined summary with the simulator's fields. */
+Test(peer_cli, launch_eight_peers_trains_and_summarises, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-launch-XXXXXX", run[64], path[128];
+    cr_assert(mkdtemp(dir));
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    sgp_run(&o, "launch", "--peers", "8", "--topology", "topologies/exp8.topo", "--model", "mlp:32", "--epochs", "3",
+            "--run-dir", run, "--summary", path, NULL);
+    cr_assert_eq(o.status, 0, "%s\n%s", o.out, o.err);
+    double acc = summary_number(path, "test_accuracy");
+    cr_assert_gt(acc, 0.85, "8 peers learned: %.3f", acc);
+    cr_assert_gt(last_number("test_accuracy_min"), 0.85);
+    cr_assert_eq(last_number("peers"), 8);
+    cr_assert_gt(last_number("bytes_sent"), 0);
+    const char *keys[] = {"test_accuracy_mean", "consensus_distance", "rounds", "wall_seconds"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        cr_assert(!__builtin_isnan(last_number(keys[i])), "summary lacks %s", keys[i]);
+    /* a peer's secret key file is private */
+    snprintf(path, sizeof path, "%s/3.key", run);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 077, 0, "key mode %o", st.st_mode & 0777);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
 }
