@@ -10,6 +10,7 @@
 #include "peer/cli.h"
 #include "peer/cluster.h"
 #include "peer/commands.h"
+#include "peer/gossip_opts.h"
 #include "peer/json.h"
 #include "peer/node.h"
 
@@ -24,10 +25,6 @@ static void help(void)
           "  --cluster FILE        the cluster file (peer/CLUSTER.md): peers, addresses, keys, topology\n"
           "  --id I                this peer's id [from OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID]\n"
           "  --key FILE            this peer's secret key [I.key next to the cluster file]\n"
-          "  --shard iid|dirichlet:ALPHA   how the training set is split [iid]\n"
-          "  --tau N               staleness bound in rounds [0]\n"
-          "  --codec SPEC          message codec, as in sgp sim [none]\n"
-          "  --step G              consensus step with a codec [per codec]\n"
           "  --dead-timeout S      a connection down this long is routed around [5]\n"
           "  --round-timeout S     a round waits at most this long for messages [30]\n"
           "  --log FILE            JSON lines per round: loss, bytes in/out, absorbed, staleness, time\n"
@@ -35,11 +32,12 @@ static void help(void)
           "All peers of a run must be given the same training options (seed, model,\n"
           "epochs, batch, codec, ...): --batch is the TOTAL batch, as in sgp sim.\n\n",
           stdout);
+    fputs(GOSSIP_OPTS_HELP, stdout);
     fputs(TRAIN_OPTS_HELP, stdout);
     fputs("  -h, --help            this text\n", stdout);
 }
 
-enum { P_CLUSTER = 3000, P_ID, P_KEY, P_SHARD, P_TAU, P_CODEC, P_STEP, P_DEAD, P_ROUND, P_LOG, P_SAVE };
+enum { P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE };
 
 /* The rank an MPI or Slurm launcher gives, when --id is not there. */
 static int rank_from_env(long *id)
@@ -99,13 +97,10 @@ int cmd_peer(int argc, char **argv)
 {
     static const struct option long_opts[] = {
         TRAIN_OPTS_LONG,
+        GOSSIP_OPTS_LONG,
         {"cluster", required_argument, 0, P_CLUSTER},
         {"id", required_argument, 0, P_ID},
         {"key", required_argument, 0, P_KEY},
-        {"shard", required_argument, 0, P_SHARD},
-        {"tau", required_argument, 0, P_TAU},
-        {"codec", required_argument, 0, P_CODEC},
-        {"step", required_argument, 0, P_STEP},
         {"dead-timeout", required_argument, 0, P_DEAD},
         {"round-timeout", required_argument, 0, P_ROUND},
         {"log", required_argument, 0, P_LOG},
@@ -115,8 +110,10 @@ int cmd_peer(int argc, char **argv)
     };
     node_config c;
     node_config_defaults(&c);
-    const char *cluster_path = NULL, *key_path = NULL, *codec_text = "none", *log_path = NULL, *save_path = NULL;
-    long id = -1, tau = 0;
+    const char *cluster_path = NULL, *key_path = NULL, *log_path = NULL, *save_path = NULL;
+    long id = -1;
+    gossip_opts go;
+    gossip_opts_defaults(&go);
     opterr = 0;
     optind = 1;
     int ch, rc;
@@ -137,23 +134,6 @@ int cmd_peer(int argc, char **argv)
         case P_KEY:
             key_path = optarg, rc = 0;
             break;
-        case P_SHARD:
-            if (strcmp(optarg, "iid") == 0)
-                c.shard_alpha = 0, rc = 0;
-            else if (strncmp(optarg, "dirichlet:", 10) == 0)
-                rc = cli_double(CMD, "--shard dirichlet:ALPHA", optarg + 10, 1e-6, 1e6, &c.shard_alpha);
-            else
-                rc = cli_usage(CMD, "--shard expects iid or dirichlet:ALPHA, got '%s'", optarg);
-            break;
-        case P_TAU:
-            rc = cli_long(CMD, "--tau", optarg, 0, 1000, &tau);
-            break;
-        case P_CODEC:
-            codec_text = optarg, rc = 0;
-            break;
-        case P_STEP:
-            rc = cli_double(CMD, "--step", optarg, 1e-6, 1, &c.step);
-            break;
         case P_DEAD:
             rc = cli_double(CMD, "--dead-timeout", optarg, 0.01, 1e6, &c.dead_timeout);
             break;
@@ -169,6 +149,8 @@ int cmd_peer(int argc, char **argv)
         default:
             rc = train_opts_parse(&c.train, CMD, ch, optarg);
             if (rc == 1)
+                rc = gossip_opts_parse(&go, CMD, ch, optarg);
+            if (rc == 1)
                 rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
         }
         if (rc)
@@ -182,14 +164,13 @@ int cmd_peer(int argc, char **argv)
         return rc < 0 ? CLI_USAGE : cli_usage(CMD, "give --id, or run under mpirun/srun (no rank in the environment)");
     if (train_opts_check(&c.train, CMD))
         return CLI_USAGE;
-    cmp_spec codec;
+    if (gossip_opts_check(&go, CMD))
+        return CLI_USAGE;
     char err[512];
-    if (strcmp(codec_text, "exact") != 0) {
-        if (cmp_spec_parse(&codec, codec_text, err, sizeof err) < 0)
-            return cli_usage(CMD, "--codec: %s", err);
-        c.codec = &codec;
-    }
-    c.tau = (int)tau;
+    c.codec = gossip_opts_codec(&go);
+    c.shard_alpha = go.shard_alpha;
+    c.step = go.step;
+    c.tau = (int)go.tau;
     c.id = (int)id;
 
     cluster cl;

@@ -9,6 +9,7 @@
 #include "nn/nn_blas.h"
 #include "peer/cli.h"
 #include "peer/commands.h"
+#include "peer/gossip_opts.h"
 #include "peer/json.h"
 #include "peer/sim.h"
 
@@ -24,13 +25,6 @@ static void help(void)
           "  --topology FILE|KIND  a .topo file, or a generator (exponential, ring, torus,\n"
           "                        complete, n-peer-exponential, bipartite-exponential, star,\n"
           "                        random) for N peers [exponential]\n"
-          "  --shard iid|dirichlet:ALPHA   how the training set is split over peers [iid]\n"
-          "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"
-          "  --codec SPEC          message codec: none, fp16, bf16, topk:F, randk:F, qsgd:S,\n"
-          "                        terngrad, natural, sign, stc:F (compress/FORMAT.md), or exact\n"
-          "                        (uncompressed running sums in float64) [none]\n"
-          "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"
-          "                        gossip/GUARANTEES.md]\n"
           "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc start dense and reach\n"
           "                        their fraction after E epochs [0]\n"
           "  --compute-time S|measured   virtual seconds per local step, or 'measured' to time\n"
@@ -50,12 +44,13 @@ static void help(void)
           "--batch is the TOTAL batch: each peer uses batch/N, so a round sees as many\n"
           "samples as one step of 'sgp train'; an epoch is the same number of rounds.\n\n",
           stdout);
+    fputs(GOSSIP_OPTS_HELP, stdout);
     fputs(TRAIN_OPTS_HELP, stdout);
     fputs("  -h, --help            this text\n", stdout);
 }
 
-enum { S_PEERS = 2000, S_TOPOLOGY, S_SHARD, S_TAU, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH,
-       S_REJOIN, S_DEAD, S_AVG, S_LOG, S_DUP, S_JITTER, S_CODEC, S_STEP, S_CWARM };
+enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
+       S_AVG, S_LOG, S_DUP, S_JITTER, S_CWARM };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -154,17 +149,14 @@ int cmd_sim(int argc, char **argv)
 {
     static const struct option long_opts[] = {
         TRAIN_OPTS_LONG,
+        GOSSIP_OPTS_LONG,
         {"peers", required_argument, 0, S_PEERS},
         {"topology", required_argument, 0, S_TOPOLOGY},
-        {"shard", required_argument, 0, S_SHARD},
-        {"tau", required_argument, 0, S_TAU},
         {"compute-time", required_argument, 0, S_COMPUTE},
         {"latency", required_argument, 0, S_LATENCY},
         {"bandwidth", required_argument, 0, S_BANDWIDTH},
         {"loss", required_argument, 0, S_LOSS},
         {"duplicate", required_argument, 0, S_DUP},
-        {"codec", required_argument, 0, S_CODEC},
-        {"step", required_argument, 0, S_STEP},
         {"codec-warmup", required_argument, 0, S_CWARM},
         {"jitter", required_argument, 0, S_JITTER},
         {"slow", required_argument, 0, S_SLOW},
@@ -178,9 +170,10 @@ int cmd_sim(int argc, char **argv)
     };
     sim_config c;
     sim_config_defaults(&c);
-    const char *topology = "exponential", *log_path = NULL, *codec_text = "none";
-    cmp_spec codec;
-    long peers = 8, tau = 0;
+    const char *topology = "exponential", *log_path = NULL;
+    gossip_opts go;
+    gossip_opts_defaults(&go);
+    long peers = 8;
     double mbit = 1000;
     struct {
         long peer;
@@ -205,17 +198,6 @@ int cmd_sim(int argc, char **argv)
         case S_TOPOLOGY:
             topology = optarg, rc = 0;
             break;
-        case S_SHARD:
-            if (strcmp(optarg, "iid") == 0)
-                c.shard_alpha = 0, rc = 0;
-            else if (strncmp(optarg, "dirichlet:", 10) == 0)
-                rc = cli_double(CMD, "--shard dirichlet:ALPHA", optarg + 10, 1e-6, 1e6, &c.shard_alpha);
-            else
-                rc = cli_usage(CMD, "--shard expects iid or dirichlet:ALPHA, got '%s'", optarg);
-            break;
-        case S_TAU:
-            rc = cli_long(CMD, "--tau", optarg, 0, 1000, &tau);
-            break;
         case S_COMPUTE:
             if (strcmp(optarg, "measured") == 0)
                 c.compute_seconds = SIM_COMPUTE_MEASURED, rc = 0;
@@ -233,12 +215,6 @@ int cmd_sim(int argc, char **argv)
             break;
         case S_CWARM:
             rc = cli_double(CMD, "--codec-warmup", optarg, 0, 1e6, &c.codec_warmup);
-            break;
-        case S_STEP:
-            rc = cli_double(CMD, "--step", optarg, 1e-6, 1, &c.step);
-            break;
-        case S_CODEC:
-            codec_text = optarg, rc = 0;
             break;
         case S_DUP:
             rc = cli_double(CMD, "--duplicate", optarg, 0, 0.99, &c.duplicate);
@@ -271,6 +247,8 @@ int cmd_sim(int argc, char **argv)
         default:
             rc = train_opts_parse(&c.train, CMD, ch, optarg);
             if (rc == 1)
+                rc = gossip_opts_parse(&go, CMD, ch, optarg);
+            if (rc == 1)
                 rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
         }
         if (rc)
@@ -280,15 +258,13 @@ int cmd_sim(int argc, char **argv)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (train_opts_check(&c.train, CMD))
         return CLI_USAGE;
-    char cerr[256];
-    if (strcmp(codec_text, "exact") == 0)
-        c.codec = NULL;
-    else if (cmp_spec_parse(&codec, codec_text, cerr, sizeof cerr) < 0)
-        return cli_usage(CMD, "--codec: %s", cerr);
-    else
-        c.codec = &codec;
+    if (gossip_opts_check(&go, CMD))
+        return CLI_USAGE;
+    c.codec = gossip_opts_codec(&go);
+    c.shard_alpha = go.shard_alpha;
+    c.step = go.step;
     c.n_peers = (int)peers;
-    c.tau = (int)tau;
+    c.tau = (int)go.tau;
     c.bandwidth = mbit * 1e6 / 8;
     for (int k = 0; k < n_slow; k++)
         if (slow[k].peer >= peers)
