@@ -33,8 +33,6 @@ typedef struct node {
     int n_inbox, cap_inbox;
     uint8_t *out;       /* one encoded message */
     size_t out_cap;
-    void *scratch;      /* decoded tensors of one PUSH */
-    size_t scratch_cap;
     long rounds_per_epoch, total_rounds;
     int per_batch;
     int computing, finished, stopping;
@@ -119,12 +117,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
             send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
         return;
     }
-    if (m.type != WIRE_PUSH)
-        return;
-    gsp_msg view;
-    if (wire_push_to_gsp(&m, &view, n->scratch, n->scratch_cap) < 0)
-        return;
-    view.src = peer, view.dst = n->g.id;
+    if (m.type != WIRE_PUSH || m.push.dim != n->g.dim)
+        return; /* (another model's size: nothing of it could be absorbed) */
     if (n->n_inbox == n->cap_inbox) {
         int nc = n->cap_inbox ? 2 * n->cap_inbox : 16;
         gsp_msg *in = realloc(n->inbox, (size_t)nc * sizeof *in);
@@ -132,8 +126,22 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
             return;
         n->inbox = in, n->cap_inbox = nc;
     }
-    if (gsp_msg_copy(&n->inbox[n->n_inbox], &view) == 0)
-        n->n_inbox++;
+    /* The message keeps one block of its own: RAW/SYNC tensors are converted
+     * straight into it (one copy out of the frame, not two), a DELTA payload
+     * is copied into it because the frame buffer is the transport's. */
+    const int delta = m.push.kind == GSP_DELTA;
+    size_t cap = delta ? m.push.payload_len : wire_push_scratch_bound(m.push.dim);
+    void *mem = malloc(cap ? cap : 1);
+    gsp_msg *view = &n->inbox[n->n_inbox];
+    if (!mem || wire_push_to_gsp(&m, view, mem, cap) < 0) {
+        free(mem);
+        return;
+    }
+    if (delta)
+        view->payload = memcpy(mem, view->payload, view->payload_len);
+    view->owned = mem;
+    view->src = peer, view->dst = n->g.id;
+    n->n_inbox++;
     maybe_start(n);
 }
 
@@ -361,14 +369,12 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     if (rc == 0)
         rc = sgp_local_init(&n->local, &c->train, &n->shard, id, n->per_batch, dim);
     n->out_cap = wire_push_bound(dim, c->codec ? cmp_bound(c->codec, dim) : 0);
-    n->scratch_cap = wire_push_scratch_bound(dim);
     n->out = malloc(n->out_cap);
-    n->scratch = malloc(n->scratch_cap);
     n->alive = malloc((size_t)np);
     n->ever_up = calloc((size_t)np, 1);
     n->want = calloc((size_t)np, 1);
     n->dead_timers = calloc((size_t)np, sizeof *n->dead_timers);
-    if (rc == 0 && (!n->out_cap || !n->out || !n->scratch || !n->alive || !n->ever_up || !n->want || !n->dead_timers))
+    if (rc == 0 && (!n->out_cap || !n->out || !n->alive || !n->ever_up || !n->want || !n->dead_timers))
         rc = -ENOMEM;
     if (rc < 0) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(-rc));
@@ -471,7 +477,6 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         gsp_msg_free(&n->inbox[k]);
     free(n->inbox);
     free(n->out);
-    free(n->scratch);
     free(n->alive);
     free(n->ever_up);
     free(n->want);
