@@ -29,6 +29,7 @@ typedef struct node {
     cmp_spec codec;
     uint8_t *alive, *ever_up, *want; /* want: neighbours over one period of the schedule */
     int barrier_passed;               /* round 0 waits until every neighbour is connected */
+    int force_start;                  /* the round timeout fired: start without waiting */
     gsp_msg *inbox;
     int n_inbox, cap_inbox;
     uint8_t *out;       /* one encoded message */
@@ -38,7 +39,7 @@ typedef struct node {
     int computing, finished, stopping;
     float step_loss;
     double epoch_loss, t0, round_start;
-    long epoch_steps, forced;
+    long epoch_steps;
     int rc;
 } node;
 
@@ -266,12 +267,9 @@ static void on_round_timeout(uv_timer_t *t)
     node *n = t->data;
     if (n->computing || n->finished)
         return;
-    n->forced++;
     n->barrier_passed = 1;
-    int tau = n->g.tau;
-    n->g.tau = INT32_MAX / 2; /* start this round anyway: late shares come in later */
+    n->force_start = 1; /* start this round anyway: late shares come in later */
     maybe_start(n);
-    n->g.tau = tau;
 }
 
 /* Round 0 waits for every neighbour's connection (or the round timeout), so
@@ -292,7 +290,7 @@ static void maybe_start(node *n)
         return;
     if (!n->stopping && !barrier(n))
         return;
-    int ready = gsp_ready_with(&n->g, n->c->topology, n->alive, n->inbox, n->n_inbox);
+    int ready = n->force_start || gsp_ready_with(&n->g, n->c->topology, n->alive, n->inbox, n->n_inbox);
     if (n->stopping || (n->g.round >= n->total_rounds && ready)) {
         finish(n);
         return;
@@ -300,6 +298,7 @@ static void maybe_start(node *n)
     if (!ready || n->g.round >= n->total_rounds)
         return;
     absorb_inbox(n, 0);
+    n->force_start = 0;
     n->computing = 1;
     n->round_start = cli_now();
     uv_timer_start(&n->round_timer, on_round_timeout, (uint64_t)(n->c->round_timeout * 1000), 0);
