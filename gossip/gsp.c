@@ -121,6 +121,7 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
     memset(e, 0, sizeof *e);
     e->peer = peer;
     e->round = -1;
+    e->adopt = !outgoing && g->adopt;
     e->x = calloc(dim ? dim : 1, sizeof(double));
     if (g->codec) {
         e->ref = calloc(dim ? dim : 1, sizeof(float));
@@ -133,6 +134,23 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
     }
     (*n)++;
     return e;
+}
+
+/* Totals back to zero for a sender's new incarnation. */
+static void edge_restart(const gsp_peer *g, gsp_edge *e, uint64_t incarnation)
+{
+    memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));
+    if (e->ref)
+        memset(e->ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
+    e->w = 0, e->seq = 0, e->round = -1, e->sync = 0, e->adopt = 0;
+    e->incarnation = incarnation;
+}
+
+gsp_edge *gsp_in_edge(gsp_peer *g, int src)
+{
+    if (src < 0 || src >= g->n_peers || src == g->id)
+        return NULL;
+    return edge(g, &g->in, &g->n_in, &g->cap_in, src, 0);
 }
 
 /* r += gain * c: the one expression both ends evaluate, so their references
@@ -205,7 +223,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         e->round = g->round;
         gsp_msg *m = &msgs[k];
         *m = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
-                       .dim = g->dim, .kind = GSP_RAW, .x_total = e->x};
+                       .dim = g->dim, .kind = GSP_RAW, .x_total = e->x, .incarnation = g->incarnation};
         if (g->codec && e->sync) {
             m->kind = GSP_SYNC, m->ref = e->ref;
             e->sync = 0;
@@ -262,6 +280,30 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     gsp_edge *e = edge(g, &g->in, &g->n_in, &g->cap_in, m->src, 0);
     if (!e)
         return -ENOMEM;
+    if (e->seq == 0 && e->round < 0 && e->w == 0.0) /* nothing heard yet: the sender's current run */
+        e->incarnation = m->incarnation;
+    if (m->incarnation < e->incarnation) { /* from before the sender restarted */
+        g->stats.ignored++;
+        return 0;
+    }
+    if (m->incarnation > e->incarnation) /* the sender restarted: its totals start again from zero */
+        edge_restart(g, e, m->incarnation);
+    if (e->adopt && m->seq > 1) {
+        /* Totals meant for an earlier holder of this id: a baseline, not mass.
+         * A DELTA cannot be adopted (it is relative to a reference we lack). */
+        if (m->kind == GSP_DELTA) {
+            e->sync = 1;
+            return GSP_NEED_SYNC;
+        }
+        memcpy(e->x, m->x_total, g->dim * sizeof(double));
+        if (m->kind == GSP_SYNC)
+            memcpy(e->ref, m->ref, g->dim * sizeof(float));
+        e->w = m->w_total, e->seq = m->seq, e->round = m->round;
+        e->adopt = 0, e->sync = 0;
+        g->stats.ignored++;
+        return 0;
+    }
+    e->adopt = 0;
     if (m->seq <= e->seq) { /* its mass arrived with this or a later message */
         g->stats.ignored++;
         return 0;
@@ -317,7 +359,7 @@ int gsp_sync_msg(const gsp_peer *g, int dst, gsp_msg *m)
         /* Without a codec the totals alone are a complete message: resend them. */
         *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq,
                        .kind = g->codec ? GSP_SYNC : GSP_RAW, .w_total = e->w, .dim = g->dim, .x_total = e->x,
-                       .ref = g->codec ? e->ref : NULL};
+                       .ref = g->codec ? e->ref : NULL, .incarnation = g->incarnation};
         return 0;
     }
     return -ENOENT;
@@ -343,10 +385,16 @@ int gsp_ready(const gsp_peer *g, const topo *t, const uint8_t *alive)
 
 int gsp_ready_with(const gsp_peer *g, const topo *t, const uint8_t *alive, const gsp_msg *inbox, int n_inbox)
 {
+    return gsp_missing(g, t, alive, inbox, n_inbox, NULL, 0) == 0;
+}
+
+int gsp_missing(const gsp_peer *g, const topo *t, const uint8_t *alive, const gsp_msg *inbox, int n_inbox, int *peers,
+                int max)
+{
     long need = g->round - 1 - g->tau;
     if (need < g->since)
-        return 1;
-    int in[TOPO_MAX_OUT * 4];
+        return 0;
+    int in[TOPO_MAX_OUT * 4], missing = 0;
     int n = topo_in(t, need, g->id, alive, in, (int)(sizeof in / sizeof *in));
     for (int k = 0; k < n; k++) {
         const gsp_edge *e = NULL;
@@ -357,10 +405,15 @@ int gsp_ready_with(const gsp_peer *g, const topo *t, const uint8_t *alive, const
         for (int m = 0; m < n_inbox; m++)
             if (inbox[m].src == in[k] && inbox[m].round > heard)
                 heard = inbox[m].round;
-        if (heard < need)
-            return 0;
+        if (heard >= need)
+            continue;
+        if (missing < max)
+            peers[missing] = in[k];
+        missing++;
+        if (!peers)
+            break; /* gsp_ready_with only needs to know there is one */
     }
-    return 1;
+    return missing;
 }
 
 double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double *acc_x)

@@ -74,6 +74,7 @@ typedef struct gsp_msg {
     size_t payload_len;
     float gain;            /* DELTA: r += gain * decode(payload) */
     float step;            /* DELTA: the receiver takes step * r (the sender gave up as much) */
+    uint64_t incarnation;  /* the sender's (gsp_peer.incarnation): a higher one restarts the edge */
     void *owned;           /* non-NULL when this message owns its arrays (gsp_msg_copy) */
 } gsp_msg;
 
@@ -88,6 +89,8 @@ typedef struct gsp_edge {
     uint8_t *buf;   /* codec, out-edges: the last encoded message (cmp_bound bytes) */
     size_t buf_len;
     int sync;       /* out: next message is a SYNC; in: waiting for one */
+    uint64_t incarnation; /* in-edges: the sender's incarnation these totals belong to */
+    int adopt;      /* in-edges of a joiner: take the first totals as the baseline, apply nothing */
 } gsp_edge;
 
 typedef struct gsp_stats {
@@ -112,6 +115,8 @@ typedef struct gsp_peer {
     uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
     float *v, *c;          /* codec scratch: share - r, decoded q */
     void *work;            /* codec workspace */
+    uint64_t incarnation;  /* this run of the peer's process; sent with every message (0 in the simulator) */
+    int adopt;             /* joined late without state: new in-edges adopt their first totals */
 } gsp_peer;
 
 /* x = x0 (zeros if NULL), w = 1. tau >= 0 is the staleness bound in rounds.
@@ -151,6 +156,20 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs);
  * -ENOMEM. */
 int gsp_absorb(gsp_peer *g, const gsp_msg *m);
 
+/* Incarnations (a peer process that restarts, with or without a checkpoint):
+ * a restarted sender starts its out-edges from zero under a higher
+ * incarnation, and a receiver that sees the higher incarnation on a message
+ * drops its totals for that edge first (messages of a lower incarnation are
+ * stale and ignored). A peer that joins late without any state sets g->adopt:
+ * on each of its in-edges the first message whose seq is above 1 carries
+ * totals that were meant for an earlier holder of its id, so they become the
+ * baseline (nothing applied) instead of arriving as mass. See
+ * gossip/GUARANTEES.md, "Leave and join". */
+
+/* The in-edge from `src`, created if new (to restore a checkpoint into);
+ * NULL on -ENOMEM or a bad src. */
+gsp_edge *gsp_in_edge(gsp_peer *g, int src);
+
 /* The receiver `dst` asked for a SYNC: the next message to it is one. */
 void gsp_request_sync(gsp_peer *g, int dst);
 
@@ -173,6 +192,11 @@ int gsp_ready(const gsp_peer *g, const topo *t, const uint8_t *alive);
 /* The same, counting also messages that have arrived but are not absorbed
  * yet (a driver that absorbs at round start keeps them in an inbox). */
 int gsp_ready_with(const gsp_peer *g, const topo *t, const uint8_t *alive, const gsp_msg *inbox, int n_inbox);
+
+/* The live scheduled in-neighbours gsp_ready_with is still waiting for (at
+ * most max of them into peers); 0 when ready. */
+int gsp_missing(const gsp_peer *g, const topo *t, const uint8_t *alive, const gsp_msg *inbox, int n_inbox, int *peers,
+                int max);
 
 /* Mass this peer has sent on its out-edges and the receivers have not applied
  * yet is sigma - rho: for invariant checks the driver sums, over all edges,

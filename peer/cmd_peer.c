@@ -25,8 +25,16 @@ static void help(void)
           "  --cluster FILE        the cluster file (peer/CLUSTER.md): peers, addresses, keys, topology\n"
           "  --id I                this peer's id [from OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID]\n"
           "  --key FILE            this peer's secret key [I.key next to the cluster file]\n"
-          "  --dead-timeout S      a connection down this long is routed around [5]\n"
+          "  --dead-timeout S      a neighbour silent or disconnected this long is routed around [5]\n"
           "  --round-timeout S     a round waits at most this long for messages [30]\n"
+          "  --round-deadline S|auto  how long a round waits for a late neighbour before starting\n"
+          "                        without it (it is then not waited for until it is on time again);\n"
+          "                        auto: 4 x the median of recent round times, 20 ms .. round timeout [auto]\n"
+          "  --checkpoint FILE     write checkpoints here (FILE, FILE.prev; peer/CHECKPOINT.md)\n"
+          "  --checkpoint-every S  seconds between checkpoints; 0: only when stopping [30]\n"
+          "  --resume              restart from the checkpoint; without a whole one, pull the current\n"
+          "                        model from a neighbour and join at its round\n"
+          "  --slow FACTOR         experiments: each local step takes FACTOR times as long [1]\n"
           "  --log FILE            JSON lines per round: loss, bytes in/out, absorbed, staleness, time\n"
           "  --save-model FILE     write the final model (z = x / w) as raw little-endian float32\n\n"
           "All peers of a run must be given the same training options (seed, model,\n"
@@ -37,7 +45,7 @@ static void help(void)
     fputs("  -h, --help            this text\n", stdout);
 }
 
-enum { P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE };
+enum { P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE, P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW };
 
 /* The rank an MPI or Slurm launcher gives, when --id is not there. */
 static int rank_from_env(long *id)
@@ -77,6 +85,12 @@ static int write_summary(const char *path, const node_config *c, const node_resu
     json_int(&j, "sends_refused", (long long)r->send_refused);
     json_num(&j, "mean_staleness", r->mean_staleness);
     json_num(&j, "wall_seconds", r->wall_seconds);
+    json_int(&j, "local_steps", r->local_steps);
+    json_int(&j, "start_round", r->start_round);
+    json_int(&j, "neighbours_lost", r->neighbours_lost);
+    json_int(&j, "late_marks", r->late_marks);
+    json_int(&j, "catch_ups", r->catch_ups);
+    json_int(&j, "checkpoints", r->checkpoints);
     return json_close(&j);
 }
 
@@ -105,6 +119,11 @@ int cmd_peer(int argc, char **argv)
         {"round-timeout", required_argument, 0, P_ROUND},
         {"log", required_argument, 0, P_LOG},
         {"save-model", required_argument, 0, P_SAVE},
+        {"round-deadline", required_argument, 0, P_DEADLINE},
+        {"checkpoint", required_argument, 0, P_CKPT},
+        {"checkpoint-every", required_argument, 0, P_CKPT_EVERY},
+        {"resume", no_argument, 0, P_RESUME},
+        {"slow", required_argument, 0, P_SLOW},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -145,6 +164,23 @@ int cmd_peer(int argc, char **argv)
             break;
         case P_SAVE:
             save_path = optarg, rc = 0;
+            break;
+        case P_DEADLINE:
+            c.round_deadline = 0, rc = 0;
+            if (strcmp(optarg, "auto") != 0)
+                rc = cli_double(CMD, "--round-deadline", optarg, 0.001, 1e6, &c.round_deadline);
+            break;
+        case P_CKPT:
+            c.checkpoint = optarg, rc = 0;
+            break;
+        case P_CKPT_EVERY:
+            rc = cli_double(CMD, "--checkpoint-every", optarg, 0, 1e9, &c.checkpoint_every);
+            break;
+        case P_RESUME:
+            c.resume = 1, rc = 0;
+            break;
+        case P_SLOW:
+            rc = cli_double(CMD, "--slow", optarg, 1, 1000, &c.slow);
             break;
         default:
             rc = train_opts_parse(&c.train, CMD, ch, optarg);
@@ -232,8 +268,8 @@ int cmd_peer(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
-    printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds, %.1f MB out, %.1fs\n", id, 100 * r.test_accuracy,
-           r.rounds, r.bytes_sent / 1e6, r.wall_seconds);
+    printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n", id,
+           100 * r.test_accuracy, r.rounds, r.local_steps, r.bytes_sent / 1e6, r.wall_seconds);
     status = 0;
     if (save_path && save_model(save_path, &r) < 0) {
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, save_path, strerror(errno));

@@ -3,15 +3,25 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <uv.h>
+
+#include <sodium.h>
 
 #include "gossip/gsp.h"
 #include "nn/nn_model.h"
+#include "peer/ckpt.h"
 #include "peer/cli.h"
 #include "peer/net.h"
 #include "peer/node.h"
 #include "peer/sgp_step.h"
 #include "peer/wire.h"
+
+/* MODEL carries the model's little-endian bytes and their hash: this host's floats as they are. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sgp peer assumes a little-endian host");
+
+#define RECENT_ROUNDS 32 /* round durations the deadline is derived from */
 
 typedef struct node {
     const node_config *c;
@@ -21,6 +31,7 @@ typedef struct node {
     net net;
     uv_work_t work;
     uv_timer_t round_timer, *dead_timers; /* one per peer: a connection that stays down */
+    uv_timer_t deadline_timer, heartbeat_timer;
     uv_signal_t sigint, sigterm;
     nn_model model;
     nn_dataset shard;
@@ -28,6 +39,19 @@ typedef struct node {
     sgp_local local;
     cmp_spec codec;
     uint8_t *alive, *ever_up, *want; /* want: neighbours over one period of the schedule */
+    uint8_t *late;                    /* missed a deadline: not waited for until it is on time again */
+    uint8_t *awaited;                 /* alive and not late: whom a round waits for */
+    uint8_t *model_wanted;            /* asked for our model while a step was running */
+    double *last_heard, *last_sent;   /* per peer, cli_now() seconds */
+    double last_tick;                 /* the heartbeat timer's previous run */
+    double recent[RECENT_ROUNDS];     /* durations of recent rounds that did not hit a deadline */
+    int n_recent, forced_round;
+    long deadline_round;              /* the round the deadline timer is armed for (-1: none) */
+    long max_round_heard;             /* the highest round a neighbour said it is at */
+    int joining, asked;               /* --resume without a checkpoint: waiting for a MODEL */
+    double asked_at;
+    double last_ckpt;
+    ckpt_run run;
     int barrier_passed;               /* round 0 waits until every neighbour is connected */
     int force_start;                  /* the round timeout fired: start without waiting */
     gsp_msg *inbox;
@@ -38,7 +62,7 @@ typedef struct node {
     int per_batch;
     int computing, finished, stopping;
     float step_loss;
-    double epoch_loss, t0, round_start;
+    double epoch_loss, t0, round_start, prev_start;
     long epoch_steps;
     int rc;
 } node;
@@ -49,10 +73,72 @@ void node_config_defaults(node_config *c)
     train_opts_defaults(&c->train);
     c->dead_timeout = 5.0;
     c->round_timeout = 30.0;
+    c->checkpoint_every = 30.0;
+    c->slow = 1.0;
 }
 
 static void finish(node *n);
 static void maybe_start(node *n);
+
+/* ---- events and messages out ------------------------------------------------ */
+
+/* A fault-handling event: a line on the progress stream and one in the JSON log. */
+static void event(node *n, const char *what, int peer, const char *detail)
+{
+    if (n->c->progress) {
+        fprintf(n->c->progress, "peer %d: round %ld: %s", n->g.id, n->g.round, what);
+        if (peer >= 0)
+            fprintf(n->c->progress, " %d", peer);
+        fprintf(n->c->progress, "%s%s\n", detail ? ": " : "", detail ? detail : "");
+        fflush(n->c->progress);
+    }
+    if (n->c->log) {
+        fprintf(n->c->log, "{\"event\": \"%s\", \"peer\": %d, \"round\": %ld, \"t\": %.3f}\n", what, peer, n->g.round,
+                cli_now() - n->t0);
+        fflush(n->c->log);
+    }
+}
+
+static int send_msg(node *n, int peer, long len)
+{
+    if (len < 0)
+        return (int)len;
+    int rc = net_send(&n->net, peer, n->out, (size_t)len);
+    if (rc == 0) {
+        n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
+        n->last_sent[peer] = cli_now();
+    } else
+        n->r->send_refused++; /* running sums / a SYNC make up for it later */
+    return rc;
+}
+
+/* Our model for a late joiner: z and the round to enter at, with the hash of
+ * its bytes. Only while no step runs (the worker writes x). */
+static void send_model(node *n, int peer)
+{
+    const float *z = gsp_debias(&n->g);
+    uint8_t hash[WIRE_HASH_LEN];
+    crypto_generichash(hash, sizeof hash, (const uint8_t *)z, n->g.dim * sizeof(float), NULL, 0);
+    int rc = send_msg(n, peer, wire_encode_model(n->out, n->out_cap, n->g.round, z, n->g.dim, hash));
+    n->model_wanted[peer] = rc == -EAGAIN; /* try again at the next round boundary */
+    if (rc == 0)
+        event(n, "sent its model to joining peer", peer, NULL);
+}
+
+/* A joiner asks the next neighbour that is up (round robin from the last one asked). */
+static void ask_for_model(node *n)
+{
+    const int np = n->c->cluster->n_peers;
+    for (int k = 1; k <= np; k++) {
+        int p = (n->asked + k) % np;
+        if (n->want[p] && net_is_up(&n->net, p) &&
+            send_msg(n, p, wire_encode_model_request(n->out, n->out_cap, n->g.dim)) == 0) {
+            n->asked = p, n->asked_at = cli_now();
+            event(n, "asked for the current model: peer", p, NULL);
+            return;
+        }
+    }
+}
 
 /* ---- messages in ------------------------------------------------------------ */
 
@@ -62,17 +148,6 @@ static int cmp_msg(const void *a, const void *b)
     if (x->src != y->src)
         return x->src < y->src ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static void send_msg(node *n, int peer, long len)
-{
-    if (len < 0)
-        return;
-    int rc = net_send(&n->net, peer, n->out, (size_t)len);
-    if (rc == 0)
-        n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
-    else
-        n->r->send_refused++; /* running sums / a SYNC make up for it later */
 }
 
 /* As in peer/sim.c: with tau = 0 only messages of earlier rounds, sorted, so
@@ -99,27 +174,93 @@ static void absorb_inbox(node *n, int all)
     n->n_inbox = kept;
 }
 
+/* The joiner's side of MODEL: check, then enter the run at the sender's round. */
+static void on_model(node *n, int peer, const wire_msg *m)
+{
+    if (!n->joining || m->model.dim != n->g.dim)
+        return;
+    uint8_t hash[WIRE_HASH_LEN];
+    crypto_generichash(hash, sizeof hash, m->model.payload, m->model.dim * sizeof(float), NULL, 0);
+    if (sodium_memcmp(hash, m->model.hash, sizeof hash) != 0) {
+        event(n, "model failed its hash check: asking another neighbour than", peer, NULL);
+        ask_for_model(n);
+        return;
+    }
+    memcpy(n->g.x, m->model.payload, n->g.dim * sizeof(float));
+    /* A joiner brings one unit of weight, as every peer had at round 0
+     * (GUARANTEES.md "Leave and join"); earlier rounds are not awaited, and
+     * in-edges adopt totals meant for an earlier holder of this id. */
+    n->g.w = 1.0;
+    n->g.round = n->g.since = m->model.round;
+    n->g.adopt = 1;
+    n->joining = 0;
+    n->r->start_round = m->model.round;
+    event(n, "joined with the model of peer", peer, NULL);
+    maybe_start(n);
+}
+
+/* A neighbour we had given up on is heard from again: take it back. */
+static void revive(node *n, int peer)
+{
+    if (n->alive[peer] || !net_is_up(&n->net, peer))
+        return;
+    n->alive[peer] = 1;
+    uv_timer_stop(&n->dead_timers[peer]);
+    event(n, "neighbour is back", peer, NULL);
+}
+
 static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
 {
     node *n = ctx;
     wire_msg m;
     wire_err e;
     n->r->bytes_received += len;
+    n->last_heard[peer] = cli_now();
     if (wire_decode(&m, buf, len, &e) < 0)
         return; /* (the transport authenticated it: a bug or a version skew; drop it) */
     if (m.type == WIRE_GOODBYE) {
+        if (n->alive[peer])
+            event(n, "neighbour said goodbye", peer, NULL);
         n->alive[peer] = 0;
         maybe_start(n);
         return;
     }
-    if (m.type == WIRE_NACK) {
+    revive(n, peer);
+    switch (m.type) {
+    case WIRE_NACK: {
         gsp_msg sync;
         if (gsp_sync_msg(&n->g, peer, &sync) == 0)
             send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
         return;
     }
-    if (m.type != WIRE_PUSH || m.push.dim != n->g.dim)
+    case WIRE_HEARTBEAT:
+        if (m.heartbeat.round > n->max_round_heard)
+            n->max_round_heard = m.heartbeat.round;
+        maybe_start(n);
+        return;
+    case WIRE_MODEL_REQUEST:
+        if (m.model_request.dim != n->g.dim || n->joining)
+            return;
+        if (n->computing)
+            n->model_wanted[peer] = 1; /* answered at the round boundary */
+        else
+            send_model(n, peer);
+        return;
+    case WIRE_MODEL:
+        on_model(n, peer, &m);
+        return;
+    case WIRE_PUSH:
+        break;
+    default:
+        return;
+    }
+    if (m.push.dim != n->g.dim)
         return; /* (another model's size: nothing of it could be absorbed) */
+    if (m.push.round + 1 > n->max_round_heard)
+        n->max_round_heard = m.push.round + 1;
+    /* On time again: it arrived before (or while) a round needs it. */
+    if (n->late[peer] && m.push.round >= n->g.round - 1 - n->c->tau)
+        n->late[peer] = 0;
     if (n->n_inbox == n->cap_inbox) {
         int nc = n->cap_inbox ? 2 * n->cap_inbox : 16;
         gsp_msg *in = realloc(n->inbox, (size_t)nc * sizeof *in);
@@ -148,20 +289,31 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
 
 /* ---- liveness --------------------------------------------------------------- */
 
+static void lose(node *n, int peer, const char *why)
+{
+    if (!n->alive[peer])
+        return;
+    n->alive[peer] = 0; /* route around it, stop waiting for it */
+    n->r->neighbours_lost++;
+    event(n, "routing around neighbour", peer, why);
+    maybe_start(n);
+}
+
 static void on_dead(uv_timer_t *t)
 {
     node *n = t->data;
     int peer = (int)(t - n->dead_timers);
-    if (!net_is_up(&n->net, peer)) {
-        n->alive[peer] = 0; /* route around it, stop waiting for it */
-        maybe_start(n);
-    }
+    if (!net_is_up(&n->net, peer))
+        lose(n, peer, n->ever_up[peer] ? "disconnected for the dead timeout" : "never connected");
 }
 
 static void on_up(void *ctx, int peer)
 {
     node *n = ctx;
     uv_timer_stop(&n->dead_timers[peer]);
+    n->last_heard[peer] = cli_now();
+    if (!n->alive[peer])
+        event(n, "neighbour reconnected", peer, NULL);
     n->alive[peer] = 1;
     /* A reconnected edge starts with a SYNC (WIRE.md): whatever was in flight
      * when the old connection died arrives with it, at once, so the peer
@@ -170,6 +322,8 @@ static void on_up(void *ctx, int peer)
     if (n->ever_up[peer] && gsp_sync_msg(&n->g, peer, &sync) == 0)
         send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
     n->ever_up[peer] = 1;
+    if (n->joining && cli_now() - n->asked_at > n->c->dead_timeout)
+        ask_for_model(n);
     maybe_start(n);
 }
 
@@ -188,6 +342,38 @@ static void on_log(void *ctx, const char *line)
         fprintf(n->c->progress, "peer %d: %s\n", n->g.id, line);
 }
 
+static double heartbeat_seconds(const node_config *c)
+{
+    double h = c->dead_timeout / 4;
+    return h < 0.02 ? 0.02 : h > 1.0 ? 1.0 : h;
+}
+
+/* Every heartbeat interval: say we are here to every neighbour that has not
+ * heard from us lately, and give up on the ones that have been silent for
+ * the dead timeout (a stopped process keeps its TCP connections open, so
+ * only silence shows it). */
+static void on_heartbeat(uv_timer_t *t)
+{
+    node *n = t->data;
+    const double now = cli_now(), interval = heartbeat_seconds(n->c);
+    /* A tick far later than its interval means this process was not running
+     * (stopped, or starved): the silence is ours, not the neighbours'. */
+    int we_were_away = n->last_tick > 0 && now - n->last_tick > n->c->dead_timeout / 2;
+    n->last_tick = now;
+    for (int p = 0; p < n->c->cluster->n_peers; p++) {
+        if (!n->want[p] || !net_is_up(&n->net, p))
+            continue;
+        if (we_were_away)
+            n->last_heard[p] = now;
+        if (now - n->last_sent[p] >= interval && !net_busy(&n->net, p))
+            send_msg(n, p, wire_encode_heartbeat(n->out, n->out_cap, n->g.round));
+        if (now - n->last_heard[p] > n->c->dead_timeout)
+            lose(n, p, "silent for the dead timeout");
+    }
+    if (n->joining && now - n->asked_at > n->c->dead_timeout)
+        ask_for_model(n);
+}
+
 /* ---- rounds ----------------------------------------------------------------- */
 
 static void work_step(uv_work_t *w)
@@ -195,7 +381,14 @@ static void work_step(uv_work_t *w)
     node *n = w->data;
     float lr = nn_lr_at(&n->c->train.schedule, n->g.round, n->rounds_per_epoch);
     int correct, B;
+    double t = cli_now();
     n->step_loss = sgp_local_step(&n->local, &n->model, &n->g, lr, &correct, &B);
+    if (n->c->slow > 1.0) { /* an emulated slow machine: the step takes `slow` times as long */
+        double extra = (n->c->slow - 1.0) * (cli_now() - t);
+        struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+        }
+    }
 }
 
 /* One JSON line per round; test_accuracy only on rounds that evaluated it (< 0: not). */
@@ -205,14 +398,26 @@ static void log_round(node *n, long round, float test_accuracy)
         return;
     fprintf(n->c->log,
             "{\"round\": %ld, \"loss\": %.6f, \"bytes_out\": %llu, \"bytes_in\": %llu, \"absorbed\": %llu, "
-            "\"staleness\": %.3f, \"round_seconds\": %.6f",
+            "\"staleness\": %.3f, \"round_seconds\": %.6f, \"t\": %.3f",
             round, n->step_loss, (unsigned long long)n->r->bytes_sent, (unsigned long long)n->r->bytes_received,
             (unsigned long long)n->r->messages_absorbed,
             n->g.stats.absorbed ? (double)n->g.stats.stale_sum / (double)n->g.stats.absorbed : 0.0,
-            cli_now() - n->round_start);
+            cli_now() - n->round_start, cli_now() - n->t0);
     if (test_accuracy >= 0)
         fprintf(n->c->log, ", \"test_accuracy\": %.6f", test_accuracy);
     fputs("}\n", n->c->log);
+}
+
+static void checkpoint(node *n)
+{
+    char err[512];
+    if (!n->c->checkpoint)
+        return;
+    n->last_ckpt = cli_now();
+    if (ckpt_save(n->c->checkpoint, &n->run, &n->g, &n->local, err, sizeof err) < 0)
+        event(n, "checkpoint failed", -1, err); /* training goes on; the previous checkpoint stays */
+    else
+        n->r->checkpoints++;
 }
 
 static void after_step(uv_work_t *w, int status)
@@ -221,6 +426,7 @@ static void after_step(uv_work_t *w, int status)
     n->computing = 0;
     if (status < 0)
         return; /* cancelled at shutdown */
+    n->r->local_steps++;
     n->epoch_loss += n->step_loss, n->epoch_steps++;
     topo_out out;
     topo_route(n->c->topology, n->g.round, n->g.id, n->alive, &out);
@@ -245,20 +451,26 @@ static void after_step(uv_work_t *w, int status)
     }
     for (int j = 0; j < m; j++)
         send_msg(n, msgs[j].dst, wire_encode_push(n->out, n->out_cap, &msgs[j]));
+    for (int p = 0; p < n->c->cluster->n_peers; p++)
+        if (n->model_wanted[p])
+            send_model(n, p);
     float acc = -1.0f;
     if ((round + 1) % n->rounds_per_epoch == 0) {
         float loss;
         nn_model_evaluate(&n->model, gsp_debias(&n->g), n->test, &loss, &acc);
         if (n->c->progress) {
             fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  test %6.2f%%  %.1f MB out  %.1fs\n", n->g.id,
-                    (round + 1) / n->rounds_per_epoch, n->c->train.epochs, n->epoch_loss / n->epoch_steps, 100 * acc,
-                    n->r->bytes_sent / 1e6, cli_now() - n->t0);
+                    (round + 1) / n->rounds_per_epoch, n->c->train.epochs,
+                    n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0, 100 * acc, n->r->bytes_sent / 1e6,
+                    cli_now() - n->t0);
             fflush(n->c->progress);
         }
-        n->r->train_loss = (float)(n->epoch_loss / n->epoch_steps);
+        n->r->train_loss = (float)(n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0);
         n->epoch_loss = 0, n->epoch_steps = 0;
     }
     log_round(n, round + 1, acc);
+    if (n->c->checkpoint && n->c->checkpoint_every > 0 && cli_now() - n->last_ckpt >= n->c->checkpoint_every)
+        checkpoint(n);
     maybe_start(n);
 }
 
@@ -269,6 +481,50 @@ static void on_round_timeout(uv_timer_t *t)
         return;
     n->barrier_passed = 1;
     n->force_start = 1; /* start this round anyway: late shares come in later */
+    maybe_start(n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* How long a round waits for a late neighbour. Fixed if --round-deadline is
+ * given; else 4 times the median of the last RECENT_ROUNDS round durations
+ * (rounds cut short by a deadline are not counted), at least 20 ms and at most
+ * the round timeout; the round timeout until 8 rounds have been measured.
+ * Four medians: a neighbour that is merely unlucky once (scheduling, a GC
+ * pause of the machine) is not declared late, while one that is slower than
+ * that is not waited for again until it catches up. */
+static double deadline_seconds(const node *n)
+{
+    const node_config *c = n->c;
+    if (c->round_deadline > 0)
+        return fmin(c->round_deadline, c->round_timeout);
+    if (n->n_recent < 8)
+        return c->round_timeout;
+    double d[RECENT_ROUNDS];
+    int k = n->n_recent < RECENT_ROUNDS ? n->n_recent : RECENT_ROUNDS;
+    memcpy(d, n->recent, (size_t)k * sizeof *d);
+    qsort(d, (size_t)k, sizeof *d, cmp_double);
+    return fmin(fmax(4 * d[k / 2], 0.02), c->round_timeout);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    node *n = t->data;
+    if (n->computing || n->finished || n->deadline_round != n->g.round)
+        return;
+    int missing[TOPO_MAX_OUT * 4];
+    int k = gsp_missing(&n->g, n->c->topology, n->awaited, n->inbox, n->n_inbox, missing,
+                        (int)(sizeof missing / sizeof *missing));
+    for (int j = 0; j < k && j < (int)(sizeof missing / sizeof *missing); j++) {
+        n->late[missing[j]] = 1;
+        n->r->late_marks++;
+        event(n, "not waiting for late neighbour", missing[j], NULL);
+    }
+    n->forced_round = 1;
     maybe_start(n);
 }
 
@@ -284,34 +540,73 @@ static int barrier(node *n)
     return n->barrier_passed = 1;
 }
 
+/* Far behind the rounds the neighbours say they are at (a straggler, a peer
+ * that was stopped or restarted): jump to theirs at this round boundary
+ * rather than replay rounds nobody waits for. Past tau + 2n + 4 rounds,
+ * more than a synchronous run's spread can be (n peers, every chain of
+ * waits is shorter than n rounds). */
+static void maybe_catch_up(node *n)
+{
+    const long lag = n->max_round_heard - n->g.round;
+    if (lag <= n->c->tau + 2L * n->c->cluster->n_peers + 4)
+        return;
+    char why[64];
+    snprintf(why, sizeof why, "%ld rounds behind, to round %ld", lag, n->max_round_heard);
+    event(n, "catching up", -1, why);
+    n->g.round = n->g.since = n->max_round_heard;
+    n->r->catch_ups++;
+}
+
 static void maybe_start(node *n)
 {
     if (n->computing || n->finished)
         return;
-    if (!n->stopping && !barrier(n))
+    if (!n->stopping && (n->joining || !barrier(n)))
         return;
-    int ready = n->force_start || gsp_ready_with(&n->g, n->c->topology, n->alive, n->inbox, n->n_inbox);
+    if (!n->stopping && n->g.round < n->total_rounds)
+        maybe_catch_up(n);
+    const int np = n->c->cluster->n_peers;
+    for (int p = 0; p < np; p++)
+        n->awaited[p] = n->alive[p] && !n->late[p];
+    int ready = n->force_start || n->forced_round ||
+                gsp_ready_with(&n->g, n->c->topology, n->awaited, n->inbox, n->n_inbox);
     if (n->stopping || (n->g.round >= n->total_rounds && ready)) {
         finish(n);
         return;
     }
-    if (!ready || n->g.round >= n->total_rounds)
+    if (n->g.round >= n->total_rounds)
         return;
+    if (!ready) {
+        if (n->deadline_round != n->g.round) {
+            n->deadline_round = n->g.round;
+            uv_timer_start(&n->deadline_timer, on_deadline, (uint64_t)(deadline_seconds(n) * 1000), 0);
+        }
+        return;
+    }
+    uv_timer_stop(&n->deadline_timer);
     absorb_inbox(n, 0);
-    n->force_start = 0;
+    const double now = cli_now();
+    if (n->prev_start > 0 && !n->force_start && !n->forced_round)
+        n->recent[n->n_recent++ % RECENT_ROUNDS] = now - n->prev_start;
+    n->prev_start = now;
+    n->force_start = n->forced_round = 0;
+    n->deadline_round = -1;
     n->computing = 1;
-    n->round_start = cli_now();
+    n->round_start = now;
     uv_timer_start(&n->round_timer, on_round_timeout, (uint64_t)(n->c->round_timeout * 1000), 0);
     uv_queue_work(&n->loop, &n->work, work_step, after_step);
 }
 
-/* Done (or stopped): take in what has arrived, say goodbye, close. */
+/* Done (or stopped): take in what has arrived, checkpoint, say goodbye, close. */
 static void finish(node *n)
 {
     if (n->finished)
         return;
     n->finished = 1;
-    absorb_inbox(n, 1);
+    if (!n->joining) {
+        absorb_inbox(n, 1);
+        checkpoint(n);
+    }
     for (int p = 0; p < n->c->cluster->n_peers; p++)
         if (p != n->g.id && net_is_up(&n->net, p)) {
             const char *why = n->stopping ? "stopped" : "done";
@@ -319,6 +614,8 @@ static void finish(node *n)
         }
     uv_timer_stop(&n->round_timer);
     uv_close((uv_handle_t *)&n->round_timer, NULL);
+    uv_close((uv_handle_t *)&n->deadline_timer, NULL);
+    uv_close((uv_handle_t *)&n->heartbeat_timer, NULL);
     for (int p = 0; p < n->c->cluster->n_peers; p++)
         uv_close((uv_handle_t *)&n->dead_timers[p], NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);
@@ -336,6 +633,35 @@ static void on_signal(uv_signal_t *s, int signum)
 }
 
 /* ---- set-up ------------------------------------------------------------------- */
+
+/* A number that grows with every start of a peer's process: microseconds of
+ * the wall clock (a host whose clock steps back by more than a restart takes
+ * could reuse one; receivers would then ignore it until it passes the old). */
+static uint64_t new_incarnation(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+}
+
+/* --resume: the checkpoint if there is a whole one, else the model of a neighbour. */
+static void resume(node *n)
+{
+    const node_config *c = n->c;
+    char used[4400], err[9000];
+    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->g, &n->local, used, sizeof used, err, sizeof err)
+                           : -ENOENT;
+    if (rc == 0) {
+        n->barrier_passed = 1;
+        n->r->start_round = n->g.round;
+        event(n, "resumed from", -1, used);
+        return;
+    }
+    if (rc != -ENOENT)
+        event(n, "cannot resume", -1, err);
+    n->joining = 1;
+    event(n, "no checkpoint: will pull the model from a neighbour", -1, NULL);
+}
 
 static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
 {
@@ -365,6 +691,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
         rc = gsp_set_codec(&n->g, &n->codec, c->train.seed ^ 0x636f646563ULL,
                            c->step > 0 ? (float)c->step : gsp_default_step(c->codec, dim));
     }
+    n->g.incarnation = new_incarnation();
     if (rc == 0)
         rc = sgp_local_init(&n->local, &c->train, &n->shard, id, n->per_batch, dim);
     n->out_cap = wire_push_bound(dim, c->codec ? cmp_bound(c->codec, dim) : 0);
@@ -372,14 +699,26 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->alive = malloc((size_t)np);
     n->ever_up = calloc((size_t)np, 1);
     n->want = calloc((size_t)np, 1);
+    n->late = calloc((size_t)np, 1);
+    n->awaited = calloc((size_t)np, 1);
+    n->model_wanted = calloc((size_t)np, 1);
+    n->last_heard = calloc((size_t)np, sizeof(double));
+    n->last_sent = calloc((size_t)np, sizeof(double));
     n->dead_timers = calloc((size_t)np, sizeof *n->dead_timers);
-    if (rc == 0 && (!n->out_cap || !n->out || !n->alive || !n->ever_up || !n->want || !n->dead_timers))
+    if (rc == 0 && (!n->out_cap || !n->out || !n->alive || !n->ever_up || !n->want || !n->late || !n->awaited ||
+                    !n->model_wanted || !n->last_heard || !n->last_sent || !n->dead_timers))
         rc = -ENOMEM;
     if (rc < 0) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(-rc));
         return rc;
     }
     memset(n->alive, 1, (size_t)np);
+    n->deadline_round = -1;
+    n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->train.model,
+                        .codec = c->codec ? c->codec->text : "exact", .seed = c->train.seed};
+    n->last_ckpt = cli_now();
+    if (c->resume)
+        resume(n);
     return 0;
 }
 
@@ -409,17 +748,26 @@ static int start_loop(node *n, char *err, size_t errlen)
         if (n->want[p] && (rc = net_want(&n->net, p)) < 0)
             return rc;
     uv_timer_init(&n->loop, &n->round_timer);
-    n->round_timer.data = n;
+    uv_timer_init(&n->loop, &n->deadline_timer);
+    uv_timer_init(&n->loop, &n->heartbeat_timer);
+    n->round_timer.data = n->deadline_timer.data = n->heartbeat_timer.data = n;
     uv_timer_start(&n->round_timer, on_round_timeout, (uint64_t)(c->round_timeout * 1000), 0); /* the barrier's */
+    uint64_t hb = (uint64_t)(heartbeat_seconds(c) * 1000);
+    uv_timer_start(&n->heartbeat_timer, on_heartbeat, hb, hb);
     for (int p = 0; p < c->cluster->n_peers; p++) {
         uv_timer_init(&n->loop, &n->dead_timers[p]);
         n->dead_timers[p].data = n;
+        /* A neighbour that never connects is routed around like one that left. */
+        if (n->want[p])
+            uv_timer_start(&n->dead_timers[p], on_dead, (uint64_t)((c->round_timeout + c->dead_timeout) * 1000), 0);
     }
     uv_signal_init(&n->loop, &n->sigint);
     uv_signal_init(&n->loop, &n->sigterm);
     n->sigint.data = n->sigterm.data = n;
     uv_signal_start(&n->sigint, on_signal, SIGINT);
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+    if (n->joining)
+        n->asked_at = -1e9; /* ask as soon as a neighbour is up */
     return 0;
 }
 
@@ -453,6 +801,10 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         rc = n->rc;
         if (rc < 0)
             snprintf(err, errlen, "peer %d: %s", c->id, strerror(-rc));
+        else if (n->joining) {
+            snprintf(err, errlen, "peer %d: stopped before any neighbour sent its model", c->id);
+            rc = -ETIMEDOUT;
+        }
     } else if (net_started) {
         net_close(&n->net);
         uv_run(&n->loop, UV_RUN_DEFAULT);
@@ -479,6 +831,11 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     free(n->alive);
     free(n->ever_up);
     free(n->want);
+    free(n->late);
+    free(n->awaited);
+    free(n->model_wanted);
+    free(n->last_heard);
+    free(n->last_sent);
     free(n->dead_timers);
     sgp_local_free(&n->local);
     gsp_free(&n->g);

@@ -13,6 +13,14 @@
  * (uv_queue_work) while the loop keeps receiving. Between queue_work and its
  * completion only the worker touches x (the loop only appends to the inbox),
  * so nothing is shared at the same time and no lock is needed.
+ *
+ * Faults (gossip/GUARANTEES.md "Stragglers, leave and join" has the rules):
+ * heartbeats keep every connection audible; a neighbour silent or
+ * disconnected for dead_timeout is routed around; a round waits for a late
+ * neighbour only until a deadline derived from recent round times, after
+ * which that neighbour is not waited for until it is on time again; a peer
+ * far behind the rounds it hears jumps to them; checkpoints are periodic and
+ * on SIGTERM; --resume restores one or pulls the model from a neighbour.
  */
 #ifndef PEER_NODE_H
 #define PEER_NODE_H
@@ -36,8 +44,13 @@ typedef struct node_config {
     int tau;
     const cmp_spec *codec; /* NULL: uncompressed float64 running sums */
     double step;           /* consensus step; <= 0: gsp_default_step */
-    double dead_timeout;   /* seconds a lost connection may stay down before routing around it */
-    double round_timeout;  /* seconds a round may wait for messages before starting anyway */
+    double dead_timeout;   /* seconds a neighbour may be silent or disconnected before it is routed around */
+    double round_timeout;  /* seconds a round may wait for messages before starting anyway (the cap) */
+    double round_deadline; /* seconds a round waits for a late neighbour; <= 0: derived (node.c, deadline_seconds) */
+    const char *checkpoint; /* checkpoint file (peer/ckpt.h), or NULL for none */
+    double checkpoint_every; /* seconds between periodic checkpoints; <= 0: only when stopping */
+    int resume;            /* restore from the checkpoint; without one, pull the model from a neighbour */
+    double slow;           /* experiments: each local step takes this many times its compute time (>= 1) */
     FILE *log;             /* JSON lines per round, or NULL */
     FILE *progress;        /* per-epoch lines, or NULL */
 } node_config;
@@ -51,6 +64,9 @@ typedef struct node_result {
     size_t parameters;
     float *model; /* z at the end, owned */
     double weight; /* w at the end: the launcher's average model is sum w z / sum w = sum x / sum w */
+    long local_steps;            /* rounds computed here (catching up skips rounds) */
+    long neighbours_lost, late_marks, catch_ups, checkpoints;
+    long start_round;            /* 0, or the round it resumed or joined at */
 } node_result;
 
 void node_config_defaults(node_config *c);

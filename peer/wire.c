@@ -16,12 +16,12 @@
 /* Elements of each message type's array, indexed by type. The decoder
  * accepts exactly this count (more or fewer is malformed however many bytes
  * follow), so no count from the wire ever sizes anything. */
-static const uint32_t wire_fields[] = {2, 9, 2, 2, 2};
+static const uint32_t wire_fields[] = {2, 10, 2, 2, 2, 2, 5};
 #define WIRE_N_TYPES (sizeof wire_fields / sizeof *wire_fields)
 
 const char *wire_type_name(int type)
 {
-    static const char *const names[] = {"AUTH", "PUSH", "NACK", "HEARTBEAT", "GOODBYE"};
+    static const char *const names[] = {"AUTH", "PUSH", "NACK", "HEARTBEAT", "GOODBYE", "MODEL_REQUEST", "MODEL"};
     return type >= 0 && (size_t)type < WIRE_N_TYPES ? names[type] : "?";
 }
 
@@ -31,8 +31,8 @@ const char *wire_type_name(int type)
 _Static_assert(GSP_RAW == 0 && GSP_DELTA == 1 && GSP_SYNC == 2, "PUSH kind numbers are gsp_kind's");
 
 /* PUSH fields in array order (0 is the type); a check names the one at fault. */
-enum { F_TYPE, F_ROUND, F_SEQ, F_KIND, F_W, F_GAIN, F_STEP, F_DIM, F_PAYLOAD, F_N };
-static const char *const push_field_names[F_N] = {"type", "round", "seq",  "kind",   "w_total",
+enum { F_TYPE, F_ROUND, F_SEQ, F_INC, F_KIND, F_W, F_GAIN, F_STEP, F_DIM, F_PAYLOAD, F_N };
+static const char *const push_field_names[F_N] = {"type", "round", "seq",  "incarnation", "kind",   "w_total",
                                                   "gain", "step",  "dim",  "payload"};
 
 /* What a receiver can check of a PUSH without looking at tensor values
@@ -225,6 +225,7 @@ static long encode_push(uint8_t *out, size_t cap, const wire_push *p, const doub
     msgpack_pack_uint64(&pk, WIRE_PUSH); /* the packer picks the shortest integer form */
     msgpack_pack_uint64(&pk, (uint64_t)p->round);
     msgpack_pack_uint64(&pk, p->seq);
+    msgpack_pack_uint64(&pk, p->incarnation);
     msgpack_pack_uint64(&pk, (uint64_t)p->kind);
     msgpack_pack_double(&pk, p->w_total);
     msgpack_pack_float(&pk, p->gain);
@@ -248,8 +249,8 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
 {
     if (!m || (!out && cap))
         return -EINVAL;
-    wire_push p = {.round = m->round, .seq = m->seq, .kind = m->kind, .w_total = m->w_total,
-                   .gain = m->gain, .step = m->step, .dim = m->dim};
+    wire_push p = {.round = m->round, .seq = m->seq, .incarnation = m->incarnation, .kind = m->kind,
+                   .w_total = m->w_total, .gain = m->gain, .step = m->step, .dim = m->dim};
     const char *why;
     if (p.dim > WIRE_MAX_DIM || (unsigned)p.kind > GSP_SYNC)
         return -EINVAL;
@@ -333,6 +334,45 @@ long wire_encode_goodbye(uint8_t *out, size_t cap, const char *reason, size_t le
     return wr_done(&w);
 }
 
+long wire_encode_model_request(uint8_t *out, size_t cap, size_t dim)
+{
+    if (dim > WIRE_MAX_DIM)
+        return -EINVAL;
+    return encode_pair(out, cap, WIRE_MODEL_REQUEST, dim);
+}
+
+/* MODEL: the payload from z (host order) when not NULL, else bytes as they are. */
+static long encode_model(uint8_t *out, size_t cap, long round, const uint8_t *bytes, const float *z, size_t dim,
+                         const uint8_t *hash)
+{
+    wire_wr w = {out, cap, 0, 0};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &w, wr_write);
+    msgpack_pack_array(&pk, wire_fields[WIRE_MODEL]);
+    msgpack_pack_uint64(&pk, WIRE_MODEL);
+    msgpack_pack_uint64(&pk, (uint64_t)round);
+    msgpack_pack_uint64(&pk, dim);
+    msgpack_pack_bin_with_body(&pk, hash, WIRE_HASH_LEN);
+    msgpack_pack_bin(&pk, dim * sizeof(float));
+    uint8_t *body = wr_take(&w, dim * sizeof(float));
+    if (!body)
+        return -ENOSPC;
+    if (z)
+        put_le(body, z, dim, sizeof(float));
+    else if (dim)
+        memcpy(body, bytes, dim * sizeof(float));
+    return wr_done(&w);
+}
+
+long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, size_t dim,
+                       const uint8_t hash[WIRE_HASH_LEN])
+{
+    if ((!out && cap) || !hash || (!z && dim) || round < 0 || dim > WIRE_MAX_DIM)
+        return -EINVAL;
+    static const float none;
+    return encode_model(out, cap, round, NULL, z ? z : &none, dim, hash);
+}
+
 long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
 {
     if (!m)
@@ -352,6 +392,13 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
         return wire_encode_heartbeat(out, cap, m->heartbeat.round);
     case WIRE_GOODBYE:
         return wire_encode_goodbye(out, cap, m->goodbye.reason, m->goodbye.len);
+    case WIRE_MODEL_REQUEST:
+        return wire_encode_model_request(out, cap, m->model_request.dim);
+    case WIRE_MODEL:
+        if (!m->model.hash || (!m->model.payload && m->model.dim) || m->model.round < 0 ||
+            m->model.dim > WIRE_MAX_DIM || (!out && cap))
+            return -EINVAL;
+        return encode_model(out, cap, m->model.round, m->model.payload, NULL, m->model.dim, m->model.hash);
     }
     return -EINVAL;
 }
@@ -548,6 +595,9 @@ static int decode_push(wire_rd *r, wire_push *p)
     at[F_SEQ] = r->p;
     if (rd_uint(r, "seq", UINT64_MAX, &p->seq) < 0)
         return -EBADMSG;
+    at[F_INC] = r->p;
+    if (rd_uint(r, "incarnation", UINT64_MAX, &p->incarnation) < 0)
+        return -EBADMSG;
     at[F_KIND] = r->p;
     if (rd_uint(r, "kind", GSP_SYNC, &v) < 0)
         return -EBADMSG;
@@ -588,7 +638,7 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
     if (rd_array(&r, &n) < 0)
         goto fail;
     /* Known counts only, before reading anything else. */
-    if (n != 2 && n != 9) {
+    if (n != 2 && n != 5 && n != 10) {
         rc = rd_fail(&r, r.start, "array", "element count of no message type");
         goto fail;
     }
@@ -642,6 +692,35 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
         m->goodbye.reason = (const char *)s;
         break;
     }
+    case WIRE_MODEL_REQUEST:
+        if (rd_uint(&r, "dim", WIRE_MAX_DIM, &v) < 0)
+            goto fail;
+        m->model_request.dim = (size_t)v;
+        break;
+    case WIRE_MODEL: {
+        size_t hl, pl;
+        if (rd_uint(&r, "round", LONG_MAX, &v) < 0)
+            goto fail;
+        m->model.round = (long)v;
+        if (rd_uint(&r, "dim", WIRE_MAX_DIM, &v) < 0)
+            goto fail;
+        m->model.dim = (size_t)v;
+        at = r.p;
+        if (rd_bin(&r, "hash", WIRE_HASH_LEN, &m->model.hash, &hl) < 0)
+            goto fail;
+        if (hl != WIRE_HASH_LEN) {
+            rc = rd_fail(&r, at, "hash", "not 32 bytes");
+            goto fail;
+        }
+        at = r.p;
+        if (rd_bin(&r, "payload", UINT32_MAX, &m->model.payload, &pl) < 0)
+            goto fail;
+        if (pl != m->model.dim * sizeof(float)) {
+            rc = rd_fail(&r, at, "payload", "not 4 * dim bytes");
+            goto fail;
+        }
+        break;
+    }
     }
     /* One frame, one message: anything after it is not ours to ignore. */
     if (r.p != r.end) {
@@ -662,7 +741,8 @@ int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scra
         return -EINVAL;
     const wire_push *p = &m->push;
     gsp_msg g = {.src = -1, .dst = -1, .round = p->round, .seq = p->seq, .kind = p->kind,
-                 .w_total = p->w_total, .dim = p->dim, .gain = p->gain, .step = p->step};
+                 .w_total = p->w_total, .dim = p->dim, .gain = p->gain, .step = p->step,
+                 .incarnation = p->incarnation};
     if (p->kind == GSP_DELTA) {
         g.payload = p->payload, g.payload_len = p->payload_len;
         *out = g;

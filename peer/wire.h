@@ -45,7 +45,7 @@
 
 #include "gossip/gsp.h"
 
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 
 /* Largest dim a PUSH may declare. WIRE.md caps a frame at 1 GiB and a SYNC
  * carries 12 bytes per parameter, so 2^26 (805 MB of SYNC) is the largest
@@ -56,9 +56,9 @@
 /* AUTH: BLAKE2b-256 of the handshake transcript. */
 #define WIRE_HASH_LEN 32
 /* Largest encoding of a PUSH without its payload bytes: array header, type,
- * round, seq (uint64 each at worst), kind, w_total (float64), gain, step
- * (float32), dim (uint64), bin32 header. */
-#define WIRE_PUSH_HEADER_MAX 54
+ * round, seq, incarnation (uint64 each at worst), kind, w_total (float64),
+ * gain, step (float32), dim (uint64), bin32 header. */
+#define WIRE_PUSH_HEADER_MAX 63
 
 typedef enum wire_type {
     WIRE_AUTH = 0,
@@ -66,6 +66,8 @@ typedef enum wire_type {
     WIRE_NACK = 2,
     WIRE_HEARTBEAT = 3,
     WIRE_GOODBYE = 4,
+    WIRE_MODEL_REQUEST = 5,
+    WIRE_MODEL = 6,
 } wire_type;
 
 /* A PUSH as it travels. payload is the one bin of the message: RAW = dim
@@ -74,6 +76,7 @@ typedef enum wire_type {
 typedef struct wire_push {
     long round;
     uint64_t seq;
+    uint64_t incarnation;
     gsp_kind kind;
     double w_total;
     float gain, step;
@@ -99,6 +102,15 @@ typedef struct wire_msg {
             const char *reason; /* len bytes of UTF-8, NOT NUL-terminated */
             size_t len;
         } goodbye;
+        struct {
+            size_t dim; /* the asker's model size: the answer must match it */
+        } model_request;
+        struct {
+            long round;           /* the round the asker enters at */
+            size_t dim;
+            const uint8_t *hash;  /* WIRE_HASH_LEN bytes: BLAKE2b-256 of payload */
+            const uint8_t *payload; /* 4 * dim bytes: the model z, float32 little-endian */
+        } model;
     };
 } wire_msg;
 
@@ -112,7 +124,8 @@ typedef struct wire_err {
 
 /* Bytes that hold any message a peer with vectors of dim values sends, given
  * that its DELTA payloads are at most payload_len bytes (cmp_bound of its
- * codec; 0 without one). Covers AUTH, NACK, HEARTBEAT and GOODBYE too.
+ * codec; 0 without one). Covers every other message type too (a MODEL
+ * of dim values is smaller than a SYNC).
  * Returns 0 if dim > WIRE_MAX_DIM (such a message cannot be encoded). */
 size_t wire_push_bound(size_t dim, size_t payload_len);
 
@@ -131,6 +144,11 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m);
 long wire_encode_nack(uint8_t *out, size_t cap, uint64_t seq);
 long wire_encode_heartbeat(uint8_t *out, size_t cap, long round);
 long wire_encode_goodbye(uint8_t *out, size_t cap, const char *reason, size_t len);
+long wire_encode_model_request(uint8_t *out, size_t cap, size_t dim);
+/* The model z (dim floats, host order) and the BLAKE2b-256 of its
+ * little-endian bytes, which the caller computes (wire/ does no crypto). */
+long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, size_t dim,
+                       const uint8_t hash[WIRE_HASH_LEN]);
 /* Any decoded (or hand-built) message; a PUSH payload is copied as bytes. */
 long wire_encode(uint8_t *out, size_t cap, const wire_msg *m);
 

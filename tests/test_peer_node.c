@@ -120,7 +120,10 @@ static void sim_equals_network(const char *codec_text)
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
     make_cluster(dir, 4, topo_path);
-    char *extra[] = {"--model", "mlp:32", "--epochs", "2", "--codec", (char *)codec_text, "--no-progress", NULL};
+    /* A fixed deadline as long as the round timeout: nobody is ever declared
+     * late, so the run is as synchronous as the simulator's. */
+    char *extra[] = {"--model", "mlp:32", "--epochs", "2", "--codec", (char *)codec_text, "--round-deadline", "30",
+                     "--no-progress", NULL};
     run_peers(dir, 4, extra);
 
     /* The same run in the simulator, in this process. */
