@@ -213,9 +213,15 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         }
     } else
         raw_split(g, out, edges);
+    /* w moves as x does: with a codec x gives up step * r, r ~ weight * x, so
+     * w gives up step * weight * w. (Moving all of weight * w, as an earlier
+     * version did, is invisible on a regular graph where every w stays 1,
+     * but where in-degrees differ - a peer routed around, a reroute - it
+     * parts x from w and biases z = x / w.) */
+    const double wstep = g->codec ? (double)g->step : 1.0;
     double w_sent = 0.0;
     for (int k = 0; k < out->n; k++) {
-        double share = out->weight[k] * g->w;
+        double share = wstep * out->weight[k] * g->w;
         gsp_edge *e = edges[k];
         e->w += share;
         w_sent += share;

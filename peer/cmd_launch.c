@@ -20,6 +20,7 @@
 #include "peer/cluster.h"
 #include "peer/commands.h"
 #include "peer/json.h"
+#include "peer/launch_faults.h"
 #include "peer/sec.h"
 #include "topologies/topo.h"
 
@@ -43,7 +44,13 @@ static void help(void)
           "                        'ADDRESS [slots=N] [ssh=DEST] [ssh-port=P]' (README has an example)\n"
           "  --base-port P         with --hosts: peers on a host listen on P, P+1, ... [17000]\n"
           "  --remote-sgp PATH     with --hosts: sgp on the hosts [this executable's path]\n"
-          "  --remote-dir DIR      with --hosts: the run directory on the hosts [the local one's path]\n"
+          "  --remote-dir DIR      with --hosts: the run directory on the hosts [the local one's path]\n\n"
+          "Fault injection (local runs; every peer checkpoints to DIR/peerI.ckpt):\n"
+          "  --kill PEER@ROUND     kill -9 the peer once its log reaches ROUND\n"
+          "  --restart PEER@ROUND[:S]  kill -9 it, then start it again with --resume after S seconds [1]\n"
+          "  --stop PEER@ROUND:S   SIGSTOP it for S seconds, then SIGCONT\n"
+          "  --slow PEER:FACTOR    its local steps take FACTOR times as long\n"
+          "  (each may be repeated; the summary counts the faults injected)\n\n"
           "  -h, --help            this text\n",
           stdout);
 }
@@ -156,7 +163,7 @@ static void peer_status(const char *dir, int i, long *round, double *mb, double 
     if (fseek(f, -(long)sizeof line + 1, SEEK_END) != 0)
         rewind(f);
     while (fgets(line, sizeof line, f))
-        if (strchr(line, '\n')) {
+        if (strchr(line, '\n') && !strstr(line, "\"event\"")) {
             strcpy(tail, line);
             const char *a = strstr(line, "\"test_accuracy\": ");
             if (a)
@@ -194,8 +201,10 @@ static const char *forwarded(int argc, char **argv, const char *name, const char
     return def;
 }
 
-/* Average of the peers' models, evaluated, plus their spread. */
-static int combine(const char *dir, int n, int argc, char **argv, const char *summary, double wall)
+/* Average of the peers' models, evaluated, plus their spread. Peers a fault
+ * killed for good (absent[i]) have no model and are left out. */
+static int combine(const char *dir, int n, int argc, char **argv, const char *summary, double wall,
+                   const uint8_t *absent, int faults)
 {
     nn_dataset train = {0}, test = {0};
     nn_model m = {0};
@@ -210,11 +219,13 @@ static int combine(const char *dir, int n, int argc, char **argv, const char *su
     const size_t dim = m.n_params;
     float *models = malloc((size_t)n * dim * sizeof(float)), *avg = calloc(dim, sizeof(float));
     double acc_min = 1, acc_sum = 0, bytes = 0, rounds = 1e300, wsum = 0, w[64];
-    int status = models && avg ? 0 : 1;
+    int status = models && avg ? 0 : 1, k = 0; /* k: peers with a model */
     for (int i = 0; status == 0 && i < n; i++) {
+        if (absent[i])
+            continue;
         snprintf(path, sizeof path, "%.1024s/peer%d.model", dir, i);
         FILE *f = fopen(path, "rb");
-        if (!f || fread(models + (size_t)i * dim, sizeof(float), dim, f) != dim) {
+        if (!f || fread(models + (size_t)k * dim, sizeof(float), dim, f) != dim) {
             fprintf(stderr, "%s: %s: missing or short\n", CMD, path);
             status = 1;
         }
@@ -225,45 +236,49 @@ static int combine(const char *dir, int n, int argc, char **argv, const char *su
         acc_min = fmin(acc_min, a), acc_sum += a;
         bytes += summary_number(path, "bytes_sent");
         rounds = fmin(rounds, summary_number(path, "rounds"));
-        w[i] = summary_number(path, "weight");
-        if (!(w[i] > 0))
-            w[i] = 1.0;
-        wsum += w[i];
+        w[k] = summary_number(path, "weight");
+        if (!(w[k] > 0))
+            w[k] = 1.0;
+        wsum += w[k++];
     }
+    if (k == 0)
+        status = 1;
     double cd = 0, norm = 0;
     float loss = 0, acc = 0;
     if (status == 0) {
         /* sum x / sum w, as sgp sim reports it: x_i = w_i z_i. */
         for (size_t d = 0; d < dim; d++) {
             double a = 0;
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < k; i++)
                 a += w[i] * models[(size_t)i * dim + d];
             avg[d] = (float)(a / wsum);
         }
         for (size_t d = 0; d < dim; d++)
             norm += (double)avg[d] * avg[d];
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < k; i++)
             for (size_t d = 0; d < dim; d++) {
                 double e = (double)models[(size_t)i * dim + d] - avg[d];
-                cd += e * e / n;
+                cd += e * e / k;
             }
         cd = norm > 0 ? cd / norm : 0;
         nn_model_evaluate(&m, avg, &test, &loss, &acc);
-        printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n"
-               "%.0f rounds, %.1f MB sent, %.1f wall s; run directory %s\n",
-               100 * acc, 100 * acc_min, 100 * acc_sum / n, cd, rounds, bytes / 1e6, wall, dir);
+        printf("test accuracy %.2f%% (average model of %d peers), peers min %.2f%% mean %.2f%%; consensus distance "
+               "%.2e\n%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n",
+               100 * acc, k, 100 * acc_min, 100 * acc_sum / k, cd, rounds, bytes / 1e6, wall, faults, dir);
     }
     json_obj j;
     if (status == 0 && summary && json_open(&j, summary) == 0) {
         json_str(&j, "command", "launch");
         json_str(&j, "run_dir", dir);
         json_int(&j, "peers", n);
+        json_int(&j, "peers_finished", k);
+        json_int(&j, "faults_injected", faults);
         json_str(&j, "model", spec);
         json_int(&j, "parameters", (long long)dim);
         json_num(&j, "test_accuracy", acc);
         json_num(&j, "test_loss", loss);
         json_num(&j, "test_accuracy_min", acc_min);
-        json_num(&j, "test_accuracy_mean", acc_sum / n);
+        json_num(&j, "test_accuracy_mean", acc_sum / k);
         json_num(&j, "consensus_distance", cd);
         json_num(&j, "bytes_sent", bytes);
         json_num(&j, "rounds", rounds);
@@ -422,8 +437,80 @@ static void shell_quote(char *out, size_t cap, const char *s)
     out[o] = 0;
 }
 
+/* What starting (and restarting) a peer needs. */
+typedef struct launch {
+    const char *self, *run_dir, *remote_dir, *remote_sgp, *hosts;
+    char **fwd;
+    int nfwd;
+    placement *where;
+    fault_plan faults;
+    pid_t pids[64];
+    uint8_t absent[64]; /* killed by a fault for good: no model at the end */
+} launch;
+
+/* Fork `sgp peer` for peer i (over ssh with --hosts); its output goes to
+ * RUN/peerI.out (appended to on a restart). */
+static pid_t start_peer(launch *L, int i, int resume)
+{
+    char cl[4200], id[16], model[4200], log[4200], sum[4200], out[4200], ckpt[4200], slow[32];
+    const char *pdir = L->hosts ? L->remote_dir : L->run_dir; /* where the peer's own files are */
+    snprintf(cl, sizeof cl, "%.1024s/cluster.conf", pdir);
+    snprintf(id, sizeof id, "%d", i);
+    snprintf(model, sizeof model, "%.1024s/peer%d.model", pdir, i);
+    snprintf(log, sizeof log, "%.1024s/peer%d.jsonl", pdir, i);
+    snprintf(sum, sizeof sum, "%.1024s/peer%d.json", pdir, i);
+    snprintf(ckpt, sizeof ckpt, "%.1024s/peer%d.ckpt", pdir, i);
+    snprintf(out, sizeof out, "%.1024s/peer%d.out", L->run_dir, i);
+    char *args[170] = {(char *)L->self, "peer", "--cluster", cl, "--id", id, "--save-model", model, "--log", log,
+                       "--summary", sum, "--no-progress", "--checkpoint", ckpt};
+    int a = 15;
+    if (L->faults.slow[i] > 0) {
+        snprintf(slow, sizeof slow, "%g", L->faults.slow[i]);
+        args[a++] = "--slow", args[a++] = slow;
+    }
+    if (resume)
+        args[a++] = "--resume";
+    for (int k = 0; k < L->nfwd && a < 168; k++)
+        args[a++] = L->fwd[k];
+    args[a] = NULL;
+    char remote[8192], pb[16];
+    if (L->hosts) {
+        /* ssh DEST 'exec SGP peer ...': the same arguments, quoted for the remote shell. */
+        size_t o = (size_t)snprintf(remote, sizeof remote, "exec");
+        char q[1200];
+        for (int k = 0; k < a && o < sizeof remote; k++) {
+            shell_quote(q, sizeof q, k == 0 ? (L->remote_sgp ? L->remote_sgp : L->self) : args[k]);
+            o += (size_t)snprintf(remote + o, sizeof remote - o, " %s", q);
+        }
+        char *sa[12] = {"ssh", "-o", "BatchMode=yes"};
+        int b = 3;
+        ssh_port_args(&L->where[i], sa, &b, "-p", pb, sizeof pb);
+        sa[b++] = L->where[i].ssh, sa[b++] = remote, sa[b] = NULL;
+        memcpy(args, sa, sizeof sa);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *o = freopen(out, resume ? "a" : "w", stdout);
+        if (o)
+            dup2(fileno(stdout), 2);
+        signal(SIGINT, SIG_IGN); /* the launcher forwards Ctrl-C as SIGTERM */
+        execvp(args[0], args);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void restart_peer(void *ctx, int i)
+{
+    launch *L = ctx;
+    L->pids[i] = start_peer(L, i, 1);
+    L->absent[i] = 0;
+}
+
 int cmd_launch(int argc, char **argv)
 {
+    static launch L;
+    memset(&L, 0, sizeof L);
     long peers = 4, base_port = 17000;
     const char *topology = "exponential", *run_dir = NULL, *summary = NULL, *hosts = NULL, *remote_sgp = NULL,
                *remote_dir = NULL;
@@ -435,7 +522,8 @@ int cmd_launch(int argc, char **argv)
         const char *a = argv[i];
         int takes = !strcmp(a, "--peers") || !strcmp(a, "--topology") || !strcmp(a, "--run-dir") ||
                     !strcmp(a, "--summary") || !strcmp(a, "--hosts") || !strcmp(a, "--base-port") ||
-                    !strcmp(a, "--remote-sgp") || !strcmp(a, "--remote-dir");
+                    !strcmp(a, "--remote-sgp") || !strcmp(a, "--remote-dir") || !strcmp(a, "--kill") ||
+                    !strcmp(a, "--restart") || !strcmp(a, "--stop") || !strcmp(a, "--slow");
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help();
             free(fwd);
@@ -444,6 +532,16 @@ int cmd_launch(int argc, char **argv)
         if (takes && i + 1 >= argc) {
             free(fwd);
             return cli_usage(CMD, "option '%s' needs a value", a);
+        }
+        char ferr[256];
+        int frc = takes ? fault_plan_add(&L.faults, a, argv[i + 1], ferr, sizeof ferr) : 1;
+        if (frc < 0) {
+            free(fwd);
+            return cli_usage(CMD, "%s", ferr);
+        }
+        if (frc == 0) {
+            i++;
+            continue;
         }
         if (!strcmp(a, "--peers")) {
             if (cli_long(CMD, "--peers", argv[++i], 1, 64, &peers)) {
@@ -469,11 +567,20 @@ int cmd_launch(int argc, char **argv)
             }
         }
         else if (!strcmp(a, "--id") || !strcmp(a, "--cluster") || !strcmp(a, "--key") || !strcmp(a, "--save-model") ||
-                 !strcmp(a, "--log")) {
+                 !strcmp(a, "--log") || !strcmp(a, "--checkpoint") || !strcmp(a, "--resume")) {
             free(fwd);
             return cli_usage(CMD, "%s is set by the launcher for each peer", a);
         } else
             fwd[nfwd++] = argv[i];
+    }
+    char ferr[256];
+    if (fault_plan_check(&L.faults, (int)peers, ferr, sizeof ferr) < 0) {
+        free(fwd);
+        return cli_usage(CMD, "%s", ferr);
+    }
+    if (hosts && L.faults.n) {
+        free(fwd);
+        return cli_usage(CMD, "--kill, --restart and --stop are for local runs (not with --hosts)");
     }
     /* The best setting measured in the compression issue, unless told otherwise. */
     int has_codec = 0;
@@ -537,61 +644,42 @@ int cmd_launch(int argc, char **argv)
     signal(SIGINT, on_sigint);
     signal(SIGTERM, on_sigint);
     double t0 = cli_now();
-    pid_t pids[64];
-    for (int i = 0; i < peers; i++) {
-        char cl[4200], id[16], model[4200], log[4200], sum[4200], out[4200];
-        const char *pdir = hosts ? remote_dir : run_dir; /* where the peer's own files are */
-        snprintf(cl, sizeof cl, "%.1024s/cluster.conf", pdir);
-        snprintf(id, sizeof id, "%d", i);
-        snprintf(model, sizeof model, "%.1024s/peer%d.model", pdir, i);
-        snprintf(log, sizeof log, "%.1024s/peer%d.jsonl", pdir, i);
-        snprintf(sum, sizeof sum, "%.1024s/peer%d.json", pdir, i);
-        snprintf(out, sizeof out, "%.1024s/peer%d.out", run_dir, i);
-        char *args[160] = {self, "peer", "--cluster", cl, "--id", id, "--save-model", model, "--log", log,
-                           "--summary", sum, "--no-progress"};
-        int a = 13;
-        for (int k = 0; k < nfwd && a < 158; k++)
-            args[a++] = fwd[k];
-        args[a] = NULL;
-        char remote[8192], pb[16];
-        if (hosts) {
-            /* ssh DEST 'exec SGP peer ...': the same arguments, quoted for the remote shell. */
-            size_t o = (size_t)snprintf(remote, sizeof remote, "exec");
-            char q[1200];
-            for (int k = 0; k < a && o < sizeof remote; k++) {
-                shell_quote(q, sizeof q, k == 0 ? (remote_sgp ? remote_sgp : self) : args[k]);
-                o += (size_t)snprintf(remote + o, sizeof remote - o, " %s", q);
-            }
-            char *sa[12] = {"ssh", "-o", "BatchMode=yes"};
-            int b = 3;
-            ssh_port_args(&where[i], sa, &b, "-p", pb, sizeof pb);
-            sa[b++] = where[i].ssh, sa[b++] = remote, sa[b] = NULL;
-            memcpy(args, sa, sizeof sa);
-        }
-        pids[i] = fork();
-        if (pids[i] == 0) {
-            FILE *o = freopen(out, "w", stdout);
-            if (o)
-                dup2(fileno(stdout), 2);
-            signal(SIGINT, SIG_IGN); /* the launcher forwards Ctrl-C as SIGTERM */
-            execvp(args[0], args);
-            _exit(127);
-        }
-    }
+    L.self = self, L.run_dir = run_dir, L.remote_dir = remote_dir, L.remote_sgp = remote_sgp, L.hosts = hosts;
+    L.fwd = fwd, L.nfwd = nfwd, L.where = where;
+    pid_t *pids = L.pids;
+    for (int i = 0; i < peers; i++)
+        pids[i] = start_peer(&L, i, 0);
     int left = (int)peers, failed = 0, tty = isatty(1);
     double last = 0;
     while (left > 0) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
         if (p > 0) {
-            left--;
-            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                for (int i = 0; i < peers; i++)
-                    if (pids[i] == p)
-                        fprintf(stderr, "\n%s: peer %d failed (see %s/peer%d.out)\n", CMD, i, run_dir, i);
-                failed = 1;
+            for (int i = 0; i < peers; i++) {
+                if (pids[i] != p)
+                    continue;
+                pids[i] = 0;
+                int ours = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && fault_plan_killed(&L.faults, i);
+                if (ours)
+                    L.absent[i] = !fault_plan_restart_pending(&L.faults, i);
+                else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                    fprintf(stderr, "\n%s: peer %d failed (see %s/peer%d.out)\n", CMD, i, run_dir, i);
+                    failed = 1;
+                }
             }
+            left = 0;
+            for (int i = 0; i < peers; i++)
+                left += pids[i] > 0 || fault_plan_restart_pending(&L.faults, i);
             continue;
+        }
+        if (L.faults.n && !interrupted) {
+            long rounds[64];
+            for (int i = 0; i < peers; i++) {
+                double m, loss, acc;
+                rounds[i] = -1;
+                peer_status(run_dir, i, &rounds[i], &m, &loss, &acc);
+            }
+            fault_plan_tick(&L.faults, rounds, pids, cli_now(), restart_peer, &L);
         }
         if (interrupted == 1) {
             interrupted = 2;
@@ -606,7 +694,10 @@ int cmd_launch(int argc, char **argv)
                     ka[b++] = where[i].ssh, ka[b++] = pat, ka[b] = NULL;
                     run_wait(ka);
                 }
-                kill(pids[i], SIGTERM);
+                if (pids[i] > 0) {
+                    kill(pids[i], SIGCONT); /* a stopped peer must run to take the SIGTERM */
+                    kill(pids[i], SIGTERM);
+                }
             }
         }
         double now = cli_now();
@@ -644,7 +735,9 @@ int cmd_launch(int argc, char **argv)
         fprintf(stderr, "%s: interrupted; every peer stopped\n", CMD);
     if (!interrupted && !failed && hosts && remote_fetch(run_dir, remote_dir, (int)peers, where) < 0)
         failed = 1;
-    status = interrupted ? 130 : failed ? 1 : combine(run_dir, (int)peers, nfwd, fwd, summary, cli_now() - t0);
+    status = interrupted ? 130
+             : failed    ? 1
+                         : combine(run_dir, (int)peers, nfwd, fwd, summary, cli_now() - t0, L.absent, L.faults.injected);
     free(fwd);
     return status;
 }

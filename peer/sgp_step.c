@@ -35,7 +35,12 @@ float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *corr
     if (l->weight_decay > 0.0f)
         for (size_t i = 0; i < g->dim; i++)
             m->grads[i] += l->weight_decay * z[i];
-    nn_sgd_step(&l->opt, g->x, m->grads, lr);
+    /* The step is taken on z = x / w: x moves by w times it. Without the
+     * factor a peer whose weight has shrunk (shares lost to a peer that died,
+     * a joiner's fresh unit among peers that lost some) would take steps of
+     * lr / w on its model and diverge. On a regular graph with no faults w
+     * stays exactly 1 and this changes no bit. */
+    nn_sgd_step(&l->opt, g->x, m->grads, (float)(lr * g->w));
     return loss;
 }
 

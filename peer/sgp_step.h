@@ -1,7 +1,9 @@
 /* One peer's local SGP computation, shared by the simulator and the networked
  * peer so that both run exactly the same arithmetic:
  *
- *   z = x / w;  g = clip(grad f_i(z)) + wd * z;  x -= lr * momentum_step(g)
+ *   z = x / w;  g = clip(grad f_i(z)) + wd * z;  x -= w * lr * momentum_step(g)
+ *
+ * (the step of z itself is lr * momentum_step(g), whatever w has become)
  *
  *   sgp_local l;
  *   sgp_local_init(&l, &opts, &shard, peer_id, n_peers, n_params);

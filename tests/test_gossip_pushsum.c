@@ -446,7 +446,8 @@ Test(gossip_pushsum, absorb_rejects_malformed)
 
 /* rounds of averaging; faults (fate) only in the first faulty_rounds, so the
  * end state shows whether the system recovered from them. */
-static void compressed_averaging(const char *spec_text, const char *kind, int rounds, fate_fn fate, int faulty_rounds)
+static void compressed_averaging_on(const char *spec_text, const char *kind, unsigned dead, int rounds,
+                                    fate_fn fate, int faulty_rounds, double tol)
 {
     cmp_spec spec;
     char err[128];
@@ -456,6 +457,9 @@ static void compressed_averaging(const char *spec_text, const char *kind, int ro
     net s;
     net_init(&s, kind, 8, NULL, 0, 21);
     net_codec = NULL;
+    for (int i = 0; i < 8; i++)
+        if (dead >> i & 1)
+            s.alive[i] = 0; /* dead from the start: routed around */
     double x0[DIM], w0, avg[DIM];
     mass(&s, x0, &w0);
     average(&s, avg);
@@ -464,9 +468,14 @@ static void compressed_averaging(const char *spec_text, const char *kind, int ro
         assert_mass(&s, x0, w0, 1e-5); /* what leaves one peer arrives at the other, every codec */
     }
     double err_rel = consensus_error(&s, avg);
-    cr_assert_lt(err_rel, 1e-4, "%s on %s: relative consensus error %.3g after %d rounds", spec_text, kind, err_rel,
+    cr_assert_lt(err_rel, tol, "%s on %s: relative consensus error %.3g after %d rounds", spec_text, kind, err_rel,
                  rounds);
     net_free(&s);
+}
+
+static void compressed_averaging(const char *spec_text, const char *kind, int rounds, fate_fn fate, int faulty_rounds)
+{
+    compressed_averaging_on(spec_text, kind, 0, rounds, fate, faulty_rounds, 1e-4);
 }
 
 static const char *const all_codecs[] = {"none", "fp16", "bf16", "topk:0.25", "randk:0.25", "qsgd:16", "terngrad",
@@ -482,6 +491,18 @@ Test(gossip_compressed, every_codec_conserves_and_averages_ring8)
 {
     for (size_t i = 0; i < sizeof all_codecs / sizeof *all_codecs; i++)
         compressed_averaging(all_codecs[i], "ring", 1500, NULL, 0);
+}
+
+/* Peers 3 and 5 dead and routed around: in-degrees differ, so the weights
+ * w part from 1, and w must move by the same consensus step as x or
+ * z = x / w ends far from the average (relative error 0.28 to 1.2 for the
+ * sparse and stochastic codecs when w moved in full). What is left (up to
+ * 2.5%, measured) comes from rerouted edges that serve two phases of the
+ * schedule with one reference: gossip/GUARANTEES.md, "Known limits". */
+Test(gossip_compressed, every_codec_averages_around_dead_peers)
+{
+    for (size_t i = 0; i < sizeof all_codecs / sizeof *all_codecs; i++)
+        compressed_averaging_on(all_codecs[i], "exponential", 1u << 3 | 1u << 5, 1500, NULL, 0, 0.05);
 }
 
 Test(gossip_compressed, lost_delta_is_recovered_by_sync)

@@ -182,9 +182,9 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(memcmp(log.b[0], "SGP1\x01\x00", 6), 0);
+    cr_assert_eq(memcmp(log.b[0], "SGP1\x02\x00", 6), 0);
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
-    cr_assert_eq(memcmp(log.b[1], "SGP1\x01\x00\x01\x00\x00\x00", 10), 0, "responder id 1, little-endian");
+    cr_assert_eq(memcmp(log.b[1], "SGP1\x02\x00\x01\x00\x00\x00", 10), 0, "responder id 1, little-endian");
     cr_assert_eq(sec_hs_want(&i), 0);
     cr_assert_eq(sec_hs_want(&r), 0);
     sec_session a, b;
@@ -359,9 +359,9 @@ Test(peer_sec, wrong_magic_version_cluster_or_id_is_refused_at_the_first_message
     sec_hs_free(&r);
 
     memcpy(m, good, sizeof m);
-    m[4] = 2;
+    m[4] = 1; /* version 1: before PUSH carried an incarnation */
     cr_assert_eq(respond_to(m, 1, g_cid, &r), -EPROTONOSUPPORT);
-    cr_assert(strstr(r.msg, "version 2"), "%s", r.msg);
+    cr_assert(strstr(r.msg, "version 1"), "%s", r.msg);
     sec_hs_free(&r);
 
     uint8_t other[SEC_CLUSTER_ID_BYTES];

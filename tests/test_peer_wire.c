@@ -1,4 +1,5 @@
-/* The wire's message layer (peer/wire.h, peer/WIRE.md "Messages"): every type
+/* The wire's message layer (peer/wire.h, peer/WIRE.md "Messages"), version 2
+ * (PUSH carries the sender's incarnation; MODEL_REQUEST and MODEL): every type
  * round-trips bit for bit; what the encoder writes is msgpack that msgpack-c's
  * own unpacker reads as the schema says; the decoder rejects with -EBADMSG
  * every strict prefix, trailing bytes, wrong types, out-of-range integers,
@@ -60,6 +61,8 @@ static int decode_copy(wire_msg *m, const uint8_t *buf, size_t len, wire_err *e,
         m->auth.hash = NULL;
     else if (m && m->type == WIRE_GOODBYE)
         m->goodbye.reason = NULL;
+    else if (m && m->type == WIRE_MODEL)
+        m->model.hash = m->model.payload = NULL;
     return rc;
 }
 
@@ -83,6 +86,8 @@ static void push_make(push_case *c, gsp_kind kind, size_t dim)
     c->m.src = 3, c->m.dst = 5;
     c->m.round = (long)(rnd() % 100000);
     c->m.seq = 1 + rnd() % 1000;
+    uint64_t shift = rnd() % 65; /* incarnations of every width, 0 included */
+    c->m.incarnation = shift == 64 ? 0 : rnd() >> shift;
     c->m.kind = kind;
     c->m.w_total = 0.25 + (double)(rnd() % 1000) / 7.0;
     c->m.dim = dim;
@@ -145,7 +150,8 @@ static int msg_equal(const wire_msg *a, const wire_msg *b)
         return !memcmp(a->auth.hash, b->auth.hash, WIRE_HASH_LEN);
     case WIRE_PUSH: {
         const wire_push *p = &a->push, *q = &b->push;
-        return p->round == q->round && p->seq == q->seq && p->kind == q->kind && same_bits64(p->w_total, q->w_total) &&
+        return p->round == q->round && p->seq == q->seq && p->incarnation == q->incarnation && p->kind == q->kind &&
+               same_bits64(p->w_total, q->w_total) &&
                same_bits32(p->gain, q->gain) && same_bits32(p->step, q->step) && p->dim == q->dim &&
                p->payload_len == q->payload_len && (!p->payload_len || !memcmp(p->payload, q->payload, p->payload_len));
     }
@@ -156,16 +162,27 @@ static int msg_equal(const wire_msg *a, const wire_msg *b)
     case WIRE_GOODBYE:
         return a->goodbye.len == b->goodbye.len &&
                (!a->goodbye.len || !memcmp(a->goodbye.reason, b->goodbye.reason, a->goodbye.len));
+    case WIRE_MODEL_REQUEST:
+        return a->model_request.dim == b->model_request.dim;
+    case WIRE_MODEL:
+        return a->model.round == b->model.round && a->model.dim == b->model.dim &&
+               !memcmp(a->model.hash, b->model.hash, WIRE_HASH_LEN) &&
+               (!a->model.dim || !memcmp(a->model.payload, b->model.payload, a->model.dim * sizeof(float)));
     }
     return 0;
+}
+
+/* The dim a message's buffer must be sized for (wire_push_bound covers all types). */
+static size_t msg_dim(const wire_msg *m)
+{
+    return m->type == WIRE_PUSH ? m->push.dim : m->type == WIRE_MODEL ? m->model.dim : 0;
 }
 
 /* Re-encode a decoded message, decode that, and require the same message and
  * the same bytes on a second re-encode (the encoder's output is canonical). */
 static void reencode_check(const wire_msg *m)
 {
-    size_t cap = wire_push_bound(m->type == WIRE_PUSH ? m->push.dim : 0,
-                                 m->type == WIRE_PUSH ? m->push.payload_len : 0);
+    size_t cap = wire_push_bound(msg_dim(m), m->type == WIRE_PUSH ? m->push.payload_len : 0);
     uint8_t *b1 = malloc(cap), *b2 = malloc(cap);
     long n1 = wire_encode(b1, cap, m);
     cr_assert_gt(n1, 0, "re-encode of a decoded %s: %ld", wire_type_name(m->type), n1);
@@ -188,7 +205,19 @@ typedef struct sample {
     size_t len;
 } sample;
 
-#define N_SAMPLES 10
+#define N_SAMPLES 14
+
+/* A MODEL's z: random bit patterns (NaNs included), carried bit for bit. */
+static float *model_z(size_t dim)
+{
+    float *z = malloc((dim ? dim : 1) * sizeof *z);
+    cr_assert_not_null(z);
+    for (size_t i = 0; i < dim; i++) {
+        uint32_t u = (uint32_t)rnd();
+        memcpy(&z[i], &u, sizeof u);
+    }
+    return z;
+}
 
 static void samples_make(sample *s)
 {
@@ -209,6 +238,18 @@ static void samples_make(sample *s)
     n = wire_encode_goodbye(tmp, sizeof tmp, "shutting down \xe2\x9c\x93", 17);
     s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
     n = wire_encode_goodbye(tmp, sizeof tmp, "", 0);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_model_request(tmp, sizeof tmp, 3);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_model_request(tmp, sizeof tmp, 0);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    float *z = model_z(3);
+    n = wire_encode_model(tmp, sizeof tmp, 70000, z, 3, hash);
+    cr_assert_gt(n, 0);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    free(z);
+    n = wire_encode_model(tmp, sizeof tmp, 0, NULL, 0, hash);
+    cr_assert_gt(n, 0);
     s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
     static const struct {
         gsp_kind kind;
@@ -289,16 +330,28 @@ static int decode_items(const item *it, size_t n_items, wire_msg *m, wire_err *e
     return rc;
 }
 
-/* A valid PUSH as items (10: array header + 9 fields) with an all-zero payload. */
+/* A valid PUSH as items (11: array header + 10 fields) with an all-zero
+ * payload; the indices of its fields: */
+enum { P_TYPE = 1, P_ROUND, P_SEQ, P_INC, P_KIND, P_W, P_GAIN, P_STEP, P_DIM, P_PAYLOAD, P_ITEMS };
 static uint8_t zeros[4096];
 
 static void push_items(item *it, gsp_kind kind, size_t dim)
 {
     size_t plen = kind == GSP_RAW ? 8 * dim : kind == GSP_SYNC ? 12 * dim : 6;
     cr_assert_leq(plen, sizeof zeros);
-    it[0] = A(9), it[1] = U(WIRE_PUSH), it[2] = U(17), it[3] = U(4), it[4] = U((uint64_t)kind);
-    it[5] = D(1.5), it[6] = F(kind == GSP_DELTA ? 0.75 : 0.0), it[7] = F(kind == GSP_DELTA ? 0.5 : 0.0);
-    it[8] = U(dim), it[9] = B(zeros, plen);
+    it[0] = A(10), it[P_TYPE] = U(WIRE_PUSH), it[P_ROUND] = U(17), it[P_SEQ] = U(4), it[P_INC] = U(9);
+    it[P_KIND] = U((uint64_t)kind), it[P_W] = D(1.5), it[P_GAIN] = F(kind == GSP_DELTA ? 0.75 : 0.0);
+    it[P_STEP] = F(kind == GSP_DELTA ? 0.5 : 0.0), it[P_DIM] = U(dim), it[P_PAYLOAD] = B(zeros, plen);
+}
+
+/* A valid MODEL as items (6: array header + 5 fields), all-zero hash and z. */
+enum { M_TYPE = 1, M_ROUND, M_DIM, M_HASH, M_PAYLOAD, M_ITEMS };
+
+static void model_items(item *it, size_t dim)
+{
+    cr_assert_leq(4 * dim, sizeof zeros);
+    it[0] = A(5), it[M_TYPE] = U(WIRE_MODEL), it[M_ROUND] = U(12), it[M_DIM] = U(dim);
+    it[M_HASH] = B(zeros, WIRE_HASH_LEN), it[M_PAYLOAD] = B(zeros, 4 * dim);
 }
 
 /* ---- round trips ------------------------------------------------------------- */
@@ -380,8 +433,10 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
             for (int rep = 0; rep < 3; rep++) {
                 push_case c;
                 push_make(&c, (gsp_kind)kind, dims[d]);
+                if (rep == 1) /* a first incarnation (the simulator's) */
+                    c.m.incarnation = 0;
                 if (rep == 2) /* extremes of the integer fields */
-                    c.m.round = LONG_MAX, c.m.seq = UINT64_MAX;
+                    c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX;
                 size_t len;
                 uint8_t *buf = encode_push(&c.m, &len);
                 uint8_t *in = exact_copy(buf, len);
@@ -392,6 +447,7 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 const wire_push *p = &m.push;
                 cr_assert_eq(p->round, c.m.round);
                 cr_assert_eq(p->seq, c.m.seq);
+                cr_assert_eq(p->incarnation, c.m.incarnation);
                 cr_assert_eq(p->kind, c.m.kind);
                 cr_assert(same_bits64(p->w_total, c.m.w_total));
                 cr_assert(same_bits32(p->gain, c.m.gain));
@@ -409,6 +465,7 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 cr_assert_eq(g.dst, -1);
                 cr_assert_eq(g.round, c.m.round);
                 cr_assert_eq(g.seq, c.m.seq);
+                cr_assert_eq(g.incarnation, c.m.incarnation);
                 cr_assert_eq(g.kind, c.m.kind);
                 cr_assert(same_bits64(g.w_total, c.m.w_total));
                 cr_assert(same_bits32(g.gain, c.m.gain) && same_bits32(g.step, c.m.step));
@@ -438,6 +495,227 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
             }
 }
 
+/* The incarnation (a sender's process run, any uint64) at every msgpack
+ * integer width, for every kind, through decode and into the gsp_msg. */
+Test(peer_wire, push_incarnation_round_trips_at_every_integer_width)
+{
+    static const uint64_t v[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 0xffffffffULL, 0x100000000ULL,
+                                 (uint64_t)LONG_MAX, (uint64_t)LONG_MAX + 1, UINT64_MAX - 1, UINT64_MAX};
+    /* msgpack sizes of each: fixint, uint8, uint16, uint32, uint64. */
+    static const size_t width[] = {1, 1, 1, 2, 2, 3, 3, 5, 5, 9, 9, 9, 9, 9};
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++)
+        for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+            push_case c;
+            push_make(&c, (gsp_kind)kind, 7);
+            c.m.incarnation = v[k];
+            size_t len;
+            uint8_t *buf = encode_push(&c.m, &len);
+            c.m.incarnation = 0; /* the same message at the narrowest width: the difference is the field */
+            size_t len0;
+            uint8_t *buf0 = encode_push(&c.m, &len0);
+            cr_assert_eq(len - len0, width[k] - 1, "incarnation %llu: %zu bytes", (unsigned long long)v[k],
+                         len - len0 + 1);
+            wire_msg m;
+            wire_err e;
+            uint8_t *in;
+            cr_assert_eq(decode_copy(&m, buf, len, &e, &in), 0, "incarnation %llu: %s: %s", (unsigned long long)v[k],
+                         e.field, e.why);
+            cr_assert_eq(m.type, WIRE_PUSH);
+            cr_assert_eq(m.push.incarnation, v[k]);
+            cr_assert_eq(m.push.seq, c.m.seq, "the fields around it are where they were");
+            cr_assert_eq(m.push.kind, c.m.kind);
+            reencode_check(&m);
+            size_t sl = wire_push_scratch_bound(m.push.dim);
+            void *scratch = malloc(sl);
+            gsp_msg g;
+            memset(&g, 0x5a, sizeof g);
+            cr_assert_eq(wire_push_to_gsp(&m, &g, scratch, sl), 0);
+            cr_assert_eq(g.incarnation, v[k]);
+            cr_assert_eq(g.seq, c.m.seq);
+            free(scratch);
+            free(in);
+            free(buf0);
+            free(buf);
+            push_free(&c);
+        }
+    /* Signed forms of a non-negative incarnation are the same integer; a negative one is not an incarnation. */
+    item it[P_ITEMS];
+    wire_msg m;
+    wire_err e;
+    push_items(it, GSP_RAW, 2);
+    it[P_INC] = I(0);
+    cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.push.incarnation, 0);
+    it[P_INC] = U(UINT64_MAX);
+    cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.push.incarnation, UINT64_MAX);
+    const item inc_bad[] = {I(-1), I(INT64_MIN), D(1.0), NIL};
+    for (size_t k = 0; k < sizeof inc_bad / sizeof *inc_bad; k++) {
+        it[P_INC] = inc_bad[k];
+        cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), -EBADMSG, "variant %zu accepted", k);
+        cr_assert_str_eq(e.field, "incarnation");
+    }
+}
+
+/* MODEL_REQUEST carries the asker's dim, any up to WIRE_MAX_DIM. */
+Test(peer_wire, model_request_round_trips)
+{
+    static const size_t dims[] = {0, 1, 127, 128, 65536, WIRE_MAX_DIM};
+    uint8_t buf[16];
+    for (size_t k = 0; k < sizeof dims / sizeof *dims; k++) {
+        long n = wire_encode_model_request(buf, sizeof buf, dims[k]);
+        cr_assert_gt(n, 0, "dim %zu: %ld", dims[k], n);
+        wire_msg m;
+        wire_err e;
+        cr_assert_eq(decode_exact(&m, buf, (size_t)n, &e), 0, "dim %zu: %s: %s", dims[k], e.field, e.why);
+        cr_assert_eq(m.type, WIRE_MODEL_REQUEST);
+        cr_assert_eq(m.model_request.dim, dims[k]);
+        reencode_check(&m);
+    }
+    cr_assert_eq(wire_encode_model_request(buf, sizeof buf, WIRE_MAX_DIM + 1), -EINVAL);
+    cr_assert_str_eq(wire_type_name(WIRE_MODEL_REQUEST), "MODEL_REQUEST");
+}
+
+/* MODEL: round, dim, the 32-byte hash and z as float32 little-endian, every
+ * bit kept (NaN payloads included), hash bytes untouched; the payload and the
+ * hash are views into the input. */
+Test(peer_wire, model_round_trips_bit_for_bit)
+{
+    static const size_t dims[] = {0, 1, 3, 1000, 5000, 20000}; /* bin8, bin16 and bin32 payloads */
+    static const long rounds[] = {0, 1, 70000, LONG_MAX};
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+        for (size_t r = 0; r < sizeof rounds / sizeof *rounds; r++) {
+            uint8_t hash[WIRE_HASH_LEN];
+            for (int i = 0; i < WIRE_HASH_LEN; i++)
+                hash[i] = (uint8_t)rnd();
+            float *z = model_z(dims[d]);
+            size_t cap = wire_push_bound(dims[d], 0);
+            uint8_t *buf = malloc(cap);
+            long n = wire_encode_model(buf, cap, rounds[r], dims[d] ? z : NULL, dims[d], hash);
+            cr_assert_gt(n, 0, "dim %zu: %ld", dims[d], n);
+            cr_assert_geq((size_t)n, 4 * dims[d] + WIRE_HASH_LEN);
+            wire_msg m;
+            wire_err e;
+            uint8_t *in;
+            cr_assert_eq(decode_copy(&m, buf, (size_t)n, &e, &in), 0, "dim %zu: %s: %s", dims[d], e.field, e.why);
+            cr_assert_eq(m.type, WIRE_MODEL);
+            cr_assert_eq(m.model.round, rounds[r]);
+            cr_assert_eq(m.model.dim, dims[d]);
+            cr_assert_eq(memcmp(m.model.hash, hash, WIRE_HASH_LEN), 0);
+            cr_assert(m.model.hash >= in && m.model.hash + WIRE_HASH_LEN <= in + n);
+            cr_assert(m.model.payload >= in && m.model.payload + 4 * dims[d] == in + n, "payload is the last bytes");
+            /* Little-endian, read here byte by byte: independent of the host. */
+            for (size_t i = 0; i < dims[d]; i++) {
+                const uint8_t *b = m.model.payload + 4 * i;
+                uint32_t v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24, w;
+                memcpy(&w, &z[i], 4);
+                cr_assert_eq(v, w, "dim %zu value %zu", dims[d], i);
+            }
+            reencode_check(&m);
+            /* wire_encode of the decoded message writes the same bytes as the encoder did. */
+            uint8_t *again = malloc(cap);
+            cr_assert_eq(wire_encode(again, cap, &m), n);
+            cr_assert_eq(memcmp(again, buf, (size_t)n), 0);
+            free(again);
+            free(in);
+            free(buf);
+            free(z);
+        }
+    cr_assert_str_eq(wire_type_name(WIRE_MODEL), "MODEL");
+}
+
+Test(peer_wire, model_hash_and_payload_lengths_are_exact)
+{
+    uint8_t hash[WIRE_HASH_LEN + 1] = {0};
+    wire_msg m;
+    wire_err e;
+    item it[M_ITEMS];
+    /* The builder's output is accepted: the rejections below are the field's. */
+    for (size_t dim = 0; dim < 4; dim++) {
+        model_items(it, dim);
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), 0, "dim %zu: %s: %s", dim, e.field, e.why);
+        cr_assert_eq(m.type, WIRE_MODEL);
+        cr_assert_eq(m.model.dim, dim);
+    }
+    static const size_t hash_bad[] = {0, 1, 31, 33};
+    for (size_t k = 0; k < sizeof hash_bad / sizeof *hash_bad; k++) {
+        model_items(it, 2);
+        it[M_HASH] = B(hash, hash_bad[k]);
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "hash of %zu bytes accepted", hash_bad[k]);
+        cr_assert_str_eq(e.field, "hash");
+    }
+    model_items(it, 2);
+    it[M_HASH] = B(hash, 31);
+    cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.why, "not 32 bytes");
+    model_items(it, 2);
+    it[M_HASH] = S(hash, WIRE_HASH_LEN); /* a str is not a bin */
+    cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "hash");
+    static const struct {
+        size_t dim, len;
+    } pay_bad[] = {{2, 7}, {2, 9}, {2, 0}, {2, 16}, {0, 1}, {0, 4}, {1, 3}, {3, 8}, {1000, 3999}, {1000, 4001}};
+    for (size_t k = 0; k < sizeof pay_bad / sizeof *pay_bad; k++) {
+        model_items(it, pay_bad[k].dim);
+        it[M_PAYLOAD] = B(zeros, pay_bad[k].len);
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "case %zu accepted", k);
+        cr_assert_str_eq(e.field, "payload", "case %zu: %s: %s", k, e.field, e.why);
+        cr_assert_str_eq(e.why, "not 4 * dim bytes", "case %zu", k);
+    }
+    model_items(it, 2);
+    it[M_PAYLOAD] = S(zeros, 8);
+    cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "payload");
+    /* The other fields: integers in range, of the right type. */
+    const item round_bad[] = {U((uint64_t)LONG_MAX + 1), I(-1), D(1.0), NIL};
+    for (size_t k = 0; k < sizeof round_bad / sizeof *round_bad; k++) {
+        model_items(it, 2);
+        it[M_ROUND] = round_bad[k];
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "round variant %zu accepted", k);
+        cr_assert_str_eq(e.field, "round");
+    }
+    const item dim_bad[] = {I(-1), F(2.0), B(zeros, 1)};
+    for (size_t k = 0; k < sizeof dim_bad / sizeof *dim_bad; k++) {
+        model_items(it, 2);
+        it[M_DIM] = dim_bad[k];
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "dim variant %zu accepted", k);
+        cr_assert_str_eq(e.field, "dim");
+    }
+}
+
+/* Neither new type names a size above WIRE_MAX_DIM, on either side. */
+Test(peer_wire, model_dims_above_wire_max_dim_are_rejected)
+{
+    wire_msg m;
+    wire_err e;
+    const uint64_t big[] = {(uint64_t)WIRE_MAX_DIM + 1, (uint64_t)1 << 32, UINT64_MAX};
+    for (size_t k = 0; k < sizeof big / sizeof *big; k++) {
+        const item req[] = {A(2), U(WIRE_MODEL_REQUEST), U(big[k])};
+        cr_assert_eq(decode_items(req, 3, &m, &e), -EBADMSG, "MODEL_REQUEST dim %llu", (unsigned long long)big[k]);
+        cr_assert_str_eq(e.field, "dim");
+        cr_assert_str_eq(e.why, "out of range");
+        item it[M_ITEMS];
+        model_items(it, 0);
+        it[M_DIM] = U(big[k]);
+        it[M_PAYLOAD] = B(zeros, 0); /* the dim is refused before any payload is looked at */
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "MODEL dim %llu", (unsigned long long)big[k]);
+        cr_assert_str_eq(e.field, "dim");
+    }
+    const item req_max[] = {A(2), U(WIRE_MODEL_REQUEST), U(WIRE_MAX_DIM)};
+    cr_assert_eq(decode_items(req_max, 3, &m, &e), 0);
+    cr_assert_eq(m.model_request.dim, WIRE_MAX_DIM);
+    uint8_t buf[128], hash[WIRE_HASH_LEN] = {0};
+    static const float z[1];
+    cr_assert_eq(wire_encode_model_request(buf, sizeof buf, WIRE_MAX_DIM + 1), -EINVAL);
+    cr_assert_eq(wire_encode_model_request(buf, sizeof buf, SIZE_MAX), -EINVAL);
+    cr_assert_eq(wire_encode_model(buf, sizeof buf, 0, z, WIRE_MAX_DIM + 1, hash), -EINVAL);
+    wire_msg big_model = {.type = WIRE_MODEL,
+                          .model = {.round = 0, .dim = WIRE_MAX_DIM + 1, .hash = hash, .payload = zeros}};
+    cr_assert_eq(wire_encode(buf, sizeof buf, &big_model), -EINVAL);
+    wire_msg big_req = {.type = WIRE_MODEL_REQUEST, .model_request.dim = WIRE_MAX_DIM + 1};
+    cr_assert_eq(wire_encode(buf, sizeof buf, &big_req), -EINVAL);
+}
+
 /* Decoded PUSHes drive gossip/ exactly like the messages they came from:
  * two copies of one receiver, one fed gsp_emit's messages directly, one fed
  * them through encode/decode/wire_push_to_gsp, end bit-identical. */
@@ -460,6 +738,7 @@ static void absorb_through_the_wire(const char *codec)
         x0[i] = (float)(rnd() % 2000) / 100.0f - 10.0f;
     cr_assert_eq(gsp_init(&b1, 1, 2, DIM, 0, x0), 0);
     cr_assert_eq(gsp_init(&b2, 1, 2, DIM, 0, x0), 0);
+    a.incarnation = ((uint64_t)1 << 32) + 5; /* a restarted sender's: travels with every message */
     if (codec) {
         float step = gsp_default_step(&spec, DIM);
         cr_assert_eq(gsp_set_codec(&a, &spec, 9, step), 0);
@@ -487,6 +766,8 @@ static void absorb_through_the_wire(const char *codec)
         cr_assert_eq(wire_decode(&m, buf, (size_t)len, NULL), 0);
         cr_assert_eq(wire_push_to_gsp(&m, &g, scratch, sl), 0);
         g.src = 0, g.dst = 1;
+        cr_assert_eq(ms[0].incarnation, a.incarnation);
+        cr_assert_eq(g.incarnation, ms[0].incarnation);
         seen[g.kind]++;
         int rc1 = gsp_absorb(&b1, &ms[0]), rc2 = gsp_absorb(&b2, &g);
         cr_assert_eq(rc1, 1);
@@ -580,27 +861,29 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
         uint8_t *pb = encode_push(&c.m, &len);
         unpack_whole(&u, pb, len);
         o = u.data.via.array.ptr;
-        cr_assert_eq(u.data.via.array.size, 9);
+        cr_assert_eq(u.data.via.array.size, 10);
         cr_assert_eq(o[0].via.u64, 1);
-        for (int f = 1; f <= 3; f++)
+        for (int f = 1; f <= 4; f++)
             cr_assert_eq(o[f].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
         cr_assert_eq(o[1].via.u64, (uint64_t)c.m.round);
         cr_assert_eq(o[2].via.u64, c.m.seq);
-        cr_assert_eq(o[3].via.u64, (uint64_t)kind);
-        cr_assert_eq(o[4].type, MSGPACK_OBJECT_FLOAT64);
-        cr_assert(same_bits64(o[4].via.f64, c.m.w_total));
-        cr_assert_eq(o[5].type, MSGPACK_OBJECT_FLOAT32);
-        cr_assert(same_bits32((float)o[5].via.f64, c.m.gain));
+        cr_assert_eq(o[3].via.u64, c.m.incarnation);
+        cr_assert_eq(o[4].via.u64, (uint64_t)kind);
+        cr_assert_eq(o[5].type, MSGPACK_OBJECT_FLOAT64);
+        cr_assert(same_bits64(o[5].via.f64, c.m.w_total));
         cr_assert_eq(o[6].type, MSGPACK_OBJECT_FLOAT32);
-        cr_assert(same_bits32((float)o[6].via.f64, c.m.step));
-        cr_assert_eq(o[7].via.u64, 300);
-        cr_assert_eq(o[8].type, MSGPACK_OBJECT_BIN);
-        const uint8_t *bin = (const uint8_t *)o[8].via.bin.ptr;
+        cr_assert(same_bits32((float)o[6].via.f64, c.m.gain));
+        cr_assert_eq(o[7].type, MSGPACK_OBJECT_FLOAT32);
+        cr_assert(same_bits32((float)o[7].via.f64, c.m.step));
+        cr_assert_eq(o[8].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+        cr_assert_eq(o[8].via.u64, 300);
+        cr_assert_eq(o[9].type, MSGPACK_OBJECT_BIN);
+        const uint8_t *bin = (const uint8_t *)o[9].via.bin.ptr;
         if (kind == GSP_DELTA) {
-            cr_assert_eq(o[8].via.bin.size, c.m.payload_len);
+            cr_assert_eq(o[9].via.bin.size, c.m.payload_len);
             cr_assert_eq(memcmp(bin, c.m.payload, c.m.payload_len), 0);
         } else {
-            cr_assert_eq(o[8].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
+            cr_assert_eq(o[9].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
             /* Little-endian, read here byte by byte: independent of the host. */
             for (size_t i = 0; i < 300; i++) {
                 uint64_t v = 0, w;
@@ -620,6 +903,58 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
         free(pb);
         push_free(&c);
     }
+    /* An incarnation that needs all 64 bits is read back as such. */
+    push_case c;
+    push_make(&c, GSP_RAW, 1);
+    c.m.incarnation = UINT64_MAX;
+    size_t len;
+    uint8_t *pb = encode_push(&c.m, &len);
+    unpack_whole(&u, pb, len);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(u.data.via.array.size, 10);
+    cr_assert_eq(o[3].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+    cr_assert_eq(o[3].via.u64, UINT64_MAX);
+    msgpack_unpacked_destroy(&u);
+    free(pb);
+    push_free(&c);
+
+    n = wire_encode_model_request(buf, sizeof buf, 70000);
+    unpack_whole(&u, buf, (size_t)n);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(u.data.via.array.size, 2);
+    cr_assert_eq(o[0].via.u64, 5);
+    cr_assert_eq(o[1].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+    cr_assert_eq(o[1].via.u64, 70000);
+    msgpack_unpacked_destroy(&u);
+
+    enum { MD = 40 };
+    float *z = model_z(MD);
+    memset(hash, 0xcd, sizeof hash);
+    hash[0] = 0x01, hash[WIRE_HASH_LEN - 1] = 0xfe;
+    n = wire_encode_model(buf, sizeof buf, 123456, z, MD, hash);
+    cr_assert_gt(n, 0);
+    unpack_whole(&u, buf, (size_t)n);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(u.data.via.array.size, 5);
+    cr_assert_eq(o[0].via.u64, 6);
+    cr_assert_eq(o[1].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+    cr_assert_eq(o[1].via.u64, 123456);
+    cr_assert_eq(o[2].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+    cr_assert_eq(o[2].via.u64, MD);
+    cr_assert_eq(o[3].type, MSGPACK_OBJECT_BIN);
+    cr_assert_eq(o[3].via.bin.size, WIRE_HASH_LEN);
+    cr_assert_eq(memcmp(o[3].via.bin.ptr, hash, WIRE_HASH_LEN), 0);
+    cr_assert_eq(o[4].type, MSGPACK_OBJECT_BIN);
+    cr_assert_eq(o[4].via.bin.size, 4 * MD);
+    const uint8_t *zb = (const uint8_t *)o[4].via.bin.ptr;
+    for (size_t i = 0; i < MD; i++) {
+        const uint8_t *b = zb + 4 * i;
+        uint32_t v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24, w;
+        memcpy(&w, &z[i], 4);
+        cr_assert_eq(v, w);
+    }
+    msgpack_unpacked_destroy(&u);
+    free(z);
 }
 
 /* ---- sizes ---------------------------------------------------------------- */
@@ -650,7 +985,7 @@ Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
     for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
         push_case c;
         push_make(&c, (gsp_kind)kind, 20000);
-        c.m.round = LONG_MAX, c.m.seq = UINT64_MAX;
+        c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX;
         size_t len;
         uint8_t *b = encode_push(&c.m, &len);
         /* Only dim (3 bytes, not 9) is shorter than the worst case. */
@@ -660,6 +995,26 @@ Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
         free(b);
         push_free(&c);
     }
+    /* A MODEL of dim values fits the bound for dim, whatever its round; so do
+     * a MODEL_REQUEST and the small types at dim 0. */
+    static const size_t mdims[] = {0, 1, 2, 31, 32, 1000, 16383, 16384, 20000, 70000};
+    uint8_t hash[WIRE_HASH_LEN];
+    memset(hash, 0x77, sizeof hash);
+    for (size_t d = 0; d < sizeof mdims / sizeof *mdims; d++) {
+        size_t cap = wire_push_bound(mdims[d], 0);
+        cr_assert_gt(cap, 0);
+        float *z = model_z(mdims[d]);
+        uint8_t *b = malloc(cap);
+        long n = wire_encode_model(b, cap, LONG_MAX, z, mdims[d], hash);
+        cr_assert_gt(n, 0, "MODEL of dim %zu does not fit wire_push_bound(dim, 0) = %zu: %ld", mdims[d], cap, n);
+        cr_assert_leq((size_t)n, cap);
+        n = wire_encode_model_request(b, cap, mdims[d]);
+        cr_assert_gt(n, 0);
+        free(b);
+        free(z);
+    }
+    /* At WIRE_MAX_DIM, by arithmetic: header at most array, type, round (9), dim (9), bin8 hash, bin32 header. */
+    cr_assert_leq(1 + 1 + 9 + 9 + 2 + WIRE_HASH_LEN + 5 + 4 * WIRE_MAX_DIM, wire_push_bound(WIRE_MAX_DIM, 0));
     cr_assert_eq(wire_push_bound(WIRE_MAX_DIM + 1, 0), 0);
     cr_assert_eq(wire_push_scratch_bound(WIRE_MAX_DIM + 1), 0);
     cr_assert_lt(wire_push_bound(WIRE_MAX_DIM, 0), (size_t)1 << 30, "a SYNC at WIRE_MAX_DIM fits a 1 GiB frame");
@@ -739,23 +1094,35 @@ Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
 {
     static const uint8_t array32[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00};
     static const uint8_t array16[] = {0xdc, 0xff, 0xff, 0x01, 0x00};
-    static const uint8_t array32_9[] = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x03, 0x00}; /* 9 elements for a HEARTBEAT */
+    /* A PUSH's 10 elements for a HEARTBEAT. */
+    static const uint8_t array32_10[] = {0xdd, 0x00, 0x00, 0x00, 0x0a, 0x03, 0x00};
+    static const uint8_t array32_9[] = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x01, 0x00}; /* a version-1 PUSH's 9 */
     static const uint8_t auth_bin32[] = {0x92, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
-    /* PUSH RAW, dim 2, payload bin32 claiming 4 GiB - 1. */
-    static const uint8_t push_bin32[] = {0x99, 0x01, 0x00, 0x01, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+    /* PUSH RAW (incarnation 7), dim 2, payload bin32 claiming 4 GiB - 1. */
+    static const uint8_t push_bin32[] = {0x9a, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
                                          0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
     /* The same claiming 2^63 values: dim out of range before the payload. */
-    static const uint8_t push_dim[] = {0x99, 0x01, 0x00, 0x01, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+    static const uint8_t push_dim[] = {0x9a, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
                                        0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc4, 0};
+    /* MODEL round 1, dim 2, a hash bin32 claiming 4 GiB - 1. */
+    static const uint8_t model_hash32[] = {0x95, 0x06, 0x01, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
+    /* MODEL round 1, dim 2, a good hash, then a payload bin32 claiming 4 GiB - 1 (not 8 bytes). */
+    uint8_t model_bin32[4 + 2 + WIRE_HASH_LEN + 6] = {0x95, 0x06, 0x01, 0x02, 0xc4, WIRE_HASH_LEN};
+    memcpy(model_bin32 + 4 + 2 + WIRE_HASH_LEN, (const uint8_t[]){0xc6, 0xff, 0xff, 0xff, 0xff, 0}, 6);
+    /* MODEL and MODEL_REQUEST claiming 2^63 values. */
+    static const uint8_t model_dim[] = {0x95, 0x06, 0x01, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc4, 0};
+    static const uint8_t request_dim[] = {0x92, 0x05, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0};
     static const uint8_t goodbye_str8[] = {0x92, 0x04, 0xd9, 0xff, 'a'};
     const struct {
         const uint8_t *b;
         size_t n;
         const char *field;
     } cases[] = {{array32, sizeof array32, "array"},     {array16, sizeof array16, "array"},
-                 {array32_9, sizeof array32_9, "array"}, {auth_bin32, sizeof auth_bin32, "hash"},
-                 {push_bin32, sizeof push_bin32, "payload"}, {push_dim, sizeof push_dim, "dim"},
-                 {goodbye_str8, sizeof goodbye_str8, "reason"}};
+                 {array32_10, sizeof array32_10, "array"}, {array32_9, sizeof array32_9, "array"},
+                 {auth_bin32, sizeof auth_bin32, "hash"},   {push_bin32, sizeof push_bin32, "payload"},
+                 {push_dim, sizeof push_dim, "dim"},        {goodbye_str8, sizeof goodbye_str8, "reason"},
+                 {model_hash32, sizeof model_hash32, "hash"}, {model_bin32, sizeof model_bin32, "payload"},
+                 {model_dim, sizeof model_dim, "dim"},      {request_dim, sizeof request_dim, "dim"}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         uint8_t *in = exact_copy(cases[k].b, cases[k].n);
         wire_msg m;
@@ -785,6 +1152,35 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
     uint8_t auth[2 + 5 + WIRE_HASH_LEN] = {0x92, 0x00, 0xc6, 0, 0, 0, WIRE_HASH_LEN};
     cr_assert_eq(decode_exact(&m, auth, sizeof auth, NULL), 0);
     cr_assert_eq(m.type, WIRE_AUTH);
+    /* PUSH as array16, round uint16, seq int8, incarnation uint64 holding 5, dim uint8 0, RAW. */
+    static const uint8_t push[] = {0xdc, 0, 10,   0x01, 0xcd, 0, 17, 0xd0, 4, 0xcf, 0, 0, 0, 0, 0, 0, 0, 5, 0x00,
+                                   0xcb, 0x3f,    0xf8, 0,    0, 0,  0,    0, 0, 0xca, 0, 0, 0, 0, 0xca, 0, 0,
+                                   0,    0,    0xcc, 0,    0xc4, 0};
+    wire_err e;
+    cr_assert_eq(decode_exact(&m, push, sizeof push, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.type, WIRE_PUSH);
+    cr_assert_eq(m.push.round, 17);
+    cr_assert_eq(m.push.seq, 4);
+    cr_assert_eq(m.push.incarnation, 5);
+    cr_assert_eq(m.push.kind, GSP_RAW);
+    cr_assert_eq(m.push.dim, 0);
+    /* The incarnation as int16 too. */
+    static const uint8_t push16[] = {0x9a, 0x01, 0x11, 0x04, 0xd1, 0x01, 0x00, 0x00, 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0,
+                                     0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0x00, 0xc4, 0};
+    cr_assert_eq(decode_exact(&m, push16, sizeof push16, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.push.incarnation, 256);
+    /* MODEL_REQUEST with dim as uint32; MODEL with round int16, dim uint16, hash bin16, payload bin32. */
+    static const uint8_t req[] = {0x92, 0x05, 0xce, 0, 0, 0, 3};
+    cr_assert_eq(decode_exact(&m, req, sizeof req, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.type, WIRE_MODEL_REQUEST);
+    cr_assert_eq(m.model_request.dim, 3);
+    uint8_t model[1 + 1 + 3 + 3 + 3 + WIRE_HASH_LEN + 5 + 4] = {0x95, 0x06, 0xd1, 0,    2,
+                                                                0xcd, 0,    1,    0xc5, 0, WIRE_HASH_LEN};
+    memcpy(model + 11 + WIRE_HASH_LEN, (const uint8_t[]){0xc6, 0, 0, 0, 4, 0x00, 0x00, 0x80, 0x3f}, 9);
+    cr_assert_eq(decode_exact(&m, model, sizeof model, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.type, WIRE_MODEL);
+    cr_assert_eq(m.model.round, 2);
+    cr_assert_eq(m.model.dim, 1);
 }
 
 Test(peer_wire, trailing_bytes_are_rejected)
@@ -815,12 +1211,13 @@ Test(peer_wire, trailing_bytes_are_rejected)
 static void push_field_rejects(gsp_kind kind, int f, const item *bad, size_t n_bad, const char *field)
 {
     for (size_t k = 0; k < n_bad; k++) {
-        item it[10];
+        item it[P_ITEMS];
         push_items(it, kind, 2);
         it[f] = bad[k];
         wire_msg m;
         wire_err e = {0};
-        cr_assert_eq(decode_items(it, 10, &m, &e), -EBADMSG, "field %s variant %zu ('%c') accepted", field, k, bad[k].t);
+        cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), -EBADMSG, "field %s variant %zu ('%c') accepted", field, k,
+                     bad[k].t);
         cr_assert_str_eq(e.field, field, "variant %zu: %s: %s", k, e.field, e.why);
     }
 }
@@ -829,25 +1226,27 @@ Test(peer_wire, wrong_field_types_are_rejected)
 {
     /* The unmodified builder output is accepted: the rejections below are the field's. */
     for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
-        item it[10];
+        item it[P_ITEMS];
         push_items(it, (gsp_kind)kind, 2);
         wire_msg m;
         wire_err e;
-        cr_assert_eq(decode_items(it, 10, &m, &e), 0, "kind %d: %s: %s", kind, e.field, e.why);
+        cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "kind %d: %s: %s", kind, e.field, e.why);
     }
     const item not_int[] = {D(1.0), F(1.0), S("1", 1), B("1", 1), NIL, {.t = 'T'}, A(0)};
-    push_field_rejects(GSP_RAW, 1, not_int, 7, "type");
-    push_field_rejects(GSP_RAW, 2, not_int, 7, "round");
-    push_field_rejects(GSP_RAW, 3, not_int, 7, "seq");
-    push_field_rejects(GSP_RAW, 4, not_int, 7, "kind");
-    push_field_rejects(GSP_RAW, 8, not_int, 7, "dim");
+    push_field_rejects(GSP_RAW, P_TYPE, not_int, 7, "type");
+    push_field_rejects(GSP_RAW, P_ROUND, not_int, 7, "round");
+    push_field_rejects(GSP_RAW, P_SEQ, not_int, 7, "seq");
+    push_field_rejects(GSP_RAW, P_INC, not_int, 7, "incarnation");
+    push_field_rejects(GSP_DELTA, P_INC, not_int, 7, "incarnation");
+    push_field_rejects(GSP_RAW, P_KIND, not_int, 7, "kind");
+    push_field_rejects(GSP_RAW, P_DIM, not_int, 7, "dim");
     const item not_f64[] = {F(1.5), U(1), S("1.5", 3), NIL, B(zeros, 8)};
-    push_field_rejects(GSP_RAW, 5, not_f64, 5, "w_total");
+    push_field_rejects(GSP_RAW, P_W, not_f64, 5, "w_total");
     const item not_f32[] = {D(0.5), U(0), NIL, S("x", 1)};
-    push_field_rejects(GSP_DELTA, 6, not_f32, 4, "gain");
-    push_field_rejects(GSP_DELTA, 7, not_f32, 4, "step");
+    push_field_rejects(GSP_DELTA, P_GAIN, not_f32, 4, "gain");
+    push_field_rejects(GSP_DELTA, P_STEP, not_f32, 4, "step");
     const item not_bin[] = {S(zeros, 16), A(2), NIL, U(0), {.t = 'M', .n = 0}};
-    push_field_rejects(GSP_RAW, 9, not_bin, 5, "payload");
+    push_field_rejects(GSP_RAW, P_PAYLOAD, not_bin, 5, "payload");
 
     wire_msg m;
     wire_err e;
@@ -867,6 +1266,13 @@ Test(peer_wire, wrong_field_types_are_rejected)
     const item nack_f[] = {A(2), U(2), D(3.0)}, hb_str[] = {A(2), U(3), S("7", 1)};
     cr_assert_eq(decode_items(nack_f, 3, &m, &e), -EBADMSG);
     cr_assert_eq(decode_items(hb_str, 3, &m, &e), -EBADMSG);
+    const item req_str[] = {A(2), U(5), S("3", 1)}, req_f[] = {A(2), U(5), D(3.0)}, req_bin[] = {A(2), U(5), B("3", 1)};
+    cr_assert_eq(decode_items(req_str, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "dim");
+    cr_assert_eq(decode_items(req_f, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "dim");
+    cr_assert_eq(decode_items(req_bin, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "dim");
     /* Array sizes of some other type, or of none. */
     const item nack_9[] = {A(9), U(2), U(1)}, push_2[] = {A(2), U(1), U(1)}, nack_3[] = {A(3), U(2), U(1), U(1)};
     cr_assert_eq(decode_items(nack_9, 3, &m, &e), -EBADMSG);
@@ -875,6 +1281,25 @@ Test(peer_wire, wrong_field_types_are_rejected)
     cr_assert_str_eq(e.field, "array");
     cr_assert_eq(decode_items(nack_3, 4, &m, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "array");
+    const item nack_10[] = {A(10), U(2), U(1)}, hb_5[] = {A(5), U(3), U(1)}, model_2[] = {A(2), U(6), U(1)};
+    const item request_5[] = {A(5), U(5), U(1), U(1), B(hash, WIRE_HASH_LEN), B(zeros, 4)};
+    const item model_10[] = {A(10), U(6), U(1), U(1), B(hash, WIRE_HASH_LEN), B(zeros, 4),
+                             U(0),  U(0), U(0), U(0), U(0)};
+    cr_assert_eq(decode_items(nack_10, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(decode_items(hb_5, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(decode_items(model_2, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(decode_items(request_5, 6, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(decode_items(model_10, 11, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    /* A version-1 PUSH (9 elements, no incarnation) is no version-2 message. */
+    const item push_v1[] = {A(9), U(1), U(17), U(4), U(0), D(1.5), F(0.0), F(0.0), U(2), B(zeros, 16)};
+    cr_assert_eq(decode_items(push_v1, 10, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(e.offset, 0);
     const item empty[] = {A(0)};
     cr_assert_eq(decode_items(empty, 1, &m, &e), -EBADMSG);
 }
@@ -884,14 +1309,16 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     wire_msg m;
     wire_err e;
     const item round_bad[] = {U((uint64_t)LONG_MAX + 1), U(UINT64_MAX), I(-1), I(-200), I(INT64_MIN)};
-    push_field_rejects(GSP_RAW, 2, round_bad, 5, "round");
+    push_field_rejects(GSP_RAW, P_ROUND, round_bad, 5, "round");
     const item seq_bad[] = {U(0), I(-1)};
-    push_field_rejects(GSP_RAW, 3, seq_bad, 2, "seq");
+    push_field_rejects(GSP_RAW, P_SEQ, seq_bad, 2, "seq");
+    const item inc_bad[] = {I(-1), I(-200), I(INT64_MIN)}; /* any uint64 is an incarnation, nothing negative */
+    push_field_rejects(GSP_RAW, P_INC, inc_bad, 3, "incarnation");
     const item kind_bad[] = {U(3), U(255), U(UINT64_MAX), I(-1)};
-    push_field_rejects(GSP_RAW, 4, kind_bad, 4, "kind");
+    push_field_rejects(GSP_RAW, P_KIND, kind_bad, 4, "kind");
     const item dim_bad[] = {U(WIRE_MAX_DIM + 1), U(UINT64_MAX), I(-2)};
-    push_field_rejects(GSP_RAW, 8, dim_bad, 3, "dim");
-    static const uint64_t types_bad[] = {5, 6, 127, 128, 0xffff, UINT64_MAX};
+    push_field_rejects(GSP_RAW, P_DIM, dim_bad, 3, "dim");
+    static const uint64_t types_bad[] = {7, 8, 127, 128, 0xffff, UINT64_MAX}; /* 5 and 6 are MODEL_REQUEST, MODEL */
     for (size_t k = 0; k < sizeof types_bad / sizeof *types_bad; k++) {
         const item it[] = {A(2), U(types_bad[k]), U(1)};
         cr_assert_eq(decode_items(it, 3, &m, &e), -EBADMSG);
@@ -904,16 +1331,19 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     cr_assert_eq(decode_items(hb_neg, 3, &m, &e), -EBADMSG);
     const item nack_neg[] = {A(2), U(2), I(-1)};
     cr_assert_eq(decode_items(nack_neg, 3, &m, &e), -EBADMSG);
+    const item req_neg[] = {A(2), U(5), I(-1)};
+    cr_assert_eq(decode_items(req_neg, 3, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "dim");
     /* Edges that are in range. */
     const item hb_max[] = {A(2), U(3), U((uint64_t)LONG_MAX)}, nack_max[] = {A(2), U(2), U(UINT64_MAX)};
     cr_assert_eq(decode_items(hb_max, 3, &m, &e), 0);
     cr_assert_eq(m.heartbeat.round, LONG_MAX);
     cr_assert_eq(decode_items(nack_max, 3, &m, &e), 0);
     cr_assert_eq(m.nack.seq, UINT64_MAX);
-    item it[10];
+    item it[P_ITEMS];
     push_items(it, GSP_SYNC, 2);
-    it[2] = U((uint64_t)LONG_MAX), it[3] = U(UINT64_MAX);
-    cr_assert_eq(decode_items(it, 10, &m, &e), 0, "%s: %s", e.field, e.why);
+    it[P_ROUND] = U((uint64_t)LONG_MAX), it[P_SEQ] = U(UINT64_MAX), it[P_INC] = U(UINT64_MAX);
+    cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "%s: %s", e.field, e.why);
 }
 
 Test(peer_wire, push_payload_length_must_match_dim)
@@ -924,12 +1354,12 @@ Test(peer_wire, push_payload_length_must_match_dim)
     } bad[] = {{GSP_RAW, 2, 15},  {GSP_RAW, 2, 17}, {GSP_RAW, 2, 0},   {GSP_RAW, 0, 8},   {GSP_RAW, 3, 24 + 12},
                {GSP_SYNC, 2, 16}, {GSP_SYNC, 2, 23}, {GSP_SYNC, 2, 25}, {GSP_SYNC, 0, 1}, {GSP_DELTA, 2, 0}};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
-        item it[10];
+        item it[P_ITEMS];
         push_items(it, bad[k].kind, bad[k].dim);
-        it[9] = B(zeros, bad[k].len);
+        it[P_PAYLOAD] = B(zeros, bad[k].len);
         wire_msg m;
         wire_err e = {0};
-        cr_assert_eq(decode_items(it, 10, &m, &e), -EBADMSG, "case %zu accepted", k);
+        cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), -EBADMSG, "case %zu accepted", k);
         cr_assert_str_eq(e.field, "payload", "case %zu: %s: %s", k, e.field, e.why);
     }
     /* And the encoder does not produce them: a DELTA needs a payload. */
@@ -946,24 +1376,24 @@ Test(peer_wire, push_payload_length_must_match_dim)
 Test(peer_wire, push_float_fields_are_checked)
 {
     const item w_bad[] = {D(0.0), D(-0.0), D(-1.0), D(NAN), D(INFINITY), D(-INFINITY)};
-    push_field_rejects(GSP_RAW, 5, w_bad, 6, "w_total");
-    push_field_rejects(GSP_DELTA, 5, w_bad, 6, "w_total");
+    push_field_rejects(GSP_RAW, P_W, w_bad, 6, "w_total");
+    push_field_rejects(GSP_DELTA, P_W, w_bad, 6, "w_total");
     const item f_bad[] = {F(NAN), F(INFINITY), F(-INFINITY)};
-    push_field_rejects(GSP_DELTA, 6, f_bad, 3, "gain");
-    push_field_rejects(GSP_RAW, 6, f_bad, 3, "gain");
-    push_field_rejects(GSP_DELTA, 7, f_bad, 3, "step");
-    push_field_rejects(GSP_SYNC, 7, f_bad, 3, "step");
+    push_field_rejects(GSP_DELTA, P_GAIN, f_bad, 3, "gain");
+    push_field_rejects(GSP_RAW, P_GAIN, f_bad, 3, "gain");
+    push_field_rejects(GSP_DELTA, P_STEP, f_bad, 3, "step");
+    push_field_rejects(GSP_SYNC, P_STEP, f_bad, 3, "step");
     const item step_bad[] = {F(0.0), F(-0.0), F(-0.25), F(1.0009765625)};
-    push_field_rejects(GSP_DELTA, 7, step_bad, 4, "step");
+    push_field_rejects(GSP_DELTA, P_STEP, step_bad, 4, "step");
     /* Accepted: the smallest positive w, gain 0 and negative, step 1 for DELTA. */
-    item it[10];
+    item it[P_ITEMS];
     wire_msg m;
     wire_err e;
     push_items(it, GSP_DELTA, 2);
-    it[5] = D(4.9e-324), it[6] = F(-3.0), it[7] = F(1.0);
-    cr_assert_eq(decode_items(it, 10, &m, &e), 0, "%s: %s", e.field, e.why);
-    it[6] = F(0.0);
-    cr_assert_eq(decode_items(it, 10, &m, &e), 0, "%s: %s", e.field, e.why);
+    it[P_W] = D(4.9e-324), it[P_GAIN] = F(-3.0), it[P_STEP] = F(1.0);
+    cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "%s: %s", e.field, e.why);
+    it[P_GAIN] = F(0.0);
+    cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "%s: %s", e.field, e.why);
 }
 
 Test(peer_wire, goodbye_reason_is_short_utf8_text)
@@ -1034,10 +1464,33 @@ Test(peer_wire, encoder_refuses_what_a_peer_would_reject)
     cr_assert_eq(wire_encode_push(buf, sizeof buf, NULL), -EINVAL);
     cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, -1), -EINVAL);
     cr_assert_eq(wire_encode_auth(buf, sizeof buf, NULL), -EINVAL);
-    wire_msg m = {.type = (wire_type)5};
+    wire_msg m = {.type = (wire_type)7};
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
     m = (wire_msg){.type = WIRE_PUSH}; /* all zero: seq 0, w 0 */
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
+    /* Every incarnation is one a peer accepts. */
+    g = c.m, g.incarnation = 0;
+    cr_assert_gt(wire_encode_push(buf, sizeof buf, &g), 0);
+    g.incarnation = UINT64_MAX;
+    cr_assert_gt(wire_encode_push(buf, sizeof buf, &g), 0);
+    /* MODEL: a hash, a z for dim > 0, a round >= 0, dim <= WIRE_MAX_DIM. */
+    uint8_t hash[WIRE_HASH_LEN] = {1};
+    float z[4] = {1.0f, -2.0f, NAN, 0.5f};
+    cr_assert_gt(wire_encode_model(buf, sizeof buf, 3, z, 4, hash), 0);
+    cr_assert_eq(wire_encode_model(buf, sizeof buf, 3, z, 4, NULL), -EINVAL);
+    cr_assert_eq(wire_encode_model(buf, sizeof buf, 3, NULL, 4, hash), -EINVAL);
+    cr_assert_eq(wire_encode_model(buf, sizeof buf, -1, z, 4, hash), -EINVAL);
+    cr_assert_eq(wire_encode_model(NULL, 16, 3, z, 4, hash), -EINVAL);
+    cr_assert_eq(wire_encode_model_request(NULL, 16, 4), -EINVAL);
+    cr_assert_gt(wire_encode_model(buf, sizeof buf, 3, NULL, 0, hash), 0, "dim 0 needs no z");
+    m = (wire_msg){.type = WIRE_MODEL, .model = {.round = 3, .dim = 4, .hash = NULL, .payload = zeros}};
+    cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
+    m.model.hash = hash, m.model.payload = NULL;
+    cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
+    m.model.payload = zeros, m.model.round = -1;
+    cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
+    m.model.round = 3;
+    cr_assert_gt(wire_encode(buf, sizeof buf, &m), 0);
     /* dim 0 needs no arrays at all. */
     g = c.m, g.dim = 0, g.x_total = NULL;
     long n = wire_encode_push(buf, sizeof buf, &g);
@@ -1092,19 +1545,62 @@ Test(peer_wire, push_to_gsp_checks_its_scratch)
 
 Test(peer_wire, errors_say_where)
 {
-    item it[10];
+    item it[P_ITEMS];
     push_items(it, GSP_RAW, 2);
-    it[3] = U(0); /* seq */
+    it[P_SEQ] = U(0);
     size_t len;
-    uint8_t *b = build(it, 10, &len);
+    uint8_t *b = build(it, P_ITEMS, &len);
     wire_msg m;
     wire_err e;
     cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "seq");
     cr_assert_eq(e.offset, 3, "fixarray, type, round 17, then seq at byte 3");
     free(b);
+    /* The fields after seq, each one byte further on: incarnation, then kind, then w_total. */
+    push_items(it, GSP_RAW, 2);
+    it[P_INC] = I(-1);
+    b = build(it, P_ITEMS, &len);
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "incarnation");
+    cr_assert_eq(e.offset, 4, "seq 4 at byte 3, then the incarnation at byte 4");
+    free(b);
+    push_items(it, GSP_RAW, 2);
+    it[P_KIND] = U(3);
+    b = build(it, P_ITEMS, &len);
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "kind");
+    cr_assert_eq(e.offset, 5, "incarnation 9 at byte 4, then kind at byte 5");
+    free(b);
+    push_items(it, GSP_RAW, 2);
+    it[P_W] = D(-1.0);
+    b = build(it, P_ITEMS, &len);
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "w_total");
+    cr_assert_eq(e.offset, 6);
+    free(b);
+    /* MODEL: fixarray, type, round 12, dim 2, then the hash at byte 4 and the payload after its 34 bytes. */
+    item mi[M_ITEMS];
+    model_items(mi, 2);
+    mi[M_HASH] = B(zeros, 31);
+    b = build(mi, M_ITEMS, &len);
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "hash");
+    cr_assert_str_eq(e.why, "not 32 bytes");
+    cr_assert_eq(e.offset, 4);
+    free(b);
+    model_items(mi, 2);
+    mi[M_PAYLOAD] = B(zeros, 12);
+    b = build(mi, M_ITEMS, &len);
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "payload");
+    cr_assert_str_eq(e.why, "not 4 * dim bytes");
+    cr_assert_eq(e.offset, 4 + 2 + WIRE_HASH_LEN);
+    free(b);
     cr_assert_str_eq(wire_type_name(WIRE_PUSH), "PUSH");
     cr_assert_str_eq(wire_type_name(WIRE_GOODBYE), "GOODBYE");
+    cr_assert_str_eq(wire_type_name(WIRE_MODEL_REQUEST), "MODEL_REQUEST");
+    cr_assert_str_eq(wire_type_name(WIRE_MODEL), "MODEL");
+    cr_assert_str_eq(wire_type_name(7), "?");
     cr_assert_str_eq(wire_type_name(9), "?");
     cr_assert_str_eq(wire_type_name(-1), "?");
 }

@@ -5,7 +5,8 @@
  * decoder also accepts longer ones, and the signed forms of non-negative
  * integers, which can be as short: int16 4357 vs uint16 4357), and
  * re-encodes to the same bytes again. A PUSH must convert for gossip/ with exactly the
- * tensor bytes it carried. */
+ * tensor bytes it carried (and its incarnation); a MODEL's hash and payload are
+ * views of exactly 32 and 4 * dim bytes inside the input. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ static int same(const wire_msg *a, const wire_msg *b)
         return !memcmp(a->auth.hash, b->auth.hash, WIRE_HASH_LEN);
     case WIRE_PUSH: {
         const wire_push *p = &a->push, *q = &b->push;
-        return p->round == q->round && p->seq == q->seq && p->kind == q->kind &&
+        return p->round == q->round && p->seq == q->seq && p->incarnation == q->incarnation && p->kind == q->kind &&
                !memcmp(&p->w_total, &q->w_total, sizeof p->w_total) && !memcmp(&p->gain, &q->gain, sizeof p->gain) &&
                !memcmp(&p->step, &q->step, sizeof p->step) && p->dim == q->dim && p->payload_len == q->payload_len &&
                (!p->payload_len || !memcmp(p->payload, q->payload, p->payload_len));
@@ -34,6 +35,12 @@ static int same(const wire_msg *a, const wire_msg *b)
     case WIRE_GOODBYE:
         return a->goodbye.len == b->goodbye.len &&
                (!a->goodbye.len || !memcmp(a->goodbye.reason, b->goodbye.reason, a->goodbye.len));
+    case WIRE_MODEL_REQUEST:
+        return a->model_request.dim == b->model_request.dim;
+    case WIRE_MODEL:
+        return a->model.round == b->model.round && a->model.dim == b->model.dim &&
+               !memcmp(a->model.hash, b->model.hash, WIRE_HASH_LEN) &&
+               (!a->model.dim || !memcmp(a->model.payload, b->model.payload, a->model.dim * sizeof(float)));
     }
     return 0;
 }
@@ -44,7 +51,8 @@ static void check_gsp(const wire_msg *m)
     const wire_push *p = &m->push;
     gsp_msg g;
     if (p->kind == GSP_DELTA) {
-        if (wire_push_to_gsp(m, &g, NULL, 0) != 0 || g.payload != p->payload || g.payload_len != p->payload_len)
+        if (wire_push_to_gsp(m, &g, NULL, 0) != 0 || g.payload != p->payload || g.payload_len != p->payload_len ||
+            g.incarnation != p->incarnation)
             abort();
         return;
     }
@@ -53,7 +61,8 @@ static void check_gsp(const wire_msg *m)
     uint8_t *scratch = malloc(sl);
     if (!scratch)
         return;
-    if (wire_push_to_gsp(m, &g, scratch, sl) != 0 || !g.x_total || (p->kind == GSP_SYNC && !g.ref))
+    if (wire_push_to_gsp(m, &g, scratch, sl) != 0 || !g.x_total || (p->kind == GSP_SYNC && !g.ref) ||
+        g.incarnation != p->incarnation || g.seq != p->seq)
         abort();
     for (size_t i = 0; i < p->dim; i++) {
         uint64_t v = 0, w;
@@ -85,7 +94,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (rc != 0)
         abort();
-    size_t cap = m.type == WIRE_PUSH ? wire_push_bound(m.push.dim, m.push.payload_len) : wire_push_bound(0, 0);
+    /* wire_push_bound covers every type: a MODEL of dim values is smaller than a SYNC. */
+    size_t cap = m.type == WIRE_PUSH    ? wire_push_bound(m.push.dim, m.push.payload_len)
+                 : m.type == WIRE_MODEL ? wire_push_bound(m.model.dim, 0)
+                                        : wire_push_bound(0, 0);
+    if (m.type == WIRE_MODEL) {
+        /* Views of exactly the schema's lengths, inside the input, payload last. */
+        if (!m.model.hash || m.model.hash < data || m.model.hash + WIRE_HASH_LEN > data + size ||
+            (m.model.dim && !m.model.payload) ||
+            (m.model.payload && m.model.payload + m.model.dim * sizeof(float) != data + size))
+            abort();
+    }
     uint8_t *b1 = malloc(cap), *b2 = malloc(cap);
     if (!b1 || !b2)
         abort();
