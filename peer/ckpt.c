@@ -178,7 +178,19 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
-int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)
+int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len)
+{
+    obuf b = {0};
+    serialise(&b, run, g, l);
+    if (b.failed) {
+        free(b.p);
+        return -ENOMEM;
+    }
+    *buf = b.p, *len = b.len;
+    return 0;
+}
+
+int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     char tmp[4200], prev[4200];
     if (strlen(path) > 4000) {
@@ -187,23 +199,15 @@ int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sg
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     snprintf(prev, sizeof prev, "%s.prev", path);
-    obuf b = {0};
-    serialise(&b, run, g, l);
-    if (b.failed) {
-        free(b.p);
-        snprintf(err, errlen, "checkpoint %s: out of memory", path);
-        return -ENOMEM;
-    }
     int rc = 0;
     const char *step = "create";
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         rc = -errno;
-    if (rc == 0 && (step = "write", rc = write_all(fd, b.p, b.len)) == 0 && fsync(fd) < 0)
+    if (rc == 0 && (step = "write", rc = write_all(fd, buf, len)) == 0 && fsync(fd) < 0)
         step = "fsync", rc = -errno;
     if (fd >= 0 && close(fd) < 0 && rc == 0)
         step = "close", rc = -errno;
-    free(b.p);
     /* Keep the last whole checkpoint as .prev until the new one is in place. */
     if (rc == 0 && rename(path, prev) < 0 && errno != ENOENT)
         step = "rename", rc = -errno;
@@ -215,6 +219,19 @@ int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sg
         unlink(tmp);
         snprintf(err, errlen, "cannot %s checkpoint %s: %s", step, path, strerror(-rc));
     }
+    return rc;
+}
+
+int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)
+{
+    uint8_t *buf;
+    size_t len;
+    if (ckpt_encode(run, g, l, &buf, &len) < 0) {
+        snprintf(err, errlen, "checkpoint %s: out of memory", path);
+        return -ENOMEM;
+    }
+    int rc = ckpt_write(path, buf, len, err, errlen);
+    free(buf);
     return rc;
 }
 

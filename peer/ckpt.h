@@ -38,8 +38,15 @@ typedef struct ckpt_run {
     uint64_t seed;
 } ckpt_run;
 
-/* 0, or a negative errno with a one-line message. */
+/* 0, or a negative errno with a one-line message. = ckpt_encode + ckpt_write. */
 int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen);
+
+/* The two halves, so that a driver can take the snapshot between rounds
+ * (fast: a copy) and write it on another thread (slow: fsync). ckpt_encode
+ * returns 0 and a malloc'ed buffer, or -ENOMEM. ckpt_write touches no state
+ * but the files. */
+int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len);
+int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen);
 
 /* Restore into g (made by gsp_init + gsp_set_codec for this run, no messages
  * yet) and l (sgp_local_init'ed). Returns 0 and the file used, -ENOENT when

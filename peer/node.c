@@ -52,6 +52,11 @@ typedef struct node {
     double asked_at;
     double last_ckpt;
     ckpt_run run;
+    uv_work_t ckpt_work;              /* a periodic checkpoint being written on the thread pool */
+    uint8_t *ckpt_buf;
+    size_t ckpt_len;
+    int ckpt_busy, ckpt_final, ckpt_rc;
+    char ckpt_err[512];
     int barrier_passed;               /* round 0 waits until every neighbour is connected */
     int force_start;                  /* the round timeout fired: start without waiting */
     gsp_msg *inbox;
@@ -408,14 +413,58 @@ static void log_round(node *n, long round, float test_accuracy)
     fputs("}\n", n->c->log);
 }
 
+static void write_checkpoint(uv_work_t *w)
+{
+    node *n = w->data;
+    n->ckpt_rc = ckpt_write(n->c->checkpoint, n->ckpt_buf, n->ckpt_len, n->ckpt_err, sizeof n->ckpt_err);
+}
+
+static void checkpoint_now(node *n);
+
+static void checkpoint_written(uv_work_t *w, int status)
+{
+    node *n = w->data;
+    (void)status;
+    free(n->ckpt_buf);
+    n->ckpt_buf = NULL;
+    n->ckpt_busy = 0;
+    if (n->ckpt_rc < 0)
+        event(n, "checkpoint failed", -1, n->ckpt_err); /* training goes on; the previous checkpoint stays */
+    else
+        n->r->checkpoints++;
+    if (n->ckpt_final)
+        checkpoint_now(n); /* the one finish() asked for while this was being written */
+}
+
+/* Periodic: snapshot between rounds (a copy), write on the thread pool, so an
+ * fsync never holds up the loop (heartbeats, messages, the neighbours). */
 static void checkpoint(node *n)
+{
+    if (!n->c->checkpoint || n->ckpt_busy)
+        return;
+    n->last_ckpt = cli_now();
+    if (ckpt_encode(&n->run, &n->g, &n->local, &n->ckpt_buf, &n->ckpt_len) < 0) {
+        event(n, "checkpoint failed", -1, "out of memory");
+        return;
+    }
+    n->ckpt_busy = 1;
+    n->ckpt_work.data = n;
+    uv_queue_work(&n->loop, &n->ckpt_work, write_checkpoint, checkpoint_written);
+}
+
+/* Final (done or stopping): written here, after any periodic one in flight. */
+static void checkpoint_now(node *n)
 {
     char err[512];
     if (!n->c->checkpoint)
         return;
-    n->last_ckpt = cli_now();
+    if (n->ckpt_busy) {
+        n->ckpt_final = 1;
+        return;
+    }
+    n->ckpt_final = 0;
     if (ckpt_save(n->c->checkpoint, &n->run, &n->g, &n->local, err, sizeof err) < 0)
-        event(n, "checkpoint failed", -1, err); /* training goes on; the previous checkpoint stays */
+        event(n, "checkpoint failed", -1, err);
     else
         n->r->checkpoints++;
 }
@@ -492,7 +541,7 @@ static int cmp_double(const void *a, const void *b)
 
 /* How long a round waits for a late neighbour. Fixed if --round-deadline is
  * given; else 4 times the median of the last RECENT_ROUNDS round durations
- * (rounds cut short by a deadline are not counted), at least 20 ms and at most
+ * (rounds cut short by a deadline are not counted), at least 50 ms and at most
  * the round timeout; the round timeout until 8 rounds have been measured.
  * Four medians: a neighbour that is merely unlucky once (scheduling, a GC
  * pause of the machine) is not declared late, while one that is slower than
@@ -508,7 +557,7 @@ static double deadline_seconds(const node *n)
     int k = n->n_recent < RECENT_ROUNDS ? n->n_recent : RECENT_ROUNDS;
     memcpy(d, n->recent, (size_t)k * sizeof *d);
     qsort(d, (size_t)k, sizeof *d, cmp_double);
-    return fmin(fmax(4 * d[k / 2], 0.02), c->round_timeout);
+    return fmin(fmax(4 * d[k / 2], 0.05), c->round_timeout);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -605,7 +654,7 @@ static void finish(node *n)
     n->finished = 1;
     if (!n->joining) {
         absorb_inbox(n, 1);
-        checkpoint(n);
+        checkpoint_now(n);
     }
     for (int p = 0; p < n->c->cluster->n_peers; p++)
         if (p != n->g.id && net_is_up(&n->net, p)) {
