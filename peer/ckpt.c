@@ -190,6 +190,24 @@ int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint
     return 0;
 }
 
+static int read_file(const char *path, uint8_t **out, size_t *len);
+
+/* Magic and checksum right (what ckpt_load checks first). */
+static int file_is_whole(const char *path)
+{
+    uint8_t *data, hash[CKPT_HASH];
+    size_t len;
+    if (read_file(path, &data, &len) < 0)
+        return 0;
+    int ok = len >= 8 + CKPT_HASH && !memcmp(data, CKPT_MAGIC, 8);
+    if (ok) {
+        crypto_generichash(hash, sizeof hash, data, len - CKPT_HASH, NULL, 0);
+        ok = !sodium_memcmp(hash, data + len - CKPT_HASH, CKPT_HASH);
+    }
+    free(data);
+    return ok;
+}
+
 int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     char tmp[4200], prev[4200];
@@ -208,8 +226,9 @@ int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size
         step = "fsync", rc = -errno;
     if (fd >= 0 && close(fd) < 0 && rc == 0)
         step = "close", rc = -errno;
-    /* Keep the last whole checkpoint as .prev until the new one is in place. */
-    if (rc == 0 && rename(path, prev) < 0 && errno != ENOENT)
+    /* Keep the last whole checkpoint as .prev until the new one is in place;
+     * a current file that is not whole must not push a good .prev out. */
+    if (rc == 0 && file_is_whole(path) && rename(path, prev) < 0 && errno != ENOENT)
         step = "rename", rc = -errno;
     if (rc == 0 && rename(tmp, path) < 0)
         step = "rename", rc = -errno;
