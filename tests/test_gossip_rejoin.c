@@ -1,0 +1,133 @@
+/* Incarnations and adoption (gossip/gsp.h, GUARANTEES.md "Leave and join"):
+ * a restarted sender's edges start again from zero at the receiver, stale
+ * messages of its earlier run are ignored, and a late joiner takes the
+ * totals meant for an earlier holder of its id as a baseline, not as mass. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "gossip/gsp.h"
+
+TestSuite(gossip_rejoin, .timeout = 30);
+
+#define DIM 5
+
+static const cmp_spec *g_codec;
+
+static void peer(gsp_peer *g, int id, uint64_t incarnation, float x)
+{
+    float x0[DIM];
+    for (int d = 0; d < DIM; d++)
+        x0[d] = x + (float)d;
+    cr_assert_eq(gsp_init(g, id, 2, DIM, 0, x0), 0);
+    if (g_codec)
+        cr_assert_eq(gsp_set_codec(g, g_codec, 3, 1.0f), 0);
+    g->incarnation = incarnation;
+}
+
+/* One message from a to b with half of a's mass; returns it (valid until a's next emit). */
+static gsp_msg half_to(gsp_peer *a, int b)
+{
+    topo_out out = {.n = 1, .peer = {b}, .weight = {0.5}, .keep = 0.5};
+    gsp_msg m[TOPO_MAX_OUT];
+    cr_assert_eq(gsp_emit(a, &out, m), 1);
+    return m[0];
+}
+
+Test(gossip_rejoin, a_restarted_sender_starts_its_edge_again_and_old_messages_are_ignored)
+{
+    gsp_peer a, b;
+    peer(&a, 0, 100, 1.0f);
+    peer(&b, 1, 7, 10.0f);
+    for (int r = 0; r < 4; r++) {
+        gsp_msg m = half_to(&a, 1);
+        cr_assert_eq(gsp_absorb(&b, &m), 1);
+    }
+    gsp_msg stale;
+    {
+        gsp_msg m = half_to(&a, 1);
+        cr_assert_eq(gsp_msg_copy(&stale, &m), 0); /* in flight when a dies */
+    }
+    gsp_free(&a);
+    peer(&a, 0, 200, 1.0f); /* restarted: w = 1, its edge to b from zero */
+    double w_before = b.w;
+    gsp_msg m = half_to(&a, 1);
+    cr_assert_eq(m.seq, 1);
+    cr_assert_eq(gsp_absorb(&b, &m), 1, "a higher incarnation is taken even though its seq is lower");
+    cr_assert_float_eq(b.w - w_before, 0.5, 1e-12, "exactly the new share arrives, not its total minus the old run's");
+    cr_assert_eq(gsp_absorb(&b, &stale), 0, "a message of the earlier run is stale");
+    cr_assert_float_eq(b.w - w_before, 0.5, 1e-12);
+    gsp_msg_free(&stale);
+    gsp_free(&a);
+    gsp_free(&b);
+}
+
+Test(gossip_rejoin, a_joiner_adopts_the_totals_meant_for_its_predecessor)
+{
+    gsp_peer a, b;
+    peer(&a, 0, 100, 1.0f);
+    peer(&b, 1, 7, 10.0f);
+    for (int r = 0; r < 3; r++) {
+        gsp_msg m = half_to(&a, 1);
+        cr_assert_eq(gsp_absorb(&b, &m), 1);
+    }
+    gsp_free(&b); /* b is gone; a new process takes id 1 without any state */
+    peer(&b, 1, 8, 10.0f);
+    b.adopt = 1;
+    gsp_msg m = half_to(&a, 1);
+    cr_assert_gt(m.seq, 1);
+    cr_assert_eq(gsp_absorb(&b, &m), 0, "adopted: a baseline, nothing applied");
+    cr_assert(b.w == 1.0, "the joiner keeps its own unit of weight (w %.17g)", b.w);
+    float z0 = b.x[0];
+    m = half_to(&a, 1);
+    double share = m.w_total - b.in[0].w;
+    cr_assert_eq(gsp_absorb(&b, &m), 1, "the next message is mass again");
+    cr_assert_float_eq(b.w, 1.0 + share, 1e-12);
+    cr_assert_neq(b.x[0], z0);
+    gsp_free(&a);
+    gsp_free(&b);
+}
+
+Test(gossip_rejoin, a_joiner_with_a_codec_asks_for_a_sync_and_adopts_it)
+{
+    cmp_spec spec;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&spec, "topk:0.4", err, sizeof err), 0, "%s", err);
+    g_codec = &spec;
+    gsp_peer a, b;
+    peer(&a, 0, 100, 1.0f);
+    peer(&b, 1, 7, 10.0f);
+    for (int r = 0; r < 3; r++) {
+        gsp_msg m = half_to(&a, 1);
+        cr_assert_eq(gsp_absorb(&b, &m), 1);
+    }
+    gsp_free(&b);
+    peer(&b, 1, 8, 10.0f);
+    b.adopt = 1;
+    gsp_msg m = half_to(&a, 1);
+    cr_assert_eq(m.kind, GSP_DELTA);
+    cr_assert_eq(gsp_absorb(&b, &m), GSP_NEED_SYNC, "a delta against a reference the joiner lacks cannot be adopted");
+    gsp_msg sync;
+    cr_assert_eq(gsp_sync_msg(&a, 1, &sync), 0);
+    cr_assert_eq(gsp_absorb(&b, &sync), 0, "the SYNC is adopted");
+    cr_assert(b.w == 1.0);
+    cr_assert_eq(memcmp(b.in[0].ref, a.out[0].ref, DIM * sizeof(float)), 0, "both ends hold the same reference");
+    m = half_to(&a, 1);
+    cr_assert_eq(gsp_absorb(&b, &m), 1, "deltas apply from there on");
+    gsp_free(&a);
+    gsp_free(&b);
+    g_codec = NULL;
+}
+
+Test(gossip_rejoin, a_first_message_of_a_fresh_edge_is_mass_even_for_a_joiner)
+{
+    gsp_peer a, b;
+    peer(&a, 0, 100, 1.0f);
+    peer(&b, 1, 7, 10.0f);
+    b.adopt = 1;
+    gsp_msg m = half_to(&a, 1);
+    cr_assert_eq(m.seq, 1);
+    cr_assert_eq(gsp_absorb(&b, &m), 1, "seq 1 holds only this share: nothing of a predecessor to adopt");
+    cr_assert_float_eq(b.w, 1.5, 1e-12);
+    gsp_free(&a);
+    gsp_free(&b);
+}
