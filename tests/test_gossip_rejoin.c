@@ -33,15 +33,21 @@ static gsp_msg half_to(gsp_peer *a, int b)
     return m[0];
 }
 
+/* a (incarnation 100) and b (7) after `rounds` messages from a to b. */
+static void talked(gsp_peer *a, gsp_peer *b, int rounds)
+{
+    peer(a, 0, 100, 1.0f);
+    peer(b, 1, 7, 10.0f);
+    for (int r = 0; r < rounds; r++) {
+        gsp_msg m = half_to(a, 1);
+        cr_assert_eq(gsp_absorb(b, &m), 1);
+    }
+}
+
 Test(gossip_rejoin, a_restarted_sender_starts_its_edge_again_and_old_messages_are_ignored)
 {
     gsp_peer a, b;
-    peer(&a, 0, 100, 1.0f);
-    peer(&b, 1, 7, 10.0f);
-    for (int r = 0; r < 4; r++) {
-        gsp_msg m = half_to(&a, 1);
-        cr_assert_eq(gsp_absorb(&b, &m), 1);
-    }
+    talked(&a, &b, 4);
     gsp_msg stale;
     {
         gsp_msg m = half_to(&a, 1);
@@ -64,12 +70,7 @@ Test(gossip_rejoin, a_restarted_sender_starts_its_edge_again_and_old_messages_ar
 Test(gossip_rejoin, a_joiner_adopts_the_totals_meant_for_its_predecessor)
 {
     gsp_peer a, b;
-    peer(&a, 0, 100, 1.0f);
-    peer(&b, 1, 7, 10.0f);
-    for (int r = 0; r < 3; r++) {
-        gsp_msg m = half_to(&a, 1);
-        cr_assert_eq(gsp_absorb(&b, &m), 1);
-    }
+    talked(&a, &b, 3);
     gsp_free(&b); /* b is gone; a new process takes id 1 without any state */
     peer(&b, 1, 8, 10.0f);
     b.adopt = 1;
@@ -94,12 +95,7 @@ Test(gossip_rejoin, a_joiner_with_a_codec_asks_for_a_sync_and_adopts_it)
     cr_assert_eq(cmp_spec_parse(&spec, "topk:0.4", err, sizeof err), 0, "%s", err);
     g_codec = &spec;
     gsp_peer a, b;
-    peer(&a, 0, 100, 1.0f);
-    peer(&b, 1, 7, 10.0f);
-    for (int r = 0; r < 3; r++) {
-        gsp_msg m = half_to(&a, 1);
-        cr_assert_eq(gsp_absorb(&b, &m), 1);
-    }
+    talked(&a, &b, 3);
     gsp_free(&b);
     peer(&b, 1, 8, 10.0f);
     b.adopt = 1;
