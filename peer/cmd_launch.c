@@ -49,7 +49,7 @@ static void help(void)
           "  --kill PEER@ROUND     kill -9 the peer once its log reaches ROUND\n"
           "  --restart PEER@ROUND[:S]  kill -9 it, then start it again with --resume after S seconds [1]\n"
           "  --stop PEER@ROUND:S   SIGSTOP it for S seconds, then SIGCONT\n"
-          "  --slow PEER:FACTOR    its local steps take FACTOR times as long\n"
+          "  --slow PEER:FACTOR    it runs its rounds at 1/FACTOR of its speed (sgp peer --slow)\n"
           "  (each may be repeated; the summary counts the faults injected)\n\n"
           "  -h, --help            this text\n",
           stdout);
@@ -735,9 +735,12 @@ int cmd_launch(int argc, char **argv)
         fprintf(stderr, "%s: interrupted; every peer stopped\n", CMD);
     if (!interrupted && !failed && hosts && remote_fetch(run_dir, remote_dir, (int)peers, where) < 0)
         failed = 1;
-    status = interrupted ? 130
-             : failed    ? 1
-                         : combine(run_dir, (int)peers, nfwd, fwd, summary, cli_now() - t0, L.absent, L.faults.injected);
+    if (interrupted)
+        status = 130;
+    else if (failed)
+        status = 1;
+    else
+        status = combine(run_dir, (int)peers, nfwd, fwd, summary, cli_now() - t0, L.absent, L.faults.injected);
     free(fwd);
     return status;
 }

@@ -29,12 +29,13 @@ static void help(void)
           "  --round-timeout S     a round waits at most this long for messages [30]\n"
           "  --round-deadline S|auto  how long a round waits for a late neighbour before starting\n"
           "                        without it (it is then not waited for until it is on time again);\n"
-          "                        auto: 4 x the median of recent round times, 50 ms .. round timeout [auto]\n"
+          "                        auto: 2 x the median of recent round times, 20 ms .. round timeout [auto]\n"
           "  --checkpoint FILE     write checkpoints here (FILE, FILE.prev; peer/CHECKPOINT.md)\n"
           "  --checkpoint-every S  seconds between checkpoints; 0: only when stopping [30]\n"
           "  --resume              restart from the checkpoint; without a whole one, pull the current\n"
           "                        model from a neighbour and join at its round\n"
-          "  --slow FACTOR         experiments: each local step takes FACTOR times as long [1]\n"
+          "  --slow FACTOR         experiments: after 48 rounds, pad each local step so that this\n"
+          "                        peer's rounds take FACTOR times their median so far [1]\n"
           "  --log FILE            JSON lines per round: loss, bytes in/out, absorbed, staleness, time\n"
           "  --save-model FILE     write the final model (z = x / w) as raw little-endian float32\n\n"
           "All peers of a run must be given the same training options (seed, model,\n"
@@ -45,7 +46,10 @@ static void help(void)
     fputs("  -h, --help            this text\n", stdout);
 }
 
-enum { P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE, P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW };
+enum {
+    P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE,
+    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW,
+};
 
 /* The rank an MPI or Slurm launcher gives, when --id is not there. */
 static int rank_from_env(long *id)

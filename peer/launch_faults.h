@@ -4,7 +4,7 @@
  *   --kill PEER@ROUND              SIGKILL when PEER's log reaches ROUND
  *   --restart PEER@ROUND[:SECONDS] SIGKILL, then start it again with --resume after SECONDS [1]
  *   --stop PEER@ROUND:SECONDS      SIGSTOP, then SIGCONT after SECONDS
- *   --slow PEER:FACTOR             PEER's local steps take FACTOR times as long (sgp peer --slow)
+ *   --slow PEER:FACTOR             PEER runs its rounds at 1/FACTOR of its speed (sgp peer --slow)
  *
  *   fault_plan p = {0};
  *   fault_plan_add(&p, "--kill", "3@200", err, sizeof err);   // 1: not a fault option

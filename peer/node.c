@@ -40,12 +40,16 @@ typedef struct node {
     cmp_spec codec;
     uint8_t *alive, *ever_up, *want; /* want: neighbours over one period of the schedule */
     uint8_t *late;                    /* missed a deadline: not waited for until it is on time again */
+    uint8_t *late_count;              /* deadlines missed since it was last strictly on time */
     uint8_t *awaited;                 /* alive and not late: whom a round waits for */
     uint8_t *model_wanted;            /* asked for our model while a step was running */
     double *last_heard, *last_sent;   /* per peer, cli_now() seconds */
     double last_tick;                 /* the heartbeat timer's previous run */
     double recent[RECENT_ROUNDS];     /* durations of recent rounds that did not hit a deadline */
     int n_recent, forced_round;
+    int catching_up, stepped;         /* rounds without the local step; did this round take one */
+    long late_slack;                  /* tau + schedule period + 1 */
+    double slow_pad;                  /* --slow: seconds added to each local step (0 until measured) */
     long deadline_round;              /* the round the deadline timer is armed for (-1: none) */
     long max_round_heard;             /* the highest round a neighbour said it is at */
     int joining, asked;               /* --resume without a checkpoint: waiting for a MODEL */
@@ -263,8 +267,17 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
         return; /* (another model's size: nothing of it could be absorbed) */
     if (m.push.round + 1 > n->max_round_heard)
         n->max_round_heard = m.push.round + 1;
-    /* On time again: it arrived before (or while) a round needs it. */
-    if (n->late[peer] && m.push.round >= n->g.round - 1 - n->c->tau)
+    /* On time: it arrived before (or while) a round needs it. Nearly on time,
+     * for a neighbour late only once since it was last on time: within
+     * late_slack rounds (tau + the schedule's period + 1). A healthy
+     * neighbour held up once falls a few rounds behind the peers that stopped
+     * waiting for it (up to a period: they need it only every so often), and
+     * waiting for it again lets it close the gap; a straggler, late again and
+     * again, is waited for only once it is really on time. */
+    const long need = n->g.round - 1 - n->c->tau;
+    if (m.push.round >= need)
+        n->late[peer] = 0, n->late_count[peer] = 0;
+    else if (n->late[peer] && n->late_count[peer] <= 1 && m.push.round >= need - n->late_slack)
         n->late[peer] = 0;
     if (n->n_inbox == n->cap_inbox) {
         int nc = n->cap_inbox ? 2 * n->cap_inbox : 16;
@@ -384,13 +397,14 @@ static void on_heartbeat(uv_timer_t *t)
 static void work_step(uv_work_t *w)
 {
     node *n = w->data;
+    if (!n->stepped)
+        return; /* catching up: this round only mixes */
     float lr = nn_lr_at(&n->c->train.schedule, n->g.round, n->rounds_per_epoch);
     int correct, B;
-    double t = cli_now();
     n->step_loss = sgp_local_step(&n->local, &n->model, &n->g, lr, &correct, &B);
-    if (n->c->slow > 1.0) { /* an emulated slow machine: the step takes `slow` times as long */
-        double extra = (n->c->slow - 1.0) * (cli_now() - t);
-        struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+    if (n->slow_pad > 0) { /* an emulated slow machine (--slow) */
+        double pad = n->slow_pad;
+        struct timespec ts = {(time_t)pad, (long)((pad - (double)(time_t)pad) * 1e9)};
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
         }
     }
@@ -475,8 +489,10 @@ static void after_step(uv_work_t *w, int status)
     n->computing = 0;
     if (status < 0)
         return; /* cancelled at shutdown */
-    n->r->local_steps++;
-    n->epoch_loss += n->step_loss, n->epoch_steps++;
+    if (n->stepped) {
+        n->r->local_steps++;
+        n->epoch_loss += n->step_loss, n->epoch_steps++;
+    }
     topo_out out;
     topo_route(n->c->topology, n->g.round, n->g.id, n->alive, &out);
     /* Backpressure: a neighbour that has not taken our last frames does not
@@ -540,12 +556,13 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* How long a round waits for a late neighbour. Fixed if --round-deadline is
- * given; else 4 times the median of the last RECENT_ROUNDS round durations
- * (rounds cut short by a deadline are not counted), at least 50 ms and at most
- * the round timeout; the round timeout until 8 rounds have been measured.
- * Four medians: a neighbour that is merely unlucky once (scheduling, a GC
- * pause of the machine) is not declared late, while one that is slower than
- * that is not waited for again until it catches up. */
+ * given; else twice the median of the last RECENT_ROUNDS round durations
+ * (rounds cut short by a deadline are not counted), at least 20 ms and at
+ * most the round timeout; the round timeout until 8 rounds have been
+ * measured. Twice the median: a neighbour at half the cluster's pace or
+ * slower is not waited for round after round; one merely unlucky once
+ * (scheduling) costs little when marked late, since it is waited for again
+ * as soon as it is nearly on time again (on_frame). */
 static double deadline_seconds(const node *n)
 {
     const node_config *c = n->c;
@@ -557,7 +574,7 @@ static double deadline_seconds(const node *n)
     int k = n->n_recent < RECENT_ROUNDS ? n->n_recent : RECENT_ROUNDS;
     memcpy(d, n->recent, (size_t)k * sizeof *d);
     qsort(d, (size_t)k, sizeof *d, cmp_double);
-    return fmin(fmax(4 * d[k / 2], 0.05), c->round_timeout);
+    return fmin(fmax(2 * d[k / 2], 0.02), c->round_timeout);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -570,6 +587,8 @@ static void on_deadline(uv_timer_t *t)
                         (int)(sizeof missing / sizeof *missing));
     for (int j = 0; j < k && j < (int)(sizeof missing / sizeof *missing); j++) {
         n->late[missing[j]] = 1;
+        if (n->late_count[missing[j]] < 255)
+            n->late_count[missing[j]]++;
         n->r->late_marks++;
         event(n, "not waiting for late neighbour", missing[j], NULL);
     }
@@ -590,20 +609,25 @@ static int barrier(node *n)
 }
 
 /* Far behind the rounds the neighbours say they are at (a straggler, a peer
- * that was stopped or restarted): jump to theirs at this round boundary
- * rather than replay rounds nobody waits for. Past tau + 2n + 4 rounds,
- * more than a synchronous run's spread can be (n peers, every chain of
- * waits is shorter than n rounds). */
-static void maybe_catch_up(node *n)
+ * that was stopped or restarted): run rounds without the local step - shares
+ * out, messages in, no gradient - until the others would wait for it again
+ * (within late_slack rounds). Every round
+ * still emits, so the peer keeps passing mass on (a peer that skipped rounds
+ * would only collect it, and the others' weights would drain); a round
+ * without the step costs a compression and a send. Starts past tau + 2n + 4
+ * rounds behind: more than a synchronous run's spread can be (n peers, every
+ * chain of waits is shorter than n rounds). */
+static void update_catch_up(node *n)
 {
     const long lag = n->max_round_heard - n->g.round;
-    if (lag <= n->c->tau + 2L * n->c->cluster->n_peers + 4)
-        return;
-    char why[64];
-    snprintf(why, sizeof why, "%ld rounds behind, to round %ld", lag, n->max_round_heard);
-    event(n, "catching up", -1, why);
-    n->g.round = n->g.since = n->max_round_heard;
-    n->r->catch_ups++;
+    if (!n->catching_up && lag > n->c->tau + 2L * n->c->cluster->n_peers + 4) {
+        char why[96];
+        snprintf(why, sizeof why, "%ld rounds behind: rounds without local steps until level", lag);
+        event(n, "catching up", -1, why);
+        n->catching_up = 1;
+        n->r->catch_ups++;
+    } else if (n->catching_up && lag <= n->late_slack)
+        n->catching_up = 0; /* as close as the others wait for it again (on_frame) */
 }
 
 static void maybe_start(node *n)
@@ -613,7 +637,7 @@ static void maybe_start(node *n)
     if (!n->stopping && (n->joining || !barrier(n)))
         return;
     if (!n->stopping && n->g.round < n->total_rounds)
-        maybe_catch_up(n);
+        update_catch_up(n);
     const int np = n->c->cluster->n_peers;
     for (int p = 0; p < np; p++)
         n->awaited[p] = n->alive[p] && !n->late[p];
@@ -637,10 +661,25 @@ static void maybe_start(node *n)
     const double now = cli_now();
     if (n->prev_start > 0 && !n->force_start && !n->forced_round)
         n->recent[n->n_recent++ % RECENT_ROUNDS] = now - n->prev_start;
+    /* --slow F: once 48 rounds have run at full speed (the first ones are
+     * slow: connections, caches), pad every step so that a round takes F
+     * times the median of the last 32 (a peer at 1/F of its speed: round
+     * times here are mostly the cluster's rhythm, not this peer's compute). */
+    if (n->c->slow > 1.0 && n->slow_pad == 0 && n->n_recent >= 48) {
+        double d[RECENT_ROUNDS];
+        memcpy(d, n->recent, sizeof d);
+        qsort(d, RECENT_ROUNDS, sizeof *d, cmp_double);
+        n->slow_pad = (n->c->slow - 1.0) * d[RECENT_ROUNDS / 2];
+        char why[64];
+        snprintf(why, sizeof why, "+%.1f ms a step (%.4gx a %.1f ms round)", 1e3 * n->slow_pad, n->c->slow,
+                 1e3 * d[RECENT_ROUNDS / 2]);
+        event(n, "slowed down", -1, why);
+    }
     n->prev_start = now;
     n->force_start = n->forced_round = 0;
     n->deadline_round = -1;
     n->computing = 1;
+    n->stepped = !n->catching_up;
     n->round_start = now;
     uv_timer_start(&n->round_timer, on_round_timeout, (uint64_t)(n->c->round_timeout * 1000), 0);
     uv_queue_work(&n->loop, &n->work, work_step, after_step);
@@ -749,13 +788,14 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->ever_up = calloc((size_t)np, 1);
     n->want = calloc((size_t)np, 1);
     n->late = calloc((size_t)np, 1);
+    n->late_count = calloc((size_t)np, 1);
     n->awaited = calloc((size_t)np, 1);
     n->model_wanted = calloc((size_t)np, 1);
     n->last_heard = calloc((size_t)np, sizeof(double));
     n->last_sent = calloc((size_t)np, sizeof(double));
     n->dead_timers = calloc((size_t)np, sizeof *n->dead_timers);
-    if (rc == 0 && (!n->out_cap || !n->out || !n->alive || !n->ever_up || !n->want || !n->late || !n->awaited ||
-                    !n->model_wanted || !n->last_heard || !n->last_sent || !n->dead_timers))
+    if (rc == 0 && (!n->out_cap || !n->out || !n->alive || !n->ever_up || !n->want || !n->late || !n->late_count ||
+                    !n->awaited || !n->model_wanted || !n->last_heard || !n->last_sent || !n->dead_timers))
         rc = -ENOMEM;
     if (rc < 0) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(-rc));
@@ -763,6 +803,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     }
     memset(n->alive, 1, (size_t)np);
     n->deadline_round = -1;
+    n->late_slack = c->tau + c->topology->n_phases + 1;
     n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->train.model,
                         .codec = c->codec ? c->codec->text : "exact", .seed = c->train.seed};
     n->last_ckpt = cli_now();
@@ -881,6 +922,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     free(n->ever_up);
     free(n->want);
     free(n->late);
+    free(n->late_count);
     free(n->awaited);
     free(n->model_wanted);
     free(n->last_heard);
