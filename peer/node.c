@@ -203,6 +203,7 @@ static void on_model(node *n, int peer, const wire_msg *m)
     n->g.round = n->g.since = m->model.round;
     n->g.adopt = 1;
     n->joining = 0;
+    n->barrier_passed = 1; /* the run is under way: no round-0 barrier */
     n->r->start_round = m->model.round;
     event(n, "joined with the model of peer", peer, NULL);
     maybe_start(n);
