@@ -43,6 +43,9 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
 {
     if (g->n_out || g->n_in || !(step > 0.0f && step <= 1.0f))
         return -EINVAL;
+    char err[64];
+    if (cmp_spec_parse(&g->first, "bf16", err, sizeof err) < 0)
+        return -EINVAL;
     g->step = step;
     size_t n = g->dim ? g->dim : 1, work = cmp_work_size(codec, g->dim);
     g->v = malloc(n * sizeof(float));
@@ -101,6 +104,12 @@ const float *gsp_debias(gsp_peer *g)
     return g->z;
 }
 
+static size_t edge_buf_bytes(const gsp_peer *g)
+{
+    size_t a = cmp_bound(g->codec, g->dim), b = cmp_bound(&g->first, g->dim);
+    return a > b ? a : b;
+}
+
 /* The edge to/from `peer`, created on first use. Edges are few (the
  * neighbours a schedule ever uses, plus reroutes), so a linear scan is the
  * fastest lookup; creation happens once per edge, not per round. */
@@ -125,8 +134,8 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
     e->x = calloc(dim ? dim : 1, sizeof(double));
     if (g->codec) {
         e->ref = calloc(dim ? dim : 1, sizeof(float));
-        if (outgoing)
-            e->buf = malloc(cmp_bound(g->codec, dim));
+        if (outgoing) /* room for the codec's messages and for a first, uncompressed one */
+            e->buf = malloc(edge_buf_bytes(g));
     }
     if (!e->x || (g->codec && (!e->ref || (outgoing && !e->buf)))) {
         free(e->x), free(e->ref), free(e->buf);
@@ -161,17 +170,25 @@ static void ref_update(float *restrict ref, const float *restrict c, float gain,
         ref[i] += gain * c[i];
 }
 
-/* Compress this round's share on edge e into e->buf and move e->ref; the
- * caller subtracts e->ref from x. Returns the gain or a negative errno. */
-static int compress_share(gsp_peer *g, gsp_edge *e, double weight, float *gain_out)
+/* Compress the model z = x / w against edge e's reference into e->buf and
+ * move e->ref; then the edge carries `moved` (the weight it moves this
+ * round) times the reference: sigma_x += moved * r. The caller takes the
+ * same amount out of x. Returns 0 or a negative errno. */
+static int compress_share(gsp_peer *g, gsp_edge *e, const float *z, double moved, float *gain_out)
 {
     const size_t n = g->dim;
     float *restrict v = g->v;
-    const float *restrict x = g->x, *restrict ref = e->ref;
+    const float *restrict ref = e->ref;
     for (size_t i = 0; i < n; i++)
-        v[i] = (float)(weight * (double)x[i]) - ref[i];
-    uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1);
-    long len = cmp_encode(g->codec, v, n, seed, g->work, e->buf, cmp_bound(g->codec, n));
+        v[i] = z[i] - ref[i];
+    uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1); /* the message's seq */
+    /* An edge's first message sends all of z (in bf16): the reference starts
+     * at the model instead of at zero, which would move w at once and x only
+     * as fast as the codec fills the reference in (z = x / w blows up for
+     * the rounds that takes: a restarted peer's model was ruined that way).
+     * 2 bytes a value, once per edge. */
+    const cmp_spec *codec = e->seq == 0 ? &g->first : g->codec;
+    long len = cmp_encode(codec, v, n, seed, g->work, e->buf, edge_buf_bytes(g));
     if (len < 0)
         return (int)len;
     e->buf_len = (size_t)len;
@@ -182,9 +199,9 @@ static int compress_share(gsp_peer *g, gsp_edge *e, double weight, float *gain_o
         vc += (double)v[i] * g->c[i], cc += (double)g->c[i] * g->c[i];
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
     ref_update(e->ref, g->c, gain, n);
-    double *sigma = e->x;
+    double *restrict sigma = e->x;
     for (size_t i = 0; i < n; i++)
-        sigma[i] += g->step * e->ref[i];
+        sigma[i] += moved * (double)e->ref[i];
     *gain_out = gain;
     return 0;
 }
@@ -195,36 +212,45 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 {
     gsp_edge *edges[TOPO_MAX_OUT];
     float gains[TOPO_MAX_OUT];
+    double moved[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)))
             return -ENOMEM;
+    /* Weight first. With a codec each edge moves step * weight * w (the
+     * consensus step), without one weight * w. `moved` is the difference of
+     * the edge's running totals, which the receiver recomputes bit for bit
+     * as w_total minus its own total. */
+    const double wstep = g->codec ? (double)g->step : 1.0;
+    double w_sent = 0.0;
+    for (int k = 0; k < out->n; k++) {
+        gsp_edge *e = edges[k];
+        double before = e->w;
+        e->w += wstep * out->weight[k] * g->w;
+        moved[k] = e->w - before;
+        w_sent += moved[k];
+    }
     if (g->codec) {
-        /* Every share is cut from the same x; x gives up the references after. */
+        /* The reference tracks the sender's model z, not its share of x, and
+         * x moves as `moved` times it: what x gives up over what w gives up
+         * is the (lagging) model, never a lagging share of a weight that has
+         * changed since. So z = x / w stays a model however fast w moves (a
+         * peer that gossips faster or slower than its neighbours). */
+        const float *z = gsp_debias(g);
         for (int k = 0; k < out->n; k++) {
-            int rc = compress_share(g, edges[k], out->weight[k], &gains[k]);
+            int rc = compress_share(g, edges[k], z, moved[k], &gains[k]);
             if (rc < 0)
                 return rc;
         }
         for (size_t i = 0; i < g->dim; i++) {
             double xi = g->x[i];
             for (int k = 0; k < out->n; k++)
-                xi -= g->step * edges[k]->ref[i];
+                xi -= moved[k] * (double)edges[k]->ref[i];
             g->x[i] = (float)xi;
         }
     } else
         raw_split(g, out, edges);
-    /* w moves as x does: with a codec x gives up step * r, r ~ weight * x, so
-     * w gives up step * weight * w. (Moving all of weight * w, as an earlier
-     * version did, is invisible on a regular graph where every w stays 1,
-     * but where in-degrees differ - a peer routed around, a reroute - it
-     * parts x from w and biases z = x / w.) */
-    const double wstep = g->codec ? (double)g->step : 1.0;
-    double w_sent = 0.0;
     for (int k = 0; k < out->n; k++) {
-        double share = wstep * out->weight[k] * g->w;
         gsp_edge *e = edges[k];
-        e->w += share;
-        w_sent += share;
         e->seq++;
         e->round = g->round;
         gsp_msg *m = &msgs[k];
@@ -328,10 +354,11 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         float *restrict x = g->x;
         double *restrict rho = e->x;
         const float *restrict ref = e->ref;
-        const float step = m->step;
+        const double moved = m->w_total - e->w; /* the sender's `moved`, bit for bit */
         for (size_t i = 0; i < g->dim; i++) {
-            x[i] += step * ref[i];
-            rho[i] += step * ref[i];
+            double d = moved * (double)ref[i];
+            x[i] = (float)((double)x[i] + d);
+            rho[i] += d;
         }
     } else {
         apply_totals(g, e, m->x_total);

@@ -111,6 +111,7 @@ typedef struct gsp_peer {
     int n_out, n_in, cap_out, cap_in;
     gsp_stats stats;
     const cmp_spec *codec; /* NULL: RAW running sums */
+    cmp_spec first;        /* codec: "bf16", for the first message of an edge (its reference from nothing) */
     float step;            /* consensus step: the share of r that moves each round */
     uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
     float *v, *c;          /* codec scratch: share - r, decoded q */

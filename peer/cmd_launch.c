@@ -156,14 +156,15 @@ static int prepare(const char *dir, int n, const char *topology, placement *wher
 static void peer_status(const char *dir, int i, long *round, double *mb, double *loss, double *acc)
 {
     char path[4096], line[512] = "", tail[512] = "";
+    const long tail_bytes = 8192; /* past the ledger and event lines at the end */
     snprintf(path, sizeof path, "%.1024s/peer%d.jsonl", dir, i);
     FILE *f = fopen(path, "r");
     if (!f)
         return;
-    if (fseek(f, -(long)sizeof line + 1, SEEK_END) != 0)
+    if (fseek(f, -tail_bytes, SEEK_END) != 0)
         rewind(f);
     while (fgets(line, sizeof line, f))
-        if (strchr(line, '\n') && !strstr(line, "\"event\"")) {
+        if (strchr(line, '\n') && strstr(line, "{\"round\"") == line) {
             strcpy(tail, line);
             const char *a = strstr(line, "\"test_accuracy\": ");
             if (a)

@@ -259,7 +259,7 @@ int cmd_peer(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
-    if (log_path && !(log = fopen(log_path, "w"))) {
+    if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
         goto out;
     }

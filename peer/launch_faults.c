@@ -101,6 +101,9 @@ void fault_plan_tick(fault_plan *p, const long *rounds, const pid_t *pids, doubl
             int busy = 0;
             for (int j = 0; j < k; j++)
                 busy |= p->f[j].peer == f->peer && p->f[j].stage < 2;
+            /* A peer just started again has not logged a round of its own
+             * yet: its log still ends where the killed process left it. */
+            busy |= p->restarted_at[f->peer] > 0 && now - p->restarted_at[f->peer] < 2.0;
             if (busy || pid <= 0 || rounds[f->peer] < f->round)
                 continue;
             printf("\nsgp launch: peer %d at round %ld: %s\n", f->peer, rounds[f->peer], names[f->kind]);
@@ -116,7 +119,9 @@ void fault_plan_tick(fault_plan *p, const long *rounds, const pid_t *pids, doubl
                     kill(pid, SIGCONT);
             } else {
                 printf("\nsgp launch: peer %d: restarting with --resume\n", f->peer);
+                fflush(stdout); /* before the fork, or the child prints it again */
                 restart(ctx, f->peer);
+                p->restarted_at[f->peer] = now;
             }
             fflush(stdout);
             f->stage = 2;

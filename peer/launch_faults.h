@@ -40,6 +40,7 @@ typedef struct fault_plan {
     int n;
     double slow[FAULT_MAX_PEERS]; /* 0: not slowed */
     int injected;                 /* faults injected so far (a restart counts once) */
+    double restarted_at[FAULT_MAX_PEERS]; /* when the peer was last started again (0: never) */
 } fault_plan;
 
 /* Take one option: 0 taken, 1 not a fault option, -1 bad value (err says why). */

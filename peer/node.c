@@ -48,10 +48,12 @@ typedef struct node {
     double recent[RECENT_ROUNDS];     /* durations of recent rounds that did not hit a deadline */
     int n_recent, forced_round;
     int catching_up, stepped;         /* rounds without the local step; did this round take one */
+    int isolated;                     /* no in-neighbour heard lately: shares stay home */
     long late_slack;                  /* tau + schedule period + 1 */
     double slow_pad;                  /* --slow: seconds added to each local step (0 until measured) */
     long deadline_round;              /* the round the deadline timer is armed for (-1: none) */
-    long max_round_heard;             /* the highest round a neighbour said it is at */
+    long *known_round;                /* per peer: the latest round it said it is at (-1: none yet) */
+    uint8_t *is_in;                   /* sends to us in some phase of the schedule */
     int joining, asked;               /* --resume without a checkpoint: waiting for a MODEL */
     double asked_at;
     double last_ckpt;
@@ -88,6 +90,16 @@ void node_config_defaults(node_config *c)
 
 static void finish(node *n);
 static void maybe_start(node *n);
+static double heartbeat_seconds(const node_config *c);
+
+/* An in-neighbour we hear from: connected, not routed around, and a frame
+ * within two heartbeat intervals (a killed peer's connection is gone, a
+ * stopped one falls silent). */
+static int hearing(const node *n, int p, double now)
+{
+    return n->is_in[p] && n->alive[p] && net_is_up(&n->net, p) && n->last_heard[p] >= now - 2 * heartbeat_seconds(n->c);
+}
+
 
 /* ---- events and messages out ------------------------------------------------ */
 
@@ -244,8 +256,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
         return;
     }
     case WIRE_HEARTBEAT:
-        if (m.heartbeat.round > n->max_round_heard)
-            n->max_round_heard = m.heartbeat.round;
+        if (m.heartbeat.round > n->known_round[peer])
+            n->known_round[peer] = m.heartbeat.round;
         maybe_start(n);
         return;
     case WIRE_MODEL_REQUEST:
@@ -266,8 +278,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     }
     if (m.push.dim != n->g.dim)
         return; /* (another model's size: nothing of it could be absorbed) */
-    if (m.push.round + 1 > n->max_round_heard)
-        n->max_round_heard = m.push.round + 1;
+    if (m.push.round + 1 > n->known_round[peer])
+        n->known_round[peer] = m.push.round + 1;
     /* On time: it arrived before (or while) a round needs it. Nearly on time,
      * for a neighbour late only once since it was last on time: within
      * late_slack rounds (tau + the schedule's period + 1). A healthy
@@ -391,6 +403,10 @@ static void on_heartbeat(uv_timer_t *t)
     }
     if (n->joining && now - n->asked_at > n->c->dead_timeout)
         ask_for_model(n);
+    if (n->joining && now - n->t0 > n->c->round_timeout) {
+        n->rc = -EHOSTUNREACH; /* nobody to join: node_run says so */
+        finish(n);
+    }
 }
 
 /* ---- rounds ----------------------------------------------------------------- */
@@ -418,14 +434,15 @@ static void log_round(node *n, long round, float test_accuracy)
         return;
     fprintf(n->c->log,
             "{\"round\": %ld, \"loss\": %.6f, \"bytes_out\": %llu, \"bytes_in\": %llu, \"absorbed\": %llu, "
-            "\"staleness\": %.3f, \"round_seconds\": %.6f, \"t\": %.3f",
+            "\"staleness\": %.3f, \"round_seconds\": %.6f, \"t\": %.3f, \"w\": %.9g",
             round, n->step_loss, (unsigned long long)n->r->bytes_sent, (unsigned long long)n->r->bytes_received,
             (unsigned long long)n->r->messages_absorbed,
             n->g.stats.absorbed ? (double)n->g.stats.stale_sum / (double)n->g.stats.absorbed : 0.0,
-            cli_now() - n->round_start, cli_now() - n->t0);
+            cli_now() - n->round_start, cli_now() - n->t0, n->g.w);
     if (test_accuracy >= 0)
         fprintf(n->c->log, ", \"test_accuracy\": %.6f", test_accuracy);
     fputs("}\n", n->c->log);
+    fflush(n->c->log); /* whole lines for the launcher (which reads it live) and after a kill */
 }
 
 static void write_checkpoint(uv_work_t *w)
@@ -496,11 +513,24 @@ static void after_step(uv_work_t *w, int status)
     }
     topo_out out;
     topo_route(n->c->topology, n->g.round, n->g.id, n->alive, &out);
+    /* Isolated (no in-neighbour heard lately: all killed, stopped or cut
+     * off): keep every share home. Pushing mass out with none coming in
+     * would halve w round after round until x underflows, and with a codec
+     * the lag of the references would be amplified as w shrinks. */
+    const double now = cli_now();
+    int heard = 0, has_in = 0;
+    for (int p = 0; p < n->c->cluster->n_peers; p++)
+        has_in |= n->is_in[p], heard |= hearing(n, p, now);
+    if (has_in && (!heard) != n->isolated) {
+        n->isolated = !heard;
+        event(n, n->isolated ? "no in-neighbour heard: keeping shares home" : "hearing in-neighbours again", -1,
+              NULL);
+    }
     /* Backpressure: a neighbour that has not taken our last frames does not
      * get a share this round; its weight stays home (no queue grows). */
     int k = 0;
     for (int j = 0; j < out.n; j++) {
-        if (net_busy(&n->net, out.peer[j])) {
+        if (n->isolated || net_busy(&n->net, out.peer[j])) {
             out.keep += out.weight[j];
             continue;
         }
@@ -512,6 +542,11 @@ static void after_step(uv_work_t *w, int status)
     int m = gsp_emit(&n->g, &out, msgs);
     if (m < 0) {
         n->rc = m;
+        for (size_t i = 0; i < n->g.dim && m == -EINVAL; i++)
+            if (!isfinite(n->g.x[i])) { /* the codecs refuse NaN and infinity */
+                n->rc = -EDOM;
+                break;
+            }
         finish(n);
         return;
     }
@@ -609,18 +644,39 @@ static int barrier(node *n)
     return n->barrier_passed = 1;
 }
 
-/* Far behind the rounds the neighbours say they are at (a straggler, a peer
- * that was stopped or restarted): run rounds without the local step - shares
- * out, messages in, no gradient - until the others would wait for it again
- * (within late_slack rounds). Every round
- * still emits, so the peer keeps passing mass on (a peer that skipped rounds
- * would only collect it, and the others' weights would drain); a round
- * without the step costs a compression and a send. Starts past tau + 2n + 4
- * rounds behind: more than a synchronous run's spread can be (n peers, every
- * chain of waits is shorter than n rounds). */
-static void update_catch_up(node *n)
+/* The round of the run around us: the median of what the in-neighbours we
+ * hear from last said (-1 before any has). Only those connected and heard
+ * within two heartbeat intervals: a neighbour killed or stopped, not yet
+ * routed around, must not hold it down. A median, so that one straggler or
+ * one peer that ran ahead does not move it. */
+static long cluster_round(const node *n)
 {
-    const long lag = n->max_round_heard - n->g.round;
+    long r[TOPO_MAX_PEERS];
+    int k = 0;
+    const double now = cli_now();
+    for (int p = 0; p < n->c->cluster->n_peers; p++)
+        if (hearing(n, p, now) && n->known_round[p] >= 0) {
+            int j = k++;
+            while (j > 0 && r[j - 1] > n->known_round[p]) /* insertion: a few neighbours */
+                r[j] = r[j - 1], j--;
+            r[j] = n->known_round[p];
+        }
+    return k ? r[k / 2] : -1;
+}
+
+/* Far behind the run (a straggler, a peer that was stopped or restarted):
+ * run rounds without the local step - shares out, messages in, no gradient -
+ * until the others would wait for it again (within late_slack rounds). Every
+ * round still emits, so the peer keeps passing mass on (a peer that skipped
+ * rounds would only collect it, and the others' weights would drain); a
+ * round without the step costs a compression and a send. Starts past
+ * tau + 2n + 4 rounds behind: more than a synchronous run's spread can be
+ * (n peers, every chain of waits is shorter than n rounds). */
+static void update_catch_up(node *n, long around)
+{
+    const long lag = around - n->g.round;
+    if (around < 0)
+        return;
     if (!n->catching_up && lag > n->c->tau + 2L * n->c->cluster->n_peers + 4) {
         char why[96];
         snprintf(why, sizeof why, "%ld rounds behind: rounds without local steps until level", lag);
@@ -637,8 +693,18 @@ static void maybe_start(node *n)
         return;
     if (!n->stopping && (n->joining || !barrier(n)))
         return;
-    if (!n->stopping && n->g.round < n->total_rounds)
-        update_catch_up(n);
+    const long around = cluster_round(n);
+    if (!n->stopping && n->g.round < n->total_rounds) {
+        update_catch_up(n, around);
+        /* Nor run away: a peer that stopped waiting for its in-neighbours
+         * (marked late while the machine was busy) would otherwise race
+         * ahead and pull the others into catching up. More than late_slack
+         * plus a period ahead of the run (the spread a synchronous run has,
+         * given that in-neighbours report only once a period), it waits for
+         * the others to come up. */
+        if (around >= 0 && n->g.round - around > n->late_slack + n->c->topology->n_phases)
+            return;
+    }
     const int np = n->c->cluster->n_peers;
     for (int p = 0; p < np; p++)
         n->awaited[p] = n->alive[p] && !n->late[p];
@@ -686,6 +752,26 @@ static void maybe_start(node *n)
     uv_queue_work(&n->loop, &n->work, work_step, after_step);
 }
 
+/* The push-sum ledger at the end, one JSON line per edge: with every peer's
+ * ledger, sum w + sum over edges of (sent - applied) is the total weight, so
+ * a run's logs show whether mass was conserved (tests/soak checks it). */
+static void log_ledger(node *n)
+{
+    FILE *f = n->c->log;
+    if (!f)
+        return;
+    const gsp_peer *g = &n->g;
+    fprintf(f, "{\"ledger\": \"peer\", \"id\": %d, \"incarnation\": %llu, \"w\": %.17g, \"round\": %ld}\n", g->id,
+            (unsigned long long)g->incarnation, g->w, g->round);
+    for (int k = 0; k < g->n_out; k++)
+        fprintf(f, "{\"ledger\": \"out\", \"to\": %d, \"seq\": %llu, \"w_total\": %.17g}\n", g->out[k].peer,
+                (unsigned long long)g->out[k].seq, g->out[k].w);
+    for (int k = 0; k < g->n_in; k++)
+        fprintf(f, "{\"ledger\": \"in\", \"from\": %d, \"incarnation\": %llu, \"seq\": %llu, \"w_total\": %.17g}\n",
+                g->in[k].peer, (unsigned long long)g->in[k].incarnation, (unsigned long long)g->in[k].seq, g->in[k].w);
+    fflush(f);
+}
+
 /* Done (or stopped): take in what has arrived, checkpoint, say goodbye, close. */
 static void finish(node *n)
 {
@@ -695,6 +781,7 @@ static void finish(node *n)
     if (!n->joining) {
         absorb_inbox(n, 1);
         checkpoint_now(n);
+        log_ledger(n);
     }
     for (int p = 0; p < n->c->cluster->n_peers; p++)
         if (p != n->g.id && net_is_up(&n->net, p)) {
@@ -790,12 +877,14 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->want = calloc((size_t)np, 1);
     n->late = calloc((size_t)np, 1);
     n->late_count = calloc((size_t)np, 1);
+    n->is_in = calloc((size_t)np, 1);
+    n->known_round = malloc((size_t)np * sizeof *n->known_round);
     n->awaited = calloc((size_t)np, 1);
     n->model_wanted = calloc((size_t)np, 1);
     n->last_heard = calloc((size_t)np, sizeof(double));
     n->last_sent = calloc((size_t)np, sizeof(double));
     n->dead_timers = calloc((size_t)np, sizeof *n->dead_timers);
-    if (rc == 0 && (!n->out_cap || !n->out || !n->alive || !n->ever_up || !n->want || !n->late || !n->late_count ||
+    if (rc == 0 && (!n->out_cap || !n->out || !n->alive || !n->ever_up || !n->want || !n->late || !n->late_count || !n->is_in || !n->known_round ||
                     !n->awaited || !n->model_wanted || !n->last_heard || !n->last_sent || !n->dead_timers))
         rc = -ENOMEM;
     if (rc < 0) {
@@ -803,6 +892,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
         return rc;
     }
     memset(n->alive, 1, (size_t)np);
+    for (int p = 0; p < np; p++)
+        n->known_round[p] = -1;
     n->deadline_round = -1;
     n->late_slack = c->tau + c->topology->n_phases + 1;
     n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->train.model,
@@ -833,7 +924,7 @@ static int start_loop(node *n, char *err, size_t errlen)
         int in[TOPO_MAX_OUT * 4];
         int m = topo_in(t, ph, c->id, NULL, in, (int)(sizeof in / sizeof *in));
         for (int k = 0; k < m; k++)
-            n->want[in[k]] = 1;
+            n->want[in[k]] = n->is_in[in[k]] = 1;
     }
     for (int p = 0; p < c->cluster->n_peers; p++)
         if (n->want[p] && (rc = net_want(&n->net, p)) < 0)
@@ -848,9 +939,11 @@ static int start_loop(node *n, char *err, size_t errlen)
     for (int p = 0; p < c->cluster->n_peers; p++) {
         uv_timer_init(&n->loop, &n->dead_timers[p]);
         n->dead_timers[p].data = n;
-        /* A neighbour that never connects is routed around like one that left. */
+        /* A neighbour that never connects is routed around like one that left
+         * (after the round-0 barrier's wait; a peer coming back mid-run has none). */
+        double never = c->resume ? c->dead_timeout : c->round_timeout + c->dead_timeout;
         if (n->want[p])
-            uv_timer_start(&n->dead_timers[p], on_dead, (uint64_t)((c->round_timeout + c->dead_timeout) * 1000), 0);
+            uv_timer_start(&n->dead_timers[p], on_dead, (uint64_t)(never * 1000), 0);
     }
     uv_signal_init(&n->loop, &n->sigint);
     uv_signal_init(&n->loop, &n->sigterm);
@@ -890,12 +983,18 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         maybe_start(n);
         uv_run(&n->loop, UV_RUN_DEFAULT);
         rc = n->rc;
-        if (rc < 0)
+        if (rc == -EDOM)
+            snprintf(err, errlen, "peer %d: the model diverged at round %ld (NaN or infinity in the parameters): "
+                     "try a lower --lr or --clip", c->id, n->g.round);
+        else if (rc < 0)
             snprintf(err, errlen, "peer %d: %s", c->id, strerror(-rc));
         else if (n->joining) {
             snprintf(err, errlen, "peer %d: stopped before any neighbour sent its model", c->id);
             rc = -ETIMEDOUT;
         }
+        if (rc == -EHOSTUNREACH)
+            snprintf(err, errlen, "peer %d: no checkpoint, and no neighbour sent its model within the round timeout "
+                     "(%.0f s): nothing to join", c->id, c->round_timeout);
     } else if (net_started) {
         net_close(&n->net);
         uv_run(&n->loop, UV_RUN_DEFAULT);
@@ -924,6 +1023,8 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     free(n->want);
     free(n->late);
     free(n->late_count);
+    free(n->is_in);
+    free(n->known_round);
     free(n->awaited);
     free(n->model_wanted);
     free(n->last_heard);

@@ -493,16 +493,25 @@ Test(gossip_compressed, every_codec_conserves_and_averages_ring8)
         compressed_averaging(all_codecs[i], "ring", 1500, NULL, 0);
 }
 
-/* Peers 3 and 5 dead and routed around: in-degrees differ, so the weights
- * w part from 1, and w must move by the same consensus step as x or
- * z = x / w ends far from the average (relative error 0.28 to 1.2 for the
- * sparse and stochastic codecs when w moved in full). What is left (up to
- * 2.5%, measured) comes from rerouted edges that serve two phases of the
- * schedule with one reference: gossip/GUARANTEES.md, "Known limits". */
+/* Peers 3 and 5 dead and routed around: in-degrees differ, so the weights w
+ * part from 1 (and a rerouted edge can serve two phases). The references
+ * track the sender's model z and x moves as (weight moved) x r, so z = x / w
+ * still ends at the average. (When x moved step * r with r tracking a share
+ * of x, and w moved in full, the sparse and stochastic codecs ended 0.28 to
+ * 1.2 away from the average here; with w moving by the step, 0.3% to 2.5%.) */
 Test(gossip_compressed, every_codec_averages_around_dead_peers)
 {
     for (size_t i = 0; i < sizeof all_codecs / sizeof *all_codecs; i++)
-        compressed_averaging_on(all_codecs[i], "exponential", 1u << 3 | 1u << 5, 1500, NULL, 0, 0.05);
+        compressed_averaging_on(all_codecs[i], "exponential", 1u << 3 | 1u << 5, 1500, NULL, 0, 1e-4);
+}
+
+/* A new random target every round: references are used now and then, and
+ * the weights move unevenly; the average is still reached (2% to 23% away
+ * for the sparse codecs when references tracked shares of x). */
+Test(gossip_compressed, every_codec_averages_on_a_time_varying_random_graph)
+{
+    for (size_t i = 0; i < sizeof all_codecs / sizeof *all_codecs; i++)
+        compressed_averaging_on(all_codecs[i], "random", 0, 1500, NULL, 0, 1e-4);
 }
 
 Test(gossip_compressed, lost_delta_is_recovered_by_sync)

@@ -1,0 +1,618 @@
+/* Faults on real processes (gossip/GUARANTEES.md "Stragglers, leave and
+ * join"): `sgp launch` kills, stops, restarts and slows real `sgp peer`
+ * processes on loopback, and a peer started late with --resume and no
+ * checkpoint joins a running cluster. The properties are read back from what
+ * the peers write: RUN/peerI.out (events), RUN/peerI.jsonl (a line per round,
+ * with "t" and, at epoch ends, "test_accuracy"), RUN/peerI.json (summary) and
+ * the launcher's combined --summary.
+ *
+ * Runs are kept small (mlp:64, 8 peers, a few seconds each on an idle 2-core
+ * machine) because the suite also runs in parallel with others and under
+ * AddressSanitizer. Nothing here asserts speed: only liveness bounds far
+ * above a round's duration. Every launch gets its own /tmp/sgp-faults-*
+ * directory, named in each failure message and removed when the test passes. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/sgp_run.h"
+
+TestSuite(peer_faults, .timeout = 900);
+
+/* A launch or a set of peers that is not done after this long is stuck (the
+ * slowest of these runs takes well under a minute under ASan). */
+#define RUN_LIMIT_S 300
+
+/* ---- reading what the peers wrote ---------------------------------------- */
+
+/* The whole file, NUL-terminated (malloc'ed), or NULL if it cannot be read. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+    cr_assert(s);
+    size_t got = n > 0 ? fread(s, 1, (size_t)n, f) : 0;
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+/* "key": number in a flat JSON text (as in test_peer_cli.c); NAN if absent. */
+static double json_number(const char *text, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = text ? strstr(text, pat) : NULL;
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* KEY of the JSON file at PATH; the file must exist and have it. */
+static double file_number(const char *path, const char *key)
+{
+    char *text = slurp(path);
+    cr_assert(text, "%s is missing", path);
+    double v = json_number(text, key);
+    free(text);
+    cr_assert(!isnan(v), "%s has no \"%s\"", path, key);
+    return v;
+}
+
+/* peerI.json of run directory RUN. */
+static double peer_number(const char *run, int i, const char *key)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/peer%d.json", run, i);
+    return file_number(path, key);
+}
+
+/* 1 if the file at PATH contains NEEDLE. */
+static int file_has(const char *path, const char *needle)
+{
+    char *text = slurp(path);
+    int has = text && strstr(text, needle);
+    free(text);
+    return has;
+}
+
+/* RUN/peerI.out contains NEEDLE. */
+static int out_has(const char *run, int i, const char *needle)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/peer%d.out", run, i);
+    return file_has(path, needle);
+}
+
+typedef struct round_line {
+    long round;
+    double t;   /* seconds since the peer started */
+    double acc; /* test accuracy at an epoch end, else -1 */
+} round_line;
+
+/* The round lines of RUN/peerI.jsonl (event lines skipped); *n of them. */
+static round_line *read_rounds(const char *run, int i, int *n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/peer%d.jsonl", run, i);
+    char *text = slurp(path);
+    cr_assert(text, "%s is missing", path);
+    int cap = 256, k = 0;
+    round_line *r = malloc((size_t)cap * sizeof *r);
+    cr_assert(r);
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        if (strstr(line, "\"event\"") || !strstr(line, "\"round\": "))
+            continue;
+        if (k == cap)
+            cr_assert((r = realloc(r, (size_t)(cap *= 2) * sizeof *r)));
+        double acc = json_number(line, "test_accuracy");
+        r[k++] = (round_line){(long)json_number(line, "round"), json_number(line, "t"), isnan(acc) ? -1 : acc};
+    }
+    free(text);
+    *n = k;
+    return r;
+}
+
+/* Test accuracy RUN/peerI.jsonl logged at the end of round R; -1 if none. */
+static double accuracy_at(const char *run, int i, long round)
+{
+    int n;
+    round_line *r = read_rounds(run, i, &n);
+    double acc = -1;
+    for (int k = 0; k < n; k++)
+        if (r[k].round == round && r[k].acc >= 0)
+            acc = r[k].acc;
+    free(r);
+    return acc;
+}
+
+/* "t" of the last whole line of RUN/peerI.jsonl: about when a peer that was
+ * killed died (its clock, like every peer's, starts with its process; the
+ * log is buffered, so a SIGKILL loses a few more lines and tears the last). */
+static double last_t(const char *run, int i)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/peer%d.jsonl", run, i);
+    char *text = slurp(path);
+    cr_assert(text, "%s is missing", path);
+    double t = -1;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (!next)
+            break; /* torn */
+        *next++ = 0;
+        double v = json_number(line, "t");
+        if (!isnan(v) && strchr(line, '}'))
+            t = v;
+    }
+    free(text);
+    return t;
+}
+
+/* The round at which the launcher injected its fault into PEER (it prints
+ * "sgp launch: peer P at round R: ..."; a poll lands a few rounds after the
+ * one asked for). -1 if there was none. */
+static long injected_at(const char *dir, int peer)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/launch.out", dir);
+    char *text = slurp(path);
+    cr_assert(text, "%s is missing", path);
+    long at = -1;
+    for (char *p = text; (p = strstr(p, "sgp launch: peer ")); p++) {
+        int who;
+        long r;
+        if (sscanf(p, "sgp launch: peer %d at round %ld:", &who, &r) == 2 && who == peer) {
+            at = r;
+            break;
+        }
+    }
+    free(text);
+    return at;
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* ---- running processes ---------------------------------------------------- */
+
+/* Fork ARGV (argv[0] a path) with stdout and stderr to OUT, in a process group
+ * of its own so that a stuck run can be ended with everything it started. */
+static pid_t spawn(char *const argv[], const char *out)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        int nul = open("/dev/null", O_RDONLY), fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (nul < 0 || fd < 0)
+            _exit(127);
+        dup2(nul, 0), dup2(fd, 1), dup2(fd, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    setpgid(pid, pid); /* (also here: no race with a kill below) */
+    return pid;
+}
+
+static double mono_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+/* Exit status of PID (128 + signal if killed); -1 if it is still running at
+ * DEADLINE (a mono_now() time), after killing its process group. */
+static int wait_until(pid_t pid, double deadline)
+{
+    for (;;) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (mono_now() > deadline) {
+            kill(-pid, SIGKILL); /* it and every peer it started */
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        usleep(20000);
+    }
+}
+
+/* `sgp launch --peers 8 --topology exponential --model mlp:64 --seed 1
+ * --run-dir DIR/run --summary DIR/summary.json EXTRA...` with its output in
+ * DIR/launch.out; DIR is made here (mkdtemp on DIR's XXXXXX). Asserts that it
+ * exits 0. The launcher's default codec (stc:0.04) is kept: it is what users
+ * run. */
+static void launch(char *dir, char *const extra[])
+{
+    cr_assert(mkdtemp(dir), "mkdtemp %s", dir);
+    char run[256], sum[256], out[256];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    snprintf(out, sizeof out, "%s/launch.out", dir);
+    char *argv[64] = {(char *)sgp_bin(), "launch", "--peers", "8", "--topology", "exponential", "--model",
+                      "mlp:64", "--seed", "1", "--run-dir", run, "--summary", sum};
+    int a = 14;
+    for (int k = 0; extra[k] && a < 63; k++)
+        argv[a++] = extra[k];
+    argv[a] = NULL;
+    int st = wait_until(spawn(argv, out), mono_now() + RUN_LIMIT_S);
+    cr_assert_neq(st, -1, "sgp launch did not finish in %d s (logs in %s)", RUN_LIMIT_S, dir);
+    cr_assert_eq(st, 0, "sgp launch exited %d (logs in %s)", st, dir);
+}
+
+/* ---- sgp launch --kill ------------------------------------------------------ */
+
+/* kill -9 of 2 of 8 peers in the second epoch: the launch still succeeds, the
+ * 6 survivors run every round without stalling, route around the dead, and
+ * their average model is as good as a run without faults. */
+Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
+{
+    /* Four epochs, the kills near rounds 130 and 170 of 500. Losing two iid
+     * shards that early costs the survivors' model up to 0.8 points here
+     * (measured over several runs; up to 1.2 with six epochs, where the model
+     * is closer to what the data allows): the issue's 1-point bound then
+     * tests the protocol, with little room for luck. */
+    const double dead_timeout = 1.0;
+    char base[] = "/tmp/sgp-faults-base-XXXXXX", dir[] = "/tmp/sgp-faults-kill-XXXXXX";
+    launch(base, (char *[]){"--epochs", "4", "--dead-timeout", "1", NULL});
+    launch(dir, (char *[]){"--epochs", "4", "--dead-timeout", "1", "--kill", "3@130", "--kill", "5@170", NULL});
+    char run[256], sum[256], base_sum[256];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    snprintf(base_sum, sizeof base_sum, "%s/summary.json", base);
+
+    cr_assert_eq(file_number(sum, "peers_finished"), 6, "%s", dir);
+    cr_assert_eq(file_number(sum, "faults_injected"), 2, "%s", dir);
+    cr_assert_eq(file_number(sum, "rounds"), 500, "every survivor ran all 500 rounds (%s)", dir);
+    const long kill3 = injected_at(dir, 3), kill5 = injected_at(dir, 5);
+    cr_assert(kill3 >= 130 && kill5 >= 170, "launch.out names both kills (%s): %ld %ld", dir, kill3, kill5);
+    const long first_kill = kill3 < kill5 ? kill3 : kill5;
+
+    const int survivors[] = {0, 1, 2, 4, 6, 7};
+    double end[8] = {0}; /* when each survivor finished (its clock) */
+    for (int s = 0; s < 6; s++) {
+        const int i = survivors[s];
+        cr_assert_eq(peer_number(run, i, "rounds"), 500, "peer %d (%s)", i, dir);
+        int n;
+        round_line *r = read_rounds(run, i, &n);
+        cr_assert(n > 0 && r[n - 1].round == 500, "peer %d's log ends at round %ld (%s)", i, n ? r[n - 1].round : 0,
+                  dir);
+        /* The issue: no survivor stalls longer than the dead timeout plus one
+         * round. One round is milliseconds here, but this suite shares two
+         * cores with other tests (and runs under ASan), so the margin is 2 s:
+         * still far below the 30 s round timeout a survivor would sit out if
+         * it waited for a dead neighbour. */
+        double worst = 0;
+        long worst_round = 0;
+        for (int k = 1; k < n; k++)
+            if (r[k - 1].round >= first_kill && r[k].t - r[k - 1].t > worst)
+                worst = r[k].t - r[k - 1].t, worst_round = r[k].round;
+        cr_assert_leq(worst, dead_timeout + 2.0, "peer %d waited %.2f s before round %ld (logs in %s)", i, worst,
+                      worst_round, dir);
+        end[i] = r[n - 1].t;
+        free(r);
+    }
+    /* Routed around, not merely not waited for (the round deadline does
+     * that): a survivor that was connected to a dead peer and ran on for
+     * longer than the dead timeout after its death (plus a second for the
+     * clocks, which start with each process, and the buffered log) must have
+     * given up on it. (On an idle machine the run is often over before that:
+     * then there is nothing to check.) */
+    for (int dead = 3; dead <= 5; dead += 2) {
+        const double died = last_t(run, dead);
+        char conn[64], routed[64];
+        snprintf(conn, sizeof conn, "peer %d: connection closed", dead);
+        snprintf(routed, sizeof routed, "routing around neighbour %d", dead);
+        for (int s = 0; s < 6; s++) {
+            const int i = survivors[s];
+            if (end[i] - died > dead_timeout + 1.0 && out_has(run, i, conn))
+                cr_assert(out_has(run, i, routed),
+                          "peer %d lost its connection to peer %d and ran %.1f s after it died, but never logged "
+                          "'%s' (logs in %s)",
+                          i, dead, end[i] - died, routed, dir);
+        }
+    }
+
+    /* 2 of 8 iid shards are lost for the last 3 epochs: the survivors'
+     * average model stays within 1 point of the fault-free run's. */
+    double acc = file_number(sum, "test_accuracy"), base_acc = file_number(base_sum, "test_accuracy");
+    cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
+                  "average of the survivors %.2f%% vs %.2f%% without faults (logs in %s and %s)", 100 * acc,
+                  100 * base_acc, dir, base);
+    rm_rf(dir);
+    rm_rf(base);
+}
+
+/* ---- sgp launch --stop ------------------------------------------------------ */
+
+/* SIGSTOP for 3 dead timeouts, then SIGCONT: the neighbours route around the
+ * silent peer (its TCP connections stay up: only the silence shows it), take
+ * it back at its next frame, and the peer, not restarted, catches up and ends
+ * with the others' model. */
+Test(peer_faults, sigstop_longer_than_dead_timeout_is_routed_around_then_back)
+{
+    /* Stopped near round 40 of 1,500 for 1.5 s: on an idle machine the others
+     * are at round 550 to 1,000 when it comes back, so it has a third of the
+     * run or more to re-converge (coming back in the last epochs drags every
+     * peer down: its stale model is averaged in when the learning rate is too
+     * small to undo it). */
+    char dir[] = "/tmp/sgp-faults-stop-XXXXXX";
+    launch(dir, (char *[]){"--epochs", "12", "--dead-timeout", "0.5", "--stop", "2@40:1.5", NULL});
+    char run[256], sum[256];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    cr_assert_eq(file_number(sum, "peers_finished"), 8, "%s", dir);
+    cr_assert_eq(file_number(sum, "faults_injected"), 1, "%s", dir);
+    cr_assert_geq(injected_at(dir, 2), 40, "launch.out names the SIGSTOP (%s)", dir);
+
+    /* Some neighbour gave up on peer 2 for its silence, and later took it back. */
+    int routed = 0, back = 0;
+    for (int i = 0; i < 8; i++) {
+        if (i == 2)
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/peer%d.out", run, i);
+        char *text = slurp(path);
+        cr_assert(text, "%s", path);
+        const char *lost = strstr(text, "routing around neighbour 2: silent for the dead timeout");
+        routed |= lost != NULL;
+        back |= lost && strstr(lost, "neighbour is back 2");
+        free(text);
+    }
+    cr_assert(routed, "no neighbour routed around the stopped peer 2 for its silence (logs in %s)", dir);
+    cr_assert(back, "no neighbour that routed around peer 2 took it back after SIGCONT (logs in %s)", dir);
+
+    /* Peer 2 itself: the same process, all rounds, some of them skipped. */
+    const double rounds = peer_number(run, 2, "rounds");
+    cr_assert_eq(rounds, 1500, "peer 2 finished every round (%s)", dir);
+    cr_assert(!out_has(run, 2, "resumed from") && !out_has(run, 2, "no checkpoint"),
+              "peer 2 was only stopped, not restarted (%s)", dir);
+    cr_assert_lt(peer_number(run, 2, "local_steps"), rounds, "peer 2 jumped the rounds it missed (%s)", dir);
+    cr_assert_geq(peer_number(run, 2, "catch_ups"), 1, "%s", dir);
+
+    double others = 0;
+    for (int i = 0; i < 8; i++)
+        others += i == 2 ? 0 : peer_number(run, i, "test_accuracy") / 7;
+    const double acc2 = peer_number(run, 2, "test_accuracy");
+    cr_assert_leq(fabs(acc2 - others), 0.010 + 1e-6, "peer 2 ends at %.2f%%, the others at %.2f%% (logs in %s)",
+                  100 * acc2, 100 * others, dir);
+    rm_rf(dir);
+}
+
+/* ---- sgp launch --restart --------------------------------------------------- */
+
+/* kill -9 and a restart with --resume half a second later: the peer loads its
+ * checkpoint (not a neighbour's model), enters at the round it had saved, and
+ * one epoch later agrees with the others again. */
+Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
+{
+    /* Killed at round ~900 of 1,500, well after the first checkpoint (every
+     * 0.5 s), so that its second epoch end after the kill (1,125 or 1,250) is
+     * in the last epochs, where the peers of a healthy run agree within a
+     * point; halfway through a run their spread is larger than that. */
+    char dir[] = "/tmp/sgp-faults-restart-XXXXXX";
+    launch(dir, (char *[]){"--epochs", "12", "--dead-timeout", "1", "--checkpoint-every", "0.5", "--restart",
+                           "4@900:0.5", NULL});
+    char run[256], sum[256];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    cr_assert_eq(file_number(sum, "peers_finished"), 8, "the restarted peer counts again (%s)", dir);
+    cr_assert_eq(file_number(sum, "faults_injected"), 1, "%s", dir);
+    const long killed = injected_at(dir, 4);
+    cr_assert_geq(killed, 900, "launch.out names the kill (%s)", dir);
+
+    cr_assert(out_has(run, 4, "resumed from"), "peer 4 did not resume from its checkpoint (logs in %s)", dir);
+    cr_assert(!out_has(run, 4, "no checkpoint"), "peer 4 found no checkpoint (logs in %s)", dir);
+    const double start = peer_number(run, 4, "start_round");
+    cr_assert(start > 0 && start <= killed, "peer 4 resumed at round %.0f, killed at %ld (%s)", start, killed, dir);
+    cr_assert_eq(peer_number(run, 4, "rounds"), 1500, "%s", dir);
+
+    /* peer4.jsonl is rewritten by the new process. The epoch ends it logs
+     * past the round it was killed at are the cluster's present (the ones
+     * before, if any, it passed while catching up from its checkpoint); the
+     * second of them gave it at least an epoch back among the others. */
+    int n;
+    round_line *r = read_rounds(run, 4, &n);
+    long at = -1, ends = 0;
+    double acc4 = -1;
+    for (int k = 0; k < n && ends < 2; k++)
+        if (r[k].acc >= 0 && r[k].round > killed)
+            ends++, at = r[k].round, acc4 = r[k].acc;
+    free(r);
+    cr_assert_eq(ends, 2, "peer 4 logged %ld epoch ends past round %ld, where it was killed (the run was too fast "
+                 "for this test's timing?); logs in %s", ends, killed, dir);
+    double mean = 0;
+    for (int i = 0; i < 8; i++) {
+        if (i == 4)
+            continue;
+        double a = accuracy_at(run, i, at);
+        cr_assert_geq(a, 0, "peer %d logged no test accuracy at round %ld (%s)", i, at, dir);
+        mean += a / 7;
+    }
+    cr_assert_leq(fabs(acc4 - mean), 0.010 + 1e-6,
+                  "at round %ld (2nd epoch end after the restart) peer 4 has %.2f%%, the others %.2f%% (logs in %s)",
+                  at, 100 * acc4, 100 * mean, dir);
+    rm_rf(dir);
+}
+
+/* ---- sgp launch --slow ------------------------------------------------------ */
+
+/* One peer at a quarter of the others' speed (--slow 3:4: its rounds take 4
+ * times their median): nobody waits for it past the round deadline, it skips
+ * rounds to keep up, the fast peers compute every round, and the average
+ * model is as good as without it. */
+Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
+{
+    char base[] = "/tmp/sgp-faults-base-XXXXXX", dir[] = "/tmp/sgp-faults-slow-XXXXXX";
+    launch(base, (char *[]){"--epochs", "4", "--dead-timeout", "1", NULL});
+    launch(dir, (char *[]){"--epochs", "4", "--dead-timeout", "1", "--slow", "3:4", NULL});
+    char run[256], sum[256], base_sum[256];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    snprintf(base_sum, sizeof base_sum, "%s/summary.json", base);
+    cr_assert_eq(file_number(sum, "peers_finished"), 8, "%s", dir);
+    for (int i = 0; i < 8; i++) {
+        const double rounds = peer_number(run, i, "rounds"), steps = peer_number(run, i, "local_steps");
+        cr_assert_eq(rounds, 500, "peer %d ran %.0f rounds (%s)", i, rounds, dir);
+        if (i == 3) {
+            cr_assert_leq(steps, 0.70 * rounds, "the straggler computed %.0f of %.0f rounds (logs in %s)", steps,
+                          rounds, dir);
+            cr_assert_geq(peer_number(run, 3, "catch_ups"), 1, "%s", dir);
+        } else
+            cr_assert_eq(steps, rounds, "fast peer %d computed %.0f of %.0f rounds (logs in %s)", i, steps, rounds,
+                         dir);
+    }
+    double acc = file_number(sum, "test_accuracy"), base_acc = file_number(base_sum, "test_accuracy");
+    cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
+                  "average model %.2f%% with a straggler vs %.2f%% without (logs in %s and %s)", 100 * acc,
+                  100 * base_acc, dir, base);
+    rm_rf(dir);
+    rm_rf(base);
+}
+
+/* ---- sgp peer --resume with no checkpoint: a late join ----------------------- */
+
+/* A port the kernel says is free now (the peers bind it a moment later). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Keys and a cluster file for n peers on 127.0.0.1 in dir (as test_peer_node.c). */
+static void make_cluster(const char *dir, int n, const char *topology)
+{
+    char path[256], pub[128], idtxt[16];
+    snprintf(path, sizeof path, "%s/cluster.conf", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "cluster late-join\ntopology %s\n", topology);
+    for (int i = 0; i < n; i++) {
+        snprintf(idtxt, sizeof idtxt, "%d", i);
+        sgp_out o;
+        sgp_run(&o, "keygen", "--out", dir, "--id", idtxt, NULL);
+        cr_assert_eq(o.status, 0, "%s", o.err);
+        snprintf(path, sizeof path, "%s/%d.pub", dir, i);
+        FILE *p = fopen(path, "r");
+        cr_assert(p && fgets(pub, sizeof pub, p), "%s", path);
+        fclose(p);
+        pub[strcspn(pub, "\n")] = 0;
+        fprintf(f, "peer %d 127.0.0.1:%d %s\n", i, free_port(), pub);
+    }
+    fclose(f);
+}
+
+/* `sgp peer` for peer i of the cluster in dir, writing dir/peerI.{out,jsonl,json}. */
+static pid_t start_peer(const char *dir, int i, int join)
+{
+    char cl[256], id[16], out[256], log[256], sum[256], ckpt[256];
+    snprintf(cl, sizeof cl, "%s/cluster.conf", dir);
+    snprintf(id, sizeof id, "%d", i);
+    snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
+    snprintf(log, sizeof log, "%s/peer%d.jsonl", dir, i);
+    snprintf(sum, sizeof sum, "%s/peer%d.json", dir, i);
+    snprintf(ckpt, sizeof ckpt, "%s/peer%d.ckpt", dir, i);
+    /* --round-timeout 2 --dead-timeout 1: the first three start without
+     * peer 3 (round 0 waits for every neighbour for the round timeout, then
+     * one that never connected is routed around after the dead timeout). */
+    char *argv[40] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--id", id, "--model", "mlp:64", "--epochs", "8",
+                      "--seed", "1", "--codec", "stc:0.04", "--round-timeout", "2", "--dead-timeout", "1", "--log",
+                      log, "--summary", sum, "--no-progress", "--checkpoint", ckpt};
+    int a = 25;
+    if (join)
+        argv[a++] = "--resume";
+    argv[a] = NULL;
+    return spawn(argv, out);
+}
+
+/* The last round RUN/peerI.jsonl has logged so far (0 if none). */
+static long last_round(const char *dir, int i)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/peer%d.jsonl", dir, i);
+    char *text = slurp(path);
+    long last = 0;
+    for (const char *p = text; p && (p = strstr(p, "{\"round\": ")); p++)
+        last = strtol(p + 10, NULL, 10);
+    free(text);
+    return last;
+}
+
+/* Peers 0-2 of exp4 train; once they are 50 rounds in, peer 3 starts with
+ * --resume and a checkpoint path where there is no file: it asks a neighbour
+ * for its model, enters at that neighbour's round and ends with the others. */
+Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
+{
+    char dir[] = "/tmp/sgp-faults-join-XXXXXX", topo_path[512];
+    cr_assert(mkdtemp(dir));
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    make_cluster(dir, 4, topo_path);
+    const double deadline = mono_now() + RUN_LIMIT_S;
+    pid_t pids[4];
+    for (int i = 0; i < 3; i++)
+        pids[i] = start_peer(dir, i, 0);
+    while (last_round(dir, 0) < 50) {
+        if (mono_now() > deadline) {
+            for (int i = 0; i < 3; i++)
+                wait_until(pids[i], 0);
+            cr_assert_fail("peer 0 did not reach round 50 without peer 3 (logs in %s)", dir);
+        }
+        usleep(20000);
+    }
+    pids[3] = start_peer(dir, 3, 1);
+    for (int i = 0; i < 4; i++) {
+        int st = wait_until(pids[i], deadline);
+        if (st != 0)
+            for (int j = i + 1; j < 4; j++)
+                wait_until(pids[j], 0);
+        cr_assert_neq(st, -1, "peer %d did not finish in %d s (logs in %s)", i, RUN_LIMIT_S, dir);
+        cr_assert_eq(st, 0, "peer %d exited %d (logs in %s)", i, st, dir);
+    }
+
+    char out3[300];
+    snprintf(out3, sizeof out3, "%s/peer3.out", dir);
+    cr_assert(file_has(out3, "no checkpoint: will pull the model from a neighbour"), "%s", out3);
+    char *text = slurp(out3);
+    const char *joined = strstr(text, "joined with the model of peer ");
+    int from = -1;
+    if (joined)
+        sscanf(joined, "joined with the model of peer %d", &from);
+    free(text);
+    cr_assert(from >= 0 && from <= 2, "peer 3 did not join with a neighbour's model (%s)", out3);
+    cr_assert(out_has(dir, from, "sent its model to joining peer 3"),
+              "peer %d does not say it sent its model to peer 3 (logs in %s)", from, dir);
+
+    const double start = peer_number(dir, 3, "start_round");
+    cr_assert_geq(start, 50, "peer 3 entered at the round of the peer it joined, not at 0 (%s)", dir);
+    cr_assert_eq(peer_number(dir, 3, "rounds"), 1000, "%s", dir);
+    cr_assert_geq(peer_number(dir, 3, "checkpoints"), 1, "a joiner checkpoints like the others (%s)", dir);
+    const double acc3 = peer_number(dir, 3, "test_accuracy"), acc0 = peer_number(dir, 0, "test_accuracy");
+    cr_assert_leq(fabs(acc3 - acc0), 0.010 + 1e-6, "the joiner ends at %.2f%%, peer 0 at %.2f%% (logs in %s)",
+                  100 * acc3, 100 * acc0, dir);
+    rm_rf(dir);
+}
