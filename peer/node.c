@@ -47,9 +47,9 @@ typedef struct node {
     double last_tick;                 /* the heartbeat timer's previous run */
     double recent[RECENT_ROUNDS];     /* durations of recent rounds that did not hit a deadline */
     int n_recent, forced_round;
-    int catching_up, stepped;         /* rounds without the local step; did this round take one */
     int isolated;                     /* no in-neighbour heard lately: shares stay home */
     long late_slack;                  /* tau + schedule period + 1 */
+    long last_emit_round;             /* -1: none yet */
     double slow_pad;                  /* --slow: seconds added to each local step (0 until measured) */
     long deadline_round;              /* the round the deadline timer is armed for (-1: none) */
     long *known_round;                /* per peer: the latest round it said it is at (-1: none yet) */
@@ -414,8 +414,6 @@ static void on_heartbeat(uv_timer_t *t)
 static void work_step(uv_work_t *w)
 {
     node *n = w->data;
-    if (!n->stepped)
-        return; /* catching up: this round only mixes */
     float lr = nn_lr_at(&n->c->train.schedule, n->g.round, n->rounds_per_epoch);
     int correct, B;
     n->step_loss = sgp_local_step(&n->local, &n->model, &n->g, lr, &correct, &B);
@@ -507,10 +505,8 @@ static void after_step(uv_work_t *w, int status)
     n->computing = 0;
     if (status < 0)
         return; /* cancelled at shutdown */
-    if (n->stepped) {
-        n->r->local_steps++;
-        n->epoch_loss += n->step_loss, n->epoch_steps++;
-    }
+    n->r->local_steps++;
+    n->epoch_loss += n->step_loss, n->epoch_steps++;
     topo_out out;
     topo_route(n->c->topology, n->g.round, n->g.id, n->alive, &out);
     /* Isolated (no in-neighbour heard lately: all killed, stopped or cut
@@ -537,8 +533,25 @@ static void after_step(uv_work_t *w, int status)
         out.peer[k] = out.peer[j], out.weight[k] = out.weight[j], k++;
     }
     out.n = k;
+    /* After a jump over `skipped` rounds, this emit also moves the weight of
+     * the rounds jumped over (at most half of w): a peer that jumps (a
+     * straggler, mostly) would otherwise pass mass on at a fraction of the
+     * others' rate and collect it, and its less trained model would weigh
+     * that much more in everybody's average (measured: a 1/4-speed
+     * straggler held w = 3.3 against 0.6, and the average model lost 1.3 to
+     * 1.8 points). */
+    const long skipped = n->last_emit_round >= 0 ? n->g.round - n->last_emit_round - 1 : 0;
+    if (skipped > 0 && out.n > 0) {
+        double sum = 0, wstep = n->g.codec ? (double)n->g.step : 1.0;
+        for (int j = 0; j < out.n; j++)
+            sum += out.weight[j];
+        double f = fmin((double)skipped + 1.0, 0.5 / (wstep * sum));
+        for (int j = 0; j < out.n && f > 1.0; j++)
+            out.weight[j] *= f;
+    }
     gsp_msg msgs[TOPO_MAX_OUT];
     long round = n->g.round;
+    n->last_emit_round = round;
     int m = gsp_emit(&n->g, &out, msgs);
     if (m < 0) {
         n->rc = m;
@@ -665,26 +678,24 @@ static long cluster_round(const node *n)
 }
 
 /* Far behind the run (a straggler, a peer that was stopped or restarted):
- * run rounds without the local step - shares out, messages in, no gradient -
- * until the others would wait for it again (within late_slack rounds). Every
- * round still emits, so the peer keeps passing mass on (a peer that skipped
- * rounds would only collect it, and the others' weights would drain); a
- * round without the step costs a compression and a send. Starts past
- * tau + 2n + 4 rounds behind: more than a synchronous run's spread can be
- * (n peers, every chain of waits is shorter than n rounds). */
-static void update_catch_up(node *n, long around)
+ * jump to the run's round at this round boundary. Nothing is emitted for
+ * the rounds jumped over: rounds replayed quickly would each push a share
+ * out while little comes in, draining this peer's weight to nothing (and
+ * with a codec amplifying the lag of its references until the model breaks,
+ * as a soak run showed); the messages of those rounds are absorbed as usual
+ * (with tau = 0, every message of a round before the new one). Past
+ * tau + 2n + 4 rounds behind: more than a synchronous run's spread can be (n
+ * peers, every chain of waits is shorter than n rounds). */
+static void maybe_catch_up(node *n, long around)
 {
     const long lag = around - n->g.round;
-    if (around < 0)
+    if (around < 0 || lag <= n->c->tau + 2L * n->c->cluster->n_peers + 4)
         return;
-    if (!n->catching_up && lag > n->c->tau + 2L * n->c->cluster->n_peers + 4) {
-        char why[96];
-        snprintf(why, sizeof why, "%ld rounds behind: rounds without local steps until level", lag);
-        event(n, "catching up", -1, why);
-        n->catching_up = 1;
-        n->r->catch_ups++;
-    } else if (n->catching_up && lag <= n->late_slack)
-        n->catching_up = 0; /* as close as the others wait for it again (on_frame) */
+    char why[96];
+    snprintf(why, sizeof why, "%ld rounds behind: jumping to round %ld", lag, around);
+    event(n, "catching up", -1, why);
+    n->g.round = n->g.since = around;
+    n->r->catch_ups++;
 }
 
 static void maybe_start(node *n)
@@ -695,7 +706,7 @@ static void maybe_start(node *n)
         return;
     const long around = cluster_round(n);
     if (!n->stopping && n->g.round < n->total_rounds) {
-        update_catch_up(n, around);
+        maybe_catch_up(n, around);
         /* Nor run away: a peer that stopped waiting for its in-neighbours
          * (marked late while the machine was busy) would otherwise race
          * ahead and pull the others into catching up. More than late_slack
@@ -746,7 +757,6 @@ static void maybe_start(node *n)
     n->force_start = n->forced_round = 0;
     n->deadline_round = -1;
     n->computing = 1;
-    n->stepped = !n->catching_up;
     n->round_start = now;
     uv_timer_start(&n->round_timer, on_round_timeout, (uint64_t)(n->c->round_timeout * 1000), 0);
     uv_queue_work(&n->loop, &n->work, work_step, after_step);
@@ -895,6 +905,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     for (int p = 0; p < np; p++)
         n->known_round[p] = -1;
     n->deadline_round = -1;
+    n->last_emit_round = -1;
     n->late_slack = c->tau + c->topology->n_phases + 1;
     n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->train.model,
                         .codec = c->codec ? c->codec->text : "exact", .seed = c->train.seed};

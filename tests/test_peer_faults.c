@@ -242,7 +242,7 @@ static int wait_until(pid_t pid, double deadline)
  * DIR/launch.out; DIR is made here (mkdtemp on DIR's XXXXXX). Asserts that it
  * exits 0. The launcher's default codec (stc:0.04) is kept: it is what users
  * run. */
-static void launch(char *dir, char *const extra[])
+static void launch_model(char *dir, const char *model, char *const extra[])
 {
     cr_assert(mkdtemp(dir), "mkdtemp %s", dir);
     char run[256], sum[256], out[256];
@@ -250,7 +250,7 @@ static void launch(char *dir, char *const extra[])
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
     snprintf(out, sizeof out, "%s/launch.out", dir);
     char *argv[64] = {(char *)sgp_bin(), "launch", "--peers", "8", "--topology", "exponential", "--model",
-                      "mlp:64", "--seed", "1", "--run-dir", run, "--summary", sum};
+                      (char *)model, "--seed", "1", "--run-dir", run, "--summary", sum};
     int a = 14;
     for (int k = 0; extra[k] && a < 63; k++)
         argv[a++] = extra[k];
@@ -260,6 +260,8 @@ static void launch(char *dir, char *const extra[])
     cr_assert_eq(st, 0, "sgp launch exited %d (logs in %s)", st, dir);
 }
 
+static void launch(char *dir, char *const extra[]) { launch_model(dir, "mlp:64", extra); }
+
 /* ---- sgp launch --kill ------------------------------------------------------ */
 
 /* kill -9 of 2 of 8 peers in the second epoch: the launch still succeeds, the
@@ -267,15 +269,16 @@ static void launch(char *dir, char *const extra[])
  * their average model is as good as a run without faults. */
 Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
 {
-    /* Four epochs, the kills near rounds 130 and 170 of 500. Losing two iid
-     * shards that early costs the survivors' model up to 0.8 points here
-     * (measured over several runs; up to 1.2 with six epochs, where the model
-     * is closer to what the data allows): the issue's 1-point bound then
-     * tests the protocol, with little room for luck. */
+    /* Four epochs of mlp:256, the kills near rounds 130 and 170 of 500.
+     * Losing two iid shards that early costs the survivors' model 0.5 to 0.9
+     * points (measured: 93.80/94.05% without faults, 93.30/93.15% with);
+     * mlp:64 varied more from run to run (up to 1.2 points), too much for the
+     * issue's 1-point bound to test the protocol rather than luck. */
     const double dead_timeout = 1.0;
     char base[] = "/tmp/sgp-faults-base-XXXXXX", dir[] = "/tmp/sgp-faults-kill-XXXXXX";
-    launch(base, (char *[]){"--epochs", "4", "--dead-timeout", "1", NULL});
-    launch(dir, (char *[]){"--epochs", "4", "--dead-timeout", "1", "--kill", "3@130", "--kill", "5@170", NULL});
+    launch_model(base, "mlp:256", (char *[]){"--epochs", "4", "--dead-timeout", "1", NULL});
+    launch_model(dir, "mlp:256",
+                 (char *[]){"--epochs", "4", "--dead-timeout", "1", "--kill", "3@130", "--kill", "5@170", NULL});
     char run[256], sum[256], base_sum[256];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
@@ -458,14 +461,16 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
 /* ---- sgp launch --slow ------------------------------------------------------ */
 
 /* One peer at a quarter of the others' speed (--slow 3:4: its rounds take 4
- * times their median): nobody waits for it past the round deadline, it skips
+ * times their median): nobody waits for it past the round deadline, it jumps
  * rounds to keep up, the fast peers compute every round, and the average
- * model is as good as without it. */
+ * model is within a point of a run without it. */
 Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
 {
+    /* mlp:256, as for the kills: measured 93.05/93.25% with the straggler
+     * against 93.80/94.05% without (its shard is seen a quarter as often). */
     char base[] = "/tmp/sgp-faults-base-XXXXXX", dir[] = "/tmp/sgp-faults-slow-XXXXXX";
-    launch(base, (char *[]){"--epochs", "4", "--dead-timeout", "1", NULL});
-    launch(dir, (char *[]){"--epochs", "4", "--dead-timeout", "1", "--slow", "3:4", NULL});
+    launch_model(base, "mlp:256", (char *[]){"--epochs", "4", "--dead-timeout", "1", NULL});
+    launch_model(dir, "mlp:256", (char *[]){"--epochs", "4", "--dead-timeout", "1", "--slow", "3:4", NULL});
     char run[256], sum[256], base_sum[256];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
