@@ -320,8 +320,10 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     }
     if (m->incarnation > e->incarnation) /* the sender restarted: its totals start again from zero */
         edge_restart(g, e, m->incarnation);
-    if (e->adopt && m->seq > 1) {
-        /* Totals meant for an earlier holder of this id: a baseline, not mass.
+    if (e->adopt && m->seq > e->seq + 1) {
+        /* A gap after a comeback: the messages in it were meant for an
+         * earlier holder of this id (or for this peer's run that crashed
+         * after absorbing them), so the totals are a baseline, not mass.
          * A DELTA cannot be adopted (it is relative to a reference we lack). */
         if (m->kind == GSP_DELTA) {
             e->sync = 1;

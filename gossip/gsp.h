@@ -90,7 +90,7 @@ typedef struct gsp_edge {
     size_t buf_len;
     int sync;       /* out: next message is a SYNC; in: waiting for one */
     uint64_t incarnation; /* in-edges: the sender's incarnation these totals belong to */
-    int adopt;      /* in-edges of a joiner: take the first totals as the baseline, apply nothing */
+    int adopt;      /* in-edges after a comeback: totals after a gap in seq are a baseline, not mass */
 } gsp_edge;
 
 typedef struct gsp_stats {
@@ -161,11 +161,14 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m);
  * a restarted sender starts its out-edges from zero under a higher
  * incarnation, and a receiver that sees the higher incarnation on a message
  * drops its totals for that edge first (messages of a lower incarnation are
- * stale and ignored). A peer that joins late without any state sets g->adopt:
- * on each of its in-edges the first message whose seq is above 1 carries
- * totals that were meant for an earlier holder of its id, so they become the
- * baseline (nothing applied) instead of arriving as mass. See
- * gossip/GUARANTEES.md, "Leave and join". */
+ * stale and ignored). A peer that comes back (joins late without state, or
+ * resumes from a checkpoint) sets g->adopt and each restored in-edge's
+ * adopt: on each in-edge, the first message that does not follow the edge's
+ * last seq carries totals meant for an earlier holder of its id (or for the
+ * run that crashed after absorbing them), so they become the baseline
+ * (nothing applied) instead of arriving as mass a second time; a message
+ * that follows on applies as usual. See gossip/GUARANTEES.md, "Stragglers,
+ * leave and join". */
 
 /* The in-edge from `src`, created if new (to restore a checkpoint into);
  * NULL on -ENOMEM or a bad src. */

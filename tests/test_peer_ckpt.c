@@ -338,12 +338,16 @@ Test(peer_ckpt, sigkill_while_writing_always_leaves_a_whole_checkpoint, .timeout
     nn_dataset_free(&g_shard);
 }
 
-/* GUARANTEES.md, "Leave and join": a peer that resumes from a checkpoint
- * brings back the mass it had then; what it sent after the checkpoint stays
- * with its receivers; what was sent to it after the checkpoint comes back
- * through the running sums. So the total weight grows by exactly the weight
- * it sent between its checkpoint and its crash, and w stays > 0. */
-Test(peer_ckpt, resume_adds_exactly_the_weight_sent_after_the_checkpoint)
+/* GUARANTEES.md, "Stragglers, leave and join": a peer that resumes from a
+ * checkpoint keeps the checkpoint's model but only a token weight (x and w
+ * times 2^-10) and adopts, on each in-edge, totals that follow a gap (what
+ * it absorbed after the checkpoint went down with it), as sgp peer does. So
+ * a comeback never adds mass: the total weight after it is at most
+ * N - w_crash + w_c / 1024, and w > 0 everywhere. (Restoring w_c and
+ * replaying the in-edges added what it had sent and received after the
+ * checkpoint, once per restart, compounding: 10 rounds here already made the
+ * total exceed N.) */
+Test(peer_ckpt, resume_never_adds_mass)
 {
     shard_init();
     const size_t dim = 16;
@@ -362,15 +366,21 @@ Test(peer_ckpt, resume_adds_exactly_the_weight_sent_after_the_checkpoint)
     snprintf(path, sizeof path, "%s/p2.ckpt", dir);
     ckpt_run run = run_of(2, dim);
     cr_assert_eq(ckpt_save(path, &run, &s[2].g, &s[2].l, err, sizeof err), 0, "%s", err);
-    double sent_after = 0;
+    const double w_c = s[2].g.w;
     for (int r = 0; r < 5; r++)
-        round_all(s, alive, &t, 2, &sent_after);
-    cr_assert_gt(sent_after, 0);
+        round_all(s, alive, &t, -1, NULL);
+    const double w_crash = s[2].g.w;
     /* Crash and resume under a new incarnation, at the others' round. */
     long at = s[0].g.round;
     state_free(&s[2]);
     state_init(&s[2], 2, dim, 11);
     cr_assert_eq(ckpt_load(path, &run, &s[2].g, &s[2].l, used, sizeof used, err, sizeof err), 0, "%s", err);
+    for (size_t i = 0; i < dim; i++)
+        s[2].g.x[i] /= 1024;
+    s[2].g.w /= 1024;
+    s[2].g.adopt = 1;
+    for (int k = 0; k < s[2].g.n_in; k++)
+        s[2].g.in[k].adopt = 1;
     s[2].g.round = s[2].g.since = at;
     for (int r = 0; r < 20; r++)
         round_all(s, alive, &t, -1, NULL);
@@ -379,8 +389,9 @@ Test(peer_ckpt, resume_adds_exactly_the_weight_sent_after_the_checkpoint)
         cr_assert_gt(s[i].g.w, 0);
         total += s[i].g.w;
     }
-    cr_assert_float_eq(total, N_PEERS + sent_after, 1e-9, "total weight %.12f, expected %d + %.12f", total, N_PEERS,
-                       sent_after);
+    double bound = N_PEERS - w_crash + w_c / 1024;
+    cr_assert_leq(total, bound + 1e-9, "total weight %.12f above N - w_crash + token = %.12f", total, bound);
+    cr_assert_gt(s[2].g.w, 0.1, "the resumed peer's weight grows back from its neighbours (%.4g)", s[2].g.w);
     for (int i = 0; i < N_PEERS; i++)
         state_free(&s[i]);
     topo_free(&t);
