@@ -92,6 +92,16 @@ static void finish(node *n);
 static void maybe_start(node *n);
 static double heartbeat_seconds(const node_config *c);
 
+/* Has in-neighbour p emitted the round this one waits for, without sending
+ * it here? Messages on a connection arrive in order, so once p has said it
+ * is past that round (a later PUSH or a HEARTBEAT), a share for us from that
+ * round would already be here: it went elsewhere (we were routed around, or
+ * p kept it home), and waiting for it would wait for nothing. */
+static int past(const node *n, int p)
+{
+    return n->known_round[p] >= n->g.round - n->c->tau; /* i.e. > g.round - 1 - tau, the round needed */
+}
+
 /* An in-neighbour we hear from: connected, not routed around, and a frame
  * within two heartbeat intervals (a killed peer's connection is gone, a
  * stopped one falls silent). */
@@ -735,7 +745,7 @@ static void maybe_start(node *n)
     }
     const int np = n->c->cluster->n_peers;
     for (int p = 0; p < np; p++)
-        n->awaited[p] = n->alive[p] && !n->late[p];
+        n->awaited[p] = n->alive[p] && !n->late[p] && !past(n, p);
     int ready = n->force_start || n->forced_round ||
                 gsp_ready_with(&n->g, n->c->topology, n->awaited, n->inbox, n->n_inbox);
     if (n->stopping || (n->g.round >= n->total_rounds && ready)) {
