@@ -171,23 +171,6 @@ static void ask_for_model(node *n)
     }
 }
 
-/* A peer coming back (from a checkpoint, or joining with a neighbour's
- * model) keeps its model z but only a token weight: x and w scaled by
- * 2^-10, exact in floating point, so z is the same bit for bit. Its weight
- * grows back from what its neighbours send. Restoring the checkpoint's w
- * instead would count twice whatever it sent between the checkpoint and the
- * crash (and, with the in-edges' running sums, whatever it had received);
- * under repeated restarts that compounded (a soak run's weights grew to
- * several hundred and the models diverged). A comeback adds at most the
- * token; the run loses what the peer held at the crash, as at a death. */
-static void comeback_weight(gsp_peer *g)
-{
-    const float f = 1.0f / 1024.0f;
-    for (size_t i = 0; i < g->dim; i++)
-        g->x[i] *= f;
-    g->w *= f;
-}
-
 /* ---- messages in ------------------------------------------------------------ */
 
 static int cmp_msg(const void *a, const void *b)
@@ -235,10 +218,10 @@ static void on_model(node *n, int peer, const wire_msg *m)
         return;
     }
     memcpy(n->g.x, m->model.payload, n->g.dim * sizeof(float));
-    /* Earlier rounds are not awaited, and in-edges adopt totals meant for an
-     * earlier holder of this id; the weight is a token, as for a resume. */
+    /* One unit of weight, as every peer had at round 0; earlier rounds are
+     * not awaited, and in-edges adopt totals meant for an earlier holder of
+     * this id. */
     n->g.w = 1.0;
-    comeback_weight(&n->g);
     n->g.round = n->g.since = m->model.round;
     n->g.adopt = 1;
     n->joining = 0;
@@ -865,9 +848,14 @@ static void resume(node *n)
     int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->g, &n->local, used, sizeof used, err, sizeof err)
                            : -ENOENT;
     if (rc == 0) {
-        comeback_weight(&n->g);
-        /* Shares absorbed after the checkpoint went down with the crash, and
-         * so did what they became; sending them again would count them twice. */
+        /* The checkpoint's (x, w) come back; shares absorbed after the
+         * checkpoint went down with the crash and are not sent again (in-edges
+         * adopt the totals after a gap): the run's weight changes by w_c -
+         * w_crash, about zero on average. Replaying them too counted them
+         * twice, compounding over restarts (a soak run's weights reached
+         * several hundred); a token weight instead (tried) let the total decay
+         * with every restart until the running sums could no longer carry
+         * the increments (weights 1e-16, models ruined). */
         n->g.adopt = 1;
         for (int k = 0; k < n->g.n_in; k++)
             n->g.in[k].adopt = 1;
