@@ -187,7 +187,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *z, double moved
      * as fast as the codec fills the reference in (z = x / w blows up for
      * the rounds that takes: a restarted peer's model was ruined that way).
      * 2 bytes a value, once per edge. */
-    const cmp_spec *codec = e->seq == 0 ? &g->first : g->codec;
+    const cmp_spec *codec = e->seq == 0 || g->refresh ? &g->first : g->codec;
     long len = cmp_encode(codec, v, n, seed, g->work, e->buf, edge_buf_bytes(g));
     if (len < 0)
         return (int)len;
@@ -267,6 +267,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     }
     g->w -= w_sent;
     g->round++;
+    g->refresh = 0;
     g->stats.sent += (uint64_t)out->n;
     return out->n;
 }

@@ -112,6 +112,8 @@ typedef struct gsp_peer {
     gsp_stats stats;
     const cmp_spec *codec; /* NULL: RAW running sums */
     cmp_spec first;        /* codec: "bf16", for the first message of an edge (its reference from nothing) */
+    int refresh;           /* codec: the next emit sends z whole (bf16) on every edge, e.g. before moving an
+                            * unusually large weight, so that what x gives up is the model, not a lagging copy */
     float step;            /* consensus step: the share of r that moves each round */
     uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
     float *v, *c;          /* codec scratch: share - r, decoded q */

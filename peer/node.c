@@ -558,6 +558,11 @@ static void after_step(uv_work_t *w, int status)
         double f = fmin((double)skipped + 1.0, 0.5 / (wstep * sum));
         for (int j = 0; j < out.n && f > 1.0; j++)
             out.weight[j] *= f;
+        /* With a codec, x gives up (weight moved) x r: moving this much
+         * against a reference that lags the model would push z away from it
+         * by as much (a soak run diverged that way), so this emit sends the
+         * model whole (bf16) first. */
+        n->g.refresh = f > 1.0;
     }
     gsp_msg msgs[TOPO_MAX_OUT];
     long round = n->g.round;
