@@ -11,6 +11,10 @@
  * gain, lengths (peer/WIRE.md frames it; this is what the simulator counts). */
 #define GSP_HEADER_BYTES 48
 
+/* A reference further than this (relative, in norm) from the model is sent
+ * again whole (bf16) instead of corrected with the codec. */
+#define GSP_MAX_LAG 0.25
+
 int gsp_init(gsp_peer *g, int id, int n_peers, size_t dim, int tau, const float *x0)
 {
     memset(g, 0, sizeof *g);
@@ -179,15 +183,24 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *z, double moved
     const size_t n = g->dim;
     float *restrict v = g->v;
     const float *restrict ref = e->ref;
-    for (size_t i = 0; i < n; i++)
+    double vv = 0, zz = 0;
+    for (size_t i = 0; i < n; i++) {
         v[i] = z[i] - ref[i];
+        vv += (double)v[i] * v[i], zz += (double)z[i] * z[i];
+    }
     uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1); /* the message's seq */
     /* An edge's first message sends all of z (in bf16): the reference starts
      * at the model instead of at zero, which would move w at once and x only
      * as fast as the codec fills the reference in (z = x / w blows up for
      * the rounds that takes: a restarted peer's model was ruined that way).
      * 2 bytes a value, once per edge. */
-    const cmp_spec *codec = e->seq == 0 || g->refresh ? &g->first : g->codec;
+    /* Also when the reference lags the model by more than GSP_MAX_LAG of its
+     * norm: each emit moves z away from r by (moved / w) of the lag, and a
+     * lag that big (a peer whose z jumped, e.g. a small weight taking in a
+     * large share) compounds into divergence faster than a sparse codec
+     * closes it (seen in a 10-minute soak). */
+    const int lagging = vv > GSP_MAX_LAG * GSP_MAX_LAG * zz;
+    const cmp_spec *codec = e->seq == 0 || g->refresh || lagging ? &g->first : g->codec;
     long len = cmp_encode(codec, v, n, seed, g->work, e->buf, edge_buf_bytes(g));
     if (len < 0)
         return (int)len;
