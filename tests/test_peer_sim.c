@@ -206,8 +206,11 @@ Test(peer_sim, sparsity_warmup_starts_dense_and_still_conserves)
     run(&c, &plain);
     c.codec_warmup = 2;
     run(&c, &warm);
-    /* epochs 0 and 1 send 0.05^(1/3) = 37% and 0.05^(2/3) = 14% of the entries */
-    cr_assert_gt(warm.bytes_sent, 1.5 * plain.bytes_sent, "%llu vs %llu bytes", (unsigned long long)warm.bytes_sent,
+    /* epochs 0 and 1 send 0.05^(1/3) = 37% and 0.05^(2/3) = 14% of the
+     * entries; both runs also send a reference whole (bf16) while it lags its
+     * model by more than a quarter (peers start far apart here), which
+     * narrows the ratio (1.37 measured) */
+    cr_assert_gt(warm.bytes_sent, 1.25 * plain.bytes_sent, "%llu vs %llu bytes", (unsigned long long)warm.bytes_sent,
                  (unsigned long long)plain.bytes_sent);
     cr_assert_lt(warm.mass_error_x, 1e-5);
     cr_assert_lt(warm.mass_error_w, 1e-12);
