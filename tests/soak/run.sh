@@ -201,8 +201,8 @@ LIMIT=${SOAK_LIMIT:-$(awk -v p="$PLANNED" 'BEGIN { printf "%d", 2 * p + 120 }')}
 
 # ---- the fault schedule ------------------------------------------------------------------
 # Fault times from ~5% of the run (at least 3 s in) to 85%, every GAP_MIN..GAP_MAX
-# seconds (at most 256 faults: launch's limit), turned into rounds with RPS. The last 15% stay fault-free: a peer
-# restarted after its neighbours have finished has nobody to catch up from.
+# seconds (at most 256 faults: launch's limit), turned into rounds with RPS. The last 15% stay fault-free, so
+# that the peers re-converge before the accuracy is read.
 # KILLS of the faults, drawn from the middle of the run, are --kill, each of a
 # different peer that then gets no later fault; of the rest 3 in 4 are
 # --restart (1-3 s down), 1 in 4 --stop (2-8 s).
