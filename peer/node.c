@@ -461,6 +461,16 @@ static void write_checkpoint(uv_work_t *w)
 
 static void checkpoint_now(node *n);
 
+/* A checkpoint write's outcome: counted, or one event line (training goes
+ * on; the previous checkpoint stays). */
+static void checkpoint_written_count(node *n, int rc, const char *err)
+{
+    if (rc < 0)
+        event(n, "checkpoint failed", -1, err);
+    else
+        n->r->checkpoints++;
+}
+
 static void checkpoint_written(uv_work_t *w, int status)
 {
     node *n = w->data;
@@ -468,10 +478,7 @@ static void checkpoint_written(uv_work_t *w, int status)
     free(n->ckpt_buf);
     n->ckpt_buf = NULL;
     n->ckpt_busy = 0;
-    if (n->ckpt_rc < 0)
-        event(n, "checkpoint failed", -1, n->ckpt_err); /* training goes on; the previous checkpoint stays */
-    else
-        n->r->checkpoints++;
+    checkpoint_written_count(n, n->ckpt_rc, n->ckpt_err);
     if (n->ckpt_final)
         checkpoint_now(n); /* the one finish() asked for while this was being written */
 }
@@ -503,10 +510,7 @@ static void checkpoint_now(node *n)
         return;
     }
     n->ckpt_final = 0;
-    if (ckpt_save(n->c->checkpoint, &n->run, &n->g, &n->local, err, sizeof err) < 0)
-        event(n, "checkpoint failed", -1, err);
-    else
-        n->r->checkpoints++;
+    checkpoint_written_count(n, ckpt_save(n->c->checkpoint, &n->run, &n->g, &n->local, err, sizeof err), err);
 }
 
 static void after_step(uv_work_t *w, int status)

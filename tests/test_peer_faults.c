@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/sgp_run.h"
+#include "tests/sgp_cluster.h"
 
 TestSuite(peer_faults, .timeout = 900);
 
@@ -498,40 +498,6 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
 
 /* ---- sgp peer --resume with no checkpoint: a late join ----------------------- */
 
-/* A port the kernel says is free now (the peers bind it a moment later). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* Keys and a cluster file for n peers on 127.0.0.1 in dir (as test_peer_node.c). */
-static void make_cluster(const char *dir, int n, const char *topology)
-{
-    char path[256], pub[128], idtxt[16];
-    snprintf(path, sizeof path, "%s/cluster.conf", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "cluster late-join\ntopology %s\n", topology);
-    for (int i = 0; i < n; i++) {
-        snprintf(idtxt, sizeof idtxt, "%d", i);
-        sgp_out o;
-        sgp_run(&o, "keygen", "--out", dir, "--id", idtxt, NULL);
-        cr_assert_eq(o.status, 0, "%s", o.err);
-        snprintf(path, sizeof path, "%s/%d.pub", dir, i);
-        FILE *p = fopen(path, "r");
-        cr_assert(p && fgets(pub, sizeof pub, p), "%s", path);
-        fclose(p);
-        pub[strcspn(pub, "\n")] = 0;
-        fprintf(f, "peer %d 127.0.0.1:%d %s\n", i, free_port(), pub);
-    }
-    fclose(f);
-}
 
 /* `sgp peer` for peer i of the cluster in dir, writing dir/peerI.{out,jsonl,json}. */
 static pid_t start_peer(const char *dir, int i, int join)
@@ -577,7 +543,7 @@ Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
     char dir[] = "/tmp/sgp-faults-join-XXXXXX", topo_path[512];
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
-    make_cluster(dir, 4, topo_path);
+    sgp_make_cluster(dir, "late-join", 4, topo_path);
     const double deadline = mono_now() + RUN_LIMIT_S;
     pid_t pids[4];
     for (int i = 0; i < 3; i++)

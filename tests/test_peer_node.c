@@ -13,50 +13,10 @@
 #include <unistd.h>
 
 #include "peer/sim.h"
-#include "tests/sgp_run.h"
+#include "tests/sgp_cluster.h"
 
 TestSuite(peer_node, .timeout = 180);
 
-/* A port the kernel says is free now (the peers bind it a moment later). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void read_line(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "%s", path);
-    cr_assert(fgets(buf, (int)cap, f));
-    buf[strcspn(buf, "\n")] = 0;
-    fclose(f);
-}
-
-/* Keys and a cluster file for n peers on 127.0.0.1 in dir. */
-static void make_cluster(const char *dir, int n, const char *topology)
-{
-    char path[256], pub[128], idtxt[16];
-    snprintf(path, sizeof path, "%s/cluster.conf", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f);
-    fprintf(f, "cluster node-test\ntopology %s\n", topology);
-    for (int i = 0; i < n; i++) {
-        snprintf(idtxt, sizeof idtxt, "%d", i);
-        sgp_out o;
-        sgp_run(&o, "keygen", "--out", dir, "--id", idtxt, NULL);
-        cr_assert_eq(o.status, 0, "%s", o.err);
-        snprintf(path, sizeof path, "%s/%d.pub", dir, i);
-        read_line(path, pub, sizeof pub);
-        fprintf(f, "peer %d 127.0.0.1:%d %s\n", i, free_port(), pub);
-    }
-    fclose(f);
-}
 
 /* Start `sgp peer` for every id, wait for all (killing them after limit s). */
 static void run_peers(const char *dir, int n, char *const extra[])
@@ -119,7 +79,7 @@ static void sim_equals_network(const char *codec_text)
     char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256];
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
-    make_cluster(dir, 4, topo_path);
+    sgp_make_cluster(dir, "node-test", 4, topo_path);
     /* A fixed deadline as long as the round timeout: nobody is ever declared
      * late, so the run is as synchronous as the simulator's. */
     char *extra[] = {"--model", "mlp:32", "--epochs", "2", "--codec", (char *)codec_text, "--round-deadline", "30",
@@ -173,7 +133,7 @@ Test(peer_node, mpirun_ranks_train)
     char dir[] = "/tmp/sgp-mpi-XXXXXX", topo_path[256], cl[256], cmd[1024];
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
-    make_cluster(dir, 4, topo_path);
+    sgp_make_cluster(dir, "node-test", 4, topo_path);
     snprintf(cl, sizeof cl, "%s/cluster.conf", dir);
     snprintf(cmd, sizeof cmd,
              "cd %s && timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 %s peer --cluster %s "
@@ -208,7 +168,7 @@ Test(peer_node, sigterm_stops_one_peer_cleanly_and_the_others_finish)
     char dir[] = "/tmp/sgp-term-XXXXXX", topo_path[256];
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
-    make_cluster(dir, 4, topo_path);
+    sgp_make_cluster(dir, "node-test", 4, topo_path);
     pid_t pids[4];
     for (int i = 0; i < 4; i++) {
         char cl[256], id[16], out[256];
