@@ -431,7 +431,7 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
     cr_assert(start > 0 && start <= killed, "peer 4 resumed at round %.0f, killed at %ld (%s)", start, killed, dir);
     cr_assert_eq(peer_number(run, 4, "rounds"), 1500, "%s", dir);
 
-    /* peer4.jsonl is rewritten by the new process. The epoch ends it logs
+    /* The resumed process appends to peer4.jsonl. The epoch ends it logs
      * past the round it was killed at are the cluster's present (the ones
      * before, if any, it passed while catching up from its checkpoint); the
      * second of them gave it at least an epoch back among the others. */
@@ -445,14 +445,18 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
     free(r);
     cr_assert_eq(ends, 2, "peer 4 logged %ld epoch ends past round %ld, where it was killed (the run was too fast "
                  "for this test's timing?); logs in %s", ends, killed, dir);
+    /* A peer that jumped over that epoch end while catching up (slow
+     * machines, sanitizers) did not evaluate there: the mean is over those
+     * that did, at least four of the seven. */
     double mean = 0;
+    int counted = 0;
     for (int i = 0; i < 8; i++) {
-        if (i == 4)
-            continue;
-        double a = accuracy_at(run, i, at);
-        cr_assert_geq(a, 0, "peer %d logged no test accuracy at round %ld (%s)", i, at, dir);
-        mean += a / 7;
+        double a = i == 4 ? -1 : accuracy_at(run, i, at);
+        if (a >= 0)
+            mean += a, counted++;
     }
+    cr_assert_geq(counted, 4, "only %d other peers logged a test accuracy at round %ld (%s)", counted, at, dir);
+    mean /= counted;
     cr_assert_leq(fabs(acc4 - mean), 0.010 + 1e-6,
                   "at round %ld (2nd epoch end after the restart) peer 4 has %.2f%%, the others %.2f%% (logs in %s)",
                   at, 100 * acc4, 100 * mean, dir);
