@@ -34,7 +34,7 @@ SGP_LDFLAGS += -fsanitize=$(SANITIZER)
 endif
 
 MODULES  := nn compress topologies gossip peer
-LIB_SRC  := $(filter-out peer/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+LIB_SRC  := $(filter-out peer/cmd/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c $(m)/*/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 EMBED_OBJ := $(BUILD)/nn/embedded_blob.o
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -66,7 +66,7 @@ $(LIBSGP): $(LIB_OBJ) $(EMBED_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(SGP): $(BUILD)/peer/main.o $(LIBSGP)
+$(SGP): $(BUILD)/peer/cmd/main.o $(LIBSGP)
 	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(SGP_LIBS)
 
 $(UNIT): $(TEST_OBJ) $(LIBSGP)
@@ -139,4 +139,4 @@ bench-run:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/peer/main.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/peer/cmd/main.d

@@ -1,4 +1,4 @@
-/* Checkpoints (peer/ckpt.c): exact round trip, fallback to the previous file
+/* Checkpoints (peer/store/ckpt.c): exact round trip, fallback to the previous file
  * when the current one is torn or altered, refusal of another run's file,
  * SIGKILL while writing (50 times), and what a resume does to push-sum mass. */
 #include <criterion/criterion.h>
@@ -14,8 +14,8 @@
 
 #include "gossip/gsp.h"
 #include "nn/nn_data.h"
-#include "peer/ckpt.h"
-#include "peer/sgp_step.h"
+#include "peer/store/ckpt.h"
+#include "peer/core/sgp_step.h"
 #include "topologies/topo.h"
 
 TestSuite(peer_ckpt, .timeout = 120);

@@ -1,8 +1,8 @@
-/* The cluster file (peer/CLUSTER.md): a good file loads with every kind of
+/* The cluster file (peer/net/CLUSTER.md): a good file loads with every kind of
  * address; every rule fails with the documented line and message (the first
  * problem in file order wins); a failed parse leaves the cluster zeroed; and
  * write-then-load gives the same cluster. */
-#include "peer/cluster.h"
+#include "peer/net/cluster.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

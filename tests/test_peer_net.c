@@ -7,7 +7,7 @@
  * comes back); a reader that stops makes net_send say -EAGAIN instead of
  * queueing; net_close leaves a loop with no handles. Each test has its own
  * loop, its own free ports and a guard timer that fails it if it hangs. */
-#include "peer/net.h"
+#include "peer/net/net.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

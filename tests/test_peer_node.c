@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "peer/sim.h"
+#include "peer/sim/sim.h"
 #include "tests/sgp_cluster.h"
 
 TestSuite(peer_node, .timeout = 180);

@@ -4,7 +4,7 @@
  * refused, replayed/reordered/truncated frames and replayed whole sessions
  * fail, a 4 GiB length prefix is refused from its 4 bytes. Plus key files:
  * round trip, permissions, atomic no-clobber writes, and `sgp keygen`. */
-#include "peer/sec.h"
+#include "peer/sec/sec.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "peer/cluster.h"
+#include "peer/net/cluster.h"
 #include "tests/sgp_run.h"
 
 /* ---- fixture: four peers' keys, a cluster table, a temp dir --------------- */

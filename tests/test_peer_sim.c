@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/sim.h"
+#include "peer/sim/sim.h"
 
 static nn_dataset train, test;
 static topo t;

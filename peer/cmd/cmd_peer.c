@@ -1,0 +1,296 @@
+/* sgp peer: one networked peer of a cluster (peer/net/node.h). */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gsp.h"
+#include "nn/nn_blas.h"
+#include "peer/cmd/cli.h"
+#include "peer/net/cluster.h"
+#include "peer/cmd/commands.h"
+#include "peer/cmd/gossip_opts.h"
+#include "peer/store/json.h"
+#include "peer/net/node.h"
+
+static const char *CMD = "sgp peer";
+
+static void help(void)
+{
+    fputs("usage: sgp peer --cluster FILE [--id I] [OPTIONS]\n\n"
+          "Run one peer of a cluster: train on this peer's shard and gossip with its\n"
+          "neighbours over authenticated, encrypted TCP (peer/net/WIRE.md).\n\n"
+          "Peer options:\n"
+          "  --cluster FILE        the cluster file (peer/net/CLUSTER.md): peers, addresses, keys, topology\n"
+          "  --id I                this peer's id [from OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID]\n"
+          "  --key FILE            this peer's secret key [I.key next to the cluster file]\n"
+          "  --dead-timeout S      a neighbour silent or disconnected this long is routed around [5]\n"
+          "  --round-timeout S     a round waits at most this long for messages [30]\n"
+          "  --round-deadline S|auto  how long a round waits for a late neighbour before starting\n"
+          "                        without it (it is then not waited for until it is on time again);\n"
+          "                        auto: 2 x the median of recent round times, 20 ms .. round timeout [auto]\n"
+          "  --checkpoint FILE     write checkpoints here (FILE, FILE.prev; peer/store/CHECKPOINT.md)\n"
+          "  --checkpoint-every S  seconds between checkpoints; 0: only when stopping [30]\n"
+          "  --resume              restart from the checkpoint; without a whole one, pull the current\n"
+          "                        model from a neighbour and join at its round\n"
+          "  --slow FACTOR         experiments: after 48 rounds, pad each local step so that this\n"
+          "                        peer's rounds take FACTOR times their median so far [1]\n"
+          "  --log FILE            JSON lines per round: loss, bytes in/out, absorbed, staleness, time\n"
+          "  --save-model FILE     write the final model (z = x / w) as raw little-endian float32\n\n"
+          "All peers of a run must be given the same training options (seed, model,\n"
+          "epochs, batch, codec, ...): --batch is the TOTAL batch, as in sgp sim.\n\n",
+          stdout);
+    fputs(GOSSIP_OPTS_HELP, stdout);
+    fputs(TRAIN_OPTS_HELP, stdout);
+    fputs("  -h, --help            this text\n", stdout);
+}
+
+enum {
+    P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE,
+    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW,
+};
+
+/* The rank an MPI or Slurm launcher gives, when --id is not there. */
+static int rank_from_env(long *id)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return cli_long(CMD, vars[i], v, 0, TOPO_MAX_PEERS - 1, id) ? -1 : 1;
+    }
+    return 0;
+}
+
+static int write_summary(const char *path, const node_config *c, const node_result *r)
+{
+    json_obj j;
+    int rc = json_open(&j, path);
+    if (rc < 0)
+        return rc;
+    json_str(&j, "command", "peer");
+    json_int(&j, "id", c->id);
+    json_int(&j, "peers", c->cluster->n_peers);
+    json_str(&j, "model", c->train.model);
+    json_str(&j, "codec", c->codec ? c->codec->text : "exact");
+    json_int(&j, "parameters", (long long)r->parameters);
+    json_int(&j, "epochs", c->train.epochs);
+    json_int(&j, "seed", (long long)c->train.seed);
+    json_num(&j, "test_accuracy", r->test_accuracy);
+    json_num(&j, "test_loss", r->test_loss);
+    json_num(&j, "train_loss", r->train_loss);
+    json_int(&j, "rounds", r->rounds);
+    json_num(&j, "weight", r->weight);
+    json_int(&j, "bytes_sent", (long long)r->bytes_sent);
+    json_int(&j, "bytes_received", (long long)r->bytes_received);
+    json_int(&j, "messages_sent", (long long)r->messages_sent);
+    json_int(&j, "messages_absorbed", (long long)r->messages_absorbed);
+    json_int(&j, "sends_refused", (long long)r->send_refused);
+    json_num(&j, "mean_staleness", r->mean_staleness);
+    json_num(&j, "wall_seconds", r->wall_seconds);
+    json_int(&j, "local_steps", r->local_steps);
+    json_int(&j, "start_round", r->start_round);
+    json_int(&j, "neighbours_lost", r->neighbours_lost);
+    json_int(&j, "late_marks", r->late_marks);
+    json_int(&j, "catch_ups", r->catch_ups);
+    json_int(&j, "checkpoints", r->checkpoints);
+    return json_close(&j);
+}
+
+/* The final model as raw float32 (this machine's byte order is little-endian
+ * on every platform sgp builds for; the file is for comparisons, not transport). */
+static int save_model(const char *path, const node_result *r)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t ok = r->model ? fwrite(r->model, sizeof(float), r->parameters, f) : 0;
+    if (fclose(f) != 0 || ok != r->parameters)
+        return -1;
+    return 0;
+}
+
+int cmd_peer(int argc, char **argv)
+{
+    static const struct option long_opts[] = {
+        TRAIN_OPTS_LONG,
+        GOSSIP_OPTS_LONG,
+        {"cluster", required_argument, 0, P_CLUSTER},
+        {"id", required_argument, 0, P_ID},
+        {"key", required_argument, 0, P_KEY},
+        {"dead-timeout", required_argument, 0, P_DEAD},
+        {"round-timeout", required_argument, 0, P_ROUND},
+        {"log", required_argument, 0, P_LOG},
+        {"save-model", required_argument, 0, P_SAVE},
+        {"round-deadline", required_argument, 0, P_DEADLINE},
+        {"checkpoint", required_argument, 0, P_CKPT},
+        {"checkpoint-every", required_argument, 0, P_CKPT_EVERY},
+        {"resume", no_argument, 0, P_RESUME},
+        {"slow", required_argument, 0, P_SLOW},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    node_config c;
+    node_config_defaults(&c);
+    const char *cluster_path = NULL, *key_path = NULL, *log_path = NULL, *save_path = NULL;
+    long id = -1;
+    gossip_opts go;
+    gossip_opts_defaults(&go);
+    opterr = 0;
+    optind = 1;
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h':
+            help();
+            return 0;
+        case '?':
+        case ':':
+            return cli_getopt_error(CMD, ch, argv);
+        case P_CLUSTER:
+            cluster_path = optarg, rc = 0;
+            break;
+        case P_ID:
+            rc = cli_long(CMD, "--id", optarg, 0, TOPO_MAX_PEERS - 1, &id);
+            break;
+        case P_KEY:
+            key_path = optarg, rc = 0;
+            break;
+        case P_DEAD:
+            rc = cli_double(CMD, "--dead-timeout", optarg, 0.01, 1e6, &c.dead_timeout);
+            break;
+        case P_ROUND:
+            rc = cli_double(CMD, "--round-timeout", optarg, 0.01, 1e6, &c.round_timeout);
+            break;
+        case P_LOG:
+            log_path = optarg, rc = 0;
+            break;
+        case P_SAVE:
+            save_path = optarg, rc = 0;
+            break;
+        case P_DEADLINE:
+            c.round_deadline = 0, rc = 0;
+            if (strcmp(optarg, "auto") != 0)
+                rc = cli_double(CMD, "--round-deadline", optarg, 0.001, 1e6, &c.round_deadline);
+            break;
+        case P_CKPT:
+            c.checkpoint = optarg, rc = 0;
+            break;
+        case P_CKPT_EVERY:
+            rc = cli_double(CMD, "--checkpoint-every", optarg, 0, 1e9, &c.checkpoint_every);
+            break;
+        case P_RESUME:
+            c.resume = 1, rc = 0;
+            break;
+        case P_SLOW:
+            rc = cli_double(CMD, "--slow", optarg, 1, 1000, &c.slow);
+            break;
+        default:
+            rc = train_opts_parse(&c.train, CMD, ch, optarg);
+            if (rc == 1)
+                rc = gossip_opts_parse(&go, CMD, ch, optarg);
+            if (rc == 1)
+                rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (!cluster_path)
+        return cli_usage(CMD, "--cluster FILE is required");
+    if (id < 0 && (rc = rank_from_env(&id)) <= 0)
+        return rc < 0 ? CLI_USAGE : cli_usage(CMD, "give --id, or run under mpirun/srun (no rank in the environment)");
+    if (train_opts_check(&c.train, CMD))
+        return CLI_USAGE;
+    if (gossip_opts_check(&go, CMD))
+        return CLI_USAGE;
+    char err[512];
+    c.codec = gossip_opts_codec(&go);
+    c.shard_alpha = go.shard_alpha;
+    c.step = go.step;
+    c.tau = (int)go.tau;
+    c.id = (int)id;
+
+    cluster cl;
+    cluster_error ce;
+    memset(&cl, 0, sizeof cl);
+    if (cluster_load(&cl, cluster_path, &ce) < 0) {
+        if (ce.line > 0)
+            fprintf(stderr, "%s: %s:%d: %s\n", CMD, ce.file, ce.line, ce.msg);
+        else
+            fprintf(stderr, "%s: %s: %s\n", CMD, ce.file, ce.msg);
+        return 1;
+    }
+    int status = 1;
+    topo t = {0};
+    sec_keypair kp = {0};
+    nn_dataset train = {0}, test = {0};
+    node_result r = {0};
+    FILE *log = NULL;
+    char keybuf[4096];
+    if (id >= cl.n_peers) {
+        fprintf(stderr, "%s: id %ld is not in %s (%d peers)\n", CMD, id, cluster_path, cl.n_peers);
+        status = CLI_USAGE;
+        goto out;
+    }
+    if (!key_path) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", cluster_path);
+        snprintf(keybuf, sizeof keybuf, "%s/%ld.key", dirname(dir), id);
+        key_path = keybuf;
+    }
+    if (sec_keypair_load(&kp, key_path, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        goto out;
+    }
+    if (memcmp(kp.pk, cl.peers[id].pk, sizeof kp.pk) != 0) {
+        fprintf(stderr, "%s: %s is not the key the cluster file lists for peer %ld\n", CMD, key_path, id);
+        goto out;
+    }
+    topo_error te = {0};
+    if (topo_load(&t, cl.topology_path, &te) < 0) {
+        fprintf(stderr, "%s: %s:%d: %s\n", CMD, te.file, te.line, te.msg);
+        goto out;
+    }
+    nn_blas_set_threads((int)c.train.threads);
+    if (nn_data_load(c.train.data, &train, &test, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        goto out;
+    }
+    if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
+        goto out;
+    }
+    c.cluster = &cl, c.key = &kp, c.topology = &t, c.log = log, c.progress = stdout;
+    printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", id, cl.n_peers, cl.name, c.train.model,
+           c.codec ? c.codec->text : "exact", cl.peers[id].host, cl.peers[id].port);
+    fflush(stdout);
+    rc = node_run(&c, &train, &test, &r, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        goto out;
+    }
+    printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n", id,
+           100 * r.test_accuracy, r.rounds, r.local_steps, r.bytes_sent / 1e6, r.wall_seconds);
+    status = 0;
+    if (save_path && save_model(save_path, &r) < 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, save_path, strerror(errno));
+        status = 1;
+    }
+    if (c.train.summary && (rc = write_summary(c.train.summary, &c, &r)) < 0) {
+        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));
+        status = 1;
+    }
+out:
+    if (log)
+        fclose(log);
+    node_result_free(&r);
+    nn_dataset_free(&train);
+    nn_dataset_free(&test);
+    topo_free(&t);
+    sec_keypair_free(&kp);
+    cluster_free(&cl);
+    return status;
+}

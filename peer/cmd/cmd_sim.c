@@ -1,0 +1,352 @@
+/* sgp sim: N logical peers in one process on a virtual clock (peer/sim/sim.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gossip/gsp.h"
+#include "nn/nn_blas.h"
+#include "peer/cmd/cli.h"
+#include "peer/cmd/commands.h"
+#include "peer/cmd/gossip_opts.h"
+#include "peer/store/json.h"
+#include "peer/sim/sim.h"
+
+static const char *CMD = "sgp sim";
+
+static void help(void)
+{
+    fputs("usage: sgp sim --peers N --topology FILE|KIND [OPTIONS]\n\n"
+          "Simulate N peers training together with Stochastic Gradient Push, in one\n"
+          "process on a virtual clock. Deterministic from --seed.\n\n"
+          "Simulation options:\n"
+          "  --peers N             number of peers [8]\n"
+          "  --topology FILE|KIND  a .topo file, or a generator (exponential, ring, torus,\n"
+          "                        complete, n-peer-exponential, bipartite-exponential, star,\n"
+          "                        random) for N peers [exponential]\n"
+          "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc start dense and reach\n"
+          "                        their fraction after E epochs [0]\n"
+          "  --compute-time S|measured   virtual seconds per local step, or 'measured' to time\n"
+          "                        a real step once at start [estimated from the model size]\n"
+          "  --latency S           one-way link latency in seconds [0.0001]\n"
+          "  --bandwidth MBIT      link bandwidth in Mbit/s, 0 for infinite [1000]\n"
+          "  --loss P              probability that a message is lost [0]\n"
+          "  --duplicate P         probability that a message is delivered twice [0]\n"
+          "  --jitter S            extra random delay up to S seconds (reorders messages) [0]\n"
+          "  --slow PEER:FACTOR    PEER computes FACTOR times slower (repeatable)\n"
+          "  --crash PEER@ROUND    PEER crashes when it reaches ROUND (repeatable)\n"
+          "  --rejoin PEER@ROUND   a crashed PEER comes back when the slowest peer reaches ROUND\n"
+          "  --dead-timeout S      seconds until the others notice a crash [1]\n"
+          "  --averaging-only      no gradient: pure push-sum from different starting points\n"
+          "  --log FILE            per-round CSV: round, sim time, loss, consensus distance, bytes, lost\n"
+          "\n"
+          "--batch is the TOTAL batch: each peer uses batch/N, so a round sees as many\n"
+          "samples as one step of 'sgp train'; an epoch is the same number of rounds.\n\n",
+          stdout);
+    fputs(GOSSIP_OPTS_HELP, stdout);
+    fputs(TRAIN_OPTS_HELP, stdout);
+    fputs("  -h, --help            this text\n", stdout);
+}
+
+enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
+       S_AVG, S_LOG, S_DUP, S_JITTER, S_CWARM };
+
+/* "PEER<sep>VALUE" with PEER < n */
+static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
+{
+    const char *at = strchr(arg, sep);
+    if (!at)
+        return cli_usage(CMD, "%s expects PEER%cVALUE, got '%s'", opt, sep, arg);
+    char id[32];
+    size_t len = (size_t)(at - arg);
+    if (len == 0 || len >= sizeof id)
+        return cli_usage(CMD, "%s expects PEER%cVALUE, got '%s'", opt, sep, arg);
+    memcpy(id, arg, len);
+    id[len] = 0;
+    *value = at + 1;
+    return cli_long(CMD, opt, id, 0, TOPO_MAX_PEERS - 1, peer);
+}
+
+static int add_fault(sim_fault *list, int *n, const char *opt, const char *arg)
+{
+    long peer, round;
+    const char *v = NULL;
+    if (*n == SIM_MAX_EVENTS)
+        return cli_usage(CMD, "at most %d %s options", SIM_MAX_EVENTS, opt);
+    int rc = parse_pair(opt, arg, '@', &peer, &v);
+    if (rc == 0)
+        rc = cli_long(CMD, opt, v, 0, 1L << 40, &round);
+    if (rc == 0)
+        list[(*n)++] = (sim_fault){.peer = (int)peer, .round = round};
+    return rc;
+}
+
+static int write_summary(const char *path, const sim_config *c, const char *topology, const sim_result *r)
+{
+    json_obj j;
+    int rc = json_open(&j, path);
+    if (rc < 0)
+        return rc;
+    json_str(&j, "command", "sim");
+    json_str(&j, "model", c->train.model);
+    json_str(&j, "topology", topology);
+    json_str(&j, "codec", c->codec ? c->codec->text : "exact");
+    json_num(&j, "step", c->codec ? (c->step > 0 ? c->step : gsp_default_step(c->codec, r->parameters)) : 1.0);
+    json_num(&j, "codec_warmup", c->codec_warmup);
+    json_int(&j, "peers", c->n_peers);
+    json_int(&j, "parameters", (long long)r->parameters);
+    json_int(&j, "epochs", c->train.epochs);
+    json_int(&j, "batch", c->train.batch);
+    json_int(&j, "seed", (long long)c->train.seed);
+    json_int(&j, "tau", c->tau);
+    json_num(&j, "test_accuracy", r->test_accuracy);
+    json_num(&j, "test_loss", r->test_loss);
+    json_num(&j, "test_accuracy_min", r->test_accuracy_min);
+    json_num(&j, "test_accuracy_mean", r->test_accuracy_mean);
+    json_num(&j, "consensus_distance", r->consensus_distance);
+    json_num(&j, "train_loss", r->train_loss);
+    json_int(&j, "bytes_sent", (long long)r->bytes_sent);
+    json_int(&j, "messages_sent", (long long)r->messages_sent);
+    json_int(&j, "messages_lost", (long long)r->messages_lost);
+    json_int(&j, "messages_duplicated", (long long)r->messages_duplicated);
+    json_int(&j, "syncs", (long long)r->syncs);
+    json_num(&j, "mean_staleness", r->mean_staleness);
+    json_num(&j, "mass_error_x", r->mass_error_x);
+    json_num(&j, "mass_error_w", r->mass_error_w);
+    json_int(&j, "rounds", r->rounds);
+    json_num(&j, "simulated_seconds", r->simulated_seconds);
+    json_num(&j, "step_seconds", r->step_seconds);
+    json_num(&j, "wall_seconds", r->wall_seconds);
+    json_num(&j, "wall_seconds_per_round", r->rounds ? r->wall_seconds / r->rounds : 0);
+    return json_close(&j);
+}
+
+/* FILE if it exists, else a generator name for n peers. */
+static int load_topology(topo *t, const char *spec, int n)
+{
+    topo_error e = {0};
+    int rc;
+    if (access(spec, F_OK) == 0 || strchr(spec, '/') || strstr(spec, ".topo"))
+        rc = topo_load(t, spec, &e);
+    else
+        rc = topo_generate(t, spec, n, NULL, &e);
+    if (rc < 0) {
+        if (e.line > 0)
+            fprintf(stderr, "%s: %s:%d: %s\n", CMD, e.file, e.line, e.msg);
+        else
+            fprintf(stderr, "%s: %s%s%s\n", CMD, e.file[0] ? e.file : "", e.file[0] ? ": " : "", e.msg);
+        return rc == -EINVAL && !e.file[0] ? CLI_USAGE : 1;
+    }
+    if (t->n_peers != n) {
+        fprintf(stderr, "%s: %s is for %d peers, --peers is %d\n", CMD, spec, t->n_peers, n);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    static const struct option long_opts[] = {
+        TRAIN_OPTS_LONG,
+        GOSSIP_OPTS_LONG,
+        {"peers", required_argument, 0, S_PEERS},
+        {"topology", required_argument, 0, S_TOPOLOGY},
+        {"compute-time", required_argument, 0, S_COMPUTE},
+        {"latency", required_argument, 0, S_LATENCY},
+        {"bandwidth", required_argument, 0, S_BANDWIDTH},
+        {"loss", required_argument, 0, S_LOSS},
+        {"duplicate", required_argument, 0, S_DUP},
+        {"codec-warmup", required_argument, 0, S_CWARM},
+        {"jitter", required_argument, 0, S_JITTER},
+        {"slow", required_argument, 0, S_SLOW},
+        {"crash", required_argument, 0, S_CRASH},
+        {"rejoin", required_argument, 0, S_REJOIN},
+        {"dead-timeout", required_argument, 0, S_DEAD},
+        {"averaging-only", no_argument, 0, S_AVG},
+        {"log", required_argument, 0, S_LOG},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    sim_config c;
+    sim_config_defaults(&c);
+    const char *topology = "exponential", *log_path = NULL;
+    gossip_opts go;
+    gossip_opts_defaults(&go);
+    long peers = 8;
+    double mbit = 1000;
+    struct {
+        long peer;
+        double factor;
+    } slow[SIM_MAX_EVENTS];
+    int n_slow = 0;
+    opterr = 0;
+    optind = 1;
+    int ch, rc;
+    while ((ch = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+        const char *v = NULL;
+        switch (ch) {
+        case 'h':
+            help();
+            return 0;
+        case '?':
+        case ':':
+            return cli_getopt_error(CMD, ch, argv);
+        case S_PEERS:
+            rc = cli_long(CMD, "--peers", optarg, 1, TOPO_MAX_PEERS, &peers);
+            break;
+        case S_TOPOLOGY:
+            topology = optarg, rc = 0;
+            break;
+        case S_COMPUTE:
+            if (strcmp(optarg, "measured") == 0)
+                c.compute_seconds = SIM_COMPUTE_MEASURED, rc = 0;
+            else
+                rc = cli_double(CMD, "--compute-time", optarg, 0, 1e6, &c.compute_seconds);
+            break;
+        case S_LATENCY:
+            rc = cli_double(CMD, "--latency", optarg, 0, 1e6, &c.latency);
+            break;
+        case S_BANDWIDTH:
+            rc = cli_double(CMD, "--bandwidth", optarg, 0, 1e9, &mbit);
+            break;
+        case S_LOSS:
+            rc = cli_double(CMD, "--loss", optarg, 0, 0.99, &c.loss);
+            break;
+        case S_CWARM:
+            rc = cli_double(CMD, "--codec-warmup", optarg, 0, 1e6, &c.codec_warmup);
+            break;
+        case S_DUP:
+            rc = cli_double(CMD, "--duplicate", optarg, 0, 0.99, &c.duplicate);
+            break;
+        case S_JITTER:
+            rc = cli_double(CMD, "--jitter", optarg, 0, 1e6, &c.jitter);
+            break;
+        case S_SLOW:
+            if (n_slow == SIM_MAX_EVENTS)
+                return cli_usage(CMD, "at most %d --slow options", SIM_MAX_EVENTS);
+            rc = parse_pair("--slow", optarg, ':', &slow[n_slow].peer, &v);
+            if (rc == 0)
+                rc = cli_double(CMD, "--slow", v, 1e-3, 1e6, &slow[n_slow++].factor);
+            break;
+        case S_CRASH:
+            rc = add_fault(c.crash, &c.n_crash, "--crash", optarg);
+            break;
+        case S_REJOIN:
+            rc = add_fault(c.rejoin, &c.n_rejoin, "--rejoin", optarg);
+            break;
+        case S_DEAD:
+            rc = cli_double(CMD, "--dead-timeout", optarg, 0, 1e6, &c.dead_timeout);
+            break;
+        case S_AVG:
+            c.averaging_only = 1, rc = 0;
+            break;
+        case S_LOG:
+            log_path = optarg, rc = 0;
+            break;
+        default:
+            rc = train_opts_parse(&c.train, CMD, ch, optarg);
+            if (rc == 1)
+                rc = gossip_opts_parse(&go, CMD, ch, optarg);
+            if (rc == 1)
+                rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (train_opts_check(&c.train, CMD))
+        return CLI_USAGE;
+    if (gossip_opts_check(&go, CMD))
+        return CLI_USAGE;
+    c.codec = gossip_opts_codec(&go);
+    c.shard_alpha = go.shard_alpha;
+    c.step = go.step;
+    c.n_peers = (int)peers;
+    c.tau = (int)go.tau;
+    c.bandwidth = mbit * 1e6 / 8;
+    for (int k = 0; k < n_slow; k++)
+        if (slow[k].peer >= peers)
+            return cli_usage(CMD, "--slow: peer %ld does not exist (--peers %ld)", slow[k].peer, peers);
+    for (int k = 0; k < c.n_crash + c.n_rejoin; k++) {
+        const sim_fault *f = k < c.n_crash ? &c.crash[k] : &c.rejoin[k - c.n_crash];
+        if (f->peer >= peers)
+            return cli_usage(CMD, "--%s: peer %d does not exist (--peers %ld)", k < c.n_crash ? "crash" : "rejoin",
+                             f->peer, peers);
+    }
+    for (int k = 0; k < c.n_rejoin; k++) {
+        int crashed_before = 0;
+        for (int q = 0; q < c.n_crash; q++)
+            crashed_before |= c.crash[q].peer == c.rejoin[k].peer && c.crash[q].round < c.rejoin[k].round;
+        if (!crashed_before)
+            return cli_usage(CMD, "--rejoin %d@%ld: peer %d has no --crash before round %ld", c.rejoin[k].peer,
+                             c.rejoin[k].round, c.rejoin[k].peer, c.rejoin[k].round);
+    }
+
+    double *factors = n_slow ? calloc((size_t)peers, sizeof(double)) : NULL;
+    if (n_slow && !factors)
+        return 1;
+    for (int i = 0; factors && i < peers; i++)
+        factors[i] = 1.0;
+    for (int k = 0; k < n_slow; k++)
+        factors[slow[k].peer] = slow[k].factor;
+    c.slow = factors;
+
+    nn_blas_set_threads((int)c.train.threads);
+    topo t = {0};
+    nn_dataset train = {0}, test = {0};
+    sim_result r = {0};
+    FILE *log = NULL;
+    char err[512];
+    int status = load_topology(&t, topology, (int)peers);
+    if (status)
+        goto out;
+    status = 1;
+    if (nn_data_load(c.train.data, &train, &test, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        goto out;
+    }
+    if (log_path) {
+        if (!(log = fopen(log_path, "w"))) {
+            fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
+            goto out;
+        }
+        fputs("round,sim_seconds,train_loss,consensus_distance,bytes_sent,messages_lost\n", log);
+    }
+    c.topology = &t;
+    c.log = log;
+    c.progress = stdout;
+    c.progress_bar = c.train.progress < 0 ? isatty(1) : c.train.progress;
+    printf("sgp sim: %d peers on %s (%s), %s, codec %s, per-peer batch %ld, %ld epochs, tau %d, seed %llu\n",
+           c.n_peers, topology, t.kind, c.train.model, c.codec ? c.codec->text : "exact", c.train.batch / peers > 0 ? c.train.batch / peers : 1, c.train.epochs,
+           c.tau, (unsigned long long)c.train.seed);
+    fflush(stdout);
+    rc = sim_run(&c, &train, &test, &r, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        status = rc == -EINVAL ? CLI_USAGE : 1;
+        goto out;
+    }
+    printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n"
+           "%llu rounds, %.1f MB sent in %llu messages (%llu lost), %.2f simulated s (%.3g ms a step), %.1f wall s\n",
+           100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance,
+           (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
+           (unsigned long long)r.messages_lost, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
+    status = 0;
+    if (c.train.summary && (rc = write_summary(c.train.summary, &c, topology, &r)) < 0) {
+        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));
+        status = 1;
+    }
+out:
+    if (log && fclose(log) != 0 && status == 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
+        status = 1;
+    }
+    sim_result_free(&r);
+    nn_dataset_free(&train);
+    nn_dataset_free(&test);
+    topo_free(&t);
+    free(factors);
+    return status;
+}

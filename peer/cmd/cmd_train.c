@@ -1,0 +1,175 @@
+/* sgp train: one model, one process. The baseline every decentralized run is
+ * compared against, and the smallest end-to-end use of nn/. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_batch.h"
+#include "nn/nn_blas.h"
+#include "nn/nn_data.h"
+#include "nn/nn_model.h"
+#include "nn/nn_optim.h"
+#include "peer/core/clock.h"
+#include "peer/cmd/cli.h"
+#include "peer/cmd/commands.h"
+#include "peer/store/json.h"
+#include "peer/store/progress.h"
+#include "peer/core/train_opts.h"
+
+static const char *CMD = "sgp train";
+
+static void help(void)
+{
+    fputs("usage: sgp train [OPTIONS]\n\n"
+          "Train one model on one machine and report test accuracy every epoch.\n\n",
+          stdout);
+    fputs(TRAIN_OPTS_HELP, stdout);
+    fputs("  -h, --help          this text\n", stdout);
+}
+
+typedef struct train_result {
+    float train_loss, train_accuracy, test_loss, test_accuracy;
+    double train_seconds, wall_seconds;
+    long samples;
+} train_result;
+
+static int write_summary(const train_opts *o, const nn_model *m, const train_result *r)
+{
+    json_obj j;
+    int rc = json_open(&j, o->summary);
+    if (rc < 0)
+        return rc;
+    json_str(&j, "command", "train");
+    json_str(&j, "model", m->spec);
+    json_str(&j, "data", o->data ? o->data : "embedded");
+    json_int(&j, "parameters", (long long)m->n_params);
+    json_int(&j, "epochs", o->epochs);
+    json_int(&j, "batch", o->batch);
+    json_num(&j, "lr", o->lr);
+    json_int(&j, "seed", (long long)o->seed);
+    json_int(&j, "threads", o->threads);
+    json_num(&j, "test_accuracy", r->test_accuracy);
+    json_num(&j, "test_loss", r->test_loss);
+    json_num(&j, "train_accuracy", r->train_accuracy);
+    json_num(&j, "train_loss", r->train_loss);
+    json_num(&j, "samples_per_second", r->samples / r->train_seconds);
+    json_num(&j, "train_seconds", r->train_seconds);
+    json_num(&j, "wall_seconds", r->wall_seconds);
+    return json_close(&j);
+}
+
+static void run(const train_opts *o, nn_model *m, nn_sgd *opt, nn_batcher *b, const nn_dataset *test,
+                train_result *r)
+{
+    progress bar;
+    progress_init(&bar, stdout, o->progress);
+    const int per_epoch = nn_batcher_per_epoch(b);
+    long step = 0;
+    for (long e = 0; e < o->epochs; e++) {
+        double t0 = clock_now(), loss_sum = 0;
+        long seen = 0, correct = 0;
+        for (int s = 0; s < per_epoch; s++, step++) {
+            int B = nn_batcher_next(b), hits;
+            float loss = nn_model_grad(m, b->x, b->y, B, &hits);
+            if (o->clip > 0)
+                nn_clip_norm(m->grads, m->n_params, o->clip);
+            nn_sgd_step(opt, m->params, m->grads, nn_lr_at(&o->schedule, step, per_epoch));
+            loss_sum += (double)loss * B, seen += B, correct += hits;
+            char text[96];
+            snprintf(text, sizeof text, "epoch %ld/%ld  loss %.4f", e + 1, o->epochs, loss_sum / seen);
+            progress_update(&bar, s + 1, per_epoch, text);
+        }
+        double dt = clock_now() - t0;
+        r->train_seconds += dt, r->samples += seen;
+        r->train_loss = (float)(loss_sum / seen);
+        r->train_accuracy = (float)correct / (float)seen;
+        nn_model_evaluate(m, NULL, test, &r->test_loss, &r->test_accuracy);
+        progress_clear(&bar);
+        printf("epoch %3ld/%ld  loss %.4f  train %6.2f%%  test %6.2f%% (loss %.4f)  %8.0f samples/s  %.1fs\n", e + 1,
+               o->epochs, r->train_loss, 100 * r->train_accuracy, 100 * r->test_accuracy, r->test_loss, seen / dt, dt);
+        fflush(stdout);
+    }
+}
+
+int cmd_train(int argc, char **argv)
+{
+    static const struct option long_opts[] = {TRAIN_OPTS_LONG, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    train_opts o;
+    train_opts_defaults(&o);
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+        if (c == 'h') {
+            help();
+            return 0;
+        }
+        if (c == '?' || c == ':')
+            return cli_getopt_error(CMD, c, argv);
+        int rc = train_opts_parse(&o, CMD, c, optarg);
+        if (rc)
+            return rc == 1 ? cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]) : rc;
+    }
+    if (optind < argc)
+        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    if (train_opts_check(&o, CMD))
+        return CLI_USAGE;
+
+    double t_start = clock_now();
+    nn_blas_set_threads((int)o.threads);
+    nn_dataset train = {0}, test = {0};
+    nn_model m = {0};
+    nn_sgd opt = {0};
+    nn_batcher b = {0};
+    train_result r = {0};
+    char err[512];
+    int status = 1;
+    if (nn_data_load(o.data, &train, &test, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        goto out;
+    }
+    if (train.n == 0 || test.n == 0) {
+        fprintf(stderr, "%s: the %s set is empty\n", CMD, train.n ? "test" : "training");
+        goto out;
+    }
+    int eval_batch = o.batch > 256 ? (int)o.batch : 256;
+    int rc = nn_model_init(&m, o.model, train.c, train.h, train.w, train.n_classes, eval_batch, o.seed, err, sizeof err);
+    if (rc < 0) {
+        status = rc == -ENOMEM ? 1 : CLI_USAGE;
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        goto out;
+    }
+    if (nn_sgd_init(&opt, m.n_params, (float)o.momentum, (float)o.weight_decay, o.nesterov) < 0 ||
+        nn_batcher_init(&b, &train, (int)o.batch, o.seed, 0) < 0) {
+        fprintf(stderr, "%s: out of memory\n", CMD);
+        goto out;
+    }
+    printf("sgp train: %s, %zu parameters; data %s: %d train / %d test, %dx%dx%d, %d classes\n", m.spec, m.n_params,
+           o.data ? o.data : "embedded MNIST", train.n, test.n, train.c, train.h, train.w, train.n_classes);
+    printf("           batch %ld, lr %g (%s), momentum %g%s, weight decay %g, seed %llu\n", o.batch, o.lr,
+           o.schedule.decay == NN_LR_COSINE ? "cosine" : o.schedule.decay == NN_LR_STEP ? "step" : "constant",
+           o.momentum, o.nesterov ? " Nesterov" : "", o.weight_decay, (unsigned long long)o.seed);
+    printf("           BLAS: %s\n", nn_blas_describe());
+    if (nn_blas_downgraded())
+        printf("           note: this CPU has AVX-512 but OpenBLAS runs %s kernels%s; large matrix products run slower"
+               " (unset it to let OpenBLAS choose)\n",
+               nn_blas_core(), getenv("OPENBLAS_CORETYPE") ? " because OPENBLAS_CORETYPE is set" : "");
+    fflush(stdout);
+    run(&o, &m, &opt, &b, &test, &r);
+    r.wall_seconds = clock_now() - t_start;
+    printf("test accuracy %.2f%%  (loss %.4f)  %.0f samples/s  %.1fs wall\n", 100 * r.test_accuracy, r.test_loss,
+           r.samples / r.train_seconds, r.wall_seconds);
+    status = 0;
+    if (o.summary && (rc = write_summary(&o, &m, &r)) < 0) {
+        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, o.summary, strerror(-rc));
+        status = 1;
+    }
+out:
+    nn_batcher_free(&b);
+    nn_sgd_free(&opt);
+    nn_model_free(&m);
+    nn_dataset_free(&train);
+    nn_dataset_free(&test);
+    return status;
+}

@@ -1,0 +1,46 @@
+/* Parsing of the shared gossip options. */
+#include <string.h>
+
+#include "peer/cmd/cli.h"
+#include "peer/cmd/gossip_opts.h"
+
+void gossip_opts_defaults(gossip_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->codec_text = "none";
+}
+
+int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg)
+{
+    switch (c) {
+    case GOPT_SHARD:
+        if (strcmp(arg, "iid") == 0) {
+            o->shard_alpha = 0;
+            return 0;
+        }
+        if (strncmp(arg, "dirichlet:", 10) == 0)
+            return cli_double(cmd, "--shard dirichlet:ALPHA", arg + 10, 1e-6, 1e6, &o->shard_alpha);
+        return cli_usage(cmd, "--shard expects iid or dirichlet:ALPHA, got '%s'", arg);
+    case GOPT_TAU:
+        return cli_long(cmd, "--tau", arg, 0, 1000, &o->tau);
+    case GOPT_CODEC:
+        o->codec_text = arg;
+        return 0;
+    case GOPT_STEP:
+        return cli_double(cmd, "--step", arg, 1e-6, 1, &o->step);
+    }
+    return 1;
+}
+
+int gossip_opts_check(gossip_opts *o, const char *cmd)
+{
+    char err[256];
+    if (strcmp(o->codec_text, "exact") != 0 && cmp_spec_parse(&o->codec, o->codec_text, err, sizeof err) < 0)
+        return cli_usage(cmd, "--codec: %s", err);
+    return 0;
+}
+
+const cmp_spec *gossip_opts_codec(const gossip_opts *o)
+{
+    return strcmp(o->codec_text, "exact") == 0 ? NULL : &o->codec;
+}

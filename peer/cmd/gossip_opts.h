@@ -1,0 +1,49 @@
+/* The gossip options `sgp sim` and `sgp peer` share: shards, staleness,
+ * codec and consensus step (as peer/core/train_opts.h does for training).
+ *
+ *   gossip_opts g;
+ *   gossip_opts_defaults(&g);
+ *   ... getopt_long over a table that includes GOSSIP_OPTS_LONG ...
+ *       if ((rc = gossip_opts_parse(&g, cmd, c, optarg)) != 1) ...
+ *   if (gossip_opts_check(&g, cmd)) return CLI_USAGE;   // parses --codec
+ *   const cmp_spec *codec = gossip_opts_codec(&g);       // NULL: exact running sums
+ */
+#ifndef PEER_GOSSIP_OPTS_H
+#define PEER_GOSSIP_OPTS_H
+
+#include "compress/cmp.h"
+
+typedef struct gossip_opts {
+    double shard_alpha;     /* <= 0 iid, else Dirichlet(alpha) */
+    long tau;               /* staleness bound, rounds */
+    const char *codec_text; /* "none" by default; "exact" = uncompressed float64 running sums */
+    double step;            /* consensus step; <= 0: gsp_default_step */
+    cmp_spec codec;         /* parsed by gossip_opts_check */
+} gossip_opts;
+
+enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP };
+
+#define GOSSIP_OPTS_LONG                                                                                          \
+    {"shard", required_argument, 0, GOPT_SHARD}, {"tau", required_argument, 0, GOPT_TAU},                        \
+        {"codec", required_argument, 0, GOPT_CODEC}, {                                                           \
+        "step", required_argument, 0, GOPT_STEP                                                                  \
+    }
+
+#define GOSSIP_OPTS_HELP                                                                                          \
+    "Gossip options:\n"                                                                                           \
+    "  --shard iid|dirichlet:ALPHA   how the training set is split over peers [iid]\n"                           \
+    "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"                                  \
+    "  --codec SPEC          message codec: none, fp16, bf16, topk:F, randk:F, qsgd:S,\n"                         \
+    "                        terngrad, natural, sign, stc:F (compress/FORMAT.md), or exact\n"                     \
+    "                        (uncompressed running sums in float64) [none]\n"                                     \
+    "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"                          \
+    "                        gossip/GUARANTEES.md]\n"
+
+void gossip_opts_defaults(gossip_opts *o);
+/* 1 if c is not a gossip option, 0 when handled, CLI_USAGE on a bad value. */
+int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg);
+/* Parses the codec spec; CLI_USAGE (message printed) when it is bad. */
+int gossip_opts_check(gossip_opts *o, const char *cmd);
+const cmp_spec *gossip_opts_codec(const gossip_opts *o);
+
+#endif

@@ -1,0 +1,40 @@
+/* One peer's local SGP computation, shared by the simulator and the networked
+ * peer so that both run exactly the same arithmetic:
+ *
+ *   z = x / w;  g = clip(grad f_i(z)) + wd * z;  x -= w * lr * momentum_step(g)
+ *
+ * (the step of z itself is lr * momentum_step(g), whatever w has become)
+ *
+ *   sgp_local l;
+ *   sgp_local_init(&l, &opts, &shard, peer_id, n_peers, n_params);
+ *   float loss = sgp_local_step(&l, &model, &gossip_peer, lr, &correct);
+ *   sgp_local_free(&l);
+ *
+ * The model is only a compute engine here: its parameter pointer is pointed
+ * at z for the step, so one nn_model serves any number of simulated peers.
+ * Weight decay is applied at z (the real parameters), not at the numerator x.
+ */
+#ifndef PEER_SGP_STEP_H
+#define PEER_SGP_STEP_H
+
+#include "gossip/gsp.h"
+#include "nn/nn_batch.h"
+#include "nn/nn_model.h"
+#include "nn/nn_optim.h"
+#include "peer/core/train_opts.h"
+
+typedef struct sgp_local {
+    nn_sgd opt;     /* momentum buffer; its weight_decay is 0 (applied at z here) */
+    nn_batcher batches;
+    float weight_decay;
+    double clip;    /* gradient norm limit (0: none), before weight decay */
+    int batch;      /* this peer's mini-batch */
+} sgp_local;
+
+/* batch: this peer's mini-batch size. Streams are seeded by (seed, peer). */
+int sgp_local_init(sgp_local *l, const train_opts *o, const nn_dataset *shard, int peer, int batch, size_t n_params);
+/* One step at the current round; returns the batch loss (0 for an empty shard). */
+float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
+void sgp_local_free(sgp_local *l);
+
+#endif

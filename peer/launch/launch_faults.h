@@ -1,0 +1,65 @@
+/* Fault injection for `sgp launch` (experiments and tests of peer/net/node.c's
+ * fault handling on real processes):
+ *
+ *   --kill PEER@ROUND              SIGKILL when PEER's log reaches ROUND
+ *   --restart PEER@ROUND[:SECONDS] SIGKILL, then start it again with --resume after SECONDS [1]
+ *   --stop PEER@ROUND:SECONDS      SIGSTOP, then SIGCONT after SECONDS
+ *   --slow PEER:FACTOR             PEER runs its rounds at 1/FACTOR of its speed (sgp peer --slow)
+ *
+ *   fault_plan p = {0};
+ *   fault_plan_add(&p, "--kill", "3@200", err, sizeof err);   // 1: not a fault option
+ *   ...
+ *   fault_plan_check(&p, n_peers, err, sizeof err);
+ *   every poll: fault_plan_tick(&p, rounds, pids, now, restart, ctx);
+ *
+ * Rounds are read from the peers' logs by polling, so a fault lands at the
+ * first poll that sees ROUND or later (a few rounds late on a fast run).
+ */
+#ifndef PEER_LAUNCH_FAULTS_H
+#define PEER_LAUNCH_FAULTS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define FAULT_MAX 256
+#define FAULT_MAX_PEERS 64
+
+typedef enum fault_kind { FAULT_KILL, FAULT_RESTART, FAULT_STOP } fault_kind;
+
+typedef struct fault {
+    fault_kind kind;
+    int peer;
+    long round;
+    double seconds; /* RESTART: delay before the restart; STOP: how long */
+    int stage;      /* 0 pending, 1 injected (waiting for its second half), 2 done */
+    double due;     /* when the second half (restart, SIGCONT) is due */
+} fault;
+
+typedef struct fault_plan {
+    fault f[FAULT_MAX];
+    int n;
+    double slow[FAULT_MAX_PEERS]; /* 0: not slowed */
+    int injected;                 /* faults injected so far (a restart counts once) */
+    double restarted_at[FAULT_MAX_PEERS]; /* when the peer was last started again (0: never) */
+} fault_plan;
+
+/* Take one option: 0 taken, 1 not a fault option, -1 bad value (err says why). */
+int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, size_t errlen);
+/* Every peer named must exist. 0 or -1. */
+int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen);
+
+/* Called when a fault kills a peer and wants it started again (with --resume). */
+typedef void (*fault_restart_fn)(void *ctx, int peer);
+
+/* Inject what is due. rounds[i]: peer i's latest logged round; pids[i]: its
+ * process (<= 0: none). Each injection is printed to out. */
+void fault_plan_tick(fault_plan *p, const long *rounds, const pid_t *pids, double now, fault_restart_fn restart,
+                     void *ctx);
+
+/* 1 if peer's exit was caused by a fault (a SIGKILL we sent). */
+int fault_plan_killed(const fault_plan *p, int peer);
+
+/* 1 while a restart of peer is still to come. */
+int fault_plan_restart_pending(const fault_plan *p, int peer);
+
+#endif

@@ -1,0 +1,692 @@
+/* The transport of peer/net/net.h: sockets, timers, the handshake pump and the
+ * frame reader. Every connection owns two libuv handles (its socket and its
+ * timer) and is freed when the second one's close callback has run; libuv
+ * calls pending connect and write callbacks (with UV_ECANCELED) before that,
+ * so they may still touch the connection. */
+#include "peer/net/net.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NET_CONNECT_TIMEOUT_MS 3000
+#define NET_HS_TIMEOUT_MS 5000 /* WIRE.md "Handshake": Limits */
+#define NET_BACKOFF_MIN_MS 100
+#define NET_BACKOFF_MAX_MS 5000
+/* Unauthenticated inbound connections cost memory and a timer each; a
+ * cluster has few members, so more than this at once is an attack or a bug. */
+#define NET_MAX_PENDING 64
+#define NET_RBUF_INIT 16384
+/* The initiator may have its first message and its AUTH flight in flight at
+ * once; they get their own slots so they never take the frames' ones. */
+#define NET_HS_SLOTS 2
+#define NET_SLOTS (NET_QUEUE_FRAMES + NET_HS_SLOTS)
+
+typedef struct net_slot {
+    uv_write_t req; /* first: write_cb gets back to the slot from the request */
+    uint8_t *buf;
+    size_t cap;
+    int busy;
+} net_slot;
+
+enum { C_CONNECTING, C_HS, C_UP, C_CLOSING };
+
+typedef struct net_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* connect timeout, then handshake deadline */
+    uv_connect_t connect;
+    net *n;
+    struct net_conn *prev, *next;
+    int peer; /* -1 until the handshake names it (inbound) */
+    int role, state, open_handles, pending, paused;
+    int draining; /* inside frames_drain: on_frame may resume reading */
+    sec_hs hs;
+    sec_session s;
+    uint8_t *rbuf; /* received bytes not yet used: rlen of rcap */
+    size_t rlen, rcap;
+    uint8_t *pt; /* the plaintext of the last frame */
+    size_t pt_cap;
+    net_slot slot[NET_SLOTS];
+} net_conn;
+
+typedef struct net_retry {
+    uv_timer_t timer; /* first: the close callback frees the struct */
+    net *n;
+    int peer;
+} net_retry;
+
+typedef struct net_peer {
+    int want;
+    net_conn *up;      /* the authenticated connection */
+    net_conn *dial;    /* our attempt in progress (higher ids only) */
+    net_retry *retry;  /* heap, made by net_want for higher ids */
+    uint32_t backoff_ms;
+} net_peer;
+
+static void net_log(net *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void net_log(net *n, const char *fmt, ...)
+{
+    char line[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n->cb.on_log)
+        n->cb.on_log(n->ctx, line);
+    else
+        fprintf(stderr, "net %d: %s\n", n->my_id, line);
+}
+
+static uint64_t rng_next(net *n)
+{
+    uint64_t z = (n->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    uint8_t *p = realloc(*buf, need);
+    if (!p)
+        return -ENOMEM;
+    *buf = p;
+    *cap = need;
+    return 0;
+}
+
+static int peer_addr(const cluster_peer *p, struct sockaddr_storage *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    if (p->family == CLUSTER_IPV4)
+        return uv_ip4_addr(p->host, p->port, (struct sockaddr_in *)sa);
+    if (p->family == CLUSTER_IPV6)
+        return uv_ip6_addr(p->host, p->port, (struct sockaddr_in6 *)sa);
+    return -EAFNOSUPPORT;
+}
+
+/* ---- connection lifetime ---------------------------------------------------- */
+
+static void schedule_retry(net *n, int peer);
+
+static void conn_free(net_conn *c)
+{
+    net *n = c->n;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        n->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    for (int i = 0; i < NET_SLOTS; i++)
+        free(c->slot[i].buf);
+    free(c->rbuf);
+    free(c->pt);
+    free(c);
+}
+
+static void conn_close_cb(uv_handle_t *h)
+{
+    net_conn *c = h->data;
+    if (--c->open_handles == 0)
+        conn_free(c);
+}
+
+static net_conn *conn_new(net *n, int role)
+{
+    net_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->rbuf = malloc(NET_RBUF_INIT);
+    int ok = c->rbuf != NULL;
+    for (int i = NET_QUEUE_FRAMES; i < NET_SLOTS && ok; i++) {
+        c->slot[i].buf = malloc(SEC_HS_OUT_MAX);
+        c->slot[i].cap = SEC_HS_OUT_MAX;
+        ok = c->slot[i].buf != NULL;
+    }
+    if (!ok) {
+        for (int i = 0; i < NET_SLOTS; i++)
+            free(c->slot[i].buf);
+        free(c->rbuf);
+        free(c);
+        return NULL;
+    }
+    c->rcap = NET_RBUF_INIT;
+    c->n = n;
+    c->peer = -1;
+    c->role = role;
+    c->state = role == SEC_INITIATOR ? C_CONNECTING : C_HS;
+    uv_tcp_init(n->loop, &c->tcp);
+    uv_timer_init(n->loop, &c->timer);
+    c->tcp.data = c->timer.data = c->connect.data = c;
+    c->open_handles = 2;
+    c->next = n->conns;
+    if (n->conns)
+        n->conns->prev = c;
+    n->conns = c;
+    return c;
+}
+
+/* why == NULL: no log line (shutdown). */
+static void conn_close(net_conn *c, int reason, const char *why)
+{
+    if (c->state == C_CLOSING)
+        return;
+    net *n = c->n;
+    c->state = C_CLOSING;
+    if (c->pending) {
+        n->n_pending--;
+        c->pending = 0;
+    }
+    sec_hs_free(&c->hs);
+    sec_session_free(&c->s);
+    uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
+    uv_close((uv_handle_t *)&c->timer, conn_close_cb);
+    if (why) {
+        if (c->peer >= 0)
+            net_log(n, "peer %d: connection closed: %s", c->peer, why);
+        else
+            net_log(n, "inbound connection closed: %s", why);
+    }
+    if (c->peer < 0)
+        return;
+    net_peer *p = &n->peers[c->peer];
+    if (p->dial == c)
+        p->dial = NULL;
+    if (p->up == c) {
+        p->up = NULL;
+        if (n->cb.on_down)
+            n->cb.on_down(n->ctx, c->peer, reason);
+    }
+    if (c->role == SEC_INITIATOR)
+        schedule_retry(n, c->peer);
+}
+
+static void timeout_cb(uv_timer_t *t)
+{
+    net_conn *c = t->data;
+    conn_close(c, -ETIMEDOUT, c->state == C_CONNECTING ? "connect timed out" : "handshake timed out");
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static void write_cb(uv_write_t *req, int status)
+{
+    net_slot *s = (net_slot *)req;
+    net_conn *c = req->data;
+    s->busy = 0;
+    if (status < 0 && status != UV_ECANCELED) {
+        char why[96];
+        snprintf(why, sizeof why, "write: %s", uv_strerror(status));
+        conn_close(c, status, why);
+    }
+}
+
+static int slot_write(net_conn *c, net_slot *s, size_t len)
+{
+    uv_buf_t b = uv_buf_init((char *)s->buf, (unsigned)len);
+    s->req.data = c;
+    int r = uv_write(&s->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+    if (r < 0)
+        return r;
+    s->busy = 1;
+    return 0;
+}
+
+static net_slot *free_slot(net_conn *c, int lo, int hi)
+{
+    for (int i = lo; i < hi; i++)
+        if (!c->slot[i].busy)
+            return &c->slot[i];
+    return NULL;
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    net_conn *c = h->data;
+    /* Room only up to the current frame's size, already checked against the
+     * limit (or the initial buffer while the prefix is incomplete): a length
+     * prefix never makes us allocate before it has been checked. A full
+     * buffer (len 0) reads as UV_ENOBUFS and closes the connection. */
+    buf->base = (char *)c->rbuf + c->rlen;
+    buf->len = c->rcap - c->rlen;
+}
+
+static void frames_drain(net_conn *c)
+{
+    net *n = c->n;
+    size_t off = 0;
+    c->draining = 1;
+    while (c->state == C_UP && !c->paused && c->rlen - off >= 4) {
+        int need = sec_frame_need(c->rbuf + off, c->rlen - off, c->s.max_frame);
+        if (need < 0) {
+            conn_close(c, need, need == -EMSGSIZE ? "frame length over the limit" : "frame length below the minimum");
+            return;
+        }
+        if (c->rlen - off < (size_t)need)
+            break;
+        if (grow(&c->pt, &c->pt_cap, (size_t)need - 4 - SEC_ABYTES + 1) < 0) {
+            conn_close(c, -ENOMEM, "out of memory for a frame");
+            return;
+        }
+        int m = sec_open(&c->s, c->rbuf + off, (size_t)need, c->pt, c->pt_cap);
+        if (m < 0) {
+            conn_close(c, m, m == -EBADMSG ? "frame fails authentication" : "frame refused");
+            return;
+        }
+        off += (size_t)need;
+        if (n->cb.on_frame)
+            n->cb.on_frame(n->ctx, c->peer, c->pt, (size_t)m);
+    }
+    c->draining = 0;
+    if (c->state == C_CLOSING)
+        return;
+    memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+    c->rlen -= off;
+    if (c->state == C_UP && c->rlen >= 4) {
+        int need = sec_frame_need(c->rbuf, c->rlen, c->s.max_frame);
+        if (need < 0) {
+            conn_close(c, need, need == -EMSGSIZE ? "frame length over the limit" : "frame length below the minimum");
+            return;
+        }
+        if (grow(&c->rbuf, &c->rcap, (size_t)need) < 0)
+            conn_close(c, -ENOMEM, "out of memory for a frame");
+    }
+}
+
+static void conn_up(net_conn *c)
+{
+    net *n = c->n;
+    int r = sec_hs_finish(&c->hs, &c->s);
+    if (r == 0 && n->max_frame < SEC_FRAME_MAX)
+        r = sec_session_set_max(&c->s, n->max_frame);
+    if (r < 0) {
+        conn_close(c, r, "handshake failed");
+        return;
+    }
+    uint32_t id = c->s.peer_id;
+    if (id >= (uint32_t)n->c->n_peers || id == (uint32_t)n->my_id) {
+        conn_close(c, -EPROTO, "handshake names an impossible peer");
+        return;
+    }
+    if (c->pending) {
+        n->n_pending--;
+        c->pending = 0;
+    }
+    c->peer = (int)id;
+    net_peer *p = &n->peers[id];
+    uv_timer_stop(&c->timer);
+    /* Replace only now that AUTH has verified (WIRE.md "Connections"). */
+    if (p->up && p->up != c)
+        conn_close(p->up, -ECONNRESET, "replaced by a new connection");
+    if (p->dial == c)
+        p->dial = NULL;
+    p->up = c;
+    p->backoff_ms = NET_BACKOFF_MIN_MS;
+    c->state = C_UP;
+    if (n->cb.on_up)
+        n->cb.on_up(n->ctx, c->peer);
+}
+
+/* Feed what was received to the handshake and send what it answers, until it
+ * needs more input or is done. 0, or -1 when the connection was closed. */
+static int hs_pump(net_conn *c)
+{
+    for (;;) {
+        int used = sec_hs_consume(&c->hs, c->rbuf, c->rlen);
+        if (used < 0) {
+            conn_close(c, used, c->hs.msg[0] ? c->hs.msg : "handshake refused");
+            return -1;
+        }
+        memmove(c->rbuf, c->rbuf + used, c->rlen - (size_t)used);
+        c->rlen -= (size_t)used;
+        net_slot *s = free_slot(c, NET_QUEUE_FRAMES, NET_SLOTS);
+        int out = 0;
+        if (s) {
+            out = sec_hs_produce(&c->hs, s->buf, s->cap);
+            if (out < 0) {
+                conn_close(c, out, c->hs.msg[0] ? c->hs.msg : "handshake failed");
+                return -1;
+            }
+            int r = out > 0 ? slot_write(c, s, (size_t)out) : 0;
+            if (r < 0) {
+                conn_close(c, r, "write failed during the handshake");
+                return -1;
+            }
+        } else if (sec_hs_want(&c->hs) == 0) {
+            /* Cannot happen with two slots; never spin on it. */
+            conn_close(c, -ENOBUFS, "handshake writes stuck");
+            return -1;
+        }
+        if (sec_hs_done(&c->hs)) {
+            conn_up(c);
+            return c->state == C_UP ? 0 : -1;
+        }
+        if (used == 0 && out == 0)
+            return 0;
+    }
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    net_conn *c = st->data;
+    if (nread == 0 || c->state == C_CLOSING)
+        return;
+    if (nread < 0) {
+        char why[96];
+        if (nread == UV_EOF)
+            snprintf(why, sizeof why, "closed by the other side");
+        else
+            snprintf(why, sizeof why, "read: %s", uv_strerror((int)nread));
+        conn_close(c, nread == UV_EOF ? -ECONNRESET : (int)nread, why);
+        return;
+    }
+    c->rlen += (size_t)nread;
+    if (c->state == C_HS && hs_pump(c) < 0)
+        return;
+    if (c->state == C_UP)
+        frames_drain(c);
+}
+
+/* ---- dialling and accepting ------------------------------------------------- */
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+    net_conn *c = req->data;
+    if (status == UV_ECANCELED || c->state == C_CLOSING)
+        return;
+    if (status < 0) {
+        char why[96];
+        snprintf(why, sizeof why, "connect: %s", uv_strerror(status));
+        conn_close(c, status, why);
+        return;
+    }
+    c->state = C_HS;
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_timer_start(&c->timer, timeout_cb, NET_HS_TIMEOUT_MS, 0);
+    int r = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (r < 0) {
+        conn_close(c, r, "read_start failed");
+        return;
+    }
+    hs_pump(c);
+}
+
+static void dial(net *n, int peer)
+{
+    net_peer *p = &n->peers[peer];
+    if (n->closing || p->dial || p->up)
+        return;
+    struct sockaddr_storage sa;
+    int r = peer_addr(&n->c->peers[peer], &sa);
+    if (r < 0) {
+        net_log(n, "peer %d: cannot dial %s: %s", peer, n->c->peers[peer].host,
+                r == -EAFNOSUPPORT ? "not an IP address" : uv_strerror(r));
+        return; /* a bad address stays bad: no retry */
+    }
+    net_conn *c = conn_new(n, SEC_INITIATOR);
+    if (!c) {
+        net_log(n, "peer %d: out of memory for a connection", peer);
+        schedule_retry(n, peer);
+        return;
+    }
+    c->peer = peer;
+    p->dial = c;
+    r = sec_hs_init(&c->hs, SEC_INITIATOR, (uint32_t)n->my_id, (uint32_t)peer, n->kp, cluster_pubkey_lookup,
+                    (void *)n->c, n->cid);
+    if (r < 0) {
+        conn_close(c, r, "handshake init failed");
+        return;
+    }
+    uv_timer_start(&c->timer, timeout_cb, NET_CONNECT_TIMEOUT_MS, 0);
+    r = uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr *)&sa, connect_cb);
+    if (r < 0) {
+        char why[96];
+        snprintf(why, sizeof why, "connect: %s", uv_strerror(r));
+        conn_close(c, r, why);
+    }
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+    net_retry *rt = (net_retry *)t;
+    dial(rt->n, rt->peer);
+}
+
+static void schedule_retry(net *n, int peer)
+{
+    net_peer *p = &n->peers[peer];
+    if (n->closing || !p->want || !p->retry || p->dial || p->up)
+        return;
+    uint64_t delay = p->backoff_ms + rng_next(n) % (p->backoff_ms / 2 + 1);
+    p->backoff_ms = p->backoff_ms * 2 > NET_BACKOFF_MAX_MS ? NET_BACKOFF_MAX_MS : p->backoff_ms * 2;
+    uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    net *n = server->data;
+    if (status < 0) {
+        net_log(n, "accept: %s", uv_strerror(status));
+        return;
+    }
+    net_conn *c = conn_new(n, SEC_RESPONDER);
+    if (!c) {
+        net_log(n, "out of memory for an inbound connection");
+        return;
+    }
+    int r = uv_accept(server, (uv_stream_t *)&c->tcp);
+    if (r < 0) {
+        conn_close(c, r, "accept failed");
+        return;
+    }
+    if (n->n_pending >= NET_MAX_PENDING) {
+        conn_close(c, -EBUSY, "too many handshakes in progress");
+        return;
+    }
+    c->pending = 1;
+    n->n_pending++;
+    r = sec_hs_init(&c->hs, SEC_RESPONDER, (uint32_t)n->my_id, SEC_ANY_PEER, n->kp, cluster_pubkey_lookup,
+                    (void *)n->c, n->cid);
+    if (r == 0)
+        r = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (r < 0) {
+        conn_close(c, r, "handshake init failed");
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_timer_start(&c->timer, timeout_cb, NET_HS_TIMEOUT_MS, 0);
+}
+
+/* ---- public ----------------------------------------------------------------- */
+
+static void free_handle_cb(uv_handle_t *h) { free(h); }
+
+int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_keypair *kp, const net_callbacks *cb,
+             void *ctx)
+{
+    if (!n)
+        return -EINVAL;
+    memset(n, 0, sizeof *n);
+    if (!loop || !c || !kp || !cb || my_id < 0 || my_id >= c->n_peers)
+        return -EINVAL;
+    int r = sec_init();
+    if (r < 0)
+        return r;
+    n->loop = loop;
+    n->c = c;
+    n->kp = kp;
+    n->my_id = my_id;
+    n->cb = *cb;
+    n->ctx = ctx;
+    n->max_frame = SEC_FRAME_MAX;
+    n->closing = 1; /* until the listener is up: net_want does nothing */
+    cluster_id(c, n->cid);
+    for (int i = 0; i < 8; i++)
+        n->rng = n->rng << 8 | n->cid[i];
+    n->rng ^= (uint64_t)my_id * 0x9e3779b97f4a7c15ull;
+    n->peers = calloc((size_t)c->n_peers, sizeof *n->peers);
+    if (!n->peers)
+        return -ENOMEM;
+    for (int i = 0; i < c->n_peers; i++)
+        n->peers[i].backoff_ms = NET_BACKOFF_MIN_MS;
+
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+        signal(SIGPIPE, SIG_IGN);
+
+    struct sockaddr_storage sa;
+    r = peer_addr(&c->peers[my_id], &sa);
+    if (r < 0)
+        return r;
+    n->listener = malloc(sizeof *n->listener);
+    if (!n->listener)
+        return -ENOMEM;
+    uv_tcp_init(loop, n->listener);
+    n->listener->data = n;
+    r = uv_tcp_bind(n->listener, (const struct sockaddr *)&sa, 0);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)n->listener, 128, on_connection);
+    if (r < 0) {
+        char addr[CLUSTER_HOST_MAX + 16];
+        cluster_peer_addr(&c->peers[my_id], addr, sizeof addr);
+        net_log(n, "listen on %s: %s", addr, uv_strerror(r));
+        uv_close((uv_handle_t *)n->listener, free_handle_cb);
+        n->listener = NULL;
+        return r;
+    }
+    n->closing = 0;
+    return 0;
+}
+
+int net_want(net *n, int peer)
+{
+    if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers || peer == n->my_id)
+        return -EINVAL;
+    net_peer *p = &n->peers[peer];
+    p->want = 1;
+    if (peer < n->my_id || n->closing)
+        return 0;
+    if (!p->retry) {
+        p->retry = malloc(sizeof *p->retry);
+        if (!p->retry)
+            return -ENOMEM;
+        uv_timer_init(n->loop, &p->retry->timer);
+        p->retry->n = n;
+        p->retry->peer = peer;
+    }
+    dial(n, peer);
+    return 0;
+}
+
+int net_set_max_frame(net *n, size_t max_frame)
+{
+    if (!n || max_frame < SEC_FRAME_MIN || max_frame > SEC_FRAME_MAX)
+        return -EINVAL;
+    n->max_frame = max_frame;
+    return 0;
+}
+
+static net_conn *up_conn(const net *n, int peer)
+{
+    if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers)
+        return NULL;
+    return n->peers[peer].up;
+}
+
+int net_send(net *n, int peer, const void *msg, size_t len)
+{
+    if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers || (!msg && len))
+        return -EINVAL;
+    net_conn *c = n->peers[peer].up;
+    if (!c)
+        return -ENOTCONN;
+    if (len > c->s.max_frame - SEC_ABYTES)
+        return -EMSGSIZE;
+    net_slot *s = free_slot(c, 0, NET_QUEUE_FRAMES);
+    if (!s)
+        return -EAGAIN;
+    if (grow(&s->buf, &s->cap, sec_seal_bound(len)) < 0)
+        return -ENOMEM;
+    int m = sec_seal(&c->s, msg ? msg : "", len, s->buf, s->cap);
+    if (m < 0) {
+        conn_close(c, m, "seal failed");
+        return m;
+    }
+    int r = slot_write(c, s, (size_t)m);
+    if (r < 0) {
+        /* The frame took a nonce: the stream cannot go on without it. */
+        char why[96];
+        snprintf(why, sizeof why, "write: %s", uv_strerror(r));
+        conn_close(c, r, why);
+        return r;
+    }
+    return 0;
+}
+
+int net_busy(const net *n, int peer)
+{
+    net_conn *c = up_conn(n, peer);
+    return !c || !free_slot(c, 0, NET_QUEUE_FRAMES);
+}
+
+int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
+
+int net_read_pause(net *n, int peer, int paused)
+{
+    net_conn *c = up_conn(n, peer);
+    if (!c)
+        return -ENOTCONN;
+    if (paused) {
+        c->paused = 1;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        return 0;
+    }
+    if (!c->paused)
+        return 0;
+    c->paused = 0;
+    int r = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (r < 0) {
+        conn_close(c, r, "read_start failed");
+        return r;
+    }
+    /* From inside on_frame, the drain in progress goes on by itself. */
+    if (!c->draining)
+        frames_drain(c);
+    return 0;
+}
+
+void net_close(net *n)
+{
+    if (!n || !n->loop)
+        return;
+    n->closing = 1;
+    if (n->listener) {
+        uv_close((uv_handle_t *)n->listener, free_handle_cb);
+        n->listener = NULL;
+    }
+    for (int i = 0; n->peers && i < n->c->n_peers; i++)
+        if (n->peers[i].retry) {
+            uv_close((uv_handle_t *)&n->peers[i].retry->timer, free_handle_cb);
+            n->peers[i].retry = NULL;
+        }
+    for (net_conn *c = n->conns; c; c = c->next)
+        conn_close(c, -ECANCELED, NULL);
+}
+
+void net_free(net *n)
+{
+    if (!n)
+        return;
+    free(n->peers);
+    memset(n, 0, sizeof *n);
+}

@@ -1,0 +1,126 @@
+/* The transport: one TCP connection per pair of peers, the handshake and the
+ * encrypted frames of peer/net/WIRE.md (Connections, Handshake, Frames) put on
+ * libuv sockets. No gossip here: it moves opaque plaintext messages.
+ *
+ *   static void up(void *ctx, int peer) { ... }                 // authenticated
+ *   static void down(void *ctx, int peer, int reason) { ... }   // -errno
+ *   static void frame(void *ctx, int peer, const uint8_t *m, size_t len) { ... }
+ *
+ *   net_callbacks cb = {.on_up = up, .on_down = down, .on_frame = frame};
+ *   net n;
+ *   if (net_init(&n, loop, &cluster, my_id, &kp, &cb, ctx) < 0) ...
+ *   for (each in- or out-neighbour j) net_want(&n, j);   // we dial the higher ids
+ *   ...
+ *   int r = net_send(&n, j, msg, len);   // -EAGAIN: keep the share, try later
+ *   ...
+ *   net_close(&n);        // closes every handle (on_down fires for live peers)
+ *   uv_run(loop, UV_RUN_DEFAULT);       // until every close callback has run
+ *   net_free(&n);
+ *
+ * Only the lower id dials (WIRE.md "Connections"): net_want(j) for j > my_id
+ * connects to j and keeps reconnecting with exponential backoff (100 ms
+ * doubling to 5 s, plus up to 50 % jitter from a generator seeded by the
+ * cluster id and my_id) for as long as the run lasts; for j < my_id it only
+ * records the wish, and j dials us. Inbound connections from any cluster
+ * member are accepted; one whose AUTH verifies replaces an older connection
+ * with the same peer. Connect attempts time out after 3 s, handshakes after
+ * 5 s. Any failure (handshake, authentication, an oversize length prefix, a
+ * socket error) closes that connection only, with a one-line reason through
+ * on_log (stderr when NULL); the process keeps running.
+ *
+ * Backpressure: each connection has NET_QUEUE_FRAMES write slots. A frame
+ * holds its slot until the kernel has taken all of its bytes, so at most
+ * NET_QUEUE_FRAMES frames per peer are ever buffered in user space, and
+ * net_send says -EAGAIN instead of queueing more. The caller keeps what it
+ * wanted to send (the project's rule for gossip shares) and tries later.
+ * Read and write buffers grow to the largest frame seen (the read buffer only
+ * once a length prefix has passed the limit) and are kept, so a steady run
+ * allocates nothing per message.
+ *
+ * SIGPIPE: libuv writes with write(2), which raises SIGPIPE on a connection
+ * the peer has reset. net_init sets SIGPIPE to SIG_IGN when it is still at its
+ * default (a handler the program installed is left alone), so a dead peer
+ * turns into an EPIPE write error that closes that one connection.
+ *
+ * Addresses are taken from the cluster file and must be IPv4 or IPv6
+ * literals: host names are not resolved (-EAFNOSUPPORT). Single-threaded:
+ * every call from the loop's thread. Callbacks may call net_send, net_close
+ * and the other functions here.
+ */
+#ifndef PEER_NET_H
+#define PEER_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "peer/net/cluster.h"
+#include "peer/sec/sec.h"
+
+#define NET_QUEUE_FRAMES 2 /* frames per connection handed to the kernel but not yet taken */
+
+typedef struct net_callbacks {
+    void (*on_up)(void *ctx, int peer);                /* handshake done: net_send works */
+    void (*on_down)(void *ctx, int peer, int reason);  /* only after on_up; reason is -errno */
+    void (*on_frame)(void *ctx, int peer, const uint8_t *msg, size_t len); /* msg valid during the call */
+    void (*on_log)(void *ctx, const char *line);       /* one line, no newline; NULL: stderr */
+} net_callbacks;
+
+struct net_peer;
+struct net_conn;
+
+typedef struct net {
+    uv_loop_t *loop;
+    const cluster *c;  /* borrowed, like kp: both must outlive the net */
+    const sec_keypair *kp;
+    int my_id;
+    net_callbacks cb;
+    void *ctx;
+    uint8_t cid[SEC_CLUSTER_ID_BYTES];
+    uv_tcp_t *listener;      /* heap: freed in its close callback */
+    struct net_peer *peers;  /* by id */
+    struct net_conn *conns;  /* every connection not yet freed */
+    int n_pending;           /* inbound connections still in their handshake */
+    size_t max_frame;        /* for new sessions */
+    uint64_t rng;
+    int closing;
+} net;
+
+/* Listen on my_id's address from the cluster. 0, -EINVAL, -ENOMEM,
+ * -EAFNOSUPPORT (a host name), or the bind/listen error (-EADDRINUSE, ...).
+ * On failure too, the caller runs net_close, the loop and net_free. */
+int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_keypair *kp, const net_callbacks *cb,
+             void *ctx);
+
+/* We exchange messages with peer: dial it (if it has the higher id) and keep
+ * the connection up. 0, -EINVAL (out of range or my_id), -ENOMEM. */
+int net_want(net *n, int peer);
+
+/* Lower the frame limit (ciphertext bytes, WIRE.md MAX_FRAME) for the
+ * connections set up from now on. 0 or -EINVAL. */
+int net_set_max_frame(net *n, size_t max_frame);
+
+/* Seal msg into one frame and hand it to the kernel. 0, -ENOTCONN (peer not
+ * up), -EAGAIN (its write slots are all taken: keep the message), -EMSGSIZE,
+ * -EINVAL, -ENOMEM, or a socket error (which also closes the connection). */
+int net_send(net *n, int peer, const void *msg, size_t len);
+
+/* 1 when net_send(peer) would be refused right now (not up, or busy), else 0. */
+int net_busy(const net *n, int peer);
+
+/* 1 when peer's connection is up. */
+int net_is_up(const net *n, int peer);
+
+/* Stop (paused = 1) or resume reading from peer: the receiver's side of flow
+ * control, and how tests make a slow reader. Frames already received are
+ * delivered on resume. 0 or -ENOTCONN. */
+int net_read_pause(net *n, int peer, int paused);
+
+/* Close the listener, every connection and every timer; idempotent. The
+ * caller then runs the loop until it returns. */
+void net_close(net *n);
+
+/* Release what is left; call after the loop has run out. Safe on a zeroed net. */
+void net_free(net *n);
+
+#endif

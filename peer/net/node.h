@@ -1,0 +1,79 @@
+/* One networked SGP peer: the training loop of peer/sim/sim.c on real sockets.
+ *
+ *   node_config c;
+ *   node_config_defaults(&c);            // then: cluster, id, key, topology, data, codec, ...
+ *   node_result r;
+ *   int rc = node_run(&c, &r, err, sizeof err);   // returns when training is done or stopped
+ *
+ * The arithmetic is exactly the simulator's (same seeds, shards, local step,
+ * codec seeds, and with tau = 0 the same absorb rule: at the start of round r
+ * the messages of earlier rounds, in (sender, seq) order), so a synchronous
+ * run gives the model `sgp sim` gives. Threads: the libuv loop owns the
+ * gossip state and the sockets; each local step runs on libuv's thread pool
+ * (uv_queue_work) while the loop keeps receiving. Between queue_work and its
+ * completion only the worker touches x (the loop only appends to the inbox),
+ * so nothing is shared at the same time and no lock is needed.
+ *
+ * Faults (gossip/GUARANTEES.md "Stragglers, leave and join" has the rules):
+ * heartbeats keep every connection audible; a neighbour silent or
+ * disconnected for dead_timeout is routed around; a round waits for a late
+ * neighbour only until a deadline derived from recent round times, after
+ * which that neighbour is not waited for until it is on time again; a peer
+ * far behind the rounds it hears jumps to them; checkpoints are periodic and
+ * on SIGTERM; --resume restores one or pulls the model from a neighbour.
+ */
+#ifndef PEER_NODE_H
+#define PEER_NODE_H
+
+#include <stdio.h>
+
+#include "compress/cmp.h"
+#include "nn/nn_data.h"
+#include "peer/net/cluster.h"
+#include "peer/sec/sec.h"
+#include "peer/core/train_opts.h"
+#include "topologies/topo.h"
+
+typedef struct node_config {
+    train_opts train;      /* train.batch is the TOTAL batch, as in sgp sim */
+    const cluster *cluster;
+    const sec_keypair *key;
+    const topo *topology;
+    int id;
+    double shard_alpha;
+    int tau;
+    const cmp_spec *codec; /* NULL: uncompressed float64 running sums */
+    double step;           /* consensus step; <= 0: gsp_default_step */
+    double dead_timeout;   /* seconds a neighbour may be silent or disconnected before it is routed around */
+    double round_timeout;  /* seconds a round may wait for messages before starting anyway (the cap) */
+    double round_deadline; /* seconds a round waits for a late neighbour; <= 0: derived (node.c, deadline_seconds) */
+    const char *checkpoint; /* checkpoint file (peer/store/ckpt.h), or NULL for none */
+    double checkpoint_every; /* seconds between periodic checkpoints; <= 0: only when stopping */
+    int resume;            /* restore from the checkpoint; without one, pull the model from a neighbour */
+    double slow;           /* experiments: each local step takes this many times its compute time (>= 1) */
+    FILE *log;             /* JSON lines per round, or NULL */
+    FILE *progress;        /* per-epoch lines, or NULL */
+} node_config;
+
+typedef struct node_result {
+    long rounds;
+    float test_accuracy, test_loss; /* this peer's own de-biased model */
+    float train_loss;
+    uint64_t bytes_sent, bytes_received, messages_sent, messages_absorbed, send_refused;
+    double mean_staleness, wall_seconds;
+    size_t parameters;
+    float *model; /* z at the end, owned */
+    double weight; /* w at the end: the launcher's average model is sum w z / sum w = sum x / sum w */
+    long local_steps;            /* rounds computed here (catching up skips rounds) */
+    long neighbours_lost, late_marks, catch_ups, checkpoints;
+    long start_round;            /* 0, or the round it resumed or joined at */
+} node_result;
+
+void node_config_defaults(node_config *c);
+/* 0, or a negative errno with a one-line message. SIGINT/SIGTERM stop it
+ * cleanly (goodbye to the neighbours, every handle closed). */
+int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *test, node_result *r, char *err,
+             size_t errlen);
+void node_result_free(node_result *r);
+
+#endif

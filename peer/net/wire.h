@@ -1,0 +1,172 @@
+/* The message layer of the sgp wire (peer/net/WIRE.md, "Messages"): plaintext
+ * msgpack bytes in and out. No sockets, no crypto, no allocation.
+ *
+ *   // sending: one buffer, sized once, holds any message this peer sends
+ *   size_t cap = wire_push_bound(dim, codec ? cmp_bound(codec, dim) : 0);
+ *   uint8_t *buf = malloc(cap);
+ *   long len = wire_encode_push(buf, cap, &msgs[k]);     // a gsp_msg from gsp_emit
+ *   ... encrypt buf[0 .. len) into a frame ...
+ *
+ *   // receiving: decode a view of the plaintext, then copy tensors out aligned
+ *   void *scratch = malloc(wire_push_scratch_bound(dim)); // sized once
+ *   wire_msg m;
+ *   wire_err e;
+ *   if (wire_decode(&m, plain, plain_len, &e) < 0) {
+ *       log("peer %d: malformed message at byte %zu: %s: %s", peer, e.offset, e.field, e.why);
+ *       ... close the connection ...
+ *   }
+ *   if (m.type == WIRE_PUSH) {
+ *       if (m.push.dim != dim) ... protocol error ...
+ *       gsp_msg g;
+ *       wire_push_to_gsp(&m, &g, scratch, wire_push_scratch_bound(dim));
+ *       g.src = peer, g.dst = self;                       // the connection knows them
+ *       gsp_absorb(&gsp, &g);
+ *   }
+ *
+ * Encoding uses msgpack-c's packer writing into the caller's buffer; decoding
+ * uses a bounded reader of our own that understands only the msgpack types
+ * the schema uses, because msgpack-c's unpacker allocates according to counts
+ * it reads from the input. A decoded message is a view: its byte fields point
+ * into the input, which must outlive it. Tensor bytes inside a msgpack buffer
+ * are unaligned and little-endian, so RAW and SYNC tensors reach gossip/ only
+ * through wire_push_to_gsp's copy; a DELTA payload is bytes that compress/
+ * reads in place.
+ *
+ * Every message the encoder produces is one the decoder accepts: both run the
+ * same schema checks, and the encoder refuses (-EINVAL) what a peer would
+ * reject, so a local bug surfaces here and not as a dropped connection at the
+ * other end.
+ */
+#ifndef WIRE_H
+#define WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gossip/gsp.h"
+
+#define WIRE_VERSION 2
+
+/* Largest dim a PUSH may declare. WIRE.md caps a frame at 1 GiB and a SYNC
+ * carries 12 bytes per parameter, so 2^26 (805 MB of SYNC) is the largest
+ * power of two whose SYNC still fits a frame; 2^28 would need 3 GiB. */
+#define WIRE_MAX_DIM ((size_t)1 << 26)
+/* GOODBYE reason, bytes of UTF-8. */
+#define WIRE_REASON_MAX 128
+/* AUTH: BLAKE2b-256 of the handshake transcript. */
+#define WIRE_HASH_LEN 32
+/* Largest encoding of a PUSH without its payload bytes: array header, type,
+ * round, seq, incarnation (uint64 each at worst), kind, w_total (float64),
+ * gain, step (float32), dim (uint64), bin32 header. */
+#define WIRE_PUSH_HEADER_MAX 63
+
+typedef enum wire_type {
+    WIRE_AUTH = 0,
+    WIRE_PUSH = 1,
+    WIRE_NACK = 2,
+    WIRE_HEARTBEAT = 3,
+    WIRE_GOODBYE = 4,
+    WIRE_MODEL_REQUEST = 5,
+    WIRE_MODEL = 6,
+} wire_type;
+
+/* A PUSH as it travels. payload is the one bin of the message: RAW = dim
+ * float64, SYNC = dim float64 then dim float32 (both little-endian, and not
+ * aligned when decoded: use wire_push_to_gsp), DELTA = a compress/ message. */
+typedef struct wire_push {
+    long round;
+    uint64_t seq;
+    uint64_t incarnation;
+    gsp_kind kind;
+    double w_total;
+    float gain, step;
+    size_t dim;
+    const uint8_t *payload;
+    size_t payload_len;
+} wire_push;
+
+typedef struct wire_msg {
+    wire_type type;
+    union {
+        struct {
+            const uint8_t *hash; /* WIRE_HASH_LEN bytes */
+        } auth;
+        wire_push push;
+        struct {
+            uint64_t seq; /* the last seq the receiver applied (0: none yet) */
+        } nack;
+        struct {
+            long round;
+        } heartbeat;
+        struct {
+            const char *reason; /* len bytes of UTF-8, NOT NUL-terminated */
+            size_t len;
+        } goodbye;
+        struct {
+            size_t dim; /* the asker's model size: the answer must match it */
+        } model_request;
+        struct {
+            long round;           /* the round the asker enters at */
+            size_t dim;
+            const uint8_t *hash;  /* WIRE_HASH_LEN bytes: BLAKE2b-256 of payload */
+            const uint8_t *payload; /* 4 * dim bytes: the model z, float32 little-endian */
+        } model;
+    };
+} wire_msg;
+
+/* Where and why a decode failed: offset of the msgpack item at fault, the
+ * field ("seq", "array", ...) and a short reason. Static strings. */
+typedef struct wire_err {
+    size_t offset;
+    const char *field;
+    const char *why;
+} wire_err;
+
+/* Bytes that hold any message a peer with vectors of dim values sends, given
+ * that its DELTA payloads are at most payload_len bytes (cmp_bound of its
+ * codec; 0 without one). Covers every other message type too (a MODEL
+ * of dim values is smaller than a SYNC).
+ * Returns 0 if dim > WIRE_MAX_DIM (such a message cannot be encoded). */
+size_t wire_push_bound(size_t dim, size_t payload_len);
+
+/* Scratch bytes wire_push_to_gsp needs for a PUSH of dim values (any kind;
+ * includes slack to align the caller's pointer). 0 if dim > WIRE_MAX_DIM. */
+size_t wire_push_scratch_bound(size_t dim);
+
+/* Encoders: write one message into out[0 .. cap) and return its length,
+ * -ENOSPC if it does not fit (out then holds garbage up to cap), or -EINVAL
+ * if the message breaks the schema (nothing written). */
+long wire_encode_auth(uint8_t *out, size_t cap, const uint8_t hash[WIRE_HASH_LEN]);
+/* m->src and m->dst are not sent (the connection implies them). RAW needs
+ * x_total, SYNC x_total and ref, DELTA payload (payload_len >= 1); gain and
+ * step travel for every kind (gossip/ sets them to 0 for RAW and SYNC). */
+long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m);
+long wire_encode_nack(uint8_t *out, size_t cap, uint64_t seq);
+long wire_encode_heartbeat(uint8_t *out, size_t cap, long round);
+long wire_encode_goodbye(uint8_t *out, size_t cap, const char *reason, size_t len);
+long wire_encode_model_request(uint8_t *out, size_t cap, size_t dim);
+/* The model z (dim floats, host order) and the BLAKE2b-256 of its
+ * little-endian bytes, which the caller computes (wire/ does no crypto). */
+long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, size_t dim,
+                       const uint8_t hash[WIRE_HASH_LEN]);
+/* Any decoded (or hand-built) message; a PUSH payload is copied as bytes. */
+long wire_encode(uint8_t *out, size_t cap, const wire_msg *m);
+
+/* Decode exactly one message from buf[0 .. len). Returns 0, -EBADMSG (the
+ * bytes are not a valid version-1 message; *m is zeroed and err, if not NULL,
+ * says where), or -EINVAL (NULL m, or NULL buf with len > 0). Never reads
+ * outside buf, never allocates, and costs O(len) at most (O(1) past the
+ * header for PUSH: tensor bytes are not looked at). */
+int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err);
+
+/* A decoded PUSH as a gsp_msg: RAW/SYNC tensors are copied into scratch
+ * (aligned, host byte order), a DELTA payload points into the decoded buffer.
+ * out->src and out->dst are set to -1: the caller fills them in. Returns 0,
+ * -EINVAL (not a PUSH, or one that breaks the schema), or -ENOSPC (scratch_len
+ * < what this message needs; wire_push_scratch_bound(dim) always suffices). */
+int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scratch_len);
+
+/* "AUTH", "PUSH", ... or "?" for logs. */
+const char *wire_type_name(int type);
+
+#endif

@@ -1,0 +1,794 @@
+/* Keys, the handshake and frames (peer/net/WIRE.md). libsodium does the
+ * cryptography; this file decides what is hashed, in which order, and what
+ * is refused. The input is untrusted: every length is checked before use,
+ * nothing is allocated according to a length read from the wire, and every
+ * secret is wiped as soon as it has been used. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "peer/sec/sec.h"
+
+_Static_assert(SEC_KEY_BYTES == crypto_kx_PUBLICKEYBYTES && SEC_KEY_BYTES == crypto_kx_SECRETKEYBYTES &&
+                   SEC_KEY_BYTES == crypto_scalarmult_BYTES && SEC_KEY_BYTES == crypto_scalarmult_SCALARBYTES,
+               "kx keys are X25519 keys");
+_Static_assert(SEC_HEADER_BYTES == crypto_secretstream_xchacha20poly1305_HEADERBYTES, "stream header");
+_Static_assert(SEC_ABYTES == crypto_secretstream_xchacha20poly1305_ABYTES, "stream overhead");
+_Static_assert(SEC_KEY_B64 == sodium_base64_ENCODED_LEN(SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL), "b64");
+_Static_assert(SEC_FRAME_MAX <= INT_MAX - 4, "frame sizes are returned as int");
+
+static const uint8_t MAGIC[4] = {'S', 'G', 'P', '1'};
+/* crypto_generichash wants a key of at least 16 bytes; this one is exactly 16. */
+static const char KDF_KEY[] = "sgp-v1 handshake";
+_Static_assert(sizeof KDF_KEY - 1 == crypto_generichash_KEYBYTES_MIN, "KDF key length");
+
+/* Everything secret about one connection, in one sodium_malloc block so that
+ * it sits between guard pages, is kept out of swap and core dumps, and is
+ * wiped by sodium_free. The handshake hands the same block to the session. */
+struct sec_secret {
+    crypto_generichash_state h;
+    crypto_secretstream_xchacha20poly1305_state tx, rx;
+    uint8_t e_sk[SEC_KEY_BYTES];
+    uint8_t dh[3][SEC_KEY_BYTES];
+    uint8_t k[64]; /* first half keys I -> R, second half R -> I */
+};
+/* sodium_malloc puts the block against the end of a page, so the block is
+ * only as aligned as its size is a multiple of the alignment. */
+#define SECRET_SIZE ((sizeof(struct sec_secret) + 63) & ~(size_t)63)
+
+enum { ST_DONE = 0, ST_MSG1, ST_MSG2, ST_HEADER, ST_LEN, ST_AUTH };
+
+static const size_t STAGE_BYTES[] = {
+    [ST_DONE] = 0,
+    [ST_MSG1] = SEC_MSG1_BYTES,
+    [ST_MSG2] = SEC_MSG2_BYTES,
+    [ST_HEADER] = SEC_HEADER_BYTES,
+    [ST_LEN] = 4,
+    [ST_AUTH] = SEC_AUTH_BYTES + SEC_ABYTES,
+};
+
+static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> 8 * i);
+}
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void set_err(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t cap, const char *fmt, ...)
+{
+    if (!err || !cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+}
+
+int sec_init(void) { return sodium_init() < 0 ? -EIO : 0; }
+
+/* ---- keys ------------------------------------------------------------------ */
+
+int sec_keypair_generate(sec_keypair *kp)
+{
+    if (!kp)
+        return -EINVAL;
+    memset(kp, 0, sizeof *kp);
+    if (sec_init() < 0)
+        return -EIO;
+    if (!(kp->sk = sodium_malloc(SEC_KEY_BYTES)))
+        return -ENOMEM;
+    crypto_kx_keypair(kp->pk, kp->sk);
+    sodium_mprotect_readonly(kp->sk);
+    return 0;
+}
+
+void sec_keypair_free(sec_keypair *kp)
+{
+    if (!kp)
+        return;
+    sodium_free(kp->sk); /* wipes; fine on read-only memory and on NULL */
+    memset(kp, 0, sizeof *kp);
+}
+
+static int is_b64(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+}
+
+/* Decode exactly one key's worth of canonical base64 into out (which may be
+ * sodium memory); scratch holds SEC_KEY_B64 bytes and is wiped. */
+static int key_decode(uint8_t *out, const char *text, size_t len, char *scratch, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    size_t i = 0;
+    while (i < len && is_b64(text[i]))
+        i++;
+    size_t pad = 0;
+    while (i + pad < len && text[i + pad] == '=' && pad < 2)
+        pad++;
+    if (i + pad != len || len % 4) {
+        *why = "not base64";
+        return -EINVAL;
+    }
+    if (len != SEC_KEY_B64 - 1) {
+        *why = "wrong length: a key is 32 bytes (44 base64 characters)";
+        return -EINVAL;
+    }
+    /* 44 characters are 32 bytes only with exactly one '=' (none: 33, two: 31). */
+    if (pad != 1) {
+        *why = "wrong length: a key is 32 bytes (44 base64 characters)";
+        return -EINVAL;
+    }
+    size_t got = 0;
+    const char *end = NULL;
+    if (sodium_base642bin(out, SEC_KEY_BYTES, text, len, NULL, &got, &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        end != text + len || got != SEC_KEY_BYTES) {
+        sodium_memzero(out, SEC_KEY_BYTES);
+        *why = "not canonical base64";
+        return -EINVAL;
+    }
+    /* One spelling per key: the 2 unused bits before the '=' must be 0, or
+     * two different texts would name the same key. libsodium checks this
+     * already; checking again costs nothing and does not depend on it. */
+    sodium_bin2base64(scratch, SEC_KEY_B64, out, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
+    int same = memcmp(scratch, text, len) == 0;
+    sodium_memzero(scratch, SEC_KEY_B64);
+    if (!same) {
+        sodium_memzero(out, SEC_KEY_BYTES);
+        *why = "not canonical base64";
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void sec_pubkey_encode(const uint8_t pk[SEC_KEY_BYTES], char out[SEC_KEY_B64])
+{
+    sodium_bin2base64(out, SEC_KEY_B64, pk, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
+}
+
+int sec_pubkey_decode(uint8_t pk[SEC_KEY_BYTES], const char *text, size_t len, const char **why)
+{
+    char scratch[SEC_KEY_B64];
+    uint8_t tmp[SEC_KEY_BYTES];
+    if (!pk || (!text && len))
+        return -EINVAL;
+    int rc = key_decode(tmp, text ? text : "", len, scratch, why);
+    if (rc == 0)
+        memcpy(pk, tmp, SEC_KEY_BYTES);
+    return rc;
+}
+
+/* A key file: one key line, an optional final newline (LF or CRLF). The text
+ * lands in buf (cap bytes, sodium memory for secret keys). */
+#define KEY_FILE_MAX 128
+
+static int read_key_file(const char *path, int secret, char *buf, size_t *len, char *err, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        set_err(err, cap, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0) {
+        rc = -errno;
+        set_err(err, cap, "%s: %s", path, strerror(-rc));
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = -EINVAL;
+        set_err(err, cap, "%s: not a regular file", path);
+    } else if (secret && (st.st_mode & (S_IRWXG | S_IRWXO))) {
+        /* ssh's rule: a secret others can read is no longer a secret, and
+         * saying so loudly beats using it. */
+        rc = -EACCES;
+        set_err(err, cap, "%s: permissions %04o are too open: a secret key must be accessible by its owner only "
+                          "(chmod 600 %s)",
+                path, (unsigned)(st.st_mode & 07777), path);
+    } else if (st.st_size > KEY_FILE_MAX) {
+        rc = -EBADMSG;
+        set_err(err, cap, "%s: not a key file (%lld bytes)", path, (long long)st.st_size);
+    }
+    size_t n = 0;
+    while (rc == 0) {
+        ssize_t r = read(fd, buf + n, KEY_FILE_MAX + 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -errno;
+            set_err(err, cap, "%s: %s", path, strerror(-rc));
+        } else if (r == 0) {
+            break;
+        } else if ((n += (size_t)r) > KEY_FILE_MAX) {
+            rc = -EBADMSG;
+            set_err(err, cap, "%s: not a key file (too long)", path);
+        }
+    }
+    close(fd);
+    if (rc < 0)
+        return rc;
+    if (n && buf[n - 1] == '\n')
+        n--;
+    if (n && buf[n - 1] == '\r')
+        n--;
+    *len = n;
+    return 0;
+}
+
+int sec_keypair_load(sec_keypair *kp, const char *key_path, char *err, size_t cap)
+{
+    if (!kp || !key_path)
+        return -EINVAL;
+    memset(kp, 0, sizeof *kp);
+    if (sec_init() < 0) {
+        set_err(err, cap, "cannot initialise libsodium");
+        return -EIO;
+    }
+    /* The file text is as secret as the key: read it into guarded memory. */
+    char *text = sodium_malloc(2 * (KEY_FILE_MAX + 1));
+    kp->sk = sodium_malloc(SEC_KEY_BYTES);
+    int rc = -ENOMEM;
+    if (!text || !kp->sk) {
+        set_err(err, cap, "%s: out of memory", key_path);
+        goto out;
+    }
+    size_t len;
+    if ((rc = read_key_file(key_path, 1, text, &len, err, cap)) < 0)
+        goto out;
+    const char *why;
+    if ((rc = key_decode(kp->sk, text, len, text + KEY_FILE_MAX + 1, &why)) < 0) {
+        rc = -EBADMSG;
+        set_err(err, cap, "%s: not a secret key file: %s", key_path, why);
+        goto out;
+    }
+    crypto_scalarmult_base(kp->pk, kp->sk);
+    sodium_mprotect_readonly(kp->sk);
+    rc = 0;
+out:
+    sodium_free(text);
+    if (rc < 0)
+        sec_keypair_free(kp);
+    return rc;
+}
+
+int sec_pubkey_load(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t cap)
+{
+    if (!pk || !pub_path)
+        return -EINVAL;
+    if (sec_init() < 0)
+        return -EIO;
+    char text[KEY_FILE_MAX + 1], scratch[SEC_KEY_B64];
+    size_t len;
+    int rc = read_key_file(pub_path, 0, text, &len, err, cap);
+    if (rc < 0)
+        return rc;
+    const char *why;
+    if (key_decode(pk, text, len, scratch, &why) < 0) {
+        set_err(err, cap, "%s: not a public key file: %s", pub_path, why);
+        return -EBADMSG;
+    }
+    return 0;
+}
+
+/* fsync the directory holding path, so that a rename into it survives a
+ * crash (the file's own fsync does not cover its directory entry). */
+static int fsync_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return -ENOMEM;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(copy);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 && errno != EINVAL ? -errno : 0; /* some file systems cannot fsync a directory */
+    close(fd);
+    return rc;
+}
+
+/* Write a whole file or none of it: readers see the old file or the new one,
+ * never half a key. Without overwrite the final step cannot replace anything
+ * (renameat2 RENAME_NOREPLACE, else link). */
+static int write_atomic(const char *path, const char *data, size_t len, mode_t mode, int overwrite, char *err,
+                        size_t cap)
+{
+    size_t n = strlen(path);
+    char *tmp = malloc(n + sizeof ".tmp-XXXXXX");
+    if (!tmp) {
+        set_err(err, cap, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
+    int fd = mkostemp(tmp, O_CLOEXEC); /* created 0600: never readable by others, even briefly */
+    if (fd < 0) {
+        int e = errno;
+        set_err(err, cap, "%s: cannot create a temporary file: %s", path, strerror(e));
+        free(tmp);
+        return -e;
+    }
+    int rc = 0;
+    const char *what = "write";
+    if (fchmod(fd, mode) < 0)
+        rc = -errno, what = "chmod";
+    for (size_t off = 0; rc == 0 && off < len;) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            rc = -errno;
+        else
+            off += (size_t)w;
+    }
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno, what = "fsync";
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno, what = "close";
+    if (rc == 0) {
+        what = "rename";
+        if (overwrite) {
+            if (rename(tmp, path) < 0)
+                rc = -errno;
+        } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+            rc = -errno;
+            if (rc == -EINVAL || rc == -ENOSYS || rc == -ENOTSUP) {
+                rc = link(tmp, path) < 0 ? -errno : 0;
+                what = "link";
+            }
+        }
+    }
+    if (rc < 0 || !overwrite)
+        unlink(tmp); /* after a failure, or after link: the temporary name goes */
+    free(tmp);
+    if (rc == -EEXIST) {
+        set_err(err, cap, "%s exists", path);
+        return rc;
+    }
+    if (rc < 0) {
+        set_err(err, cap, "%s: %s: %s", path, what, strerror(-rc));
+        return rc;
+    }
+    fsync_dir(path);
+    return 0;
+}
+
+int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
+                     size_t cap)
+{
+    if (!kp || !kp->sk || !key_path)
+        return -EINVAL;
+    if (sec_init() < 0)
+        return -EIO;
+    if (!overwrite) {
+        /* Refuse before writing anything, so that a half-done save never
+         * leaves a new secret key next to an old public key. */
+        const char *paths[2] = {key_path, pub_path};
+        for (int i = 0; i < 2; i++)
+            if (paths[i] && access(paths[i], F_OK) == 0) {
+                set_err(err, cap, "%s exists", paths[i]);
+                return -EEXIST;
+            }
+    }
+    char *text = sodium_malloc(SEC_KEY_B64 + 1);
+    if (!text) {
+        set_err(err, cap, "%s: out of memory", key_path);
+        return -ENOMEM;
+    }
+    sodium_bin2base64(text, SEC_KEY_B64, kp->sk, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
+    text[SEC_KEY_B64 - 1] = '\n';
+    int rc = write_atomic(key_path, text, SEC_KEY_B64, 0600, overwrite, err, cap);
+    sodium_free(text);
+    if (rc < 0 || !pub_path)
+        return rc;
+    char pub[SEC_KEY_B64 + 1];
+    sec_pubkey_encode(kp->pk, pub);
+    pub[SEC_KEY_B64 - 1] = '\n';
+    rc = write_atomic(pub_path, pub, SEC_KEY_B64, 0644, overwrite, err, cap);
+    if (rc < 0 && !overwrite)
+        unlink(key_path); /* ours, written a moment ago: no key without its .pub */
+    return rc;
+}
+
+/* ---- handshake ------------------------------------------------------------- */
+
+static int hs_fail(sec_hs *hs, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int hs_fail(sec_hs *hs, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(hs->msg, sizeof hs->msg, fmt, ap);
+    va_end(ap);
+    hs->err = rc;
+    hs->out_len = 0;
+    sodium_free(hs->sec); /* nothing secret outlives a failed handshake */
+    hs->sec = NULL;
+    return rc;
+}
+
+int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
+                void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES])
+{
+    if (!hs)
+        return -EINVAL;
+    memset(hs, 0, sizeof *hs);
+    if (!me || !me->sk || !lookup || !cluster_id || (role != SEC_INITIATOR && role != SEC_RESPONDER) ||
+        my_id == SEC_ANY_PEER || peer_id == my_id || (role == SEC_INITIATOR && peer_id <= my_id))
+        return hs_fail(hs, -EINVAL, "bad handshake parameters");
+    if (sec_init() < 0)
+        return hs_fail(hs, -EIO, "cannot initialise libsodium");
+    hs->role = role, hs->my_id = my_id, hs->peer_id = peer_id, hs->me = me;
+    hs->lookup = lookup, hs->lookup_ctx = lookup_ctx;
+    memcpy(hs->cluster_id, cluster_id, SEC_CLUSTER_ID_BYTES);
+    if (!(hs->sec = sodium_malloc(SECRET_SIZE)))
+        return hs_fail(hs, -ENOMEM, "out of memory");
+    sodium_memzero(hs->sec, SECRET_SIZE);
+    crypto_kx_keypair(hs->e_pk, hs->sec->e_sk); /* fresh for every connection */
+    if (role == SEC_RESPONDER) {
+        hs->stage = ST_MSG1;
+        return 0;
+    }
+    if (lookup(lookup_ctx, peer_id, hs->peer_pk) < 0)
+        return hs_fail(hs, -ENOENT, "peer %u is not in the cluster", (unsigned)peer_id);
+    uint8_t *m = hs->out;
+    memcpy(m, MAGIC, 4);
+    put_u16(m + 4, SEC_VERSION);
+    memcpy(m + 6, cluster_id, SEC_CLUSTER_ID_BYTES);
+    put_u32(m + 38, my_id);
+    memcpy(m + 42, hs->e_pk, SEC_KEY_BYTES);
+    memcpy(hs->transcript, m, SEC_MSG1_BYTES);
+    hs->out_len = SEC_MSG1_BYTES;
+    hs->stage = ST_MSG2;
+    return 0;
+}
+
+/* msgpack [0, bin32 BLAKE2b-256(transcript)]: the AUTH message, the same both
+ * ways (the keys differ by direction, so it cannot be reflected). */
+static void auth_plaintext(const sec_hs *hs, uint8_t out[SEC_AUTH_BYTES])
+{
+    out[0] = 0x92, out[1] = 0x00, out[2] = 0xc4, out[3] = 0x20;
+    crypto_generichash(out + 4, 32, hs->transcript, sizeof hs->transcript, NULL, 0);
+}
+
+/* Both transcript messages are known and the peer's ephemeral key is e_peer:
+ * compute the three DH values, hash them with both static keys and the
+ * transcript into the two direction keys, open our sending stream and queue
+ * its header and our AUTH frame. */
+static int hs_derive(sec_hs *hs, const uint8_t e_peer[SEC_KEY_BYTES])
+{
+    struct sec_secret *x = hs->sec;
+    const int ini = hs->role == SEC_INITIATOR;
+    const uint8_t *s_I = ini ? hs->me->pk : hs->peer_pk, *s_R = ini ? hs->peer_pk : hs->me->pk;
+    int bad = 0;
+    /* ee = DH(e_I, e_R); se = DH(s_I, e_R); es = DH(e_I, s_R), each computed
+     * from whichever secret this side holds. crypto_scalarmult fails on an
+     * all-zero result, i.e. a low-order point offered as a key. */
+    bad |= crypto_scalarmult(x->dh[0], x->e_sk, e_peer);
+    if (ini) {
+        bad |= crypto_scalarmult(x->dh[1], hs->me->sk, e_peer);
+        bad |= crypto_scalarmult(x->dh[2], x->e_sk, hs->peer_pk);
+    } else {
+        bad |= crypto_scalarmult(x->dh[1], x->e_sk, hs->peer_pk);
+        bad |= crypto_scalarmult(x->dh[2], hs->me->sk, e_peer);
+    }
+    sodium_memzero(x->e_sk, sizeof x->e_sk);
+    if (bad) {
+        sodium_memzero(x->dh, sizeof x->dh);
+        return hs_fail(hs, -EPROTO, "peer %u offered a low-order key", (unsigned)hs->peer_id);
+    }
+    crypto_generichash_init(&x->h, (const uint8_t *)KDF_KEY, sizeof KDF_KEY - 1, sizeof x->k);
+    crypto_generichash_update(&x->h, x->dh[0], sizeof x->dh);
+    crypto_generichash_update(&x->h, s_I, SEC_KEY_BYTES);
+    crypto_generichash_update(&x->h, s_R, SEC_KEY_BYTES);
+    crypto_generichash_update(&x->h, hs->transcript, sizeof hs->transcript);
+    crypto_generichash_final(&x->h, x->k, sizeof x->k);
+    sodium_memzero(x->dh, sizeof x->dh);
+    sodium_memzero(&x->h, sizeof x->h);
+
+    uint8_t *o = hs->out + hs->out_len;
+    crypto_secretstream_xchacha20poly1305_init_push(&x->tx, o, ini ? x->k : x->k + 32);
+    sodium_memzero(ini ? x->k : x->k + 32, 32); /* the receiving half stays until the peer's header */
+    uint8_t auth[SEC_AUTH_BYTES];
+    auth_plaintext(hs, auth);
+    put_u32(o + SEC_HEADER_BYTES, SEC_AUTH_BYTES + SEC_ABYTES);
+    crypto_secretstream_xchacha20poly1305_push(&x->tx, o + SEC_HEADER_BYTES + 4, NULL, auth, sizeof auth, NULL, 0,
+                                               crypto_secretstream_xchacha20poly1305_TAG_MESSAGE);
+    hs->out_len += SEC_HEADER_BYTES + SEC_AUTH_FRAME_BYTES;
+    return 0;
+}
+
+static int hs_check_head(sec_hs *hs, const uint8_t *m)
+{
+    if (memcmp(m, MAGIC, 4) != 0)
+        return hs_fail(hs, -EPROTO, "not an sgp peer (bad magic)");
+    unsigned v = get_u16(m + 4);
+    if (v != SEC_VERSION)
+        return hs_fail(hs, -EPROTONOSUPPORT, "peer speaks wire version %u, we speak %d", v, SEC_VERSION);
+    return 0;
+}
+
+static int hs_msg1(sec_hs *hs)
+{
+    const uint8_t *m = hs->in;
+    int rc = hs_check_head(hs, m);
+    if (rc < 0)
+        return rc;
+    if (memcmp(m + 6, hs->cluster_id, SEC_CLUSTER_ID_BYTES) != 0)
+        return hs_fail(hs, -EPROTO, "cluster id differs: the peer's cluster file is not ours");
+    uint32_t id = get_u32(m + 38);
+    if (id == hs->my_id)
+        return hs_fail(hs, -EPROTO, "peer claims our own id %u", (unsigned)id);
+    if (hs->peer_id != SEC_ANY_PEER && id != hs->peer_id)
+        return hs_fail(hs, -EPROTO, "expected peer %u, peer %u dialled", (unsigned)hs->peer_id, (unsigned)id);
+    if (hs->lookup(hs->lookup_ctx, id, hs->peer_pk) < 0)
+        return hs_fail(hs, -EPROTO, "peer %u is not in the cluster", (unsigned)id);
+    if (id > hs->my_id)
+        return hs_fail(hs, -EPROTO, "peer %u dialled us (%u), but the lower id dials", (unsigned)id,
+                       (unsigned)hs->my_id);
+    hs->peer_id = id;
+    memcpy(hs->transcript, m, SEC_MSG1_BYTES);
+
+    uint8_t *o = hs->out + hs->out_len;
+    memcpy(o, MAGIC, 4);
+    put_u16(o + 4, SEC_VERSION);
+    put_u32(o + 6, hs->my_id);
+    memcpy(o + 10, hs->e_pk, SEC_KEY_BYTES);
+    memcpy(hs->transcript + SEC_MSG1_BYTES, o, SEC_MSG2_BYTES);
+    hs->out_len += SEC_MSG2_BYTES;
+    if ((rc = hs_derive(hs, m + 42)) < 0)
+        return rc;
+    hs->stage = ST_HEADER;
+    return 0;
+}
+
+static int hs_msg2(sec_hs *hs)
+{
+    const uint8_t *m = hs->in;
+    int rc = hs_check_head(hs, m);
+    if (rc < 0)
+        return rc;
+    uint32_t id = get_u32(m + 6);
+    if (id != hs->peer_id)
+        return hs_fail(hs, -EPROTO, "dialled peer %u, but peer %u answered", (unsigned)hs->peer_id, (unsigned)id);
+    memcpy(hs->transcript + SEC_MSG1_BYTES, m, SEC_MSG2_BYTES);
+    if ((rc = hs_derive(hs, m + 10)) < 0)
+        return rc;
+    hs->stage = ST_HEADER;
+    return 0;
+}
+
+static int hs_auth(sec_hs *hs)
+{
+    struct sec_secret *x = hs->sec;
+    uint8_t got[SEC_AUTH_BYTES], want[SEC_AUTH_BYTES];
+    unsigned char tag = 0;
+    if (crypto_secretstream_xchacha20poly1305_pull(&x->rx, got, NULL, &tag, hs->in, SEC_AUTH_BYTES + SEC_ABYTES, NULL,
+                                                   0) != 0)
+        return hs_fail(hs, -EBADMSG,
+                       "peer %u failed authentication: it does not hold the key the cluster lists for it, "
+                       "or the handshake was tampered with",
+                       (unsigned)hs->peer_id);
+    auth_plaintext(hs, want);
+    if (tag != crypto_secretstream_xchacha20poly1305_TAG_MESSAGE || sodium_memcmp(got, want, sizeof got) != 0)
+        return hs_fail(hs, -EPROTO, "peer %u sent a malformed AUTH message", (unsigned)hs->peer_id);
+    hs->got_auth = 1;
+    hs->stage = ST_DONE;
+    return 0;
+}
+
+/* One complete stage is in hs->in: act on it. */
+static int hs_step(sec_hs *hs)
+{
+    struct sec_secret *x = hs->sec;
+    switch (hs->stage) {
+    case ST_MSG1:
+        return hs_msg1(hs);
+    case ST_MSG2:
+        return hs_msg2(hs);
+    case ST_HEADER: {
+        const int ini = hs->role == SEC_INITIATOR;
+        crypto_secretstream_xchacha20poly1305_init_pull(&x->rx, hs->in, ini ? x->k + 32 : x->k);
+        sodium_memzero(x->k, sizeof x->k);
+        hs->stage = ST_LEN;
+        return 0;
+    }
+    case ST_LEN: {
+        /* The AUTH frame has one possible size; anything else (a 4 GiB
+         * length, say) ends the handshake here, before its bytes come. */
+        uint32_t n = get_u32(hs->in);
+        if (n != SEC_AUTH_BYTES + SEC_ABYTES)
+            return hs_fail(hs, -EPROTO, "peer %u: first frame of %u bytes is not an AUTH frame",
+                           (unsigned)hs->peer_id, (unsigned)n);
+        hs->stage = ST_AUTH;
+        return 0;
+    }
+    case ST_AUTH:
+        return hs_auth(hs);
+    default:
+        return hs_fail(hs, -EPROTO, "unexpected bytes");
+    }
+}
+
+int sec_hs_consume(sec_hs *hs, const uint8_t *in, size_t len)
+{
+    if (!hs)
+        return -EINVAL;
+    if (hs->err)
+        return hs->err;
+    if (!hs->role || (!in && len))
+        return -EINVAL;
+    size_t used = 0;
+    while (used < len && hs->stage != ST_DONE) {
+        size_t need = STAGE_BYTES[hs->stage] - hs->have, take = len - used < need ? len - used : need;
+        memcpy(hs->in + hs->have, in + used, take);
+        hs->have += take, used += take;
+        if (hs->have < STAGE_BYTES[hs->stage])
+            break;
+        hs->have = 0;
+        int rc = hs_step(hs);
+        if (rc < 0)
+            return rc;
+    }
+    return (int)used;
+}
+
+int sec_hs_produce(sec_hs *hs, uint8_t *out, size_t cap)
+{
+    if (!hs)
+        return -EINVAL;
+    if (hs->err)
+        return hs->err;
+    if (!hs->out_len)
+        return 0;
+    if (!out || cap < hs->out_len)
+        return -ENOBUFS;
+    int n = (int)hs->out_len;
+    memcpy(out, hs->out, hs->out_len);
+    hs->out_len = 0;
+    return n;
+}
+
+size_t sec_hs_want(const sec_hs *hs)
+{
+    if (!hs || hs->err || !hs->role)
+        return 0;
+    return STAGE_BYTES[hs->stage] - hs->have;
+}
+
+int sec_hs_done(const sec_hs *hs)
+{
+    return hs && !hs->err && hs->role && hs->stage == ST_DONE && hs->got_auth && hs->out_len == 0;
+}
+
+int sec_hs_finish(sec_hs *hs, sec_session *s)
+{
+    if (!hs || !s)
+        return -EINVAL;
+    memset(s, 0, sizeof *s);
+    if (hs->err)
+        return hs->err;
+    if (!sec_hs_done(hs))
+        return -EAGAIN;
+    /* Only the two stream states are left in the block: the ephemeral key,
+     * the DH values and the key schedule were wiped as they were used. */
+    s->st = hs->sec;
+    hs->sec = NULL;
+    s->peer_id = hs->peer_id;
+    s->max_frame = SEC_FRAME_MAX;
+    sec_hs_free(hs);
+    return 0;
+}
+
+void sec_hs_free(sec_hs *hs)
+{
+    if (!hs)
+        return;
+    sodium_free(hs->sec);
+    sodium_memzero(hs, sizeof *hs);
+}
+
+/* ---- frames ---------------------------------------------------------------- */
+
+int sec_session_set_max(sec_session *s, size_t max_frame)
+{
+    if (!s || max_frame < SEC_FRAME_MIN || max_frame > SEC_FRAME_MAX)
+        return -EINVAL;
+    s->max_frame = max_frame;
+    return 0;
+}
+
+int sec_frame_need(const uint8_t *buf, size_t have, size_t max)
+{
+    if (max < SEC_FRAME_MIN || (!buf && have))
+        return -EINVAL;
+    if (max > SEC_FRAME_MAX)
+        max = SEC_FRAME_MAX;
+    if (have < 4)
+        return 4;
+    uint32_t n = get_u32(buf);
+    if (n > max)
+        return -EMSGSIZE;
+    if (n < SEC_FRAME_MIN)
+        return -EBADMSG;
+    return (int)(4 + n);
+}
+
+/* A failed frame ends the session: record why, for every later call. */
+static int sess_fail(sec_session *s, int rc)
+{
+    s->err = rc;
+    return rc;
+}
+
+int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap)
+{
+    static const uint8_t empty[1];
+    if (!s || !s->st || (!pt && len) || !out)
+        return -EINVAL;
+    if (s->err)
+        return s->err;
+    if (len > s->max_frame - SEC_ABYTES)
+        return -EMSGSIZE;
+    if (cap < sec_seal_bound(len))
+        return -ENOBUFS;
+    put_u32(out, (uint32_t)(len + SEC_ABYTES));
+    crypto_secretstream_xchacha20poly1305_push(&s->st->tx, out + 4, NULL, len ? pt : empty, len, NULL, 0,
+                                               crypto_secretstream_xchacha20poly1305_TAG_MESSAGE);
+    s->sent++;
+    return (int)sec_seal_bound(len);
+}
+
+int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap)
+{
+    uint8_t empty[1];
+    if (!s || !s->st || (!in && len))
+        return -EINVAL;
+    if (s->err)
+        return s->err;
+    int need = sec_frame_need(in, len, s->max_frame);
+    if (need < 0)
+        return sess_fail(s, need);
+    if ((size_t)need != len) /* a short frame is a truncated one; extra bytes are not ours */
+        return sess_fail(s, -EBADMSG);
+    size_t plen = len - 4 - SEC_ABYTES;
+    if (cap < plen || (!out && plen))
+        return -ENOBUFS;
+    unsigned char tag = 0;
+    /* The MAC is checked before anything is decrypted into out, and a
+     * failure leaves the stream's nonce where it was; the session dies all
+     * the same. The stream's counter makes a replayed or reordered frame
+     * fail here too. */
+    if (crypto_secretstream_xchacha20poly1305_pull(&s->st->rx, plen ? out : empty, NULL, &tag, in + 4, len - 4, NULL,
+                                                   0) != 0)
+        return sess_fail(s, -EBADMSG);
+    if (tag != crypto_secretstream_xchacha20poly1305_TAG_MESSAGE) {
+        if (plen)
+            sodium_memzero(out, plen);
+        return sess_fail(s, -EPROTO);
+    }
+    s->received++;
+    return (int)plen;
+}
+
+void sec_session_free(sec_session *s)
+{
+    if (!s)
+        return;
+    sodium_free(s->st);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,203 @@
+/* Peer keys, the handshake and encrypted frames (peer/net/WIRE.md: Keys,
+ * Handshake, Frames), as pure functions over byte buffers: no sockets, no
+ * clock. The transport feeds received bytes in and writes out what comes out.
+ *
+ *   sec_keypair me = {0};
+ *   char err[256];
+ *   if (sec_keypair_load(&me, "keys/0.key", err, sizeof err) < 0) ...
+ *
+ *   sec_hs hs = {0};                      // dialling peer 3 (the lower id dials)
+ *   sec_hs_init(&hs, SEC_INITIATOR, 0, 3, &me, cluster_pubkey_lookup, &cluster, cid);
+ *   while (!sec_hs_done(&hs)) {
+ *       uint8_t out[SEC_HS_OUT_MAX];
+ *       int n = sec_hs_produce(&hs, out, sizeof out);   // send these n bytes
+ *       ...
+ *       int used = sec_hs_consume(&hs, in, len);        // < 0: close the connection
+ *       // in + used .. in + len already belong to the first frames: keep them
+ *   }
+ *   sec_session s = {0};
+ *   sec_hs_finish(&hs, &s);               // s.peer_id is authenticated
+ *
+ *   n = sec_seal(&s, msg, len, frame, sec_seal_bound(len));
+ *   int need = sec_frame_need(buf, have, s.max_frame);  // read until have >= need
+ *   n = sec_open(&s, buf, need, msg, cap);              // < 0: close the connection
+ *   sec_session_free(&s);
+ *   sec_keypair_free(&me);
+ *
+ * Every secret (static and ephemeral keys, DH outputs, the key schedule, the
+ * stream states) lives in sodium_malloc memory and is wiped when no longer
+ * needed. Errors are negative errno values and sticky: a handshake or session
+ * that has failed once fails every later call, because the connection must
+ * close anyway and an attacker should get one try per connection.
+ */
+#ifndef PEER_SEC_H
+#define PEER_SEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEC_KEY_BYTES 32       /* X25519 public and secret keys */
+#define SEC_KEY_B64 45         /* base64 text of a key with its NUL: 44 + 1 */
+#define SEC_CLUSTER_ID_BYTES 32
+#define SEC_VERSION 2
+
+/* Handshake message sizes (WIRE.md "Handshake"). */
+#define SEC_MSG1_BYTES 74      /* magic, version, cluster id, initiator id, e_I */
+#define SEC_MSG2_BYTES 42      /* magic, version, responder id, e_R */
+#define SEC_HEADER_BYTES 24    /* secretstream header */
+#define SEC_ABYTES 17          /* secretstream overhead per frame */
+#define SEC_AUTH_BYTES 36      /* msgpack [0, bin32 transcript hash] */
+#define SEC_AUTH_FRAME_BYTES (4 + SEC_AUTH_BYTES + SEC_ABYTES)
+/* The most sec_hs_produce ever returns at once: the initiator's first message
+ * and its AUTH flight, should the caller consume the reply before producing. */
+#define SEC_HS_OUT_MAX (SEC_MSG1_BYTES + SEC_HEADER_BYTES + SEC_AUTH_FRAME_BYTES)
+
+/* Frames: u32 length, then that many ciphertext bytes (plaintext + 17). */
+#define SEC_FRAME_MIN SEC_ABYTES
+#define SEC_FRAME_MAX (1u << 30)
+
+#define SEC_ANY_PEER UINT32_MAX
+
+enum { SEC_INITIATOR = 1, SEC_RESPONDER = 2 };
+
+/* ---- keys ------------------------------------------------------------------ */
+
+typedef struct sec_keypair {
+    uint8_t pk[SEC_KEY_BYTES];
+    uint8_t *sk; /* SEC_KEY_BYTES of sodium_malloc memory, read-only once made */
+} sec_keypair;
+
+/* 0, or -EIO when libsodium cannot initialise. Every sec_ function that needs
+ * libsodium calls it; it is idempotent and thread-safe. */
+int sec_init(void);
+
+/* A fresh long-term key pair. 0, -ENOMEM or -EIO. */
+int sec_keypair_generate(sec_keypair *kp);
+
+/* Read a secret key file (one base64 line) and derive its public key.
+ * Refuses, like ssh, a file that its group or others may read or write
+ * (-EACCES), as well as one that is not a regular file. 0, or a negative
+ * errno with a one-line message in err (which names the path). */
+int sec_keypair_load(sec_keypair *kp, const char *key_path, char *err, size_t cap);
+
+/* Write key_path (mode 0600) and pub_path (mode 0644), each one base64 line,
+ * atomically: a temporary file in the same directory, fsync, then rename (or,
+ * with overwrite == 0, link, so that an existing file is never replaced:
+ * -EEXIST). pub_path may be NULL. 0 or a negative errno with a message. */
+int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
+                     size_t cap);
+
+/* Wipes and releases the secret key; safe on a zeroed struct. */
+void sec_keypair_free(sec_keypair *kp);
+
+/* Public keys as text: standard base64 with padding (44 characters), as in
+ * .pub files and the cluster file. decode accepts exactly one spelling per key
+ * (no whitespace, no non-canonical padding bits): 0 or -EINVAL, and with a
+ * non-NULL why, a short reason ("not base64", "decodes to 31 bytes, not 32"). */
+void sec_pubkey_encode(const uint8_t pk[SEC_KEY_BYTES], char out[SEC_KEY_B64]);
+int sec_pubkey_decode(uint8_t pk[SEC_KEY_BYTES], const char *text, size_t len, const char **why);
+int sec_pubkey_load(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t cap);
+
+/* ---- sessions -------------------------------------------------------------- */
+
+struct sec_secret; /* sodium_malloc: ephemeral key, key schedule, stream states */
+
+typedef struct sec_session {
+    struct sec_secret *st;
+    uint32_t peer_id;   /* authenticated by the handshake */
+    size_t max_frame;   /* ciphertext limit, SEC_FRAME_MIN..SEC_FRAME_MAX (default the latter) */
+    int err;            /* sticky: once a frame fails, every call fails */
+    uint64_t sent, received;
+} sec_session;
+
+/* ---- handshake ------------------------------------------------------------- */
+
+/* The public key the cluster lists for id: 0, or -ENOENT when there is none. */
+typedef int (*sec_lookup_fn)(void *ctx, uint32_t id, uint8_t pk[SEC_KEY_BYTES]);
+
+typedef struct sec_hs {
+    int role, stage, err;
+    uint32_t my_id, peer_id;
+    const sec_keypair *me; /* borrowed: must outlive the handshake */
+    sec_lookup_fn lookup;
+    void *lookup_ctx;
+    uint8_t cluster_id[SEC_CLUSTER_ID_BYTES];
+    uint8_t peer_pk[SEC_KEY_BYTES];
+    uint8_t e_pk[SEC_KEY_BYTES];
+    uint8_t transcript[SEC_MSG1_BYTES + SEC_MSG2_BYTES];
+    uint8_t in[SEC_MSG1_BYTES]; /* the part of the current message received so far */
+    size_t have;
+    uint8_t out[SEC_HS_OUT_MAX];
+    size_t out_len;
+    int got_auth;
+    struct sec_secret *sec;
+    char msg[160]; /* why it failed, one line */
+} sec_hs;
+
+/* Start a handshake. role: SEC_INITIATOR (we dialled) or SEC_RESPONDER (we
+ * accepted). peer_id: for an initiator the id we dialled, which must be
+ * greater than my_id (the lower id dials: WIRE.md "Connections"); for a
+ * responder SEC_ANY_PEER or the one id to accept. lookup gives the cluster's
+ * public key of an id. cluster_id: cluster_id() of our cluster file. The
+ * initiator's first message is ready for sec_hs_produce at once.
+ * 0, -EINVAL, -ENOENT (initiator: peer_id not in the cluster), -ENOMEM, -EIO. */
+int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
+                void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES]);
+
+/* Copies the bytes to send now into out and returns how many (0: nothing
+ * until more input), -ENOBUFS if cap cannot hold them (SEC_HS_OUT_MAX
+ * always can), or the handshake's error. */
+int sec_hs_produce(sec_hs *hs, uint8_t *out, size_t cap);
+
+/* Takes received bytes, any split. Returns how many it used (fewer than len
+ * once the handshake needs no more input: the rest are frames), or an error:
+ * -EPROTO (wrong magic, cluster, peer id, a dial from the higher id, a bad
+ * key), -EPROTONOSUPPORT (another version), -EBADMSG (the peer's AUTH frame
+ * fails authentication: it does not hold the secret key of the id it claims,
+ * or the bytes were tampered with or replayed). hs->msg says which. */
+int sec_hs_consume(sec_hs *hs, const uint8_t *in, size_t len);
+
+/* Bytes the handshake needs before it can progress (0 when it needs none). */
+size_t sec_hs_want(const sec_hs *hs);
+
+/* 1 when both AUTH frames are through: ours produced, the peer's verified. */
+int sec_hs_done(const sec_hs *hs);
+
+/* Move the keys into s and free the handshake. 0, -EAGAIN if not done, or the
+ * handshake's error. */
+int sec_hs_finish(sec_hs *hs, sec_session *s);
+
+/* Wipes and releases; safe on a zeroed struct and after sec_hs_finish. */
+void sec_hs_free(sec_hs *hs);
+
+/* ---- frames ---------------------------------------------------------------- */
+
+/* Lower the frame limit (WIRE.md MAX_FRAME for the cluster's model). 0 or -EINVAL. */
+int sec_session_set_max(sec_session *s, size_t max_frame);
+
+/* Bytes sec_seal writes for len bytes of plaintext. */
+static inline size_t sec_seal_bound(size_t len) { return 4 + len + SEC_ABYTES; }
+
+/* Encrypt one message into one frame: [u32 length][ciphertext]. Returns the
+ * frame size, -EMSGSIZE (len + 17 > max_frame), -ENOBUFS (cap too small),
+ * -EINVAL, or the session's sticky error. */
+int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap);
+
+/* Decrypt one whole frame (exactly the sec_frame_need bytes). Returns the
+ * plaintext length, or -EBADMSG (authentication failed: tampered, replayed,
+ * reordered, truncated, trailing bytes), -EMSGSIZE (length prefix over
+ * max_frame), -EPROTO (not a plain message tag), -ENOBUFS (cap too small: the
+ * only error that leaves the session usable). Nothing is allocated. */
+int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap);
+
+/* For reading frames off a stream: the total size (prefix included) of the
+ * frame at buf, given the first `have` bytes of it, or 4 while the prefix is
+ * incomplete. Wait until have >= the result. -EMSGSIZE when the prefix exceeds
+ * max (capped at SEC_FRAME_MAX), -EBADMSG when it is below 17: decided from
+ * the 4 prefix bytes alone, before anything is read or allocated. */
+int sec_frame_need(const uint8_t *buf, size_t have, size_t max);
+
+/* Wipes and releases; safe on a zeroed struct. */
+void sec_session_free(sec_session *s);
+
+#endif

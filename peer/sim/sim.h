@@ -1,0 +1,104 @@
+/* The in-process simulator: N logical peers running the real gossip/ and nn/
+ * code on a virtual clock, with a model of compute time, links (latency,
+ * bandwidth, loss), stragglers, crashes and rejoins. Deterministic from the
+ * seed: the same configuration gives the same result, bit for bit.
+ *
+ *   sim_config c;
+ *   sim_config_defaults(&c);           // then set c.train, c.n_peers, c.topology, ...
+ *   sim_result r;
+ *   char err[256];
+ *   if (sim_run(&c, &train, &test, &r, err, sizeof err) < 0) ...
+ *   sim_result_free(&r);
+ *
+ * Time model (all virtual seconds):
+ * - a local step takes compute_seconds * slow[i] (by default a deterministic
+ *   estimate from the model size and batch, or the measured time of a real
+ *   step, see sim.c);
+ * - a message of B bytes on link i -> j starts when that link is free, takes
+ *   B / bandwidth to serialise and arrives latency (+ a uniform jitter) later;
+ *   it is lost with probability loss and delivered twice with probability
+ *   duplicate (one seeded stream for the network);
+ * - a peer starts round r when gsp_ready says so (bounded staleness tau);
+ *   before the step it absorbs the messages that have arrived, in (sender, seq)
+ *   order; with tau = 0 only those of earlier rounds, so a synchronous run does
+ *   not depend on arrival times;
+ * - a crashed peer stops at the start of its crash round; the others learn of
+ *   it dead_timeout seconds later (then route around it and stop waiting);
+ *   messages reaching it meanwhile are lost. A rejoin brings it back, with the
+ *   state it had, when the slowest live peer reaches the rejoin round.
+ */
+#ifndef PEER_SIM_H
+#define PEER_SIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "compress/cmp.h"
+#include "nn/nn_data.h"
+#include "peer/core/train_opts.h"
+#include "topologies/topo.h"
+
+#define SIM_MAX_EVENTS 64 /* crash/rejoin entries */
+/* compute_seconds: estimate from the model size (deterministic), or time the
+ * real step once at start-up (the run is then reproducible only as far as
+ * that measurement repeats). */
+#define SIM_COMPUTE_ESTIMATE (-1.0)
+#define SIM_COMPUTE_MEASURED (-2.0)
+
+typedef struct sim_fault {
+    int peer;
+    long round;
+} sim_fault;
+
+typedef struct sim_config {
+    train_opts train;   /* model, data, optimizer, epochs, seed; train.batch is the TOTAL batch */
+    int n_peers;
+    const topo *topology;
+    double shard_alpha; /* <= 0 iid, else Dirichlet(alpha) over labels */
+    int tau;            /* staleness bound, rounds */
+    double compute_seconds; /* per local step; SIM_COMPUTE_ESTIMATE or SIM_COMPUTE_MEASURED */
+    double latency, bandwidth, loss; /* seconds, bytes/second (0 = infinite), probability */
+    double duplicate;                /* probability that a message is delivered twice */
+    double jitter;                   /* extra delay uniform in [0, jitter] s: reorders a link's messages */
+    double dead_timeout;             /* seconds until a crash is known */
+    double *slow;                    /* n_peers factors (NULL = all 1) */
+    sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS];
+    int n_crash, n_rejoin;
+    int averaging_only; /* no gradient: pure push-sum from different starting points */
+    const cmp_spec *codec; /* compressed push-sum with this codec; NULL: uncompressed running sums */
+    double step;           /* consensus step with a codec; <= 0: gsp_default_step */
+    double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc start dense and
+                            * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
+    int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */
+    FILE *log;          /* per-round CSV, or NULL */
+    FILE *progress;     /* per-epoch lines, or NULL */
+    int progress_bar;   /* live bar on progress (a terminal) */
+} sim_config;
+
+typedef struct sim_result {
+    long rounds;                 /* rounds completed by the slowest live peer */
+    double simulated_seconds, wall_seconds;
+    uint64_t bytes_sent, messages_sent, messages_lost;
+    float test_accuracy, test_loss; /* of the average model sum x / sum w */
+    float test_accuracy_min, test_accuracy_mean; /* over live peers' z */
+    double consensus_distance;   /* mean_i ||z_i - z_avg||^2 / ||z_avg||^2 */
+    double mean_staleness;       /* rounds, over absorbed messages */
+    /* Averaging-only runs: relative change of total mass, peers plus in flight,
+     * from start to end (0 up to round-off; see gossip/GUARANTEES.md). NAN when
+     * training (gradients change x) or when a peer crashed (mass leaves with it). */
+    double mass_error_x, mass_error_w;
+    uint64_t messages_duplicated;
+    uint64_t syncs;              /* codec: SYNC messages sent after lost deltas */
+    float train_loss;            /* mean over the last epoch's steps */
+    double step_seconds;         /* the virtual duration of one local step */
+    size_t parameters;
+    float *average_model;        /* n params, owned */
+    float *peer_models;          /* keep_peer_models: n_peers * params, each peer's final z (crashed: zeros) */
+} sim_result;
+
+void sim_config_defaults(sim_config *c);
+int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test, sim_result *r, char *err,
+            size_t errlen);
+void sim_result_free(sim_result *r);
+
+#endif

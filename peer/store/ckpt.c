@@ -1,0 +1,414 @@
+/* Checkpoint files: serialise, write atomically, verify, restore. See ckpt.h
+ * and peer/store/CHECKPOINT.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "peer/store/ckpt.h"
+
+#define CKPT_MAGIC "SGPCKPT\0"
+#define CKPT_VERSION 1u
+#define CKPT_ENDIAN 0x01020304u /* read back as another value on a host of the other byte order */
+#define CKPT_HASH 32
+#define CKPT_MAX_TEXT 256
+
+/* ---- a growable output buffer ------------------------------------------------ */
+
+typedef struct obuf {
+    uint8_t *p;
+    size_t len, cap;
+    int failed;
+} obuf;
+
+static void put(obuf *b, const void *src, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->len + n)
+            nc *= 2;
+        uint8_t *grown = realloc(b->p, nc);
+        if (!grown) {
+            b->failed = 1;
+            return;
+        }
+        b->p = grown, b->cap = nc;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void put_u32(obuf *b, uint32_t v) { put(b, &v, sizeof v); }
+static void put_u64(obuf *b, uint64_t v) { put(b, &v, sizeof v); }
+static void put_f64(obuf *b, double v) { put(b, &v, sizeof v); }
+
+static void put_text(obuf *b, const char *s)
+{
+    uint32_t n = (uint32_t)strnlen(s, CKPT_MAX_TEXT);
+    put_u32(b, n);
+    put(b, s, n);
+}
+
+/* ---- a bounded reader -------------------------------------------------------- */
+
+typedef struct ibuf {
+    const uint8_t *p, *end;
+    int failed;
+} ibuf;
+
+static void get(ibuf *b, void *dst, size_t n)
+{
+    if (b->failed || (size_t)(b->end - b->p) < n) {
+        b->failed = 1;
+        memset(dst, 0, n);
+        return;
+    }
+    memcpy(dst, b->p, n);
+    b->p += n;
+}
+
+static uint32_t get_u32(ibuf *b)
+{
+    uint32_t v;
+    get(b, &v, sizeof v);
+    return v;
+}
+
+static uint64_t get_u64(ibuf *b)
+{
+    uint64_t v;
+    get(b, &v, sizeof v);
+    return v;
+}
+
+static double get_f64(ibuf *b)
+{
+    double v;
+    get(b, &v, sizeof v);
+    return v;
+}
+
+/* 1 if the next text field equals s. */
+static int text_is(ibuf *b, const char *s)
+{
+    uint32_t n = get_u32(b);
+    if (b->failed || n > CKPT_MAX_TEXT || (size_t)(b->end - b->p) < n) {
+        b->failed = 1;
+        return 0;
+    }
+    int same = n == strnlen(s, CKPT_MAX_TEXT) && !memcmp(b->p, s, n);
+    b->p += n;
+    return same;
+}
+
+/* ---- saving ------------------------------------------------------------------ */
+
+static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp_local *l)
+{
+    const size_t dim = g->dim;
+    put(b, CKPT_MAGIC, 8);
+    put_u32(b, CKPT_VERSION);
+    put_u32(b, CKPT_ENDIAN);
+    put_u32(b, (uint32_t)run->id);
+    put_u32(b, (uint32_t)run->n_peers);
+    put_u64(b, dim);
+    put_u64(b, run->seed);
+    put_text(b, run->model);
+    put_text(b, run->codec);
+    put_u64(b, (uint64_t)g->round);
+    put_f64(b, g->w);
+    put(b, g->x, dim * sizeof(float));
+    put(b, l->opt.velocity, dim * sizeof(float));
+    const nn_batcher *bt = &l->batches;
+    put(b, bt->rng.s, sizeof bt->rng.s);
+    put_u64(b, (uint64_t)bt->pos);
+    put_u64(b, (uint64_t)bt->epoch);
+    put_u64(b, (uint64_t)bt->d->n);
+    put(b, bt->perm, (size_t)bt->d->n * sizeof(int));
+    put_u32(b, (uint32_t)g->n_in);
+    for (int k = 0; k < g->n_in; k++) {
+        const gsp_edge *e = &g->in[k];
+        put_u32(b, (uint32_t)e->peer);
+        put_u64(b, e->incarnation);
+        put_u64(b, e->seq);
+        put_u64(b, (uint64_t)e->round);
+        put_f64(b, e->w);
+        put_u32(b, (uint32_t)(e->sync | e->adopt << 1));
+        put(b, e->x, dim * sizeof(double));
+        if (g->codec)
+            put(b, e->ref, dim * sizeof(float));
+    }
+    uint8_t hash[CKPT_HASH];
+    if (!b->failed) {
+        crypto_generichash(hash, sizeof hash, b->p, b->len, NULL, 0);
+        put(b, hash, sizeof hash);
+    }
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    int fd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len)
+{
+    obuf b = {0};
+    serialise(&b, run, g, l);
+    if (b.failed) {
+        free(b.p);
+        return -ENOMEM;
+    }
+    *buf = b.p, *len = b.len;
+    return 0;
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len);
+
+/* Magic and checksum right (what ckpt_load checks first). */
+static int file_is_whole(const char *path)
+{
+    uint8_t *data, hash[CKPT_HASH];
+    size_t len;
+    if (read_file(path, &data, &len) < 0)
+        return 0;
+    int ok = len >= 8 + CKPT_HASH && !memcmp(data, CKPT_MAGIC, 8);
+    if (ok) {
+        crypto_generichash(hash, sizeof hash, data, len - CKPT_HASH, NULL, 0);
+        ok = !sodium_memcmp(hash, data + len - CKPT_HASH, CKPT_HASH);
+    }
+    free(data);
+    return ok;
+}
+
+int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    char tmp[4200], prev[4200];
+    if (strlen(path) > 4000) {
+        snprintf(err, errlen, "checkpoint path too long");
+        return -ENAMETOOLONG;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(prev, sizeof prev, "%s.prev", path);
+    int rc = 0;
+    const char *step = "create";
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        rc = -errno;
+    if (rc == 0 && (step = "write", rc = write_all(fd, buf, len)) == 0 && fsync(fd) < 0)
+        step = "fsync", rc = -errno;
+    if (fd >= 0 && close(fd) < 0 && rc == 0)
+        step = "close", rc = -errno;
+    /* Keep the last whole checkpoint as .prev until the new one is in place;
+     * a current file that is not whole must not push a good .prev out. */
+    if (rc == 0 && file_is_whole(path) && rename(path, prev) < 0 && errno != ENOENT)
+        step = "rename", rc = -errno;
+    if (rc == 0 && rename(tmp, path) < 0)
+        step = "rename", rc = -errno;
+    if (rc == 0 && (rc = fsync_dir_of(path)) < 0)
+        step = "fsync the directory of";
+    if (rc < 0) {
+        unlink(tmp);
+        snprintf(err, errlen, "cannot %s checkpoint %s: %s", step, path, strerror(-rc));
+    }
+    return rc;
+}
+
+int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)
+{
+    uint8_t *buf;
+    size_t len;
+    if (ckpt_encode(run, g, l, &buf, &len) < 0) {
+        snprintf(err, errlen, "checkpoint %s: out of memory", path);
+        return -ENOMEM;
+    }
+    int rc = ckpt_write(path, buf, len, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* ---- loading ----------------------------------------------------------------- */
+
+static int read_file(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size > ((uint64_t)1 << 40)) {
+        fclose(f);
+        return -EFBIG;
+    }
+    uint8_t *p = malloc((size_t)st.st_size + 1);
+    size_t n = p ? fread(p, 1, (size_t)st.st_size, f) : 0;
+    fclose(f);
+    if (!p)
+        return -ENOMEM;
+    if (n != (size_t)st.st_size) {
+        free(p);
+        return -EIO;
+    }
+    *out = p, *len = n;
+    return 0;
+}
+
+/* Check one file completely before anything is restored from it; fills
+ * *why on failure. On success restores into g and l. */
+static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, const char **why)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &data, &len);
+    if (rc < 0) {
+        *why = strerror(-rc);
+        return rc;
+    }
+    uint8_t hash[CKPT_HASH];
+    rc = -EBADMSG;
+    if (len < 8 + CKPT_HASH || memcmp(data, CKPT_MAGIC, 8) != 0) {
+        *why = len < 8 + CKPT_HASH ? "truncated" : "not a checkpoint";
+        goto out;
+    }
+    crypto_generichash(hash, sizeof hash, data, len - CKPT_HASH, NULL, 0);
+    if (sodium_memcmp(hash, data + len - CKPT_HASH, CKPT_HASH) != 0) {
+        *why = "checksum mismatch (torn or altered)";
+        goto out;
+    }
+    ibuf b = {data + 8, data + len - CKPT_HASH, 0};
+    if (get_u32(&b) != CKPT_VERSION || get_u32(&b) != CKPT_ENDIAN) {
+        *why = "another version or byte order";
+        goto out;
+    }
+    const size_t dim = g->dim;
+    rc = -ESTALE;
+    if (get_u32(&b) != (uint32_t)run->id || get_u32(&b) != (uint32_t)run->n_peers || get_u64(&b) != dim ||
+        get_u64(&b) != run->seed || !text_is(&b, run->model) || !text_is(&b, run->codec)) {
+        *why = b.failed ? "truncated" : "written by another run (id, peers, model, codec or seed differ)";
+        goto out;
+    }
+    rc = -EBADMSG;
+    /* Parse into scratch first: a file that fails half-way changes nothing. */
+    long round = (long)get_u64(&b);
+    double w = get_f64(&b);
+    const uint8_t *x = b.p; /* x, then the velocity */
+    if (b.failed || (size_t)(b.end - b.p) < 2 * dim * sizeof(float))
+        goto truncated;
+    b.p += 2 * dim * sizeof(float);
+    nn_rng rng;
+    get(&b, rng.s, sizeof rng.s);
+    uint64_t pos = get_u64(&b), epoch = get_u64(&b), perm_n = get_u64(&b);
+    if (b.failed || perm_n != (uint64_t)l->batches.d->n || pos > perm_n || round < 0 || !(w > 0)) {
+        *why = b.failed ? "truncated" : "inconsistent header (shard size, position, round or weight)";
+        goto out;
+    }
+    const uint8_t *perm = b.p;
+    if ((size_t)(b.end - b.p) < perm_n * sizeof(int))
+        goto truncated;
+    b.p += perm_n * sizeof(int);
+    for (uint64_t i = 0; i < perm_n; i++) {
+        int v;
+        memcpy(&v, perm + i * sizeof(int), sizeof v);
+        if (v < 0 || (uint64_t)v >= perm_n) {
+            *why = "batch permutation out of range";
+            goto out;
+        }
+    }
+    uint32_t n_in = get_u32(&b);
+    const size_t edge_bytes = 4 + 8 + 8 + 8 + 8 + 4 + dim * sizeof(double) + (g->codec ? dim * sizeof(float) : 0);
+    if (b.failed || n_in > (uint32_t)run->n_peers || (size_t)(b.end - b.p) != n_in * edge_bytes) {
+        *why = b.failed ? "truncated" : "in-edge table does not match its count";
+        goto out;
+    }
+    const uint8_t *edges = b.p;
+    for (uint32_t k = 0; k < n_in; k++) {
+        int32_t peer;
+        memcpy(&peer, edges + k * edge_bytes, sizeof peer);
+        if (peer < 0 || peer >= run->n_peers || peer == run->id) {
+            *why = "in-edge from an impossible peer";
+            goto out;
+        }
+    }
+    /* Whole and ours: restore. */
+    g->round = round, g->since = round, g->w = w;
+    memcpy(g->x, x, dim * sizeof(float));
+    memcpy(l->opt.velocity, x + dim * sizeof(float), dim * sizeof(float));
+    l->batches.rng = rng;
+    l->batches.pos = (int)pos, l->batches.epoch = (long)epoch;
+    memcpy(l->batches.perm, perm, perm_n * sizeof(int));
+    ibuf eb = {edges, b.end, 0};
+    for (uint32_t k = 0; k < n_in; k++) {
+        gsp_edge *e = gsp_in_edge(g, (int)get_u32(&eb));
+        if (!e) {
+            *why = "out of memory";
+            rc = -ENOMEM;
+            goto out;
+        }
+        e->incarnation = get_u64(&eb);
+        e->seq = get_u64(&eb);
+        e->round = (long)get_u64(&eb);
+        e->w = get_f64(&eb);
+        uint32_t flags = get_u32(&eb);
+        e->sync = flags & 1, e->adopt = flags >> 1 & 1;
+        get(&eb, e->x, dim * sizeof(double));
+        if (g->codec)
+            get(&eb, e->ref, dim * sizeof(float));
+    }
+    rc = 0;
+    goto out;
+truncated:
+    *why = "truncated";
+out:
+    free(data);
+    return rc;
+}
+
+int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, char *used, size_t usedlen, char *err,
+              size_t errlen)
+{
+    char prev[4200];
+    snprintf(prev, sizeof prev, "%s.prev", path);
+    const char *why_cur = NULL, *why_prev = NULL;
+    int rc = load_one(path, run, g, l, &why_cur);
+    if (rc == 0) {
+        snprintf(used, usedlen, "%s", path);
+        return 0;
+    }
+    int rc_prev = load_one(prev, run, g, l, &why_prev);
+    if (rc_prev == 0) {
+        snprintf(used, usedlen, "%s (%s: %s)", prev, path, why_cur);
+        return 0;
+    }
+    if (rc == -ENOENT && rc_prev == -ENOENT) {
+        snprintf(err, errlen, "no checkpoint at %s", path);
+        return -ENOENT;
+    }
+    snprintf(err, errlen, "no whole checkpoint: %s: %s; %s: %s", path, why_cur, prev, why_prev);
+    return rc != -ENOENT ? rc : rc_prev;
+}

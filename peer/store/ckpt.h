@@ -1,0 +1,60 @@
+/* Checkpoints of one networked peer: everything it needs to resume its place
+ * in a run after a crash or a stop (peer/store/CHECKPOINT.md has the file format).
+ *
+ *   ckpt_run run = {.id = 3, .n_peers = 8, .dim = d, .model = "mlp:256", .codec = "stc:0.04", .seed = 1};
+ *   ckpt_save("run/peer3.ckpt", &run, &g, &local, err, sizeof err);   // at a round boundary
+ *   ...
+ *   char used[4200];
+ *   int rc = ckpt_load("run/peer3.ckpt", &run, &g, &local, used, sizeof used, err, sizeof err);
+ *   // 0: restored from `used`; -ENOENT: no checkpoint at all; else err says why
+ *
+ * Saved: round, push-sum weight w, parameters x, the in-edges (the sender's
+ * incarnation, seq, round, applied totals rho, the codec reference, a pending
+ * SYNC), the optimizer's velocity and the batch stream (generator state,
+ * permutation, position, epoch). Out-edges are NOT saved: a restarted peer
+ * sends under a new incarnation, its receivers restart those edges from zero
+ * (gossip/GUARANTEES.md, "Leave and join").
+ *
+ * Atomic: written to PATH.tmp, fsync'ed, the previous PATH renamed to
+ * PATH.prev (only if it is whole itself), PATH.tmp renamed to PATH, the
+ * directory fsync'ed. A BLAKE2b-256
+ * of every preceding byte ends the file, so a torn or altered file is
+ * detected; ckpt_load then falls back to PATH.prev (a kill between the two
+ * renames leaves only PATH.prev, which it also finds).
+ */
+#ifndef PEER_CKPT_H
+#define PEER_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gossip/gsp.h"
+#include "peer/core/sgp_step.h"
+
+/* What a checkpoint must match to be restored into this run. */
+typedef struct ckpt_run {
+    int id, n_peers;
+    size_t dim;
+    const char *model, *codec; /* codec: "exact" without one */
+    uint64_t seed;
+} ckpt_run;
+
+/* 0, or a negative errno with a one-line message. = ckpt_encode + ckpt_write. */
+int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen);
+
+/* The two halves, so that a driver can take the snapshot between rounds
+ * (fast: a copy) and write it on another thread (slow: fsync). ckpt_encode
+ * returns 0 and a malloc'ed buffer, or -ENOMEM. ckpt_write touches no state
+ * but the files. */
+int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len);
+int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen);
+
+/* Restore into g (made by gsp_init + gsp_set_codec for this run, no messages
+ * yet) and l (sgp_local_init'ed). Returns 0 and the file used, -ENOENT when
+ * neither PATH nor PATH.prev exists, or another negative errno when none is
+ * whole or they belong to another run (err says which file and why; g and l
+ * are then unchanged). */
+int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, char *used, size_t usedlen, char *err,
+              size_t errlen);
+
+#endif
