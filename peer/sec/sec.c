@@ -5,7 +5,6 @@
  * secret is wiped as soon as it has been used. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "peer/sec/sec.h"
+#include "peer/store/atomic.h"
 
 _Static_assert(SEC_KEY_BYTES == crypto_kx_PUBLICKEYBYTES && SEC_KEY_BYTES == crypto_kx_SECRETKEYBYTES &&
                    SEC_KEY_BYTES == crypto_scalarmult_BYTES && SEC_KEY_BYTES == crypto_scalarmult_SCALARBYTES,
@@ -286,88 +286,6 @@ int sec_pubkey_load(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, 
     return 0;
 }
 
-/* fsync the directory holding path, so that a rename into it survives a
- * crash (the file's own fsync does not cover its directory entry). */
-static int fsync_dir(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return -ENOMEM;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(copy);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) < 0 && errno != EINVAL ? -errno : 0; /* some file systems cannot fsync a directory */
-    close(fd);
-    return rc;
-}
-
-/* Write a whole file or none of it: readers see the old file or the new one,
- * never half a key. Without overwrite the final step cannot replace anything
- * (renameat2 RENAME_NOREPLACE, else link). */
-static int write_atomic(const char *path, const char *data, size_t len, mode_t mode, int overwrite, char *err,
-                        size_t cap)
-{
-    size_t n = strlen(path);
-    char *tmp = malloc(n + sizeof ".tmp-XXXXXX");
-    if (!tmp) {
-        set_err(err, cap, "%s: out of memory", path);
-        return -ENOMEM;
-    }
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-    int fd = mkostemp(tmp, O_CLOEXEC); /* created 0600: never readable by others, even briefly */
-    if (fd < 0) {
-        int e = errno;
-        set_err(err, cap, "%s: cannot create a temporary file: %s", path, strerror(e));
-        free(tmp);
-        return -e;
-    }
-    int rc = 0;
-    const char *what = "write";
-    if (fchmod(fd, mode) < 0)
-        rc = -errno, what = "chmod";
-    for (size_t off = 0; rc == 0 && off < len;) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            rc = -errno;
-        else
-            off += (size_t)w;
-    }
-    if (rc == 0 && fsync(fd) < 0)
-        rc = -errno, what = "fsync";
-    if (close(fd) < 0 && rc == 0)
-        rc = -errno, what = "close";
-    if (rc == 0) {
-        what = "rename";
-        if (overwrite) {
-            if (rename(tmp, path) < 0)
-                rc = -errno;
-        } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
-            rc = -errno;
-            if (rc == -EINVAL || rc == -ENOSYS || rc == -ENOTSUP) {
-                rc = link(tmp, path) < 0 ? -errno : 0;
-                what = "link";
-            }
-        }
-    }
-    if (rc < 0 || !overwrite)
-        unlink(tmp); /* after a failure, or after link: the temporary name goes */
-    free(tmp);
-    if (rc == -EEXIST) {
-        set_err(err, cap, "%s exists", path);
-        return rc;
-    }
-    if (rc < 0) {
-        set_err(err, cap, "%s: %s: %s", path, what, strerror(-rc));
-        return rc;
-    }
-    fsync_dir(path);
-    return 0;
-}
-
 int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
                      size_t cap)
 {
@@ -392,14 +310,15 @@ int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pu
     }
     sodium_bin2base64(text, SEC_KEY_B64, kp->sk, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
     text[SEC_KEY_B64 - 1] = '\n';
-    int rc = write_atomic(key_path, text, SEC_KEY_B64, 0600, overwrite, err, cap);
+    const int flags = overwrite ? 0 : ATOMIC_NOREPLACE;
+    int rc = atomic_write(key_path, text, SEC_KEY_B64, 0600, flags, err, cap);
     sodium_free(text);
     if (rc < 0 || !pub_path)
         return rc;
     char pub[SEC_KEY_B64 + 1];
     sec_pubkey_encode(kp->pk, pub);
     pub[SEC_KEY_B64 - 1] = '\n';
-    rc = write_atomic(pub_path, pub, SEC_KEY_B64, 0644, overwrite, err, cap);
+    rc = atomic_write(pub_path, pub, SEC_KEY_B64, 0644, flags, err, cap);
     if (rc < 0 && !overwrite)
         unlink(key_path); /* ours, written a moment ago: no key without its .pub */
     return rc;

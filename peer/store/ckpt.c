@@ -1,16 +1,14 @@
 /* Checkpoint files: serialise, write atomically, verify, restore. See ckpt.h
  * and peer/store/CHECKPOINT.md. */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <sodium.h>
 
+#include "peer/store/atomic.h"
 #include "peer/store/ckpt.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
@@ -153,31 +151,6 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
     }
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w, n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int fsync_dir_of(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int fd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
 int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len)
 {
     obuf b = {0};
@@ -210,35 +183,9 @@ static int file_is_whole(const char *path)
 
 int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
-    char tmp[4200], prev[4200];
-    if (strlen(path) > 4000) {
-        snprintf(err, errlen, "checkpoint path too long");
-        return -ENAMETOOLONG;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    snprintf(prev, sizeof prev, "%s.prev", path);
-    int rc = 0;
-    const char *step = "create";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        rc = -errno;
-    if (rc == 0 && (step = "write", rc = write_all(fd, buf, len)) == 0 && fsync(fd) < 0)
-        step = "fsync", rc = -errno;
-    if (fd >= 0 && close(fd) < 0 && rc == 0)
-        step = "close", rc = -errno;
     /* Keep the last whole checkpoint as .prev until the new one is in place;
      * a current file that is not whole must not push a good .prev out. */
-    if (rc == 0 && file_is_whole(path) && rename(path, prev) < 0 && errno != ENOENT)
-        step = "rename", rc = -errno;
-    if (rc == 0 && rename(tmp, path) < 0)
-        step = "rename", rc = -errno;
-    if (rc == 0 && (rc = fsync_dir_of(path)) < 0)
-        step = "fsync the directory of";
-    if (rc < 0) {
-        unlink(tmp);
-        snprintf(err, errlen, "cannot %s checkpoint %s: %s", step, path, strerror(-rc));
-    }
-    return rc;
+    return atomic_write(path, buf, len, 0600, file_is_whole(path) ? ATOMIC_KEEP_PREV : 0, err, errlen);
 }
 
 int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)

@@ -15,9 +15,9 @@
  * sends under a new incarnation, its receivers restart those edges from zero
  * (gossip/GUARANTEES.md, "Leave and join").
  *
- * Atomic: written to PATH.tmp, fsync'ed, the previous PATH renamed to
- * PATH.prev (only if it is whole itself), PATH.tmp renamed to PATH, the
- * directory fsync'ed. A BLAKE2b-256
+ * Atomic (peer/store/atomic.h): written to PATH.tmp, fsync'ed, the previous
+ * PATH renamed to PATH.prev (only if it is whole itself), PATH.tmp renamed to
+ * PATH, the directory fsync'ed. A BLAKE2b-256
  * of every preceding byte ends the file, so a torn or altered file is
  * detected; ckpt_load then falls back to PATH.prev (a kill between the two
  * renames leaves only PATH.prev, which it also finds).

@@ -1,0 +1,41 @@
+/* Whole files or nothing: a reader of PATH, and PATH after a crash, hold the
+ * old contents or the new ones, never a mix. Keys, checkpoints and summaries
+ * are all written through here.
+ *
+ *   char err[512];
+ *   int rc = atomic_write("run/peer3.json", text, len, 0644, 0, err, sizeof err);
+ *   rc = atomic_write("keys/0.key", secret, n, 0600, ATOMIC_NOREPLACE, err, sizeof err);   // -EEXIST if there
+ *   rc = atomic_write("run/p.ckpt", buf, len, 0600, ATOMIC_KEEP_PREV, err, sizeof err);   // old one: p.ckpt.prev
+ *
+ * The steps: PATH.tmp is created afresh (a leftover from a crash is removed
+ * first; O_EXCL, mode 0600, so nobody else can read it even briefly, then
+ * exactly `mode`), written, fsync'ed and closed; with ATOMIC_KEEP_PREV the
+ * current PATH is renamed to PATH.prev; PATH.tmp is renamed to PATH
+ * (ATOMIC_NOREPLACE: renameat2 RENAME_NOREPLACE, or link where the file
+ * system lacks it, so an existing PATH is never replaced, even by a racing
+ * writer); last the directory is fsync'ed so the renames survive a crash.
+ * A kill before the final rename leaves PATH untouched and a torn PATH.tmp
+ * that the next write replaces.
+ *
+ * One writer per PATH at a time (PATH.tmp is a fixed name). buf is written
+ * from where it is and never copied, so a secret stays in the caller's
+ * (wiped) memory.
+ */
+#ifndef PEER_ATOMIC_H
+#define PEER_ATOMIC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+enum {
+    ATOMIC_NOREPLACE = 1 << 0, /* -EEXIST (err "PATH exists") when PATH exists */
+    ATOMIC_KEEP_PREV = 1 << 1, /* an existing PATH becomes PATH.prev; not with NOREPLACE */
+};
+
+/* 0, or a negative errno and one line in err naming the file and the step
+ * that failed ("cannot fsync run/p.ckpt.tmp: No space left on device"). On
+ * failure PATH is unchanged and PATH.tmp removed, except after the final
+ * rename (only the directory's fsync failed): PATH is then new. */
+int atomic_write(const char *path, const void *buf, size_t len, mode_t mode, int flags, char *err, size_t errlen);
+
+#endif
