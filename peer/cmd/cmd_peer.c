@@ -11,7 +11,7 @@
 #include "peer/net/cluster.h"
 #include "peer/cmd/commands.h"
 #include "peer/cmd/gossip_opts.h"
-#include "peer/store/json.h"
+#include "peer/store/summary.h"
 #include "peer/net/node.h"
 
 static const char *CMD = "sgp peer";
@@ -65,37 +65,21 @@ static int rank_from_env(long *id)
 
 static int write_summary(const char *path, const node_config *c, const node_result *r)
 {
-    json_obj j;
-    int rc = json_open(&j, path);
-    if (rc < 0)
-        return rc;
-    json_str(&j, "command", "peer");
-    json_int(&j, "id", c->id);
-    json_int(&j, "peers", c->cluster->n_peers);
-    json_str(&j, "model", c->train.model);
-    json_str(&j, "codec", c->codec ? c->codec->text : "exact");
-    json_int(&j, "parameters", (long long)r->parameters);
-    json_int(&j, "epochs", c->train.epochs);
-    json_int(&j, "seed", (long long)c->train.seed);
-    json_num(&j, "test_accuracy", r->test_accuracy);
-    json_num(&j, "test_loss", r->test_loss);
-    json_num(&j, "train_loss", r->train_loss);
-    json_int(&j, "rounds", r->rounds);
-    json_num(&j, "weight", r->weight);
-    json_int(&j, "bytes_sent", (long long)r->bytes_sent);
-    json_int(&j, "bytes_received", (long long)r->bytes_received);
-    json_int(&j, "messages_sent", (long long)r->messages_sent);
-    json_int(&j, "messages_absorbed", (long long)r->messages_absorbed);
-    json_int(&j, "sends_refused", (long long)r->send_refused);
-    json_num(&j, "mean_staleness", r->mean_staleness);
-    json_num(&j, "wall_seconds", r->wall_seconds);
-    json_int(&j, "local_steps", r->local_steps);
-    json_int(&j, "start_round", r->start_round);
-    json_int(&j, "neighbours_lost", r->neighbours_lost);
-    json_int(&j, "late_marks", r->late_marks);
-    json_int(&j, "catch_ups", r->catch_ups);
-    json_int(&j, "checkpoints", r->checkpoints);
-    return json_close(&j);
+    summary_peer s = {
+        .id = c->id, .peers = c->cluster->n_peers, .parameters = (int64_t)r->parameters,
+        .epochs = c->train.epochs, .seed = c->train.seed, .test_accuracy = r->test_accuracy,
+        .test_loss = r->test_loss, .train_loss = r->train_loss, .rounds = r->rounds, .weight = r->weight,
+        .bytes_sent = (int64_t)r->bytes_sent, .bytes_received = (int64_t)r->bytes_received,
+        .messages_sent = (int64_t)r->messages_sent, .messages_absorbed = (int64_t)r->messages_absorbed,
+        .sends_refused = (int64_t)r->send_refused, .mean_staleness = r->mean_staleness,
+        .wall_seconds = r->wall_seconds, .local_steps = r->local_steps, .start_round = r->start_round,
+        .neighbours_lost = r->neighbours_lost, .late_marks = r->late_marks, .catch_ups = r->catch_ups,
+        .checkpoints = r->checkpoints,
+    };
+    snprintf(s.model, sizeof s.model, "%s", c->train.model);
+    snprintf(s.codec, sizeof s.codec, "%s", c->codec ? c->codec->text : "exact");
+    char err[512];
+    return summary_peer_write(path, &s, err, sizeof err);
 }
 
 /* The final model as raw float32 (this machine's byte order is little-endian

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,4 +96,27 @@ int atomic_write(const char *path, const void *buf, size_t len, mode_t mode, int
         snprintf(err, errlen, "cannot %s %s%s%s: %s", step, from, to ? " to " : "", to ? to : "", strerror(-rc));
     free(tmp);
     return rc;
+}
+
+int atomic_read(const char *path, size_t max, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    struct stat st;
+    int rc = fstat(fileno(f), &st) < 0 ? -errno : st.st_size < 0 || (uint64_t)st.st_size > max ? -EFBIG : 0;
+    char *p = rc == 0 ? malloc((size_t)st.st_size + 1) : NULL;
+    if (rc == 0 && !p)
+        rc = -ENOMEM;
+    size_t n = p ? fread(p, 1, (size_t)st.st_size, f) : 0;
+    if (rc == 0 && n != (size_t)st.st_size)
+        rc = -EIO;
+    fclose(f);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    p[n] = 0;
+    *buf = p, *len = n;
+    return 0;
 }

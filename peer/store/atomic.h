@@ -6,6 +6,7 @@
  *   int rc = atomic_write("run/peer3.json", text, len, 0644, 0, err, sizeof err);
  *   rc = atomic_write("keys/0.key", secret, n, 0600, ATOMIC_NOREPLACE, err, sizeof err);   // -EEXIST if there
  *   rc = atomic_write("run/p.ckpt", buf, len, 0600, ATOMIC_KEEP_PREV, err, sizeof err);   // old one: p.ckpt.prev
+ *   rc = atomic_read("run/peer3.json", 1 << 16, &text, &n);   // the whole file, malloc'ed
  *
  * The steps: PATH.tmp is created afresh (a leftover from a crash is removed
  * first; O_EXCL, mode 0600, so nobody else can read it even briefly, then
@@ -37,5 +38,10 @@ enum {
  * failure PATH is unchanged and PATH.tmp removed, except after the final
  * rename (only the directory's fsync failed): PATH is then new. */
 int atomic_write(const char *path, const void *buf, size_t len, mode_t mode, int flags, char *err, size_t errlen);
+
+/* The counterpart: a whole file into a malloc'ed buffer (NUL-terminated
+ * after len bytes). 0, -EFBIG when it is over max bytes, -ENOMEM, -EIO or
+ * open's errno. */
+int atomic_read(const char *path, size_t max, char **buf, size_t *len);
 
 #endif

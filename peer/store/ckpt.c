@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <sodium.h>
 
@@ -16,6 +15,7 @@
 #define CKPT_ENDIAN 0x01020304u /* read back as another value on a host of the other byte order */
 #define CKPT_HASH 32
 #define CKPT_MAX_TEXT 256
+#define CKPT_MAX_BYTES ((size_t)1 << 40)
 
 /* ---- a growable output buffer ------------------------------------------------ */
 
@@ -163,14 +163,21 @@ int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint
     return 0;
 }
 
-static int read_file(const char *path, uint8_t **out, size_t *len);
+static int read_whole(const char *path, uint8_t **data, size_t *len)
+{
+    char *raw;
+    int rc = atomic_read(path, CKPT_MAX_BYTES, &raw, len);
+    if (rc == 0)
+        *data = (uint8_t *)raw;
+    return rc;
+}
 
 /* Magic and checksum right (what ckpt_load checks first). */
 static int file_is_whole(const char *path)
 {
-    uint8_t *data, hash[CKPT_HASH];
+    uint8_t *data = NULL, hash[CKPT_HASH];
     size_t len;
-    if (read_file(path, &data, &len) < 0)
+    if (read_whole(path, &data, &len) < 0)
         return 0;
     int ok = len >= 8 + CKPT_HASH && !memcmp(data, CKPT_MAGIC, 8);
     if (ok) {
@@ -203,36 +210,13 @@ int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sg
 
 /* ---- loading ----------------------------------------------------------------- */
 
-static int read_file(const char *path, uint8_t **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    struct stat st;
-    if (fstat(fileno(f), &st) < 0 || st.st_size < 0 || (uint64_t)st.st_size > ((uint64_t)1 << 40)) {
-        fclose(f);
-        return -EFBIG;
-    }
-    uint8_t *p = malloc((size_t)st.st_size + 1);
-    size_t n = p ? fread(p, 1, (size_t)st.st_size, f) : 0;
-    fclose(f);
-    if (!p)
-        return -ENOMEM;
-    if (n != (size_t)st.st_size) {
-        free(p);
-        return -EIO;
-    }
-    *out = p, *len = n;
-    return 0;
-}
-
 /* Check one file completely before anything is restored from it; fills
  * *why on failure. On success restores into g and l. */
 static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, const char **why)
 {
     uint8_t *data = NULL;
     size_t len = 0;
-    int rc = read_file(path, &data, &len);
+    int rc = read_whole(path, &data, &len);
     if (rc < 0) {
         *why = strerror(-rc);
         return rc;

@@ -1,0 +1,39 @@
+/* One line of a peer's JSON-lines log (`sgp peer --log FILE`): a round's
+ * loss, traffic, staleness and time, and at epoch ends the test accuracy.
+ * The writer and the reader share one field table, so `sgp launch`, which
+ * follows the logs live, reads exactly what a peer writes.
+ *
+ *   roundlog_line l = {.round = 12, .loss = 0.31, ..., .test_accuracy = -1};   // < 0: not evaluated
+ *   roundlog_write(log, &l);                 // {"round": 12, "loss": 0.31, ...}\n, flushed
+ *
+ *   int rc = roundlog_parse(line, strlen(line), &l, err, sizeof err);
+ *   // 0: a round line; 1: another kind of line (an event, the ledger); < 0: malformed (err says how)
+ *
+ * A log also holds event lines ({"event": ...}) and, at the end, ledger lines
+ * ({"ledger": ...}); they are written elsewhere (peer/net/node.c) and
+ * roundlog_parse only recognises them as not its own.
+ */
+#ifndef PEER_ROUNDLOG_H
+#define PEER_ROUNDLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct roundlog_line {
+    int64_t round;
+    double loss;
+    uint64_t bytes_out, bytes_in, absorbed;
+    double staleness;     /* mean staleness of the messages absorbed so far */
+    double round_seconds; /* this round's duration */
+    double t;             /* seconds since the peer started */
+    double w;             /* push-sum weight */
+    double test_accuracy; /* < 0: not evaluated this round (the member is left out) */
+} roundlog_line;
+
+/* 0, or -EIO when the stream fails. */
+int roundlog_write(FILE *f, const roundlog_line *l);
+/* line: one whole line with its newline. */
+int roundlog_parse(const char *line, size_t len, roundlog_line *l, char *err, size_t errlen);
+
+#endif
