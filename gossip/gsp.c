@@ -159,6 +159,13 @@ static void edge_restart(const gsp_peer *g, gsp_edge *e, uint64_t incarnation)
     e->incarnation = incarnation;
 }
 
+void gsp_restart(gsp_peer *g, uint64_t incarnation)
+{
+    g->incarnation = incarnation;
+    for (int k = 0; k < g->n_out; k++)
+        edge_restart(g, &g->out[k], incarnation);
+}
+
 gsp_edge *gsp_in_edge(gsp_peer *g, int src)
 {
     if (src < 0 || src >= g->n_peers || src == g->id)

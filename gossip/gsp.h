@@ -172,6 +172,31 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m);
  * that follows on applies as usual. See gossip/GUARANTEES.md, "Stragglers,
  * leave and join". */
 
+/* Coming back and moving forward, as gsp_ operations so that every driver
+ * does them the same way (gossip/GUARANTEES.md, "Stragglers, leave and join"):
+ *
+ * gsp_jump: skip to `round` (catch-up): nothing is emitted for the rounds
+ * jumped over and their messages are not awaited (since = round).
+ *
+ * gsp_join: enter a run under way without state: x = z, one unit of weight
+ * (as every peer had at round 0), at `round`; in-edges adopt totals meant
+ * for an earlier holder of this id.
+ *
+ * gsp_resume: come back with the state held before (a checkpoint restored
+ * into g, or the simulator's crashed peer): in-edges adopt the totals that
+ * follow a gap, and the weight is brought back to [1/sqrt 2, sqrt 2) by a
+ * power of two (x scaled by the same factor, exact, z unchanged). Each
+ * comeback loses the shares that were in flight to the old process; without
+ * the renormalisation the run's total weight decays with every restart
+ * (a soak: from 8 to 0.013 over 175 restarts), with it every comeback pulls
+ * the total back towards one unit per peer. Returns the factor applied. */
+void gsp_jump(gsp_peer *g, long round);
+/* A new process for this peer (a restart): out-edges start from zero under
+ * `incarnation`, which must be higher than the last one. */
+void gsp_restart(gsp_peer *g, uint64_t incarnation);
+void gsp_join(gsp_peer *g, const float *z, long round);
+double gsp_resume(gsp_peer *g);
+
 /* The in-edge from `src`, created if new (to restore a checkpoint into);
  * NULL on -ENOMEM or a bad src. */
 gsp_edge *gsp_in_edge(gsp_peer *g, int src);

@@ -140,14 +140,36 @@ Test(peer_sim, straggler_delays_simulated_time_not_results_when_synchronous)
     config(&c, "exponential", 4);
     c.train.epochs = 1;
     c.compute_seconds = 0.01; /* compute, not the links, sets the pace */
+    c.round_deadline = 1e3;   /* wait for late neighbours up to the round timeout: synchronous */
     sim_result a, b;
     run(&c, &a);
     double slow[4] = {1, 4, 1, 1};
     c.slow = slow;
     run(&c, &b);
     cr_assert_gt(b.simulated_seconds, 3 * a.simulated_seconds, "tau = 0 waits for the straggler");
+    cr_assert_eq(b.late_marks, 0);
     cr_assert_eq(memcmp(a.average_model, b.average_model, a.parameters * sizeof(float)), 0,
                  "synchronous SGP does not depend on timing");
+    sim_result_free(&a), sim_result_free(&b);
+}
+
+/* With the derived deadline (gsp_pace), the same straggler is not waited
+ * for: the others mark it late and keep their pace, as real peers do. */
+Test(peer_sim, straggler_is_not_waited_for_with_the_derived_deadline)
+{
+    sim_config c;
+    config(&c, "exponential", 4);
+    c.train.epochs = 1;
+    c.compute_seconds = 0.01;
+    sim_result a, b;
+    run(&c, &a);
+    double slow[4] = {1, 4, 1, 1};
+    c.slow = slow;
+    run(&c, &b);
+    cr_assert_eq(a.late_marks, 0, "nobody is late without a straggler");
+    cr_assert_gt(b.late_marks, 0, "the straggler is marked late");
+    cr_assert_lt(b.simulated_seconds, 2.5 * a.simulated_seconds, "the others keep their pace: %.3f s vs %.3f s",
+                 b.simulated_seconds, a.simulated_seconds);
     sim_result_free(&a), sim_result_free(&b);
 }
 

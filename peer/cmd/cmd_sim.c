@@ -36,8 +36,18 @@ static void help(void)
           "  --jitter S            extra random delay up to S seconds (reorders messages) [0]\n"
           "  --slow PEER:FACTOR    PEER computes FACTOR times slower (repeatable)\n"
           "  --crash PEER@ROUND    PEER crashes when it reaches ROUND (repeatable)\n"
-          "  --rejoin PEER@ROUND   a crashed PEER comes back when the slowest peer reaches ROUND\n"
-          "  --dead-timeout S      seconds until the others notice a crash [1]\n"
+          "  --rejoin PEER@ROUND   a crashed PEER comes back when the slowest peer reaches ROUND,\n"
+          "                        with the state it had (a checkpoint) under a new incarnation\n"
+          "  --stop PEER@ROUND:S   PEER freezes for S seconds when it reaches ROUND (SIGSTOP)\n"
+          "  --churn F[:S]         random crashes and resumes: a fraction F of the peers is down at\n"
+          "                        any time, for S seconds on average [S: 4 x --dead-timeout]\n"
+          "  --speed-drift D       uniform load: each step takes (1 + D x Exp(1)) times as long,\n"
+          "                        drawn per peer and step [0]\n"
+          "  --dead-timeout S      seconds of silence or disconnection before a neighbour is\n"
+          "                        routed around [1]\n"
+          "  --round-timeout S     seconds a round waits at most [20 x (step + message + latency)]\n"
+          "  --round-deadline S    seconds a round waits for a late neighbour [derived: 2 x the\n"
+          "                        median round, at least 20 ms, at most --round-timeout]\n"
           "  --averaging-only      no gradient: pure push-sum from different starting points\n"
           "  --log FILE            per-round CSV: round, sim time, loss, consensus distance, bytes, lost\n"
           "\n"
@@ -50,7 +60,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
-       S_AVG, S_LOG, S_DUP, S_JITTER, S_CWARM };
+       S_AVG, S_LOG, S_DUP, S_JITTER, S_CWARM, S_STOP, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -68,17 +78,29 @@ static int parse_pair(const char *opt, const char *arg, char sep, long *peer, co
     return cli_long(CMD, opt, id, 0, TOPO_MAX_PEERS - 1, peer);
 }
 
-static int add_fault(sim_fault *list, int *n, const char *opt, const char *arg)
+/* PEER@ROUND, or PEER@ROUND:SECONDS when seconds is wanted. */
+static int add_fault(sim_fault *list, int *n, const char *opt, const char *arg, int seconds)
 {
     long peer, round;
+    double s = 0;
     const char *v = NULL;
     if (*n == SIM_MAX_EVENTS)
         return cli_usage(CMD, "at most %d %s options", SIM_MAX_EVENTS, opt);
     int rc = parse_pair(opt, arg, '@', &peer, &v);
+    char num[32];
+    const char *colon = v ? strchr(v, ':') : NULL;
+    if (rc == 0 && seconds) {
+        if (!colon || (size_t)(colon - v) >= sizeof num)
+            return cli_usage(CMD, "%s expects PEER@ROUND:SECONDS, got '%s'", opt, arg);
+        memcpy(num, v, (size_t)(colon - v));
+        num[colon - v] = 0;
+        v = num;
+        rc = cli_double(CMD, opt, colon + 1, 0, 1e6, &s);
+    }
     if (rc == 0)
         rc = cli_long(CMD, opt, v, 0, 1L << 40, &round);
     if (rc == 0)
-        list[(*n)++] = (sim_fault){.peer = (int)peer, .round = round};
+        list[(*n)++] = (sim_fault){.peer = (int)peer, .round = round, .seconds = s};
     return rc;
 }
 
@@ -115,6 +137,20 @@ static int write_summary(const char *path, const sim_config *c, const char *topo
     json_num(&j, "mass_error_x", r->mass_error_x);
     json_num(&j, "mass_error_w", r->mass_error_w);
     json_int(&j, "rounds", r->rounds);
+    json_int(&j, "local_steps", r->local_steps);
+    json_int(&j, "late_marks", r->late_marks);
+    json_int(&j, "catch_ups", r->catch_ups);
+    json_int(&j, "rounds_skipped", r->rounds_skipped);
+    json_int(&j, "neighbours_lost", r->neighbours_lost);
+    json_int(&j, "brakes", r->brakes);
+    json_int(&j, "isolated_rounds", r->isolated_rounds);
+    json_int(&j, "crashes", r->crashes);
+    json_int(&j, "resumes", r->resumes);
+    json_int(&j, "stops", r->stops);
+    json_int(&j, "peers_live", r->peers_live);
+    json_num(&j, "weight_min", r->weight_min);
+    json_num(&j, "weight_max", r->weight_max);
+    json_num(&j, "weight_total", r->weight_total);
     json_num(&j, "simulated_seconds", r->simulated_seconds);
     json_num(&j, "step_seconds", r->step_seconds);
     json_num(&j, "wall_seconds", r->wall_seconds);
@@ -163,6 +199,11 @@ int cmd_sim(int argc, char **argv)
         {"crash", required_argument, 0, S_CRASH},
         {"rejoin", required_argument, 0, S_REJOIN},
         {"dead-timeout", required_argument, 0, S_DEAD},
+        {"stop", required_argument, 0, S_STOP},
+        {"churn", required_argument, 0, S_CHURN},
+        {"speed-drift", required_argument, 0, S_DRIFT},
+        {"round-timeout", required_argument, 0, S_RTIMEOUT},
+        {"round-deadline", required_argument, 0, S_RDEADLINE},
         {"averaging-only", no_argument, 0, S_AVG},
         {"log", required_argument, 0, S_LOG},
         {"help", no_argument, 0, 'h'},
@@ -230,10 +271,35 @@ int cmd_sim(int argc, char **argv)
                 rc = cli_double(CMD, "--slow", v, 1e-3, 1e6, &slow[n_slow++].factor);
             break;
         case S_CRASH:
-            rc = add_fault(c.crash, &c.n_crash, "--crash", optarg);
+            rc = add_fault(c.crash, &c.n_crash, "--crash", optarg, 0);
             break;
         case S_REJOIN:
-            rc = add_fault(c.rejoin, &c.n_rejoin, "--rejoin", optarg);
+            rc = add_fault(c.rejoin, &c.n_rejoin, "--rejoin", optarg, 0);
+            break;
+        case S_STOP:
+            rc = add_fault(c.stop, &c.n_stop, "--stop", optarg, 1);
+            break;
+        case S_CHURN: {
+            char f[32];
+            const char *colon = strchr(optarg, ':');
+            size_t len = colon ? (size_t)(colon - optarg) : strlen(optarg);
+            if (len == 0 || len >= sizeof f)
+                return cli_usage(CMD, "--churn expects FRACTION[:SECONDS], got '%s'", optarg);
+            memcpy(f, optarg, len);
+            f[len] = 0;
+            rc = cli_double(CMD, "--churn", f, 0, 0.9, &c.churn);
+            if (rc == 0 && colon)
+                rc = cli_double(CMD, "--churn", colon + 1, 1e-6, 1e6, &c.churn_down);
+            break;
+        }
+        case S_DRIFT:
+            rc = cli_double(CMD, "--speed-drift", optarg, 0, 1e3, &c.speed_drift);
+            break;
+        case S_RTIMEOUT:
+            rc = cli_double(CMD, "--round-timeout", optarg, 1e-6, 1e6, &c.round_timeout);
+            break;
+        case S_RDEADLINE:
+            rc = cli_double(CMD, "--round-deadline", optarg, 1e-6, 1e6, &c.round_deadline);
             break;
         case S_DEAD:
             rc = cli_double(CMD, "--dead-timeout", optarg, 0, 1e6, &c.dead_timeout);
@@ -269,11 +335,12 @@ int cmd_sim(int argc, char **argv)
     for (int k = 0; k < n_slow; k++)
         if (slow[k].peer >= peers)
             return cli_usage(CMD, "--slow: peer %ld does not exist (--peers %ld)", slow[k].peer, peers);
-    for (int k = 0; k < c.n_crash + c.n_rejoin; k++) {
-        const sim_fault *f = k < c.n_crash ? &c.crash[k] : &c.rejoin[k - c.n_crash];
+    for (int k = 0; k < c.n_crash + c.n_rejoin + c.n_stop; k++) {
+        const sim_fault *f = k < c.n_crash ? &c.crash[k] : k < c.n_crash + c.n_rejoin ? &c.rejoin[k - c.n_crash]
+                                                                                      : &c.stop[k - c.n_crash - c.n_rejoin];
+        const char *what = k < c.n_crash ? "crash" : k < c.n_crash + c.n_rejoin ? "rejoin" : "stop";
         if (f->peer >= peers)
-            return cli_usage(CMD, "--%s: peer %d does not exist (--peers %ld)", k < c.n_crash ? "crash" : "rejoin",
-                             f->peer, peers);
+            return cli_usage(CMD, "--%s: peer %d does not exist (--peers %ld)", what, f->peer, peers);
     }
     for (int k = 0; k < c.n_rejoin; k++) {
         int crashed_before = 0;
@@ -333,6 +400,10 @@ int cmd_sim(int argc, char **argv)
            100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance,
            (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
            (unsigned long long)r.messages_lost, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
+    printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped), %ld neighbours lost, "
+           "%ld brakes; %ld crashes, %ld resumes, %ld stops; %d peers live, weight %.3g..%.3g (total %.4g)\n",
+           r.local_steps, r.late_marks, r.catch_ups, r.rounds_skipped, r.neighbours_lost, r.brakes, r.crashes,
+           r.resumes, r.stops, r.peers_live, r.weight_min, r.weight_max, r.weight_total);
     status = 0;
     if (c.train.summary && (rc = write_summary(c.train.summary, &c, topology, &r)) < 0) {
         fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));

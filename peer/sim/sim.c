@@ -1,59 +1,29 @@
-/* The simulator engine: peers, messages and faults on a virtual clock.
- * The time model is documented in sim.h; the gossip and training arithmetic
- * is the real one (gossip/gsp.c, peer/core/sgp_step.c, nn/). */
+/* The simulator engine: the in-process transport of the round driver. N
+ * peers, each a round_peer (peer/core/round.h) making every decision of its
+ * rounds exactly as a networked peer does, on a virtual clock; this file
+ * only moves messages, heartbeats and connection events over modelled links
+ * and injects faults. The time model is documented in sim.h. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/nn_model.h"
-#include "nn/nn_rng.h"
 #include "peer/core/clock.h"
-#include "peer/store/progress.h"
-#include "peer/core/sgp_step.h"
-#include "peer/sim/sim.h"
-#include "peer/sim/sim_queue.h"
+#include "peer/sim/sim_engine.h"
 
-enum { EV_STEP_DONE, EV_ARRIVE, EV_DEATH_KNOWN, EV_WAKE, EV_NACK };
-enum { P_WAITING, P_COMPUTING, P_CRASHED, P_DONE };
-
-
-typedef struct sim_peer {
-    gsp_peer g;
-    sgp_local local;
-    nn_dataset shard;
-    int state;
-    double slow;
-    float last_loss;
-    gsp_msg *inbox; /* arrived, not yet absorbed */
-    int n_inbox, cap_inbox;
-    cmp_spec codec; /* this peer's copy: sparsity warm-up changes its fraction by round */
-    int forced;     /* the round timeout fired: start without waiting for messages */
-} sim_peer;
-
-typedef struct sim {
-    const sim_config *c;
-    const nn_dataset *test;
-    nn_model model;
-    sim_peer *p;
-    uint8_t *alive; /* what every peer believes: cleared dead_timeout after a crash */
-    sim_queue q;
-    gsp_msg *flight; /* messages in flight, by slot */
-    int *free_slots, n_free, cap_flight;
-    double *link_free; /* n*n: when link i -> j is next idle */
-    nn_rng net;
-    double now, last_step, step_seconds, round_timeout;
-    long rounds_per_epoch, total_rounds;
-    long *at_round; /* live peers per completed round count, for the slowest-peer watermark */
-    long slowest;
-    int per_batch;
-    double epoch_loss;
-    long epoch_steps;
-    double *mass0; /* averaging-only: total x at the start (double), for the mass check */
-    progress bar;
-    double wall0;
-    sim_result *r;
-} sim;
+enum {
+    EV_STEP_DONE, /* peer's local step finished: emit */
+    EV_ARRIVE,    /* a PUSH (arg: flight slot) reaches peer */
+    EV_WAKE,      /* the pacing policy asked to be asked again */
+    EV_NACK,      /* peer is asked for a SYNC by arg */
+    EV_TICK,      /* peer's heartbeat timer */
+    EV_HEARTBEAT, /* a HEARTBEAT reaches peer: arg = round * n + sender */
+    EV_UP,        /* peer's connection to arg is up */
+    EV_DOWN,      /* peer's connection to arg broke */
+    EV_GOODBYE,   /* arg said it is done */
+    EV_CHURN,     /* --churn: peer goes down, or comes back */
+    EV_RESUME,    /* a stopped peer runs again */
+};
 
 /* ---- messages in flight -------------------------------------------------- */
 
@@ -62,13 +32,13 @@ static long flight_put(sim *s, const gsp_msg *m)
     if (s->n_free == 0) {
         int nc = s->cap_flight ? 2 * s->cap_flight : 256;
         gsp_msg *f = realloc(s->flight, (size_t)nc * sizeof *f);
-        int *fs = f ? realloc(s->free_slots, (size_t)nc * sizeof *fs) : NULL;
-        if (!f || !fs) {
-            if (f)
-                s->flight = f;
+        if (!f)
             return -ENOMEM;
-        }
-        s->flight = f, s->free_slots = fs;
+        s->flight = f;
+        int *fs = realloc(s->free_slots, (size_t)nc * sizeof *fs);
+        if (!fs)
+            return -ENOMEM;
+        s->free_slots = fs;
         for (int i = nc - 1; i >= s->cap_flight; i--)
             s->free_slots[s->n_free++] = i;
         s->cap_flight = nc;
@@ -81,270 +51,304 @@ static long flight_put(sim *s, const gsp_msg *m)
     return slot;
 }
 
-static void flight_release(sim *s, long slot, int freed_payload)
+static void flight_release(sim *s, long slot, int free_payload)
 {
-    if (freed_payload)
+    if (free_payload)
         gsp_msg_free(&s->flight[slot]);
     s->free_slots[s->n_free++] = (int)slot;
 }
 
-/* ---- the slowest-peer watermark, epochs and logging ----------------------- */
-
-static double consensus_distance(sim *s, float *avg);
-
-static void average_model(sim *s, float *avg)
-{
-    const size_t dim = s->model.n_params;
-    double w = 0;
-    double *acc = calloc(dim, sizeof *acc);
-    for (int i = 0; i < s->c->n_peers; i++) {
-        if (s->p[i].state == P_CRASHED)
-            continue;
-        for (size_t d = 0; d < dim; d++)
-            acc[d] += s->p[i].g.x[d];
-        w += s->p[i].g.w;
-    }
-    for (size_t d = 0; d < dim; d++)
-        avg[d] = (float)(acc[d] / w);
-    free(acc);
-}
-
-static double consensus_distance(sim *s, float *avg)
-{
-    const size_t dim = s->model.n_params;
-    double norm = 0, sum = 0;
-    int live = 0;
-    for (size_t d = 0; d < dim; d++)
-        norm += (double)avg[d] * avg[d];
-    for (int i = 0; i < s->c->n_peers; i++) {
-        if (s->p[i].state == P_CRASHED)
-            continue;
-        const float *z = gsp_debias(&s->p[i].g);
-        double e = 0;
-        for (size_t d = 0; d < dim; d++)
-            e += ((double)z[d] - avg[d]) * ((double)z[d] - avg[d]);
-        sum += e, live++;
-    }
-    return live && norm > 0 ? sum / live / norm : 0.0;
-}
-
-static float mean_last_loss(const sim *s)
-{
-    double sum = 0;
-    int n = 0;
-    for (int i = 0; i < s->c->n_peers; i++)
-        if (s->p[i].state != P_CRASHED)
-            sum += s->p[i].last_loss, n++;
-    return n ? (float)(sum / n) : 0.0f;
-}
-
-static void epoch_report(sim *s, long epoch)
+/* A message of `bytes` on link i -> j: queued behind the link's earlier
+ * messages, serialised at the bandwidth; returns when it has left. */
+static double link_send(sim *s, int i, int j, double bytes)
 {
     const sim_config *c = s->c;
-    float *avg = s->r->average_model;
-    average_model(s, avg);
-    float loss, acc;
-    nn_model_evaluate(&s->model, avg, s->test, &loss, &acc);
-    double cd = consensus_distance(s, avg);
-    s->r->train_loss = s->epoch_steps ? (float)(s->epoch_loss / s->epoch_steps) : 0.0f;
-    progress_clear(&s->bar);
-    if (c->progress) {
-        fprintf(c->progress,
-                "epoch %3ld/%ld  loss %.4f  test (average model) %6.2f%%  consensus %.2e  %.1f MB sent  "
-                "sim %.2fs  wall %.1fs\n",
-                epoch, c->train.epochs, s->r->train_loss, 100 * acc, cd, s->r->bytes_sent / 1e6, s->now,
-                clock_now() - s->wall0);
-        fflush(c->progress);
-    }
-    s->epoch_loss = 0, s->epoch_steps = 0;
+    double *free_at = &s->link_free[(size_t)i * c->n_peers + j];
+    double start = *free_at > s->now ? *free_at : s->now;
+    *free_at = start + (c->bandwidth > 0 ? bytes / c->bandwidth : 0.0);
+    return *free_at;
 }
 
-static void log_round(sim *s, long round)
+/* Deliver a gossip message over the link model (loss, duplication, jitter). */
+static int transmit(sim *s, const gsp_msg *m)
 {
     const sim_config *c = s->c;
-    if (!c->log)
-        return;
-    float *avg = s->r->average_model;
-    average_model(s, avg);
-    fprintf(c->log, "%ld,%.6f,%.6f,%.6e,%llu,%llu\n", round, s->now, mean_last_loss(s), consensus_distance(s, avg),
-            (unsigned long long)s->r->bytes_sent, (unsigned long long)s->r->messages_lost);
+    const double bytes = (double)gsp_msg_bytes(m);
+    s->r->bytes_sent += (uint64_t)bytes;
+    s->r->messages_sent++;
+    double done = link_send(s, m->src, m->dst, bytes);
+    if (c->loss > 0 && nn_rng_uniform_d(&s->net) < c->loss) {
+        s->r->messages_lost++;
+        return 0;
+    }
+    int copies = c->duplicate > 0 && nn_rng_uniform_d(&s->net) < c->duplicate ? 2 : 1;
+    s->r->messages_duplicated += (uint64_t)(copies - 1);
+    for (int copy = 0; copy < copies; copy++) {
+        double jitter = c->jitter > 0 ? c->jitter * nn_rng_uniform_d(&s->net) : 0.0;
+        long slot = flight_put(s, m);
+        if (slot < 0)
+            return (int)slot;
+        if (sim_queue_push(&s->q, done + c->latency + jitter, EV_ARRIVE, m->dst, slot) < 0)
+            return -ENOMEM;
+    }
+    return 0;
 }
+
+/* ---- the slowest-peer watermark ------------------------------------------- */
 
 static void try_start(sim *s, int i);
+static int rejoin(sim *s, int i);
 
-/* A live peer finished a round (or left/rejoined): move the watermark. */
+/* A live peer finished a round (or jumped, left or came back): move the watermark. */
 static void watermark_advance(sim *s)
 {
     const sim_config *c = s->c;
-    while (s->slowest < s->total_rounds && s->at_round[s->slowest] == 0) {
+    while (s->slowest < s->plan.total_rounds && s->at_round[s->slowest] == 0) {
         s->slowest++;
-        log_round(s, s->slowest);
-        if (s->slowest % s->rounds_per_epoch == 0 || s->slowest == s->total_rounds)
-            epoch_report(s, (s->slowest + s->rounds_per_epoch - 1) / s->rounds_per_epoch);
-        else if (c->progress && s->bar.enabled) {
-            char text[96];
-            snprintf(text, sizeof text, "round %ld/%ld  loss %.4f", s->slowest, s->total_rounds, mean_last_loss(s));
-            progress_update(&s->bar, s->slowest, s->total_rounds, text);
-        }
-        for (int k = 0; k < c->n_rejoin; k++) {
-            int i = c->rejoin[k].peer;
-            if (c->rejoin[k].round == s->slowest && s->p[i].state == P_CRASHED) {
-                /* Back with the state it had; it enters at the current round so it
-                 * neither holds the others back nor replays rounds. */
-                s->p[i].state = P_WAITING;
-                s->alive[i] = 1;
-                if (s->p[i].g.round < s->slowest)
-                    s->p[i].g.round = s->slowest;
-                s->p[i].g.since = s->p[i].g.round; /* the missed rounds' messages never come */
-                s->at_round[s->p[i].g.round]++;
-                sim_queue_push(&s->q, s->now + s->round_timeout, EV_WAKE, i, s->p[i].g.round);
-                try_start(s, i);
-            }
-        }
+        sim_log_round(s, s->slowest);
+        if (s->slowest % s->plan.rounds_per_epoch == 0 || s->slowest == s->plan.total_rounds)
+            sim_epoch_report(s, (s->slowest + s->plan.rounds_per_epoch - 1) / s->plan.rounds_per_epoch);
+        else
+            sim_progress_round(s);
+        for (int k = 0; k < c->n_rejoin; k++)
+            if (c->rejoin[k].round == s->slowest && s->p[c->rejoin[k].peer].state == P_CRASHED &&
+                !s->p[c->rejoin[k].peer].churned && rejoin(s, c->rejoin[k].peer) == 0)
+                s->running++;
     }
 }
 
-/* ---- peers ------------------------------------------------------------------ */
-
-static int cmp_msg(const void *a, const void *b)
+static void move_round(sim *s, long from, long to)
 {
-    const gsp_msg *x = a, *y = b;
-    if (x->src != y->src)
-        return x->src < y->src ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+    s->at_round[from]--;
+    s->at_round[to]++;
 }
 
-/* Absorb what has arrived, in (sender, seq) order; with tau = 0 only messages
- * of earlier rounds, so a synchronous run does not depend on arrival order. */
-static void absorb_inbox(sim *s, sim_peer *p)
+/* ---- connections, heartbeats, timers ----------------------------------------- */
+
+static void wake_at(sim *s, int i, double t)
 {
-    if (p->n_inbox == 0)
-        return; /* (an empty inbox may still be a NULL pointer, which qsort must not get) */
-    qsort(p->inbox, (size_t)p->n_inbox, sizeof *p->inbox, cmp_msg);
-    int kept = 0;
-    for (int k = 0; k < p->n_inbox; k++) {
-        gsp_msg *m = &p->inbox[k];
-        if (s->c->tau == 0 && m->round >= p->g.round) {
-            p->inbox[kept++] = *m;
+    sim_peer *p = &s->p[i];
+    if (p->wake_at >= s->now && p->wake_at <= t)
+        return; /* an earlier wake is pending: it asks again */
+    p->wake_at = t;
+    sim_queue_push(&s->q, t, EV_WAKE, i, 0);
+}
+
+static void arm_tick(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    if (p->ticking || p->state == P_CRASHED || p->state == P_DONE)
+        return;
+    p->ticking = 1;
+    sim_queue_push(&s->q, s->now + gsp_pace_heartbeat(&p->rp.pace.c), EV_TICK, i, 0);
+}
+
+/* Tell every neighbour of i, one latency from now, that i's connection
+ * broke (kind EV_DOWN) or is up (EV_UP), as TCP would. */
+static void tell_neighbours(sim *s, int i, int kind)
+{
+    const gsp_pace *pc = &s->p[i].rp.pace;
+    for (int k = 0; k < pc->n_nb; k++) {
+        int q = pc->nb[k].peer;
+        if (s->p[q].state == P_CRASHED)
             continue;
-        }
-        if (gsp_absorb(&p->g, m) == GSP_NEED_SYNC) /* tell the sender, over the reverse link */
-            sim_queue_push(&s->q, s->now + s->c->latency, EV_NACK, m->src, p->g.id);
-        gsp_msg_free(m);
+        sim_queue_push(&s->q, s->now + s->c->latency, kind, q, i);
+        if (kind == EV_UP) /* and i sees q */
+            sim_queue_push(&s->q, s->now + s->c->latency, EV_UP, i, q);
     }
-    p->n_inbox = kept;
 }
 
-static int crash_due(const sim *s, int i, long round)
+static void tick(sim *s, int i)
 {
-    for (int k = 0; k < s->c->n_crash; k++)
-        if (s->c->crash[k].peer == i && s->c->crash[k].round == round)
-            return 1;
-    return 0;
+    sim_peer *p = &s->p[i];
+    p->ticking = 0;
+    if (p->state == P_CRASHED || p->state == P_DONE)
+        return;
+    gsp_pace *pc = &p->rp.pace;
+    int lost[64];
+    int n_lost = gsp_pace_tick(pc, s->now, lost, 64);
+    for (int k = 0; k < pc->n_nb; k++) {
+        int q = pc->nb[k].peer;
+        if (!gsp_pace_heartbeat_due(pc, q, s->now))
+            continue;
+        gsp_pace_sent(pc, q, s->now);
+        double done = link_send(s, i, q, 32);
+        s->r->bytes_sent += 32;
+        sim_queue_push(&s->q, done + s->c->latency, EV_HEARTBEAT, q, p->rp.g.round * s->c->n_peers + i);
+    }
+    arm_tick(s, i);
+    if (n_lost > 0 && p->state == P_WAITING)
+        try_start(s, i);
+}
+
+/* ---- faults ------------------------------------------------------------------- */
+
+/* The first fault of the list for peer i at this round not yet injected. */
+static int fault_at(const sim_fault *f, int n, uint8_t *fired, int i, long round)
+{
+    for (int k = 0; k < n; k++)
+        if (f[k].peer == i && f[k].round == round && !fired[k]) {
+            fired[k] = 1;
+            return k;
+        }
+    return -1;
 }
 
 static void crash(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
     p->state = P_CRASHED;
-    for (int k = 0; k < p->n_inbox; k++)
-        gsp_msg_free(&p->inbox[k]);
-    s->r->messages_lost += (uint64_t)p->n_inbox;
-    p->n_inbox = 0;
-    s->at_round[p->g.round]--;
-    sim_queue_push(&s->q, s->now + s->c->dead_timeout, EV_DEATH_KNOWN, i, 0);
+    for (int k = 0; k < p->rp.n_inbox; k++)
+        gsp_msg_free(&p->rp.inbox[k]);
+    s->r->messages_lost += (uint64_t)p->rp.n_inbox;
+    p->rp.n_inbox = 0;
+    s->r->crashes++;
+    s->at_round[p->rp.g.round]--;
+    tell_neighbours(s, i, EV_DOWN);
     watermark_advance(s);
+}
+
+/* Back with the state it had at the crash (as if checkpointed every
+ * round), as a new process: a new incarnation, in-edges adopting what
+ * follows a gap, weight renormalised (gsp_resume), fresh pacing without the
+ * round-0 barrier. The pacing policy then catches it up with the run. */
+static int rejoin(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    gsp_restart(&p->rp.g, p->rp.g.incarnation + 1);
+    gsp_resume(&p->rp.g);
+    gsp_pace_config pc = p->rp.pace.c;
+    pc.barrier = 0;
+    gsp_pace_free(&p->rp.pace);
+    int rc = gsp_pace_init(&p->rp.pace, &pc, i, s->now);
+    if (rc < 0)
+        return rc;
+    p->state = P_WAITING;
+    p->wake_at = -1;
+    s->r->resumes++;
+    s->at_round[p->rp.g.round]++;
+    tell_neighbours(s, i, EV_UP);
+    arm_tick(s, i);
+    wake_at(s, i, s->now + s->c->latency);
+    return 0;
+}
+
+/* --churn F[:D]: each peer alternates between up and down; down periods
+ * last D seconds on average and up periods D (1 - F) / F, both exponential,
+ * so that a fraction F of the peers is down at any time. */
+static double churn_wait(sim *s, int down)
+{
+    const sim_config *c = s->c;
+    double d = c->churn_down > 0 ? c->churn_down : 4 * c->dead_timeout;
+    double mean = down ? d : d * (1 - c->churn) / c->churn;
+    return -mean * log(1.0 - nn_rng_uniform_d(&s->churn));
+}
+
+static int churn(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    if (p->state == P_DONE)
+        return 0;
+    if (p->state == P_CRASHED) {
+        if (!p->churned)
+            return 0; /* crashed for good by --crash */
+        p->churned = 0;
+        int rc = rejoin(s, i);
+        sim_queue_push(&s->q, s->now + churn_wait(s, 0), EV_CHURN, i, 0);
+        return rc;
+    }
+    p->churned = 1;
+    if (p->state == P_COMPUTING)
+        p->state = P_WAITING; /* its step in progress dies with it */
+    crash(s, i);
+    sim_queue_push(&s->q, s->now + churn_wait(s, 1), EV_CHURN, i, 0);
+    return 0;
+}
+
+/* ---- rounds -------------------------------------------------------------------- */
+
+/* Over the reverse link: the sender answers with a SYNC (send_sync). */
+static void nack(void *ctx, const gsp_msg *m)
+{
+    sim *s = ctx;
+    sim_queue_push(&s->q, s->now + s->c->latency, EV_NACK, m->src, m->dst);
+}
+
+static double step_time(sim *s, sim_peer *p)
+{
+    double t = s->step_seconds * p->slow;
+    if (s->c->speed_drift > 0) /* uniform load: every peer's steps stretch at random, all alike */
+        t *= 1.0 + s->c->speed_drift * -log(1.0 - nn_rng_uniform_d(&p->speed));
+    return t;
 }
 
 static void try_start(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
-    if (p->state != P_WAITING)
+    if (p->state != P_WAITING || s->now < p->stopped_until)
         return;
-    if (p->g.round >= s->total_rounds) {
-        p->state = P_DONE;
-        return;
-    }
-    if (crash_due(s, i, p->g.round)) {
+    round_peer *rp = &p->rp;
+    int k;
+    if (fault_at(s->c->crash, s->c->n_crash, s->crash_fired, i, rp->g.round) >= 0) {
+        s->running--;
         crash(s, i);
         return;
     }
-    if (!p->forced && !gsp_ready_with(&p->g, s->c->topology, s->alive, p->inbox, p->n_inbox))
-        return; /* a message arrival, a death notice or the round timeout wakes it */
-    p->forced = 0;
-    absorb_inbox(s, p);
-    const sim_config *c = s->c;
-    if (!c->averaging_only) {
-        float lr = nn_lr_at(&c->train.schedule, p->g.round, s->rounds_per_epoch);
-        int correct, B;
-        p->last_loss = sgp_local_step(&p->local, &s->model, &p->g, lr, &correct, &B);
-        s->epoch_loss += p->last_loss, s->epoch_steps++;
+    if ((k = fault_at(s->c->stop, s->c->n_stop, s->stop_fired, i, rp->g.round)) >= 0) {
+        /* SIGSTOP: frozen, its connections up; what reaches it waits. */
+        p->stopped_until = s->now + s->c->stop[k].seconds;
+        s->r->stops++;
+        sim_queue_push(&s->q, p->stopped_until, EV_RESUME, i, 0);
+        return;
+    }
+    gsp_pace_decision d;
+    long before = rp->g.round;
+    gsp_pace_action a = round_next(rp, s->now, &d);
+    if (rp->g.round != before) {
+        move_round(s, before, rp->g.round);
+        watermark_advance(s);
+    }
+    if (a == GSP_PACE_WAIT) {
+        wake_at(s, i, d.wake_at);
+        return;
+    }
+    if (a == GSP_PACE_DONE) {
+        p->state = P_DONE;
+        s->running--;
+        const gsp_pace *pc = &rp->pace;
+        for (int j = 0; j < pc->n_nb; j++)
+            sim_queue_push(&s->q, s->now + s->c->latency, EV_GOODBYE, pc->nb[j].peer, i);
+        return;
+    }
+    gsp_pace_started(&rp->pace, s->now);
+    round_absorb(rp, 0, nack, s);
+    if (!s->c->averaging_only) {
+        s->epoch_loss += round_step(rp, &s->model), s->epoch_steps++;
+        s->r->local_steps++;
     }
     p->state = P_COMPUTING;
-    sim_queue_push(&s->q, s->now + s->step_seconds * p->slow, EV_STEP_DONE, i, p->g.round);
+    sim_queue_push(&s->q, s->now + step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
 }
 
-/* Sparsity warm-up (Deep Gradient Compression): in epoch e < W a sparse
- * codec sends F^((e+1)/(W+1)) of the entries instead of F, e.g. 40%, 16%,
- * 6%, 2.5% before 1% for W = 4, and the consensus step follows the fraction
- * (gsp_default_step). Fractions only shrink, so the edge buffers sized at the
- * first message stay large enough. */
-static void codec_warmup(sim *s, sim_peer *p, long round)
-{
-    const sim_config *c = s->c;
-    const char *name = c->codec->ops->name;
-    int sparse = !strcmp(name, "topk") || !strcmp(name, "randk") || !strcmp(name, "stc");
-    double epoch = (double)round / (double)s->rounds_per_epoch;
-    if (sparse && c->codec_warmup > 0 && epoch < c->codec_warmup) {
-        double e = floor(epoch), W = ceil(c->codec_warmup);
-        p->codec.fraction = pow(c->codec->fraction, (e + 1) / (W + 1));
-    } else
-        p->codec.fraction = c->codec->fraction;
-    p->g.step = c->step > 0 ? (float)c->step : gsp_default_step(&p->codec, s->model.n_params);
-}
-
-static int step_done(sim *s, int i)
+static int step_done(sim *s, int i, long step_id)
 {
     sim_peer *p = &s->p[i];
-    const sim_config *c = s->c;
-    topo_out out;
-    topo_route(c->topology, p->g.round, i, s->alive, &out);
+    if (p->state != P_COMPUTING || step_id != p->step_id)
+        return 0; /* it crashed meanwhile */
     gsp_msg msgs[TOPO_MAX_OUT];
-    long round = p->g.round;
-    if (c->codec && c->codec_warmup > 0)
-        codec_warmup(s, p, round);
-    int n = gsp_emit(&p->g, &out, msgs);
+    long round = p->rp.g.round;
+    int n = round_emit(&p->rp, s->now, NULL, msgs);
     if (n < 0)
         return n;
     for (int k = 0; k < n; k++) {
-        int j = msgs[k].dst;
-        const double bytes = (double)gsp_msg_bytes(&msgs[k]);
-        s->r->bytes_sent += (uint64_t)bytes;
-        s->r->messages_sent++;
-        double *free_at = &s->link_free[(size_t)i * c->n_peers + j];
-        double start = *free_at > s->now ? *free_at : s->now;
-        double done = start + (c->bandwidth > 0 ? bytes / c->bandwidth : 0.0);
-        *free_at = done;
-        if (c->loss > 0 && nn_rng_uniform_d(&s->net) < c->loss) {
-            s->r->messages_lost++;
-            continue;
-        }
-        int copies = c->duplicate > 0 && nn_rng_uniform_d(&s->net) < c->duplicate ? 2 : 1;
-        s->r->messages_duplicated += (uint64_t)(copies - 1);
-        for (int copy = 0; copy < copies; copy++) {
-            double jitter = c->jitter > 0 ? c->jitter * nn_rng_uniform_d(&s->net) : 0.0;
-            long slot = flight_put(s, &msgs[k]);
-            if (slot < 0)
-                return (int)slot;
-            if (sim_queue_push(&s->q, done + c->latency + jitter, EV_ARRIVE, j, slot) < 0)
-                return -ENOMEM;
-        }
+        gsp_pace_sent(&p->rp.pace, msgs[k].dst, s->now);
+        int rc = transmit(s, &msgs[k]);
+        if (rc < 0)
+            return rc;
     }
-    s->at_round[round]--;
-    s->at_round[round + 1]++;
+    move_round(s, round, round + 1);
     s->last_step = s->now;
     p->state = P_WAITING;
-    sim_queue_push(&s->q, s->now + s->round_timeout, EV_WAKE, i, p->g.round);
     watermark_advance(s);
     try_start(s, i);
     return 0;
@@ -355,24 +359,10 @@ static int step_done(sim *s, int i)
 static int send_sync(sim *s, int i, int j)
 {
     gsp_msg m;
-    if (gsp_sync_msg(&s->p[i].g, j, &m) < 0)
+    if (gsp_sync_msg(&s->p[i].rp.g, j, &m) < 0)
         return 0;
-    const sim_config *c = s->c;
-    double bytes = (double)gsp_msg_bytes(&m);
-    s->r->bytes_sent += (uint64_t)bytes;
-    s->r->messages_sent++;
     s->r->syncs++;
-    double *free_at = &s->link_free[(size_t)i * c->n_peers + j];
-    double start = *free_at > s->now ? *free_at : s->now;
-    *free_at = start + (c->bandwidth > 0 ? bytes / c->bandwidth : 0.0);
-    if (c->loss > 0 && nn_rng_uniform_d(&s->net) < c->loss) {
-        s->r->messages_lost++;
-        return 0;
-    }
-    long slot = flight_put(s, &m);
-    if (slot < 0)
-        return (int)slot;
-    return sim_queue_push(&s->q, *free_at + c->latency, EV_ARRIVE, j, slot);
+    return transmit(s, &m);
 }
 
 static int arrive(sim *s, int j, long slot)
@@ -384,28 +374,14 @@ static int arrive(sim *s, int j, long slot)
         flight_release(s, slot, 1);
         return 0;
     }
-    if (p->n_inbox == p->cap_inbox) {
-        int nc = p->cap_inbox ? 2 * p->cap_inbox : 8;
-        gsp_msg *in = realloc(p->inbox, (size_t)nc * sizeof *in);
-        if (!in)
-            return -ENOMEM;
-        p->inbox = in, p->cap_inbox = nc;
-    }
-    p->inbox[p->n_inbox++] = *m; /* the inbox takes over the payload */
+    gsp_pace_heard(&p->rp.pace, m->src, s->now);
+    gsp_pace_push(&p->rp.pace, &p->rp.g, m->src, m->round);
+    int rc = round_inbox_put(&p->rp, m); /* the inbox takes over the payload */
+    if (rc < 0)
+        return rc;
     flight_release(s, slot, 0);
-    try_start(s, j); /* a finished peer keeps its inbox for finish() to absorb in order */
+    try_start(s, j); /* a finished peer keeps its inbox for the end */
     return 0;
-}
-
-/* The round timeout: a peer still waiting on the same round starts it anyway
- * (messages can be lost; running sums make up for them later). */
-static void wake(sim *s, int i, long round)
-{
-    sim_peer *p = &s->p[i];
-    if (p->state != P_WAITING || p->g.round != round || round >= s->total_rounds)
-        return;
-    p->forced = 1;
-    try_start(s, i);
 }
 
 /* ---- set-up ------------------------------------------------------------------- */
@@ -420,7 +396,7 @@ static double estimate_step_seconds(size_t params, int batch) { return 6.0 * (do
 static double measure_step_seconds(sim *s, const nn_dataset *train)
 {
     enum { REPS = 15 };
-    int B = s->per_batch < train->n ? s->per_batch : train->n;
+    int B = s->plan.per_batch < train->n ? s->plan.per_batch : train->n;
     double t[REPS];
     nn_model_grad(&s->model, train->x, train->y, B, NULL); /* warm caches */
     for (int k = 0; k < REPS; k++) {
@@ -440,47 +416,46 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
 {
     const int n = c->n_peers;
     int rc = nn_model_init(&s->model, c->train.model, train->c, train->h, train->w, train->n_classes,
-                           s->per_batch > 256 ? s->per_batch : 256, c->train.seed, err, errlen);
+                           s->plan.per_batch > 256 ? s->plan.per_batch : 256, c->train.seed, err, errlen);
     if (rc < 0)
         return rc;
     const size_t dim = s->model.n_params;
+    s->step_seconds = c->averaging_only                           ? 0.0
+                      : c->compute_seconds >= 0                     ? c->compute_seconds
+                      : c->compute_seconds == SIM_COMPUTE_MEASURED ? measure_step_seconds(s, train)
+                                                                    : estimate_step_seconds(dim, s->plan.per_batch);
+    s->r->step_seconds = s->step_seconds;
+    /* Round timeout: generous next to a round's compute and transfer, so it
+     * only fires for lost messages and dead peers, never for mere slowness. */
+    double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
+    s->rc = (round_config){.train = &c->train, .topology = c->topology, .n_peers = n, .shard_alpha = c->shard_alpha,
+                           .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
+                           .dead_timeout = c->dead_timeout, .round_deadline = c->round_deadline,
+                           .round_timeout = c->round_timeout > 0 ? c->round_timeout
+                                                                 : 20.0 * (s->step_seconds + transfer + c->latency) + 1e-3};
     s->p = calloc((size_t)n, sizeof *s->p);
-    s->alive = malloc((size_t)n);
     s->link_free = calloc((size_t)n * n, sizeof *s->link_free);
-    s->at_round = calloc((size_t)s->total_rounds + 2, sizeof *s->at_round);
+    s->at_round = calloc((size_t)s->plan.total_rounds + 2, sizeof *s->at_round);
     s->r->average_model = calloc(dim, sizeof(float));
     float *x0 = malloc(dim * sizeof(float));
-    if (!s->p || !s->alive || !s->link_free || !s->at_round || !s->r->average_model || !x0) {
+    if (!s->p || !s->link_free || !s->at_round || !s->r->average_model || !x0) {
         free(x0);
         snprintf(err, errlen, "out of memory for %d peers", n);
         return -ENOMEM;
     }
-    memset(s->alive, 1, (size_t)n);
     memcpy(x0, s->model.params, dim * sizeof(float));
     for (int i = 0; i < n; i++) {
         sim_peer *p = &s->p[i];
         p->slow = c->slow ? c->slow[i] : 1.0;
+        p->stopped_until = -1, p->wake_at = -1;
+        nn_rng_seed(&p->speed, c->train.seed, 0x7370656564ULL + (uint64_t)i);
         if (c->averaging_only) { /* different starting points, or there is nothing to average */
             nn_model_init_params(&s->model, c->train.seed + 0x9e3779b9ULL * (uint64_t)(i + 1));
             memcpy(x0, s->model.params, dim * sizeof(float));
         }
-        int *idx = NULL, count = 0;
-        rc = nn_shard_indices(train, i, n, c->shard_alpha, c->train.seed, &idx, &count);
-        if (rc == 0)
-            rc = nn_dataset_subset(train, idx, count, &p->shard);
-        free(idx);
-        if (rc == 0)
-            rc = gsp_init(&p->g, i, n, dim, c->tau, x0);
-        if (rc == 0 && c->codec) {
-            p->codec = *c->codec;
-            codec_warmup(s, p, 0); /* densest first: edge buffers are sized by the first bound */
-            rc = gsp_set_codec(&p->g, &p->codec, c->train.seed ^ 0x636f646563ULL, p->g.step);
-        }
-        if (rc == 0)
-            rc = sgp_local_init(&p->local, &c->train, &p->shard, i, s->per_batch, dim);
+        rc = round_peer_init(&p->rp, &s->rc, &s->plan, i, train, x0, dim, 0.0, err, errlen);
         if (rc < 0) {
             free(x0);
-            snprintf(err, errlen, "peer %d: cannot set up (%s)", i, strerror(-rc));
             return rc;
         }
     }
@@ -488,32 +463,27 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
     if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
         for (int i = 0; i < n; i++)
             for (size_t d = 0; d < dim; d++)
-                s->mass0[d] += s->p[i].g.x[d];
+                s->mass0[d] += s->p[i].rp.g.x[d];
     s->at_round[0] = n;
+    s->running = n;
     nn_rng_seed(&s->net, c->train.seed, 0x6e6574ULL);
-    s->step_seconds = c->averaging_only                           ? 0.0
-                      : c->compute_seconds >= 0                     ? c->compute_seconds
-                      : c->compute_seconds == SIM_COMPUTE_MEASURED ? measure_step_seconds(s, train)
-                                                                    : estimate_step_seconds(dim, s->per_batch);
-    s->r->step_seconds = s->step_seconds;
-    /* Round timeout: generous next to a round's compute and transfer, so it
-     * only fires for lost messages and dead peers, never for mere slowness. */
-    double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
-    s->round_timeout = 20.0 * (s->step_seconds + transfer + c->latency) + 1e-3;
+    nn_rng_seed(&s->churn, c->train.seed, 0x636875726eULL);
+    /* Every connection is up from the start, as after the round-0 barrier. */
+    for (int i = 0; i < n; i++) {
+        const gsp_pace *pc = &s->p[i].rp.pace;
+        for (int k = 0; k < pc->n_nb; k++)
+            gsp_pace_up(&s->p[i].rp.pace, pc->nb[k].peer, 0.0);
+        arm_tick(s, i);
+        if (c->churn > 0)
+            sim_queue_push(&s->q, churn_wait(s, 0), EV_CHURN, i, 0);
+    }
     return 0;
 }
 
 static void teardown(sim *s)
 {
-    for (int i = 0; s->p && i < s->c->n_peers; i++) {
-        sim_peer *p = &s->p[i];
-        for (int k = 0; k < p->n_inbox; k++)
-            gsp_msg_free(&p->inbox[k]);
-        free(p->inbox);
-        gsp_free(&p->g);
-        sgp_local_free(&p->local);
-        nn_dataset_free(&p->shard);
-    }
+    for (int i = 0; s->p && i < s->c->n_peers; i++)
+        round_peer_free(&s->p[i].rp);
     sim_event e;
     while (sim_queue_pop(&s->q, &e))
         if (e.kind == EV_ARRIVE)
@@ -522,89 +492,30 @@ static void teardown(sim *s)
     free(s->flight);
     free(s->free_slots);
     free(s->p);
-    free(s->alive);
     free(s->link_free);
     free(s->at_round);
     free(s->mass0);
     nn_model_free(&s->model);
 }
 
-/* Total mass now (peers plus in flight on every edge) against the start. */
-static void mass_check(sim *s)
-{
-    sim_result *r = s->r;
-    r->mass_error_x = r->mass_error_w = NAN;
-    if (!s->mass0 || s->c->n_crash > 0)
-        return;
-    const int n = s->c->n_peers;
-    const size_t dim = s->model.n_params;
-    double *x = calloc(dim, sizeof *x), w = 0;
-    if (!x)
-        return;
-    for (int i = 0; i < n; i++) {
-        for (size_t d = 0; d < dim; d++)
-            x[d] += s->p[i].g.x[d];
-        w += s->p[i].g.w;
-        for (int j = 0; j < n; j++)
-            if (j != i)
-                w += gsp_edge_pending(&s->p[i].g, &s->p[j].g, x);
-    }
-    double ex = 0, norm = 0;
-    for (size_t d = 0; d < dim; d++)
-        ex += (x[d] - s->mass0[d]) * (x[d] - s->mass0[d]), norm += s->mass0[d] * s->mass0[d];
-    r->mass_error_x = norm > 0 ? sqrt(ex / norm) : sqrt(ex);
-    r->mass_error_w = fabs(w - n) / n;
-    free(x);
-}
-
-/* After the last round: deliver what is still in flight to live peers, then
- * evaluate the average model and every live peer's own. */
+/* After the last round: what is still in flight goes to live peers, then
+ * every inbox in (sender, seq) order: the average model is of all the mass
+ * the live peers hold (only lost messages' shares are missing). */
 static void finish(sim *s)
 {
-    const sim_config *c = s->c;
     sim_event e;
     while (sim_queue_pop(&s->q, &e)) {
         if (e.kind != EV_ARRIVE)
             continue;
-        gsp_msg *m = &s->flight[e.arg];
-        if (s->p[e.peer].state != P_CRASHED)
-            gsp_absorb(&s->p[e.peer].g, m);
-        flight_release(s, e.arg, 1);
+        if (s->p[e.peer].state != P_CRASHED && round_inbox_put(&s->p[e.peer].rp, &s->flight[e.arg]) == 0)
+            flight_release(s, e.arg, 0);
+        else
+            flight_release(s, e.arg, 1);
     }
-    sim_result *r = s->r;
-    float *avg = r->average_model;
-    if (c->keep_peer_models)
-        r->peer_models = calloc((size_t)c->n_peers * s->model.n_params, sizeof(float));
-    /* Every message that arrived goes in first: the average model is of all
-     * the mass the live peers hold (only lost messages' shares are missing). */
-    for (int i = 0; i < c->n_peers; i++)
+    for (int i = 0; i < s->c->n_peers; i++)
         if (s->p[i].state != P_CRASHED)
-            absorb_inbox(s, &s->p[i]); /* every message is of a round before the last: all go in, sorted */
-    average_model(s, avg);
-    nn_model_evaluate(&s->model, avg, s->test, &r->test_loss, &r->test_accuracy);
-    r->consensus_distance = consensus_distance(s, avg);
-    r->test_accuracy_min = 1.0f;
-    double acc_sum = 0, stale = 0, absorbed = 0;
-    int live = 0;
-    for (int i = 0; i < c->n_peers; i++) {
-        sim_peer *p = &s->p[i];
-        if (p->state == P_CRASHED)
-            continue;
-        float acc;
-        nn_model_evaluate(&s->model, gsp_debias(&p->g), s->test, NULL, &acc);
-        if (r->peer_models)
-            memcpy(r->peer_models + (size_t)i * s->model.n_params, p->g.z, s->model.n_params * sizeof(float));
-        r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
-        acc_sum += acc, live++;
-        stale += (double)p->g.stats.stale_sum, absorbed += (double)p->g.stats.absorbed;
-        r->syncs += p->g.stats.syncs_sent; /* (scheduled ones; immediate ones are counted when sent) */
-    }
-    r->test_accuracy_mean = live ? (float)(acc_sum / live) : 0.0f;
-    mass_check(s);
-    r->mean_staleness = absorbed ? stale / absorbed : 0.0;
-    r->rounds = s->slowest;
-    r->simulated_seconds = s->last_step; /* not the idle round timeouts that trail it */
-    r->parameters = s->model.n_params;
+            round_absorb(&s->p[i].rp, 1, NULL, NULL);
+    sim_final_report(s);
 }
 
 void sim_config_defaults(sim_config *c)
@@ -618,6 +529,69 @@ void sim_config_defaults(sim_config *c)
     c->dead_timeout = 1.0;
 }
 
+/* Events for a frozen peer wait until it runs again, in their order. */
+static int deferred(sim *s, const sim_event *e)
+{
+    if (e->kind == EV_RESUME || s->now >= s->p[e->peer].stopped_until)
+        return 0;
+    sim_queue_push(&s->q, s->p[e->peer].stopped_until, e->kind, e->peer, e->arg);
+    return 1;
+}
+
+static int dispatch(sim *s, const sim_event *e)
+{
+    sim_peer *p = &s->p[e->peer];
+    const int n = s->c->n_peers;
+    if (deferred(s, e))
+        return 0;
+    switch (e->kind) {
+    case EV_STEP_DONE:
+        return step_done(s, e->peer, e->arg);
+    case EV_ARRIVE:
+        return arrive(s, e->peer, e->arg);
+    case EV_WAKE:
+        if (p->wake_at == e->t)
+            p->wake_at = -1;
+        try_start(s, e->peer);
+        return 0;
+    case EV_NACK:
+        return p->state == P_CRASHED ? 0 : send_sync(s, e->peer, (int)e->arg);
+    case EV_TICK:
+        tick(s, e->peer);
+        return 0;
+    case EV_HEARTBEAT:
+        if (p->state == P_CRASHED)
+            return 0;
+        gsp_pace_heard(&p->rp.pace, (int)(e->arg % n), s->now);
+        gsp_pace_claim(&p->rp.pace, (int)(e->arg % n), e->arg / n);
+        try_start(s, e->peer);
+        return 0;
+    case EV_UP:
+    case EV_DOWN:
+        if (p->state == P_CRASHED || (e->kind == EV_UP && s->p[e->arg].state == P_CRASHED))
+            return 0;
+        if (e->kind == EV_UP)
+            gsp_pace_up(&p->rp.pace, (int)e->arg, s->now);
+        else
+            gsp_pace_down(&p->rp.pace, (int)e->arg, s->now);
+        try_start(s, e->peer);
+        return 0;
+    case EV_GOODBYE:
+        if (p->state != P_CRASHED) {
+            gsp_pace_goodbye(&p->rp.pace, (int)e->arg, 1);
+            try_start(s, e->peer);
+        }
+        return 0;
+    case EV_CHURN:
+        return churn(s, e->peer);
+    case EV_RESUME:
+        p->stopped_until = -1;
+        try_start(s, e->peer);
+        return 0;
+    }
+    return 0;
+}
+
 int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test, sim_result *r, char *err,
             size_t errlen)
 {
@@ -627,47 +601,27 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
                  c->topology ? c->topology->n_peers : 0, c->n_peers);
         return -EINVAL;
     }
+    if (c->churn < 0 || c->churn >= 1) {
+        snprintf(err, errlen, "--churn must be in [0, 1)");
+        return -EINVAL;
+    }
     sim s = {.c = c, .test = test, .r = r};
     s.wall0 = clock_now();
-    s.per_batch = (int)(c->train.batch / c->n_peers);
-    if (s.per_batch < 1)
-        s.per_batch = 1;
-    long per_round = (long)s.per_batch * c->n_peers;
-    s.rounds_per_epoch = (train->n + per_round - 1) / per_round;
-    if (s.rounds_per_epoch < 1)
-        s.rounds_per_epoch = 1;
-    s.total_rounds = s.rounds_per_epoch * c->train.epochs;
+    round_plan_make(&s.plan, &c->train, train->n, c->n_peers);
     progress_init(&s.bar, c->progress ? c->progress : stdout, c->progress ? c->progress_bar : 0);
     int rc = setup(&s, c, train, err, errlen);
     for (int i = 0; rc == 0 && i < c->n_peers; i++)
         try_start(&s, i);
     sim_event e;
-    while (rc == 0 && sim_queue_pop(&s.q, &e)) {
+    /* Until no peer can do anything more: every live one done and nobody
+     * down that will come back. */
+    while (rc == 0 && s.running > 0 && sim_queue_pop(&s.q, &e)) {
         s.now = e.t;
-        switch (e.kind) {
-        case EV_STEP_DONE:
-            rc = step_done(&s, e.peer);
-            break;
-        case EV_ARRIVE:
-            rc = arrive(&s, e.peer, e.arg);
-            break;
-        case EV_DEATH_KNOWN:
-            if (s.p[e.peer].state == P_CRASHED) {
-                s.alive[e.peer] = 0;
-                for (int i = 0; i < c->n_peers; i++)
-                    try_start(&s, i);
-            }
-            break;
-        case EV_WAKE:
-            wake(&s, e.peer, e.arg);
-            break;
-        case EV_NACK:
-            if (s.p[e.peer].state != P_CRASHED)
-                rc = send_sync(&s, e.peer, (int)e.arg);
-            break;
-        }
+        rc = dispatch(&s, &e);
     }
-    if (rc < 0)
+    if (rc < 0 && rc == -EDOM)
+        snprintf(err, errlen, "the model diverged (NaN or infinity in the parameters): try a lower --lr or --clip");
+    else if (rc < 0)
         snprintf(err, errlen, "simulation failed: %s", strerror(-rc));
     else
         finish(&s);

@@ -48,6 +48,7 @@
 typedef struct sim_fault {
     int peer;
     long round;
+    double seconds; /* stop: how long the peer is frozen */
 } sim_fault;
 
 typedef struct sim_config {
@@ -60,10 +61,15 @@ typedef struct sim_config {
     double latency, bandwidth, loss; /* seconds, bytes/second (0 = infinite), probability */
     double duplicate;                /* probability that a message is delivered twice */
     double jitter;                   /* extra delay uniform in [0, jitter] s: reorders a link's messages */
-    double dead_timeout;             /* seconds until a crash is known */
+    double dead_timeout;             /* seconds of silence or disconnection before a neighbour is routed around */
+    double round_timeout;            /* seconds a round waits at most; <= 0: derived from the step and link times */
+    double round_deadline;           /* seconds a round waits for a late neighbour; <= 0: derived (gsp_pace) */
     double *slow;                    /* n_peers factors (NULL = all 1) */
-    sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS];
-    int n_crash, n_rejoin;
+    double speed_drift;              /* > 0: every peer's speed wanders by up to this fraction (uniform load) */
+    sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS], stop[SIM_MAX_EVENTS];
+    int n_crash, n_rejoin, n_stop;
+    double churn;                    /* fraction of peers down at any time (random crashes and resumes) */
+    double churn_down;               /* mean seconds a churned peer stays down; <= 0: 4 x dead_timeout */
     int averaging_only; /* no gradient: pure push-sum from different starting points */
     const cmp_spec *codec; /* compressed push-sum with this codec; NULL: uncompressed running sums */
     double step;           /* consensus step with a codec; <= 0: gsp_default_step */
@@ -94,6 +100,11 @@ typedef struct sim_result {
     size_t parameters;
     float *average_model;        /* n params, owned */
     float *peer_models;          /* keep_peer_models: n_peers * params, each peer's final z (crashed: zeros) */
+    /* The fault counters a networked peer reports, summed over peers. */
+    long local_steps, late_marks, catch_ups, rounds_skipped, neighbours_lost, brakes, isolated_rounds;
+    long crashes, resumes, stops;
+    double weight_min, weight_max, weight_total; /* over live peers at the end */
+    int peers_live;
 } sim_result;
 
 void sim_config_defaults(sim_config *c);

@@ -1,0 +1,412 @@
+/* The pacing policy: see gsp_pace.h, and gossip/GUARANTEES.md for the rules. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gsp_pace.h"
+
+static gsp_pace_nb *nb_of(const gsp_pace *p, int q)
+{
+    if (q < 0 || q >= p->n_peers || p->slot[q] < 0)
+        return NULL;
+    return &p->nb[p->slot[q]];
+}
+
+static int add_nb(gsp_pace *p, int q, int is_in, double now)
+{
+    if (q == p->id)
+        return 0;
+    if (p->slot[q] < 0) {
+        p->slot[q] = p->n_nb;
+        p->nb[p->n_nb++] = (gsp_pace_nb){.peer = q, .known_round = -1, .last_heard = now, .last_sent = -INFINITY,
+                                         .down_since = now};
+    }
+    p->nb[p->slot[q]].is_in |= (uint8_t)is_in;
+    return 0;
+}
+
+int gsp_pace_init(gsp_pace *p, const gsp_pace_config *c, int id, double now)
+{
+    memset(p, 0, sizeof *p);
+    const topo *t = c->topology;
+    if (!t || id < 0 || id >= t->n_peers || t->n_phases < 1)
+        return -EINVAL;
+    p->c = *c;
+    p->id = id, p->n_peers = t->n_peers, p->period = t->n_phases;
+    p->late_slack = c->tau + p->period + 1;
+    p->slot = malloc((size_t)p->n_peers * sizeof *p->slot);
+    p->alive = malloc((size_t)p->n_peers);
+    p->awaited = malloc((size_t)p->n_peers);
+    /* At most TOPO_MAX_OUT out- and 4 x as many in-neighbours a phase. */
+    size_t cap = (size_t)p->period * TOPO_MAX_OUT * 5;
+    if (cap > (size_t)p->n_peers)
+        cap = (size_t)p->n_peers;
+    p->nb = calloc(cap, sizeof *p->nb);
+    if (!p->slot || !p->alive || !p->awaited || !p->nb) {
+        gsp_pace_free(p);
+        return -ENOMEM;
+    }
+    memset(p->alive, 1, (size_t)p->n_peers);
+    memset(p->awaited, 1, (size_t)p->n_peers);
+    for (int q = 0; q < p->n_peers; q++)
+        p->slot[q] = -1;
+    /* A neighbour that never connects is routed around like one that left,
+     * after the round-0 barrier's wait (a peer coming back has none). */
+    double never = now + (c->barrier ? c->round_timeout : 0.0);
+    for (int ph = 0; ph < p->period; ph++) {
+        topo_out out;
+        topo_route(t, ph, id, NULL, &out);
+        for (int k = 0; k < out.n; k++)
+            add_nb(p, out.peer[k], 0, never);
+        int in[TOPO_MAX_OUT * 4];
+        int m = topo_in(t, ph, id, NULL, in, (int)(sizeof in / sizeof *in));
+        for (int k = 0; k < m; k++)
+            add_nb(p, in[k], 1, never);
+    }
+    p->prev_start = -1, p->wait_since = -1, p->wait_round = -1, p->last_tick = -1, p->last_emit_round = -1;
+    p->started = now;
+    p->barrier_passed = !c->barrier;
+    return 0;
+}
+
+void gsp_pace_free(gsp_pace *p)
+{
+    if (!p)
+        return;
+    free(p->slot);
+    free(p->alive);
+    free(p->awaited);
+    free(p->nb);
+    memset(p, 0, sizeof *p);
+}
+
+double gsp_pace_heartbeat(const gsp_pace_config *c)
+{
+    double h = c->dead_timeout / 4;
+    return h < 0.02 ? 0.02 : h > 1.0 ? 1.0 : h;
+}
+
+/* ---- what the transport saw ---------------------------------------------- */
+
+int gsp_pace_heard(gsp_pace *p, int q, double now)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (!b)
+        return 0;
+    b->last_heard = now;
+    if (p->alive[q] || !b->connected)
+        return 0;
+    p->alive[q] = 1;
+    return 1;
+}
+
+void gsp_pace_claim(gsp_pace *p, int q, long r)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (b && r > b->known_round)
+        b->known_round = r;
+}
+
+void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (!b)
+        return;
+    gsp_pace_claim(p, q, r + 1);
+    /* On time: it arrived before (or while) a round needs it. Nearly on
+     * time, for a neighbour late only once since it was last on time: within
+     * late_slack rounds of the round needed (a healthy peer held up once,
+     * by scheduling, closes the gap by itself). */
+    const long need = g->round - 1 - p->c.tau;
+    if (r >= need)
+        b->late = 0, b->late_count = 0;
+    else if (b->late && b->late_count <= 1 && r >= need - p->late_slack)
+        b->late = 0;
+}
+
+int gsp_pace_up(gsp_pace *p, int q, double now)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (!b)
+        return 0;
+    b->connected = 1, b->ever_up = 1;
+    b->last_heard = now;
+    int back = !p->alive[q];
+    p->alive[q] = 1;
+    return back;
+}
+
+void gsp_pace_down(gsp_pace *p, int q, double now)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (b && b->connected)
+        b->connected = 0, b->down_since = now;
+}
+
+int gsp_pace_goodbye(gsp_pace *p, int q, int done)
+{
+    if (q < 0 || q >= p->n_peers)
+        return 0;
+    gsp_pace_nb *b = nb_of(p, q);
+    int was = p->alive[q] && !(b && b->done);
+    if (done && b) {
+        b->done = 1;
+        gsp_pace_claim(p, q, p->c.total_rounds);
+    } else
+        p->alive[q] = 0;
+    return was;
+}
+
+int gsp_pace_in_done(const gsp_pace *p)
+{
+    for (int k = 0; k < p->n_nb; k++)
+        if (p->nb[k].is_in && p->alive[p->nb[k].peer] && !p->nb[k].done)
+            return 0;
+    return 1;
+}
+
+void gsp_pace_sent(gsp_pace *p, int q, double now)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (b)
+        b->last_sent = now;
+}
+
+int gsp_pace_tick(gsp_pace *p, double now, int *lost, int max)
+{
+    /* A tick far later than its interval: this process was not running
+     * (stopped, or starved), so the silence is ours, not the neighbours'. */
+    const int away = p->last_tick >= 0 && now - p->last_tick > p->c.dead_timeout / 2;
+    p->last_tick = now;
+    int n = 0;
+    for (int k = 0; k < p->n_nb; k++) {
+        gsp_pace_nb *b = &p->nb[k];
+        if (b->connected && away)
+            b->last_heard = now;
+        if (!p->alive[b->peer] || b->done)
+            continue;
+        int gone = b->connected ? now - b->last_heard > p->c.dead_timeout : now - b->down_since > p->c.dead_timeout;
+        if (!gone)
+            continue;
+        p->alive[b->peer] = 0; /* route around it, stop waiting for it */
+        p->stats.neighbours_lost++;
+        if (n < max)
+            lost[n] = b->peer;
+        n++;
+    }
+    return n < max ? n : max;
+}
+
+int gsp_pace_heartbeat_due(const gsp_pace *p, int q, double now)
+{
+    const gsp_pace_nb *b = nb_of(p, q);
+    return b && b->connected && now - b->last_sent >= gsp_pace_heartbeat(&p->c);
+}
+
+/* ---- rounds ----------------------------------------------------------------- */
+
+/* An in-neighbour we hear from: connected, not routed around, and a frame
+ * within two heartbeat intervals (a killed peer's connection is gone, a
+ * stopped one falls silent). */
+static int hearing(const gsp_pace *p, const gsp_pace_nb *b, double now)
+{
+    return b->is_in && p->alive[b->peer] &&
+           (b->done || (b->connected && b->last_heard >= now - 2 * gsp_pace_heartbeat(&p->c)));
+}
+
+/* The median, so that one straggler or one peer that ran ahead does not move it. */
+long gsp_pace_cluster_round(const gsp_pace *p, double now)
+{
+    long r[TOPO_MAX_OUT * 8];
+    int k = 0;
+    for (int j = 0; j < p->n_nb && k < (int)(sizeof r / sizeof *r); j++) {
+        const gsp_pace_nb *b = &p->nb[j];
+        if (!hearing(p, b, now) || b->known_round < 0)
+            continue;
+        int i = k++;
+        while (i > 0 && r[i - 1] > b->known_round) /* insertion: a few neighbours */
+            r[i] = r[i - 1], i--;
+        r[i] = b->known_round;
+    }
+    return k ? r[k / 2] : -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Twice the lower quartile of the last rounds that a deadline did not cut
+ * short: a neighbour at half the cluster's pace or slower is not waited for
+ * round after round, and one merely unlucky once costs little, since it is
+ * waited for again as soon as it is nearly on time. The lower quartile, not
+ * the median: a peer that waits for a straggler in half of its rounds (one
+ * of two in-neighbours on the exponential graph of 4) would otherwise take
+ * the straggler's pace for its own and never stop waiting. */
+double gsp_pace_deadline(const gsp_pace *p)
+{
+    const gsp_pace_config *c = &p->c;
+    if (c->round_deadline > 0)
+        return fmin(c->round_deadline, c->round_timeout);
+    if (p->n_recent < 8)
+        return c->round_timeout;
+    double d[GSP_PACE_RECENT];
+    int k = p->n_recent < GSP_PACE_RECENT ? p->n_recent : GSP_PACE_RECENT;
+    memcpy(d, p->recent, (size_t)k * sizeof *d);
+    qsort(d, (size_t)k, sizeof *d, cmp_double);
+    return fmin(fmax(2 * d[k / 4], 0.02), c->round_timeout);
+}
+
+/* Has in-neighbour q emitted the round this one waits for, without sending
+ * it here? Messages on a link arrive in order, so once q has said it is
+ * past that round, a share for us from that round would already be here: it
+ * went elsewhere, and waiting for it would wait for nothing. */
+static int past(const gsp_pace *p, const gsp_peer *g, const gsp_pace_nb *b)
+{
+    return b->known_round >= g->round - p->c.tau;
+}
+
+static int barrier(gsp_pace *p, double now)
+{
+    if (p->barrier_passed)
+        return 1;
+    int all = 1;
+    for (int k = 0; k < p->n_nb && all; k++)
+        all = p->nb[k].connected;
+    if (all || now - p->started >= p->c.round_timeout)
+        p->barrier_passed = 1;
+    return p->barrier_passed;
+}
+
+gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, int n_inbox, double now,
+                              gsp_pace_decision *d)
+{
+    const gsp_pace_config *c = &p->c;
+    memset(d, 0, sizeof *d);
+    d->jumped_from = -1;
+    d->wake_at = now + gsp_pace_heartbeat(c);
+    if (p->joining)
+        return GSP_PACE_WAIT;
+    if (!barrier(p, now)) {
+        d->wake_at = p->started + c->round_timeout;
+        return GSP_PACE_WAIT;
+    }
+    const long around = gsp_pace_cluster_round(p, now);
+    if (g->round < c->total_rounds && around >= 0) {
+        /* Far behind the run (a straggler, a peer that was stopped or
+         * restarted): jump to it. Past tau + 2n + 4 rounds: more than a
+         * synchronous run's spread can be (every chain of waits is shorter
+         * than n rounds). */
+        long lag = around - g->round;
+        if (lag > c->tau + 2L * p->n_peers + 4) {
+            d->jumped_from = g->round;
+            gsp_jump(g, around < c->total_rounds ? around : c->total_rounds);
+            p->stats.catch_ups++;
+            p->stats.rounds_skipped += g->round - d->jumped_from;
+        }
+        /* Nor run away: more than late_slack plus a period ahead of the run
+         * (the spread a synchronous run has, given that in-neighbours report
+         * only once a period), wait for the others to come up. */
+        if (g->round - around > p->late_slack + p->period) {
+            if (p->wait_round != g->round || p->wait_since < 0)
+                p->stats.brakes++;
+            p->wait_round = g->round, p->wait_since = now;
+            d->braked = 1;
+            return GSP_PACE_WAIT;
+        }
+    }
+    for (int k = 0; k < p->n_nb; k++) {
+        const gsp_pace_nb *b = &p->nb[k];
+        p->awaited[b->peer] = p->alive[b->peer] && !b->late && !past(p, g, b);
+    }
+    int ready = p->forced || gsp_ready_with(g, c->topology, p->awaited, inbox, n_inbox);
+    if (!ready) {
+        if (p->wait_round != g->round || p->wait_since < 0)
+            p->wait_round = g->round, p->wait_since = now;
+        double until = p->wait_since + gsp_pace_deadline(p);
+        if (now < until) {
+            d->wake_at = until;
+            return GSP_PACE_WAIT;
+        }
+        int k = gsp_missing(g, c->topology, p->awaited, inbox, n_inbox, d->late,
+                            (int)(sizeof d->late / sizeof *d->late));
+        d->n_late = k < (int)(sizeof d->late / sizeof *d->late) ? k : (int)(sizeof d->late / sizeof *d->late);
+        for (int j = 0; j < d->n_late; j++) {
+            gsp_pace_nb *b = nb_of(p, d->late[j]);
+            if (!b)
+                continue;
+            b->late = 1;
+            if (b->late_count < 255)
+                b->late_count++;
+            p->stats.late_marks++;
+        }
+        p->forced = 1;
+    }
+    return g->round >= c->total_rounds ? GSP_PACE_DONE : GSP_PACE_START;
+}
+
+void gsp_pace_started(gsp_pace *p, double now)
+{
+    if (p->prev_start >= 0 && !p->forced)
+        p->recent[p->n_recent++ % GSP_PACE_RECENT] = now - p->prev_start;
+    p->prev_start = now;
+    p->forced = 0;
+    p->wait_since = -1;
+}
+
+void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, topo_out *out)
+{
+    topo_route(p->c.topology, g->round, p->id, p->alive, out);
+    /* Isolated (no in-neighbour heard lately: all killed, stopped or cut
+     * off): keep every share home. Pushing mass out with none coming in
+     * would halve w round after round until x underflows, and with a codec
+     * the lag of the references would be amplified as w shrinks. */
+    int heard = 0, has_in = 0;
+    for (int k = 0; k < p->n_nb; k++)
+        has_in |= p->nb[k].is_in, heard |= hearing(p, &p->nb[k], now);
+    p->isolated = has_in && !heard;
+    /* A link that has not taken our last frames gets no share this round:
+     * its weight stays home, and no queue grows. */
+    int k = 0;
+    for (int j = 0; j < out->n; j++) {
+        int kept = p->isolated || (busy && busy[out->peer[j]]);
+        if (kept) {
+            out->keep += out->weight[j];
+            p->stats.busy_kept += !p->isolated;
+            continue;
+        }
+        out->peer[k] = out->peer[j], out->weight[k] = out->weight[j], k++;
+    }
+    if (p->isolated && out->n > 0)
+        p->stats.isolated_rounds++;
+    out->n = k;
+    /* After a jump over `skipped` rounds, this emit also moves the weight of
+     * the rounds jumped over (at most half of w): a peer that jumps (a
+     * straggler, mostly) would otherwise pass mass on at a fraction of the
+     * others' rate and collect it, and its less trained model would weigh
+     * that much more in everybody's average. */
+    const long skipped = p->last_emit_round >= 0 ? g->round - p->last_emit_round - 1 : 0;
+    if (skipped > 0 && out->n > 0) {
+        double sum = 0, wstep = g->codec ? (double)g->step : 1.0;
+        for (int j = 0; j < out->n; j++)
+            sum += out->weight[j];
+        double f = fmin((double)skipped + 1.0, 0.5 / (wstep * sum));
+        for (int j = 0; j < out->n && f > 1.0; j++)
+            out->weight[j] *= f;
+        /* With a codec, x gives up (weight moved) x r: moving this much
+         * against a reference that lags the model would push z away from it
+         * by as much, so this emit sends the model whole (bf16) first. */
+        g->refresh = f > 1.0;
+    }
+    p->last_emit_round = g->round;
+}
+
+void gsp_pace_set_joining(gsp_pace *p) { p->joining = 1; }
+
+void gsp_pace_joined(gsp_pace *p)
+{
+    p->joining = 0;
+    p->barrier_passed = 1;
+}

@@ -1,0 +1,172 @@
+/* The pacing policy of one SGP peer: when a round may start, whom it waits
+ * for, when a neighbour is late, lost or back, when to jump ahead (catch-up)
+ * or hold back (brake), when to keep shares home (isolation, busy links),
+ * and how much weight an emit moves after skipped rounds. Pure like gsp.c:
+ * time comes in as an argument (seconds, any origin: the networked peer
+ * passes its monotonic clock, the simulator its virtual one), liveness as
+ * events, and nothing here sends, sleeps or arms a timer: the driver asks
+ * what to do and when to ask again.
+ *
+ *   gsp_pace p;
+ *   gsp_pace_init(&p, &config, id, &topology, now);
+ *   ... on every frame from q:        gsp_pace_heard(&p, q, now);
+ *       on a PUSH of round r:         gsp_pace_push(&p, &g, q, r);
+ *       on a HEARTBEAT at round r:    gsp_pace_claim(&p, q, r);
+ *       on connect / disconnect:      gsp_pace_up(&p, q, now) / gsp_pace_down(&p, q, now);
+ *       on GOODBYE:                   gsp_pace_goodbye(&p, q, done);
+ *       every heartbeat interval:     gsp_pace_tick(&p, now, lost, max); heartbeat to q if gsp_pace_heartbeat_due
+ *   gsp_pace_decision d;
+ *   switch (gsp_pace_next(&p, &g, inbox, n_inbox, now, &d)) {
+ *   case GSP_PACE_WAIT:  ask again at d.wake_at, or when something arrives
+ *   case GSP_PACE_START: gsp_pace_started(&p, now); absorb, local step;
+ *                        gsp_pace_route(&p, &g, now, busy, &out); gsp_emit(&g, &out, msgs)
+ *   case GSP_PACE_DONE:  every round is done (or nothing to join): finish
+ *   }
+ *
+ * The rules, with the reasons for each, are in gossip/GUARANTEES.md
+ * ("Stragglers, leave and join"); each has a unit test on virtual time in
+ * tests/test_gossip_pace.c.
+ */
+#ifndef GSP_PACE_H
+#define GSP_PACE_H
+
+#include <stdint.h>
+
+#include "gossip/gsp.h"
+#include "topologies/topo.h"
+
+#define GSP_PACE_RECENT 32 /* round durations the derived deadline is taken from */
+
+typedef struct gsp_pace_config {
+    const topo *topology;
+    long total_rounds;     /* the run ends when round total_rounds may start */
+    int tau;               /* staleness bound (as gsp_peer.tau) */
+    double dead_timeout;   /* seconds of silence or disconnection before a neighbour is routed around */
+    double round_timeout;  /* seconds a round waits at most (the first rounds, the round-0 barrier) */
+    double round_deadline; /* > 0: seconds a round waits for a late neighbour; else derived */
+    int barrier;           /* round 0 waits for every neighbour's connection (up to round_timeout) */
+} gsp_pace_config;
+
+typedef struct gsp_pace_stats {
+    long late_marks;      /* neighbours not waited for past a deadline */
+    long catch_ups;       /* jumps forward */
+    long rounds_skipped;  /* rounds jumped over */
+    long neighbours_lost; /* routed around (silence, disconnection, never connected) */
+    long brakes;          /* times a round was held back for running ahead */
+    long isolated_rounds; /* emits that kept every share home */
+    long busy_kept;       /* shares kept home for a busy link */
+} gsp_pace_stats;
+
+/* What the policy knows of one neighbour (any peer it sends to or hears
+ * from in some phase of the schedule). */
+typedef struct gsp_pace_nb {
+    int peer;
+    uint8_t is_in;         /* sends to us in some phase */
+    uint8_t connected;     /* the transport says up (the simulator: the process is there) */
+    uint8_t ever_up;
+    uint8_t late;          /* missed a deadline: not waited for until it is on time again */
+    uint8_t late_count;    /* deadlines missed since it was last strictly on time */
+    uint8_t done;          /* said it finished every round: still takes shares, sends none */
+    long known_round;      /* the latest round it said it is at (-1: none yet) */
+    double last_heard, last_sent, down_since;
+} gsp_pace_nb;
+
+typedef struct gsp_pace {
+    gsp_pace_config c;
+    int id, n_peers, period;
+    long late_slack;       /* tau + period + 1 */
+    gsp_pace_nb *nb;       /* the neighbours, by slot */
+    int n_nb;
+    int *slot;             /* n_peers: slot of a peer in nb, or -1 */
+    uint8_t *alive;        /* n_peers: not routed around (what topo_route and gsp_ready take) */
+    uint8_t *awaited;      /* n_peers: alive, not late, not past the round needed */
+    double recent[GSP_PACE_RECENT];
+    int n_recent;
+    double prev_start;     /* < 0: no round started yet */
+    double wait_since;     /* when the current round began to wait (< 0: not waiting) */
+    long wait_round;
+    double last_tick, started;
+    long last_emit_round;  /* -1: none yet */
+    int isolated, forced, barrier_passed, joining;
+    gsp_pace_stats stats;
+} gsp_pace;
+
+typedef enum gsp_pace_action { GSP_PACE_WAIT, GSP_PACE_START, GSP_PACE_DONE } gsp_pace_action;
+
+typedef struct gsp_pace_decision {
+    double wake_at;   /* WAIT: ask again then at the latest (something arriving may also change the answer) */
+    long jumped_from; /* >= 0: the peer caught up, from this round to g->round */
+    int braked;       /* WAIT because it ran ahead of the run */
+    int n_late;       /* START forced by the deadline: these in-neighbours were marked late */
+    int late[TOPO_MAX_OUT * 4];
+} gsp_pace_decision;
+
+/* All neighbours alive, none heard yet (their silence counts from now).
+ * -ENOMEM, -EINVAL (no topology, id out of range). */
+int gsp_pace_init(gsp_pace *p, const gsp_pace_config *c, int id, double now);
+void gsp_pace_free(gsp_pace *p);
+
+/* Heartbeat interval: dead_timeout / 4, within [20 ms, 1 s]. */
+double gsp_pace_heartbeat(const gsp_pace_config *c);
+
+/* ---- what the transport saw ---------------------------------------------- */
+
+/* A frame from q: returns 1 if q was routed around and is back. */
+int gsp_pace_heard(gsp_pace *p, int q, double now);
+/* q says it is at round r (HEARTBEAT). */
+void gsp_pace_claim(gsp_pace *p, int q, long r);
+/* A PUSH of round r from q: q is past r, and it may be on time again. */
+void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r);
+/* The connection to q is up: returns 1 if q had been routed around. */
+int gsp_pace_up(gsp_pace *p, int q, double now);
+void gsp_pace_down(gsp_pace *p, int q, double now);
+/* q said GOODBYE. done: it finished every round and still takes what is
+ * sent to it until its own in-neighbours are done (gsp_pace_in_done), so it
+ * is neither routed around nor counted as silent. Else (stopped) it is routed
+ * around at once. Returns 1 if it was alive and not done. */
+int gsp_pace_goodbye(gsp_pace *p, int q, int done);
+/* Every in-neighbour is done or routed around: a finished peer may close. */
+int gsp_pace_in_done(const gsp_pace *p);
+/* We sent q a frame. */
+void gsp_pace_sent(gsp_pace *p, int q, double now);
+
+/* Every heartbeat interval: the neighbours silent (connected) or
+ * disconnected for dead_timeout are routed around, at most max of them
+ * returned in lost. A tick far later than the interval means this peer was
+ * not running: the silence is its own, nobody is blamed. */
+int gsp_pace_tick(gsp_pace *p, double now, int *lost, int max);
+/* Should q get a HEARTBEAT now (connected, nothing sent to it lately)? */
+int gsp_pace_heartbeat_due(const gsp_pace *p, int q, double now);
+
+/* ---- rounds ----------------------------------------------------------------- */
+
+/* What to do at the boundary before round g->round: wait, start it, or
+ * finish. May move g forward (catch-up: gsp_jump) and mark late the
+ * in-neighbours a deadline gave up on. inbox: messages arrived, not yet
+ * absorbed (they count as delivered). */
+gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, int n_inbox, double now,
+                              gsp_pace_decision *d);
+/* The round the policy said START for has started at now. */
+void gsp_pace_started(gsp_pace *p, double now);
+/* The seconds a round waits for a late neighbour now. */
+double gsp_pace_deadline(const gsp_pace *p);
+
+/* The shares of round g->round: topo_route around dead neighbours, every
+ * share home while isolated (no in-neighbour heard lately), a busy link's
+ * share home (busy: NULL or n_peers flags), and after skipped rounds the
+ * weight of those rounds too (at most half of w; with a codec the emit then
+ * sends the model whole: g->refresh). Call right before gsp_emit. */
+void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, topo_out *out);
+
+/* The median round its heard in-neighbours last reported (-1: none). */
+long gsp_pace_cluster_round(const gsp_pace *p, double now);
+
+/* ---- joining -------------------------------------------------------------- */
+
+/* A peer that comes back without state waits for a model (no round starts
+ * until gsp_join). */
+void gsp_pace_set_joining(gsp_pace *p);
+/* It has come back (gsp_join or gsp_resume): no round-0 barrier. */
+void gsp_pace_joined(gsp_pace *p);
+
+#endif

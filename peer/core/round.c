@@ -1,0 +1,160 @@
+/* The one round driver: see round.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/core/round.h"
+
+/* The codecs' randomness: one seed for the run, mixed per edge and message
+ * inside gossip/. */
+#define ROUND_CODEC_SEED 0x636f646563ULL /* "codec" */
+
+void round_plan_make(round_plan *p, const train_opts *o, int n_train, int n_peers)
+{
+    p->per_batch = (int)(o->batch / n_peers) > 0 ? (int)(o->batch / n_peers) : 1;
+    long per_round = (long)p->per_batch * n_peers;
+    p->rounds_per_epoch = (n_train + per_round - 1) / per_round;
+    if (p->rounds_per_epoch < 1)
+        p->rounds_per_epoch = 1;
+    p->total_rounds = p->rounds_per_epoch * o->epochs;
+}
+
+/* DGC-style sparsity warm-up (Lin et al. 2018): the sparse codecs start
+ * dense and reach their fraction F exponentially, F^((e+1)/(W+1)) in epoch
+ * e < W, and the consensus step follows the fraction (gsp_default_step).
+ * Fractions only shrink, so edge buffers sized at the first message stay
+ * large enough. */
+static void codec_warmup(round_peer *rp, long round)
+{
+    const round_config *c = rp->c;
+    const char *name = c->codec->ops->name;
+    int sparse = !strcmp(name, "topk") || !strcmp(name, "randk") || !strcmp(name, "stc");
+    double epoch = (double)round / (double)rp->plan->rounds_per_epoch;
+    if (sparse && c->codec_warmup > 0 && epoch < c->codec_warmup) {
+        double e = floor(epoch), W = ceil(c->codec_warmup);
+        rp->codec.fraction = pow(c->codec->fraction, (e + 1) / (W + 1));
+    } else
+        rp->codec.fraction = c->codec->fraction;
+    rp->g.step = c->step > 0 ? (float)c->step : gsp_default_step(&rp->codec, rp->g.dim);
+}
+
+int round_peer_init(round_peer *rp, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
+                    const float *x0, size_t dim, double now, char *err, size_t errlen)
+{
+    memset(rp, 0, sizeof *rp);
+    rp->c = c, rp->plan = plan;
+    int *idx = NULL, count = 0;
+    int rc = nn_shard_indices(train, id, c->n_peers, c->shard_alpha, c->train->seed, &idx, &count);
+    if (rc == 0)
+        rc = nn_dataset_subset(train, idx, count, &rp->shard);
+    free(idx);
+    if (rc == 0)
+        rc = gsp_init(&rp->g, id, c->n_peers, dim, c->tau, x0);
+    if (rc == 0 && c->codec) {
+        rp->codec = *c->codec;
+        codec_warmup(rp, 0); /* densest first: edge buffers are sized by the first bound */
+        rc = gsp_set_codec(&rp->g, &rp->codec, c->train->seed ^ ROUND_CODEC_SEED, rp->g.step);
+    }
+    if (rc == 0)
+        rc = sgp_local_init(&rp->local, c->train, &rp->shard, id, plan->per_batch, dim);
+    if (rc == 0) {
+        gsp_pace_config pc = {.topology = c->topology, .total_rounds = plan->total_rounds, .tau = c->tau,
+                              .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
+                              .round_deadline = c->round_deadline, .barrier = c->barrier};
+        rc = gsp_pace_init(&rp->pace, &pc, id, now);
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(-rc));
+        round_peer_free(rp);
+    }
+    return rc;
+}
+
+void round_peer_free(round_peer *rp)
+{
+    if (!rp)
+        return;
+    for (int k = 0; k < rp->n_inbox; k++)
+        gsp_msg_free(&rp->inbox[k]);
+    free(rp->inbox);
+    gsp_pace_free(&rp->pace);
+    sgp_local_free(&rp->local);
+    gsp_free(&rp->g);
+    nn_dataset_free(&rp->shard);
+    memset(rp, 0, sizeof *rp);
+}
+
+int round_inbox_put(round_peer *rp, gsp_msg *m)
+{
+    if (rp->n_inbox == rp->cap_inbox) {
+        int nc = rp->cap_inbox ? 2 * rp->cap_inbox : 8;
+        gsp_msg *in = realloc(rp->inbox, (size_t)nc * sizeof *in);
+        if (!in)
+            return -ENOMEM;
+        rp->inbox = in, rp->cap_inbox = nc;
+    }
+    rp->inbox[rp->n_inbox++] = *m;
+    return 0;
+}
+
+static int cmp_msg(const void *a, const void *b)
+{
+    const gsp_msg *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
+{
+    if (rp->n_inbox == 0)
+        return 0; /* (an empty inbox may still be a NULL pointer, which qsort must not get) */
+    qsort(rp->inbox, (size_t)rp->n_inbox, sizeof *rp->inbox, cmp_msg);
+    int kept = 0, applied = 0;
+    for (int k = 0; k < rp->n_inbox; k++) {
+        gsp_msg *m = &rp->inbox[k];
+        if (!all && rp->c->tau == 0 && m->round >= rp->g.round) {
+            rp->inbox[kept++] = *m;
+            continue;
+        }
+        int rc = gsp_absorb(&rp->g, m);
+        if (rc == 1)
+            applied++;
+        else if (rc == GSP_NEED_SYNC && nack)
+            nack(ctx, m);
+        gsp_msg_free(m);
+    }
+    rp->n_inbox = kept;
+    rp->absorbed += (uint64_t)applied;
+    return applied;
+}
+
+gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d)
+{
+    return gsp_pace_next(&rp->pace, &rp->g, rp->inbox, rp->n_inbox, now, d);
+}
+
+float round_step(round_peer *rp, nn_model *model)
+{
+    const train_opts *o = rp->c->train;
+    float lr = nn_lr_at(&o->schedule, rp->g.round, rp->plan->rounds_per_epoch);
+    int correct, B;
+    rp->loss = sgp_local_step(&rp->local, model, &rp->g, lr, &correct, &B);
+    return rp->loss;
+}
+
+int round_emit(round_peer *rp, double now, const uint8_t *busy, gsp_msg *msgs)
+{
+    if (rp->c->codec && rp->c->codec_warmup > 0)
+        codec_warmup(rp, rp->g.round);
+    topo_out out;
+    gsp_pace_route(&rp->pace, &rp->g, now, busy, &out);
+    int n = gsp_emit(&rp->g, &out, msgs);
+    if (n == -EINVAL)
+        for (size_t i = 0; i < rp->g.dim; i++)
+            if (!isfinite(rp->g.x[i])) /* the codecs refuse NaN and infinity */
+                return -EDOM;
+    return n;
+}

@@ -1,0 +1,110 @@
+/* The one round driver of an SGP peer, shared by the simulator (peer/sim)
+ * and the networked peer (peer/net/node.c): set-up, the inbox, absorbing,
+ * the local step, the pacing decision and the emit. A driver only moves
+ * messages and time; every decision of a round is made here or in gossip/.
+ *
+ *   round_plan plan;
+ *   round_plan_make(&plan, &train_opts, train->n, n_peers);
+ *   round_peer rp;
+ *   round_peer_init(&rp, &config, &plan, &model, train, x0, now, err, sizeof err);
+ *   for (;;) {
+ *       ... round_inbox_put(&rp, &msg) for every PUSH that arrives,
+ *           gsp_pace_heard / _push / _claim / _up / _down for what the transport saw ...
+ *       gsp_pace_decision d;
+ *       switch (round_next(&rp, now, &d)) {
+ *       case GSP_PACE_WAIT: wait for a message or d.wake_at; continue;
+ *       case GSP_PACE_DONE: round_absorb(&rp, 1, nack, ctx); goto done;
+ *       case GSP_PACE_START: break;
+ *       }
+ *       round_absorb(&rp, 0, nack, ctx);       // what has arrived, in (sender, seq) order
+ *       round_step(&rp, &model);                // may run on another thread: touches x only
+ *       gsp_msg msgs[TOPO_MAX_OUT];
+ *       int n = round_emit(&rp, now, busy, msgs);
+ *       ... send msgs ...
+ *   }
+ *   round_peer_free(&rp);
+ */
+#ifndef PEER_CORE_ROUND_H
+#define PEER_CORE_ROUND_H
+
+#include <stdint.h>
+
+#include "compress/cmp.h"
+#include "gossip/gsp.h"
+#include "gossip/gsp_pace.h"
+#include "nn/nn_data.h"
+#include "nn/nn_model.h"
+#include "peer/core/sgp_step.h"
+#include "peer/core/train_opts.h"
+#include "topologies/topo.h"
+
+/* The run's shape: every peer takes train.batch / n_peers samples a step, and
+ * an epoch is as many rounds as the whole batch needs to cover the data. */
+typedef struct round_plan {
+    int per_batch;
+    long rounds_per_epoch, total_rounds;
+} round_plan;
+
+void round_plan_make(round_plan *p, const train_opts *o, int n_train, int n_peers);
+
+typedef struct round_config {
+    const train_opts *train;   /* model, optimizer, schedule, seed; batch is the total batch */
+    const topo *topology;
+    int n_peers;
+    double shard_alpha;        /* <= 0 iid, else Dirichlet(alpha) over labels */
+    int tau;
+    const cmp_spec *codec;     /* NULL: uncompressed running sums */
+    double step;               /* consensus step with a codec; <= 0: gsp_default_step */
+    double codec_warmup;       /* epochs of DGC sparsity warm-up (sparse codecs) */
+    double dead_timeout, round_timeout, round_deadline; /* gsp_pace_config */
+    int barrier;               /* round 0 waits for every neighbour's connection */
+} round_config;
+
+typedef struct round_peer {
+    const round_config *c;
+    const round_plan *plan;
+    gsp_peer g;
+    gsp_pace pace;
+    sgp_local local;
+    nn_dataset shard;
+    cmp_spec codec;            /* this peer's copy: the warm-up changes its fraction by round */
+    gsp_msg *inbox;            /* arrived, not yet absorbed; owned */
+    int n_inbox, cap_inbox;
+    float loss;                /* of the last local step */
+    uint64_t absorbed;
+} round_peer;
+
+/* Shard, gossip state (x = x0), codec, local optimizer and pacing of peer
+ * `id`. The same seeds in every driver: the simulator's peer i and the
+ * networked peer i compute the same things. 0, or a negative errno with a
+ * message. */
+int round_peer_init(round_peer *rp, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
+                    const float *x0, size_t dim, double now, char *err, size_t errlen);
+void round_peer_free(round_peer *rp);
+
+/* The inbox takes the message over (its arrays included); -ENOMEM. */
+int round_inbox_put(round_peer *rp, gsp_msg *m);
+
+/* What a lost compressed message makes the receiver ask of its sender: the
+ * driver tells src (a NACK), whose next message on the edge is a SYNC. */
+typedef void (*round_nack_fn)(void *ctx, const gsp_msg *m);
+
+/* Absorb the inbox in (sender, seq) order; with tau = 0 only messages of
+ * earlier rounds (so a synchronous run does not depend on arrival order),
+ * unless all. Returns the number applied. */
+int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx);
+
+/* What to do before round g.round (gsp_pace_next with this inbox). */
+gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d);
+
+/* The local optimizer step at z for round g.round; returns the batch loss.
+ * Touches x (and the model's buffers) only. */
+float round_step(round_peer *rp, nn_model *model);
+
+/* This round's shares (codec warm-up, routing and pacing, gsp_emit; round
+ * moves on). busy: NULL or n_peers flags of links that took no frame
+ * lately. Returns the number of messages, or a negative errno: -EDOM when x
+ * is no longer finite (the model diverged). */
+int round_emit(round_peer *rp, double now, const uint8_t *busy, gsp_msg *msgs);
+
+#endif

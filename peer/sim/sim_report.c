@@ -1,0 +1,173 @@
+/* The simulator's reports: per-epoch lines, the per-round CSV log, and the
+ * final evaluation with its counters (sim.h, sim_result). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/core/clock.h"
+#include "peer/sim/sim_engine.h"
+
+static int live(const sim *s, int i) { return s->p[i].state != P_CRASHED; }
+
+void sim_average_model(sim *s, float *avg)
+{
+    const size_t dim = s->model.n_params;
+    double w = 0;
+    double *acc = calloc(dim, sizeof *acc);
+    if (!acc)
+        return;
+    for (int i = 0; i < s->c->n_peers; i++) {
+        if (!live(s, i))
+            continue;
+        for (size_t d = 0; d < dim; d++)
+            acc[d] += s->p[i].rp.g.x[d];
+        w += s->p[i].rp.g.w;
+    }
+    for (size_t d = 0; d < dim; d++)
+        avg[d] = (float)(acc[d] / w);
+    free(acc);
+}
+
+/* mean_i ||z_i - avg||^2 / ||avg||^2 over live peers. */
+static double consensus_distance(sim *s, const float *avg)
+{
+    const size_t dim = s->model.n_params;
+    double norm = 0, sum = 0;
+    int n = 0;
+    for (size_t d = 0; d < dim; d++)
+        norm += (double)avg[d] * avg[d];
+    for (int i = 0; i < s->c->n_peers; i++) {
+        if (!live(s, i))
+            continue;
+        const float *z = gsp_debias(&s->p[i].rp.g);
+        double e = 0;
+        for (size_t d = 0; d < dim; d++)
+            e += ((double)z[d] - avg[d]) * ((double)z[d] - avg[d]);
+        sum += e, n++;
+    }
+    return n && norm > 0 ? sum / n / norm : 0.0;
+}
+
+static float mean_last_loss(const sim *s)
+{
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < s->c->n_peers; i++)
+        if (live(s, i))
+            sum += s->p[i].rp.loss, n++;
+    return n ? (float)(sum / n) : 0.0f;
+}
+
+void sim_epoch_report(sim *s, long epoch)
+{
+    const sim_config *c = s->c;
+    float *avg = s->r->average_model;
+    sim_average_model(s, avg);
+    float loss, acc;
+    nn_model_evaluate(&s->model, avg, s->test, &loss, &acc);
+    double cd = consensus_distance(s, avg);
+    s->r->train_loss = s->epoch_steps ? (float)(s->epoch_loss / s->epoch_steps) : 0.0f;
+    progress_clear(&s->bar);
+    if (c->progress) {
+        fprintf(c->progress,
+                "epoch %3ld/%ld  loss %.4f  test (average model) %6.2f%%  consensus %.2e  %.1f MB sent  "
+                "sim %.2fs  wall %.1fs\n",
+                epoch, c->train.epochs, s->r->train_loss, 100 * acc, cd, s->r->bytes_sent / 1e6, s->now,
+                clock_now() - s->wall0);
+        fflush(c->progress);
+    }
+    s->epoch_loss = 0, s->epoch_steps = 0;
+}
+
+void sim_log_round(sim *s, long round)
+{
+    const sim_config *c = s->c;
+    if (!c->log)
+        return;
+    float *avg = s->r->average_model;
+    sim_average_model(s, avg);
+    fprintf(c->log, "%ld,%.6f,%.6f,%.6e,%llu,%llu\n", round, s->now, mean_last_loss(s), consensus_distance(s, avg),
+            (unsigned long long)s->r->bytes_sent, (unsigned long long)s->r->messages_lost);
+}
+
+void sim_progress_round(sim *s)
+{
+    if (!s->c->progress || !s->bar.enabled)
+        return;
+    char text[96];
+    snprintf(text, sizeof text, "round %ld/%ld  loss %.4f", s->slowest, s->plan.total_rounds, mean_last_loss(s));
+    progress_update(&s->bar, s->slowest, s->plan.total_rounds, text);
+}
+
+/* Total mass now (peers plus in flight on every edge) against the start:
+ * only for averaging-only runs without a crash (mass leaves with a crash). */
+static void mass_check(sim *s)
+{
+    sim_result *r = s->r;
+    r->mass_error_x = r->mass_error_w = NAN;
+    if (!s->mass0 || r->crashes > 0)
+        return;
+    const int n = s->c->n_peers;
+    const size_t dim = s->model.n_params;
+    double *x = calloc(dim, sizeof *x), w = 0;
+    if (!x)
+        return;
+    for (int i = 0; i < n; i++) {
+        for (size_t d = 0; d < dim; d++)
+            x[d] += s->p[i].rp.g.x[d];
+        w += s->p[i].rp.g.w;
+        for (int j = 0; j < n; j++)
+            if (j != i)
+                w += gsp_edge_pending(&s->p[i].rp.g, &s->p[j].rp.g, x);
+    }
+    double ex = 0, norm = 0;
+    for (size_t d = 0; d < dim; d++)
+        ex += (x[d] - s->mass0[d]) * (x[d] - s->mass0[d]), norm += s->mass0[d] * s->mass0[d];
+    r->mass_error_x = norm > 0 ? sqrt(ex / norm) : sqrt(ex);
+    r->mass_error_w = fabs(w - n) / n;
+    free(x);
+}
+
+/* Every message has gone in: evaluate the average model and every live
+ * peer's own, and sum the counters. */
+void sim_final_report(sim *s)
+{
+    const sim_config *c = s->c;
+    sim_result *r = s->r;
+    float *avg = r->average_model;
+    if (c->keep_peer_models)
+        r->peer_models = calloc((size_t)c->n_peers * s->model.n_params, sizeof(float));
+    sim_average_model(s, avg);
+    nn_model_evaluate(&s->model, avg, s->test, &r->test_loss, &r->test_accuracy);
+    r->consensus_distance = consensus_distance(s, avg);
+    r->test_accuracy_min = 1.0f;
+    r->weight_min = INFINITY, r->weight_max = 0;
+    double acc_sum = 0, stale = 0, absorbed = 0;
+    for (int i = 0; i < c->n_peers; i++) {
+        sim_peer *p = &s->p[i];
+        const gsp_pace_stats *ps = &p->rp.pace.stats;
+        r->late_marks += ps->late_marks, r->catch_ups += ps->catch_ups, r->rounds_skipped += ps->rounds_skipped;
+        r->neighbours_lost += ps->neighbours_lost, r->brakes += ps->brakes;
+        r->isolated_rounds += ps->isolated_rounds;
+        r->syncs += p->rp.g.stats.syncs_sent; /* (scheduled ones; immediate ones are counted when sent) */
+        if (!live(s, i))
+            continue;
+        float acc;
+        nn_model_evaluate(&s->model, gsp_debias(&p->rp.g), s->test, NULL, &acc);
+        if (r->peer_models)
+            memcpy(r->peer_models + (size_t)i * s->model.n_params, p->rp.g.z, s->model.n_params * sizeof(float));
+        r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
+        acc_sum += acc, r->peers_live++;
+        stale += (double)p->rp.g.stats.stale_sum, absorbed += (double)p->rp.g.stats.absorbed;
+        r->weight_min = fmin(r->weight_min, p->rp.g.w), r->weight_max = fmax(r->weight_max, p->rp.g.w);
+        r->weight_total += p->rp.g.w;
+    }
+    if (r->peers_live == 0)
+        r->weight_min = 0;
+    r->test_accuracy_mean = r->peers_live ? (float)(acc_sum / r->peers_live) : 0.0f;
+    mass_check(s);
+    r->mean_staleness = absorbed ? stale / absorbed : 0.0;
+    r->rounds = s->slowest;
+    r->simulated_seconds = s->last_step; /* not the idle timers that trail it */
+    r->parameters = s->model.n_params;
+}
