@@ -57,7 +57,7 @@
 #include "peer/net/cluster.h"
 #include "peer/sec/sec.h"
 
-#define NET_QUEUE_FRAMES 2 /* frames per connection handed to the kernel but not yet taken */
+#define NET_QUEUE_FRAMES 8 /* frames per connection handed to the kernel but not yet taken */
 
 typedef struct net_callbacks {
     void (*on_up)(void *ctx, int peer);                /* handshake done: net_send works */

@@ -1,4 +1,4 @@
-/* One networked SGP peer: the training loop of peer/sim/sim.c on real sockets.
+/* One networked SGP peer: the round driver (peer/core/round.h) on real sockets.
  *
  *   node_config c;
  *   node_config_defaults(&c);            // then: cluster, id, key, topology, data, codec, ...
@@ -44,6 +44,7 @@ typedef struct node_config {
     int tau;
     const cmp_spec *codec; /* NULL: uncompressed float64 running sums */
     double step;           /* consensus step; <= 0: gsp_default_step */
+    double codec_warmup;   /* epochs of sparsity warm-up (as sgp sim --codec-warmup) */
     double dead_timeout;   /* seconds a neighbour may be silent or disconnected before it is routed around */
     double round_timeout;  /* seconds a round may wait for messages before starting anyway (the cap) */
     double round_deadline; /* seconds a round waits for a late neighbour; <= 0: derived (node.c, deadline_seconds) */

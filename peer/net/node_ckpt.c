@@ -1,0 +1,90 @@
+/* The networked peer's checkpoints and --resume (node_state.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "peer/core/clock.h"
+#include "peer/net/node_state.h"
+
+static void write_checkpoint(uv_work_t *w)
+{
+    node *n = w->data;
+    n->ckpt_rc = ckpt_write(n->c->checkpoint, n->ckpt_buf, n->ckpt_len, n->ckpt_err, sizeof n->ckpt_err);
+}
+
+/* A checkpoint write's outcome: counted, or one event line (training goes
+ * on; the previous checkpoint stays). */
+static void written_count(node *n, int rc, const char *err)
+{
+    if (rc < 0)
+        node_event(n, "checkpoint failed", -1, err);
+    else
+        n->r->checkpoints++;
+}
+
+static void checkpoint_written(uv_work_t *w, int status)
+{
+    node *n = w->data;
+    (void)status;
+    free(n->ckpt_buf);
+    n->ckpt_buf = NULL;
+    n->ckpt_busy = 0;
+    written_count(n, n->ckpt_rc, n->ckpt_err);
+    if (n->ckpt_final)
+        node_checkpoint_now(n); /* the one finish asked for while this was being written */
+}
+
+/* Periodic: snapshot between rounds (a copy), write on the thread pool, so an
+ * fsync never holds up the loop (heartbeats, messages, the neighbours). */
+void node_checkpoint(node *n)
+{
+    if (!n->c->checkpoint || n->ckpt_busy)
+        return;
+    n->last_ckpt = clock_now();
+    if (ckpt_encode(&n->run, &n->rp.g, &n->rp.local, &n->ckpt_buf, &n->ckpt_len) < 0) {
+        node_event(n, "checkpoint failed", -1, "out of memory");
+        return;
+    }
+    n->ckpt_busy = 1;
+    n->ckpt_work.data = n;
+    uv_queue_work(&n->loop, &n->ckpt_work, write_checkpoint, checkpoint_written);
+}
+
+/* Final (done or stopping): written here, after any periodic one in flight. */
+void node_checkpoint_now(node *n)
+{
+    char err[512];
+    if (!n->c->checkpoint)
+        return;
+    if (n->ckpt_busy) {
+        n->ckpt_final = 1;
+        return;
+    }
+    n->ckpt_final = 0;
+    written_count(n, ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, &n->rp.local, err, sizeof err), err);
+}
+
+/* --resume: the checkpoint if there is a whole one, else the model of a
+ * neighbour. The checkpoint's (x, w) come back, in-edges adopt the totals
+ * that follow a gap, and the weight is renormalised (gsp_resume; why in
+ * gossip/GUARANTEES.md). */
+void node_resume(node *n)
+{
+    const node_config *c = n->c;
+    char used[4400], err[9000];
+    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->rp.g, &n->rp.local, used, sizeof used, err,
+                                       sizeof err)
+                           : -ENOENT;
+    if (rc == 0) {
+        gsp_resume(&n->rp.g);
+        gsp_pace_joined(&n->rp.pace);
+        n->r->start_round = n->rp.g.round;
+        node_event(n, "resumed from", -1, used);
+        return;
+    }
+    if (rc != -ENOENT)
+        node_event(n, "cannot resume", -1, err);
+    n->joining = 1;
+    gsp_pace_set_joining(&n->rp.pace);
+    node_event(n, "no checkpoint: will pull the model from a neighbour", -1, NULL);
+}

@@ -1,0 +1,63 @@
+/* The networked peer's log lines: events, rounds, the ledger (node_state.h). */
+#include <stdio.h>
+
+#include "peer/core/clock.h"
+#include "peer/net/node_state.h"
+#include "peer/store/roundlog.h"
+
+void node_event(node *n, const char *what, int peer, const char *detail)
+{
+    const long round = n->rp.g.round;
+    if (n->c->progress) {
+        fprintf(n->c->progress, "peer %d: round %ld: %s", n->c->id, round, what);
+        if (peer >= 0)
+            fprintf(n->c->progress, " %d", peer);
+        fprintf(n->c->progress, "%s%s\n", detail ? ": " : "", detail ? detail : "");
+        fflush(n->c->progress);
+    }
+    if (n->c->log) {
+        fprintf(n->c->log, "{\"event\": \"%s\", \"peer\": %d, \"round\": %ld, \"t\": %.3f}\n", what, peer, round,
+                clock_now() - n->t0);
+        fflush(n->c->log);
+    }
+}
+
+/* test_accuracy < 0: not evaluated this round. */
+void node_log_round(node *n, long round, float test_accuracy)
+{
+    if (!n->c->log)
+        return;
+    const gsp_peer *g = &n->rp.g;
+    const double now = clock_now();
+    roundlog_line l = {.round = round,
+                       .loss = n->rp.loss,
+                       .bytes_out = n->r->bytes_sent,
+                       .bytes_in = n->r->bytes_received,
+                       .absorbed = n->rp.absorbed,
+                       .staleness = g->stats.absorbed ? (double)g->stats.stale_sum / (double)g->stats.absorbed : 0.0,
+                       .round_seconds = now - n->round_start,
+                       .t = now - n->t0,
+                       .w = g->w,
+                       .test_accuracy = test_accuracy};
+    roundlog_write(n->c->log, &l); /* flushed: the launcher reads it live, and after a kill */
+}
+
+/* One JSON line per edge: with every peer's ledger, sum w + sum over edges
+ * of (sent - applied) is the total weight, so a run's logs show whether mass
+ * was conserved (tests/soak checks it). */
+void node_log_ledger(node *n)
+{
+    FILE *f = n->c->log;
+    if (!f)
+        return;
+    const gsp_peer *g = &n->rp.g;
+    fprintf(f, "{\"ledger\": \"peer\", \"id\": %d, \"incarnation\": %llu, \"w\": %.17g, \"round\": %ld}\n", g->id,
+            (unsigned long long)g->incarnation, g->w, g->round);
+    for (int k = 0; k < g->n_out; k++)
+        fprintf(f, "{\"ledger\": \"out\", \"to\": %d, \"seq\": %llu, \"w_total\": %.17g}\n", g->out[k].peer,
+                (unsigned long long)g->out[k].seq, g->out[k].w);
+    for (int k = 0; k < g->n_in; k++)
+        fprintf(f, "{\"ledger\": \"in\", \"from\": %d, \"incarnation\": %llu, \"seq\": %llu, \"w_total\": %.17g}\n",
+                g->in[k].peer, (unsigned long long)g->in[k].incarnation, (unsigned long long)g->in[k].seq, g->in[k].w);
+    fflush(f);
+}

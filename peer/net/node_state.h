@@ -1,0 +1,61 @@
+/* The networked peer's state, shared by its loop (node.c: frames, timers,
+ * rounds), its checkpoints (node_ckpt.c) and its log lines (node_log.c).
+ * Internal to peer/net. */
+#ifndef PEER_NET_NODE_STATE_H
+#define PEER_NET_NODE_STATE_H
+
+#include <uv.h>
+
+#include "nn/nn_model.h"
+#include "peer/core/round.h"
+#include "peer/net/net.h"
+#include "peer/net/node.h"
+#include "peer/store/ckpt.h"
+
+typedef struct node {
+    const node_config *c;
+    const nn_dataset *test;
+    node_result *r;
+    uv_loop_t loop;
+    net net;
+    uv_work_t work;
+    uv_timer_t wake_timer;      /* the pacing policy's next question */
+    uv_timer_t heartbeat_timer; /* gsp_pace_tick and heartbeats */
+    uv_signal_t sigint, sigterm;
+    nn_model model;
+    round_config cfg;
+    round_plan plan;
+    round_peer rp;              /* the round driver: gossip state, pacing, inbox, local step */
+    uint8_t *busy;              /* per peer: its link has not taken our last frames */
+    uint8_t *model_wanted;      /* asked for our model while a step was running */
+    double slow_pad;            /* --slow: seconds added to each local step (0 until measured) */
+    int joining, asked;         /* --resume without a checkpoint: waiting for a MODEL */
+    double asked_at;
+    double last_ckpt;
+    ckpt_run run;
+    uv_work_t ckpt_work;        /* a periodic checkpoint being written on the thread pool */
+    uint8_t *ckpt_buf;
+    size_t ckpt_len;
+    int ckpt_busy, ckpt_final, ckpt_rc;
+    char ckpt_err[512];
+    uint8_t *out;               /* one encoded message */
+    size_t out_cap;
+    int computing, finished, stopping, said_done;
+    double epoch_loss, t0, round_start;
+    long epoch_steps;
+    int rc;
+} node;
+
+/* node_log.c: a fault-handling event (a progress line and a JSON line), a
+ * round's JSON line, the push-sum ledger at the end. */
+void node_event(node *n, const char *what, int peer, const char *detail);
+void node_log_round(node *n, long round, float test_accuracy);
+void node_log_ledger(node *n);
+
+/* node_ckpt.c: periodic checkpoints (written on the thread pool), the final
+ * one, and --resume. */
+void node_checkpoint(node *n);
+void node_checkpoint_now(node *n);
+void node_resume(node *n);
+
+#endif
