@@ -3,6 +3,7 @@
  * SIGKILL while writing (50 times), and what a resume does to push-sum mass. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,9 +281,12 @@ Test(peer_ckpt, another_runs_checkpoint_is_refused)
 }
 
 /* A child writes checkpoints as fast as it can, round after round, with
- * x = round everywhere; the parent SIGKILLs it at a random moment, then
- * loads: the checkpoint must be whole and one the child wrote. 50 times,
- * each child starting over the files the previous one left. */
+ * x = round everywhere, and says so through a pipe once its first one is
+ * complete; the parent waits for that, lets it go on writing for a random
+ * 0-40 ms (where the kill lands is the experiment, not a wait for anything),
+ * SIGKILLs it and loads: the checkpoint must be whole, one the child wrote,
+ * and no older than the one it reported complete. 50 times, each child
+ * starting over the files the previous one left. */
 Test(peer_ckpt, sigkill_while_writing_always_leaves_a_whole_checkpoint, .timeout = 240)
 {
     shard_init();
@@ -296,9 +300,12 @@ Test(peer_ckpt, sigkill_while_writing_always_leaves_a_whole_checkpoint, .timeout
     int torn_tmp_seen = 0;
     srand(42);
     for (int k = 0; k < 50; k++) {
+        int done[2];
+        cr_assert_eq(pipe(done), 0);
         pid_t pid = fork();
         cr_assert(pid >= 0);
         if (pid == 0) {
+            close(done[0]);
             state s;
             state_init(&s, 3, dim, 1);
             for (long r = last_loaded + 1;; r++) {
@@ -308,9 +315,27 @@ Test(peer_ckpt, sigkill_while_writing_always_leaves_a_whole_checkpoint, .timeout
                 char e[512];
                 if (ckpt_save(path, &run, &s.g, &s.l, e, sizeof e) < 0)
                     _exit(3);
+                if (done[1] >= 0) { /* the first one is on disk */
+                    if (write(done[1], "1", 1) != 1)
+                        _exit(4);
+                    close(done[1]);
+                    done[1] = -1;
+                }
             }
         }
-        struct timespec ts = {0, (long)(5 + rand() % 40) * 1000000L};
+        close(done[1]);
+        struct pollfd pf = {.fd = done[0], .events = POLLIN};
+        char c = 0;
+        int ready = poll(&pf, 1, 120 * 1000) == 1 && read(done[0], &c, 1) == 1;
+        close(done[0]);
+        if (!ready) {
+            kill(pid, SIGKILL);
+            int st;
+            waitpid(pid, &st, 0);
+            cr_assert_fail("writer %d completed no checkpoint in 120 s (status %d; files in %s)", k,
+                           WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), dir);
+        }
+        struct timespec ts = {0, (long)(rand() % 41) * 1000000L};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         int st;
@@ -321,18 +346,15 @@ Test(peer_ckpt, sigkill_while_writing_always_leaves_a_whole_checkpoint, .timeout
         state back;
         state_init(&back, 3, dim, 2);
         int rc = ckpt_load(path, &run, &back.g, &back.l, used, sizeof used, err, sizeof err);
-        if (rc == -ENOENT && last_loaded < 0) { /* killed before its first rename */
-            state_free(&back);
-            continue;
-        }
         cr_assert_eq(rc, 0, "kill %d: %s", k, err);
         for (size_t i = 0; i < dim; i++)
             cr_assert(back.g.x[i] == (float)back.g.round, "kill %d: a mixed checkpoint (x[%zu] = %g, round %ld)", k, i,
                       back.g.x[i], back.g.round);
+        cr_assert_gt(back.g.round, last_loaded, "kill %d: round %ld loaded, but the writer had completed round %ld",
+                     k, back.g.round, last_loaded + 1);
         last_loaded = back.g.round;
         state_free(&back);
     }
-    cr_assert_geq(last_loaded, 0, "no checkpoint was ever completed");
     cr_assert_gt(torn_tmp_seen, 0, "no kill landed during a write (%d of 50 left a .tmp)", torn_tmp_seen);
     cr_log_info("%d of 50 kills left a torn .tmp behind; every load was whole", torn_tmp_seen);
     nn_dataset_free(&g_shard);
