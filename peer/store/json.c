@@ -22,12 +22,15 @@ static const struct {
 int json_open(json_obj *j, const char *path)
 {
     memset(j, 0, sizeof *j);
-    if (snprintf(j->path, sizeof j->path, "%s", path) >= (int)sizeof j->path)
-        return -ENAMETOOLONG;
     j->layout = JSON_PRETTY;
-    j->f = open_memstream(&j->buf, &j->len);
-    if (!j->f)
-        return -ENOMEM;
+    if (snprintf(j->path, sizeof j->path, "%s", path) >= (int)sizeof j->path)
+        j->rc = -ENAMETOOLONG;
+    else if (!(j->f = open_memstream(&j->buf, &j->len)))
+        j->rc = -ENOMEM;
+    if (j->rc < 0) {
+        snprintf(j->err, sizeof j->err, "cannot write %.400s: %s", path, strerror(-j->rc));
+        return j->rc;
+    }
     fputc('{', j->f);
     return 0;
 }
@@ -39,14 +42,19 @@ void json_begin_line(json_obj *j, FILE *f)
     fputc('{', f);
 }
 
-static void key(json_obj *j, const char *k)
+/* 0, or -1 after a failed json_open (every call is then a no-op). */
+static int key(json_obj *j, const char *k)
 {
+    if (!j->f)
+        return -1;
     fprintf(j->f, "%s\"%s\": ", j->n++ ? LAYOUT[j->layout].sep : LAYOUT[j->layout].first, k);
+    return 0;
 }
 
 void json_num(json_obj *j, const char *k, double v)
 {
-    key(j, k);
+    if (key(j, k) < 0)
+        return;
     if (isfinite(v))
         fprintf(j->f, "%.9g", v);
     else
@@ -55,19 +63,22 @@ void json_num(json_obj *j, const char *k, double v)
 
 void json_int(json_obj *j, const char *k, long long v)
 {
-    key(j, k);
+    if (key(j, k) < 0)
+        return;
     fprintf(j->f, "%lld", v);
 }
 
 void json_u64(json_obj *j, const char *k, uint64_t v)
 {
-    key(j, k);
+    if (key(j, k) < 0)
+        return;
     fprintf(j->f, "%llu", (unsigned long long)v);
 }
 
 void json_str(json_obj *j, const char *k, const char *v)
 {
-    key(j, k);
+    if (key(j, k) < 0)
+        return;
     fputc('"', j->f);
     for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
         if (*p == '"' || *p == '\\')
@@ -82,6 +93,8 @@ void json_str(json_obj *j, const char *k, const char *v)
 
 int json_close(json_obj *j)
 {
+    if (!j->f)
+        return j->rc;
     fputs(LAYOUT[j->layout].close, j->f);
     if (!j->path[0]) { /* a line of the caller's stream */
         if (fflush(j->f) != 0 || ferror(j->f)) {

@@ -2,11 +2,10 @@
  * reader that takes back exactly what the writer wrote.
  *
  *   json_obj j;                                  // a summary file, written atomically
- *   if (json_open(&j, "out.json") == 0) {        // (peer/store/atomic.h)
- *       json_num(&j, "test_accuracy", 0.97);
- *       json_str(&j, "model", "lenet");
- *       rc = json_close(&j);                     // < 0: j.err says which file and step
- *   }
+ *   json_open(&j, "out.json");                   // (peer/store/atomic.h)
+ *   json_num(&j, "test_accuracy", 0.97);
+ *   json_str(&j, "model", "lenet");
+ *   rc = json_close(&j);                         // < 0: j.err says which file and step
  *   json_begin_line(&j, log);                    // one line of a JSON-lines log
  *   json_int(&j, "round", 12);
  *   json_close(&j);
@@ -39,10 +38,13 @@ typedef struct json_obj {
     char *buf;       /* json_open: the text so far */
     size_t len;
     char path[4096]; /* json_open: "" otherwise */
+    int rc;          /* json_open's failure, returned again by json_close */
     char err[512];   /* why json_close failed */
 } json_obj;
 
-/* A summary file, written at json_close. 0, -ENAMETOOLONG or -ENOMEM. */
+/* A summary file, written at json_close. 0, -ENAMETOOLONG or -ENOMEM; after
+ * a failure the other calls do nothing and json_close returns it again, so a
+ * caller may check only json_close. */
 int json_open(json_obj *j, const char *path);
 /* One JSON_LINE object onto f, flushed at json_close. */
 void json_begin_line(json_obj *j, FILE *f);

@@ -44,14 +44,10 @@ static const json_field FIELDS[] = {
 int summary_peer_write(const char *path, const summary_peer *s, char *err, size_t errlen)
 {
     json_obj j;
-    int rc = json_open(&j, path);
-    if (rc < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
-        return rc;
-    }
+    json_open(&j, path);
     json_str(&j, "command", "peer");
     json_put_fields(&j, FIELDS, N_FIELDS, s);
-    rc = json_close(&j);
+    int rc = json_close(&j);
     if (rc < 0)
         snprintf(err, errlen, "%s", j.err);
     return rc;
