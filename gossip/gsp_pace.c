@@ -81,10 +81,12 @@ void gsp_pace_free(gsp_pace *p)
     memset(p, 0, sizeof *p);
 }
 
+/* A quarter of the dead timeout, so that a live neighbour is heard several
+ * times before it could be declared dead; at most a second. */
 double gsp_pace_heartbeat(const gsp_pace_config *c)
 {
     double h = c->dead_timeout / 4;
-    return h < 0.02 ? 0.02 : h > 1.0 ? 1.0 : h;
+    return h > 1.0 ? 1.0 : h;
 }
 
 /* ---- what the transport saw ---------------------------------------------- */
@@ -296,11 +298,12 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
     const long around = gsp_pace_cluster_round(p, now);
     if (g->round < c->total_rounds && around >= 0) {
         /* Far behind the run (a straggler, a peer that was stopped or
-         * restarted): jump to it. Past tau + 2n + 4 rounds: more than a
-         * synchronous run's spread can be (every chain of waits is shorter
-         * than n rounds). */
+         * restarted): jump to it. Past tau + 2 periods + 4 rounds: more than
+         * a run's spread can be while every peer waits for its in-neighbours
+         * (the brake below holds the others within tau + 2 periods + 1 of
+         * their own in-neighbours). */
         long lag = around - g->round;
-        if (lag > c->tau + 2L * p->n_peers + 4) {
+        if (lag > c->tau + 2L * p->period + 4) {
             d->jumped_from = g->round;
             gsp_jump(g, around < c->total_rounds ? around : c->total_rounds);
             p->stats.catch_ups++;
@@ -367,11 +370,13 @@ void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, t
     for (int k = 0; k < p->n_nb; k++)
         has_in |= p->nb[k].is_in, heard |= hearing(p, &p->nb[k], now);
     p->isolated = has_in && !heard;
-    /* A link that has not taken our last frames gets no share this round:
-     * its weight stays home, and no queue grows. */
+    /* A link that is down, or has not taken our last frames, gets no share
+     * this round: its weight stays home (nothing is sent into the void
+     * before a dead neighbour is routed around), and no queue grows. */
     int k = 0;
     for (int j = 0; j < out->n; j++) {
-        int kept = p->isolated || (busy && busy[out->peer[j]]);
+        const gsp_pace_nb *b = nb_of(p, out->peer[j]);
+        int kept = p->isolated || (b && !b->connected && !b->done) || (busy && busy[out->peer[j]]);
         if (kept) {
             out->keep += out->weight[j];
             p->stats.busy_kept += !p->isolated;

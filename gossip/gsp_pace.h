@@ -106,7 +106,7 @@ typedef struct gsp_pace_decision {
 int gsp_pace_init(gsp_pace *p, const gsp_pace_config *c, int id, double now);
 void gsp_pace_free(gsp_pace *p);
 
-/* Heartbeat interval: dead_timeout / 4, within [20 ms, 1 s]. */
+/* Heartbeat interval: dead_timeout / 4, at most 1 s. */
 double gsp_pace_heartbeat(const gsp_pace_config *c);
 
 /* ---- what the transport saw ---------------------------------------------- */

@@ -137,7 +137,7 @@ static void wake_at(sim *s, int i, double t)
 static void arm_tick(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
-    if (p->ticking || p->state == P_CRASHED || p->state == P_DONE)
+    if (p->ticking || p->state == P_CRASHED || p->exited)
         return;
     p->ticking = 1;
     sim_queue_push(&s->q, s->now + gsp_pace_heartbeat(&p->rp.pace.c), EV_TICK, i, 0);
@@ -150,7 +150,7 @@ static void tell_neighbours(sim *s, int i, int kind)
     const gsp_pace *pc = &s->p[i].rp.pace;
     for (int k = 0; k < pc->n_nb; k++) {
         int q = pc->nb[k].peer;
-        if (s->p[q].state == P_CRASHED)
+        if (s->p[q].state == P_CRASHED || s->p[q].exited)
             continue;
         sim_queue_push(&s->q, s->now + s->c->latency, kind, q, i);
         if (kind == EV_UP) /* and i sees q */
@@ -158,11 +158,22 @@ static void tell_neighbours(sim *s, int i, int kind)
     }
 }
 
+/* A finished peer stays, taking in its in-neighbours' last shares, until
+ * each is done or routed around; then its process ends (gsp_pace_in_done). */
+static void maybe_exit(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    if (p->state != P_DONE || p->exited || !gsp_pace_in_done(&p->rp.pace))
+        return;
+    p->exited = 1;
+    tell_neighbours(s, i, EV_DOWN);
+}
+
 static void tick(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
     p->ticking = 0;
-    if (p->state == P_CRASHED || p->state == P_DONE)
+    if (p->state == P_CRASHED || p->exited)
         return;
     gsp_pace *pc = &p->rp.pace;
     int lost[64];
@@ -179,6 +190,8 @@ static void tick(sim *s, int i)
     arm_tick(s, i);
     if (n_lost > 0 && p->state == P_WAITING)
         try_start(s, i);
+    if (n_lost > 0)
+        maybe_exit(s, i);
 }
 
 /* ---- faults ------------------------------------------------------------------- */
@@ -318,6 +331,7 @@ static void try_start(sim *s, int i)
         const gsp_pace *pc = &rp->pace;
         for (int j = 0; j < pc->n_nb; j++)
             sim_queue_push(&s->q, s->now + s->c->latency, EV_GOODBYE, pc->nb[j].peer, i);
+        maybe_exit(s, i);
         return;
     }
     gsp_pace_started(&rp->pace, s->now);
@@ -369,7 +383,7 @@ static int arrive(sim *s, int j, long slot)
 {
     sim_peer *p = &s->p[j];
     gsp_msg *m = &s->flight[slot];
-    if (p->state == P_CRASHED) {
+    if (p->state == P_CRASHED || p->exited) {
         s->r->messages_lost++;
         flight_release(s, slot, 1);
         return 0;
@@ -560,7 +574,7 @@ static int dispatch(sim *s, const sim_event *e)
         tick(s, e->peer);
         return 0;
     case EV_HEARTBEAT:
-        if (p->state == P_CRASHED)
+        if (p->state == P_CRASHED || p->exited)
             return 0;
         gsp_pace_heard(&p->rp.pace, (int)(e->arg % n), s->now);
         gsp_pace_claim(&p->rp.pace, (int)(e->arg % n), e->arg / n);
@@ -568,7 +582,8 @@ static int dispatch(sim *s, const sim_event *e)
         return 0;
     case EV_UP:
     case EV_DOWN:
-        if (p->state == P_CRASHED || (e->kind == EV_UP && s->p[e->arg].state == P_CRASHED))
+        if (p->state == P_CRASHED || p->exited ||
+            (e->kind == EV_UP && (s->p[e->arg].state == P_CRASHED || s->p[e->arg].exited)))
             return 0;
         if (e->kind == EV_UP)
             gsp_pace_up(&p->rp.pace, (int)e->arg, s->now);
@@ -577,9 +592,10 @@ static int dispatch(sim *s, const sim_event *e)
         try_start(s, e->peer);
         return 0;
     case EV_GOODBYE:
-        if (p->state != P_CRASHED) {
+        if (p->state != P_CRASHED && !p->exited) {
             gsp_pace_goodbye(&p->rp.pace, (int)e->arg, 1);
             try_start(s, e->peer);
+            maybe_exit(s, e->peer);
         }
         return 0;
     case EV_CHURN:

@@ -21,6 +21,7 @@ typedef struct sim_peer {
     double wake_at;       /* the earliest EV_WAKE pending (< 0: none) */
     int ticking;          /* an EV_TICK is pending */
     int churned;          /* down by --churn: comes back */
+    int exited;           /* done, and every in-neighbour done or routed around: its connections closed */
     long step_id;         /* which EV_STEP_DONE is this step's (a crash voids the one pending) */
     nn_rng speed;         /* --speed-drift */
 } sim_peer;
