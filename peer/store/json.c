@@ -345,7 +345,7 @@ int json_in_fields(json_in *r, const json_field *f, size_t n, void *base)
 {
     for (size_t k = 0; k < n && !r->err; k++) {
         void *v = (char *)base + f[k].off;
-        long long i;
+        long long i = 0;
         if (f[k].type == JSON_I64 && json_in_int(r, f[k].key, &i) == 0)
             *(int64_t *)v = i;
         else if (f[k].type == JSON_U64)
