@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "peer/launch/launch_status.h"
 #include "peer/store/atomic.h"
 #include "peer/store/roundlog.h"
 #include "peer/store/summary.h"
@@ -287,4 +288,32 @@ Test(peer_store, roundlog_tells_round_lines_from_the_others)
     cr_assert_eq(parse("{\"round\": 250, \"loss\": 0.4}\n"), -EBADMSG, "a line cut short");
     cr_assert_eq(parse("{\"round\": 250, \"loss\": 0.412345, \"bytes_out\": 12"), -EBADMSG, "a torn last line");
     cr_assert_eq(parse(""), -EBADMSG);
+}
+
+/* sgp launch follows the logs through roundlog: the last whole round line
+ * counts, whatever event and ledger lines follow it and however the tail it
+ * reads starts or the line being written ends. */
+Test(peer_store, the_launcher_reads_the_last_round_of_a_live_log, .fini = cleanup)
+{
+    const char *p = in_dir("peer0.jsonl");
+    FILE *f = fopen(p, "w");
+    roundlog_line l = {.loss = 2.0, .bytes_out = 1000000, .test_accuracy = -1};
+    for (l.round = 1; l.round <= 400; l.round++) { /* more than the 8 KiB tail it reads */
+        l.loss *= 0.99, l.bytes_out += 1000;
+        l.test_accuracy = l.round % 100 == 0 ? (double)l.round / 1000 : -1;
+        roundlog_write(f, &l);
+    }
+    fputs("{\"event\": \"neighbour lost\", \"peer\": 3, \"round\": 400, \"t\": 1.000}\n", f);
+    fputs("{\"ledger\": \"peer\", \"id\": 0, \"incarnation\": 1, \"w\": 0.5, \"round\": 400}\n", f);
+    fputs("{\"round\": 401, \"loss\": 0.5, \"bytes_o", f); /* being written */
+    fclose(f);
+    launch_status s = LAUNCH_STATUS_NONE;
+    launch_status_read(p, &s);
+    cr_assert_eq(s.round, 400);
+    cr_assert_float_eq(s.mb_out, 1.4, 1e-9);
+    cr_assert_float_eq(s.loss, 2.0 * pow(0.99, 400), 1e-6);
+    cr_assert_float_eq(s.test_accuracy, 0.4, 1e-9, "the last one logged");
+    launch_status none = LAUNCH_STATUS_NONE;
+    launch_status_read(in_dir("missing.jsonl"), &none);
+    cr_assert(none.round == -1 && none.test_accuracy == -1, "no log: unchanged");
 }

@@ -5,13 +5,14 @@
 #include <string.h>
 
 #include "peer/launch/launch_faults.h"
+#include "topologies/topo.h"
 
 /* "PEER@ROUND[:SECONDS]" or, for --slow, "PEER:FACTOR". */
 static int parse_at(const char *arg, int *peer, long *round, double *seconds, int *has_seconds)
 {
     char *end;
     long p = strtol(arg, &end, 10);
-    if (end == arg || *end != '@' || p < 0 || p >= FAULT_MAX_PEERS)
+    if (end == arg || *end != '@' || p < 0 || p >= TOPO_MAX_PEERS)
         return -1;
     const char *r = end + 1;
     long rd = strtol(r, &end, 10);
@@ -37,11 +38,15 @@ int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, s
         char *end;
         long peer = strtol(arg, &end, 10);
         double f = end != arg && *end == ':' ? strtod(end + 1, &end) : 0;
-        if (peer < 0 || peer >= FAULT_MAX_PEERS || *end || !(f >= 1 && f <= 1000)) {
+        if (peer < 0 || peer >= TOPO_MAX_PEERS || *end || !(f >= 1 && f <= 1000)) {
             snprintf(err, errlen, "--slow '%s': expected PEER:FACTOR with FACTOR in [1, 1000]", arg);
             return -1;
         }
-        p->slow[peer] = f;
+        if (p->n_slow == FAULT_MAX) {
+            snprintf(err, errlen, "at most %d --slow", FAULT_MAX);
+            return -1;
+        }
+        p->slow[p->n_slow++] = (fault_slow){(int)peer, f};
         return 0;
     }
     fault f = {0};
@@ -80,12 +85,21 @@ int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen)
             snprintf(err, errlen, "a fault names peer %d; the run has peers 0..%d", p->f[k].peer, n_peers - 1);
             return -1;
         }
-    for (int i = n_peers; i < FAULT_MAX_PEERS; i++)
-        if (p->slow[i] > 0) {
-            snprintf(err, errlen, "--slow names peer %d; the run has peers 0..%d", i, n_peers - 1);
+    for (int k = 0; k < p->n_slow; k++)
+        if (p->slow[k].peer >= n_peers) {
+            snprintf(err, errlen, "--slow names peer %d; the run has peers 0..%d", p->slow[k].peer, n_peers - 1);
             return -1;
         }
     return 0;
+}
+
+double fault_plan_slow(const fault_plan *p, int peer)
+{
+    double f = 0;
+    for (int k = 0; k < p->n_slow; k++)
+        if (p->slow[k].peer == peer)
+            f = p->slow[k].factor;
+    return f;
 }
 
 static const char *const names[] = {"kill -9", "kill -9 and restart", "SIGSTOP"};
@@ -98,12 +112,12 @@ void fault_plan_tick(fault_plan *p, const long *rounds, const pid_t *pids, doubl
         const pid_t pid = pids[f->peer];
         if (f->stage == 0) {
             /* One fault at a time per peer: a later one waits for the earlier's second half. */
-            int busy = 0;
-            for (int j = 0; j < k; j++)
-                busy |= p->f[j].peer == f->peer && p->f[j].stage < 2;
             /* A peer just started again has not logged a round of its own
              * yet: its log still ends where the killed process left it. */
-            busy |= p->restarted_at[f->peer] > 0 && now - p->restarted_at[f->peer] < 2.0;
+            int busy = 0;
+            for (int j = 0; j < p->n; j++)
+                busy |= p->f[j].peer == f->peer && ((j < k && p->f[j].stage < 2) ||
+                                                    (p->f[j].restarted_at > 0 && now - p->f[j].restarted_at < 2.0));
             if (busy || pid <= 0 || rounds[f->peer] < f->round)
                 continue;
             printf("\nsgp launch: peer %d at round %ld: %s\n", f->peer, rounds[f->peer], names[f->kind]);
@@ -121,7 +135,7 @@ void fault_plan_tick(fault_plan *p, const long *rounds, const pid_t *pids, doubl
                 printf("\nsgp launch: peer %d: restarting with --resume\n", f->peer);
                 fflush(stdout); /* before the fork, or the child prints it again */
                 restart(ctx, f->peer);
-                p->restarted_at[f->peer] = now;
+                f->restarted_at = now;
             }
             fflush(stdout);
             f->stage = 2;

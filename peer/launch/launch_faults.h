@@ -21,8 +21,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define FAULT_MAX 256
-#define FAULT_MAX_PEERS 64
+#define FAULT_MAX 256 /* faults, and --slow peers, per run */
 
 typedef enum fault_kind { FAULT_KILL, FAULT_RESTART, FAULT_STOP } fault_kind;
 
@@ -33,20 +32,29 @@ typedef struct fault {
     double seconds; /* RESTART: delay before the restart; STOP: how long */
     int stage;      /* 0 pending, 1 injected (waiting for its second half), 2 done */
     double due;     /* when the second half (restart, SIGCONT) is due */
+    double restarted_at; /* RESTART: when the peer was started again (0: not yet) */
 } fault;
+
+typedef struct fault_slow {
+    int peer;
+    double factor;
+} fault_slow;
 
 typedef struct fault_plan {
     fault f[FAULT_MAX];
     int n;
-    double slow[FAULT_MAX_PEERS]; /* 0: not slowed */
-    int injected;                 /* faults injected so far (a restart counts once) */
-    double restarted_at[FAULT_MAX_PEERS]; /* when the peer was last started again (0: never) */
+    fault_slow slow[FAULT_MAX]; /* --slow, in the order given (the last one for a peer counts) */
+    int n_slow;
+    int injected;               /* faults injected so far (a restart counts once) */
 } fault_plan;
 
 /* Take one option: 0 taken, 1 not a fault option, -1 bad value (err says why). */
 int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, size_t errlen);
 /* Every peer named must exist. 0 or -1. */
 int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen);
+
+/* --slow FACTOR for peer, or 0 when it runs at its own speed. */
+double fault_plan_slow(const fault_plan *p, int peer);
 
 /* Called when a fault kills a peer and wants it started again (with --resume). */
 typedef void (*fault_restart_fn)(void *ctx, int peer);

@@ -1,0 +1,298 @@
+/* Starting, watching and stopping the peers of a launch; see launch.h. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "peer/core/clock.h"
+#include "peer/launch/launch.h"
+#include "peer/launch/launch_combine.h"
+#include "peer/launch/launch_hosts.h"
+#include "peer/launch/launch_prepare.h"
+#include "peer/launch/launch_ssh.h"
+#include "peer/launch/launch_status.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+/* One run: the options, and per peer where it runs, its process and its fate. */
+typedef struct run {
+    const launch_opts *o;
+    char self[4096];   /* this executable: what every peer runs */
+    const char *dir;   /* the run directory, absolute */
+    const char *rdir;  /* the run directory on the hosts */
+    fault_plan *faults;
+    launch_host *where;
+    pid_t *pids;       /* 0: not running */
+    uint8_t *absent;   /* killed by a fault for good: no model at the end */
+    long *rounds;      /* each peer's last logged round, for the faults */
+} run;
+
+/* The value of option `name` among the forwarded arguments, or def. */
+static const char *forwarded(const launch_opts *o, const char *name, const char *def)
+{
+    for (int i = 0; i + 1 < o->nfwd; i++)
+        if (!strcmp(o->fwd[i], name))
+            return o->fwd[i + 1];
+    return def;
+}
+
+/* The paths a peer is given, in the directory it runs in. */
+typedef struct peer_paths {
+    char cluster[1100], id[16], model[1100], log[1100], summary[1100], ckpt[1100], slow[32];
+} peer_paths;
+
+/* Fork `sgp peer` for peer i (over ssh with --hosts); its output goes to
+ * RUN/peerI.out (appended to on a restart). Returns its pid, or -1. */
+static pid_t start_peer(run *R, int i, int resume)
+{
+    const launch_opts *o = R->o;
+    const char *pdir = o->hosts ? R->rdir : R->dir; /* where the peer's own files are */
+    peer_paths p;
+    snprintf(p.cluster, sizeof p.cluster, "%.1024s/cluster.conf", pdir);
+    snprintf(p.id, sizeof p.id, "%d", i);
+    snprintf(p.model, sizeof p.model, "%.1024s/peer%d.model", pdir, i);
+    snprintf(p.log, sizeof p.log, "%.1024s/peer%d.jsonl", pdir, i);
+    snprintf(p.summary, sizeof p.summary, "%.1024s/peer%d.json", pdir, i);
+    snprintf(p.ckpt, sizeof p.ckpt, "%.1024s/peer%d.ckpt", pdir, i);
+    char *fixed[] = {R->self, "peer", "--cluster", p.cluster, "--id", p.id, "--save-model", p.model,
+                     "--log", p.log, "--summary", p.summary, "--no-progress", "--checkpoint", p.ckpt};
+    const int nfixed = (int)(sizeof fixed / sizeof *fixed);
+    char **args = malloc((size_t)(nfixed + 3 + o->nfwd + 1) * sizeof *args), **run_argv = args;
+    if (!args)
+        return -1;
+    int a = 0;
+    for (int k = 0; k < nfixed; k++)
+        args[a++] = fixed[k];
+    double slow = R->faults ? fault_plan_slow(R->faults, i) : 0;
+    if (slow > 0) {
+        snprintf(p.slow, sizeof p.slow, "%g", slow);
+        args[a++] = "--slow", args[a++] = p.slow;
+    }
+    if (resume)
+        args[a++] = "--resume";
+    for (int k = 0; k < o->nfwd; k++)
+        args[a++] = o->fwd[k];
+    args[a] = NULL;
+    if (o->hosts && !(run_argv = launch_ssh_argv(&R->where[i], args, o->remote_sgp))) {
+        free(args);
+        return -1;
+    }
+    char out[1100];
+    snprintf(out, sizeof out, "%.1024s/peer%d.out", R->dir, i);
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen(out, resume ? "a" : "w", stdout);
+        if (f)
+            dup2(fileno(stdout), 2);
+        signal(SIGINT, SIG_IGN); /* Ctrl-C reaches the peers as the launcher's SIGTERM */
+        execvp(run_argv[0], run_argv);
+        _exit(127);
+    }
+    if (run_argv != args)
+        free(run_argv);
+    free(args);
+    return pid;
+}
+
+static void restart_peer(void *ctx, int i)
+{
+    run *R = ctx;
+    R->pids[i] = start_peer(R, i, 1);
+    R->absent[i] = 0;
+}
+
+/* Peers still running or due to be started again. */
+static int running(const run *R)
+{
+    int left = 0;
+    for (int i = 0; i < R->o->peers; i++)
+        left += R->pids[i] > 0 || (R->faults && fault_plan_restart_pending(R->faults, i));
+    return left;
+}
+
+/* A peer process ended: a fault's kill, a success, or a failure (1). */
+static int reap(run *R, pid_t p, int st)
+{
+    for (int i = 0; i < R->o->peers; i++) {
+        if (R->pids[i] != p)
+            continue;
+        R->pids[i] = 0;
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && R->faults && fault_plan_killed(R->faults, i)) {
+            R->absent[i] = !fault_plan_restart_pending(R->faults, i);
+            return 0;
+        }
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "\nsgp launch: peer %d failed (see %s/peer%d.out)\n", i, R->dir, i);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* SIGTERM to every peer, once. */
+static void stop_all(run *R)
+{
+    for (int i = 0; i < R->o->peers; i++) {
+        if (R->o->hosts)
+            launch_ssh_stop(&R->where[i], R->rdir, i);
+        if (R->pids[i] > 0) {
+            kill(R->pids[i], SIGCONT); /* a stopped peer must run to take the SIGTERM */
+            kill(R->pids[i], SIGTERM);
+        }
+    }
+}
+
+/* Until every peer has ended: reap, inject faults, forward a Ctrl-C, show
+ * progress. Returns how many peers failed. */
+static int watch(run *R, double t0)
+{
+    const int n = R->o->peers, tty = isatty(1);
+    int failed = 0;
+    double last = 0;
+    char path[1100];
+    while (running(R) > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            failed += reap(R, p, st);
+            continue;
+        }
+        if (R->faults && R->faults->n && !interrupted) {
+            for (int i = 0; i < n; i++) {
+                launch_status s = LAUNCH_STATUS_NONE;
+                launch_log_path(path, sizeof path, R->dir, i);
+                launch_status_read(path, &s);
+                R->rounds[i] = s.round;
+            }
+            fault_plan_tick(R->faults, R->rounds, R->pids, clock_now(), restart_peer, R);
+        }
+        if (interrupted == 1) {
+            interrupted = 2;
+            stop_all(R);
+        }
+        double now = clock_now();
+        if (now - last >= (tty ? 0.3 : 5.0)) {
+            /* with --hosts the logs are on the hosts: only who is running is known here */
+            launch_progress(stdout, R->o->hosts ? NULL : R->dir, n, running(R), now - t0, tty);
+            last = now;
+        }
+        usleep(50000);
+    }
+    if (tty)
+        printf("\n");
+    return failed;
+}
+
+/* The run directory, made if need be, as an absolute path (remote hosts get
+ * the same one); malloc'ed. */
+static char *make_run_dir(const char *dir, char *err, size_t errlen)
+{
+    char dflt[64];
+    if (!dir) {
+        snprintf(dflt, sizeof dflt, "sgp-run-%d", (int)getpid());
+        dir = dflt;
+    }
+    char *abs = NULL;
+    if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || !(abs = realpath(dir, NULL))) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    if (strlen(abs) > 1024) {
+        snprintf(err, errlen, "%s: a run directory of at most 1024 characters", abs);
+        free(abs);
+        return NULL;
+    }
+    return abs;
+}
+
+/* Everything before the peers start: where they run, the run directory
+ * (copied to the hosts). */
+static int setup(run *R, char *err, size_t errlen)
+{
+    const launch_opts *o = R->o;
+    ssize_t sl = readlink("/proc/self/exe", R->self, sizeof R->self - 1);
+    if (sl <= 0) {
+        snprintf(err, errlen, "cannot find my own executable");
+        return -ENOENT;
+    }
+    R->self[sl] = 0;
+    R->rdir = o->remote_dir ? o->remote_dir : R->dir;
+    if (R->rdir[0] != '/' || strlen(R->rdir) > 1024) {
+        snprintf(err, errlen, "--remote-dir must be an absolute path of at most 1024 characters");
+        return -EINVAL;
+    }
+    launch_hosts_local(R->where, o->peers);
+    int rc = o->hosts ? launch_hosts_load(R->where, o->peers, o->hosts, o->base_port, err, errlen) : 0;
+    if (rc == 0)
+        rc = launch_prepare(R->dir, o->peers, o->topology, R->where, err, errlen);
+    if (rc == 0 && o->hosts)
+        rc = launch_ssh_copy(R->where, o->peers, R->dir, R->rdir, err, errlen);
+    return rc;
+}
+
+int launch_run(const launch_opts *o, char *err, size_t errlen)
+{
+    const int n = o->peers;
+    run R = {.o = o, .faults = o->faults};
+    R.where = calloc((size_t)n, sizeof *R.where);
+    R.pids = calloc((size_t)n, sizeof *R.pids);
+    R.absent = calloc((size_t)n, sizeof *R.absent);
+    R.rounds = calloc((size_t)n, sizeof *R.rounds);
+    char *dir = NULL;
+    int rc = 0;
+    if (!R.where || !R.pids || !R.absent || !R.rounds) {
+        snprintf(err, errlen, "out of memory for %d peers", n);
+        rc = -ENOMEM;
+    } else if (!(R.dir = dir = make_run_dir(o->run_dir, err, errlen)))
+        rc = -EIO;
+    if (rc == 0)
+        rc = setup(&R, err, errlen);
+    if (rc < 0)
+        goto out;
+    printf("sgp launch: %d peers on %s, topology %s, run directory %s\n", n, o->hosts ? o->hosts : "127.0.0.1",
+           o->topology, R.dir);
+    fflush(stdout);
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    double t0 = clock_now();
+    int failed = 0;
+    for (int i = 0; i < n; i++)
+        if ((R.pids[i] = start_peer(&R, i, 0)) < 0) {
+            fprintf(stderr, "sgp launch: cannot start peer %d: %s\n", i, strerror(errno));
+            R.pids[i] = 0, failed++;
+        }
+    if (failed)
+        stop_all(&R); /* the others would wait for it */
+    failed += watch(&R, t0);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (interrupted) {
+        snprintf(err, errlen, "interrupted; every peer stopped");
+        rc = -EINTR;
+    } else if (failed) {
+        snprintf(err, errlen, "%d of %d peers failed", failed, n);
+        rc = -EIO;
+    } else if (!o->hosts || (rc = launch_ssh_fetch(R.where, n, R.dir, R.rdir, err, errlen)) == 0) {
+        launch_outcome out = {.run_dir = R.dir, .n = n, .absent = R.absent,
+                              .data = forwarded(o, "--data", NULL), .model = forwarded(o, "--model", "mlp:256"),
+                              .faults = R.faults ? R.faults->injected : 0, .wall_seconds = clock_now() - t0};
+        rc = launch_combine(&out, o->summary, stdout, err, errlen);
+    }
+out:
+    free(dir);
+    free(R.where), free(R.pids), free(R.absent), free(R.rounds);
+    return rc;
+}

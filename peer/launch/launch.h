@@ -1,0 +1,42 @@
+/* sgp launch: N `sgp peer` processes, on this machine or on LAN hosts over
+ * ssh, started, watched and stopped together.
+ *
+ *   fault_plan faults = {0};                          // peer/launch/launch_faults.h
+ *   launch_opts o = {.peers = 8, .topology = "exponential", .run_dir = "run",
+ *                    .fwd = argv_for_each_peer, .nfwd = n, .faults = &faults};
+ *   char err[512];
+ *   int rc = launch_run(&o, err, sizeof err);
+ *   // 0; -EINVAL: the topology or hosts file is wrong; -EINTR: Ctrl-C (every peer stopped); else err says why
+ *
+ * The run directory (made if need be; sgp-run-PID without one) gets the
+ * keys, cluster file and topology (launch_prepare.h), and per peer I its
+ * output (peerI.out), log (peerI.jsonl), summary (peerI.json), final model
+ * (peerI.model) and checkpoint (peerI.ckpt). While the peers run, one progress
+ * line (launch_status.h) and the faults due (launch_faults.h); SIGINT or
+ * SIGTERM to the launcher becomes SIGTERM to every peer, which then stops
+ * cleanly. At the end the results are combined (launch_combine.h).
+ */
+#ifndef PEER_LAUNCH_H
+#define PEER_LAUNCH_H
+
+#include <stddef.h>
+
+#include "peer/launch/launch_faults.h"
+
+typedef struct launch_opts {
+    int peers;
+    const char *topology;   /* a .topo file or a generator name */
+    const char *run_dir;    /* NULL: sgp-run-PID */
+    const char *summary;    /* the combined summary, or NULL */
+    const char *hosts;      /* a hosts file (launch_hosts.h), or NULL for this machine */
+    long base_port;         /* with hosts: the first port on each host */
+    const char *remote_sgp; /* with hosts: sgp on the hosts (NULL: this executable's path) */
+    const char *remote_dir; /* with hosts: the run directory there (NULL: the local one's absolute path) */
+    char **fwd;             /* arguments for every sgp peer (training options, --codec, ...) */
+    int nfwd;
+    fault_plan *faults;     /* NULL: none */
+} launch_opts;
+
+int launch_run(const launch_opts *o, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,167 @@
+/* Combining the peers' results; see launch_combine.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_model.h"
+#include "peer/launch/launch_combine.h"
+#include "peer/store/atomic.h"
+#include "peer/store/json.h"
+#include "peer/store/summary.h"
+
+/* RUN/peerI.model: exactly dim float32 (sgp peer --save-model). */
+static int read_model(const char *dir, int i, size_t dim, float *z, char *err, size_t errlen)
+{
+    char path[1100], *buf;
+    size_t len;
+    snprintf(path, sizeof path, "%.1024s/peer%d.model", dir, i);
+    int rc = atomic_read(path, dim * sizeof(float), &buf, &len);
+    if (rc == 0) {
+        if (len == dim * sizeof(float))
+            memcpy(z, buf, len);
+        else
+            rc = -EBADMSG;
+        free(buf);
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "%s: %s (%zu parameters expected)", path,
+                 rc == -EBADMSG || rc == -EFBIG ? "not the size of this model" : strerror(-rc), dim);
+    return rc;
+}
+
+/* RUN/peerI.json, which must be peer i's of this run. */
+static int read_summary(const launch_outcome *o, int i, size_t dim, summary_peer *s, char *err, size_t errlen)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%.1024s/peer%d.json", o->run_dir, i);
+    int rc = summary_peer_read(path, s, err, errlen);
+    if (rc == 0 && (s->id != i || s->peers != o->n || s->parameters != (int64_t)dim)) {
+        snprintf(err, errlen, "%s: peer %lld of %lld with %lld parameters, expected peer %d of %d with %zu", path,
+                 (long long)s->id, (long long)s->peers, (long long)s->parameters, i, o->n, dim);
+        rc = -ESTALE;
+    }
+    return rc;
+}
+
+typedef struct totals {
+    int k; /* peers with a model */
+    double acc_min, acc_sum, bytes, rounds, wsum;
+} totals;
+
+/* Pass 1: sum w z into acc (double), and the summaries' totals. */
+static int sum_models(const launch_outcome *o, size_t dim, float *z, double *acc, totals *t, char *err, size_t errlen)
+{
+    *t = (totals){.acc_min = 1, .rounds = INFINITY};
+    for (int i = 0; i < o->n; i++) {
+        if (o->absent && o->absent[i])
+            continue;
+        summary_peer s;
+        int rc = read_summary(o, i, dim, &s, err, errlen);
+        if (rc == 0)
+            rc = read_model(o->run_dir, i, dim, z, err, errlen);
+        if (rc < 0)
+            return rc;
+        double w = s.weight > 0 ? s.weight : 1.0;
+        for (size_t d = 0; d < dim; d++)
+            acc[d] += w * z[d];
+        t->k++, t->wsum += w;
+        t->acc_min = fmin(t->acc_min, s.test_accuracy), t->acc_sum += s.test_accuracy;
+        t->bytes += (double)s.bytes_sent, t->rounds = fmin(t->rounds, (double)s.rounds);
+    }
+    return 0;
+}
+
+/* Pass 2: the consensus distance, mean squared distance to the average over its squared norm. */
+static int consensus_distance(const launch_outcome *o, size_t dim, const float *avg, float *z, double *cd, char *err,
+                              size_t errlen)
+{
+    double sum = 0, norm = 0;
+    int k = 0;
+    for (int i = 0; i < o->n; i++) {
+        if (o->absent && o->absent[i])
+            continue;
+        int rc = read_model(o->run_dir, i, dim, z, err, errlen);
+        if (rc < 0)
+            return rc;
+        for (size_t d = 0; d < dim; d++) {
+            double e = (double)z[d] - avg[d];
+            sum += e * e;
+        }
+        k++;
+    }
+    for (size_t d = 0; d < dim; d++)
+        norm += (double)avg[d] * avg[d];
+    *cd = norm > 0 && k ? sum / k / norm : 0;
+    return 0;
+}
+
+static int write_summary(const char *path, const launch_outcome *o, const totals *t, size_t dim, float acc, float loss,
+                         double cd, char *err, size_t errlen)
+{
+    json_obj j;
+    json_open(&j, path);
+    json_str(&j, "command", "launch");
+    json_str(&j, "run_dir", o->run_dir);
+    json_int(&j, "peers", o->n);
+    json_int(&j, "peers_finished", t->k);
+    json_int(&j, "faults_injected", o->faults);
+    json_str(&j, "model", o->model);
+    json_int(&j, "parameters", (long long)dim);
+    json_num(&j, "test_accuracy", acc);
+    json_num(&j, "test_loss", loss);
+    json_num(&j, "test_accuracy_min", t->acc_min);
+    json_num(&j, "test_accuracy_mean", t->acc_sum / t->k);
+    json_num(&j, "consensus_distance", cd);
+    json_num(&j, "bytes_sent", t->bytes);
+    json_num(&j, "rounds", t->rounds);
+    json_num(&j, "wall_seconds", o->wall_seconds);
+    int rc = json_close(&j);
+    if (rc < 0)
+        snprintf(err, errlen, "%s", j.err);
+    return rc;
+}
+
+int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char *err, size_t errlen)
+{
+    nn_dataset train = {0}, test = {0};
+    nn_model m = {0};
+    int rc = nn_data_load(o->data, &train, &test, err, errlen);
+    if (rc == 0)
+        rc = nn_model_init(&m, o->model, train.c, train.h, train.w, train.n_classes, 256, 1, err, errlen);
+    const size_t dim = m.n_params;
+    float *z = rc == 0 ? malloc(dim * sizeof *z) : NULL, *avg = rc == 0 ? malloc(dim * sizeof *avg) : NULL;
+    double *acc = rc == 0 ? calloc(dim, sizeof *acc) : NULL, cd = 0;
+    if (rc == 0 && (!z || !avg || !acc)) {
+        snprintf(err, errlen, "out of memory for the average of %zu parameters", dim);
+        rc = -ENOMEM;
+    }
+    totals t = {0};
+    if (rc == 0)
+        rc = sum_models(o, dim, z, acc, &t, err, errlen);
+    if (rc == 0 && t.k == 0) {
+        snprintf(err, errlen, "no peer has a model (every one was killed)");
+        rc = -ENOENT;
+    }
+    float loss = 0, accuracy = 0;
+    if (rc == 0) {
+        for (size_t d = 0; d < dim; d++) /* sum x / sum w, as sgp sim reports it: x_i = w_i z_i */
+            avg[d] = (float)(acc[d] / t.wsum);
+        rc = consensus_distance(o, dim, avg, z, &cd, err, errlen);
+    }
+    if (rc == 0) {
+        nn_model_evaluate(&m, avg, &test, &loss, &accuracy);
+        fprintf(out,
+                "test accuracy %.2f%% (average model of %d peers), peers min %.2f%% mean %.2f%%; consensus distance "
+                "%.2e\n%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n",
+                100 * accuracy, t.k, 100 * t.acc_min, 100 * t.acc_sum / t.k, cd, t.rounds, t.bytes / 1e6,
+                o->wall_seconds, o->faults, o->run_dir);
+    }
+    if (rc == 0 && summary)
+        rc = write_summary(summary, o, &t, dim, accuracy, loss, cd, err, errlen);
+    free(z), free(avg), free(acc);
+    nn_model_free(&m);
+    nn_dataset_free(&train), nn_dataset_free(&test);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* The end of a launch: the peers' final models (RUN/peerI.model) averaged
+ * as sgp sim averages them (sum w z / sum w, each w from the peer's summary,
+ * RUN/peerI.json, read with peer/store/summary.h), evaluated on the test set,
+ * with their spread; one printed line and the combined summary (the fields
+ * of sgp sim's).
+ *
+ *   launch_outcome o = {.run_dir = "run", .n = 8, .model = "mlp:256", .wall_seconds = 31.5};
+ *   rc = launch_combine(&o, "summary.json", stdout, err, sizeof err);
+ *
+ * Memory is two models' worth whatever the peer count: the files are read
+ * twice (the mean, then the distances to it).
+ */
+#ifndef PEER_LAUNCH_COMBINE_H
+#define PEER_LAUNCH_COMBINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct launch_outcome {
+    const char *run_dir;
+    int n;                    /* peers in the run */
+    const uint8_t *absent;    /* absent[i]: killed for good by a fault, so no model; NULL: none */
+    const char *data, *model; /* the peers' --data (NULL: embedded) and --model */
+    int faults;               /* faults injected */
+    double wall_seconds;
+} launch_outcome;
+
+/* 0, or a negative errno with err naming the file at fault (a summary that
+ * is not one its peer wrote in this run: -ESTALE). summary may be NULL. */
+int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char *err, size_t errlen);
+
+#endif

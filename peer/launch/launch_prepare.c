@@ -1,0 +1,136 @@
+/* The run directory for sgp launch; see launch_prepare.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "peer/launch/launch_prepare.h"
+#include "peer/net/cluster.h"
+#include "peer/store/atomic.h"
+#include "peer/sec/sec.h"
+#include "topologies/topo.h"
+
+/* Room for `more` file descriptors: the soft limit goes up to the hard one
+ * if it must (a few thousand peers hold a socket each while ports are chosen). */
+static void allow_fds(int more)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)more + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* A free 127.0.0.1 port for every where[i].port that is 0. Every socket stays
+ * bound until all are chosen (the kernel would hand a just-closed port out
+ * again), then all close and the peers bind them a moment later. */
+static int free_ports(launch_host *where, int n)
+{
+    int *fds = malloc((size_t)n * sizeof *fds), rc = 0;
+    if (!fds)
+        return -ENOMEM;
+    allow_fds(n);
+    for (int i = 0; i < n; i++) {
+        fds[i] = -1;
+        if (where[i].port || rc < 0)
+            continue;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof a;
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&a, sizeof a) < 0 ||
+            getsockname(fds[i], (struct sockaddr *)&a, &len) < 0)
+            rc = -errno;
+        else
+            where[i].port = ntohs(a.sin_port);
+    }
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(fds);
+    return rc;
+}
+
+typedef int (*text_fn)(const void *obj, FILE *f);
+static int topo_text(const void *t, FILE *f) { return topo_write(t, f, "written by sgp launch"); }
+static int cluster_text(const void *c, FILE *f) { return cluster_write(c, f, "written by sgp launch"); }
+
+/* dir/name, as fn writes obj, atomically. */
+static int write_text(const char *dir, const char *name, text_fn fn, const void *obj, char *err, size_t errlen)
+{
+    char path[1100], *buf = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%.1024s/%s", dir, name);
+    FILE *f = open_memstream(&buf, &len);
+    int rc = f ? fn(obj, f) : -ENOMEM;
+    if (f && fclose(f) != 0 && rc == 0)
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = atomic_write(path, buf, len, 0644, 0, err, errlen);
+    else
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
+    free(buf);
+    return rc;
+}
+
+/* dir/topology.topo, checked against n. */
+static int write_topology(const char *dir, int n, const char *topology, char *err, size_t errlen)
+{
+    topo t = {0};
+    topo_error te = {0};
+    int rc = access(topology, F_OK) == 0 || strchr(topology, '/') ? topo_load(&t, topology, &te)
+                                                                  : topo_generate(&t, topology, n, NULL, &te);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s%s%s", te.file[0] ? te.file : "", te.file[0] ? ": " : "", te.msg);
+        return -EINVAL;
+    }
+    if (t.n_peers != n) {
+        snprintf(err, errlen, "%s is for %d peers, --peers is %d", topology, t.n_peers, n);
+        rc = -EINVAL;
+    } else
+        rc = write_text(dir, "topology.topo", topo_text, &t, err, errlen);
+    topo_free(&t);
+    return rc;
+}
+
+/* A key pair per peer, listed with its address in dir/cluster.conf. */
+static int write_cluster(const char *dir, int n, const launch_host *where, char *err, size_t errlen)
+{
+    char key[1100], pub[1100];
+    cluster c;
+    memset(&c, 0, sizeof c);
+    int rc = cluster_init(&c, "sgp-launch", "topology.topo");
+    if (rc < 0)
+        snprintf(err, errlen, "cannot make a cluster: %s", strerror(-rc));
+    for (int i = 0; rc == 0 && i < n; i++) {
+        sec_keypair kp = {0};
+        snprintf(key, sizeof key, "%.1024s/%d.key", dir, i);
+        snprintf(pub, sizeof pub, "%.1024s/%d.pub", dir, i);
+        if ((rc = sec_keypair_generate(&kp)) < 0)
+            snprintf(err, errlen, "cannot make a key pair: %s", strerror(-rc));
+        else if ((rc = sec_keypair_save(&kp, key, pub, 1, err, errlen)) == 0 &&
+                 (rc = cluster_add_peer(&c, where[i].addr, (unsigned)where[i].port, kp.pk)) < 0)
+            snprintf(err, errlen, "peer %d at %s:%d: %s", i, where[i].addr, where[i].port, strerror(-rc));
+        rc = rc < 0 ? rc : 0; /* cluster_add_peer returns the new peer's id */
+        sec_keypair_free(&kp);
+    }
+    if (rc == 0)
+        rc = write_text(dir, "cluster.conf", cluster_text, &c, err, errlen);
+    cluster_free(&c);
+    return rc;
+}
+
+int launch_prepare(const char *dir, int n, const char *topology, launch_host *where, char *err, size_t errlen)
+{
+    int rc = write_topology(dir, n, topology, err, errlen);
+    if (rc == 0 && (rc = free_ports(where, n)) < 0)
+        snprintf(err, errlen, "cannot find %d free ports on 127.0.0.1: %s", n, strerror(-rc));
+    if (rc == 0)
+        rc = write_cluster(dir, n, where, err, errlen);
+    return rc;
+}

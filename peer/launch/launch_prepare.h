@@ -1,0 +1,21 @@
+/* The run directory of `sgp launch`: the topology, a fresh key pair per peer
+ * and the cluster file that lists them, with free 127.0.0.1 ports for the
+ * peers that run on this machine.
+ *
+ *   rc = launch_prepare("run", 8, "exponential", where, err, sizeof err);
+ *   // run/topology.topo, run/cluster.conf, run/I.key (0600), run/I.pub
+ *   // -EINVAL: the topology is not there or is for another peer count
+ */
+#ifndef PEER_LAUNCH_PREPARE_H
+#define PEER_LAUNCH_PREPARE_H
+
+#include <stddef.h>
+
+#include "peer/launch/launch_hosts.h"
+
+/* topology: a .topo file, or a generator name (topologies/topo.h). Ports of
+ * where[] that are 0 are chosen here and filled in. 0, -EINVAL (topology),
+ * or another negative errno; err says which. */
+int launch_prepare(const char *dir, int n, const char *topology, launch_host *where, char *err, size_t errlen);
+
+#endif

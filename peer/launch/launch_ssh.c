@@ -1,0 +1,148 @@
+/* ssh and scp commands for sgp launch --hosts; see launch_ssh.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "peer/launch/launch_ssh.h"
+
+/* An ssh or scp command line being built. */
+typedef struct cmdline {
+    char *argv[24];
+    int n;
+    char port[16];
+} cmdline;
+
+static void cmd_begin(cmdline *c, const launch_host *h, int scp)
+{
+    static const char *const ssh[] = {"ssh", "-o", "BatchMode=yes"}, *const cp[] = {"scp", "-q", "-p", "-o",
+                                                                                      "BatchMode=yes"};
+    c->n = 0;
+    for (size_t k = 0; k < (scp ? 5u : 3u); k++)
+        c->argv[c->n++] = (char *)(scp ? cp[k] : ssh[k]);
+    if (h->ssh_port) {
+        snprintf(c->port, sizeof c->port, "%d", h->ssh_port);
+        c->argv[c->n++] = scp ? "-P" : "-p";
+        c->argv[c->n++] = c->port;
+    }
+}
+
+static void cmd_add(cmdline *c, char *arg) { c->argv[c->n++] = arg; }
+
+/* Runs the command to completion; 0 if it exited 0. */
+static int cmd_run(cmdline *c)
+{
+    c->argv[c->n] = NULL;
+    pid_t p = fork();
+    if (p == 0) {
+        execvp(c->argv[0], c->argv);
+        _exit(127);
+    }
+    int st;
+    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+/* s as one word for a POSIX shell, into out (which holds 4 * strlen(s) + 3). */
+static size_t shell_quote(char *out, const char *s)
+{
+    size_t o = 0;
+    out[o++] = '\'';
+    for (; *s; s++) {
+        if (*s == '\'') {
+            memcpy(out + o, "'\\''", 4);
+            o += 4;
+        } else
+            out[o++] = *s;
+    }
+    out[o++] = '\'';
+    out[o] = 0;
+    return o;
+}
+
+int launch_ssh_copy(const launch_host *where, int n, const char *dir, const char *rdir, char *err, size_t errlen)
+{
+    char mk[32 + 4 * 1100], key[1100], pub[1100], cl[1100], tp[1100], dest[1300];
+    snprintf(cl, sizeof cl, "%.1024s/cluster.conf", dir);
+    snprintf(tp, sizeof tp, "%.1024s/topology.topo", dir);
+    size_t o = (size_t)snprintf(mk, sizeof mk, "mkdir -p -m 700 ");
+    if (strlen(rdir) > 1024)
+        return -ENAMETOOLONG;
+    shell_quote(mk + o, rdir);
+    for (int i = 0; i < n; i++) {
+        cmdline a, b;
+        cmd_begin(&a, &where[i], 0);
+        cmd_add(&a, (char *)where[i].ssh), cmd_add(&a, mk);
+        snprintf(key, sizeof key, "%.1024s/%d.key", dir, i);
+        snprintf(pub, sizeof pub, "%.1024s/%d.pub", dir, i);
+        snprintf(dest, sizeof dest, "%s:%.1024s/", where[i].ssh, rdir);
+        cmd_begin(&b, &where[i], 1);
+        cmd_add(&b, key), cmd_add(&b, pub), cmd_add(&b, cl), cmd_add(&b, tp), cmd_add(&b, dest);
+        if (cmd_run(&a) < 0 || cmd_run(&b) < 0) {
+            snprintf(err, errlen, "cannot copy the run directory to %s", where[i].ssh);
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
+int launch_ssh_fetch(const launch_host *where, int n, const char *dir, const char *rdir, char *err, size_t errlen)
+{
+    char json[1300], model[1300], local[1100];
+    snprintf(local, sizeof local, "%.1024s/", dir);
+    for (int i = 0; i < n; i++) {
+        cmdline c;
+        snprintf(json, sizeof json, "%s:%.1024s/peer%d.json", where[i].ssh, rdir, i);
+        snprintf(model, sizeof model, "%s:%.1024s/peer%d.model", where[i].ssh, rdir, i);
+        cmd_begin(&c, &where[i], 1);
+        cmd_add(&c, json), cmd_add(&c, model), cmd_add(&c, local);
+        if (cmd_run(&c) < 0) {
+            snprintf(err, errlen, "cannot fetch peer %d's results from %s", i, where[i].ssh);
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
+char **launch_ssh_argv(const launch_host *h, char *const argv[], const char *exe)
+{
+    cmdline c;
+    cmd_begin(&c, h, 0);
+    size_t words = (size_t)c.n + 3, text = sizeof "exec" + strlen(h->ssh) + 1 + sizeof c.port;
+    for (int k = 0; argv[k]; k++)
+        text += 4 * strlen(k == 0 && exe ? exe : argv[k]) + 3 + 1;
+    char **out = malloc(words * sizeof *out + text);
+    if (!out)
+        return NULL;
+    char *p = (char *)(out + words);
+    for (int k = 0; k < c.n; k++) {
+        out[k] = c.argv[k];
+        if (c.argv[k] == c.port) { /* c is on this stack: its port text goes into the block */
+            out[k] = strcpy(p, c.port);
+            p += strlen(p) + 1;
+        }
+    }
+    out[c.n] = strcpy(p, h->ssh);
+    p += strlen(p) + 1;
+    out[c.n + 1] = p;
+    p += sprintf(p, "exec");
+    for (int k = 0; argv[k]; k++) {
+        *p++ = ' ';
+        p += shell_quote(p, k == 0 && exe ? exe : argv[k]);
+    }
+    out[c.n + 2] = NULL;
+    return out;
+}
+
+void launch_ssh_stop(const launch_host *h, const char *rdir, int id)
+{
+    char pat[1200], cmd[32 + 4 * 1200];
+    snprintf(pat, sizeof pat, "--cluster %.1024s/cluster.conf --id %d ", rdir, id);
+    size_t o = (size_t)snprintf(cmd, sizeof cmd, "pkill -TERM -f -- ");
+    shell_quote(cmd + o, pat);
+    cmdline c;
+    cmd_begin(&c, h, 0);
+    cmd_add(&c, (char *)h->ssh), cmd_add(&c, cmd);
+    cmd_run(&c);
+}
