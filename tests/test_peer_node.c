@@ -75,7 +75,7 @@ static float *read_model(const char *dir, int i, size_t n)
     return m;
 }
 
-static void sim_equals_network(const char *codec_text)
+static void sim_equals_network(const char *codec_text, const char *warmup)
 {
     char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256];
     cr_assert(mkdtemp(dir));
@@ -84,7 +84,7 @@ static void sim_equals_network(const char *codec_text)
     /* A fixed deadline as long as the round timeout: nobody is ever declared
      * late, so the run is as synchronous as the simulator's. */
     char *extra[] = {"--model", "mlp:32", "--epochs", "2", "--codec", (char *)codec_text, "--round-deadline", "30",
-                     "--no-progress", NULL};
+                     "--codec-warmup", (char *)warmup, "--no-progress", NULL};
     run_peers(dir, 4, extra);
 
     /* The same run in the simulator, in this process. */
@@ -99,6 +99,7 @@ static void sim_equals_network(const char *codec_text)
     sim_config c;
     sim_config_defaults(&c);
     c.n_peers = 4, c.topology = &t, c.codec = &spec, c.keep_peer_models = 1;
+    c.codec_warmup = atof(warmup);
     c.train.model = "mlp:32", c.train.epochs = 2, c.train.progress = 0;
     train_opts_check(&c.train, "test");
     /* One BLAS thread, as each `sgp peer` runs by default: a threaded sgemm
@@ -124,9 +125,12 @@ static void sim_equals_network(const char *codec_text)
     cr_assert_eq(system(cmd), 0);
 }
 
-Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none"); }
+Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none", "0"); }
 
-Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05"); }
+Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05", "0"); }
+
+/* The sparsity warm-up is the round driver's, so real peers run it too. */
+Test(peer_node, codec_warmup_in_four_processes_equals_the_simulator) { sim_equals_network("stc:0.05", "1"); }
 
 /* `mpirun -np 4 sgp peer --cluster FILE` (no --id: the rank comes from
  * OMPI_COMM_WORLD_RANK) trains on localhost. openmpi-bin comes with `make deps`. */

@@ -194,6 +194,7 @@ int cmd_peer(int argc, char **argv)
     c.codec = gossip_opts_codec(&go);
     c.shard_alpha = go.shard_alpha;
     c.step = go.step;
+    c.codec_warmup = go.codec_warmup;
     c.tau = (int)go.tau;
     c.id = (int)id;
 

@@ -25,8 +25,6 @@ static void help(void)
           "  --topology FILE|KIND  a .topo file, or a generator (exponential, ring, torus,\n"
           "                        complete, n-peer-exponential, bipartite-exponential, star,\n"
           "                        random) for N peers [exponential]\n"
-          "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc start dense and reach\n"
-          "                        their fraction after E epochs [0]\n"
           "  --compute-time S|measured   virtual seconds per local step, or 'measured' to time\n"
           "                        a real step once at start [estimated from the model size]\n"
           "  --latency S           one-way link latency in seconds [0.0001]\n"
@@ -60,7 +58,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
-       S_AVG, S_LOG, S_DUP, S_JITTER, S_CWARM, S_STOP, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
+       S_AVG, S_LOG, S_DUP, S_JITTER, S_STOP, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -193,7 +191,6 @@ int cmd_sim(int argc, char **argv)
         {"bandwidth", required_argument, 0, S_BANDWIDTH},
         {"loss", required_argument, 0, S_LOSS},
         {"duplicate", required_argument, 0, S_DUP},
-        {"codec-warmup", required_argument, 0, S_CWARM},
         {"jitter", required_argument, 0, S_JITTER},
         {"slow", required_argument, 0, S_SLOW},
         {"crash", required_argument, 0, S_CRASH},
@@ -253,9 +250,6 @@ int cmd_sim(int argc, char **argv)
             break;
         case S_LOSS:
             rc = cli_double(CMD, "--loss", optarg, 0, 0.99, &c.loss);
-            break;
-        case S_CWARM:
-            rc = cli_double(CMD, "--codec-warmup", optarg, 0, 1e6, &c.codec_warmup);
             break;
         case S_DUP:
             rc = cli_double(CMD, "--duplicate", optarg, 0, 0.99, &c.duplicate);
@@ -329,6 +323,7 @@ int cmd_sim(int argc, char **argv)
     c.codec = gossip_opts_codec(&go);
     c.shard_alpha = go.shard_alpha;
     c.step = go.step;
+    c.codec_warmup = go.codec_warmup;
     c.n_peers = (int)peers;
     c.tau = (int)go.tau;
     c.bandwidth = mbit * 1e6 / 8;

@@ -28,6 +28,8 @@ int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg)
         return 0;
     case GOPT_STEP:
         return cli_double(cmd, "--step", arg, 1e-6, 1, &o->step);
+    case GOPT_CWARM:
+        return cli_double(cmd, "--codec-warmup", arg, 0, 1e6, &o->codec_warmup);
     }
     return 1;
 }
