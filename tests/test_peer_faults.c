@@ -1,16 +1,19 @@
 /* Faults on real processes (gossip/GUARANTEES.md "Stragglers, leave and
  * join"): `sgp launch` kills, stops, restarts and slows real `sgp peer`
- * processes on loopback, and a peer started late with --resume and no
- * checkpoint joins a running cluster. The properties are read back from what
- * the peers write: RUN/peerI.out (events), RUN/peerI.jsonl (a line per round,
- * with "t" and, at epoch ends, "test_accuracy"), RUN/peerI.json (summary) and
- * the launcher's combined --summary.
+ * processes on loopback, a peer started late with --resume and no checkpoint
+ * joins a running cluster, and a peer sent SIGTERM leaves it. The properties
+ * are read back from what the peers write: RUN/peerI.out (events),
+ * RUN/peerI.jsonl (a line per round, with "t" and, at epoch ends,
+ * "test_accuracy"), RUN/peerI.json (summary) and the launcher's combined
+ * --summary.
  *
  * Runs are kept small (mlp:64, 8 peers, a few seconds each on an idle 2-core
  * machine) because the suite also runs in parallel with others and under
  * AddressSanitizer. Nothing here asserts speed: only liveness bounds far
- * above a round's duration. Every launch gets its own /tmp/sgp-faults-*
- * directory, named in each failure message and removed when the test passes. */
+ * above a round's duration. Where a test drives the peers itself it waits on
+ * what they log (tests/sgp_run.h), never for a fixed time. Every run gets its
+ * own /tmp/sgp-faults-* directory, named in each failure message and removed
+ * when the test passes (kept with SGP_TEST_KEEP=1). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <math.h>
@@ -33,23 +36,6 @@ TestSuite(peer_faults, .timeout = 900);
 
 /* ---- reading what the peers wrote ---------------------------------------- */
 
-/* The whole file, NUL-terminated (malloc'ed), or NULL if it cannot be read. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
-    cr_assert(s);
-    size_t got = n > 0 ? fread(s, 1, (size_t)n, f) : 0;
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
 /* "key": number in a flat JSON text (as in test_peer_cli.c); NAN if absent. */
 static double json_number(const char *text, const char *key)
 {
@@ -62,7 +48,7 @@ static double json_number(const char *text, const char *key)
 /* KEY of the JSON file at PATH; the file must exist and have it. */
 static double file_number(const char *path, const char *key)
 {
-    char *text = slurp(path);
+    char *text = sgp_read_file(path);
     cr_assert(text, "%s is missing", path);
     double v = json_number(text, key);
     free(text);
@@ -78,21 +64,12 @@ static double peer_number(const char *run, int i, const char *key)
     return file_number(path, key);
 }
 
-/* 1 if the file at PATH contains NEEDLE. */
-static int file_has(const char *path, const char *needle)
-{
-    char *text = slurp(path);
-    int has = text && strstr(text, needle);
-    free(text);
-    return has;
-}
-
 /* RUN/peerI.out contains NEEDLE. */
 static int out_has(const char *run, int i, const char *needle)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/peer%d.out", run, i);
-    return file_has(path, needle);
+    return sgp_file_has(path, needle);
 }
 
 typedef struct round_line {
@@ -106,7 +83,7 @@ static round_line *read_rounds(const char *run, int i, int *n)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/peer%d.jsonl", run, i);
-    char *text = slurp(path);
+    char *text = sgp_read_file(path);
     cr_assert(text, "%s is missing", path);
     int cap = 256, k = 0;
     round_line *r = malloc((size_t)cap * sizeof *r);
@@ -147,7 +124,7 @@ static double last_t(const char *run, int i)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/peer%d.jsonl", run, i);
-    char *text = slurp(path);
+    char *text = sgp_read_file(path);
     cr_assert(text, "%s is missing", path);
     double t = -1;
     for (char *line = text, *next; line && *line; line = next) {
@@ -170,7 +147,7 @@ static long injected_at(const char *dir, int peer)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/launch.out", dir);
-    char *text = slurp(path);
+    char *text = sgp_read_file(path);
     cr_assert(text, "%s is missing", path);
     long at = -1;
     for (char *p = text; (p = strstr(p, "sgp launch: peer ")); p++) {
@@ -185,57 +162,20 @@ static long injected_at(const char *dir, int peer)
     return at;
 }
 
+/* Removes a passing test's directory (SGP_TEST_KEEP=1 keeps it, to look at
+ * the logs of a run that passed). */
 static void rm_rf(const char *dir)
 {
+    if (getenv("SGP_TEST_KEEP") && *getenv("SGP_TEST_KEEP") == '1') {
+        cr_log_info("kept %s", dir);
+        return;
+    }
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
 }
 
 /* ---- running processes ---------------------------------------------------- */
-
-/* Fork ARGV (argv[0] a path) with stdout and stderr to OUT, in a process group
- * of its own so that a stuck run can be ended with everything it started. */
-static pid_t spawn(char *const argv[], const char *out)
-{
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        setpgid(0, 0);
-        int nul = open("/dev/null", O_RDONLY), fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (nul < 0 || fd < 0)
-            _exit(127);
-        dup2(nul, 0), dup2(fd, 1), dup2(fd, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    setpgid(pid, pid); /* (also here: no race with a kill below) */
-    return pid;
-}
-
-static double mono_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
-
-/* Exit status of PID (128 + signal if killed); -1 if it is still running at
- * DEADLINE (a mono_now() time), after killing its process group. */
-static int wait_until(pid_t pid, double deadline)
-{
-    for (;;) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (mono_now() > deadline) {
-            kill(-pid, SIGKILL); /* it and every peer it started */
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        usleep(20000);
-    }
-}
 
 /* `sgp launch --peers 8 --topology exponential --model mlp:64 --seed 1
  * --run-dir DIR/run --summary DIR/summary.json EXTRA...` with its output in
@@ -255,7 +195,7 @@ static void launch_model(char *dir, const char *model, char *const extra[])
     for (int k = 0; extra[k] && a < 63; k++)
         argv[a++] = extra[k];
     argv[a] = NULL;
-    int st = wait_until(spawn(argv, out), mono_now() + RUN_LIMIT_S);
+    int st = sgp_wait_exit(sgp_spawn(argv, out), RUN_LIMIT_S);
     cr_assert_neq(st, -1, "sgp launch did not finish in %d s (logs in %s)", RUN_LIMIT_S, dir);
     cr_assert_eq(st, 0, "sgp launch exited %d (logs in %s)", st, dir);
 }
@@ -376,7 +316,7 @@ Test(peer_faults, sigstop_longer_than_dead_timeout_is_routed_around_then_back)
             continue;
         char path[512];
         snprintf(path, sizeof path, "%s/peer%d.out", run, i);
-        char *text = slurp(path);
+        char *text = sgp_read_file(path);
         cr_assert(text, "%s", path);
         const char *lost = strstr(text, "routing around neighbour 2: silent for the dead timeout");
         routed |= lost != NULL;
@@ -467,8 +407,15 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
 
 /* One peer at a quarter of the others' speed (--slow 3:4: its rounds take 4
  * times their median): nobody waits for it past the round deadline, it jumps
- * rounds to keep up, the fast peers compute every round, and the average
- * model is within a point of a run without it. */
+ * rounds to keep up, the fast peers compute (nearly) every round, and the
+ * average model is within a point of a run without it.
+ *
+ * "Nearly": on an idle machine every fast peer computes all 500 rounds; on a
+ * busy one the scheduler can hold one of them back long enough that it is
+ * itself a few rounds behind the others and jumps them (478 of 500 seen at
+ * a load of 18 on 2 cores), which is the catch-up rule doing its job. A
+ * fast peer that the straggler dragged into its pace would not jump at all;
+ * the check is that each is far from the straggler's fraction (<= 70 %). */
 Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
 {
     /* mlp:256, as for the kills: measured 93.05/93.25% with the straggler
@@ -488,9 +435,12 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
             cr_assert_leq(steps, 0.70 * rounds, "the straggler computed %.0f of %.0f rounds (logs in %s)", steps,
                           rounds, dir);
             cr_assert_geq(peer_number(run, 3, "catch_ups"), 1, "%s", dir);
-        } else
-            cr_assert_eq(steps, rounds, "fast peer %d computed %.0f of %.0f rounds (logs in %s)", i, steps, rounds,
-                         dir);
+        } else {
+            cr_assert_geq(steps, 0.90 * rounds, "fast peer %d computed %.0f of %.0f rounds (logs in %s)", i, steps,
+                          rounds, dir);
+            if (steps < rounds)
+                cr_log_info("fast peer %d jumped %.0f of %.0f rounds (a busy machine?)", i, rounds - steps, rounds);
+        }
     }
     double acc = file_number(sum, "test_accuracy"), base_acc = file_number(base_sum, "test_accuracy");
     cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
@@ -500,11 +450,11 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
     rm_rf(base);
 }
 
-/* ---- sgp peer --resume with no checkpoint: a late join ----------------------- */
+/* ---- sgp peer processes started by the test ------------------------------------ */
 
-
-/* `sgp peer` for peer i of the cluster in dir, writing dir/peerI.{out,jsonl,json}. */
-static pid_t start_peer(const char *dir, int i, int join)
+/* `sgp peer` for peer i of the cluster in dir, writing dir/peerI.{out,jsonl,json}
+ * and checkpointing to dir/peerI.ckpt, with EXTRA options (NULL-terminated). */
+static pid_t start_peer(const char *dir, int i, char *const extra[])
 {
     char cl[256], id[16], out[256], log[256], sum[256], ckpt[256];
     snprintf(cl, sizeof cl, "%s/cluster.conf", dir);
@@ -513,17 +463,13 @@ static pid_t start_peer(const char *dir, int i, int join)
     snprintf(log, sizeof log, "%s/peer%d.jsonl", dir, i);
     snprintf(sum, sizeof sum, "%s/peer%d.json", dir, i);
     snprintf(ckpt, sizeof ckpt, "%s/peer%d.ckpt", dir, i);
-    /* --round-timeout 2 --dead-timeout 1: the first three start without
-     * peer 3 (round 0 waits for every neighbour for the round timeout, then
-     * one that never connected is routed around after the dead timeout). */
-    char *argv[40] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--id", id, "--model", "mlp:64", "--epochs", "8",
-                      "--seed", "1", "--codec", "stc:0.04", "--round-timeout", "2", "--dead-timeout", "1", "--log",
-                      log, "--summary", sum, "--no-progress", "--checkpoint", ckpt};
-    int a = 25;
-    if (join)
-        argv[a++] = "--resume";
+    char *argv[48] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--id", id, "--model", "mlp:64", "--seed", "1",
+                      "--codec", "stc:0.04", "--log", log, "--summary", sum, "--no-progress", "--checkpoint", ckpt};
+    int a = 19;
+    for (int k = 0; extra[k] && a < 47; k++)
+        argv[a++] = extra[k];
     argv[a] = NULL;
-    return spawn(argv, out);
+    return sgp_spawn(argv, out);
 }
 
 /* The last round RUN/peerI.jsonl has logged so far (0 if none). */
@@ -531,7 +477,7 @@ static long last_round(const char *dir, int i)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/peer%d.jsonl", dir, i);
-    char *text = slurp(path);
+    char *text = sgp_read_file(path);
     long last = 0;
     for (const char *p = text; p && (p = strstr(p, "{\"round\": ")); p++)
         last = strtol(p + 10, NULL, 10);
@@ -539,56 +485,117 @@ static long last_round(const char *dir, int i)
     return last;
 }
 
-/* Peers 0-2 of exp4 train; once they are 50 rounds in, peer 3 starts with
- * --resume and a checkpoint path where there is no file: it asks a neighbour
- * for its model, enters at that neighbour's round and ends with the others. */
+typedef struct rounds_reached {
+    const char *dir;
+    int from, to; /* peers from..to */
+    long round;
+} rounds_reached;
+
+/* Every peer from..to of dir has logged a round >= round. */
+static int all_reached(const void *arg)
+{
+    const rounds_reached *r = arg;
+    for (int i = r->from; i <= r->to; i++)
+        if (last_round(r->dir, i) < r->round)
+            return 0;
+    return 1;
+}
+
+/* ---- sgp peer --resume with no checkpoint: a late join ----------------------- */
+
+/* Peers 1-3 of exp4 train; once every one of them has logged round 50, peer
+ * 0 starts with --resume and a checkpoint path where there is no file: it
+ * asks a neighbour for its model, enters at that neighbour's round and ends
+ * with the others. The joiner is peer 0 because only the lower id of a pair
+ * dials (WIRE.md "Connections"): peer 0 dials the others as it starts,
+ * whereas a joiner with the highest id waits for the others' redial, whose
+ * backoff has grown to 5-7.5 s by then, and a loaded machine could make that
+ * longer than the rest of the run. */
 Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
 {
-    char dir[] = "/tmp/sgp-faults-join-XXXXXX", topo_path[512];
+    char dir[] = "/tmp/sgp-faults-join-XXXXXX", topo_path[512], what[600];
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
     sgp_make_cluster(dir, "late-join", 4, topo_path);
-    const double deadline = mono_now() + RUN_LIMIT_S;
-    pid_t pids[4];
-    for (int i = 0; i < 3; i++)
-        pids[i] = start_peer(dir, i, 0);
-    while (last_round(dir, 0) < 50) {
-        if (mono_now() > deadline) {
-            for (int i = 0; i < 3; i++)
-                wait_until(pids[i], 0);
-            cr_assert_fail("peer 0 did not reach round 50 without peer 3 (logs in %s)", dir);
-        }
-        usleep(20000);
-    }
-    pids[3] = start_peer(dir, 3, 1);
-    for (int i = 0; i < 4; i++) {
-        int st = wait_until(pids[i], deadline);
-        if (st != 0)
-            for (int j = i + 1; j < 4; j++)
-                wait_until(pids[j], 0);
-        cr_assert_neq(st, -1, "peer %d did not finish in %d s (logs in %s)", i, RUN_LIMIT_S, dir);
-        cr_assert_eq(st, 0, "peer %d exited %d (logs in %s)", i, st, dir);
-    }
+    pid_t pids[4] = {0};
+    /* --round-timeout 2 --dead-timeout 1: peers 1-3 start without peer 0
+     * (round 0 waits for every neighbour for the round timeout, then one
+     * that never connected is routed around after the dead timeout). */
+    for (int i = 1; i < 4; i++)
+        pids[i] = start_peer(dir, i, (char *[]){"--epochs", "8", "--round-timeout", "2", "--dead-timeout", "1", NULL});
+    snprintf(what, sizeof what, "round 50 logged by each of peers 1-3 running without peer 0 (logs in %s)", dir);
+    sgp_await(all_reached, &(rounds_reached){dir, 1, 3, 50}, what, pids + 1, 3, SGP_EVENT_LIMIT_S);
+    /* The joiner gives up when no neighbour has sent its model within its
+     * round timeout: the default (30 s) rather than 2 s, so that a busy
+     * machine's handshake and model transfer are not what is tested. */
+    pids[0] = start_peer(dir, 0, (char *[]){"--epochs", "8", "--dead-timeout", "1", "--resume", NULL});
+    sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
 
-    char out3[300];
-    snprintf(out3, sizeof out3, "%s/peer3.out", dir);
-    cr_assert(file_has(out3, "no checkpoint: will pull the model from a neighbour"), "%s", out3);
-    char *text = slurp(out3);
+    char out0[300];
+    snprintf(out0, sizeof out0, "%s/peer0.out", dir);
+    cr_assert(sgp_file_has(out0, "no checkpoint: will pull the model from a neighbour"), "%s", out0);
+    char *text = sgp_read_file(out0);
     const char *joined = strstr(text, "joined with the model of peer ");
     int from = -1;
     if (joined)
         sscanf(joined, "joined with the model of peer %d", &from);
     free(text);
-    cr_assert(from >= 0 && from <= 2, "peer 3 did not join with a neighbour's model (%s)", out3);
-    cr_assert(out_has(dir, from, "sent its model to joining peer 3"),
-              "peer %d does not say it sent its model to peer 3 (logs in %s)", from, dir);
+    cr_assert(from >= 1 && from <= 3, "peer 0 did not join with a neighbour's model (%s)", out0);
+    cr_assert(out_has(dir, from, "sent its model to joining peer 0"),
+              "peer %d does not say it sent its model to peer 0 (logs in %s)", from, dir);
 
-    const double start = peer_number(dir, 3, "start_round");
-    cr_assert_geq(start, 50, "peer 3 entered at the round of the peer it joined, not at 0 (%s)", dir);
-    cr_assert_eq(peer_number(dir, 3, "rounds"), 1000, "%s", dir);
-    cr_assert_geq(peer_number(dir, 3, "checkpoints"), 1, "a joiner checkpoints like the others (%s)", dir);
-    const double acc3 = peer_number(dir, 3, "test_accuracy"), acc0 = peer_number(dir, 0, "test_accuracy");
-    cr_assert_leq(fabs(acc3 - acc0), 0.010 + 1e-6, "the joiner ends at %.2f%%, peer 0 at %.2f%% (logs in %s)",
-                  100 * acc3, 100 * acc0, dir);
+    const double start = peer_number(dir, 0, "start_round");
+    cr_assert_geq(start, 50, "peer 0 entered at the round of the peer it joined, not at 0 (%s)", dir);
+    cr_assert_eq(peer_number(dir, 0, "rounds"), 1000, "%s", dir);
+    cr_assert_geq(peer_number(dir, 0, "checkpoints"), 1, "a joiner checkpoints like the others (%s)", dir);
+    const double acc0 = peer_number(dir, 0, "test_accuracy"), acc1 = peer_number(dir, 1, "test_accuracy");
+    cr_assert_leq(fabs(acc0 - acc1), 0.010 + 1e-6, "the joiner ends at %.2f%%, peer 1 at %.2f%% (logs in %s)",
+                  100 * acc0, 100 * acc1, dir);
+    rm_rf(dir);
+}
+
+/* ---- SIGTERM: a peer leaves -------------------------------------------------- */
+
+/* SIGTERM: the peer says goodbye, closes every handle and exits 0 within 2 s;
+ * its neighbours route around it and finish their run. The signal is sent
+ * once every peer has logged round 5: training is under way everywhere, and
+ * peer 2's handler is installed (before its event loop starts; a SIGTERM
+ * during start-up kills it as the default action does, status 128 + 15). */
+Test(peer_faults, sigterm_stops_one_peer_cleanly_and_the_others_finish)
+{
+    char dir[] = "/tmp/sgp-faults-term-XXXXXX", topo_path[512];
+    cr_assert(mkdtemp(dir));
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    sgp_make_cluster(dir, "sigterm", 4, topo_path);
+    pid_t pids[4];
+    for (int i = 0; i < 4; i++) /* peer 2 would train for a long time: only SIGTERM ends it */
+        pids[i] = start_peer(dir, i,
+                             (char *[]){"--model", "mlp:32", "--epochs", i == 2 ? "200" : "8", "--dead-timeout", "0.5",
+                                        "--checkpoint-every", "0", NULL});
+    char what[600];
+    snprintf(what, sizeof what, "round 5 logged by every peer (logs in %s)", dir);
+    sgp_await(all_reached, &(rounds_reached){dir, 0, 3, 5}, what, pids, 4, SGP_EVENT_LIMIT_S);
+
+    const double t0 = sgp_now();
+    cr_assert_eq(kill(pids[2], SIGTERM), 0);
+    int st;
+    cr_assert_eq(waitpid(pids[2], &st, 0), pids[2]);
+    const double took = sgp_now() - t0;
+    pids[2] = 0;
+    if (sgp_status(st) != 0 || took >= 2.0)
+        for (int i = 0; i < 4; i++)
+            sgp_kill_group(pids[i]);
+    cr_assert_eq(sgp_status(st), 0, "peer 2 exit status %d after SIGTERM (logs in %s)", sgp_status(st), dir);
+    /* Liveness, not speed: the peer stops at its next round boundary (a few
+     * ms of work here) instead of training on for 200 epochs. */
+    cr_assert_lt(took, 2.0, "peer 2 took %.2f s to stop (logs in %s)", took, dir);
+    char ckpt2[300];
+    snprintf(ckpt2, sizeof ckpt2, "%s/peer2.ckpt", dir);
+    struct stat sb;
+    cr_assert_eq(stat(ckpt2, &sb), 0, "peer 2 checkpoints when it stops (%s)", ckpt2);
+    sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
+    for (int i = 0; i < 4; i++)
+        if (i != 2)
+            cr_assert_eq(peer_number(dir, i, "rounds"), 1000, "survivor %d ran every round (logs in %s)", i, dir);
     rm_rf(dir);
 }
