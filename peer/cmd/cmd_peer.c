@@ -29,7 +29,7 @@ static void help(void)
           "  --round-timeout S     a round waits at most this long for messages [30]\n"
           "  --round-deadline S|auto  how long a round waits for a late neighbour before starting\n"
           "                        without it (it is then not waited for until it is on time again);\n"
-          "                        auto: 2 x the median of recent round times, 20 ms .. round timeout [auto]\n"
+          "                        auto: 2 x the lower quartile of recent round times, 20 ms .. round timeout [auto]\n"
           "  --checkpoint FILE     write checkpoints here (FILE, FILE.prev; peer/store/CHECKPOINT.md)\n"
           "  --checkpoint-every S  seconds between checkpoints; 0: only when stopping [30]\n"
           "  --resume              restart from the checkpoint; without a whole one, pull the current\n"

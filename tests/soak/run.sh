@@ -288,8 +288,9 @@ UNFINISHED=0
 [ -z "$FINISHED" ] && UNFINISHED=$EXPECT
 
 # Over the peers that finished (the last incarnation of a restarted one): the share of
-# their rounds computed here rather than skipped by catching up, and the spread of
-# their push-sum weights (1 each without faults).
+# their rounds computed here rather than skipped by catching up, and the spread and
+# the total of their push-sum weights (1 each without faults; gsp_resume keeps the
+# total within [0.5, 2] x the live peers under churn).
 peer_stats() { # peer_stats RUNDIR -> "STEPS% (min..max)  wMIN..wMAX"
     local f
     for f in "$1"/peer*.json; do
@@ -297,8 +298,8 @@ peer_stats() { # peer_stats RUNDIR -> "STEPS% (min..max)  wMIN..wMAX"
         echo "$(num local_steps "$f") $(num rounds "$f") $(num start_round "$f") $(num weight "$f")"
     done | awk 'NF == 4 { n++; s += $1; r += $2 - $3; fr = ($2 > $3) ? $1 / ($2 - $3) : 1
         if (n == 1 || fr < fmin) fmin = fr; if (n == 1 || fr > fmax) fmax = fr
-        if (n == 1 || $4 < wmin) wmin = $4; if (n == 1 || $4 > wmax) wmax = $4 }
-        END { if (n) printf "%.0f%% (%.0f..%.0f%%)  w %.3g..%.3g\n", 100 * s / r, 100 * fmin, 100 * fmax, wmin, wmax; else print "-" }'
+        if (n == 1 || $4 < wmin) wmin = $4; if (n == 1 || $4 > wmax) wmax = $4; ws += $4 }
+        END { if (n) printf "%.0f%% (%.0f..%.0f%%)  w %.3g..%.3g, total %.3g of %d peers\n", 100 * s / r, 100 * fmin, 100 * fmax, wmin, wmax, ws, n; else print "-" }'
 }
 LOW_ACC=
 if [ -n "$MIN_ACC" ] && ! awk -v a="$(num test_accuracy "$S")" -v m="$MIN_ACC" 'BEGIN { exit !(a != "" && 100 * a >= m) }'; then
