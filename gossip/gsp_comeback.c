@@ -25,7 +25,11 @@ double gsp_resume(gsp_peer *g)
         g->in[k].adopt = 1;
     if (!(g->w > 0) || !isfinite(g->w))
         return 1.0;
-    int e = (int)lround(-log2(g->w)); /* w * 2^e in [1/sqrt 2, sqrt 2) */
+    int e = (int)lround(-log2(g->w)); /* w * 2^e in [1/sqrt 2, sqrt 2) ... */
+    if (ldexp(g->w, e) >= M_SQRT2)     /* ... also where log2 rounded onto the edge */
+        e--;
+    else if (ldexp(g->w, e) < M_SQRT1_2)
+        e++;
     if (e == 0)
         return 1.0;
     g->w = ldexp(g->w, e);
