@@ -372,11 +372,13 @@ void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, t
     p->isolated = has_in && !heard;
     /* A link that is down, or has not taken our last frames, gets no share
      * this round: its weight stays home (nothing is sent into the void
-     * before a dead neighbour is routed around), and no queue grows. */
+     * before a dead neighbour is routed around), and no queue grows. So does
+     * a route-around target that is not a neighbour of the schedule: there
+     * is no connection to it (only neighbours are dialled). */
     int k = 0;
     for (int j = 0; j < out->n; j++) {
         const gsp_pace_nb *b = nb_of(p, out->peer[j]);
-        int kept = p->isolated || (b && !b->connected && !b->done) || (busy && busy[out->peer[j]]);
+        int kept = p->isolated || !b || (!b->connected && !b->done) || (busy && busy[out->peer[j]]);
         if (kept) {
             out->keep += out->weight[j];
             p->stats.busy_kept += !p->isolated;
