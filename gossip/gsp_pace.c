@@ -274,9 +274,9 @@ static int barrier(gsp_pace *p, double now)
 {
     if (p->barrier_passed)
         return 1;
-    int all = 1;
+    int all = 1; /* (one that left or finished meanwhile is not waited for) */
     for (int k = 0; k < p->n_nb && all; k++)
-        all = p->nb[k].connected;
+        all = p->nb[k].connected || !p->alive[p->nb[k].peer] || p->nb[k].done;
     if (all || now - p->started >= p->c.round_timeout)
         p->barrier_passed = 1;
     return p->barrier_passed;

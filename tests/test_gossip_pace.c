@@ -421,6 +421,15 @@ Test(gossip_pace, round_0_waits_for_every_connection_or_round_timeout)
     cr_assert_eq(next(&s, 0, 0.5 - MS, &d), GSP_PACE_WAIT);
     cr_assert_eq(next(&s, 0, 0.5, &d), GSP_PACE_START, "nobody connected: round_timeout");
     scene_free(&s);
+
+    /* A neighbour that leaves before connecting (SIGTERM at round 0) does
+     * not hold the barrier for the whole round timeout. */
+    scene_make(&s, "exponential", 4, (gsp_pace_config){.barrier = 1}, 0);
+    gsp_pace_up(&s.p[0], 2, 100 * MS);
+    gsp_pace_up(&s.p[0], 3, 100 * MS);
+    gsp_pace_goodbye(&s.p[0], 1, 0);
+    cr_assert_eq(next(&s, 0, 100 * MS, &d), GSP_PACE_START, "1 said goodbye: not waited for");
+    scene_free(&s);
 }
 
 Test(gossip_pace, an_in_neighbour_past_the_round_needed_is_not_awaited)
