@@ -106,8 +106,14 @@ int gsp_pace_heard(gsp_pace *p, int q, double now)
 void gsp_pace_claim(gsp_pace *p, int q, long r)
 {
     gsp_pace_nb *b = nb_of(p, q);
-    if (b && r > b->known_round)
+    if (!b)
+        return;
+    if (r > b->known_round)
         b->known_round = r;
+    /* Past the last round: it sends nothing more, as after GOODBYE "done"
+     * (which a peer that connected later, after a restart, never got). */
+    if (r >= p->c.total_rounds)
+        b->done = 1;
 }
 
 void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)

@@ -113,7 +113,7 @@ double gsp_pace_heartbeat(const gsp_pace_config *c);
 
 /* A frame from q: returns 1 if q was routed around and is back. */
 int gsp_pace_heard(gsp_pace *p, int q, double now);
-/* q says it is at round r (HEARTBEAT). */
+/* q says it is at round r (HEARTBEAT); at total_rounds or past it, q is done. */
 void gsp_pace_claim(gsp_pace *p, int q, long r);
 /* A PUSH of round r from q: q is past r, and it may be on time again. */
 void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r);

@@ -654,6 +654,18 @@ Test(gossip_pace, in_done_when_every_in_neighbour_is_done_or_routed_around)
     gsp_pace_goodbye(&s.p[0], 2, 0);
     cr_assert(gsp_pace_in_done(&s.p[0]), "1, alive, sends nothing to 0");
     scene_free(&s);
+
+    /* A claim of the last round or past it says done too: a peer that came
+     * back after its neighbours said GOODBYE hears it from their heartbeats. */
+    scene_make(&s, "exponential", 4, (gsp_pace_config){0}, 1);
+    const long end = s.p[0].c.total_rounds;
+    gsp_pace_claim(&s.p[0], 3, end - 1);
+    gsp_pace_claim(&s.p[0], 2, end);
+    cr_assert(!gsp_pace_in_done(&s.p[0]), "3 has a round to go");
+    gsp_pace_claim(&s.p[0], 3, end);
+    cr_assert(gsp_pace_in_done(&s.p[0]));
+    cr_assert(nb(&s, 0, 3)->done && s.p[0].alive[3], "done, not routed around");
+    scene_free(&s);
 }
 
 Test(gossip_pace, a_joining_peer_waits_until_joined_and_skips_the_barrier)

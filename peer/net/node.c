@@ -200,6 +200,8 @@ static void on_up(void *ctx, int peer)
     gsp_msg sync;
     if (ever_up && gsp_sync_msg(&n->rp.g, peer, &sync) == 0)
         send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
+    if (n->said_done) /* (a neighbour back from a restart missed it) */
+        send_msg(n, peer, wire_encode_goodbye(n->out, n->out_cap, "done", 4));
     if (n->joining && clock_now() - n->asked_at > n->c->dead_timeout)
         ask_for_model(n);
     maybe_start(n);
