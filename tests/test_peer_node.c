@@ -101,7 +101,7 @@ static void sim_equals_network(const char *codec_text, const char *warmup)
     c.n_peers = 4, c.topology = &t, c.codec = &spec, c.keep_peer_models = 1;
     c.codec_warmup = atof(warmup);
     c.train.model = "mlp:32", c.train.epochs = 2, c.train.progress = 0;
-    train_opts_check(&c.train, "test");
+    train_opts_finish(&c.train);
     /* One BLAS thread, as each `sgp peer` runs by default: a threaded sgemm
      * sums in another order, and the models would differ in the last bits. */
     nn_blas_set_threads((int)c.train.threads);

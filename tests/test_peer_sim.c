@@ -45,7 +45,7 @@ static void config(sim_config *c, const char *kind, int n)
     c->train.model = "mlp:32";
     c->train.epochs = 2;
     c->train.progress = 0;
-    train_opts_check(&c->train, "test");
+    train_opts_finish(&c->train);
 }
 
 static void run(const sim_config *c, sim_result *r)

@@ -8,6 +8,7 @@
 #include "gossip/gsp.h"
 #include "nn/nn_blas.h"
 #include "peer/cmd/cli.h"
+#include "peer/cmd/train_cli.h"
 #include "peer/cmd/commands.h"
 #include "peer/cmd/gossip_opts.h"
 #include "peer/store/json.h"

@@ -12,6 +12,7 @@
 #include "nn/nn_optim.h"
 #include "peer/core/clock.h"
 #include "peer/cmd/cli.h"
+#include "peer/cmd/train_cli.h"
 #include "peer/cmd/commands.h"
 #include "peer/store/json.h"
 #include "peer/store/progress.h"

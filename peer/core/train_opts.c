@@ -1,7 +1,7 @@
-/* Parsing of the shared training options. */
+/* The training settings' defaults and their completion. */
+#include <errno.h>
 #include <string.h>
 
-#include "peer/cmd/cli.h"
 #include "peer/core/train_opts.h"
 
 void train_opts_defaults(train_opts *o)
@@ -21,63 +21,12 @@ void train_opts_defaults(train_opts *o)
     o->progress = -1;
 }
 
-int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg)
-{
-    switch (c) {
-    case OPT_MODEL:
-        o->model = arg;
-        return 0;
-    case OPT_DATA:
-        o->data = arg;
-        return 0;
-    case OPT_EPOCHS:
-        return cli_long(cmd, "--epochs", arg, 1, 1000000, &o->epochs);
-    case OPT_BATCH:
-        return cli_long(cmd, "--batch", arg, 1, 1 << 16, &o->batch);
-    case OPT_LR:
-        return cli_double(cmd, "--lr", arg, 0, 1e3, &o->lr);
-    case OPT_MOMENTUM:
-        return cli_double(cmd, "--momentum", arg, 0, 0.999999, &o->momentum);
-    case OPT_NESTEROV:
-        o->nesterov = 1;
-        return 0;
-    case OPT_NO_NESTEROV:
-        o->nesterov = 0;
-        return 0;
-    case OPT_WEIGHT_DECAY:
-        return cli_double(cmd, "--weight-decay", arg, 0, 1, &o->weight_decay);
-    case OPT_WARMUP:
-        return cli_double(cmd, "--warmup", arg, 0, 1e6, &o->warmup_epochs);
-    case OPT_LR_DECAY:
-        if (nn_lr_decay_parse(&o->schedule, arg) < 0)
-            return cli_usage(cmd, "--lr-decay expects constant, cosine or step:EPOCHS:GAMMA (0 < GAMMA <= 1), got '%s'",
-                             arg);
-        return 0;
-    case OPT_CLIP:
-        return cli_double(cmd, "--clip", arg, 0, 1e9, &o->clip);
-    case OPT_SEED:
-        return cli_u64(cmd, "--seed", arg, &o->seed);
-    case OPT_THREADS:
-        return cli_long(cmd, "--threads", arg, 1, 256, &o->threads);
-    case OPT_SUMMARY:
-        o->summary = arg;
-        return 0;
-    case OPT_PROGRESS:
-        o->progress = 1;
-        return 0;
-    case OPT_NO_PROGRESS:
-        o->progress = 0;
-        return 0;
-    }
-    return 1;
-}
-
-int train_opts_check(train_opts *o, const char *cmd)
+int train_opts_finish(train_opts *o)
 {
     if (o->nesterov && o->momentum == 0)
         o->nesterov = 0; /* Nesterov without momentum is plain SGD: not worth an error */
     if (o->warmup_epochs > (double)o->epochs)
-        return cli_usage(cmd, "--warmup (%g epochs) is longer than the run (%ld epochs)", o->warmup_epochs, o->epochs);
+        return -EINVAL;
     o->schedule.base = (float)o->lr;
     o->schedule.warmup_epochs = o->warmup_epochs;
     o->schedule.total_epochs = (double)o->epochs;

@@ -1,0 +1,61 @@
+/* The training options of the commands that train (train, sim, peer, and
+ * launch, which passes them on), parsed into a train_opts.
+ *
+ *   train_opts o;
+ *   train_opts_defaults(&o);
+ *   ... getopt_long over an option table that includes TRAIN_OPTS_LONG ...
+ *       default: if ((rc = train_opts_parse(&o, "sgp train", c, optarg)) != 1) ...
+ *   if (train_opts_check(&o, "sgp train")) return CLI_USAGE;
+ *   fputs(TRAIN_OPTS_HELP, stdout);
+ */
+#ifndef PEER_CMD_TRAIN_CLI_H
+#define PEER_CMD_TRAIN_CLI_H
+
+#include <getopt.h>
+
+#include "peer/core/train_opts.h"
+
+enum {
+    OPT_MODEL = 1000, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_NESTEROV, OPT_NO_NESTEROV,
+    OPT_WEIGHT_DECAY, OPT_WARMUP, OPT_LR_DECAY, OPT_SEED, OPT_THREADS, OPT_SUMMARY, OPT_PROGRESS, OPT_NO_PROGRESS,
+    OPT_CLIP,
+};
+
+#define TRAIN_OPTS_LONG                                                                                           \
+    {"model", required_argument, 0, OPT_MODEL}, {"data", required_argument, 0, OPT_DATA},                        \
+        {"epochs", required_argument, 0, OPT_EPOCHS}, {"batch", required_argument, 0, OPT_BATCH},                \
+        {"lr", required_argument, 0, OPT_LR}, {"momentum", required_argument, 0, OPT_MOMENTUM},                  \
+        {"nesterov", no_argument, 0, OPT_NESTEROV}, {"no-nesterov", no_argument, 0, OPT_NO_NESTEROV},            \
+        {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY}, {"warmup", required_argument, 0, OPT_WARMUP},  \
+        {"lr-decay", required_argument, 0, OPT_LR_DECAY}, {"seed", required_argument, 0, OPT_SEED},              \
+        {"threads", required_argument, 0, OPT_THREADS}, {"summary", required_argument, 0, OPT_SUMMARY},          \
+        {"clip", required_argument, 0, OPT_CLIP}, {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
+        "no-progress", no_argument, 0, OPT_NO_PROGRESS                                                           \
+    }
+
+#define TRAIN_OPTS_HELP                                                                                           \
+    "Training options:\n"                                                                                         \
+    "  --model SPEC        mlp (softmax regression), mlp:W1,W2,... (hidden widths) or lenet [mlp:256]\n"          \
+    "  --data SPEC         DIR (MNIST IDX files, raw or .gz), cifar10:DIR or csv:TRAIN,TEST\n"                    \
+    "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
+    "  --epochs N          passes over the training data [10]\n"                                                  \
+    "  --batch N           mini-batch size [64]\n"                                                                \
+    "  --lr X              peak learning rate [0.1]\n"                                                           \
+    "  --momentum X        SGD momentum, 0 to switch it off [0.9]\n"                                              \
+    "  --nesterov, --no-nesterov   Nesterov momentum [on]\n"                                                      \
+    "  --weight-decay X    L2 weight decay [0.0005]\n"                                                            \
+    "  --warmup EPOCHS     linear learning-rate warm-up, may be fractional [1]\n"                                 \
+    "  --lr-decay KIND     constant, cosine or step:EPOCHS:GAMMA [cosine]\n"                                      \
+    "  --clip NORM         clip each gradient to this L2 norm, 0 for none [0]\n"                                 \
+    "  --seed N            seed of every random stream (init, shuffles) [1]\n"                                    \
+    "  --threads N         OpenBLAS threads [1]\n"                                                                \
+    "  --summary FILE      write a JSON summary of the run to FILE\n"                                             \
+    "  --progress, --no-progress   live progress bar [on when stdout is a terminal]\n"
+
+/* Handles one getopt code c. Returns 1 if c is not a training option, 0 when
+ * handled, CLI_USAGE on a bad value (the error is printed). */
+int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg);
+/* train_opts_finish, with a usage error (CLI_USAGE) when it refuses. */
+int train_opts_check(train_opts *o, const char *cmd);
+
+#endif
