@@ -1,7 +1,8 @@
-/* The in-process simulator: N logical peers running the real gossip/ and nn/
- * code on a virtual clock, with a model of compute time, links (latency,
- * bandwidth, loss), stragglers, crashes and rejoins. Deterministic from the
- * seed: the same configuration gives the same result, bit for bit.
+/* The in-process simulator: N logical peers, each running the round driver
+ * of a real peer (peer/core/round.h with gossip/gsp_pace.h: every decision
+ * of a round), on a virtual clock, with a model of compute time, links
+ * (latency, bandwidth, loss) and faults. Deterministic from the seed: the
+ * same configuration gives the same result, bit for bit.
  *
  *   sim_config c;
  *   sim_config_defaults(&c);           // then set c.train, c.n_peers, c.topology, ...
@@ -13,19 +14,21 @@
  * Time model (all virtual seconds):
  * - a local step takes compute_seconds * slow[i] (by default a deterministic
  *   estimate from the model size and batch, or the measured time of a real
- *   step, see sim.c);
+ *   step, see sim.c), times 1 + speed_drift * Exp(1) drawn per step;
  * - a message of B bytes on link i -> j starts when that link is free, takes
  *   B / bandwidth to serialise and arrives latency (+ a uniform jitter) later;
  *   it is lost with probability loss and delivered twice with probability
- *   duplicate (one seeded stream for the network);
- * - a peer starts round r when gsp_ready says so (bounded staleness tau);
- *   before the step it absorbs the messages that have arrived, in (sender, seq)
- *   order; with tau = 0 only those of earlier rounds, so a synchronous run does
- *   not depend on arrival times;
- * - a crashed peer stops at the start of its crash round; the others learn of
- *   it dead_timeout seconds later (then route around it and stop waiting);
- *   messages reaching it meanwhile are lost. A rejoin brings it back, with the
- *   state it had, when the slowest live peer reaches the rejoin round.
+ *   duplicate (one seeded stream for the network); heartbeats take the same
+ *   links; connection events (up, down) arrive one latency after the fact;
+ * - a peer asks the pacing policy when to start a round, exactly as a real
+ *   peer does, and is asked again when something arrives or when it said;
+ * - a crashed peer stops at the start of its crash round, its connections
+ *   close, and its neighbours route around it after dead_timeout; messages
+ *   reaching it are lost. A rejoin (or --churn) brings it back as a new
+ *   incarnation with the state it had (a checkpoint of that moment, through
+ *   gsp_restart and gsp_resume); a stopped peer is frozen, connections up,
+ *   and what reaches it waits. A finished peer stays until its in-neighbours
+ *   are done, then its connections close.
  */
 #ifndef PEER_SIM_H
 #define PEER_SIM_H
