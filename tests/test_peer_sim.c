@@ -259,3 +259,50 @@ Test(peer_sim, stochastic_codec_is_reproducible_by_seed)
     cr_assert_neq(memcmp(a.average_model, d.average_model, a.parameters * sizeof(float)), 0);
     sim_result_free(&a), sim_result_free(&b), sim_result_free(&d);
 }
+
+/* Churn: peers crash and resume at random (about 10% down), as new
+ * incarnations with the state they had. The run finishes, every comeback
+ * renormalises its weight (gsp_resume), so the live peers' total weight stays
+ * within [0.5, 2] per peer, and the average model stays close to the run
+ * without churn. */
+Test(peer_sim, churn_finishes_with_bounded_weight_and_close_accuracy)
+{
+    sim_config c;
+    config(&c, "exponential", 32);
+    c.train.model = "mlp";
+    c.train.epochs = 3;
+    train_opts_finish(&c.train);
+    c.dead_timeout = 0.01;
+    sim_result calm, churn;
+    run(&c, &calm);
+    c.churn = 0.1, c.churn_down = 0.02;
+    run(&c, &churn);
+    cr_assert_eq(calm.crashes, 0);
+    cr_assert_gt(churn.resumes, 10, "peers crashed and came back: %ld", churn.resumes);
+    cr_assert_eq(churn.crashes, churn.resumes + (32 - churn.peers_live));
+    cr_assert(churn.weight_total >= 0.5 * churn.peers_live && churn.weight_total <= 2.0 * churn.peers_live,
+              "total weight %.3f for %d live peers", churn.weight_total, churn.peers_live);
+    cr_assert_gt(churn.test_accuracy, calm.test_accuracy - 0.02, "%.4f with churn, %.4f without",
+                 churn.test_accuracy, calm.test_accuracy);
+    sim_result_free(&calm), sim_result_free(&churn);
+}
+
+/* A stopped peer (SIGSTOP) is routed around as silent and comes back by
+ * itself: nobody crashes, nothing is resumed, the run finishes. */
+Test(peer_sim, a_stopped_peer_is_routed_around_and_comes_back)
+{
+    sim_config c;
+    config(&c, "exponential", 8);
+    c.compute_seconds = 0.001;
+    c.dead_timeout = 0.05;
+    c.stop[c.n_stop++] = (sim_fault){.peer = 3, .round = 40, .seconds = 0.5};
+    sim_result r;
+    run(&c, &r);
+    cr_assert_eq(r.stops, 1);
+    cr_assert_eq(r.crashes + r.resumes, 0);
+    cr_assert_gt(r.neighbours_lost, 0, "its neighbours noticed the silence");
+    cr_assert_eq(r.peers_live, 8);
+    long rounds_per_epoch = (train.n + 63) / 64;
+    cr_assert_eq(r.rounds, rounds_per_epoch * c.train.epochs);
+    sim_result_free(&r);
+}
