@@ -1,6 +1,6 @@
 # sgp: decentralized gossip training (Stochastic Gradient Push) in C.
 #
-#   make            build build/sgp
+#   make            build build/sgp and the library (build/libsgp.so, build/libsgp.a, peer/lib/sgp.h)
 #   make demo       install what is missing, build, run the main job
 #   make test       install what is missing, build, run every test
 #   make bench      benchmarks in tests/bench (installs PyTorch for the reference)
@@ -25,7 +25,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # CFLAGS/LDFLAGS are the user's (make CFLAGS=-O3 works); what the build
 # needs is added in SGP_CFLAGS/SGP_LDFLAGS so it cannot be overridden away.
 CFLAGS   ?= -O3 -g
-SGP_CFLAGS = $(CFLAGS) -std=c17 -Wall -Wextra -D_GNU_SOURCE -I. $(PKG_CFLAGS) -MMD -MP
+SGP_CFLAGS = $(CFLAGS) -std=c17 -Wall -Wextra -D_GNU_SOURCE -fPIC -I. $(PKG_CFLAGS) -MMD -MP
 SGP_LDFLAGS = $(LDFLAGS)
 SGP_LIBS   = $(PKG_LIBS) -lm -lpthread $(LDLIBS)
 ifneq ($(SANITIZER),)
@@ -41,7 +41,14 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 SGP      := $(BUILD)/sgp
-LIBSGP   := $(BUILD)/libsgp.a
+# Every module in one archive, for sgp itself, the tests and the benchmarks.
+LIBSGP   := $(BUILD)/sgp-internal.a
+# The public library: peer/lib/sgp.h's functions and no other symbol.
+LIB_MAP  := peer/lib/libsgp.map
+LIB_SO   := $(BUILD)/libsgp.so
+LIB_A    := $(BUILD)/libsgp.a
+EXAMPLE_SRC := $(wildcard peer/lib/examples/*.c)
+EXAMPLE_BIN := $(EXAMPLE_SRC:peer/lib/examples/%.c=$(BUILD)/examples/%)
 UNIT     := $(BUILD)/tests/unit
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
@@ -49,7 +56,7 @@ BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps demo test bench check bench-run clean fuzz
-all: $(SGP)
+all: $(SGP) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 
 $(BUILD)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
@@ -65,6 +72,24 @@ $(EMBED_OBJ): nn/data/embedded_blob.S $(EMBED_DATA)
 $(LIBSGP): $(LIB_OBJ) $(EMBED_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ) $(EMBED_OBJ) $(LIB_MAP)
+	$(CC) -shared $(SGP_LDFLAGS) -Wl,--version-script=$(LIB_MAP) \
+	  $(LIB_OBJ) $(EMBED_OBJ) -o $@ $(SGP_LIBS)
+
+# One relocatable object in which only the API stays global, so a program
+# linking the static library meets none of sgp's internal names.
+$(LIB_A): $(LIB_OBJ) $(EMBED_OBJ) $(LIB_MAP)
+	@rm -f $@
+	ld -r $(LIB_OBJ) $(EMBED_OBJ) -o $(BUILD)/libsgp.o
+	objcopy $(foreach s,$(shell sed -n 's/^ *\(sgp_[a-z_]*\);$$/\1/p' $(LIB_MAP)),--keep-global-symbol=$(s)) \
+	  $(BUILD)/libsgp.o
+	ar rcs $@ $(BUILD)/libsgp.o
+
+# The examples use only sgp.h and the shared library, as a user's program does.
+$(BUILD)/examples/%: peer/lib/examples/%.c peer/lib/sgp.h $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(SGP_CFLAGS) -Ipeer/lib $(SGP_LDFLAGS) $< -o $@ -L$(BUILD) -lsgp -Wl,-rpath,$(abspath $(BUILD)) -lz -lm
 
 $(SGP): $(BUILD)/peer/cmd/main.o $(LIBSGP)
 	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(SGP_LIBS)
@@ -119,10 +144,11 @@ demo: deps
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: $(SGP) $(UNIT) $(FUZZ_REPLAY)
+check: $(SGP) $(UNIT) $(FUZZ_REPLAY) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 	@for f in $(FUZZ_REPLAY); do n=$${f##*/fuzz_}; out=$$($$f tests/fuzz/corpus/$$n) || exit 1; \
 	  echo "fuzz corpus $$n: $$out"; done
-	SGP_BIN=$(abspath $(SGP)) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) $(UNIT) --jobs 2
+	SGP_BIN=$(abspath $(SGP)) SGP_BUILD=$(abspath $(BUILD)) SGP_SANITIZER=$(SANITIZER) \
+	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) $(UNIT) --jobs 2
 
 # make fuzz [FUZZ_SECONDS=60]: run every fuzz target with libFuzzer, growing its corpus.
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)

@@ -33,7 +33,9 @@ static void help(void)
           "                        'ADDRESS [slots=N] [ssh=DEST] [ssh-port=P]' (README has an example)\n"
           "  --base-port P         with --hosts: peers on a host listen on P, P+1, ... [17000]\n"
           "  --remote-sgp PATH     with --hosts: sgp on the hosts [this executable's path]\n"
-          "  --remote-dir DIR      with --hosts: the run directory on the hosts [the local one's path]\n\n"
+          "  --remote-dir DIR      with --hosts: the run directory on the hosts [the local one's path]\n"
+          "  --prepare             only make the run directory (keys, cluster file, topology) and\n"
+          "                        start nothing: for your own program on libsgp (peer/lib/sgp.h)\n\n"
           "Fault injection (local runs; every peer checkpoints to DIR/peerI.ckpt):\n"
           "  --kill PEER@ROUND     kill -9 the peer once its log reaches ROUND\n"
           "  --restart PEER@ROUND[:S]  kill -9 it, then start it again with --resume after S seconds [1]\n"
@@ -97,6 +99,10 @@ static int parse(int argc, char **argv, launch_opts *o, fault_plan *f)
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return -1;
+        if (!strcmp(a, "--prepare")) {
+            o->prepare_only = 1;
+            continue;
+        }
         if (in_list(a, LAUNCH_OPTS)) {
             if (i + 1 >= argc)
                 return cli_usage(CMD, "option '%s' needs a value", a);

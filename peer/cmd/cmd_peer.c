@@ -1,6 +1,5 @@
 /* sgp peer: one networked peer of a cluster (peer/net/node.h). */
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,7 @@
 #include "nn/nn_blas.h"
 #include "peer/cmd/cli.h"
 #include "peer/cmd/train_cli.h"
-#include "peer/net/cluster.h"
+#include "peer/net/member.h"
 #include "peer/cmd/commands.h"
 #include "peer/cmd/gossip_opts.h"
 #include "peer/store/summary.h"
@@ -51,18 +50,6 @@ enum {
     P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE,
     P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW,
 };
-
-/* The rank an MPI or Slurm launcher gives, when --id is not there. */
-static int rank_from_env(long *id)
-{
-    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return cli_long(CMD, vars[i], v, 0, TOPO_MAX_PEERS - 1, id) ? -1 : 1;
-    }
-    return 0;
-}
 
 static int write_summary(const char *path, const node_config *c, const node_result *r)
 {
@@ -185,8 +172,6 @@ int cmd_peer(int argc, char **argv)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (!cluster_path)
         return cli_usage(CMD, "--cluster FILE is required");
-    if (id < 0 && (rc = rank_from_env(&id)) <= 0)
-        return rc < 0 ? CLI_USAGE : cli_usage(CMD, "give --id, or run under mpirun/srun (no rank in the environment)");
     if (train_opts_check(&c.train, CMD))
         return CLI_USAGE;
     if (gossip_opts_check(&go, CMD))
@@ -197,49 +182,17 @@ int cmd_peer(int argc, char **argv)
     c.step = go.step;
     c.codec_warmup = go.codec_warmup;
     c.tau = (int)go.tau;
-    c.id = (int)id;
 
-    cluster cl;
-    cluster_error ce;
-    memset(&cl, 0, sizeof cl);
-    if (cluster_load(&cl, cluster_path, &ce) < 0) {
-        if (ce.line > 0)
-            fprintf(stderr, "%s: %s:%d: %s\n", CMD, ce.file, ce.line, ce.msg);
-        else
-            fprintf(stderr, "%s: %s: %s\n", CMD, ce.file, ce.msg);
-        return 1;
+    member me;
+    if ((rc = member_open(&me, cluster_path, id, key_path, err, sizeof err)) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        return rc == -ESRCH ? CLI_USAGE : 1;
     }
+    id = c.id = me.id;
     int status = 1;
-    topo t = {0};
-    sec_keypair kp = {0};
     nn_dataset train = {0}, test = {0};
     node_result r = {0};
     FILE *log = NULL;
-    char keybuf[4096];
-    if (id >= cl.n_peers) {
-        fprintf(stderr, "%s: id %ld is not in %s (%d peers)\n", CMD, id, cluster_path, cl.n_peers);
-        status = CLI_USAGE;
-        goto out;
-    }
-    if (!key_path) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", cluster_path);
-        snprintf(keybuf, sizeof keybuf, "%s/%ld.key", dirname(dir), id);
-        key_path = keybuf;
-    }
-    if (sec_keypair_load(&kp, key_path, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", CMD, err);
-        goto out;
-    }
-    if (memcmp(kp.pk, cl.peers[id].pk, sizeof kp.pk) != 0) {
-        fprintf(stderr, "%s: %s is not the key the cluster file lists for peer %ld\n", CMD, key_path, id);
-        goto out;
-    }
-    topo_error te = {0};
-    if (topo_load(&t, cl.topology_path, &te) < 0) {
-        fprintf(stderr, "%s: %s:%d: %s\n", CMD, te.file, te.line, te.msg);
-        goto out;
-    }
     nn_blas_set_threads((int)c.train.threads);
     if (nn_data_load(c.train.data, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
@@ -249,9 +202,9 @@ int cmd_peer(int argc, char **argv)
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
         goto out;
     }
-    c.cluster = &cl, c.key = &kp, c.topology = &t, c.log = log, c.progress = stdout;
-    printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", id, cl.n_peers, cl.name, c.train.model,
-           c.codec ? c.codec->text : "exact", cl.peers[id].host, cl.peers[id].port);
+    c.cluster = &me.cluster, c.key = &me.key, c.topology = &me.topology, c.log = log, c.progress = stdout;
+    printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", id, me.cluster.n_peers, me.cluster.name,
+           c.train.model, c.codec ? c.codec->text : "exact", me.cluster.peers[id].host, me.cluster.peers[id].port);
     fflush(stdout);
     rc = node_run(&c, &train, &test, &r, err, sizeof err);
     if (rc < 0) {
@@ -275,8 +228,6 @@ out:
     node_result_free(&r);
     nn_dataset_free(&train);
     nn_dataset_free(&test);
-    topo_free(&t);
-    sec_keypair_free(&kp);
-    cluster_free(&cl);
+    member_close(&me);
     return status;
 }

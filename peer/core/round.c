@@ -45,11 +45,14 @@ int round_peer_init(round_peer *rp, const round_config *c, const round_plan *pla
 {
     memset(rp, 0, sizeof *rp);
     rp->c = c, rp->plan = plan;
-    int *idx = NULL, count = 0;
-    int rc = nn_shard_indices(train, id, c->n_peers, c->shard_alpha, c->train->seed, &idx, &count);
-    if (rc == 0)
-        rc = nn_dataset_subset(train, idx, count, &rp->shard);
-    free(idx);
+    int rc = 0;
+    if (train) {
+        int *idx = NULL, count = 0;
+        rc = nn_shard_indices(train, id, c->n_peers, c->shard_alpha, c->train->seed, &idx, &count);
+        if (rc == 0)
+            rc = nn_dataset_subset(train, idx, count, &rp->shard);
+        free(idx);
+    }
     if (rc == 0)
         rc = gsp_init(&rp->g, id, c->n_peers, dim, c->tau, x0);
     if (rc == 0 && c->codec) {
@@ -57,7 +60,7 @@ int round_peer_init(round_peer *rp, const round_config *c, const round_plan *pla
         codec_warmup(rp, 0); /* densest first: edge buffers are sized by the first bound */
         rc = gsp_set_codec(&rp->g, &rp->codec, c->train->seed ^ ROUND_CODEC_SEED, rp->g.step);
     }
-    if (rc == 0)
+    if (rc == 0 && train)
         rc = sgp_local_init(&rp->local, c->train, &rp->shard, id, plan->per_batch, dim);
     if (rc == 0) {
         gsp_pace_config pc = {.topology = c->topology, .total_rounds = plan->total_rounds, .tau = c->tau,

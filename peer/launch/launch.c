@@ -259,6 +259,11 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
         rc = setup(&R, err, errlen);
     if (rc < 0)
         goto out;
+    if (o->prepare_only) { /* for programs of one's own on libsgp (peer/lib/sgp.h) */
+        printf("sgp launch: keys and cluster file for %d peers on %s: %s/cluster.conf\n", n,
+               o->hosts ? o->hosts : "127.0.0.1", R.dir);
+        goto out;
+    }
     printf("sgp launch: %d peers on %s, topology %s, run directory %s\n", n, o->hosts ? o->hosts : "127.0.0.1",
            o->topology, R.dir);
     fflush(stdout);

@@ -35,6 +35,7 @@ typedef struct launch_opts {
     char **fwd;             /* arguments for every sgp peer (training options, --codec, ...) */
     int nfwd;
     fault_plan *faults;     /* NULL: none */
+    int prepare_only;       /* make the run directory (keys, cluster file, topology) and start nothing */
 } launch_opts;
 
 int launch_run(const launch_opts *o, char *err, size_t errlen);

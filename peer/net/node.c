@@ -13,6 +13,7 @@
 #include <sodium.h>
 
 #include "peer/core/clock.h"
+#include "peer/net/node_ext.h"
 #include "peer/net/node_state.h"
 #include "peer/net/wire.h"
 
@@ -257,6 +258,56 @@ static void on_heartbeat(uv_timer_t *t)
 
 static void on_wake(uv_timer_t *t) { maybe_start(t->data); }
 
+/* ---- the caller's own steps (libsgp: node_ext.h) --------------------------------- */
+
+static void ext_status(const node *n, node_status *s)
+{
+    const gsp_pace *pc = &n->rp.pace;
+    const node_result *r = n->r;
+    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = n->rp.g.round, .start_round = r->start_round, .local_steps = r->local_steps,
+                       .weight = n->rp.g.w, .neighbours = pc->n_nb, .bytes_sent = r->bytes_sent,
+                       .bytes_received = r->bytes_received, .messages_sent = r->messages_sent,
+                       .messages_absorbed = n->rp.absorbed, .late_marks = pc->stats.late_marks,
+                       .catch_ups = pc->stats.catch_ups, .neighbours_lost = pc->stats.neighbours_lost,
+                       .checkpoints = r->checkpoints};
+    for (int j = 0; j < pc->n_nb; j++)
+        s->neighbours_alive += pc->alive[pc->nb[j].peer];
+}
+
+/* The round has started: its model goes to the caller, who holds the round
+ * until it comes back with its step. */
+static void ext_hand_out(node *n)
+{
+    node_status s;
+    ext_status(n, &s);
+    node_ext_hand_out(n->c->ext, gsp_debias(&n->rp.g), &s);
+}
+
+static void after_step(uv_work_t *w, int status);
+
+/* The caller asked for something: a stop, a checkpoint, or it is back with
+ * its step for the round it held. */
+static void on_ext_wake(uv_async_t *a)
+{
+    node *n = a->data;
+    node_ext_asks asks;
+    node_ext_take(n->c->ext, &n->rp.g, n->computing && !n->finished, &asks);
+    if (asks.checkpoint && !n->finished)
+        node_checkpoint_now(n); /* answers the caller (after a periodic write in flight) */
+    if (asks.stop && !n->stopping) {
+        n->stopping = 1;
+        n->said_done = 0;
+        finish(n);
+        return;
+    }
+    if (asks.stepped) {
+        after_step(&n->work, 0);
+        return;
+    }
+    if (n->computing && !n->finished)
+        ext_hand_out(n); /* the caller is waiting for a round that has already started */
+}
+
 /* ---- rounds ----------------------------------------------------------------- */
 
 static void work_step(uv_work_t *w)
@@ -328,7 +379,7 @@ static void after_step(uv_work_t *w, int status)
         if (n->model_wanted[p])
             send_model(n, p);
     float acc = -1.0f;
-    if ((round + 1) % n->plan.rounds_per_epoch == 0) {
+    if (!n->c->ext && (round + 1) % n->plan.rounds_per_epoch == 0) {
         float loss;
         nn_model_evaluate(&n->model, gsp_debias(&n->rp.g), n->test, &loss, &acc);
         if (n->c->progress) {
@@ -394,9 +445,13 @@ static void maybe_start(node *n)
     uv_timer_stop(&n->wake_timer);
     gsp_pace_started(&n->rp.pace, now);
     round_absorb(&n->rp, 0, nack, n);
-    slow_down(n);
     n->computing = 1;
     n->round_start = now;
+    if (n->c->ext) {
+        ext_hand_out(n);
+        return;
+    }
+    slow_down(n);
     uv_queue_work(&n->loop, &n->work, work_step, after_step);
 }
 
@@ -415,8 +470,13 @@ static void finish(node *n)
         send_goodbye(n, n->stopping ? "stopped" : "done");
     uv_close((uv_handle_t *)&n->wake_timer, NULL);
     uv_close((uv_handle_t *)&n->heartbeat_timer, NULL);
-    uv_close((uv_handle_t *)&n->sigint, NULL);
-    uv_close((uv_handle_t *)&n->sigterm, NULL);
+    if (n->c->ext) {
+        node_ext_closing(n->c->ext);
+        uv_close((uv_handle_t *)&n->c->ext->wake, NULL);
+    } else {
+        uv_close((uv_handle_t *)&n->sigint, NULL);
+        uv_close((uv_handle_t *)&n->sigterm, NULL);
+    }
     net_close(&n->net);
 }
 
@@ -446,17 +506,25 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
 {
     const node_config *c = n->c;
     const int np = c->cluster->n_peers, id = c->id;
-    round_plan_make(&n->plan, &c->train, train->n, np);
-    int rc = nn_model_init(&n->model, c->train.model, train->c, train->h, train->w, train->n_classes,
+    const float *x0;
+    size_t dim;
+    int rc;
+    if (c->ext) { /* the caller's parameters and run length; it steps itself */
+        n->plan = (round_plan){.rounds_per_epoch = c->ext->rounds_per_epoch, .total_rounds = c->ext->rounds};
+        x0 = c->ext->params, dim = c->ext->dim;
+    } else {
+        round_plan_make(&n->plan, &c->train, train->n, np);
+        rc = nn_model_init(&n->model, c->train.model, train->c, train->h, train->w, train->n_classes,
                            n->plan.per_batch > 256 ? n->plan.per_batch : 256, c->train.seed, err, errlen);
-    if (rc < 0)
-        return rc;
-    const size_t dim = n->model.n_params;
+        if (rc < 0)
+            return rc;
+        x0 = n->model.params, dim = n->model.n_params;
+    }
     n->cfg = (round_config){.train = &c->train, .topology = c->topology, .n_peers = np, .shard_alpha = c->shard_alpha,
                            .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
                            .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
                            .round_deadline = c->round_deadline, .barrier = !c->resume};
-    rc = round_peer_init(&n->rp, &n->cfg, &n->plan, id, train, n->model.params, dim, clock_now(), err, errlen);
+    rc = round_peer_init(&n->rp, &n->cfg, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
     if (rc < 0)
         return rc;
     n->rp.g.incarnation = new_incarnation();
@@ -468,7 +536,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
     }
-    n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->train.model,
+    n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->train.model,
                         .codec = c->codec ? c->codec->text : "exact", .seed = c->train.seed};
     n->last_ckpt = clock_now();
     if (c->resume)
@@ -496,11 +564,20 @@ static int start_loop(node *n, char *err, size_t errlen)
     n->wake_timer.data = n->heartbeat_timer.data = n;
     uint64_t hb = (uint64_t)(gsp_pace_heartbeat(&pc->c) * 1000);
     uv_timer_start(&n->heartbeat_timer, on_heartbeat, hb, hb);
-    uv_signal_init(&n->loop, &n->sigint);
-    uv_signal_init(&n->loop, &n->sigterm);
-    n->sigint.data = n->sigterm.data = n;
-    uv_signal_start(&n->sigint, on_signal, SIGINT);
-    uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+    if (c->ext) { /* the caller's process owns its signals; it asks through the wake handle */
+        if ((rc = uv_async_init(&n->loop, &c->ext->wake, on_ext_wake)) < 0)
+            return rc;
+        c->ext->wake.data = n;
+        pthread_mutex_lock(&c->ext->mu);
+        c->ext->wake_open = 1;
+        pthread_mutex_unlock(&c->ext->mu);
+    } else {
+        uv_signal_init(&n->loop, &n->sigint);
+        uv_signal_init(&n->loop, &n->sigterm);
+        n->sigint.data = n->sigterm.data = n;
+        uv_signal_start(&n->sigint, on_signal, SIGINT);
+        uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+    }
     if (n->joining)
         n->asked_at = -1e9; /* ask as soon as a neighbour is up */
     return 0;
@@ -510,18 +587,25 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
              size_t errlen)
 {
     memset(r, 0, sizeof *r);
+    int rc = 0;
+    node *n = NULL;
     if (!c->cluster || !c->topology || c->topology->n_peers != c->cluster->n_peers || c->id < 0 ||
         c->id >= c->cluster->n_peers) {
         snprintf(err, errlen, "the topology, the cluster and the id do not agree");
-        return -EINVAL;
+        rc = -EINVAL;
+    } else if (!(n = calloc(1, sizeof *n))) {
+        snprintf(err, errlen, "peer %d: out of memory", c->id);
+        rc = -ENOMEM;
     }
-    node *n = calloc(1, sizeof *n);
-    if (!n)
-        return -ENOMEM;
+    if (rc < 0) {
+        if (c->ext)
+            node_ext_end(c->ext, rc, err, NULL, &(node_status){0});
+        return rc;
+    }
     n->c = c, n->test = test, n->r = r;
     n->work.data = n;
     n->t0 = clock_now();
-    int rc = uv_loop_init(&n->loop);
+    rc = uv_loop_init(&n->loop);
     int loop_ok = rc == 0;
     if (rc == 0)
         rc = setup(n, train, err, errlen);
@@ -553,11 +637,12 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     if (rc == 0) {
         const gsp_peer *g = &n->rp.g;
         const float *z = gsp_debias(&n->rp.g);
-        nn_model_evaluate(&n->model, z, test, &r->test_loss, &r->test_accuracy);
-        r->model = malloc(n->model.n_params * sizeof(float));
+        if (!c->ext)
+            nn_model_evaluate(&n->model, z, test, &r->test_loss, &r->test_accuracy);
+        r->model = malloc(g->dim * sizeof(float));
         if (r->model)
-            memcpy(r->model, z, n->model.n_params * sizeof(float));
-        r->parameters = n->model.n_params;
+            memcpy(r->model, z, g->dim * sizeof(float));
+        r->parameters = g->dim;
         r->weight = g->w;
         r->rounds = g->round;
         r->mean_staleness = g->stats.absorbed ? (double)g->stats.stale_sum / (double)g->stats.absorbed : 0;
@@ -565,6 +650,12 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     const gsp_pace_stats *ps = &n->rp.pace.stats;
     r->messages_absorbed = n->rp.absorbed;
     r->late_marks = ps->late_marks, r->catch_ups = ps->catch_ups, r->neighbours_lost = ps->neighbours_lost;
+    if (c->ext) {
+        node_status s = {0};
+        if (n->rp.g.dim)
+            ext_status(n, &s);
+        node_ext_end(c->ext, rc, err, rc == 0 ? r->model : NULL, &s);
+    }
     if (net_started)
         net_free(&n->net);
     if (loop_ok)

@@ -34,6 +34,8 @@
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
 
+typedef struct node_ext node_ext; /* peer/net/node_ext.h: the caller takes the local steps (libsgp) */
+
 typedef struct node_config {
     train_opts train;      /* train.batch is the TOTAL batch, as in sgp sim */
     const cluster *cluster;
@@ -54,6 +56,9 @@ typedef struct node_config {
     double slow;           /* experiments: each local step takes this many times its compute time (>= 1) */
     FILE *log;             /* JSON lines per round, or NULL */
     FILE *progress;        /* per-epoch lines, or NULL */
+    node_ext *ext;         /* NULL: the node trains train.model on its shard; else the caller's own
+                            * training loop takes each local step (node_ext.h) and node_run gets
+                            * no data sets */
 } node_config;
 
 typedef struct node_result {

@@ -4,7 +4,11 @@
 #include <stdlib.h>
 
 #include "peer/core/clock.h"
+#include "peer/net/node_ext.h"
 #include "peer/net/node_state.h"
+
+/* The local optimizer's state, which a caller stepping itself keeps on its own. */
+static sgp_local *local_state(node *n) { return n->c->ext ? NULL : &n->rp.local; }
 
 static void write_checkpoint(uv_work_t *w)
 {
@@ -41,7 +45,7 @@ void node_checkpoint(node *n)
     if (!n->c->checkpoint || n->ckpt_busy)
         return;
     n->last_ckpt = clock_now();
-    if (ckpt_encode(&n->run, &n->rp.g, &n->rp.local, &n->ckpt_buf, &n->ckpt_len) < 0) {
+    if (ckpt_encode(&n->run, &n->rp.g, local_state(n), &n->ckpt_buf, &n->ckpt_len) < 0) {
         node_event(n, "checkpoint failed", -1, "out of memory");
         return;
     }
@@ -50,7 +54,8 @@ void node_checkpoint(node *n)
     uv_queue_work(&n->loop, &n->ckpt_work, write_checkpoint, checkpoint_written);
 }
 
-/* Final (done or stopping): written here, after any periodic one in flight. */
+/* Final (done or stopping) or asked for by the caller (node_ext): written
+ * here, after any periodic one in flight. */
 void node_checkpoint_now(node *n)
 {
     char err[512];
@@ -61,7 +66,10 @@ void node_checkpoint_now(node *n)
         return;
     }
     n->ckpt_final = 0;
-    written_count(n, ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, &n->rp.local, err, sizeof err), err);
+    int rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, local_state(n), err, sizeof err);
+    written_count(n, rc, err);
+    if (n->c->ext)
+        node_ext_checkpointed(n->c->ext, rc);
 }
 
 /* --resume: the checkpoint if there is a whole one, else the model of a
@@ -72,7 +80,7 @@ void node_resume(node *n)
 {
     const node_config *c = n->c;
     char used[4400], err[9000];
-    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->rp.g, &n->rp.local, used, sizeof used, err,
+    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->rp.g, local_state(n), used, sizeof used, err,
                                        sizeof err)
                            : -ENOENT;
     if (rc == 0) {

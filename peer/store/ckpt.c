@@ -25,6 +25,7 @@ typedef struct obuf {
     int failed;
 } obuf;
 
+/* n bytes of src, or n zero bytes when src is NULL. */
 static void put(obuf *b, const void *src, size_t n)
 {
     if (b->failed)
@@ -40,7 +41,10 @@ static void put(obuf *b, const void *src, size_t n)
         }
         b->p = grown, b->cap = nc;
     }
-    memcpy(b->p + b->len, src, n);
+    if (src)
+        memcpy(b->p + b->len, src, n);
+    else
+        memset(b->p + b->len, 0, n);
     b->len += n;
 }
 
@@ -124,13 +128,17 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
     put_u64(b, (uint64_t)g->round);
     put_f64(b, g->w);
     put(b, g->x, dim * sizeof(float));
-    put(b, l->opt.velocity, dim * sizeof(float));
-    const nn_batcher *bt = &l->batches;
-    put(b, bt->rng.s, sizeof bt->rng.s);
-    put_u64(b, (uint64_t)bt->pos);
-    put_u64(b, (uint64_t)bt->epoch);
-    put_u64(b, (uint64_t)bt->d->n);
-    put(b, bt->perm, (size_t)bt->d->n * sizeof(int));
+    if (l) {
+        put(b, l->opt.velocity, dim * sizeof(float));
+        const nn_batcher *bt = &l->batches;
+        put(b, bt->rng.s, sizeof bt->rng.s);
+        put_u64(b, (uint64_t)bt->pos);
+        put_u64(b, (uint64_t)bt->epoch);
+        put_u64(b, (uint64_t)bt->d->n);
+        put(b, bt->perm, (size_t)bt->d->n * sizeof(int));
+    } else { /* the caller's optimizer keeps its own state (libsgp): zero velocity, an empty batch stream */
+        put(b, NULL, dim * sizeof(float) + sizeof l->batches.rng.s + 3 * sizeof(uint64_t));
+    }
     put_u32(b, (uint32_t)g->n_in);
     for (int k = 0; k < g->n_in; k++) {
         const gsp_edge *e = &g->in[k];
@@ -255,7 +263,8 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     nn_rng rng;
     get(&b, rng.s, sizeof rng.s);
     uint64_t pos = get_u64(&b), epoch = get_u64(&b), perm_n = get_u64(&b);
-    if (b.failed || perm_n != (uint64_t)l->batches.d->n || pos > perm_n || round < 0 || !(w > 0)) {
+    const uint64_t shard_n = l ? (uint64_t)l->batches.d->n : 0;
+    if (b.failed || perm_n != shard_n || pos > perm_n || round < 0 || !(w > 0)) {
         *why = b.failed ? "truncated" : "inconsistent header (shard size, position, round or weight)";
         goto out;
     }
@@ -289,10 +298,12 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     /* Whole and ours: restore. */
     g->round = round, g->since = round, g->w = w;
     memcpy(g->x, x, dim * sizeof(float));
-    memcpy(l->opt.velocity, x + dim * sizeof(float), dim * sizeof(float));
-    l->batches.rng = rng;
-    l->batches.pos = (int)pos, l->batches.epoch = (long)epoch;
-    memcpy(l->batches.perm, perm, perm_n * sizeof(int));
+    if (l) {
+        memcpy(l->opt.velocity, x + dim * sizeof(float), dim * sizeof(float));
+        l->batches.rng = rng;
+        l->batches.pos = (int)pos, l->batches.epoch = (long)epoch;
+        memcpy(l->batches.perm, perm, perm_n * sizeof(int));
+    }
     ibuf eb = {edges, b.end, 0};
     for (uint32_t k = 0; k < n_in; k++) {
         gsp_edge *e = gsp_in_edge(g, (int)get_u32(&eb));

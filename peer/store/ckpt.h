@@ -11,7 +11,9 @@
  * Saved: round, push-sum weight w, parameters x, the in-edges (the sender's
  * incarnation, seq, round, applied totals rho, the codec reference, a pending
  * SYNC), the optimizer's velocity and the batch stream (generator state,
- * permutation, position, epoch). Out-edges are NOT saved: a restarted peer
+ * permutation, position, epoch). l may be NULL (libsgp: the caller's own
+ * optimizer keeps its state): a zero velocity and an empty stream are saved,
+ * and loading with l NULL accepts only such a file. Out-edges are NOT saved: a restarted peer
  * sends under a new incarnation, its receivers restart those edges from zero
  * (gossip/GUARANTEES.md, "Leave and join").
  *

@@ -1,0 +1,299 @@
+/* libsgp: the networked peer (peer/net/node.c) with the caller's own
+ * training loop taking the local steps. See sgp.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/cmp.h"
+#include "peer/lib/sgp.h"
+#include "peer/net/member.h"
+#include "peer/net/node.h"
+#include "peer/net/node_ext.h"
+
+#define SGP_MAX_OPEN 1024 /* peers open at once in one process */
+
+struct sgp_peer {
+    member me;
+    cmp_spec codec;
+    node_config config;
+    node_result result;
+    node_ext ext;
+    pthread_t thread;
+    FILE *log;
+    char loop_err[512]; /* node_run's, copied into ext.err */
+    char err[512];
+    int busy;           /* a call is in progress (under registry_mu) */
+};
+
+/* Every open peer, so that a stale or foreign pointer is refused (-EBADF)
+ * instead of dereferenced. */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static sgp_peer *registry[SGP_MAX_OPEN];
+
+static int registry_find(const sgp_peer *p)
+{
+    for (int i = 0; p && i < SGP_MAX_OPEN; i++)
+        if (registry[i] == p)
+            return i;
+    return -1;
+}
+
+/* Start a call on p: -EBADF, -EBUSY, or 0 (end it with leave). */
+static int enter(sgp_peer *p)
+{
+    pthread_mutex_lock(&registry_mu);
+    int rc = registry_find(p) < 0 ? -EBADF : p->busy ? -EBUSY : 0;
+    if (rc == 0)
+        p->busy = 1;
+    pthread_mutex_unlock(&registry_mu);
+    return rc;
+}
+
+static void leave(sgp_peer *p)
+{
+    pthread_mutex_lock(&registry_mu);
+    p->busy = 0;
+    pthread_mutex_unlock(&registry_mu);
+}
+
+static int fail(sgp_peer *p, int rc, const char *fmt, const char *detail)
+{
+    snprintf(p->err, sizeof p->err, fmt, detail);
+    return rc;
+}
+
+const char *sgp_version(void) { return SGP_VERSION; }
+
+void sgp_options_init(sgp_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->id = -1;
+    o->dead_timeout = 5.0;
+    o->round_timeout = 30.0;
+    o->seed = 1;
+}
+
+static int check_options(const sgp_options *o, const float *params, size_t n, char *err, size_t errlen)
+{
+    const char *why = NULL;
+    if (!o || o->size != sizeof *o)
+        why = "options not set up by this version's sgp_options_init";
+    else if (!o->cluster)
+        why = "no cluster file (options.cluster)";
+    else if (o->rounds < 1)
+        why = "options.rounds must be at least 1";
+    else if (!params || n == 0)
+        why = "no parameters";
+    else if (n > CMP_MAX_N)
+        why = "more than 2^31 - 1 parameters";
+    else if (o->rounds_per_epoch < 0 || o->tau < 0 || o->tau > 1000 || o->step < 0 || o->step > 1 ||
+             o->codec_warmup < 0 || o->checkpoint_every < 0 || o->round_deadline < 0)
+        why = "an option is out of range (rounds_per_epoch, tau 0..1000, step 0..1, codec_warmup, "
+              "checkpoint_every, round_deadline)";
+    else if (!(o->dead_timeout >= 0.01) || !(o->round_timeout >= 0.01))
+        why = "dead_timeout and round_timeout must be at least 0.01 s";
+    if (why)
+        snprintf(err, errlen, "sgp_open: %s", why);
+    return why ? -EINVAL : 0;
+}
+
+/* The network thread: the node's loop until the run ends or is stopped. */
+static void *network_thread(void *arg)
+{
+    sgp_peer *p = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the caller's threads take its signals; EPIPE, not SIGPIPE */
+    node_run(&p->config, NULL, NULL, &p->result, p->loop_err, sizeof p->loop_err);
+    return NULL;
+}
+
+static void peer_free(sgp_peer *p)
+{
+    node_ext_free(&p->ext);
+    node_result_free(&p->result);
+    if (p->log)
+        fclose(p->log);
+    member_close(&p->me);
+    free(p);
+}
+
+static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n, char *err, size_t errlen)
+{
+    int rc;
+    const char *codec = o->codec ? o->codec : "none";
+    if (strcmp(codec, "exact") != 0) {
+        char why[256];
+        if (cmp_spec_parse(&p->codec, codec, why, sizeof why) < 0) {
+            snprintf(err, errlen, "sgp_open: codec: %s", why);
+            return -EINVAL;
+        }
+    }
+    if ((rc = member_open(&p->me, o->cluster, o->id, o->key, err, errlen)) < 0)
+        return rc == -ESRCH ? -EINVAL : rc;
+    if (o->log && !(p->log = fopen(o->log, o->resume ? "a" : "w"))) {
+        rc = -errno;
+        snprintf(err, errlen, "sgp_open: cannot write %s: %s", o->log, strerror(-rc));
+        return rc;
+    }
+    if ((rc = node_ext_init(&p->ext, n, o->rounds, o->rounds_per_epoch)) < 0) {
+        snprintf(err, errlen, "sgp_open: %s", strerror(-rc));
+        return rc;
+    }
+    p->ext.params = params; /* x0, read by node_run's set-up */
+    node_config *c = &p->config;
+    node_config_defaults(c);
+    c->train.seed = o->seed;
+    c->cluster = &p->me.cluster, c->key = &p->me.key, c->topology = &p->me.topology, c->id = p->me.id;
+    c->tau = o->tau;
+    c->codec = strcmp(codec, "exact") ? &p->codec : NULL;
+    c->step = o->step, c->codec_warmup = o->codec_warmup;
+    c->dead_timeout = o->dead_timeout, c->round_timeout = o->round_timeout, c->round_deadline = o->round_deadline;
+    c->checkpoint = o->checkpoint, c->checkpoint_every = o->checkpoint_every, c->resume = o->resume;
+    c->log = p->log;
+    c->progress = o->verbose ? stderr : NULL;
+    c->ext = &p->ext;
+    return 0;
+}
+
+int sgp_open(sgp_peer **peer, const sgp_options *o, float *params, size_t n, char *err, size_t errlen)
+{
+    char scratch[8];
+    if (!err || errlen == 0)
+        err = scratch, errlen = sizeof scratch;
+    err[0] = 0;
+    if (!peer) {
+        snprintf(err, errlen, "sgp_open: no place for the peer (peer is NULL)");
+        return -EINVAL;
+    }
+    *peer = NULL;
+    int rc = check_options(o, params, n, err, errlen);
+    if (rc < 0)
+        return rc;
+    sgp_peer *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, errlen, "sgp_open: out of memory");
+        return -ENOMEM;
+    }
+    if ((rc = configure(p, o, params, n, err, errlen)) < 0) {
+        peer_free(p);
+        return rc;
+    }
+    pthread_mutex_lock(&registry_mu);
+    int slot = -1;
+    for (int i = 0; slot < 0 && i < SGP_MAX_OPEN; i++)
+        if (!registry[i])
+            slot = i;
+    if (slot >= 0)
+        registry[slot] = p;
+    pthread_mutex_unlock(&registry_mu);
+    if (slot < 0) {
+        snprintf(err, errlen, "sgp_open: %d peers are open in this process already", SGP_MAX_OPEN);
+        peer_free(p);
+        return -EMFILE;
+    }
+    if ((rc = -pthread_create(&p->thread, NULL, network_thread, p)) < 0) {
+        snprintf(err, errlen, "sgp_open: cannot start the network thread: %s", strerror(-rc));
+        goto undo;
+    }
+    rc = node_ext_round(&p->ext, params, 0); /* the cluster is up and round 0 (or the resumed round) may start */
+    if (rc == 0)
+        return *peer = p, 0;
+    if (rc > 0) {
+        rc = -ECANCELED;
+        snprintf(err, errlen, "sgp_open: the run ended before its first round");
+    } else
+        snprintf(err, errlen, "sgp_open: %s", p->ext.err);
+    pthread_join(p->thread, NULL);
+undo:
+    pthread_mutex_lock(&registry_mu);
+    registry[slot] = NULL;
+    pthread_mutex_unlock(&registry_mu);
+    peer_free(p);
+    return rc;
+}
+
+int sgp_step(sgp_peer *p, float *params, size_t n)
+{
+    int rc = enter(p);
+    if (rc < 0)
+        return rc;
+    if (!params || n != p->ext.dim) {
+        char want[32];
+        snprintf(want, sizeof want, "%zu", p->ext.dim);
+        rc = fail(p, -EINVAL, "sgp_step: params must be %s floats", want);
+    } else if ((rc = node_ext_round(&p->ext, params, 1)) < 0)
+        fail(p, rc, "%s", p->ext.err);
+    leave(p);
+    return rc;
+}
+
+int sgp_status_get(sgp_peer *p, sgp_status *s)
+{
+    int rc = enter(p);
+    if (rc < 0)
+        return rc;
+    if (!s)
+        rc = fail(p, -EINVAL, "%s", "sgp_status_get: s is NULL");
+    else {
+        node_status ns;
+        node_ext_status(&p->ext, &ns);
+        pthread_mutex_lock(&p->ext.mu);
+        const int ended = p->ext.ended;
+        pthread_mutex_unlock(&p->ext.mu);
+        *s = (sgp_status){.id = ns.id, .peers = ns.peers, .round = ns.round, .start_round = ns.start_round, .local_steps = ns.local_steps,
+                          .weight = ns.weight, .neighbours = ns.neighbours,
+                          .neighbours_alive = ns.neighbours_alive, .bytes_sent = ns.bytes_sent,
+                          .bytes_received = ns.bytes_received, .messages_sent = ns.messages_sent,
+                          .messages_absorbed = ns.messages_absorbed, .late_marks = ns.late_marks,
+                          .catch_ups = ns.catch_ups, .neighbours_lost = ns.neighbours_lost,
+                          .checkpoints = ns.checkpoints, .done = ended};
+    }
+    leave(p);
+    return rc;
+}
+
+int sgp_checkpoint(sgp_peer *p)
+{
+    int rc = enter(p);
+    if (rc < 0)
+        return rc;
+    if (!p->config.checkpoint)
+        rc = fail(p, -EINVAL, "%s", "sgp_checkpoint: the peer was opened without options.checkpoint");
+    else if ((rc = node_ext_checkpoint(&p->ext)) < 0)
+        fail(p, rc, "sgp_checkpoint: %s", rc == -ESHUTDOWN ? "the run is over" : strerror(-rc));
+    leave(p);
+    return rc;
+}
+
+int sgp_close(sgp_peer *p)
+{
+    pthread_mutex_lock(&registry_mu);
+    int slot = registry_find(p);
+    int rc = slot < 0 ? -EBADF : p->busy ? -EBUSY : 0;
+    if (rc == 0)
+        registry[slot] = NULL;
+    pthread_mutex_unlock(&registry_mu);
+    if (rc < 0)
+        return rc;
+    node_ext_stop(&p->ext);
+    pthread_join(p->thread, NULL);
+    rc = p->ext.rc < 0 ? p->ext.rc : 0;
+    peer_free(p);
+    return rc;
+}
+
+const char *sgp_error(const sgp_peer *p)
+{
+    pthread_mutex_lock(&registry_mu);
+    int open = registry_find(p) >= 0;
+    pthread_mutex_unlock(&registry_mu);
+    return open ? p->err : "not an open sgp peer";
+}
