@@ -120,7 +120,7 @@ $(BUILD)/tests/%.o: SGP_CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/n
 
 # ---- set-up -----------------------------------------------------------------
 DEB_PKGS := build-essential pkg-config libsodium-dev libuv1-dev libopenblas-dev \
-            libcriterion-dev zlib1g-dev gzip openmpi-bin
+            libcriterion-dev zlib1g-dev gzip openmpi-bin python3-numpy
 deps:
 	@set -e; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	missing=; for p in $(DEB_PKGS); do \

@@ -134,7 +134,7 @@ static inline pid_t sgp_spawn(char *const argv[], const char *out)
 }
 
 /* Status of a child that has exited, as sgp_out.status: exit status, or 128 + signal. */
-static inline int sgp_status(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+static inline int sgp_exit_status(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
 
 /* Kill PID's process group and reap PID (for a failing test's clean-up). */
 static inline void sgp_kill_group(pid_t pid)
@@ -155,7 +155,7 @@ static inline int sgp_wait_exit(pid_t pid, double limit)
         int st;
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid)
-            return sgp_status(st);
+            return sgp_exit_status(st);
         cr_assert(r == 0, "waitpid %d failed", (int)pid);
         if (sgp_now() > deadline) {
             sgp_kill_group(pid);
@@ -264,7 +264,7 @@ static inline void sgp_wait_all_ok(pid_t *pids, int n, double limit, const char 
             if (pids[i] <= 0 || waitpid(pids[i], &st, WNOHANG) != pids[i])
                 continue;
             left--;
-            if (sgp_status(st) != 0) {
+            if (sgp_exit_status(st) != 0) {
                 bad = i;
                 pids[i] = 0;
                 break;
@@ -275,7 +275,7 @@ static inline void sgp_wait_all_ok(pid_t *pids, int n, double limit, const char 
             for (int i = 0; i < n; i++)
                 sgp_kill_group(pids[i]);
             if (bad >= 0)
-                cr_assert_fail("process %d of %d exited with status %d (logs in %s)", bad, n, sgp_status(st), where);
+                cr_assert_fail("process %d of %d exited with status %d (logs in %s)", bad, n, sgp_exit_status(st), where);
             cr_assert_fail("%d of %d processes did not finish within %.0f s (logs in %s)", left, n, limit, where);
         }
         if (left > 0)

@@ -1,0 +1,205 @@
+/* libsgp's API (peer/lib/sgp.h) in this process: what it exports, that the
+ * header is C and C++, that bad calls return errors, and two peers on
+ * loopback driven from two threads of the test (real sockets, real crypto). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "peer/lib/sgp.h"
+#include "tests/sgp_run.h"
+
+#define N 1000
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("SGP_BUILD");
+    return b ? b : "build";
+}
+
+/* The names `nm` lists as defined global functions or data of FILE, sorted. */
+static void exported(const char *nm_flags, const char *file, char *out, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "nm %s %s | awk '$2 ~ /^[TDBR]$/ {print $3}' | sort", nm_flags, file);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    cr_assert_eq(pclose(p), 0, "%s", cmd);
+}
+
+static const char API[] = "sgp_checkpoint\nsgp_close\nsgp_error\nsgp_open\nsgp_options_init\nsgp_status_get\n"
+                          "sgp_step\nsgp_version\n";
+
+Test(lib_api, the_libraries_export_the_api_and_nothing_else)
+{
+    char path[1024], names[65536];
+    snprintf(path, sizeof path, "%s/libsgp.so", build_dir());
+    exported("-D --defined-only", path, names, sizeof names);
+    cr_assert_str_eq(names, API, "libsgp.so exports:\n%s", names);
+    snprintf(path, sizeof path, "%s/libsgp.a", build_dir());
+    exported("-g --defined-only", path, names, sizeof names);
+    cr_assert_str_eq(names, API, "libsgp.a exports:\n%s", names);
+}
+
+Test(lib_api, the_header_is_c99_and_cpp)
+{
+    const char *cmds[] = {"cc -std=c99 -pedantic -Wall -Wextra -Werror -fsyntax-only -x c peer/lib/sgp.h",
+                          "c++ -std=c++11 -pedantic -Wall -Wextra -Werror -fsyntax-only -x c++ peer/lib/sgp.h"};
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(system(cmds[i]), 0, "%s", cmds[i]);
+}
+
+Test(lib_api, bad_calls_return_errors)
+{
+    float params[N] = {0};
+    char err[512];
+    sgp_peer *p = (sgp_peer *)&params; /* not a peer */
+    sgp_options o;
+    sgp_options_init(&o);
+    cr_assert_eq(sgp_open(NULL, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert_eq(sgp_open(&p, NULL, params, N, err, sizeof err), -EINVAL);
+    cr_assert_null(p);
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "cluster"), "%s", err);
+    o.cluster = "/no/such/cluster.conf";
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "rounds"), "%s", err);
+    o.rounds = 10;
+    cr_assert_eq(sgp_open(&p, &o, NULL, N, err, sizeof err), -EINVAL);
+    cr_assert_eq(sgp_open(&p, &o, params, 0, err, sizeof err), -EINVAL);
+    o.codec = "topk:7";
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "codec"), "%s", err);
+    o.codec = NULL;
+    o.id = 0;
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -ENOENT);
+    cr_assert(strstr(err, "/no/such/cluster.conf"), "names the file: %s", err);
+    o.size = sizeof o - 8; /* built against another sgp.h */
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert_null(p);
+    cr_assert_eq(sgp_open(&p, &o, params, N, NULL, 0), -EINVAL, "no message buffer is fine");
+
+    cr_assert_eq(sgp_step(NULL, params, N), -EBADF);
+    cr_assert_eq(sgp_step((sgp_peer *)&params, params, N), -EBADF);
+    sgp_status s;
+    cr_assert_eq(sgp_status_get((sgp_peer *)&o, &s), -EBADF);
+    cr_assert_eq(sgp_checkpoint(NULL), -EBADF);
+    cr_assert_eq(sgp_close((sgp_peer *)&o), -EBADF);
+    cr_assert_str_eq(sgp_error(NULL), "not an open sgp peer");
+    cr_assert_str_eq(sgp_version(), SGP_VERSION);
+}
+
+/* ---- two peers of one run, each on a thread of its own ----------------------- */
+
+typedef struct pair_peer {
+    const char *cluster, *checkpoint;
+    int id, rc_open;
+    float params[N];
+    sgp_peer *p;
+    char err[512];
+} pair_peer;
+
+static void *open_peer(void *arg)
+{
+    pair_peer *q = arg;
+    sgp_options o;
+    sgp_options_init(&o);
+    o.cluster = q->cluster, o.id = q->id, o.rounds = 4, o.checkpoint = q->checkpoint;
+    o.codec = "exact"; /* float64 running sums: the average is exact after one round */
+    q->rc_open = sgp_open(&q->p, &o, q->params, N, q->err, sizeof q->err);
+    return NULL;
+}
+
+static void *step_peer(void *arg)
+{
+    pair_peer *q = arg;
+    q->rc_open = sgp_step(q->p, q->params, N);
+    return NULL;
+}
+
+/* Two peers: exponential graph on 2 peers, each sends to the other. */
+static void open_pair(char *dir, pair_peer q[2])
+{
+    cr_assert(mkdtemp(dir));
+    sgp_out o;
+    sgp_run(&o, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    static char cluster[256], ckpt[2][256];
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(ckpt[i], sizeof ckpt[i], "%s/%d.ckpt", dir, i);
+        q[i].cluster = cluster, q[i].id = i, q[i].checkpoint = ckpt[i];
+        for (int k = 0; k < N; k++)
+            q[i].params[k] = i == 0 ? (float)k : 3.0f * (float)k; /* averages to 2k */
+        pthread_create(&t[i], NULL, open_peer, &q[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(q[i].rc_open, 0, "peer %d: %s", i, q[i].err);
+    }
+}
+
+Test(lib_api, two_peers_average_and_refuse_misuse, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-lib-api-XXXXXX";
+    pair_peer *q = calloc(2, sizeof *q);
+    open_pair(dir, q);
+    cr_assert_eq(q[0].params[7], 7.0f, "open hands back the initial model");
+    cr_assert_eq(sgp_step(q[0].p, q[0].params, N - 1), -EINVAL);
+    cr_assert(strstr(sgp_error(q[0].p), "1000"), "%s", sgp_error(q[0].p));
+    cr_assert_eq(sgp_step(q[0].p, NULL, N), -EINVAL);
+
+    /* Peer 0 steps (no gradient: averaging only) and waits for peer 1's share:
+     * meanwhile a second call on the same peer is refused. */
+    pthread_t t;
+    pthread_create(&t, NULL, step_peer, &q[0]);
+    sgp_status s;
+    const double limit = sgp_now() + SGP_EVENT_LIMIT_S;
+    int rc;
+    while ((rc = sgp_status_get(q[0].p, &s)) == 0 && sgp_now() < limit)
+        sgp_poll_pause(); /* until the step thread is inside sgp_step */
+    cr_assert_eq(rc, -EBUSY);
+    cr_assert_eq(sgp_step(q[0].p, q[0].params, N), -EBUSY);
+    cr_assert_eq(sgp_close(q[0].p), -EBUSY);
+    cr_assert_eq(sgp_step(q[1].p, q[1].params, N), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(q[0].rc_open, 0);
+    for (int k = 0; k < N; k += 97)
+        for (int i = 0; i < 2; i++)
+            cr_assert_float_eq(q[i].params[k], 2.0f * (float)k, 1e-4f * (1 + k), "peer %d, entry %d: %g", i, k,
+                               q[i].params[k]);
+    cr_assert_eq(sgp_status_get(q[0].p, &s), 0);
+    cr_assert_eq(s.round, 1);
+    cr_assert_eq(s.id, 0);
+    cr_assert_eq(s.peers, 2);
+    cr_assert_eq(s.local_steps, 1);
+    cr_assert_float_eq(s.weight, 1.0, 1e-9);
+    cr_assert_gt(s.bytes_sent, 4 * N);
+
+    cr_assert_eq(sgp_checkpoint(q[0].p), 0);
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/0.ckpt", dir);
+    cr_assert_eq(stat(path, &st), 0, "%s", path);
+
+    /* Peer 1 leaves early: peer 0 routes around it and finishes alone. */
+    cr_assert_eq(sgp_close(q[1].p), 0);
+    while ((rc = sgp_step(q[0].p, q[0].params, N)) == 0)
+        ;
+    cr_assert_eq(rc, SGP_DONE, "%s", sgp_error(q[0].p));
+    cr_assert_eq(sgp_step(q[0].p, q[0].params, N), SGP_DONE, "and stays done");
+    cr_assert_eq(sgp_status_get(q[0].p, &s), 0);
+    cr_assert(s.done);
+    sgp_peer *closed = q[0].p;
+    cr_assert_eq(sgp_close(closed), 0);
+    cr_assert_eq(sgp_step(closed, q[0].params, N), -EBADF);
+    cr_assert_eq(sgp_close(closed), -EBADF);
+    free(q);
+}

@@ -1,0 +1,171 @@
+/* The examples of libsgp as a user runs them: a C program (peer/lib/examples)
+ * and a NumPy script (peer/python/examples), each a training loop of its
+ * own, as 4 real processes on loopback with a codec against the same program
+ * alone on all the data; and a kill -9 of one of them mid-run. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/sgp_run.h"
+
+#define PEERS 4
+#define CODEC "stc:0.1"
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("SGP_BUILD");
+    return b ? b : "build";
+}
+
+/* The last "test accuracy A%" in the file, in percent (-1 if none). */
+static double accuracy_in(const char *path)
+{
+    char *text = sgp_read_file(path);
+    cr_assert(text, "%s", path);
+    double a = -1;
+    for (const char *s = text; (s = strstr(s, "test accuracy ")); s++)
+        a = atof(s + 14);
+    free(text);
+    return a;
+}
+
+/* Python with NumPy (Debian's: make deps installs python3-numpy), or NULL. */
+static const char *python(void)
+{
+    static const char *const candidates[] = {"/usr/bin/python3", "python3"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "%s -c 'import numpy' >/dev/null 2>&1", candidates[i]);
+        if (system(cmd) == 0)
+            return candidates[i];
+    }
+    return NULL;
+}
+
+typedef struct example {
+    const char *argv[16]; /* the program and its first arguments */
+    int argc;
+} example;
+
+static void example_of(example *e, int numpy)
+{
+    memset(e, 0, sizeof *e);
+    static char bin[1024];
+    if (numpy) {
+        e->argv[e->argc++] = python();
+        e->argv[e->argc++] = "peer/python/examples/softmax_numpy.py";
+    } else {
+        snprintf(bin, sizeof bin, "%s/examples/softmax", build_dir());
+        e->argv[e->argc++] = bin;
+    }
+}
+
+/* Run the example alone, to the end; its accuracy. */
+static double alone(const example *e, const char *dir, const char *epochs)
+{
+    char out[512];
+    snprintf(out, sizeof out, "%s/alone.out", dir);
+    char *argv[20] = {0};
+    int k = 0;
+    for (int i = 0; i < e->argc; i++)
+        argv[k++] = (char *)e->argv[i];
+    argv[k++] = "--epochs", argv[k++] = (char *)epochs;
+    pid_t pid = sgp_spawn(argv, out);
+    cr_assert_eq(sgp_wait_exit(pid, SGP_EVENT_LIMIT_S), 0, "see %s", out);
+    return accuracy_in(out);
+}
+
+/* Start PEERS processes of the example on a fresh cluster in dir. */
+static void start_peers(const example *e, const char *dir, const char *epochs, pid_t *pids)
+{
+    sgp_out o;
+    char n[8];
+    snprintf(n, sizeof n, "%d", PEERS);
+    sgp_run(&o, "launch", "--peers", n, "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    static char cluster[512], ids[PEERS][8];
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    for (int i = 0; i < PEERS; i++) {
+        char *argv[24] = {0}, out[512];
+        int k = 0;
+        for (int j = 0; j < e->argc; j++)
+            argv[k++] = (char *)e->argv[j];
+        snprintf(ids[i], sizeof ids[i], "%d", i);
+        argv[k++] = "--cluster", argv[k++] = cluster, argv[k++] = "--id", argv[k++] = ids[i];
+        argv[k++] = "--codec", argv[k++] = CODEC, argv[k++] = "--epochs", argv[k++] = (char *)epochs;
+        snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
+        pids[i] = sgp_spawn(argv, out);
+    }
+}
+
+static void four_peers_match_alone(int numpy)
+{
+    if (numpy && !python())
+        cr_skip_test("no python3 with numpy (make deps installs python3-numpy)");
+    char dir[] = "/tmp/sgp-lib-example-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    example e;
+    example_of(&e, numpy);
+    double a = alone(&e, dir, "5");
+    cr_assert_gt(a, 85.0, "alone: %.2f%%", a);
+    pid_t pids[PEERS];
+    start_peers(&e, dir, "5", pids);
+    sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
+    for (int i = 0; i < PEERS; i++) {
+        char out[512];
+        snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
+        double b = accuracy_in(out);
+        cr_assert(b > a - 1.0, "peer %d: %.2f%%, alone %.2f%% (see %s)", i, b, a, out);
+        cr_assert(sgp_file_has(out, "0 neighbours lost"), "a quiet run loses nobody (see %s)", out);
+    }
+}
+
+Test(lib_examples, c_program_four_peers_within_a_point_of_alone, .timeout = 600)
+{
+    four_peers_match_alone(0);
+}
+
+Test(lib_examples, numpy_script_four_peers_within_a_point_of_alone, .timeout = 600)
+{
+    four_peers_match_alone(1);
+}
+
+static void survives_a_kill(int numpy)
+{
+    if (numpy && !python())
+        cr_skip_test("no python3 with numpy (make deps installs python3-numpy)");
+    char dir[] = "/tmp/sgp-lib-kill-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    example e;
+    example_of(&e, numpy);
+    pid_t pids[PEERS];
+    start_peers(&e, dir, "8", pids);
+    /* Every peer is training (epoch 1 done), then peer 3 dies. */
+    for (int i = 0; i < PEERS; i++) {
+        char out[512];
+        snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
+        sgp_await_text(out, "epoch 1 ", pids, PEERS, SGP_EVENT_LIMIT_S);
+    }
+    kill(pids[PEERS - 1], SIGKILL);
+    cr_assert_eq(sgp_wait_exit(pids[PEERS - 1], SGP_EVENT_LIMIT_S), 128 + SIGKILL);
+    pids[PEERS - 1] = 0;
+    sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
+    for (int i = 0; i < PEERS - 1; i++) {
+        char out[512];
+        snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
+        double b = accuracy_in(out);
+        cr_assert_gt(b, 85.0, "peer %d: %.2f%% (see %s)", i, b, out);
+    }
+}
+
+Test(lib_examples, c_program_three_peers_finish_after_a_kill, .timeout = 600)
+{
+    survives_a_kill(0);
+}
+
+Test(lib_examples, numpy_script_three_peers_finish_after_a_kill, .timeout = 600)
+{
+    survives_a_kill(1);
+}
