@@ -47,18 +47,39 @@ static const char *python(void)
 typedef struct example {
     const char *argv[16]; /* the program and its first arguments */
     int argc;
+    int checkpoints;      /* takes --checkpoint FILE (the C program) */
 } example;
+
+/* The Python examples load this build's libsgp.so; under ASan its runtime
+ * must be loaded first (and Python's own allocations are not ours to check). */
+static void python_env(void)
+{
+    char lib[1024];
+    snprintf(lib, sizeof lib, "%s/libsgp.so", build_dir());
+    setenv("SGP_LIB", lib, 1);
+    const char *san = getenv("SGP_SANITIZER");
+    if (san && !strcmp(san, "address")) {
+        FILE *p = popen("cc -print-file-name=libasan.so", "r");
+        cr_assert(p && fgets(lib, sizeof lib, p));
+        pclose(p);
+        lib[strcspn(lib, "\n")] = 0;
+        setenv("LD_PRELOAD", lib, 1);
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    }
+}
 
 static void example_of(example *e, int numpy)
 {
     memset(e, 0, sizeof *e);
     static char bin[1024];
     if (numpy) {
+        python_env();
         e->argv[e->argc++] = python();
         e->argv[e->argc++] = "peer/python/examples/softmax_numpy.py";
     } else {
         snprintf(bin, sizeof bin, "%s/examples/softmax", build_dir());
         e->argv[e->argc++] = bin;
+        e->checkpoints = 1;
     }
 }
 
@@ -77,6 +98,27 @@ static double alone(const example *e, const char *dir, const char *epochs)
     return accuracy_in(out);
 }
 
+/* Start peer i of the example on the cluster in dir (checkpointing to
+ * dir/I.ckpt, resuming from it with resume), output to dir/peerI.out. */
+static pid_t start_peer(const example *e, const char *dir, int i, const char *epochs, int resume)
+{
+    char *argv[24] = {0}, out[512], cluster[512], id[8], ckpt[512];
+    int k = 0;
+    for (int j = 0; j < e->argc; j++)
+        argv[k++] = (char *)e->argv[j];
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    snprintf(id, sizeof id, "%d", i);
+    snprintf(ckpt, sizeof ckpt, "%s/%d.ckpt", dir, i);
+    argv[k++] = "--cluster", argv[k++] = cluster, argv[k++] = "--id", argv[k++] = id;
+    argv[k++] = "--codec", argv[k++] = CODEC, argv[k++] = "--epochs", argv[k++] = (char *)epochs;
+    if (e->checkpoints)
+        argv[k++] = "--checkpoint", argv[k++] = ckpt;
+    if (resume)
+        argv[k++] = "--resume";
+    snprintf(out, sizeof out, "%s/peer%d%s.out", dir, i, resume ? "-resumed" : "");
+    return sgp_spawn(argv, out);
+}
+
 /* Start PEERS processes of the example on a fresh cluster in dir. */
 static void start_peers(const example *e, const char *dir, const char *epochs, pid_t *pids)
 {
@@ -85,19 +127,8 @@ static void start_peers(const example *e, const char *dir, const char *epochs, p
     snprintf(n, sizeof n, "%d", PEERS);
     sgp_run(&o, "launch", "--peers", n, "--prepare", "--run-dir", dir, NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
-    static char cluster[512], ids[PEERS][8];
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
-    for (int i = 0; i < PEERS; i++) {
-        char *argv[24] = {0}, out[512];
-        int k = 0;
-        for (int j = 0; j < e->argc; j++)
-            argv[k++] = (char *)e->argv[j];
-        snprintf(ids[i], sizeof ids[i], "%d", i);
-        argv[k++] = "--cluster", argv[k++] = cluster, argv[k++] = "--id", argv[k++] = ids[i];
-        argv[k++] = "--codec", argv[k++] = CODEC, argv[k++] = "--epochs", argv[k++] = (char *)epochs;
-        snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
-        pids[i] = sgp_spawn(argv, out);
-    }
+    for (int i = 0; i < PEERS; i++)
+        pids[i] = start_peer(e, dir, i, epochs, 0);
 }
 
 static void four_peers_match_alone(int numpy)
@@ -132,6 +163,20 @@ Test(lib_examples, numpy_script_four_peers_within_a_point_of_alone, .timeout = 6
     four_peers_match_alone(1);
 }
 
+/* Every peer has finished epoch 1 (and, for the C program, written its
+ * checkpoint there): then peer PEERS-1 is killed. */
+static void kill_the_last_after_epoch_one(const char *dir, pid_t *pids)
+{
+    for (int i = 0; i < PEERS; i++) {
+        char out[512];
+        snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
+        sgp_await_text(out, "epoch 1 ", pids, PEERS, SGP_EVENT_LIMIT_S);
+    }
+    kill(pids[PEERS - 1], SIGKILL);
+    cr_assert_eq(sgp_wait_exit(pids[PEERS - 1], SGP_EVENT_LIMIT_S), 128 + SIGKILL);
+    pids[PEERS - 1] = 0;
+}
+
 static void survives_a_kill(int numpy)
 {
     if (numpy && !python())
@@ -142,15 +187,7 @@ static void survives_a_kill(int numpy)
     example_of(&e, numpy);
     pid_t pids[PEERS];
     start_peers(&e, dir, "8", pids);
-    /* Every peer is training (epoch 1 done), then peer 3 dies. */
-    for (int i = 0; i < PEERS; i++) {
-        char out[512];
-        snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
-        sgp_await_text(out, "epoch 1 ", pids, PEERS, SGP_EVENT_LIMIT_S);
-    }
-    kill(pids[PEERS - 1], SIGKILL);
-    cr_assert_eq(sgp_wait_exit(pids[PEERS - 1], SGP_EVENT_LIMIT_S), 128 + SIGKILL);
-    pids[PEERS - 1] = 0;
+    kill_the_last_after_epoch_one(dir, pids);
     sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
     for (int i = 0; i < PEERS - 1; i++) {
         char out[512];
@@ -168,4 +205,29 @@ Test(lib_examples, c_program_three_peers_finish_after_a_kill, .timeout = 600)
 Test(lib_examples, numpy_script_three_peers_finish_after_a_kill, .timeout = 600)
 {
     survives_a_kill(1);
+}
+
+/* The killed peer starts again with --resume: sgp_open restores its gossip
+ * state from the checkpoint it wrote at an epoch end (or, if the others are
+ * past it, catches up), and all four finish. */
+Test(lib_examples, c_program_resumes_after_a_kill, .timeout = 600)
+{
+    char dir[] = "/tmp/sgp-lib-resume-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    example e;
+    example_of(&e, 0);
+    pid_t pids[PEERS];
+    start_peers(&e, dir, "8", pids);
+    kill_the_last_after_epoch_one(dir, pids);
+    pids[PEERS - 1] = start_peer(&e, dir, PEERS - 1, "8", 1);
+    sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
+    char out[512];
+    snprintf(out, sizeof out, "%s/peer%d-resumed.out", dir, PEERS - 1);
+    cr_assert(sgp_file_has(out, "resumed at round "), "see %s", out);
+    cr_assert(!sgp_file_has(out, "resumed at round 0\n"), "from its checkpoint, not from scratch (see %s)", out);
+    for (int i = 0; i < PEERS; i++) {
+        snprintf(out, sizeof out, "%s/peer%d%s.out", dir, i, i == PEERS - 1 ? "-resumed" : "");
+        double b = accuracy_in(out);
+        cr_assert_gt(b, 85.0, "peer %d: %.2f%% (see %s)", i, b, out);
+    }
 }

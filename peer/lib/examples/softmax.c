@@ -206,6 +206,8 @@ int main(int argc, char **argv)
         sgp_status s;
         sgp_status_get(peer, &s);
         me = s.id, peers = s.peers;
+        if (resume)
+            printf("peer %d: resumed at round %ld\n", me, s.start_round);
     }
     /* This peer's shard: every peers-th example; its share of the batch. */
     int shard_n = 0, *shard = malloc((size_t)train.n * sizeof *shard);
@@ -237,6 +239,10 @@ int main(int argc, char **argv)
                    loss / (float)rounds_per_epoch, 100 * accuracy(params, &test));
             fflush(stdout);
             loss = 0;
+            /* The gossip state at this round boundary; plain SGD has no state of
+             * its own to save beside it (momentum or Adam state would go here). */
+            if (peer && checkpoint && rc == 0 && sgp_checkpoint(peer) < 0)
+                fprintf(stderr, "softmax: %s\n", sgp_error(peer));
         }
         if (peer ? rc == SGP_DONE : round + 1 == rounds_per_epoch * epochs)
             break;
