@@ -82,7 +82,8 @@ $(LIB_SO): $(LIB_OBJ) $(EMBED_OBJ) $(LIB_MAP)
 $(LIB_A): $(LIB_OBJ) $(EMBED_OBJ) $(LIB_MAP)
 	@rm -f $@
 	ld -r $(LIB_OBJ) $(EMBED_OBJ) -o $(BUILD)/libsgp.o
-	objcopy $(foreach s,$(shell sed -n 's/^ *\(sgp_[a-z_]*\);$$/\1/p' $(LIB_MAP)),--keep-global-symbol=$(s)) \
+	@echo "objcopy: only the API of $(LIB_MAP) stays global in $@"
+	@objcopy $(foreach s,$(shell sed -n 's/^ *\(sgp_[a-z_]*\);$$/\1/p' $(LIB_MAP)),--keep-global-symbol=$(s)) \
 	  $(BUILD)/libsgp.o
 	ar rcs $@ $(BUILD)/libsgp.o
 

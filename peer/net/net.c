@@ -183,16 +183,16 @@ static void conn_close(net_conn *c, int reason, const char *why)
         n->n_pending--;
         c->pending = 0;
     }
-    sec_hs_free(&c->hs);
-    sec_session_free(&c->s);
-    uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
-    uv_close((uv_handle_t *)&c->timer, conn_close_cb);
-    if (why) {
+    if (why) { /* first: why may be the handshake's own message, freed below */
         if (c->peer >= 0)
             net_log(n, "peer %d: connection closed: %s", c->peer, why);
         else
             net_log(n, "inbound connection closed: %s", why);
     }
+    sec_hs_free(&c->hs);
+    sec_session_free(&c->s);
+    uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
+    uv_close((uv_handle_t *)&c->timer, conn_close_cb);
     if (c->peer < 0)
         return;
     net_peer *p = &n->peers[c->peer];
@@ -640,6 +640,15 @@ int net_busy(const net *n, int peer)
 }
 
 int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
+
+int net_drop(net *n, int peer, const char *why)
+{
+    net_conn *c = up_conn(n, peer);
+    if (!c)
+        return -ENOTCONN;
+    conn_close(c, -EPROTO, why);
+    return 0;
+}
 
 int net_read_pause(net *n, int peer, int paused)
 {

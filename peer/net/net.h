@@ -111,6 +111,11 @@ int net_busy(const net *n, int peer);
 /* 1 when peer's connection is up. */
 int net_is_up(const net *n, int peer);
 
+/* Close peer's connection for a violation seen above the transport (a
+ * malformed message), logging "peer P: connection closed: WHY"; it is
+ * redialled as after any failure. Callable from on_frame. 0 or -ENOTCONN. */
+int net_drop(net *n, int peer, const char *why);
+
 /* Stop (paused = 1) or resume reading from peer: the receiver's side of flow
  * control, and how tests make a slow reader. Frames already received are
  * delivered on resume. 0 or -ENOTCONN. */

@@ -94,8 +94,12 @@ static void ask_for_model(node *n)
 /* The joiner's side of MODEL: check, then enter the run at the sender's round. */
 static void on_model(node *n, int peer, const wire_msg *m)
 {
-    if (!n->joining || m->model.dim != n->rp.g.dim)
+    if (m->model.dim != n->rp.g.dim) {
+        net_drop(&n->net, peer, "MODEL of another size");
         return;
+    }
+    if (!n->joining)
+        return; /* (an answer that came after another neighbour's) */
     uint8_t hash[WIRE_HASH_LEN];
     crypto_generichash(hash, sizeof hash, m->model.payload, m->model.dim * sizeof(float), NULL, 0);
     if (sodium_memcmp(hash, m->model.hash, sizeof hash) != 0) {
@@ -113,8 +117,10 @@ static void on_model(node *n, int peer, const wire_msg *m)
 
 static void on_push(node *n, int peer, const wire_msg *m)
 {
-    if (m->push.dim != n->rp.g.dim)
-        return; /* (another model's size: nothing of it could be absorbed) */
+    if (m->push.dim != n->rp.g.dim) { /* another model's size: nothing of it could be absorbed */
+        net_drop(&n->net, peer, "PUSH for a model of another size");
+        return;
+    }
     gsp_pace_push(&n->rp.pace, &n->rp.g, peer, m->push.round);
     /* The message keeps one block of its own: RAW/SYNC tensors are converted
      * straight into it (one copy out of the frame, not two), a DELTA payload
@@ -145,8 +151,13 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     wire_err e;
     const double now = clock_now();
     n->r->bytes_received += len;
-    if (wire_decode(&m, buf, len, &e) < 0)
-        return; /* (the transport authenticated it: a bug or a version skew; drop it) */
+    if (wire_decode(&m, buf, len, &e) < 0) { /* authenticated, yet malformed: a bug or a hostile member */
+        char why[192];
+        snprintf(why, sizeof why, "malformed message (%s: %s, at byte %zu)", e.field ? e.field : "?",
+                 e.why ? e.why : "?", e.offset);
+        net_drop(&n->net, peer, why);
+        return;
+    }
     if (m.type == WIRE_GOODBYE) {
         int done = m.goodbye.len == 4 && memcmp(m.goodbye.reason, "done", 4) == 0;
         if (gsp_pace_goodbye(&n->rp.pace, peer, done))
@@ -168,7 +179,11 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
         maybe_start(n);
         return;
     case WIRE_MODEL_REQUEST:
-        if (m.model_request.dim != n->rp.g.dim || n->joining)
+        if (m.model_request.dim != n->rp.g.dim) {
+            net_drop(&n->net, peer, "MODEL_REQUEST for a model of another size");
+            return;
+        }
+        if (n->joining)
             return;
         if (n->computing)
             n->model_wanted[peer] = 1; /* answered at the round boundary */
