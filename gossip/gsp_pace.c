@@ -19,8 +19,8 @@ static int add_nb(gsp_pace *p, int q, int is_in, double now)
         return 0;
     if (p->slot[q] < 0) {
         p->slot[q] = p->n_nb;
-        p->nb[p->n_nb++] = (gsp_pace_nb){.peer = q, .known_round = -1, .last_heard = now, .last_sent = -INFINITY,
-                                         .down_since = now};
+        p->nb[p->n_nb++] = (gsp_pace_nb){.peer = q, .known_round = -1, .pushed_round = -1, .last_heard = now,
+                                         .last_sent = -INFINITY, .down_since = now};
     }
     p->nb[p->slot[q]].is_in |= (uint8_t)is_in;
     return 0;
@@ -121,6 +121,8 @@ void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
     gsp_pace_nb *b = nb_of(p, q);
     if (!b)
         return;
+    if (r + 1 > b->pushed_round)
+        b->pushed_round = r + 1;
     gsp_pace_claim(p, q, r + 1);
     /* On time: it arrived before (or while) a round needs it. Nearly on
      * time, for a neighbour late only once since it was last on time: within
@@ -240,6 +242,31 @@ long gsp_pace_cluster_round(const gsp_pace *p, double now)
     return k ? r[k / 2] : -1;
 }
 
+/* Where a peer far behind may jump: a round at least half of its heard
+ * in-neighbours (rounded up) say they have passed, which no single one of two
+ * or more can fake; and with one in-neighbour only (a ring), the round its
+ * shares actually came from, not what it claims. Claims are only claims: a
+ * member with a valid key may send a HEARTBEAT of any round. */
+static long catch_up_round(const gsp_pace *p, double now)
+{
+    long r[TOPO_MAX_OUT * 8];
+    int k = 0;
+    const gsp_pace_nb *only = NULL;
+    for (int j = 0; j < p->n_nb && k < (int)(sizeof r / sizeof *r); j++) {
+        const gsp_pace_nb *b = &p->nb[j];
+        if (!hearing(p, b, now)) /* (one that has said nothing yet counts as behind) */
+            continue;
+        only = b;
+        int i = k++;
+        while (i > 0 && r[i - 1] > b->known_round)
+            r[i] = r[i - 1], i--;
+        r[i] = b->known_round;
+    }
+    if (k == 1)
+        return only->pushed_round < only->known_round ? only->pushed_round : only->known_round;
+    return k ? r[(k - 1) / 2] : -1;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -308,10 +335,10 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
          * a run's spread can be while every peer waits for its in-neighbours
          * (the brake below holds the others within tau + 2 periods + 1 of
          * their own in-neighbours). */
-        long lag = around - g->round;
-        if (lag > c->tau + 2L * p->period + 4) {
+        const long to = catch_up_round(p, now);
+        if (to - g->round > c->tau + 2L * p->period + 4) {
             d->jumped_from = g->round;
-            gsp_jump(g, around < c->total_rounds ? around : c->total_rounds);
+            gsp_jump(g, to < c->total_rounds ? to : c->total_rounds);
             p->stats.catch_ups++;
             p->stats.rounds_skipped += g->round - d->jumped_from;
         }

@@ -68,6 +68,7 @@ typedef struct gsp_pace_nb {
     uint8_t late_count;    /* deadlines missed since it was last strictly on time */
     uint8_t done;          /* said it finished every round: still takes shares, sends none */
     long known_round;      /* the latest round it said it is at (-1: none yet) */
+    long pushed_round;     /* the round after the latest of its shares that reached us (-1: none yet) */
     double last_heard, last_sent, down_since;
 } gsp_pace_nb;
 

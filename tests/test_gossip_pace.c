@@ -7,6 +7,7 @@
  * at their exact boundaries. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -487,6 +488,54 @@ Test(gossip_pace, catch_up_jumps_only_beyond_tau_plus_2_periods_plus_4)
     cr_assert_eq(d.jumped_from, 0);
     cr_assert(s.g[0].round == 13 && s.g[0].since == 13, "to the median, not to the fastest");
     cr_assert(s.p[0].stats.catch_ups == 1 && s.p[0].stats.rounds_skipped == 13);
+    scene_free(&s);
+}
+
+/* A member with a valid key may send any HEARTBEAT: one claim is no
+ * evidence. Catch-up needs at least half of the heard in-neighbours (of two
+ * or more) past the round, or, with one in-neighbour, its shares. */
+Test(gossip_pace, one_neighbours_claim_moves_nobody)
+{
+    /* exp8: peer 0 hears from 7, 6 and 4. */
+    scene s;
+    scene_make(&s, "exponential", 8, (gsp_pace_config){.total_rounds = 10000}, 1);
+    gsp_pace_decision d;
+    gsp_pace_claim(&s.p[0], 7, 4000);
+    cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == -1 && s.g[0].round == 0, "one of three claims +4000: no jump");
+    gsp_pace_claim(&s.p[0], 7, LONG_MAX);
+    cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == -1 && s.g[0].round == 0 && s.p[0].stats.catch_ups == 0,
+              "then 2^63 - 1 (and so to be done): still one voice of three");
+    gsp_pace_claim(&s.p[0], 6, 50);
+    cr_assert_eq(next(&s, 0, 3 * MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == 0 && s.g[0].round == 50, "two of three are past 50: to 50");
+    scene_free(&s);
+
+    /* exp4: peer 0 hears from 3 and 2; one of two is not enough. */
+    scene_make(&s, "exponential", 4, (gsp_pace_config){.total_rounds = 10000}, 1);
+    gsp_pace_claim(&s.p[0], 3, LONG_MAX);
+    cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == -1 && s.g[0].round == 0, "2^63 - 1 from one of two: no jump, no end");
+    gsp_pace_claim(&s.p[0], 2, 500);
+    cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == 0 && s.g[0].round == 500, "both past 500");
+    scene_free(&s);
+}
+
+Test(gossip_pace, with_one_in_neighbour_only_its_shares_are_evidence)
+{
+    /* ring4: peer 1 hears from 0 only. */
+    scene s;
+    scene_make(&s, "ring", 4, (gsp_pace_config){.total_rounds = 10000}, 1);
+    gsp_pace_decision d;
+    gsp_pace_claim(&s.p[1], 0, 4000);
+    cr_assert_eq(next(&s, 1, MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == -1 && s.g[1].round == 0, "a claim of +4000 alone: no jump");
+    gsp_jump(&s.g[0], 60);
+    push(&s, 0, 60, 1, 2 * MS);
+    cr_assert_eq(next(&s, 1, 3 * MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == 0 && s.g[1].round == 61, "its share of round 60 is: to 61, not to 4000");
     scene_free(&s);
 }
 

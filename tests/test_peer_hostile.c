@@ -4,12 +4,14 @@
  * messages that are malformed. Each must close the connection with a log
  * line saying why (WIRE.md), and the peer must train on to the end. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 #include <uv.h>
 
 #include "peer/net/member.h"
 #include "peer/net/net.h"
+#include "peer/net/wire.h"
 #include "tests/sgp_run.h"
 
 typedef struct member_side {
@@ -114,6 +116,17 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
         pump_until(&loop, &side, out, i + 1, dropped, peer, hostile[i].what);
     }
 
+    /* Valid HEARTBEATs claiming rounds far ahead, and 2^63 - 1: peer 1's only
+     * in-neighbour claims, but its shares are the evidence, so nobody jumps. */
+    uint8_t beat[32];
+    const long claims[] = {4000, LONG_MAX};
+    for (int i = 0; i < 2; i++) {
+        pump_until(&loop, &side, out, 0, is_up, peer, "the connection to peer 1");
+        long len = wire_encode_heartbeat(beat, sizeof beat, claims[i]);
+        cr_assert_gt(len, 0);
+        cr_assert_eq(net_send(&n, 1, beat, (size_t)len), 0);
+    }
+
     /* Peer 0 is gone for good: peer 1 routes around it and trains on (two
      * more epochs), then stops cleanly when told. */
     pump_until(&loop, &side, out, count_in(out, " epoch ") + 2, epochs_done, peer, "two more epochs");
@@ -129,4 +142,5 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
     cr_assert(sgp_file_has(out, "(type: unknown message type"), "see %s", out);
     cr_assert(sgp_file_has(out, "trailing bytes"), "see %s", out);
     cr_assert(sgp_file_has(out, "(w_total: "), "the NaN weight is named (see %s)", out);
+    cr_assert(!sgp_file_has(out, "catching up"), "no claim moved its round (see %s)", out);
 }
