@@ -135,6 +135,33 @@ void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
         b->late = 0;
 }
 
+void gsp_pace_acked(gsp_pace *p, int q, uint64_t seq)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (b && seq > b->acked_seq)
+        b->acked_seq = seq;
+}
+
+int gsp_pace_probes(gsp_pace *p, int *peers, int max)
+{
+    int k = 0;
+    for (int j = 0; j < p->n_nb && k < max; j++)
+        if (p->nb[j].probe) {
+            p->nb[j].probe = 0;
+            peers[k++] = p->nb[j].peer;
+        }
+    return k;
+}
+
+/* Messages on our edge to q that q has not acknowledged. */
+static uint64_t unacked(const gsp_pace_nb *b, const gsp_peer *g)
+{
+    for (int k = 0; k < g->n_out; k++)
+        if (g->out[k].peer == b->peer)
+            return g->out[k].seq > b->acked_seq ? g->out[k].seq - b->acked_seq : 0;
+    return 0;
+}
+
 int gsp_pace_up(gsp_pace *p, int q, double now)
 {
     gsp_pace_nb *b = nb_of(p, q);
@@ -407,11 +434,25 @@ void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, t
      * this round: its weight stays home (nothing is sent into the void
      * before a dead neighbour is routed around), and no queue grows. So does
      * a route-around target that is not a neighbour of the schedule: there
-     * is no connection to it (only neighbours are dialled). */
+     * is no connection to it (only neighbours are dialled). And so does an
+     * edge whose receiver has not acknowledged the last ack-window messages
+     * and has not been heard since the oldest of them went out: a process
+     * that is stopped, hung or broken leaves its socket buffers taking our
+     * frames for the whole dead timeout, and every share sent into them
+     * would drain our weight into a peer that passes nothing on. One heard
+     * since is alive: its acks were lost or are late (a lossy link), and
+     * running sums make up for whatever was lost. */
+    const uint64_t window = GSP_PACE_ACK_WINDOW(p->c.tau);
     int k = 0;
     for (int j = 0; j < out->n; j++) {
-        const gsp_pace_nb *b = nb_of(p, out->peer[j]);
-        int kept = p->isolated || !b || (!b->connected && !b->done) || (busy && busy[out->peer[j]]);
+        gsp_pace_nb *b = nb_of(p, out->peer[j]);
+        const uint64_t pending = b ? unacked(b, g) : 0;
+        int kept = p->isolated || !b || (!b->connected && !b->done) || (busy && busy[out->peer[j]]) ||
+                   (pending >= window && b->last_heard <= b->unacked_since);
+        if (!kept && (pending == 0 || pending >= window))
+            b->unacked_since = now; /* the oldest unacknowledged, or a fresh start after a loss */
+        if (kept && b && pending >= window && !p->isolated)
+            b->probe = 1;
         if (kept) {
             out->keep += out->weight[j];
             p->stats.busy_kept += !p->isolated;

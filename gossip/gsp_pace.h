@@ -54,7 +54,7 @@ typedef struct gsp_pace_stats {
     long neighbours_lost; /* routed around (silence, disconnection, never connected) */
     long brakes;          /* times a round was held back for running ahead */
     long isolated_rounds; /* emits that kept every share home */
-    long busy_kept;       /* shares kept home for a busy link */
+    long busy_kept;       /* shares kept home for a busy link or an edge whose ack window is full */
 } gsp_pace_stats;
 
 /* What the policy knows of one neighbour (any peer it sends to or hears
@@ -69,6 +69,9 @@ typedef struct gsp_pace_nb {
     uint8_t done;          /* said it finished every round: still takes shares, sends none */
     long known_round;      /* the latest round it said it is at (-1: none yet) */
     long pushed_round;     /* the round after the latest of its shares that reached us (-1: none yet) */
+    uint64_t acked_seq;    /* the highest seq of our edge to it that it says it has taken in */
+    double unacked_since;  /* when our oldest message to it not yet acknowledged went out */
+    uint8_t probe;         /* a share waits for a sign of life from it: send it a HEARTBEAT (gsp_pace_probes) */
     double last_heard, last_sent, down_since;
 } gsp_pace_nb;
 
@@ -128,6 +131,16 @@ void gsp_pace_down(gsp_pace *p, int q, double now);
 int gsp_pace_goodbye(gsp_pace *p, int q, int done);
 /* Every in-neighbour is done or routed around: a finished peer may close. */
 int gsp_pace_in_done(const gsp_pace *p);
+/* q says it has taken in our messages up to seq on our edge to it (ACK). */
+void gsp_pace_acked(gsp_pace *p, int q, uint64_t seq);
+/* Messages an edge may have unacknowledged before its share stays home. */
+#define GSP_PACE_ACK_WINDOW(tau) ((uint64_t)(tau) + 2)
+/* After gsp_pace_route: the neighbours whose share stayed home for want of
+ * an ACK (at most max, into peers; their flags cleared). The driver sends
+ * each a HEARTBEAT, which a live peer answers with an ACK: if only the acks
+ * were lost (a lossy link), that sign of life lets the next share go. */
+int gsp_pace_probes(gsp_pace *p, int *peers, int max);
+
 /* We sent q a frame. */
 void gsp_pace_sent(gsp_pace *p, int q, double now);
 
@@ -154,7 +167,8 @@ double gsp_pace_deadline(const gsp_pace *p);
 
 /* The shares of round g->round: topo_route around dead neighbours, every
  * share home while isolated (no in-neighbour heard lately), a busy link's
- * share home (busy: NULL or n_peers flags), and after skipped rounds the
+ * share home (busy: NULL or n_peers flags), so is the share of an edge with
+ * GSP_PACE_ACK_WINDOW messages not yet acknowledged, and after skipped rounds the
  * weight of those rounds too (at most half of w; with a codec the emit then
  * sends the model whole: g->refresh). Call right before gsp_emit. */
 void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, topo_out *out);

@@ -123,6 +123,7 @@ static void push(scene *s, int q, long r, int to, double now)
     cr_assert_eq(gsp_absorb(&s->g[to], &m), 1);
     gsp_pace_heard(&s->p[to], q, now);
     gsp_pace_push(&s->p[to], &s->g[to], q, r);
+    gsp_pace_acked(&s->p[q], to, m.seq); /* as the receiver acknowledges what it takes in */
 }
 
 /* Peer 0 ticks every heartbeat interval from `from` on, first hearing from
@@ -622,6 +623,37 @@ Test(gossip_pace, a_busy_or_down_link_keeps_its_share_home)
     scene_free(&s);
 }
 
+/* exp4, tau 0 (window 2): peer 0 sends to 1 in even rounds, to 2 in odd. */
+Test(gossip_pace, a_full_ack_window_keeps_the_share_home_until_an_ack_or_a_sign_of_life)
+{
+    scene s;
+    scene_make(&s, "exponential", 4, (gsp_pace_config){0}, 1);
+    topo_out out;
+    for (int r = 0; r < 4; r++) { /* 1 and 2 each get two messages, and acknowledge none */
+        share_out(&s, 0, r * MS, NULL, &out);
+        cr_assert_eq(out.n, 1, "round %d", r);
+    }
+    const double w = s.g[0].w;
+    share_out(&s, 0, 4 * MS, NULL, &out);
+    cr_assert(out.n == 0 && out.keep == 1.0 && s.g[0].w == w,
+              "round 4: two messages to 1 unacknowledged and 1 silent since: the share stays home");
+    cr_assert_eq(s.p[0].stats.busy_kept, 1);
+    gsp_pace_acked(&s.p[0], 2, 1);
+    share_out(&s, 0, 5 * MS, NULL, &out);
+    cr_assert(out.n == 1 && out.peer[0] == 2, "round 5: 2 acknowledged its first: one in flight");
+    gsp_pace_heard(&s.p[0], 1, 6 * MS);
+    share_out(&s, 0, 6 * MS, NULL, &out);
+    cr_assert(out.n == 1 && out.peer[0] == 1, "round 6: 1 was heard after our messages went out: alive, send");
+    share_out(&s, 0, 7 * MS, NULL, &out);
+    share_out(&s, 0, 8 * MS, NULL, &out);
+    cr_assert_eq(out.n, 0, "round 8: and silent again since: home");
+    gsp_pace_acked(&s.p[0], 1, 3);
+    share_out(&s, 0, 9 * MS, NULL, &out);
+    share_out(&s, 0, 10 * MS, NULL, &out);
+    cr_assert(out.n == 1 && out.peer[0] == 1, "round 10: all three acknowledged");
+    scene_free(&s);
+}
+
 Test(gossip_pace, after_skipped_rounds_an_emit_moves_their_weight_up_to_half_of_w)
 {
     /* bf16, consensus step 1/4: an exp4 share (1/2) moves 1/8 of w. After
@@ -643,6 +675,7 @@ Test(gossip_pace, after_skipped_rounds_an_emit_moves_their_weight_up_to_half_of_
         gsp_msg m[TOPO_MAX_OUT];
         cr_assert_eq(gsp_emit(&s.g[0], &out, m), 1);
         cr_assert_eq(s.g[0].w, w_after[k], "round %ld: w %.17g", to[k], s.g[0].w);
+        gsp_pace_acked(&s.p[0], m[0].dst, m[0].seq); /* taken in: the ack window stays open */
     }
     scene_free(&s);
 

@@ -143,4 +143,11 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
     cr_assert(sgp_file_has(out, "trailing bytes"), "see %s", out);
     cr_assert(sgp_file_has(out, "(w_total: "), "the NaN weight is named (see %s)", out);
     cr_assert(!sgp_file_has(out, "catching up"), "no claim moved its round (see %s)", out);
+    /* A member that takes shares and acknowledges none gets at most an ack
+     * window of them: peer 1's weight, and so its model, survive (without
+     * the window its weight halved every round and the model became NaN). */
+    char *text = sgp_read_file(out);
+    const char *acc = text ? strstr(text, "test accuracy ") : NULL;
+    cr_assert(acc && atof(acc + 14) > 80.0, "its own model still classifies (see %s)", out);
+    free(text);
 }

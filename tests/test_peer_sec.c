@@ -182,9 +182,9 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(memcmp(log.b[0], "SGP1\x02\x00", 6), 0);
+    cr_assert_eq(memcmp(log.b[0], "SGP1\x03\x00", 6), 0);
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
-    cr_assert_eq(memcmp(log.b[1], "SGP1\x02\x00\x01\x00\x00\x00", 10), 0, "responder id 1, little-endian");
+    cr_assert_eq(memcmp(log.b[1], "SGP1\x03\x00\x01\x00\x00\x00", 10), 0, "responder id 1, little-endian");
     cr_assert_eq(sec_hs_want(&i), 0);
     cr_assert_eq(sec_hs_want(&r), 0);
     sec_session a, b;

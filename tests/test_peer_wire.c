@@ -159,6 +159,8 @@ static int msg_equal(const wire_msg *a, const wire_msg *b)
         return a->nack.seq == b->nack.seq;
     case WIRE_HEARTBEAT:
         return a->heartbeat.round == b->heartbeat.round;
+    case WIRE_ACK:
+        return a->ack.seq == b->ack.seq;
     case WIRE_GOODBYE:
         return a->goodbye.len == b->goodbye.len &&
                (!a->goodbye.len || !memcmp(a->goodbye.reason, b->goodbye.reason, a->goodbye.len));
@@ -372,7 +374,7 @@ Test(peer_wire, auth_round_trips)
     free(c);
 }
 
-Test(peer_wire, nack_and_heartbeat_round_trip_at_every_integer_width)
+Test(peer_wire, nack_ack_and_heartbeat_round_trip_at_every_integer_width)
 {
     static const uint64_t v[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 0xffffffffULL, 0x100000000ULL,
                                  (uint64_t)LONG_MAX, UINT64_MAX};
@@ -384,6 +386,12 @@ Test(peer_wire, nack_and_heartbeat_round_trip_at_every_integer_width)
         cr_assert_eq(decode_exact(&m, buf, (size_t)n, NULL), 0);
         cr_assert_eq(m.type, WIRE_NACK);
         cr_assert_eq(m.nack.seq, v[k]);
+        reencode_check(&m);
+        n = wire_encode_ack(buf, sizeof buf, v[k]);
+        cr_assert_gt(n, 0);
+        cr_assert_eq(decode_exact(&m, buf, (size_t)n, NULL), 0);
+        cr_assert_eq(m.type, WIRE_ACK);
+        cr_assert_eq(m.ack.seq, v[k]);
         reencode_check(&m);
         if (v[k] > (uint64_t)LONG_MAX) {
             cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, (long)v[k]), -EINVAL); /* negative as long */
@@ -1318,7 +1326,7 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     push_field_rejects(GSP_RAW, P_KIND, kind_bad, 4, "kind");
     const item dim_bad[] = {U(WIRE_MAX_DIM + 1), U(UINT64_MAX), I(-2)};
     push_field_rejects(GSP_RAW, P_DIM, dim_bad, 3, "dim");
-    static const uint64_t types_bad[] = {7, 8, 127, 128, 0xffff, UINT64_MAX}; /* 5 and 6 are MODEL_REQUEST, MODEL */
+    static const uint64_t types_bad[] = {8, 9, 127, 128, 0xffff, UINT64_MAX}; /* 5, 6, 7: MODEL_REQUEST, MODEL, ACK */
     for (size_t k = 0; k < sizeof types_bad / sizeof *types_bad; k++) {
         const item it[] = {A(2), U(types_bad[k]), U(1)};
         cr_assert_eq(decode_items(it, 3, &m, &e), -EBADMSG);
@@ -1464,7 +1472,7 @@ Test(peer_wire, encoder_refuses_what_a_peer_would_reject)
     cr_assert_eq(wire_encode_push(buf, sizeof buf, NULL), -EINVAL);
     cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, -1), -EINVAL);
     cr_assert_eq(wire_encode_auth(buf, sizeof buf, NULL), -EINVAL);
-    wire_msg m = {.type = (wire_type)7};
+    wire_msg m = {.type = (wire_type)8};
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
     m = (wire_msg){.type = WIRE_PUSH}; /* all zero: seq 0, w 0 */
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
@@ -1600,7 +1608,8 @@ Test(peer_wire, errors_say_where)
     cr_assert_str_eq(wire_type_name(WIRE_GOODBYE), "GOODBYE");
     cr_assert_str_eq(wire_type_name(WIRE_MODEL_REQUEST), "MODEL_REQUEST");
     cr_assert_str_eq(wire_type_name(WIRE_MODEL), "MODEL");
-    cr_assert_str_eq(wire_type_name(7), "?");
+    cr_assert_str_eq(wire_type_name(WIRE_ACK), "ACK");
+    cr_assert_str_eq(wire_type_name(8), "?");
     cr_assert_str_eq(wire_type_name(9), "?");
     cr_assert_str_eq(wire_type_name(-1), "?");
 }

@@ -55,6 +55,16 @@ static void send_goodbye(node *n, const char *why)
             send_msg(n, p, wire_encode_goodbye(n->out, n->out_cap, why, strlen(why)));
 }
 
+/* Tell peer we have taken in its messages up to the last one received (ACK):
+ * its shares keep coming only while we do (gsp_pace_acked). A refused send
+ * stays due and goes with the next heartbeat tick. */
+static void send_ack(node *n, int peer, int even_if_sent)
+{
+    if ((even_if_sent || n->ack_due[peer] > n->ack_sent[peer]) &&
+        send_msg(n, peer, wire_encode_ack(n->out, n->out_cap, n->ack_due[peer])) == 0)
+        n->ack_sent[peer] = n->ack_due[peer];
+}
+
 /* A lost compressed message: ask its sender for a SYNC. */
 static void nack(void *ctx, const gsp_msg *m)
 {
@@ -137,10 +147,16 @@ static void on_push(node *n, int peer, const wire_msg *m)
         view.payload = memcpy(mem, view.payload, view.payload_len);
     view.owned = mem;
     view.src = peer, view.dst = n->c->id;
+    const uint64_t seq = view.seq;
     if (round_inbox_put(&n->rp, &view) < 0) {
         gsp_msg_free(&view);
         return;
     }
+    if (m->push.incarnation != n->ack_incarnation[peer]) /* the sender restarted: its seqs start again */
+        n->ack_incarnation[peer] = m->push.incarnation, n->ack_due[peer] = n->ack_sent[peer] = 0;
+    if (seq > n->ack_due[peer])
+        n->ack_due[peer] = seq;
+    send_ack(n, peer, 0);
     maybe_start(n);
 }
 
@@ -176,7 +192,11 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     }
     case WIRE_HEARTBEAT:
         gsp_pace_claim(&n->rp.pace, peer, m.heartbeat.round);
+        send_ack(n, peer, 1); /* a sign of life for a peer whose shares to us wait for one */
         maybe_start(n);
+        return;
+    case WIRE_ACK:
+        gsp_pace_acked(&n->rp.pace, peer, m.ack.seq);
         return;
     case WIRE_MODEL_REQUEST:
         if (m.model_request.dim != n->rp.g.dim) {
@@ -216,6 +236,8 @@ static void on_up(void *ctx, int peer)
     gsp_msg sync;
     if (ever_up && gsp_sync_msg(&n->rp.g, peer, &sync) == 0)
         send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
+    n->ack_sent[peer] = 0; /* (what the old connection carried may be lost) */
+    send_ack(n, peer, 0);
     if (n->said_done) /* (a neighbour back from a restart missed it) */
         send_msg(n, peer, wire_encode_goodbye(n->out, n->out_cap, "done", 4));
     if (n->joining && clock_now() - n->asked_at > n->c->dead_timeout)
@@ -259,6 +281,8 @@ static void on_heartbeat(uv_timer_t *t)
         int p = pc->nb[j].peer;
         if (gsp_pace_heartbeat_due(pc, p, now) && net_is_up(&n->net, p) && !net_busy(&n->net, p))
             send_msg(n, p, wire_encode_heartbeat(n->out, n->out_cap, n->rp.g.round));
+        if (net_is_up(&n->net, p))
+            send_ack(n, p, 0);
     }
     if (n->joining && now - n->asked_at > n->c->dead_timeout)
         ask_for_model(n);
@@ -390,6 +414,10 @@ static void after_step(uv_work_t *w, int status)
     }
     for (int j = 0; j < m; j++)
         send_msg(n, msgs[j].dst, wire_encode_push(n->out, n->out_cap, &msgs[j]));
+    int probe[TOPO_MAX_OUT];
+    for (int j = gsp_pace_probes(&n->rp.pace, probe, TOPO_MAX_OUT); j-- > 0;)
+        if (net_is_up(&n->net, probe[j]) && !net_busy(&n->net, probe[j]))
+            send_msg(n, probe[j], wire_encode_heartbeat(n->out, n->out_cap, n->rp.g.round));
     for (int p = 0; p < n->c->cluster->n_peers; p++)
         if (n->model_wanted[p])
             send_model(n, p);
@@ -547,7 +575,11 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->out = malloc(n->out_cap);
     n->busy = calloc((size_t)np, 1);
     n->model_wanted = calloc((size_t)np, 1);
-    if (!n->out_cap || !n->out || !n->busy || !n->model_wanted) {
+    n->ack_due = calloc((size_t)np, sizeof *n->ack_due);
+    n->ack_sent = calloc((size_t)np, sizeof *n->ack_sent);
+    n->ack_incarnation = calloc((size_t)np, sizeof *n->ack_incarnation);
+    if (!n->out_cap || !n->out || !n->busy || !n->model_wanted || !n->ack_due || !n->ack_sent ||
+        !n->ack_incarnation) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
     }
@@ -678,6 +710,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     free(n->out);
     free(n->busy);
     free(n->model_wanted);
+    free(n->ack_due), free(n->ack_sent), free(n->ack_incarnation);
     round_peer_free(&n->rp);
     nn_model_free(&n->model);
     r->wall_seconds = clock_now() - n->t0;

@@ -16,12 +16,13 @@
 /* Elements of each message type's array, indexed by type. The decoder
  * accepts exactly this count (more or fewer is malformed however many bytes
  * follow), so no count from the wire ever sizes anything. */
-static const uint32_t wire_fields[] = {2, 10, 2, 2, 2, 2, 5};
+static const uint32_t wire_fields[] = {2, 10, 2, 2, 2, 2, 5, 2};
 #define WIRE_N_TYPES (sizeof wire_fields / sizeof *wire_fields)
 
 const char *wire_type_name(int type)
 {
-    static const char *const names[] = {"AUTH", "PUSH", "NACK", "HEARTBEAT", "GOODBYE", "MODEL_REQUEST", "MODEL"};
+    static const char *const names[] = {"AUTH",    "PUSH",          "NACK",  "HEARTBEAT",
+                                        "GOODBYE", "MODEL_REQUEST", "MODEL", "ACK"};
     return type >= 0 && (size_t)type < WIRE_N_TYPES ? names[type] : "?";
 }
 
@@ -293,7 +294,7 @@ long wire_encode_auth(uint8_t *out, size_t cap, const uint8_t hash[WIRE_HASH_LEN
     return wr_done(&w);
 }
 
-/* NACK and HEARTBEAT: [type, one unsigned integer]. */
+/* NACK, HEARTBEAT and ACK: [type, one unsigned integer]. */
 static long encode_pair(uint8_t *out, size_t cap, wire_type type, uint64_t v)
 {
     if (!out && cap)
@@ -311,6 +312,8 @@ long wire_encode_nack(uint8_t *out, size_t cap, uint64_t seq)
 {
     return encode_pair(out, cap, WIRE_NACK, seq);
 }
+
+long wire_encode_ack(uint8_t *out, size_t cap, uint64_t seq) { return encode_pair(out, cap, WIRE_ACK, seq); }
 
 long wire_encode_heartbeat(uint8_t *out, size_t cap, long round)
 {
@@ -390,6 +393,8 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
         return wire_encode_nack(out, cap, m->nack.seq);
     case WIRE_HEARTBEAT:
         return wire_encode_heartbeat(out, cap, m->heartbeat.round);
+    case WIRE_ACK:
+        return wire_encode_ack(out, cap, m->ack.seq);
     case WIRE_GOODBYE:
         return wire_encode_goodbye(out, cap, m->goodbye.reason, m->goodbye.len);
     case WIRE_MODEL_REQUEST:
@@ -679,6 +684,10 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
         if (rd_uint(&r, "round", LONG_MAX, &v) < 0)
             goto fail;
         m->heartbeat.round = (long)v;
+        break;
+    case WIRE_ACK:
+        if (rd_uint(&r, "seq", UINT64_MAX, &m->ack.seq) < 0)
+            goto fail;
         break;
     case WIRE_GOODBYE: {
         const uint8_t *s;

@@ -45,7 +45,7 @@
 
 #include "gossip/gsp.h"
 
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 
 /* Largest dim a PUSH may declare. WIRE.md caps a frame at 1 GiB and a SYNC
  * carries 12 bytes per parameter, so 2^26 (805 MB of SYNC) is the largest
@@ -68,6 +68,7 @@ typedef enum wire_type {
     WIRE_GOODBYE = 4,
     WIRE_MODEL_REQUEST = 5,
     WIRE_MODEL = 6,
+    WIRE_ACK = 7,
 } wire_type;
 
 /* A PUSH as it travels. payload is the one bin of the message: RAW = dim
@@ -98,6 +99,9 @@ typedef struct wire_msg {
         struct {
             long round;
         } heartbeat;
+        struct {
+            uint64_t seq; /* the highest seq of the edge the receiver has taken in */
+        } ack;
         struct {
             const char *reason; /* len bytes of UTF-8, NOT NUL-terminated */
             size_t len;
@@ -143,6 +147,7 @@ long wire_encode_auth(uint8_t *out, size_t cap, const uint8_t hash[WIRE_HASH_LEN
 long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m);
 long wire_encode_nack(uint8_t *out, size_t cap, uint64_t seq);
 long wire_encode_heartbeat(uint8_t *out, size_t cap, long round);
+long wire_encode_ack(uint8_t *out, size_t cap, uint64_t seq);
 long wire_encode_goodbye(uint8_t *out, size_t cap, const char *reason, size_t len);
 long wire_encode_model_request(uint8_t *out, size_t cap, size_t dim);
 /* The model z (dim floats, host order) and the BLAKE2b-256 of its

@@ -39,7 +39,7 @@
 #define SEC_KEY_BYTES 32       /* X25519 public and secret keys */
 #define SEC_KEY_B64 45         /* base64 text of a key with its NUL: 44 + 1 */
 #define SEC_CLUSTER_ID_BYTES 32
-#define SEC_VERSION 2
+#define SEC_VERSION 3
 
 /* Handshake message sizes (WIRE.md "Handshake"). */
 #define SEC_MSG1_BYTES 74      /* magic, version, cluster id, initiator id, e_I */

@@ -23,6 +23,7 @@ enum {
     EV_GOODBYE,   /* arg said it is done */
     EV_CHURN,     /* --churn: peer goes down, or comes back */
     EV_RESUME,    /* a stopped peer runs again */
+    EV_ACK,       /* an ACK reaches peer: arg = seq * n + the peer that took the message in */
 };
 
 /* ---- messages in flight -------------------------------------------------- */
@@ -169,6 +170,16 @@ static void maybe_exit(sim *s, int i)
     tell_neighbours(s, i, EV_DOWN);
 }
 
+/* A HEARTBEAT from i to q over the link model. */
+static void heartbeat(sim *s, int i, int q)
+{
+    sim_peer *p = &s->p[i];
+    gsp_pace_sent(&p->rp.pace, q, s->now);
+    double done = link_send(s, i, q, 32);
+    s->r->bytes_sent += 32;
+    sim_queue_push(&s->q, done + s->c->latency, EV_HEARTBEAT, q, p->rp.g.round * s->c->n_peers + i);
+}
+
 static void tick(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
@@ -182,10 +193,7 @@ static void tick(sim *s, int i)
         int q = pc->nb[k].peer;
         if (!gsp_pace_heartbeat_due(pc, q, s->now))
             continue;
-        gsp_pace_sent(pc, q, s->now);
-        double done = link_send(s, i, q, 32);
-        s->r->bytes_sent += 32;
-        sim_queue_push(&s->q, done + s->c->latency, EV_HEARTBEAT, q, p->rp.g.round * s->c->n_peers + i);
+        heartbeat(s, i, q);
     }
     arm_tick(s, i);
     if (n_lost > 0 && p->state == P_WAITING)
@@ -360,6 +368,9 @@ static int step_done(sim *s, int i, long step_id)
         if (rc < 0)
             return rc;
     }
+    int probe[TOPO_MAX_OUT];
+    for (int k = gsp_pace_probes(&p->rp.pace, probe, TOPO_MAX_OUT); k-- > 0;)
+        heartbeat(s, i, probe[k]);
     move_round(s, round, round + 1);
     s->last_step = s->now;
     p->state = P_WAITING;
@@ -390,10 +401,14 @@ static int arrive(sim *s, int j, long slot)
     }
     gsp_pace_heard(&p->rp.pace, m->src, s->now);
     gsp_pace_push(&p->rp.pace, &p->rp.g, m->src, m->round);
+    const int src = m->src;
+    const long ack = (long)m->seq * s->c->n_peers + j; /* as the networked peer acknowledges on receipt */
     int rc = round_inbox_put(&p->rp, m); /* the inbox takes over the payload */
     if (rc < 0)
         return rc;
     flight_release(s, slot, 0);
+    if (sim_queue_push(&s->q, s->now + s->c->latency, EV_ACK, src, ack) < 0)
+        return -ENOMEM;
     try_start(s, j); /* a finished peer keeps its inbox for the end */
     return 0;
 }
@@ -573,11 +588,19 @@ static int dispatch(sim *s, const sim_event *e)
     case EV_TICK:
         tick(s, e->peer);
         return 0;
+    case EV_ACK:
+        if (p->state == P_CRASHED || p->exited)
+            return 0;
+        gsp_pace_heard(&p->rp.pace, (int)(e->arg % n), s->now);
+        gsp_pace_acked(&p->rp.pace, (int)(e->arg % n), (uint64_t)(e->arg / n));
+        return 0;
     case EV_HEARTBEAT:
         if (p->state == P_CRASHED || p->exited)
             return 0;
         gsp_pace_heard(&p->rp.pace, (int)(e->arg % n), s->now);
         gsp_pace_claim(&p->rp.pace, (int)(e->arg % n), e->arg / n);
+        /* answered with an ACK, a sign of life (as the networked peer does) */
+        sim_queue_push(&s->q, s->now + s->c->latency, EV_ACK, (int)(e->arg % n), e->peer);
         try_start(s, e->peer);
         return 0;
     case EV_UP:

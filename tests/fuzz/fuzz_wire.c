@@ -32,6 +32,8 @@ static int same(const wire_msg *a, const wire_msg *b)
         return a->nack.seq == b->nack.seq;
     case WIRE_HEARTBEAT:
         return a->heartbeat.round == b->heartbeat.round;
+    case WIRE_ACK:
+        return a->ack.seq == b->ack.seq;
     case WIRE_GOODBYE:
         return a->goodbye.len == b->goodbye.len &&
                (!a->goodbye.len || !memcmp(a->goodbye.reason, b->goodbye.reason, a->goodbye.len));
