@@ -135,6 +135,12 @@ void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
         b->late = 0;
 }
 
+int gsp_pace_may(const gsp_pace *p, int q)
+{
+    const gsp_pace_nb *b = nb_of(p, q);
+    return !b ? GSP_PACE_NOTHING : b->is_in ? GSP_PACE_SHARES : GSP_PACE_TALK;
+}
+
 void gsp_pace_acked(gsp_pace *p, int q, uint64_t seq)
 {
     gsp_pace_nb *b = nb_of(p, q);

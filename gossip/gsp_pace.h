@@ -115,6 +115,16 @@ double gsp_pace_heartbeat(const gsp_pace_config *c);
 
 /* ---- what the transport saw ---------------------------------------------- */
 
+/* What q may send us, by the schedule: GSP_PACE_SHARES (an in-neighbour
+ * in some phase), GSP_PACE_TALK (an out-neighbour only: heartbeats, acks,
+ * NACKs, goodbyes, model requests) or GSP_PACE_NOTHING (no neighbour in any
+ * phase). Routing around a dead peer never gives a peer outside the
+ * schedule's neighbours an edge to us (its share stays home), so shares
+ * from anyone but an in-neighbour are forged or misconfigured, and the
+ * driver refuses them. */
+enum { GSP_PACE_NOTHING, GSP_PACE_TALK, GSP_PACE_SHARES };
+int gsp_pace_may(const gsp_pace *p, int q);
+
 /* A frame from q: returns 1 if q was routed around and is back. */
 int gsp_pace_heard(gsp_pace *p, int q, double now);
 /* q says it is at round r (HEARTBEAT); at total_rounds or past it, q is done. */

@@ -451,6 +451,26 @@ Test(gossip_pace, an_in_neighbour_past_the_round_needed_is_not_awaited)
     scene_free(&s);
 }
 
+Test(gossip_pace, only_in_neighbours_may_send_shares)
+{
+    /* ring4: peer 0 hears from 3, sends to 1; 2 is no neighbour. */
+    scene s;
+    scene_make(&s, "ring", 4, (gsp_pace_config){0}, 1);
+    cr_assert_eq(gsp_pace_may(&s.p[0], 3), GSP_PACE_SHARES);
+    cr_assert_eq(gsp_pace_may(&s.p[0], 1), GSP_PACE_TALK);
+    cr_assert_eq(gsp_pace_may(&s.p[0], 2), GSP_PACE_NOTHING);
+    cr_assert_eq(gsp_pace_may(&s.p[0], 0), GSP_PACE_NOTHING, "itself");
+    cr_assert_eq(gsp_pace_may(&s.p[0], 9), GSP_PACE_NOTHING, "out of range");
+    scene_free(&s);
+    /* exp8: in-neighbours 7, 6, 4; out-neighbours 1, 2, 4; 3 and 5 none. */
+    scene_make(&s, "exponential", 8, (gsp_pace_config){0}, 1);
+    const int want[8] = {GSP_PACE_NOTHING, GSP_PACE_TALK,    GSP_PACE_TALK,   GSP_PACE_NOTHING,
+                         GSP_PACE_SHARES,  GSP_PACE_NOTHING, GSP_PACE_SHARES, GSP_PACE_SHARES};
+    for (int q = 0; q < 8; q++)
+        cr_assert_eq(gsp_pace_may(&s.p[0], q), want[q], "peer %d", q);
+    scene_free(&s);
+}
+
 Test(gossip_pace, cluster_round_is_the_median_of_heard_in_neighbours)
 {
     /* exp8: peer 0 hears from 7, 6 and 4, sends to 1, 2 and 4. */

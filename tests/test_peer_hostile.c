@@ -56,13 +56,20 @@ static void pump_until(uv_loop_t *loop, member_side *s, const char *out, int wan
         int st;
         cr_assert(!sgp_has_exited(peer, &st), "the peer exited (status %d) while waiting for %s; see %s",
                   sgp_exit_status(st), what, out);
-        cr_assert(sgp_now() < limit, "no %s within %.0f s; see %s", what, SGP_EVENT_LIMIT_S, out);
+        if (sgp_now() >= limit) {
+            sgp_kill_group(peer);
+            cr_assert_fail("no %s within %.0f s; see %s", what, SGP_EVENT_LIMIT_S, out);
+        }
         uv_run(loop, UV_RUN_NOWAIT);
         sgp_poll_pause();
     }
 }
 
 static int is_up(member_side *s, const char *out, int want) { return (void)out, (void)want, s->up; }
+static int refused(member_side *s, const char *out, int want)
+{
+    return s->downs >= want && count_in(out, "connection closed: PUSH from a peer that is not an in-neighbour") >= want;
+}
 static int epochs_done(member_side *s, const char *out, int want) { return (void)s, count_in(out, " epoch ") >= want; }
 /* Peer 1 logged its want-th drop, and our side has seen that connection close
  * (so the next message goes on a new one). */
@@ -150,4 +157,61 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
     const char *acc = text ? strstr(text, "test accuracy ") : NULL;
     cr_assert(acc && atof(acc + 14) > 80.0, "its own model still classifies (see %s)", out);
     free(text);
+}
+
+/* Ring of 4 (0 -> 1 -> 2 -> 3 -> 0): a real peer 0, whose in-neighbour 3 never
+ * comes (so it keeps its shares home and its weight stays exactly 1), and
+ * the test as peer 1, its out-neighbour, which peer 0 dials. A well-formed
+ * PUSH from peer 1 would add mass from outside the schedule: it is refused,
+ * the connection closed, and peer 0's weight does not move. */
+Test(peer_hostile, shares_from_a_peer_that_is_not_an_in_neighbour_are_refused, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-hostile-ring-XXXXXX", cluster[256], out[256], summary[256];
+    cr_assert(mkdtemp(dir));
+    sgp_out o;
+    sgp_run(&o, "launch", "--peers", "4", "--topology", "ring", "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    snprintf(out, sizeof out, "%s/peer0.out", dir);
+    snprintf(summary, sizeof summary, "%s/peer0.json", dir);
+    char *argv[] = {(char *)sgp_bin(), "peer", "--cluster", cluster, "--id", "0", "--model", "mlp", "--epochs",
+                    "100000", "--dead-timeout", "1", "--round-timeout", "2", "--summary", summary, NULL};
+    pid_t peer = sgp_spawn(argv, out);
+
+    member me;
+    char err[512];
+    cr_assert_eq(member_open(&me, cluster, 1, NULL, err, sizeof err), 0, "%s", err);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    member_side side = {0};
+    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+    net n;
+    cr_assert_eq(net_init(&n, &loop, &me.cluster, 1, &me.key, &cb, &side), 0);
+    cr_assert_eq(net_want(&n, 0), 0); /* peer 0 dials us */
+    pump_until(&loop, &side, out, 0, is_up, peer, "peer 0's connection");
+
+    enum { DIM = 7850 }; /* mlp on MNIST: 784 x 10 + 10 */
+    double *x = calloc(DIM, sizeof *x);
+    gsp_msg m = {.src = 1, .dst = 0, .round = 0, .seq = 1, .kind = GSP_RAW, .w_total = 0.5, .dim = DIM,
+                 .x_total = x, .incarnation = 1};
+    size_t cap = wire_push_bound(DIM, 0);
+    uint8_t *buf = malloc(cap);
+    long len = wire_encode_push(buf, cap, &m);
+    cr_assert_gt(len, 0);
+    cr_assert_eq(net_send(&n, 0, buf, (size_t)len), 0);
+    free(buf), free(x);
+    pump_until(&loop, &side, out, 1, refused, peer, "the PUSH refused");
+    pump_until(&loop, &side, out, count_in(out, " epoch ") + 2, epochs_done, peer, "two more epochs");
+    net_close(&n);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    net_free(&n);
+    uv_loop_close(&loop);
+    member_close(&me);
+    kill(peer, SIGTERM);
+    cr_assert_eq(sgp_wait_exit(peer, SGP_EVENT_LIMIT_S), 0, "see %s", out);
+    char *s = sgp_read_file(summary);
+    const char *w = s ? strstr(s, "\"weight\": ") : NULL;
+    cr_assert(w, "no weight in %s", summary);
+    cr_assert_eq(atof(w + 10), 1.0, "peer 0's weight moved: %s", w);
+    free(s);
 }

@@ -131,6 +131,10 @@ static void on_push(node *n, int peer, const wire_msg *m)
         net_drop(&n->net, peer, "PUSH for a model of another size");
         return;
     }
+    if (gsp_pace_may(&n->rp.pace, peer) != GSP_PACE_SHARES) { /* mass from outside the schedule */
+        net_drop(&n->net, peer, "PUSH from a peer that is not an in-neighbour under the topology");
+        return;
+    }
     gsp_pace_push(&n->rp.pace, &n->rp.g, peer, m->push.round);
     /* The message keeps one block of its own: RAW/SYNC tensors are converted
      * straight into it (one copy out of the frame, not two), a DELTA payload
@@ -226,6 +230,10 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
 static void on_up(void *ctx, int peer)
 {
     node *n = ctx;
+    if (gsp_pace_may(&n->rp.pace, peer) == GSP_PACE_NOTHING) { /* authenticated, but no neighbour of ours */
+        net_drop(&n->net, peer, "not a neighbour under the topology");
+        return;
+    }
     const int slot = n->rp.pace.slot[peer];
     const int ever_up = slot >= 0 && n->rp.pace.nb[slot].ever_up;
     if (gsp_pace_up(&n->rp.pace, peer, clock_now()))
