@@ -70,8 +70,10 @@ static void state_free(state *s)
 
 static ckpt_run run_of(int id, size_t dim)
 {
-    return (ckpt_run){.id = id, .n_peers = N_PEERS, .dim = dim, .model = "mlp:8",
-                      .codec = g_codec ? g_codec->text : "exact", .seed = 1};
+    ckpt_run r = {.id = id, .n_peers = N_PEERS, .dim = dim, .model = "mlp:8",
+                  .codec = g_codec ? g_codec->text : "exact", .seed = 1, .cluster = "ckpt-test"};
+    memset(r.cluster_id, 0xc1, sizeof r.cluster_id);
+    return r;
 }
 
 /* One round of the exponential graph among the live peers: every peer
@@ -264,18 +266,21 @@ Test(peer_ckpt, another_runs_checkpoint_is_refused)
     snprintf(path, sizeof path, "%s/p.ckpt", dir);
     ckpt_run run = run_of(1, dim);
     cr_assert_eq(ckpt_save(path, &run, &s.g, &s.l, err, sizeof err), 0, "%s", err);
-    ckpt_run other[4] = {run, run, run, run};
+    ckpt_run other[5] = {run, run, run, run, run};
     other[0].seed = 2;
     other[1].model = "mlp:9";
     other[2].codec = "stc:0.1";
     other[3].id = 2;
-    for (int k = 0; k < 4; k++) {
+    other[4].cluster_id[0] ^= 1; /* the same settings and cluster name, other keys: another launch */
+    for (int k = 0; k < 5; k++) {
         state_init(&back, other[k].id, dim, 8);
         cr_assert_eq(ckpt_load(path, &other[k], &back.g, &back.l, used, sizeof used, err, sizeof err), -ESTALE,
                      "variant %d: %s", k, err);
         cr_assert(strstr(err, "another run"), "%s", err);
         state_free(&back);
     }
+    cr_assert(strstr(err, "run 'ckpt-test' (cluster id c1c1c1c1...), this is run 'ckpt-test' (cluster id c0c1c1c1"),
+              "names both runs: %s", err);
     state_free(&s);
     nn_dataset_free(&g_shard);
 }

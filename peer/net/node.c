@@ -592,7 +592,9 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
         return -ENOMEM;
     }
     n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->train.model,
+                        .cluster = c->cluster->name,
                         .codec = c->codec ? c->codec->text : "exact", .seed = c->train.seed};
+    cluster_id(c->cluster, n->run.cluster_id); /* a checkpoint of another run is refused */
     n->last_ckpt = clock_now();
     if (c->resume)
         node_resume(n);

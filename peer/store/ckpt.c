@@ -11,7 +11,7 @@
 #include "peer/store/ckpt.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
 #define CKPT_ENDIAN 0x01020304u /* read back as another value on a host of the other byte order */
 #define CKPT_HASH 32
 #define CKPT_MAX_TEXT 256
@@ -125,6 +125,8 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
     put_u64(b, run->seed);
     put_text(b, run->model);
     put_text(b, run->codec);
+    put_text(b, run->cluster ? run->cluster : "");
+    put(b, run->cluster_id, sizeof run->cluster_id);
     put_u64(b, (uint64_t)g->round);
     put_f64(b, g->w);
     put(b, g->x, dim * sizeof(float));
@@ -220,7 +222,14 @@ int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sg
 
 /* Check one file completely before anything is restored from it; fills
  * *why on failure. On success restores into g and l. */
-static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, const char **why)
+/* "'name' (id 0123abcd...)" */
+static void run_name(char *out, size_t cap, const char *name, size_t name_len, const uint8_t *id)
+{
+    snprintf(out, cap, "'%.*s' (cluster id %02x%02x%02x%02x...)", (int)name_len, name, id[0], id[1], id[2], id[3]);
+}
+
+static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, const char **why,
+                    char *detail, size_t detail_len)
 {
     uint8_t *data = NULL;
     size_t len = 0;
@@ -251,6 +260,26 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
         get_u64(&b) != run->seed || !text_is(&b, run->model) || !text_is(&b, run->codec)) {
         *why = b.failed ? "truncated" : "written by another run (id, peers, model, codec or seed differ)";
         goto out;
+    }
+    {
+        uint32_t name_len = get_u32(&b);
+        const char *name = (const char *)b.p;
+        if (b.failed || name_len > CKPT_MAX_TEXT || (size_t)(b.end - b.p) < name_len + sizeof run->cluster_id) {
+            rc = -EBADMSG;
+            *why = "truncated";
+            goto out;
+        }
+        const uint8_t *cid = b.p + name_len;
+        b.p += name_len + sizeof run->cluster_id;
+        if (memcmp(cid, run->cluster_id, sizeof run->cluster_id) != 0) {
+            char theirs[CKPT_MAX_TEXT + 48], ours[CKPT_MAX_TEXT + 48];
+            const char *me = run->cluster ? run->cluster : "";
+            run_name(theirs, sizeof theirs, name, name_len, cid);
+            run_name(ours, sizeof ours, me, strlen(me), run->cluster_id);
+            snprintf(detail, detail_len, "written by another run: run %s, this is run %s", theirs, ours);
+            *why = detail;
+            goto out;
+        }
     }
     rc = -EBADMSG;
     /* Parse into scratch first: a file that fails half-way changes nothing. */
@@ -337,12 +366,13 @@ int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, 
     char prev[4200];
     snprintf(prev, sizeof prev, "%s.prev", path);
     const char *why_cur = NULL, *why_prev = NULL;
-    int rc = load_one(path, run, g, l, &why_cur);
+    char detail_cur[720], detail_prev[720];
+    int rc = load_one(path, run, g, l, &why_cur, detail_cur, sizeof detail_cur);
     if (rc == 0) {
         snprintf(used, usedlen, "%s", path);
         return 0;
     }
-    int rc_prev = load_one(prev, run, g, l, &why_prev);
+    int rc_prev = load_one(prev, run, g, l, &why_prev, detail_prev, sizeof detail_prev);
     if (rc_prev == 0) {
         snprintf(used, usedlen, "%s (%s: %s)", prev, path, why_cur);
         return 0;

@@ -39,6 +39,8 @@ typedef struct ckpt_run {
     size_t dim;
     const char *model, *codec; /* codec: "exact" without one */
     uint64_t seed;
+    const char *cluster;       /* the cluster's name, and its id (cluster_id: the name and every */
+    uint8_t cluster_id[32];    /* member's key), which tells one run from another of the same name */
 } ckpt_run;
 
 /* 0, or a negative errno with a one-line message. = ckpt_encode + ckpt_write. */
