@@ -265,3 +265,58 @@ Test(peer_cli, launch_eight_peers_trains_and_summarises, .timeout = 300)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* Operator errors: every peer fails before training. The launcher shows the
+ * first peer's own message and keeps nothing (it made the run directory);
+ * a peer given a bad model writes no log file. */
+Test(peer_cli, launch_with_a_bad_option_says_why_and_keeps_nothing, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-launch-bad-XXXXXX", run[96];
+    cr_assert(mkdtemp(dir));
+    snprintf(run, sizeof run, "%s/run", dir);
+    const char *bad[][2] = {{"--model", "mlp:0"}, {"--data", "/no/such/dir"}};
+    const char *said[] = {"peer 0 failed: sgp peer: model 'mlp:0': hidden widths must be positive",
+                          "/no/such/dir/train-images-idx3-ubyte"};
+    for (int k = 0; k < 2; k++) {
+        sgp_run(&o, "launch", "--peers", "2", bad[k][0], bad[k][1], "--run-dir", run, NULL);
+        cr_assert_neq(o.status, 0);
+        cr_assert(strstr(o.err, said[k]), "the peer's own words: %s", o.err);
+        cr_assert(strstr(o.err, "nothing was kept"), "%s", o.err);
+        struct stat st;
+        cr_assert_neq(stat(run, &st), 0, "%s is still there", run);
+    }
+    char log[128];
+    snprintf(log, sizeof log, "%s/p.jsonl", dir);
+    sgp_run(&o, "launch", "--peers", "2", "--prepare", "--run-dir", run, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    char cluster[128];
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", run);
+    sgp_run(&o, "peer", "--cluster", cluster, "--id", "0", "--model", "mlp:0", "--log", log, NULL);
+    cr_assert_eq(o.status, 2, "%s", o.err);
+    struct stat st;
+    cr_assert_neq(stat(log, &st), 0, "no log file is left by a usage error");
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* A topology of another size than the cluster: both files and both counts named. */
+Test(peer_cli, peer_names_the_files_and_counts_that_disagree)
+{
+    char dir[] = "/tmp/sgp-mismatch-XXXXXX", cluster[96], topo[96];
+    cr_assert(mkdtemp(dir));
+    sgp_run(&o, "launch", "--peers", "4", "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    snprintf(topo, sizeof topo, "%s/topology.topo", dir);
+    FILE *f = fopen(topo, "w");
+    cr_assert(f);
+    fputs("peers 8\ngenerator exponential\n", f);
+    fclose(f);
+    sgp_run(&o, "peer", "--cluster", cluster, "--id", "0", NULL);
+    cr_assert_eq(o.status, 1, "%s", o.err);
+    cr_assert(strstr(o.err, "topology.topo is for 8 peers") && strstr(o.err, "cluster.conf lists 4"), "%s", o.err);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}

@@ -6,6 +6,7 @@
 
 #include "gossip/gsp.h"
 #include "nn/nn_blas.h"
+#include "nn/nn_model.h"
 #include "peer/cmd/cli.h"
 #include "peer/cmd/train_cli.h"
 #include "peer/net/member.h"
@@ -198,6 +199,14 @@ int cmd_peer(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
+    nn_model probe; /* a bad --model is said now, before any file is written */
+    if (nn_model_init(&probe, c.train.model, train.c, train.h, train.w, train.n_classes, 1, c.train.seed, err,
+                      sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        status = CLI_USAGE;
+        goto out;
+    }
+    nn_model_free(&probe);
     if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
         goto out;

@@ -35,6 +35,8 @@ typedef struct run {
     pid_t *pids;       /* 0: not running */
     uint8_t *absent;   /* killed by a fault for good: no model at the end */
     long *rounds;      /* each peer's last logged round, for the faults */
+    int made_dir;      /* the run directory did not exist before */
+    char first_why[512]; /* the first failed peer's own message, as shown */
 } run;
 
 /* The value of option `name` among the forwarded arguments, or def. */
@@ -120,6 +122,59 @@ static int running(const run *R)
     return left;
 }
 
+/* The last line of text in a file (a peer's error), without its newline. */
+static int last_line(const char *path, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[512];
+    out[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (line[0])
+            snprintf(out, cap, "%s", line);
+    }
+    fclose(f);
+    return out[0] != 0;
+}
+
+/* Every peer failed before its first round (a bad option, missing data):
+ * nothing of the run is worth keeping but the message already shown. Removes
+ * the files launch_prepare and the peers made, and the directory if this
+ * launch made it. */
+static void remove_run(const run *R)
+{
+    static const char *const per_peer[] = {"%s/%d.key", "%s/%d.pub", "%s/peer%d.out", "%s/peer%d.jsonl",
+                                           "%s/peer%d.json", "%s/peer%d.model", "%s/peer%d.ckpt"};
+    char path[1200];
+    for (int i = 0; i < R->o->peers; i++)
+        for (size_t k = 0; k < sizeof per_peer / sizeof *per_peer; k++) {
+            snprintf(path, sizeof path, per_peer[k], R->dir, i);
+            unlink(path);
+        }
+    snprintf(path, sizeof path, "%s/cluster.conf", R->dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/topology.topo", R->dir);
+    unlink(path);
+    if (R->made_dir)
+        rmdir(R->dir);
+}
+
+/* Did any peer log a round? */
+static int any_round(const run *R)
+{
+    char path[1100];
+    for (int i = 0; i < R->o->peers; i++) {
+        launch_status s = LAUNCH_STATUS_NONE;
+        launch_log_path(path, sizeof path, R->dir, i);
+        launch_status_read(path, &s);
+        if (s.round > 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* A peer process ended: a fault's kill, a success, or a failure (1). */
 static int reap(run *R, pid_t p, int st)
 {
@@ -132,7 +187,18 @@ static int reap(run *R, pid_t p, int st)
             return 0;
         }
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "\nsgp launch: peer %d failed (see %s/peer%d.out)\n", i, R->dir, i);
+            /* In its own words (the last line it wrote), once for each different one. */
+            char path[1100], why[512];
+            snprintf(path, sizeof path, "%s/peer%d.out", R->dir, i);
+            if (R->o->hosts || !last_line(path, why, sizeof why))
+                fprintf(stderr, "\nsgp launch: peer %d failed (see %s)\n", i, path);
+            else if (!strcmp(why, R->first_why))
+                fprintf(stderr, "\nsgp launch: peer %d failed the same way\n", i);
+            else {
+                fprintf(stderr, "\nsgp launch: peer %d failed: %s\n", i, why);
+                if (!R->first_why[0])
+                    snprintf(R->first_why, sizeof R->first_why, "%s", why);
+            }
             return 1;
         }
     }
@@ -195,7 +261,7 @@ static int watch(run *R, double t0)
 
 /* The run directory, made if need be, as an absolute path (remote hosts get
  * the same one); malloc'ed. */
-static char *make_run_dir(const char *dir, char *err, size_t errlen)
+static char *make_run_dir(const char *dir, int *made, char *err, size_t errlen)
 {
     char dflt[64];
     if (!dir) {
@@ -203,7 +269,8 @@ static char *make_run_dir(const char *dir, char *err, size_t errlen)
         dir = dflt;
     }
     char *abs = NULL;
-    if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || !(abs = realpath(dir, NULL))) {
+    *made = mkdir(dir, 0700) == 0;
+    if ((!*made && errno != EEXIST) || !(abs = realpath(dir, NULL))) {
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return NULL;
     }
@@ -253,7 +320,7 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
     if (!R.where || !R.pids || !R.absent || !R.rounds) {
         snprintf(err, errlen, "out of memory for %d peers", n);
         rc = -ENOMEM;
-    } else if (!(R.dir = dir = make_run_dir(o->run_dir, err, errlen)))
+    } else if (!(R.dir = dir = make_run_dir(o->run_dir, &R.made_dir, err, errlen)))
         rc = -EIO;
     if (rc == 0)
         rc = setup(&R, err, errlen);
@@ -290,6 +357,10 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
     } else if (failed) {
         snprintf(err, errlen, "%d of %d peers failed", failed, n);
         rc = -EIO;
+        if (failed == n && !o->hosts && !any_round(&R)) {
+            remove_run(&R);
+            snprintf(err, errlen, "every peer failed before its first round; nothing was kept");
+        }
     } else if (!o->hosts || (rc = launch_ssh_fetch(R.where, n, R.dir, R.rdir, err, errlen)) == 0) {
         launch_outcome out = {.run_dir = R.dir, .n = n, .absent = R.absent,
                               .data = forwarded(o, "--data", NULL), .model = forwarded(o, "--model", "mlp:256"),
