@@ -275,7 +275,7 @@ Test(peer_cli, launch_with_a_bad_option_says_why_and_keeps_nothing, .timeout = 3
     cr_assert(mkdtemp(dir));
     snprintf(run, sizeof run, "%s/run", dir);
     const char *bad[][2] = {{"--model", "mlp:0"}, {"--data", "/no/such/dir"}};
-    const char *said[] = {"peer 0 failed: sgp peer: model 'mlp:0': hidden widths must be positive",
+    const char *said[] = {"failed: sgp peer: model 'mlp:0': hidden widths must be positive",
                           "/no/such/dir/train-images-idx3-ubyte"};
     for (int k = 0; k < 2; k++) {
         sgp_run(&o, "launch", "--peers", "2", bad[k][0], bad[k][1], "--run-dir", run, NULL);

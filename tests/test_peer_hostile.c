@@ -66,6 +66,10 @@ static void pump_until(uv_loop_t *loop, member_side *s, const char *out, int wan
 }
 
 static int is_up(member_side *s, const char *out, int want) { return (void)out, (void)want, s->up; }
+static int stalled(member_side *s, const char *out, int want)
+{
+    return s->downs >= want && count_in(out, "peer 0: connection closed: no complete frame for 1 s") >= want;
+}
 static int refused(member_side *s, const char *out, int want)
 {
     return s->downs >= want && count_in(out, "connection closed: PUSH from a peer that is not an in-neighbour") >= want;
@@ -214,4 +218,44 @@ Test(peer_hostile, shares_from_a_peer_that_is_not_an_in_neighbour_are_refused, .
     cr_assert(w, "no weight in %s", summary);
     cr_assert_eq(atof(w + 10), 1.0, "peer 0's weight moved: %s", w);
     free(s);
+}
+
+/* A member that connects and then says nothing (a stalled link, a hung
+ * process): after two dead timeouts without a frame the connection is
+ * closed, and the lower id redials, so the edge is back as soon as the other
+ * side talks again. */
+Test(peer_hostile, a_silent_connection_is_closed_and_redialled, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-hostile-idle-XXXXXX", cluster[256], out[256];
+    cr_assert(mkdtemp(dir));
+    sgp_out o;
+    sgp_run(&o, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    snprintf(out, sizeof out, "%s/peer1.out", dir);
+    char *argv[] = {(char *)sgp_bin(), "peer", "--cluster", cluster, "--id", "1", "--model", "mlp", "--epochs",
+                    "100000", "--dead-timeout", "0.5", "--round-timeout", "2", NULL};
+    pid_t peer = sgp_spawn(argv, out);
+    member me;
+    char err[512];
+    cr_assert_eq(member_open(&me, cluster, 0, NULL, err, sizeof err), 0, "%s", err);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    member_side side = {0};
+    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+    net n;
+    cr_assert_eq(net_init(&n, &loop, &me.cluster, 0, &me.key, &cb, &side), 0);
+    cr_assert_eq(net_want(&n, 1), 0);
+    for (int k = 1; k <= 2; k++) { /* closed for its silence, redialled, and again */
+        pump_until(&loop, &side, out, 0, is_up, peer, "the connection to peer 1");
+        pump_until(&loop, &side, out, k, stalled, peer, "the silent connection closed");
+    }
+    pump_until(&loop, &side, out, 0, is_up, peer, "the connection to peer 1 again");
+    net_close(&n);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    net_free(&n);
+    uv_loop_close(&loop);
+    member_close(&me);
+    kill(peer, SIGTERM);
+    cr_assert_eq(sgp_wait_exit(peer, SGP_EVENT_LIMIT_S), 0, "see %s", out);
 }

@@ -36,7 +36,7 @@ enum { C_CONNECTING, C_HS, C_UP, C_CLOSING };
 
 typedef struct net_conn {
     uv_tcp_t tcp;
-    uv_timer_t timer; /* connect timeout, then handshake deadline */
+    uv_timer_t timer; /* connect timeout, then handshake deadline, then (up) the idle limit */
     uv_connect_t connect;
     net *n;
     struct net_conn *prev, *next;
@@ -49,8 +49,13 @@ typedef struct net_conn {
     size_t rlen, rcap;
     uint8_t *pt; /* the plaintext of the last frame */
     size_t pt_cap;
+    size_t idle_bytes; /* received since the idle limit was last re-armed */
     net_slot slot[NET_SLOTS];
 } net_conn;
+
+/* Bytes of a frame still arriving that count as progress (a large frame on a
+ * slow link is not a stall). */
+#define NET_IDLE_PROGRESS (64u << 10)
 
 typedef struct net_retry {
     uv_timer_t timer; /* first: the close callback frees the struct */
@@ -207,6 +212,22 @@ static void conn_close(net_conn *c, int reason, const char *why)
         schedule_retry(n, c->peer);
 }
 
+static void idle_cb(uv_timer_t *t)
+{
+    net_conn *c = t->data;
+    char why[96];
+    snprintf(why, sizeof why, "no complete frame for %.3g s", (double)c->n->idle_ms / 1e3);
+    conn_close(c, -ETIMEDOUT, why);
+}
+
+/* An up connection made progress: the idle limit starts again. */
+static void idle_rearm(net_conn *c)
+{
+    c->idle_bytes = 0;
+    if (c->n->idle_ms)
+        uv_timer_start(&c->timer, idle_cb, c->n->idle_ms, 0);
+}
+
 static void timeout_cb(uv_timer_t *t)
 {
     net_conn *c = t->data;
@@ -283,6 +304,7 @@ static void frames_drain(net_conn *c)
             return;
         }
         off += (size_t)need;
+        idle_rearm(c);
         if (n->cb.on_frame)
             n->cb.on_frame(n->ctx, c->peer, c->pt, (size_t)m);
     }
@@ -324,6 +346,7 @@ static void conn_up(net_conn *c)
     c->peer = (int)id;
     net_peer *p = &n->peers[id];
     uv_timer_stop(&c->timer);
+    idle_rearm(c);
     /* Replace only now that AUTH has verified (WIRE.md "Connections"). */
     if (p->up && p->up != c)
         conn_close(p->up, -ECONNRESET, "replaced by a new connection");
@@ -391,6 +414,8 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->rlen += (size_t)nread;
+    if (c->state == C_UP && (c->idle_bytes += (size_t)nread) >= NET_IDLE_PROGRESS)
+        idle_rearm(c);
     if (c->state == C_HS && hs_pump(c) < 0)
         return;
     if (c->state == C_UP)
@@ -585,6 +610,14 @@ int net_want(net *n, int peer)
         p->retry->peer = peer;
     }
     dial(n, peer);
+    return 0;
+}
+
+int net_set_idle_timeout(net *n, double seconds)
+{
+    if (!n || !(seconds >= 0) || seconds > 1e6)
+        return -EINVAL;
+    n->idle_ms = (uint64_t)(seconds * 1e3 + 0.5);
     return 0;
 }
 

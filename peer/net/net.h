@@ -82,6 +82,7 @@ typedef struct net {
     struct net_conn *conns;  /* every connection not yet freed */
     int n_pending;           /* inbound connections still in their handshake */
     size_t max_frame;        /* for new sessions */
+    uint64_t idle_ms;        /* an up connection with no complete frame for this long is closed (0: never) */
     uint64_t rng;
     int closing;
 } net;
@@ -95,6 +96,12 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
 /* We exchange messages with peer: dial it (if it has the higher id) and keep
  * the connection up. 0, -EINVAL (out of range or my_id), -ENOMEM. */
 int net_want(net *n, int peer);
+
+/* Close an up connection that has delivered no complete frame (nor 64 KB of
+ * one still arriving) for this many seconds, 0 for never (the default): a
+ * stalled half frame or a silent peer then frees the edge, and the lower id
+ * redials. 0 or -EINVAL. */
+int net_set_idle_timeout(net *n, double seconds);
 
 /* Lower the frame limit (ciphertext bytes, WIRE.md MAX_FRAME) for the
  * connections set up from now on. 0 or -EINVAL. */

@@ -611,6 +611,9 @@ static int start_loop(node *n, char *err, size_t errlen)
         return rc;
     }
     net_set_max_frame(&n->net, n->out_cap + 64);
+    /* Heartbeats keep a live link busy every dead_timeout / 4: twice the dead
+     * timeout without a frame is a stall (the peer is routed around by then). */
+    net_set_idle_timeout(&n->net, 2 * c->dead_timeout);
     /* Everyone we ever send to or hear from, over one period of the schedule. */
     const gsp_pace *pc = &n->rp.pace;
     for (int k = 0; k < pc->n_nb; k++)
