@@ -4,6 +4,12 @@
  * messages that are malformed. Each must close the connection with a log
  * line saying why (WIRE.md), and the peer must train on to the end. */
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -45,22 +51,90 @@ static int count_in(const char *path, const char *needle)
     return n;
 }
 
-/* Pump our loop until cond holds (the peer process must stay alive). */
+/* One real `sgp peer` (the target) in a cluster made by sgp launch
+ * --prepare, and the test holding another member's key on a loop of its own. */
+typedef struct scene {
+    char dir[64], cluster[128], out[128], summary[128];
+    pid_t peer;
+    member me;
+    uv_loop_t loop;
+    member_side side;
+    net n;
+    int connected; /* n is initialised */
+} scene;
+
+/* peers on topology; the target is peer `target`, started with --model mlp,
+ * as many epochs as it takes, and extra (NULL-terminated); the test is `as`. */
+static void scene_start(scene *s, const char *name, const char *peers, const char *topology, int target, int as,
+                        char *const extra[])
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "/tmp/sgp-hostile-%s-XXXXXX", name);
+    cr_assert(mkdtemp(s->dir));
+    sgp_out o;
+    sgp_run(&o, "launch", "--peers", peers, "--topology", topology, "--prepare", "--run-dir", s->dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    snprintf(s->cluster, sizeof s->cluster, "%s/cluster.conf", s->dir);
+    snprintf(s->out, sizeof s->out, "%s/peer%d.out", s->dir, target);
+    snprintf(s->summary, sizeof s->summary, "%s/peer%d.json", s->dir, target);
+    char id[8];
+    snprintf(id, sizeof id, "%d", target);
+    char *argv[32] = {(char *)sgp_bin(), "peer", "--cluster", s->cluster, "--id", id, "--model", "mlp",
+                      "--epochs", "100000", "--summary", s->summary};
+    int k = 12;
+    for (int j = 0; extra[j] && k < 31; j++)
+        argv[k++] = extra[j];
+    s->peer = sgp_spawn(argv, s->out);
+    char err[512];
+    cr_assert_eq(member_open(&s->me, s->cluster, as, NULL, err, sizeof err), 0, "%s", err);
+    uv_loop_init(&s->loop);
+}
+
+/* The test's member on the network, wanting `peer` (it dials a higher id and
+ * redials after every close; a lower id dials it). */
+static void scene_connect(scene *s, int peer)
+{
+    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+    cr_assert_eq(net_init(&s->n, &s->loop, &s->me.cluster, s->me.id, &s->me.key, &cb, &s->side), 0);
+    cr_assert_eq(net_want(&s->n, peer), 0);
+    s->connected = 1;
+}
+
+static void scene_disconnect(scene *s)
+{
+    if (!s->connected)
+        return;
+    net_close(&s->n);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    net_free(&s->n);
+    s->connected = 0, s->side.up = 0;
+}
+
+/* The test leaves; the target stops on SIGTERM and must exit cleanly. */
+static void scene_end(scene *s)
+{
+    scene_disconnect(s);
+    uv_loop_close(&s->loop);
+    member_close(&s->me);
+    kill(s->peer, SIGTERM);
+    cr_assert_eq(sgp_wait_exit(s->peer, SGP_EVENT_LIMIT_S), 0, "see %s", s->out);
+}
+
+/* Pump the test's loop until cond holds (the target must stay alive). */
 typedef int (*cond_fn)(member_side *s, const char *out, int want);
 
-static void pump_until(uv_loop_t *loop, member_side *s, const char *out, int want, cond_fn cond, pid_t peer,
-                       const char *what)
+static void pump_until(scene *sc, int want, cond_fn cond, const char *what)
 {
     const double limit = sgp_now() + SGP_EVENT_LIMIT_S;
-    while (!cond(s, out, want)) {
+    while (!cond(&sc->side, sc->out, want)) {
         int st;
-        cr_assert(!sgp_has_exited(peer, &st), "the peer exited (status %d) while waiting for %s; see %s",
-                  sgp_exit_status(st), what, out);
+        cr_assert(!sgp_has_exited(sc->peer, &st), "the peer exited (status %d) while waiting for %s; see %s",
+                  sgp_exit_status(st), what, sc->out);
         if (sgp_now() >= limit) {
-            sgp_kill_group(peer);
-            cr_assert_fail("no %s within %.0f s; see %s", what, SGP_EVENT_LIMIT_S, out);
+            sgp_kill_group(sc->peer);
+            cr_assert_fail("no %s within %.0f s; see %s", what, SGP_EVENT_LIMIT_S, sc->out);
         }
-        uv_run(loop, UV_RUN_NOWAIT);
+        uv_run(&sc->loop, UV_RUN_NOWAIT);
         sgp_poll_pause();
     }
 }
@@ -84,27 +158,11 @@ static int dropped(member_side *s, const char *out, int want)
 
 Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on, .timeout = 300)
 {
-    char dir[] = "/tmp/sgp-hostile-XXXXXX", cluster[256], out[256];
-    cr_assert(mkdtemp(dir));
-    sgp_out o;
-    sgp_run(&o, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
-    snprintf(out, sizeof out, "%s/peer1.out", dir);
-    char *argv[] = {(char *)sgp_bin(), "peer", "--cluster", cluster, "--id", "1", "--model", "mlp", "--epochs", "100000",
-                    "--dead-timeout", "1", "--round-timeout", "2", NULL};
-    pid_t peer = sgp_spawn(argv, out);
-
-    member me;
-    char err[512];
-    cr_assert_eq(member_open(&me, cluster, 0, NULL, err, sizeof err), 0, "%s", err);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    member_side side = {0};
-    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
-    net n;
-    cr_assert_eq(net_init(&n, &loop, &me.cluster, 0, &me.key, &cb, &side), 0);
-    cr_assert_eq(net_want(&n, 1), 0); /* the lower id dials, and redials after every drop */
+    scene sc;
+    scene_start(&sc, "bad", "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", NULL});
+    scene_connect(&sc, 1);
+    const char *out = sc.out;
 
     /* [PUSH, round 1, seq 1, incarnation 1, RAW, w_total NaN, gain 0, step 0, dim 1, 8 bytes] */
     uint8_t nan_push[] = {0x9a, 0x01, 0x01, 0x01, 0x01, 0x00, 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0,
@@ -122,9 +180,9 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
     };
     const int k = (int)(sizeof hostile / sizeof *hostile);
     for (int i = 0; i < k; i++) {
-        pump_until(&loop, &side, out, 0, is_up, peer, "the connection to peer 1");
-        cr_assert_eq(net_send(&n, 1, hostile[i].bytes, hostile[i].len), 0);
-        pump_until(&loop, &side, out, i + 1, dropped, peer, hostile[i].what);
+        pump_until(&sc, 0, is_up, "the connection to peer 1");
+        cr_assert_eq(net_send(&sc.n, 1, hostile[i].bytes, hostile[i].len), 0);
+        pump_until(&sc, i + 1, dropped, hostile[i].what);
     }
 
     /* Valid HEARTBEATs claiming rounds far ahead, and 2^63 - 1: peer 1's only
@@ -132,22 +190,16 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
     uint8_t beat[32];
     const long claims[] = {4000, LONG_MAX};
     for (int i = 0; i < 2; i++) {
-        pump_until(&loop, &side, out, 0, is_up, peer, "the connection to peer 1");
+        pump_until(&sc, 0, is_up, "the connection to peer 1");
         long len = wire_encode_heartbeat(beat, sizeof beat, claims[i]);
         cr_assert_gt(len, 0);
-        cr_assert_eq(net_send(&n, 1, beat, (size_t)len), 0);
+        cr_assert_eq(net_send(&sc.n, 1, beat, (size_t)len), 0);
     }
 
     /* Peer 0 is gone for good: peer 1 routes around it and trains on (two
      * more epochs), then stops cleanly when told. */
-    pump_until(&loop, &side, out, count_in(out, " epoch ") + 2, epochs_done, peer, "two more epochs");
-    net_close(&n);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    net_free(&n);
-    uv_loop_close(&loop);
-    member_close(&me);
-    kill(peer, SIGTERM);
-    cr_assert_eq(sgp_wait_exit(peer, SGP_EVENT_LIMIT_S), 0, "see %s", out);
+    pump_until(&sc, count_in(out, " epoch ") + 2, epochs_done, "two more epochs");
+    scene_end(&sc);
     cr_assert(sgp_file_has(out, "test accuracy"), "see %s", out);
     cr_assert_eq(count_in(out, "connection closed: malformed message"), k, "one line per bad message (see %s)", out);
     cr_assert(sgp_file_has(out, "(type: unknown message type"), "see %s", out);
@@ -170,29 +222,10 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
  * the connection closed, and peer 0's weight does not move. */
 Test(peer_hostile, shares_from_a_peer_that_is_not_an_in_neighbour_are_refused, .timeout = 300)
 {
-    char dir[] = "/tmp/sgp-hostile-ring-XXXXXX", cluster[256], out[256], summary[256];
-    cr_assert(mkdtemp(dir));
-    sgp_out o;
-    sgp_run(&o, "launch", "--peers", "4", "--topology", "ring", "--prepare", "--run-dir", dir, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
-    snprintf(out, sizeof out, "%s/peer0.out", dir);
-    snprintf(summary, sizeof summary, "%s/peer0.json", dir);
-    char *argv[] = {(char *)sgp_bin(), "peer", "--cluster", cluster, "--id", "0", "--model", "mlp", "--epochs",
-                    "100000", "--dead-timeout", "1", "--round-timeout", "2", "--summary", summary, NULL};
-    pid_t peer = sgp_spawn(argv, out);
-
-    member me;
-    char err[512];
-    cr_assert_eq(member_open(&me, cluster, 1, NULL, err, sizeof err), 0, "%s", err);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    member_side side = {0};
-    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
-    net n;
-    cr_assert_eq(net_init(&n, &loop, &me.cluster, 1, &me.key, &cb, &side), 0);
-    cr_assert_eq(net_want(&n, 0), 0); /* peer 0 dials us */
-    pump_until(&loop, &side, out, 0, is_up, peer, "peer 0's connection");
+    scene sc;
+    scene_start(&sc, "ring", "4", "ring", 0, 1, (char *[]){"--dead-timeout", "1", "--round-timeout", "2", NULL});
+    scene_connect(&sc, 0); /* peer 0 dials us */
+    pump_until(&sc, 0, is_up, "peer 0's connection");
 
     enum { DIM = 7850 }; /* mlp on MNIST: 784 x 10 + 10 */
     double *x = calloc(DIM, sizeof *x);
@@ -202,20 +235,14 @@ Test(peer_hostile, shares_from_a_peer_that_is_not_an_in_neighbour_are_refused, .
     uint8_t *buf = malloc(cap);
     long len = wire_encode_push(buf, cap, &m);
     cr_assert_gt(len, 0);
-    cr_assert_eq(net_send(&n, 0, buf, (size_t)len), 0);
+    cr_assert_eq(net_send(&sc.n, 0, buf, (size_t)len), 0);
     free(buf), free(x);
-    pump_until(&loop, &side, out, 1, refused, peer, "the PUSH refused");
-    pump_until(&loop, &side, out, count_in(out, " epoch ") + 2, epochs_done, peer, "two more epochs");
-    net_close(&n);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    net_free(&n);
-    uv_loop_close(&loop);
-    member_close(&me);
-    kill(peer, SIGTERM);
-    cr_assert_eq(sgp_wait_exit(peer, SGP_EVENT_LIMIT_S), 0, "see %s", out);
-    char *s = sgp_read_file(summary);
+    pump_until(&sc, 1, refused, "the PUSH refused");
+    pump_until(&sc, count_in(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
+    scene_end(&sc);
+    char *s = sgp_read_file(sc.summary);
     const char *w = s ? strstr(s, "\"weight\": ") : NULL;
-    cr_assert(w, "no weight in %s", summary);
+    cr_assert(w, "no weight in %s", sc.summary);
     cr_assert_eq(atof(w + 10), 1.0, "peer 0's weight moved: %s", w);
     free(s);
 }
@@ -226,36 +253,97 @@ Test(peer_hostile, shares_from_a_peer_that_is_not_an_in_neighbour_are_refused, .
  * side talks again. */
 Test(peer_hostile, a_silent_connection_is_closed_and_redialled, .timeout = 300)
 {
-    char dir[] = "/tmp/sgp-hostile-idle-XXXXXX", cluster[256], out[256];
-    cr_assert(mkdtemp(dir));
-    sgp_out o;
-    sgp_run(&o, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
-    snprintf(out, sizeof out, "%s/peer1.out", dir);
-    char *argv[] = {(char *)sgp_bin(), "peer", "--cluster", cluster, "--id", "1", "--model", "mlp", "--epochs",
-                    "100000", "--dead-timeout", "0.5", "--round-timeout", "2", NULL};
-    pid_t peer = sgp_spawn(argv, out);
-    member me;
-    char err[512];
-    cr_assert_eq(member_open(&me, cluster, 0, NULL, err, sizeof err), 0, "%s", err);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    member_side side = {0};
-    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
-    net n;
-    cr_assert_eq(net_init(&n, &loop, &me.cluster, 0, &me.key, &cb, &side), 0);
-    cr_assert_eq(net_want(&n, 1), 0);
+    scene sc;
+    scene_start(&sc, "idle", "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "0.5", "--round-timeout", "2", NULL});
+    scene_connect(&sc, 1);
     for (int k = 1; k <= 2; k++) { /* closed for its silence, redialled, and again */
-        pump_until(&loop, &side, out, 0, is_up, peer, "the connection to peer 1");
-        pump_until(&loop, &side, out, k, stalled, peer, "the silent connection closed");
+        pump_until(&sc, 0, is_up, "the connection to peer 1");
+        pump_until(&sc, k, stalled, "the silent connection closed");
     }
-    pump_until(&loop, &side, out, 0, is_up, peer, "the connection to peer 1 again");
-    net_close(&n);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    net_free(&n);
-    uv_loop_close(&loop);
-    member_close(&me);
-    kill(peer, SIGTERM);
-    cr_assert_eq(sgp_wait_exit(peer, SGP_EVENT_LIMIT_S), 0, "see %s", out);
+    pump_until(&sc, 0, is_up, "the connection to peer 1 again");
+    scene_end(&sc);
+}
+
+/* Opens connections to 127.0.0.1:port from 127.0.0.2 (an address that is no
+ * member's) about 300 a second, sends nothing on them, and holds up to `hold`
+ * of them open, the oldest closed for each new one beyond that. Runs until
+ * killed (it dies with the test). */
+static void flood(int port, int hold)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)hold + 64) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)hold + 64 ? rl.rlim_max : (rlim_t)hold + 64;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    int *fds = calloc((size_t)hold, sizeof *fds);
+    struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (long k = 0;; k++) {
+        int *slot = &fds[k % hold];
+        if (*slot > 0)
+            close(*slot);
+        *slot = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (*slot >= 0 && bind(*slot, (struct sockaddr *)&src, sizeof src) == 0)
+            connect(*slot, (struct sockaddr *)&dst, sizeof dst);
+        usleep(3333); /* the flood's rate, not a wait for anything */
+    }
+}
+
+static int open_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    int k = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        k += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return k;
+}
+
+static int flooded(member_side *s, const char *out, int want)
+{
+    (void)s;
+    return count_in(out, "inbound connection closed: ") + count_in(out, "more inbound connections closed") >= want;
+}
+
+/* A held flood of unauthenticated connections from an address outside the
+ * cluster while a member comes and goes: the member gets in each time (room
+ * is kept for members' addresses), the target's descriptors stay bounded and
+ * its log says so in a few rate-limited lines. */
+Test(peer_hostile, a_flood_of_strangers_never_keeps_a_member_out, .timeout = 300)
+{
+    scene sc;
+    scene_start(&sc, "flood", "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--no-progress", NULL});
+    pid_t flooder = fork();
+    cr_assert(flooder >= 0);
+    if (flooder == 0)
+        flood(sc.me.cluster.peers[1].port, 2000);
+    pump_until(&sc, 3, flooded, "the flood to be refused"); /* well into the flood */
+    const double t0 = sgp_now();
+    int most_fds = 0;
+    for (int k = 1; k <= 3; k++) { /* the member comes, goes, and comes back */
+        scene_connect(&sc, 1);
+        pump_until(&sc, 0, is_up, "the member's connection through the flood");
+        int fds = open_fds(sc.peer);
+        most_fds = fds > most_fds ? fds : most_fds;
+        scene_disconnect(&sc);
+    }
+    const double flood_seconds = sgp_now() - t0;
+    kill(flooder, SIGKILL);
+    waitpid(flooder, NULL, 0);
+    scene_end(&sc);
+    cr_assert_lt(most_fds, 64 + 32, "the target held %d descriptors", most_fds);
+    struct stat st;
+    cr_assert_eq(stat(sc.out, &st), 0);
+    cr_assert_lt(st.st_size, 100 << 10, "its log grew to %ld bytes in %.1f s of flood (see %s)", (long)st.st_size,
+                 flood_seconds, sc.out);
+    cr_assert(sgp_file_has(sc.out, "too many handshakes from 127.0.0.2") ||
+                  sgp_file_has(sc.out, "too many handshakes from addresses outside the cluster"),
+              "see %s", sc.out);
 }

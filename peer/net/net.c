@@ -19,6 +19,19 @@
 /* Unauthenticated inbound connections cost memory and a timer each; a
  * cluster has few members, so more than this at once is an attack or a bug. */
 #define NET_MAX_PENDING 64
+/* Of the unauthenticated connections, at most this many from addresses that
+ * are no member's in the cluster file, and this many from any one of them:
+ * a flood from elsewhere can never take the room a member needs to come back. */
+#define NET_MAX_STRANGERS 16
+#define NET_MAX_PER_STRANGER 4
+#define NET_MAX_PER_MEMBER_ADDR (NET_MAX_PENDING / 2)
+/* An inbound connection must finish its handshake this fast (the whole
+ * exchange is three small flights). */
+#define NET_PREAUTH_MS 2000
+/* Lines about refused or failed inbound connections: at most this many per
+ * window, then one line with how many more there were. */
+#define NET_LOG_BURST 5
+#define NET_LOG_WINDOW_MS 10000
 #define NET_RBUF_INIT 16384
 /* The initiator may have its first message and its AUTH flight in flight at
  * once; they get their own slots so they never take the frames' ones. */
@@ -50,6 +63,8 @@ typedef struct net_conn {
     uint8_t *pt; /* the plaintext of the last frame */
     size_t pt_cap;
     size_t idle_bytes; /* received since the idle limit was last re-armed */
+    struct sockaddr_storage from; /* inbound: the other end's address */
+    int stranger;      /* inbound from an address that is no member's */
     net_slot slot[NET_SLOTS];
 } net_conn;
 
@@ -177,6 +192,23 @@ static net_conn *conn_new(net *n, int role)
     return c;
 }
 
+/* A line about an inbound connection that never authenticated, rate
+ * limited: a flood must not fill the disk. */
+static void log_inbound(net *n, const char *why)
+{
+    const uint64_t now = uv_now(n->loop);
+    if (now - n->log_window_start >= NET_LOG_WINDOW_MS) {
+        if (n->log_suppressed)
+            net_log(n, "%lu more inbound connections closed in the last %.0f s (not logged one by one)",
+                    (unsigned long)n->log_suppressed, (double)(now - n->log_window_start) / 1e3);
+        n->log_window_start = now, n->log_in_window = 0, n->log_suppressed = 0;
+    }
+    if (n->log_in_window++ < NET_LOG_BURST)
+        net_log(n, "inbound connection closed: %s", why);
+    else
+        n->log_suppressed++;
+}
+
 /* why == NULL: no log line (shutdown). */
 static void conn_close(net_conn *c, int reason, const char *why)
 {
@@ -191,8 +223,10 @@ static void conn_close(net_conn *c, int reason, const char *why)
     if (why) { /* first: why may be the handshake's own message, freed below */
         if (c->peer >= 0)
             net_log(n, "peer %d: connection closed: %s", c->peer, why);
+        else if (c->role == SEC_RESPONDER)
+            log_inbound(n, why);
         else
-            net_log(n, "inbound connection closed: %s", why);
+            net_log(n, "connection closed: %s", why);
     }
     sec_hs_free(&c->hs);
     sec_session_free(&c->s);
@@ -497,6 +531,55 @@ static void schedule_retry(net *n, int peer)
     uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
 }
 
+/* Same address (not port), as IPv4 or IPv6. */
+static int same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
+                       sizeof(struct in6_addr));
+    return 0;
+}
+
+static int is_member_host(const net *n, const struct sockaddr_storage *a)
+{
+    struct sockaddr_storage m;
+    for (int i = 0; i < n->c->n_peers; i++)
+        if (i != n->my_id && peer_addr(&n->c->peers[i], &m) == 0 && same_host(&m, a))
+            return 1;
+    return 0;
+}
+
+/* NULL if c may wait for its handshake, else why not. */
+static const char *admission(const net *n, const net_conn *c, char *why, size_t cap)
+{
+    if (n->n_pending >= NET_MAX_PENDING)
+        return "too many handshakes in progress";
+    int strangers = 0, same = 0;
+    for (const net_conn *o = n->conns; o; o = o->next)
+        if (o != c && o->pending) {
+            strangers += o->stranger;
+            same += same_host(&o->from, &c->from);
+        }
+    char host[64] = "?";
+    if (c->from.ss_family == AF_INET)
+        uv_ip4_name((const struct sockaddr_in *)&c->from, host, sizeof host);
+    else if (c->from.ss_family == AF_INET6)
+        uv_ip6_name((const struct sockaddr_in6 *)&c->from, host, sizeof host);
+    if (c->stranger && strangers >= NET_MAX_STRANGERS)
+        snprintf(why, cap, "too many handshakes from addresses outside the cluster (%s)", host);
+    else if (c->stranger && same >= NET_MAX_PER_STRANGER)
+        snprintf(why, cap, "too many handshakes from %s", host);
+    else if (!c->stranger && same >= NET_MAX_PER_MEMBER_ADDR)
+        snprintf(why, cap, "too many handshakes from member address %s", host);
+    else
+        return NULL;
+    return why;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     net *n = server->data;
@@ -514,8 +597,13 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c, r, "accept failed");
         return;
     }
-    if (n->n_pending >= NET_MAX_PENDING) {
-        conn_close(c, -EBUSY, "too many handshakes in progress");
+    int len = (int)sizeof c->from;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->from, &len) < 0)
+        memset(&c->from, 0, sizeof c->from);
+    c->stranger = !is_member_host(n, &c->from);
+    char why[160];
+    if (admission(n, c, why, sizeof why)) {
+        conn_close(c, -EBUSY, why);
         return;
     }
     c->pending = 1;
@@ -529,7 +617,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    uv_timer_start(&c->timer, timeout_cb, NET_HS_TIMEOUT_MS, 0);
+    uv_timer_start(&c->timer, timeout_cb, NET_PREAUTH_MS, 0);
 }
 
 /* ---- public ----------------------------------------------------------------- */

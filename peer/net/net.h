@@ -23,8 +23,13 @@
  * cluster id and my_id) for as long as the run lasts; for j < my_id it only
  * records the wish, and j dials us. Inbound connections from any cluster
  * member are accepted; one whose AUTH verifies replaces an older connection
- * with the same peer. Connect attempts time out after 3 s, handshakes after
- * 5 s. Any failure (handshake, authentication, an oversize length prefix, a
+ * with the same peer. Connect attempts time out after 3 s, our handshakes
+ * after 5 s, inbound ones after 2 s. At most 64 inbound handshakes wait at
+ * once, of which at most 16 from addresses that are no member's in the
+ * cluster file and 4 from any one of them (a flood from elsewhere cannot
+ * take the room a member needs), and 32 from one member address; lines
+ * about closed inbound connections are rate limited (5 per 10 s, then a
+ * count). Any failure (handshake, authentication, an oversize length prefix, a
  * socket error) closes that connection only, with a one-line reason through
  * on_log (stderr when NULL); the process keeps running.
  *
@@ -83,6 +88,7 @@ typedef struct net {
     int n_pending;           /* inbound connections still in their handshake */
     size_t max_frame;        /* for new sessions */
     uint64_t idle_ms;        /* an up connection with no complete frame for this long is closed (0: never) */
+    uint64_t log_window_start, log_in_window, log_suppressed; /* rate limit of inbound-failure lines */
     uint64_t rng;
     int closing;
 } net;
