@@ -34,6 +34,7 @@ int gsp_pace_init(gsp_pace *p, const gsp_pace_config *c, int id, double now)
         return -EINVAL;
     p->c = *c;
     p->id = id, p->n_peers = t->n_peers, p->period = t->n_phases;
+    p->alone_since = -1;
     p->late_slack = c->tau + p->period + 1;
     p->slot = malloc((size_t)p->n_peers * sizeof *p->slot);
     p->alive = malloc((size_t)p->n_peers);
@@ -336,6 +337,20 @@ static int past(const gsp_pace *p, const gsp_peer *g, const gsp_pace_nb *b)
     return b->known_round >= g->round - p->c.tau;
 }
 
+/* It has in-neighbours, and every one of them has been routed around (a
+ * done one has not: it finished, it did not leave). */
+static int lost_every_in_neighbour(const gsp_pace *p)
+{
+    int has_in = 0;
+    for (int k = 0; k < p->n_nb; k++)
+        if (p->nb[k].is_in) {
+            if (p->alive[p->nb[k].peer])
+                return 0;
+            has_in = 1;
+        }
+    return has_in;
+}
+
 static int barrier(gsp_pace *p, double now)
 {
     if (p->barrier_passed)
@@ -386,6 +401,21 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
             return GSP_PACE_WAIT;
         }
     }
+    /* Every in-neighbour lost (killed, stopped or cut off for the dead
+     * timeout): going on alone would race through the rest of the run on its
+     * own shard and leave nobody for the lost ones to rejoin. Wait for one
+     * to come back, up to alone_wait; then go on alone (shares stay home). */
+    if (g->round < c->total_rounds && lost_every_in_neighbour(p)) {
+        if (p->alone_since < 0)
+            p->alone_since = now, p->stats.alone_waits++;
+        const double until = p->alone_since + (c->alone_wait > 0 ? c->alone_wait : c->round_timeout);
+        if (now < until) {
+            d->wake_at = fmin(until, now + gsp_pace_heartbeat(c));
+            d->alone = 1;
+            return GSP_PACE_WAIT;
+        }
+    } else
+        p->alone_since = -1;
     for (int k = 0; k < p->n_nb; k++) {
         const gsp_pace_nb *b = &p->nb[k];
         p->awaited[b->peer] = p->alive[b->peer] && !b->late && !past(p, g, b);

@@ -45,6 +45,8 @@ typedef struct gsp_pace_config {
     double round_timeout;  /* seconds a round waits at most (the first rounds, the round-0 barrier) */
     double round_deadline; /* > 0: seconds a round waits for a late neighbour; else derived */
     int barrier;           /* round 0 waits for every neighbour's connection (up to round_timeout) */
+    double alone_wait;     /* seconds a peer whose every in-neighbour has been routed around waits for
+                            * one to come back before it goes on alone; <= 0: round_timeout */
 } gsp_pace_config;
 
 typedef struct gsp_pace_stats {
@@ -54,6 +56,7 @@ typedef struct gsp_pace_stats {
     long neighbours_lost; /* routed around (silence, disconnection, never connected) */
     long brakes;          /* times a round was held back for running ahead */
     long isolated_rounds; /* emits that kept every share home */
+    long alone_waits;     /* times every in-neighbour was lost and the peer waited for one */
     long busy_kept;       /* shares kept home for a busy link or an edge whose ack window is full */
 } gsp_pace_stats;
 
@@ -92,6 +95,7 @@ typedef struct gsp_pace {
     double last_tick, started;
     long last_emit_round;  /* -1: none yet */
     int isolated, forced, barrier_passed, joining;
+    double alone_since;    /* when every in-neighbour had been routed around (< 0: not so) */
     gsp_pace_stats stats;
 } gsp_pace;
 
@@ -101,6 +105,7 @@ typedef struct gsp_pace_decision {
     double wake_at;   /* WAIT: ask again then at the latest (something arriving may also change the answer) */
     long jumped_from; /* >= 0: the peer caught up, from this round to g->round */
     int braked;       /* WAIT because it ran ahead of the run */
+    int alone;        /* WAIT because every in-neighbour is lost (until gsp_pace_config.alone_wait) */
     int n_late;       /* START forced by the deadline: these in-neighbours were marked late */
     int late[TOPO_MAX_OUT * 4];
 } gsp_pace_decision;

@@ -212,6 +212,58 @@ Test(gossip_pace, disconnection_for_dead_timeout_routes_around_and_a_reconnect_r
     scene_free(&s);
 }
 
+/* Peer 1 ticks every heartbeat interval, hearing 2, until 0 (down since 0)
+ * is routed around, at 1.25 s. */
+static void lose_in_neighbour_0(scene *s)
+{
+    int lost[MAX_PEERS], n = 0;
+    for (double t = 0.25; t <= 1.25; t += 0.25) {
+        gsp_pace_heard(&s->p[1], 2, t);
+        n += gsp_pace_tick(&s->p[1], t, lost, MAX_PEERS);
+    }
+    cr_assert(n == 1 && lost[0] == 0 && !s->p[1].alive[0], "0 routed around after the dead timeout");
+}
+
+/* ring4: peer 1's only in-neighbour is 0. Lost (disconnected for the dead
+ * timeout), 1 does not go on alone at once: it waits up to alone_wait (3 s)
+ * for 0 to come back, and a reconnect ends the wait. */
+Test(gossip_pace, a_peer_that_lost_every_in_neighbour_waits_for_one_then_goes_on_alone)
+{
+    scene s;
+    scene_make(&s, "ring", 4, (gsp_pace_config){.alone_wait = 3.0}, 1);
+    gsp_pace_down(&s.p[1], 0, 0.0);
+    lose_in_neighbour_0(&s);
+    gsp_pace_decision d;
+    cr_assert_eq(next(&s, 1, 1.25, &d), GSP_PACE_WAIT);
+    cr_assert(d.alone && d.wake_at == 1.5, "asks again at the next heartbeat");
+    cr_assert_eq(s.p[1].stats.alone_waits, 1);
+    cr_assert_eq(next(&s, 1, 4.0, &d), GSP_PACE_WAIT);
+    cr_assert(d.alone && d.wake_at == 4.25);
+    cr_assert_eq(next(&s, 1, 4.25, &d), GSP_PACE_START, "alone_wait is over: on alone");
+    cr_assert(!d.alone && s.p[1].stats.alone_waits == 1);
+    scene_free(&s);
+
+    scene_make(&s, "ring", 4, (gsp_pace_config){.alone_wait = 3.0}, 1);
+    gsp_pace_down(&s.p[1], 0, 0.0);
+    lose_in_neighbour_0(&s);
+    cr_assert_eq(next(&s, 1, 1.25, &d), GSP_PACE_WAIT);
+    cr_assert_eq(gsp_pace_up(&s.p[1], 0, 2.0), 1, "0 is back");
+    cr_assert_eq(next(&s, 1, 2.0, &d), GSP_PACE_START, "round 0 needs nothing: the wait is over");
+    cr_assert(!d.alone && s.p[1].alone_since < 0);
+    scene_free(&s);
+
+    /* Without alone_wait, the round timeout (1/2 s here) is the limit; a
+     * peer whose in-neighbours finished (done) is not alone. */
+    scene_make(&s, "ring", 4, (gsp_pace_config){0}, 1);
+    gsp_pace_goodbye(&s.p[1], 0, 1);
+    cr_assert_eq(next(&s, 1, MS, &d), GSP_PACE_START);
+    cr_assert(!d.alone);
+    gsp_pace_goodbye(&s.p[2], 1, 0);
+    cr_assert_eq(next(&s, 2, MS, &d), GSP_PACE_WAIT, "1 stopped: 2 has lost its only in-neighbour");
+    cr_assert_eq(next(&s, 2, MS + 0.5, &d), GSP_PACE_START);
+    scene_free(&s);
+}
+
 Test(gossip_pace, a_neighbour_never_connected_is_lost_after_the_barrier_and_dead_timeout)
 {
     for (int barrier = 0; barrier <= 1; barrier++) {

@@ -99,8 +99,9 @@ static double alone(const example *e, const char *dir, const char *epochs)
 }
 
 /* Start peer i of the example on the cluster in dir (checkpointing to
- * dir/I.ckpt, resuming from it with resume), output to dir/peerI.out. */
-static pid_t start_peer(const example *e, const char *dir, int i, const char *epochs, int resume)
+ * dir/I.ckpt, resuming from it with resume), output to dir/peerI.out;
+ * deadline: NULL, or the --round-deadline to give. */
+static pid_t start_peer(const example *e, const char *dir, int i, const char *epochs, int resume, const char *deadline)
 {
     char *argv[24] = {0}, out[512], cluster[512], id[8], ckpt[512];
     int k = 0;
@@ -115,12 +116,14 @@ static pid_t start_peer(const example *e, const char *dir, int i, const char *ep
         argv[k++] = "--checkpoint", argv[k++] = ckpt;
     if (resume)
         argv[k++] = "--resume";
+    if (deadline)
+        argv[k++] = "--round-deadline", argv[k++] = (char *)deadline;
     snprintf(out, sizeof out, "%s/peer%d%s.out", dir, i, resume ? "-resumed" : "");
     return sgp_spawn(argv, out);
 }
 
 /* Start PEERS processes of the example on a fresh cluster in dir. */
-static void start_peers(const example *e, const char *dir, const char *epochs, pid_t *pids)
+static void start_peers(const example *e, const char *dir, const char *epochs, const char *deadline, pid_t *pids)
 {
     sgp_out o;
     char n[8];
@@ -128,7 +131,7 @@ static void start_peers(const example *e, const char *dir, const char *epochs, p
     sgp_run(&o, "launch", "--peers", n, "--prepare", "--run-dir", dir, NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
     for (int i = 0; i < PEERS; i++)
-        pids[i] = start_peer(e, dir, i, epochs, 0);
+        pids[i] = start_peer(e, dir, i, epochs, 0, deadline);
 }
 
 static void four_peers_match_alone(int numpy)
@@ -141,8 +144,13 @@ static void four_peers_match_alone(int numpy)
     example_of(&e, numpy);
     double a = alone(&e, dir, "5");
     cr_assert_gt(a, 85.0, "alone: %.2f%%", a);
+    /* A round waits up to 10 s for a late neighbour: accuracy is compared
+     * here, and on a busy machine (a sanitizer build, other work) the derived
+     * deadline lets peers skip steps (uniform load is no fault, but a Python
+     * peer under ASan is a straggler). Dead peers are still routed around
+     * after the dead timeout (the kill tests keep the derived deadline). */
     pid_t pids[PEERS];
-    start_peers(&e, dir, "5", pids);
+    start_peers(&e, dir, "5", "10", pids);
     sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
     for (int i = 0; i < PEERS; i++) {
         char out[512];
@@ -186,7 +194,7 @@ static void survives_a_kill(int numpy)
     example e;
     example_of(&e, numpy);
     pid_t pids[PEERS];
-    start_peers(&e, dir, "8", pids);
+    start_peers(&e, dir, "8", NULL, pids);
     kill_the_last_after_epoch_one(dir, pids);
     sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
     for (int i = 0; i < PEERS - 1; i++) {
@@ -217,9 +225,9 @@ Test(lib_examples, c_program_resumes_after_a_kill, .timeout = 600)
     example e;
     example_of(&e, 0);
     pid_t pids[PEERS];
-    start_peers(&e, dir, "8", pids);
+    start_peers(&e, dir, "8", NULL, pids);
     kill_the_last_after_epoch_one(dir, pids);
-    pids[PEERS - 1] = start_peer(&e, dir, PEERS - 1, "8", 1);
+    pids[PEERS - 1] = start_peer(&e, dir, PEERS - 1, "8", 1, NULL);
     sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
     char out[512];
     snprintf(out, sizeof out, "%s/peer%d-resumed.out", dir, PEERS - 1);

@@ -182,6 +182,7 @@ int cmd_peer(int argc, char **argv)
     c.shard_alpha = go.shard_alpha;
     c.step = go.step;
     c.codec_warmup = go.codec_warmup;
+    c.alone_wait = go.alone_wait;
     c.tau = (int)go.tau;
 
     member me;

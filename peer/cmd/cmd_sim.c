@@ -325,6 +325,7 @@ int cmd_sim(int argc, char **argv)
     c.shard_alpha = go.shard_alpha;
     c.step = go.step;
     c.codec_warmup = go.codec_warmup;
+    c.alone_wait = go.alone_wait;
     c.n_peers = (int)peers;
     c.tau = (int)go.tau;
     c.bandwidth = mbit * 1e6 / 8;

@@ -30,6 +30,8 @@ int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg)
         return cli_double(cmd, "--step", arg, 1e-6, 1, &o->step);
     case GOPT_CWARM:
         return cli_double(cmd, "--codec-warmup", arg, 0, 1e6, &o->codec_warmup);
+    case GOPT_ALONE:
+        return cli_double(cmd, "--alone-wait", arg, 0, 1e6, &o->alone_wait);
     }
     return 1;
 }

@@ -19,15 +19,17 @@ typedef struct gossip_opts {
     const char *codec_text; /* "none" by default; "exact" = uncompressed float64 running sums */
     double step;            /* consensus step; <= 0: gsp_default_step */
     double codec_warmup;    /* epochs of sparsity warm-up (DGC) for topk/randk/stc */
+    double alone_wait;      /* seconds to wait for a lost in-neighbour once all are lost; <= 0: round timeout */
     cmp_spec codec;         /* parsed by gossip_opts_check */
 } gossip_opts;
 
-enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM };
+enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE };
 
 #define GOSSIP_OPTS_LONG                                                                                          \
     {"shard", required_argument, 0, GOPT_SHARD}, {"tau", required_argument, 0, GOPT_TAU},                        \
-        {"codec", required_argument, 0, GOPT_CODEC}, {"step", required_argument, 0, GOPT_STEP}, {                \
-        "codec-warmup", required_argument, 0, GOPT_CWARM                                                         \
+        {"codec", required_argument, 0, GOPT_CODEC}, {"step", required_argument, 0, GOPT_STEP},                  \
+        {"codec-warmup", required_argument, 0, GOPT_CWARM}, {                                                    \
+        "alone-wait", required_argument, 0, GOPT_ALONE                                                           \
     }
 
 #define GOSSIP_OPTS_HELP                                                                                          \
@@ -40,7 +42,9 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM };
     "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"                          \
     "                        gossip/GUARANTEES.md]\n"                                                             \
     "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc start dense and reach\n"                      \
-    "                        their fraction after E epochs [0]\n"
+    "                        their fraction after E epochs [0]\n"                                                 \
+    "  --alone-wait S        once every in-neighbour is lost (routed around), wait this long\n"                  \
+    "                        for one to come back before going on alone [the round timeout]\n"
 
 void gossip_opts_defaults(gossip_opts *o);
 /* 1 if c is not a gossip option, 0 when handled, CLI_USAGE on a bad value. */

@@ -65,7 +65,8 @@ int round_peer_init(round_peer *rp, const round_config *c, const round_plan *pla
     if (rc == 0) {
         gsp_pace_config pc = {.topology = c->topology, .total_rounds = plan->total_rounds, .tau = c->tau,
                               .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
-                              .round_deadline = c->round_deadline, .barrier = c->barrier};
+                              .round_deadline = c->round_deadline, .barrier = c->barrier,
+                              .alone_wait = c->alone_wait};
         rc = gsp_pace_init(&rp->pace, &pc, id, now);
     }
     if (rc < 0) {

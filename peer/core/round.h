@@ -56,7 +56,7 @@ typedef struct round_config {
     const cmp_spec *codec;     /* NULL: uncompressed running sums */
     double step;               /* consensus step with a codec; <= 0: gsp_default_step */
     double codec_warmup;       /* epochs of DGC sparsity warm-up (sparse codecs) */
-    double dead_timeout, round_timeout, round_deadline; /* gsp_pace_config */
+    double dead_timeout, round_timeout, round_deadline, alone_wait; /* gsp_pace_config */
     int barrier;               /* round 0 waits for every neighbour's connection */
 } round_config;
 

@@ -481,6 +481,11 @@ static void maybe_start(node *n)
     }
     for (int j = 0; j < d.n_late; j++)
         node_event(n, "not waiting for late neighbour", d.late[j], NULL);
+    if (d.alone != n->alone) {
+        n->alone = d.alone;
+        if (d.alone)
+            node_event(n, "every in-neighbour lost: waiting for one to come back", -1, NULL);
+    }
     switch (a) {
     case GSP_PACE_WAIT: {
         double ms = 1e3 * (d.wake_at - now);
@@ -574,7 +579,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->cfg = (round_config){.train = &c->train, .topology = c->topology, .n_peers = np, .shard_alpha = c->shard_alpha,
                            .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
                            .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
-                           .round_deadline = c->round_deadline, .barrier = !c->resume};
+                           .round_deadline = c->round_deadline, .barrier = !c->resume,
+                           .alone_wait = c->alone_wait};
     rc = round_peer_init(&n->rp, &n->cfg, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
     if (rc < 0)
         return rc;

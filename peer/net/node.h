@@ -47,6 +47,7 @@ typedef struct node_config {
     const cmp_spec *codec; /* NULL: uncompressed float64 running sums */
     double step;           /* consensus step; <= 0: gsp_default_step */
     double codec_warmup;   /* epochs of sparsity warm-up (as sgp sim --codec-warmup) */
+    double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one; <= 0: round_timeout */
     double dead_timeout;   /* seconds a neighbour may be silent or disconnected before it is routed around */
     double round_timeout;  /* seconds a round may wait for messages before starting anyway (the cap) */
     double round_deadline; /* seconds a round waits for a late neighbour; <= 0: derived (node.c, deadline_seconds) */

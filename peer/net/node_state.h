@@ -43,6 +43,7 @@ typedef struct node {
     uint8_t *out;               /* one encoded message */
     size_t out_cap;
     int computing, finished, stopping, said_done;
+    int alone;                  /* waiting because every in-neighbour is lost */
     double epoch_loss, t0, round_start;
     long epoch_steps;
     int rc;

@@ -459,6 +459,7 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
     double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
     s->rc = (round_config){.train = &c->train, .topology = c->topology, .n_peers = n, .shard_alpha = c->shard_alpha,
                            .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
+                           .alone_wait = c->alone_wait,
                            .dead_timeout = c->dead_timeout, .round_deadline = c->round_deadline,
                            .round_timeout = c->round_timeout > 0 ? c->round_timeout
                                                                  : 20.0 * (s->step_seconds + transfer + c->latency) + 1e-3};

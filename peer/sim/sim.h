@@ -76,6 +76,7 @@ typedef struct sim_config {
     int averaging_only; /* no gradient: pure push-sum from different starting points */
     const cmp_spec *codec; /* compressed push-sum with this codec; NULL: uncompressed running sums */
     double step;           /* consensus step with a codec; <= 0: gsp_default_step */
+    double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one (<= 0: round_timeout) */
     double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc start dense and
                             * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */

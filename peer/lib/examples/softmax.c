@@ -140,11 +140,12 @@ static uint64_t next_random(uint64_t *s)
 
 static void usage(void)
 {
-    puts("usage: softmax [--cluster FILE [--id I] [--codec SPEC] [--checkpoint FILE [--resume]]]\n"
-         "               [--data DIR] [--epochs E] [--batch B] [--lr LR]\n\n"
+    puts("usage: softmax [--cluster FILE [--id I] [--codec SPEC] [--checkpoint FILE [--resume]]\n"
+         "               [--round-deadline S]] [--data DIR] [--epochs E] [--batch B] [--lr LR]\n\n"
          "Softmax regression on MNIST (DIR holds train-images-idx3-ubyte.gz, ...;\n"
          "default nn/data). Alone it uses all the data; with --cluster it is one\n"
-         "peer of an sgp run (B is the total batch of all peers, as in sgp sim).");
+         "peer of an sgp run (B is the total batch of all peers, as in sgp sim).\n"
+         "--round-deadline S: how long a round waits for a late neighbour [derived].");
 }
 
 int main(int argc, char **argv)
@@ -152,6 +153,7 @@ int main(int argc, char **argv)
     const char *cluster = NULL, *codec = NULL, *dir = "nn/data", *checkpoint = NULL;
     int id = -1, epochs = 5, total_batch = 64, resume = 0;
     float lr = 0.1f;
+    double round_deadline = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
@@ -178,6 +180,8 @@ int main(int argc, char **argv)
             total_batch = atoi(v);
         else if (!strcmp(a, "--lr"))
             lr = strtof(v, NULL);
+        else if (!strcmp(a, "--round-deadline"))
+            round_deadline = strtod(v, NULL);
         else
             return fprintf(stderr, "softmax: unknown option %s (see --help)\n", a), 2;
         i++;
@@ -199,7 +203,7 @@ int main(int argc, char **argv)
         sgp_options_init(&o);
         o.cluster = cluster, o.id = id, o.codec = codec;
         o.rounds = rounds_per_epoch * epochs, o.rounds_per_epoch = rounds_per_epoch;
-        o.checkpoint = checkpoint, o.resume = resume;
+        o.checkpoint = checkpoint, o.resume = resume, o.round_deadline = round_deadline;
         char err[512];
         if (sgp_open(&peer, &o, params, n, err, sizeof err) < 0)
             return fprintf(stderr, "softmax: %s\n", err), 1;

@@ -75,6 +75,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch", type=int, default=64, help="total batch of all peers [64]")
     ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--round-deadline", type=float, default=0.0,
+                    help="seconds a round waits for a late neighbour [0: derived]")
     a = ap.parse_args()
 
     x, y = load(a.data, "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz")
@@ -83,7 +85,7 @@ def main():
     rounds_per_epoch = (len(x) + a.batch - 1) // a.batch
     peer, me, peers = None, 0, 1
     if a.cluster:
-        peer = sgp.Peer(params, cluster=a.cluster, id=a.id, codec=a.codec,
+        peer = sgp.Peer(params, cluster=a.cluster, id=a.id, codec=a.codec, round_deadline=a.round_deadline,
                         rounds=rounds_per_epoch * a.epochs, rounds_per_epoch=rounds_per_epoch)
         s = peer.status()
         me, peers = s["id"], s["peers"]
