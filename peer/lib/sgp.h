@@ -92,7 +92,8 @@ typedef struct sgp_options {
     double codec_warmup;     /* epochs of sparsity warm-up for topk/randk/stc [0] */
     int tau;                 /* staleness bound: rounds a peer may run ahead of what it absorbed [0] */
     double dead_timeout;     /* seconds of silence before a neighbour is routed around [5] */
-    double round_timeout;    /* seconds a round (and sgp_open's wait for the cluster) waits at most [30] */
+    double round_timeout;    /* seconds a round (and sgp_open's wait for the cluster, and a peer that has
+                              * lost every in-neighbour waiting for one to come back) waits at most [30] */
     double round_deadline;   /* seconds a round waits for a late neighbour; 0: derived from recent rounds [0] */
     const char *checkpoint;  /* the gossip state's checkpoint file; NULL: none [NULL] */
     double checkpoint_every; /* seconds between automatic checkpoints; 0: only sgp_checkpoint and close [0] */
