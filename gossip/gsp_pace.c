@@ -136,11 +136,7 @@ void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
         b->late = 0;
 }
 
-int gsp_pace_may(const gsp_pace *p, int q)
-{
-    const gsp_pace_nb *b = nb_of(p, q);
-    return !b ? GSP_PACE_NOTHING : b->is_in ? GSP_PACE_SHARES : GSP_PACE_TALK;
-}
+int gsp_pace_is_neighbour(const gsp_pace *p, int q) { return nb_of(p, q) != NULL; }
 
 void gsp_pace_acked(gsp_pace *p, int q, uint64_t seq)
 {

@@ -120,15 +120,14 @@ double gsp_pace_heartbeat(const gsp_pace_config *c);
 
 /* ---- what the transport saw ---------------------------------------------- */
 
-/* What q may send us, by the schedule: GSP_PACE_SHARES (an in-neighbour
- * in some phase), GSP_PACE_TALK (an out-neighbour only: heartbeats, acks,
- * NACKs, goodbyes, model requests) or GSP_PACE_NOTHING (no neighbour in any
- * phase). Routing around a dead peer never gives a peer outside the
- * schedule's neighbours an edge to us (its share stays home), so shares
- * from anyone but an in-neighbour are forged or misconfigured, and the
- * driver refuses them. */
-enum { GSP_PACE_NOTHING, GSP_PACE_TALK, GSP_PACE_SHARES };
-int gsp_pace_may(const gsp_pace *p, int q);
+/* Is q a neighbour of ours (it sends to us or we to it in some phase of the
+ * schedule)? Only neighbours may send us anything, shares included: routing
+ * around a dead peer may send a share to any neighbour of the sender (an
+ * out-neighbour of ours too: on a ring, 1 sends to 0 once 2 and 3 are dead),
+ * but never to a peer outside its neighbours (that share stays home). So a
+ * member that is no neighbour is forged or misconfigured, and the driver
+ * closes its connection. */
+int gsp_pace_is_neighbour(const gsp_pace *p, int q);
 
 /* A frame from q: returns 1 if q was routed around and is back. */
 int gsp_pace_heard(gsp_pace *p, int q, double now);

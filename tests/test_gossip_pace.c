@@ -503,23 +503,26 @@ Test(gossip_pace, an_in_neighbour_past_the_round_needed_is_not_awaited)
     scene_free(&s);
 }
 
-Test(gossip_pace, only_in_neighbours_may_send_shares)
+Test(gossip_pace, only_neighbours_may_send)
 {
     /* ring4: peer 0 hears from 3, sends to 1; 2 is no neighbour. */
     scene s;
     scene_make(&s, "ring", 4, (gsp_pace_config){0}, 1);
-    cr_assert_eq(gsp_pace_may(&s.p[0], 3), GSP_PACE_SHARES);
-    cr_assert_eq(gsp_pace_may(&s.p[0], 1), GSP_PACE_TALK);
-    cr_assert_eq(gsp_pace_may(&s.p[0], 2), GSP_PACE_NOTHING);
-    cr_assert_eq(gsp_pace_may(&s.p[0], 0), GSP_PACE_NOTHING, "itself");
-    cr_assert_eq(gsp_pace_may(&s.p[0], 9), GSP_PACE_NOTHING, "out of range");
+    cr_assert(gsp_pace_is_neighbour(&s.p[0], 3) && gsp_pace_is_neighbour(&s.p[0], 1));
+    cr_assert(!gsp_pace_is_neighbour(&s.p[0], 2));
+    cr_assert(!gsp_pace_is_neighbour(&s.p[0], 0), "itself");
+    cr_assert(!gsp_pace_is_neighbour(&s.p[0], 9), "out of range");
+    /* An out-neighbour may send shares: with 2 and 3 dead, 1 routes to 0. */
+    uint8_t alive[4] = {1, 1, 0, 0};
+    topo_out out;
+    topo_route(&s.t, 0, 1, alive, &out);
+    cr_assert(out.n == 1 && out.peer[0] == 0, "1's share goes to 0, its in-neighbour");
     scene_free(&s);
     /* exp8: in-neighbours 7, 6, 4; out-neighbours 1, 2, 4; 3 and 5 none. */
     scene_make(&s, "exponential", 8, (gsp_pace_config){0}, 1);
-    const int want[8] = {GSP_PACE_NOTHING, GSP_PACE_TALK,    GSP_PACE_TALK,   GSP_PACE_NOTHING,
-                         GSP_PACE_SHARES,  GSP_PACE_NOTHING, GSP_PACE_SHARES, GSP_PACE_SHARES};
+    const int want[8] = {0, 1, 1, 0, 1, 0, 1, 1};
     for (int q = 0; q < 8; q++)
-        cr_assert_eq(gsp_pace_may(&s.p[0], q), want[q], "peer %d", q);
+        cr_assert_eq(gsp_pace_is_neighbour(&s.p[0], q), want[q], "peer %d", q);
     scene_free(&s);
 }
 

@@ -131,8 +131,8 @@ static void on_push(node *n, int peer, const wire_msg *m)
         net_drop(&n->net, peer, "PUSH for a model of another size");
         return;
     }
-    if (gsp_pace_may(&n->rp.pace, peer) != GSP_PACE_SHARES) { /* mass from outside the schedule */
-        net_drop(&n->net, peer, "PUSH from a peer that is not an in-neighbour under the topology");
+    if (!gsp_pace_is_neighbour(&n->rp.pace, peer)) { /* mass from outside the schedule */
+        net_drop(&n->net, peer, "PUSH from a peer that is no neighbour under the topology");
         return;
     }
     gsp_pace_push(&n->rp.pace, &n->rp.g, peer, m->push.round);
@@ -230,7 +230,7 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
 static void on_up(void *ctx, int peer)
 {
     node *n = ctx;
-    if (gsp_pace_may(&n->rp.pace, peer) == GSP_PACE_NOTHING) { /* authenticated, but no neighbour of ours */
+    if (!gsp_pace_is_neighbour(&n->rp.pace, peer)) { /* authenticated, but no neighbour of ours */
         net_drop(&n->net, peer, "not a neighbour under the topology");
         return;
     }
