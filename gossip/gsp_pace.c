@@ -255,20 +255,33 @@ static int hearing(const gsp_pace *p, const gsp_pace_nb *b, double now)
            (b->done || (b->connected && b->last_heard >= now - 2 * gsp_pace_heartbeat(&p->c)));
 }
 
-/* The median, so that one straggler or one peer that ran ahead does not move it. */
-long gsp_pace_cluster_round(const gsp_pace *p, double now)
+#define HEARD_MAX (TOPO_MAX_OUT * 8)
+
+/* The rounds the heard in-neighbours last reported, sorted (into r, at most
+ * HEARD_MAX); silent: count one that has reported nothing as round -1.
+ * *last: the last one counted. */
+static int heard_rounds(const gsp_pace *p, double now, int silent, long *r, const gsp_pace_nb **last)
 {
-    long r[TOPO_MAX_OUT * 8];
     int k = 0;
-    for (int j = 0; j < p->n_nb && k < (int)(sizeof r / sizeof *r); j++) {
+    for (int j = 0; j < p->n_nb && k < HEARD_MAX; j++) {
         const gsp_pace_nb *b = &p->nb[j];
-        if (!hearing(p, b, now) || b->known_round < 0)
+        if (!hearing(p, b, now) || (!silent && b->known_round < 0))
             continue;
+        *last = b;
         int i = k++;
         while (i > 0 && r[i - 1] > b->known_round) /* insertion: a few neighbours */
             r[i] = r[i - 1], i--;
         r[i] = b->known_round;
     }
+    return k;
+}
+
+/* The median, so that one straggler or one peer that ran ahead does not move it. */
+long gsp_pace_cluster_round(const gsp_pace *p, double now)
+{
+    long r[HEARD_MAX];
+    const gsp_pace_nb *last = NULL;
+    int k = heard_rounds(p, now, 0, r, &last);
     return k ? r[k / 2] : -1;
 }
 
@@ -276,22 +289,13 @@ long gsp_pace_cluster_round(const gsp_pace *p, double now)
  * in-neighbours (rounded up) say they have passed, which no single one of two
  * or more can fake; and with one in-neighbour only (a ring), the round its
  * shares actually came from, not what it claims. Claims are only claims: a
- * member with a valid key may send a HEARTBEAT of any round. */
+ * member with a valid key may send a HEARTBEAT of any round. One that has
+ * said nothing yet counts as behind. */
 static long catch_up_round(const gsp_pace *p, double now)
 {
-    long r[TOPO_MAX_OUT * 8];
-    int k = 0;
+    long r[HEARD_MAX];
     const gsp_pace_nb *only = NULL;
-    for (int j = 0; j < p->n_nb && k < (int)(sizeof r / sizeof *r); j++) {
-        const gsp_pace_nb *b = &p->nb[j];
-        if (!hearing(p, b, now)) /* (one that has said nothing yet counts as behind) */
-            continue;
-        only = b;
-        int i = k++;
-        while (i > 0 && r[i - 1] > b->known_round)
-            r[i] = r[i - 1], i--;
-        r[i] = b->known_round;
-    }
+    int k = heard_rounds(p, now, 1, r, &only);
     if (k == 1)
         return only->pushed_round < only->known_round ? only->pushed_round : only->known_round;
     return k ? r[(k - 1) / 2] : -1;

@@ -245,16 +245,13 @@ int sgp_status_get(sgp_peer *p, sgp_status *s)
     else {
         node_status ns;
         node_ext_status(&p->ext, &ns);
-        pthread_mutex_lock(&p->ext.mu);
-        const int ended = p->ext.ended;
-        pthread_mutex_unlock(&p->ext.mu);
         *s = (sgp_status){.id = ns.id, .peers = ns.peers, .round = ns.round, .start_round = ns.start_round, .local_steps = ns.local_steps,
                           .weight = ns.weight, .neighbours = ns.neighbours,
                           .neighbours_alive = ns.neighbours_alive, .bytes_sent = ns.bytes_sent,
                           .bytes_received = ns.bytes_received, .messages_sent = ns.messages_sent,
                           .messages_absorbed = ns.messages_absorbed, .late_marks = ns.late_marks,
                           .catch_ups = ns.catch_ups, .neighbours_lost = ns.neighbours_lost,
-                          .checkpoints = ns.checkpoints, .done = ended};
+                          .checkpoints = ns.checkpoints, .done = ns.ended};
     }
     leave(p);
     return rc;

@@ -131,10 +131,6 @@ static void on_push(node *n, int peer, const wire_msg *m)
         net_drop(&n->net, peer, "PUSH for a model of another size");
         return;
     }
-    if (!gsp_pace_is_neighbour(&n->rp.pace, peer)) { /* mass from outside the schedule */
-        net_drop(&n->net, peer, "PUSH from a peer that is no neighbour under the topology");
-        return;
-    }
     gsp_pace_push(&n->rp.pace, &n->rp.g, peer, m->push.round);
     /* The message keeps one block of its own: RAW/SYNC tensors are converted
      * straight into it (one copy out of the frame, not two), a DELTA payload
@@ -311,8 +307,8 @@ static void ext_status(const node *n, node_status *s)
 {
     const gsp_pace *pc = &n->rp.pace;
     const node_result *r = n->r;
-    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = n->rp.g.round, .start_round = r->start_round, .local_steps = r->local_steps,
-                       .weight = n->rp.g.w, .neighbours = pc->n_nb, .bytes_sent = r->bytes_sent,
+    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = n->rp.g.round,
+                       .start_round = r->start_round, .local_steps = r->local_steps, .weight = n->rp.g.w, .neighbours = pc->n_nb, .bytes_sent = r->bytes_sent,
                        .bytes_received = r->bytes_received, .messages_sent = r->messages_sent,
                        .messages_absorbed = n->rp.absorbed, .late_marks = pc->stats.late_marks,
                        .catch_ups = pc->stats.catch_ups, .neighbours_lost = pc->stats.neighbours_lost,
@@ -330,6 +326,7 @@ static void ext_hand_out(node *n)
     node_ext_hand_out(n->c->ext, gsp_debias(&n->rp.g), &s);
 }
 
+static void stop(node *n);
 static void after_step(uv_work_t *w, int status);
 
 /* The caller asked for something: a stop, a checkpoint, or it is back with
@@ -342,9 +339,7 @@ static void on_ext_wake(uv_async_t *a)
     if (asks.checkpoint && !n->finished)
         node_checkpoint_now(n); /* answers the caller (after a periodic write in flight) */
     if (asks.stop && !n->stopping) {
-        n->stopping = 1;
-        n->said_done = 0;
-        finish(n);
+        stop(n);
         return;
     }
     if (asks.stepped) {
@@ -536,14 +531,21 @@ static void finish(node *n)
     net_close(&n->net);
 }
 
-static void on_signal(uv_signal_t *s, int signum)
+/* Stop (SIGTERM, SIGINT, or libsgp's close): a checkpoint and GOODBYE
+ * "stopped", now or, while a local step runs on the thread pool, when it is
+ * done (after_step's maybe_start). A caller stepping itself holds no worker. */
+static void stop(node *n)
 {
-    node *n = s->data;
-    (void)signum;
     n->stopping = 1;
     n->said_done = 0; /* a peer lingering after its last round says it stopped: route around it */
-    if (!n->computing)
-        finish(n); /* else after_step's maybe_start finishes */
+    if (!n->computing || n->c->ext)
+        finish(n);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    (void)signum;
+    stop(s->data);
 }
 
 /* ---- set-up ------------------------------------------------------------------- */

@@ -84,6 +84,7 @@ void node_ext_status(node_ext *e, node_status *s)
 {
     pthread_mutex_lock(&e->mu);
     *s = e->status;
+    s->ended = e->ended;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -36,6 +36,7 @@ typedef struct node_status {
     int neighbours, neighbours_alive;
     uint64_t bytes_sent, bytes_received, messages_sent, messages_absorbed;
     long late_marks, catch_ups, neighbours_lost, checkpoints;
+    int ended;              /* the loop is over (set by node_ext_status) */
 } node_status;
 
 typedef struct node_ext node_ext;
