@@ -25,7 +25,8 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # CFLAGS/LDFLAGS are the user's (make CFLAGS=-O3 works); what the build
 # needs is added in SGP_CFLAGS/SGP_LDFLAGS so it cannot be overridden away.
 CFLAGS   ?= -O3 -g
-SGP_CFLAGS = $(CFLAGS) -std=c17 -Wall -Wextra -D_GNU_SOURCE -fPIC -I. $(PKG_CFLAGS) -MMD -MP
+SGP_CFLAGS = $(CFLAGS) -std=c17 -Wall -Wextra -Werror=implicit-function-declaration -D_GNU_SOURCE -fPIC -I. \
+             $(PKG_CFLAGS) -MMD -MP
 SGP_LDFLAGS = $(LDFLAGS)
 SGP_LIBS   = $(PKG_LIBS) -lm -lpthread $(LDLIBS)
 ifneq ($(SANITIZER),)
@@ -58,7 +59,10 @@ BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps demo test bench check bench-run clean fuzz
 all: $(SGP) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 
+# Without the packages' flags a file could still compile against another
+# header of the same name (netlib's cblas.h) and crash at run time.
 $(BUILD)/%.o: %.c Makefile
+	$(if $(PKG_CFLAGS),,$(error pkg-config does not find all of $(PKGS): run `make deps` (or `make demo` / `make test`, which run it)))
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_CFLAGS) -c $< -o $@
 
