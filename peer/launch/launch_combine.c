@@ -7,6 +7,7 @@
 
 #include "nn/nn_model.h"
 #include "peer/launch/launch_combine.h"
+#include "peer/launch/launch_ledger.h"
 #include "peer/store/atomic.h"
 #include "peer/store/json.h"
 #include "peer/store/summary.h"
@@ -97,8 +98,9 @@ static int consensus_distance(const launch_outcome *o, size_t dim, const float *
     return 0;
 }
 
+/* mass: NULL when some finished peer's ledger could not be read. */
 static int write_summary(const char *path, const launch_outcome *o, const totals *t, size_t dim, float acc, float loss,
-                         double cd, char *err, size_t errlen)
+                         double cd, const launch_mass *mass, char *err, size_t errlen)
 {
     json_obj j;
     json_open(&j, path);
@@ -117,6 +119,10 @@ static int write_summary(const char *path, const launch_outcome *o, const totals
     json_num(&j, "bytes_sent", t->bytes);
     json_num(&j, "rounds", t->rounds);
     json_num(&j, "wall_seconds", o->wall_seconds);
+    if (mass) {
+        json_num(&j, "weight_total", mass->held + mass->in_flight);
+        json_num(&j, "weight_in_flight", mass->in_flight);
+    }
     int rc = json_close(&j);
     if (rc < 0)
         snprintf(err, errlen, "%s", j.err);
@@ -150,6 +156,9 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
             avg[d] = (float)(acc[d] / t.wsum);
         rc = consensus_distance(o, dim, avg, z, &cd, err, errlen);
     }
+    launch_mass mass;
+    char why[1200];
+    const int have_mass = rc == 0 && launch_ledger(o->run_dir, o->n, o->absent, &mass, why, sizeof why) == 0;
     if (rc == 0) {
         nn_model_evaluate(&m, avg, &test, &loss, &accuracy);
         fprintf(out,
@@ -157,9 +166,14 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
                 "%.2e\n%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n",
                 100 * accuracy, t.k, 100 * t.acc_min, 100 * t.acc_sum / t.k, cd, t.rounds, t.bytes / 1e6,
                 o->wall_seconds, o->faults, o->run_dir);
+        if (have_mass)
+            fprintf(out, "push-sum weight %.9g of the %d finished peers (%.3g of it in flight at the end)\n",
+                    mass.held + mass.in_flight, t.k, mass.in_flight);
+        else
+            fprintf(out, "push-sum weight not known: %s\n", why);
     }
     if (rc == 0 && summary)
-        rc = write_summary(summary, o, &t, dim, accuracy, loss, cd, err, errlen);
+        rc = write_summary(summary, o, &t, dim, accuracy, loss, cd, have_mass ? &mass : NULL, err, errlen);
     free(z), free(avg), free(acc);
     nn_model_free(&m);
     nn_dataset_free(&train), nn_dataset_free(&test);

@@ -15,7 +15,9 @@
 #define NET_CONNECT_TIMEOUT_MS 3000
 #define NET_HS_TIMEOUT_MS 5000 /* WIRE.md "Handshake": Limits */
 #define NET_BACKOFF_MIN_MS 100
-#define NET_BACKOFF_MAX_MS 5000
+/* A redial is cheap (a refused connect, or one handshake), and a neighbour
+ * that comes back should have its edge again within a second. */
+#define NET_BACKOFF_MAX_MS 500
 /* Unauthenticated inbound connections cost memory and a timer each; a
  * cluster has few members, so more than this at once is an attack or a bug. */
 #define NET_MAX_PENDING 64

@@ -19,7 +19,7 @@
  *
  * Only the lower id dials (WIRE.md "Connections"): net_want(j) for j > my_id
  * connects to j and keeps reconnecting with exponential backoff (100 ms
- * doubling to 5 s, plus up to 50 % jitter from a generator seeded by the
+ * doubling to 500 ms, plus up to 50 % jitter from a generator seeded by the
  * cluster id and my_id) for as long as the run lasts; for j < my_id it only
  * records the wish, and j dials us. Inbound connections from any cluster
  * member are accepted; one whose AUTH verifies replaces an older connection
