@@ -195,6 +195,9 @@ void gsp_jump(gsp_peer *g, long round);
  * `incarnation`, which must be higher than the last one. */
 void gsp_restart(gsp_peer *g, uint64_t incarnation);
 void gsp_join(gsp_peer *g, const float *z, long round);
+/* A peer far behind takes a neighbour's model z and keeps its weight
+ * (x = w z): the run's total weight is unchanged, the stale model is gone. */
+void gsp_adopt(gsp_peer *g, const float *z);
 double gsp_resume(gsp_peer *g);
 
 /* The in-edge from `src`, created if new (to restore a checkpoint into);

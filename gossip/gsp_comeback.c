@@ -18,6 +18,13 @@ void gsp_join(gsp_peer *g, const float *z, long round)
     g->adopt = 1;
 }
 
+void gsp_adopt(gsp_peer *g, const float *z)
+{
+    for (size_t i = 0; i < g->dim; i++)
+        g->x[i] = (float)(g->w * z[i]);
+    g->refresh = 1; /* references tracked the old z: the next emit sends z whole */
+}
+
 double gsp_resume(gsp_peer *g)
 {
     g->adopt = 1;

@@ -337,17 +337,21 @@ static int past(const gsp_pace *p, const gsp_peer *g, const gsp_pace_nb *b)
     return b->known_round >= g->round - p->c.tau;
 }
 
-/* It has in-neighbours, and every one of them has been routed around (a
- * done one has not: it finished, it did not leave). */
-static int lost_every_in_neighbour(const gsp_pace *p)
+/* It has in-neighbours and hears none of them: each is routed around, or
+ * was up and is silent or disconnected, not yet for the dead timeout (a done
+ * one is heard: it finished, it did not leave; one never connected yet is
+ * the round-0 barrier's and the dead timeout's business). */
+static int hears_no_in_neighbour(const gsp_pace *p, double now)
 {
     int has_in = 0;
-    for (int k = 0; k < p->n_nb; k++)
-        if (p->nb[k].is_in) {
-            if (p->alive[p->nb[k].peer])
+    for (int k = 0; k < p->n_nb; k++) {
+        const gsp_pace_nb *b = &p->nb[k];
+        if (b->is_in) {
+            if (hearing(p, b, now) || (p->alive[b->peer] && !b->ever_up))
                 return 0;
             has_in = 1;
         }
+    }
     return has_in;
 }
 
@@ -384,11 +388,24 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
          * (the brake below holds the others within tau + 2 periods + 1 of
          * their own in-neighbours). */
         const long to = catch_up_round(p, now);
-        if (to - g->round > c->tau + 2L * p->period + 4) {
+        const long catch_up = c->tau + 2L * p->period + 4;
+        if (to - g->round > catch_up) {
             d->jumped_from = g->round;
             gsp_jump(g, to < c->total_rounds ? to : c->total_rounds);
             p->stats.catch_ups++;
             p->stats.rounds_skipped += g->round - d->jumped_from;
+            /* A long jump (a peer stopped or cut off for long): its model
+             * missed a twentieth of the run or more, and averaging it back in
+             * would pull every peer back by as much, and under a sparse codec
+             * for long. It waits for a neighbour's model instead, keeping its
+             * weight (gsp_adopt), as a joiner does. */
+            if (g->round < c->total_rounds &&
+                g->round - d->jumped_from > fmax(2.0 * catch_up, c->total_rounds / GSP_PACE_REFRESH_PART)) {
+                d->refresh = 1;
+                p->joining = 1;
+                p->stats.refreshes++;
+                return GSP_PACE_WAIT;
+            }
         }
         /* Nor run away: more than late_slack plus a period ahead of the run
          * (the spread a synchronous run has, given that in-neighbours report
@@ -401,11 +418,12 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
             return GSP_PACE_WAIT;
         }
     }
-    /* Every in-neighbour lost (killed, stopped or cut off for the dead
-     * timeout): going on alone would race through the rest of the run on its
-     * own shard and leave nobody for the lost ones to rejoin. Wait for one
-     * to come back, up to alone_wait; then go on alone (shares stay home). */
-    if (g->round < c->total_rounds && lost_every_in_neighbour(p)) {
+    /* No in-neighbour heard (killed, restarting, stopped or cut off, for the
+     * dead timeout or not yet): going on alone would race through the rest
+     * of the run on its own shard (no deadline holds it: there is nobody to
+     * wait for) and leave nobody for the lost ones to rejoin. Wait for one to
+     * come back, up to alone_wait; then go on alone (shares stay home). */
+    if (g->round < c->total_rounds && hears_no_in_neighbour(p, now)) {
         if (p->alone_since < 0)
             p->alone_since = now, p->stats.alone_waits++;
         const double until = p->alone_since + (c->alone_wait > 0 ? c->alone_wait : c->round_timeout);

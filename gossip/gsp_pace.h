@@ -52,6 +52,7 @@ typedef struct gsp_pace_config {
 typedef struct gsp_pace_stats {
     long late_marks;      /* neighbours not waited for past a deadline */
     long catch_ups;       /* jumps forward */
+    long refreshes;       /* of them, long enough to take a neighbour's model (GSP_PACE_REFRESH_PART) */
     long rounds_skipped;  /* rounds jumped over */
     long neighbours_lost; /* routed around (silence, disconnection, never connected) */
     long brakes;          /* times a round was held back for running ahead */
@@ -104,6 +105,8 @@ typedef enum gsp_pace_action { GSP_PACE_WAIT, GSP_PACE_START, GSP_PACE_DONE } gs
 typedef struct gsp_pace_decision {
     double wake_at;   /* WAIT: ask again then at the latest (something arriving may also change the answer) */
     long jumped_from; /* >= 0: the peer caught up, from this round to g->round */
+    int refresh;      /* WAIT: the jump was long, so the model is stale: the driver gets a neighbour's
+                       * (gsp_adopt, then gsp_pace_joined), or gives up on it (gsp_pace_joined) */
     int braked;       /* WAIT because it ran ahead of the run */
     int alone;        /* WAIT because every in-neighbour is lost (until gsp_pace_config.alone_wait) */
     int n_late;       /* START forced by the deadline: these in-neighbours were marked late */
@@ -191,6 +194,10 @@ void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, t
 long gsp_pace_cluster_round(const gsp_pace *p, double now);
 
 /* ---- joining -------------------------------------------------------------- */
+
+/* A catch-up longer than a GSP_PACE_REFRESH_PART-th of the run (and than
+ * twice the catch-up threshold) takes a neighbour's model (refresh). */
+#define GSP_PACE_REFRESH_PART 20.0
 
 /* A peer that comes back without state waits for a model (no round starts
  * until gsp_join). */

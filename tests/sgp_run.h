@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -122,6 +123,7 @@ static inline pid_t sgp_spawn(char *const argv[], const char *out)
     cr_assert(pid >= 0);
     if (pid == 0) {
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test's worker exits: nothing it started keeps running */
         int nul = open("/dev/null", O_RDONLY), fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (nul < 0 || fd < 0)
             _exit(127);

@@ -264,6 +264,57 @@ Test(gossip_pace, a_peer_that_lost_every_in_neighbour_waits_for_one_then_goes_on
     scene_free(&s);
 }
 
+/* Killed or restarting in-neighbours are silent or disconnected for up to
+ * the dead timeout before they are routed around: a peer that hears none of
+ * them waits in that time too (nothing else would hold it: there is nobody
+ * to wait for a share from), instead of racing ahead alone. */
+Test(gossip_pace, a_peer_that_hears_no_in_neighbour_waits_before_the_dead_timeout_too)
+{
+    scene s;
+    scene_make(&s, "exponential", 4, (gsp_pace_config){.alone_wait = 3.0, .dead_timeout = 5.0}, 1);
+    /* exp4: peer 0 hears from 3 and 2; both go down at 1 s, with 1 still up. */
+    gsp_pace_down(&s.p[0], 3, 1.0);
+    gsp_pace_down(&s.p[0], 2, 1.0);
+    gsp_pace_heard(&s.p[0], 1, 1.0);
+    gsp_pace_decision d;
+    cr_assert_eq(next(&s, 0, 1.0 + MS, &d), GSP_PACE_WAIT);
+    cr_assert(d.alone && s.p[0].alive[2] && s.p[0].alive[3], "waits, though 2 and 3 are not routed around yet");
+    cr_assert_eq(gsp_pace_up(&s.p[0], 2, 1.5), 0, "2 is back before the dead timeout");
+    cr_assert_eq(next(&s, 0, 1.5, &d), GSP_PACE_START);
+    cr_assert(!d.alone);
+    scene_free(&s);
+}
+
+/* A catch-up of more than a twentieth of the run (and twice the catch-up
+ * threshold) means the model missed that much training: the policy waits
+ * for the driver to take a neighbour's model (gsp_adopt keeps w); a short
+ * catch-up, as a straggler's, goes on with its own. */
+Test(gossip_pace, a_long_catch_up_waits_for_a_neighbours_model_and_keeps_the_weight)
+{
+    scene s;
+    scene_make(&s, "exponential", 8, (gsp_pace_config){.total_rounds = 1000}, 1);
+    gsp_pace_decision d;
+    for (int q = 4; q <= 7; q++) /* (exp8: 0 hears from 7, 6 and 4) */
+        gsp_pace_claim(&s.p[0], q, 20);
+    cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_START);
+    cr_assert(d.jumped_from == 0 && !d.refresh && s.g[0].round == 20, "20 rounds (< 50): its own model");
+    for (int q = 4; q <= 7; q++)
+        gsp_pace_claim(&s.p[0], q, 600);
+    cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_WAIT);
+    cr_assert(d.refresh && d.jumped_from == 20 && s.g[0].round == 600 && s.p[0].stats.refreshes == 1);
+    cr_assert_eq(next(&s, 0, 3 * MS, &d), GSP_PACE_WAIT, "until the driver has a model");
+    const double w = s.g[0].w = 0.75;
+    const float z[DIM] = {9, 8, 7};
+    gsp_adopt(&s.g[0], z);
+    gsp_pace_joined(&s.p[0]);
+    cr_assert(s.g[0].w == w && s.g[0].x[0] == 0.75f * 9 && s.g[0].x[2] == 0.75f * 7, "x = w z, w kept");
+    for (int q = 4; q <= 7; q++)
+        gsp_pace_heard(&s.p[0], q, 4 * MS);
+    cr_assert_eq(next(&s, 0, 4 * MS, &d), GSP_PACE_START);
+    cr_assert(!d.refresh && s.g[0].round == 600);
+    scene_free(&s);
+}
+
 Test(gossip_pace, a_neighbour_never_connected_is_lost_after_the_barrier_and_dead_timeout)
 {
     for (int barrier = 0; barrier <= 1; barrier++) {
@@ -837,6 +888,8 @@ Test(gossip_pace, a_joining_peer_waits_until_joined_and_skips_the_barrier)
     cr_assert_eq(next(&s, 0, 2.0, &d), GSP_PACE_WAIT, "no model yet, however long");
     gsp_join(&s.g[0], z, 40);
     gsp_pace_joined(&s.p[0]);
+    for (int k = 0; k < s.p[0].n_nb; k++) /* (its neighbours are there: not a peer alone) */
+        gsp_pace_heard(&s.p[0], s.p[0].nb[k].peer, 2.0);
     cr_assert_eq(next(&s, 0, 2.0, &d), GSP_PACE_START);
     cr_assert_eq(s.g[0].round, 40);
     scene_free(&s);

@@ -63,6 +63,7 @@ static int write_summary(const char *path, const node_config *c, const node_resu
         .sends_refused = (int64_t)r->send_refused, .mean_staleness = r->mean_staleness,
         .wall_seconds = r->wall_seconds, .local_steps = r->local_steps, .start_round = r->start_round,
         .neighbours_lost = r->neighbours_lost, .late_marks = r->late_marks, .catch_ups = r->catch_ups,
+        .refreshes = r->refreshes,
         .checkpoints = r->checkpoints,
     };
     snprintf(s.model, sizeof s.model, "%s", c->train.model);

@@ -139,6 +139,7 @@ static int write_summary(const char *path, const sim_config *c, const char *topo
     json_int(&j, "local_steps", r->local_steps);
     json_int(&j, "late_marks", r->late_marks);
     json_int(&j, "catch_ups", r->catch_ups);
+    json_int(&j, "refreshes", r->refreshes);
     json_int(&j, "rounds_skipped", r->rounds_skipped);
     json_int(&j, "neighbours_lost", r->neighbours_lost);
     json_int(&j, "brakes", r->brakes);
@@ -397,9 +398,9 @@ int cmd_sim(int argc, char **argv)
            100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance,
            (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
            (unsigned long long)r.messages_lost, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
-    printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped), %ld neighbours lost, "
+    printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped, %ld with a neighbour's model), %ld neighbours lost, "
            "%ld brakes; %ld crashes, %ld resumes, %ld stops; %d peers live, weight %.3g..%.3g (total %.4g)\n",
-           r.local_steps, r.late_marks, r.catch_ups, r.rounds_skipped, r.neighbours_lost, r.brakes, r.crashes,
+           r.local_steps, r.late_marks, r.catch_ups, r.rounds_skipped, r.refreshes, r.neighbours_lost, r.brakes, r.crashes,
            r.resumes, r.stops, r.peers_live, r.weight_min, r.weight_max, r.weight_total);
     status = 0;
     if (c.train.summary && (rc = write_summary(c.train.summary, &c, topology, &r)) < 0) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #define NET_CONNECT_TIMEOUT_MS 3000
 #define NET_HS_TIMEOUT_MS 5000 /* WIRE.md "Handshake": Limits */
@@ -248,9 +249,28 @@ static void conn_close(net_conn *c, int reason, const char *why)
         schedule_retry(n, c->peer);
 }
 
+static void idle_rearm(net_conn *c);
+
+/* Bytes the kernel holds for this connection that the loop has not read. */
+static int unread_bytes(const net_conn *c)
+{
+    uv_os_fd_t fd;
+    int pending = 0;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, FIONREAD, &pending) != 0)
+        return 0;
+    return pending;
+}
+
 static void idle_cb(uv_timer_t *t)
 {
     net_conn *c = t->data;
+    /* Data waiting unread: this process was not scheduled (SIGSTOP, a
+     * suspended VM), not the other end silent; libuv runs timers before it
+     * polls, so the frames are read next. */
+    if (unread_bytes(c) > 0) {
+        idle_rearm(c);
+        return;
+    }
     char why[96];
     snprintf(why, sizeof why, "no complete frame for %.3g s", (double)c->n->idle_ms / 1e3);
     conn_close(c, -ETIMEDOUT, why);

@@ -85,7 +85,9 @@ static void send_model(node *n, int peer)
         node_event(n, "sent its model to joining peer", peer, NULL);
 }
 
-/* A joiner asks the next neighbour that is up (round robin from the last one asked). */
+/* A joiner asks the next neighbour that is up (round robin from the last one
+ * asked), and the next again after a heartbeat interval without an answer:
+ * the one asked may be waiting for a model itself, and says nothing. */
 static void ask_for_model(node *n)
 {
     const gsp_pace *pc = &n->rp.pace;
@@ -99,16 +101,38 @@ static void ask_for_model(node *n)
     }
 }
 
+/* Waiting for a neighbour's model: joining without state, or refreshing. */
+static int wants_model(const node *n) { return n->joining || n->refreshing; }
+
+/* The pacing policy found this peer so far behind that its model is stale
+ * (gsp_pace_decision.refresh): rounds wait until a neighbour's model comes,
+ * or until twice the dead timeout has passed (then it goes on with its own). */
+static void start_refresh(node *n, double now)
+{
+    n->refreshing = 1;
+    n->refresh_since = now;
+    node_event(n, "far behind: asking for a neighbour's model", -1, NULL);
+    ask_for_model(n);
+}
+
+static void refresh_given_up(node *n)
+{
+    n->refreshing = 0;
+    gsp_pace_joined(&n->rp.pace);
+    node_event(n, "no neighbour sent its model: going on with its own", -1, NULL);
+}
+
 /* ---- messages in ------------------------------------------------------------ */
 
-/* The joiner's side of MODEL: check, then enter the run at the sender's round. */
+/* The side of MODEL that asked: check, then enter the run at the sender's
+ * round (a joiner), or take the model and keep the weight (a refresh). */
 static void on_model(node *n, int peer, const wire_msg *m)
 {
     if (m->model.dim != n->rp.g.dim) {
         net_drop(&n->net, peer, "MODEL of another size");
         return;
     }
-    if (!n->joining)
+    if (!wants_model(n))
         return; /* (an answer that came after another neighbour's) */
     uint8_t hash[WIRE_HASH_LEN];
     crypto_generichash(hash, sizeof hash, m->model.payload, m->model.dim * sizeof(float), NULL, 0);
@@ -117,11 +141,17 @@ static void on_model(node *n, int peer, const wire_msg *m)
         ask_for_model(n);
         return;
     }
-    gsp_join(&n->rp.g, (const float *)m->model.payload, m->model.round);
+    if (n->refreshing) {
+        gsp_adopt(&n->rp.g, (const float *)m->model.payload);
+        n->refreshing = 0;
+        node_event(n, "took the current model of peer", peer, NULL);
+    } else {
+        gsp_join(&n->rp.g, (const float *)m->model.payload, m->model.round);
+        n->joining = 0;
+        n->r->start_round = m->model.round;
+        node_event(n, "joined with the model of peer", peer, NULL);
+    }
     gsp_pace_joined(&n->rp.pace);
-    n->joining = 0;
-    n->r->start_round = m->model.round;
-    node_event(n, "joined with the model of peer", peer, NULL);
     maybe_start(n);
 }
 
@@ -203,8 +233,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
             net_drop(&n->net, peer, "MODEL_REQUEST for a model of another size");
             return;
         }
-        if (n->joining)
-            return;
+        if (wants_model(n))
+            return; /* (no model yet, or a stale one) */
         if (n->computing)
             n->model_wanted[peer] = 1; /* answered at the round boundary */
         else
@@ -244,7 +274,7 @@ static void on_up(void *ctx, int peer)
     send_ack(n, peer, 0);
     if (n->said_done) /* (a neighbour back from a restart missed it) */
         send_msg(n, peer, wire_encode_goodbye(n->out, n->out_cap, "done", 4));
-    if (n->joining && clock_now() - n->asked_at > n->c->dead_timeout)
+    if (wants_model(n) && clock_now() - n->asked_at > gsp_pace_heartbeat(&n->rp.pace.c))
         ask_for_model(n);
     maybe_start(n);
 }
@@ -288,8 +318,13 @@ static void on_heartbeat(uv_timer_t *t)
         if (net_is_up(&n->net, p))
             send_ack(n, p, 0);
     }
-    if (n->joining && now - n->asked_at > n->c->dead_timeout)
+    if (wants_model(n) && now - n->asked_at > gsp_pace_heartbeat(&pc->c))
         ask_for_model(n);
+    if (n->refreshing && now - n->refresh_since > 2 * n->c->dead_timeout) {
+        refresh_given_up(n);
+        maybe_start(n);
+        return;
+    }
     if (n->joining && now - n->t0 > n->c->round_timeout) {
         n->rc = -EHOSTUNREACH; /* nobody to join: node_run says so */
         finish(n);
@@ -474,6 +509,8 @@ static void maybe_start(node *n)
                  n->rp.g.round);
         node_event(n, "catching up", -1, why);
     }
+    if (d.refresh)
+        start_refresh(n, now);
     for (int j = 0; j < d.n_late; j++)
         node_event(n, "not waiting for late neighbour", d.late[j], NULL);
     if (d.alone != n->alone) {
@@ -718,6 +755,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     const gsp_pace_stats *ps = &n->rp.pace.stats;
     r->messages_absorbed = n->rp.absorbed;
     r->late_marks = ps->late_marks, r->catch_ups = ps->catch_ups, r->neighbours_lost = ps->neighbours_lost;
+    r->refreshes = ps->refreshes;
     if (c->ext) {
         node_status s = {0};
         if (n->rp.g.dim)

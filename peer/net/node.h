@@ -73,6 +73,7 @@ typedef struct node_result {
     double weight; /* w at the end: the launcher's average model is sum w z / sum w = sum x / sum w */
     long local_steps;            /* rounds computed here (catching up skips rounds) */
     long neighbours_lost, late_marks, catch_ups, checkpoints;
+    long refreshes;              /* catch-ups long enough to take a neighbour's model */
     long start_round;            /* 0, or the round it resumed or joined at */
 } node_result;
 

@@ -32,7 +32,8 @@ typedef struct node {
     uint64_t *ack_incarnation;  /* per peer: the sender's incarnation those seqs belong to */
     double slow_pad;            /* --slow: seconds added to each local step (0 until measured) */
     int joining, asked;         /* --resume without a checkpoint: waiting for a MODEL */
-    double asked_at;
+    int refreshing;             /* far behind after a long stop: waiting for a MODEL to replace its stale one */
+    double asked_at, refresh_since;
     double last_ckpt;
     ckpt_run run;
     uv_work_t ckpt_work;        /* a periodic checkpoint being written on the thread pool */

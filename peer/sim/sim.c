@@ -254,6 +254,25 @@ static int rejoin(sim *s, int i)
     return 0;
 }
 
+/* The pacing policy found peer i so far behind that its model is stale
+ * (gsp_pace_decision.refresh): it takes the model of the first neighbour, in
+ * the policy's order as the networked peer asks, that is running and not
+ * itself waiting for one, and keeps its weight; with none it goes on with
+ * its own, as the networked peer does when nobody answers. */
+static void refresh(sim *s, int i)
+{
+    round_peer *rp = &s->p[i].rp;
+    for (int k = 0; k < rp->pace.n_nb; k++) {
+        sim_peer *q = &s->p[rp->pace.nb[k].peer];
+        if (q->state != P_CRASHED && !q->exited && s->now >= q->stopped_until && !q->rp.pace.joining) {
+            gsp_adopt(&rp->g, gsp_debias(&q->rp.g));
+            break;
+        }
+    }
+    gsp_pace_joined(&rp->pace);
+    wake_at(s, i, s->now + s->c->latency);
+}
+
 /* --churn F[:D]: each peer alternates between up and down; down periods
  * last D seconds on average and up periods D (1 - F) / F, both exponential,
  * so that a fraction F of the peers is down at any time. */
@@ -328,6 +347,10 @@ static void try_start(sim *s, int i)
     if (rp->g.round != before) {
         move_round(s, before, rp->g.round);
         watermark_advance(s);
+    }
+    if (d.refresh) {
+        refresh(s, i);
+        return;
     }
     if (a == GSP_PACE_WAIT) {
         wake_at(s, i, d.wake_at);

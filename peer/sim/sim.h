@@ -105,7 +105,7 @@ typedef struct sim_result {
     float *average_model;        /* n params, owned */
     float *peer_models;          /* keep_peer_models: n_peers * params, each peer's final z (crashed: zeros) */
     /* The fault counters a networked peer reports, summed over peers. */
-    long local_steps, late_marks, catch_ups, rounds_skipped, neighbours_lost, brakes, isolated_rounds;
+    long local_steps, late_marks, catch_ups, refreshes, rounds_skipped, neighbours_lost, brakes, isolated_rounds;
     long crashes, resumes, stops;
     double weight_min, weight_max, weight_total; /* over live peers at the end */
     int peers_live;

@@ -146,7 +146,7 @@ void sim_final_report(sim *s)
     for (int i = 0; i < c->n_peers; i++) {
         sim_peer *p = &s->p[i];
         const gsp_pace_stats *ps = &p->rp.pace.stats;
-        r->late_marks += ps->late_marks, r->catch_ups += ps->catch_ups, r->rounds_skipped += ps->rounds_skipped;
+        r->late_marks += ps->late_marks, r->catch_ups += ps->catch_ups, r->refreshes += ps->refreshes, r->rounds_skipped += ps->rounds_skipped;
         r->neighbours_lost += ps->neighbours_lost, r->brakes += ps->brakes;
         r->isolated_rounds += ps->isolated_rounds;
         r->syncs += p->rp.g.stats.syncs_sent; /* (scheduled ones; immediate ones are counted when sent) */

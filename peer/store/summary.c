@@ -36,6 +36,7 @@ static const json_field FIELDS[] = {
     F(neighbours_lost, JSON_I64),
     F(late_marks, JSON_I64),
     F(catch_ups, JSON_I64),
+    F(refreshes, JSON_I64),
     F(checkpoints, JSON_I64),
 };
 #undef F

@@ -35,7 +35,7 @@ typedef struct summary_peer {
     double weight; /* push-sum w at the end: the average model is sum w z / sum w */
     int64_t bytes_sent, bytes_received, messages_sent, messages_absorbed, sends_refused;
     double mean_staleness, wall_seconds;
-    int64_t local_steps, start_round, neighbours_lost, late_marks, catch_ups, checkpoints;
+    int64_t local_steps, start_round, neighbours_lost, late_marks, catch_ups, refreshes, checkpoints;
 } summary_peer;
 
 /* 0, or a negative errno with a one-line message naming the file. */
