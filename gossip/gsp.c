@@ -353,6 +353,7 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         memcpy(e->x, m->x_total, g->dim * sizeof(double));
         if (m->kind == GSP_SYNC)
             memcpy(e->ref, m->ref, g->dim * sizeof(float));
+        g->stats.w_adopted += m->w_total - e->w;
         e->w = m->w_total, e->seq = m->seq, e->round = m->round;
         e->adopt = 0, e->sync = 0;
         g->stats.ignored++;

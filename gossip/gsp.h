@@ -97,6 +97,8 @@ typedef struct gsp_stats {
     uint64_t sent, absorbed, ignored; /* ignored: duplicates and messages older than one applied */
     uint64_t stale_sum;               /* sum over absorbed messages of (own round - message round) */
     uint64_t syncs_sent, gaps;        /* codec: SYNCs sent; deltas that found a gap */
+    double w_adopted; /* weight in totals adopted as a baseline after a comeback: sent to this id, never
+                       * applied (taken in by a crashed run of it, or meant for an earlier holder) */
 } gsp_stats;
 
 typedef struct gsp_peer {

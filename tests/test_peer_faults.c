@@ -663,6 +663,53 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
     rm_rf(base);
 }
 
+/* ---- the ledger across a join and a restart ---------------------------------- */
+
+/* Mass at comebacks (gossip/GUARANTEES.md): peers 1-3 start, peer 0 joins
+ * late without a checkpoint (one unit of weight), and peer 2 is stopped by
+ * SIGTERM (it checkpoints as it stops) and started again with --resume. No
+ * run died with state its checkpoint lacks, so the ledgers must account for
+ * every bit of weight: held + in flight == 3 + 1 + rescaled - adopted, where
+ * rescaled is what the resume's power of two added and adopted what the
+ * comebacks took as a baseline on their in-edges (shares that reached the
+ * stopped process or were meant for the id before the join). */
+Test(peer_faults, a_join_and_a_clean_restart_keep_the_ledger_exact)
+{
+    char dir[] = "/tmp/sgp-faults-ledger-XXXXXX", topo_path[512], what[600];
+    cr_assert(mkdtemp(dir));
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    sgp_make_cluster(dir, "ledger", 4, topo_path);
+    pid_t pids[4] = {0};
+    char *const founders[] = {"--epochs", "8", "--round-timeout", "2", "--dead-timeout", "1", NULL};
+    for (int i = 1; i < 4; i++)
+        pids[i] = start_peer(dir, i, founders);
+    snprintf(what, sizeof what, "round 50 logged by each of peers 1-3 (logs in %s)", dir);
+    sgp_await(all_reached, &(rounds_reached){dir, 1, 3, 50}, what, pids + 1, 3, SGP_EVENT_LIMIT_S);
+    char *const comeback[] = {"--epochs", "8", "--dead-timeout", "1", "--resume", NULL};
+    pids[0] = start_peer(dir, 0, comeback);
+    snprintf(what, sizeof what, "peer 0 joined and every peer past round 300 (logs in %s)", dir);
+    sgp_await(all_reached, &(rounds_reached){dir, 0, 3, 300}, what, pids, 4, SGP_EVENT_LIMIT_S);
+
+    cr_assert_eq(kill(pids[2], SIGTERM), 0);
+    const int st = sgp_wait_exit(pids[2], SGP_EVENT_LIMIT_S);
+    cr_assert_eq(st, 0, "peer 2 exit status %d after SIGTERM (logs in %s)", st, dir);
+    pids[2] = start_peer(dir, 2, comeback);
+    sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
+
+    cr_assert(out_has(dir, 0, "joined with the model of peer"), "peer 0 joined (logs in %s)", dir);
+    cr_assert(out_has(dir, 2, "resumed from"), "peer 2 resumed from its checkpoint (logs in %s)", dir);
+    launch_mass m;
+    char err[1200];
+    cr_assert_eq(launch_ledger(dir, 4, NULL, &m, err, sizeof err), 0, "%s", err);
+    const double expect = 4 + m.rescaled - m.adopted;
+    cr_log_info("ledger: held %.9g + in flight %.3g; 4 + rescaled %.3g - adopted %.3g = %.9g", m.held, m.in_flight,
+                m.rescaled, m.adopted, expect);
+    cr_assert_leq(fabs(m.held + m.in_flight - expect), 1e-6,
+                  "total weight %.9g (%.3g in flight), expected 4 + %.9g rescaled - %.9g adopted (logs in %s)",
+                  m.held + m.in_flight, m.in_flight, m.rescaled, m.adopted, dir);
+    rm_rf(dir);
+}
+
 /* ---- SIGTERM: a peer leaves -------------------------------------------------- */
 
 /* SIGTERM: the peer says goodbye, closes every handle and exits 0 within 2 s;

@@ -284,7 +284,7 @@ Test(peer_store, roundlog_tells_round_lines_from_the_others)
                        "\"w\": 0.125, \"test_accuracy\": 0.912300}\n"),
                  0);
     cr_assert_eq(parse("{\"event\": \"neighbour lost\", \"peer\": 3, \"round\": 12, \"t\": 1.000}\n"), 1);
-    cr_assert_eq(parse("{\"ledger\": \"peer\", \"id\": 0, \"incarnation\": 1, \"w\": 0.5, \"round\": 9}\n"), 1);
+    cr_assert_eq(parse("{\"ledger\": \"peer\", \"id\": 0, \"incarnation\": 1, \"w\": 0.5, \"round\": 9, \"w_adopted\": 0}\n"), 1);
     cr_assert_eq(parse("{\"round\": 250, \"loss\": 0.4}\n"), -EBADMSG, "a line cut short");
     cr_assert_eq(parse("{\"round\": 250, \"loss\": 0.412345, \"bytes_out\": 12"), -EBADMSG, "a torn last line");
     cr_assert_eq(parse(""), -EBADMSG);

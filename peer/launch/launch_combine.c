@@ -122,6 +122,8 @@ static int write_summary(const char *path, const launch_outcome *o, const totals
     if (mass) {
         json_num(&j, "weight_total", mass->held + mass->in_flight);
         json_num(&j, "weight_in_flight", mass->in_flight);
+        json_num(&j, "weight_rescaled", mass->rescaled);
+        json_num(&j, "weight_adopted", mass->adopted);
     }
     int rc = json_close(&j);
     if (rc < 0)
@@ -169,6 +171,11 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
         if (have_mass)
             fprintf(out, "push-sum weight %.9g of the %d finished peers (%.3g of it in flight at the end)\n",
                     mass.held + mass.in_flight, t.k, mass.in_flight);
+        if (have_mass && (mass.rescaled != 0 || mass.adopted != 0))
+            fprintf(out,
+                    "comebacks: %+.3g by resumes' rescaling, -%.3g of shares taken as a baseline on in-edges "
+                    "(gossip/GUARANTEES.md, \"Mass at comebacks\")\n",
+                    mass.rescaled, mass.adopted);
         else
             fprintf(out, "push-sum weight not known: %s\n", why);
     }

@@ -16,6 +16,7 @@ typedef struct ledger {
     int seen; /* a "peer" line was read */
     unsigned long long incarnation;
     double w;
+    double adopted, rescaled; /* summed over every run of the peer that wrote a ledger or resumed */
     ledger_edge *out, *in;
     int n_out, n_in, cap_out, cap_in;
 } ledger;
@@ -40,12 +41,19 @@ static int parse_line(ledger *l, const char *line)
     int id, peer;
     long round;
     unsigned long long inc, seq;
-    double w;
+    double w, a;
     if (strncmp(line, "{\"ledger\": ", 11) != 0)
         return 0;
-    if (sscanf(line, "{\"ledger\": \"peer\", \"id\": %d, \"incarnation\": %llu, \"w\": %lf, \"round\": %ld}", &id, &inc,
-               &w, &round) == 4) {
+    if (sscanf(line,
+               "{\"ledger\": \"peer\", \"id\": %d, \"incarnation\": %llu, \"w\": %lf, \"round\": %ld, "
+               "\"w_adopted\": %lf}",
+               &id, &inc, &w, &round, &a) == 5) {
         l->seen = 1, l->incarnation = inc, l->w = w, l->n_out = l->n_in = 0;
+        l->adopted += a;
+        return 0;
+    }
+    if (sscanf(line, "{\"ledger\": \"resume\", \"w_checkpoint\": %lf, \"w\": %lf}", &a, &w) == 2) {
+        l->rescaled += w - a;
         return 0;
     }
     if (sscanf(line, "{\"ledger\": \"out\", \"to\": %d, \"seq\": %llu, \"w_total\": %lf}", &peer, &seq, &w) == 3)
@@ -107,6 +115,8 @@ int launch_ledger(const char *run_dir, int n, const uint8_t *absent, launch_mass
         if (absent && absent[i])
             continue;
         m->held += l[i].w;
+        m->adopted += l[i].adopted;
+        m->rescaled += l[i].rescaled;
         for (int k = 0; k < l[i].n_out; k++) {
             const int j = l[i].out[k].peer;
             if (j >= 0 && j < n && !(absent && absent[j]))

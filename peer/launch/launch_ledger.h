@@ -10,7 +10,16 @@
  * in_flight is weight a finished peer sent to another finished peer that the
  * receiver had not applied when it stopped: shares still in a socket, or kept
  * by a receiver that ignores the sender's older incarnation. Weight sent to
- * or held by a peer killed for good (absent) is in neither. */
+ * or held by a peer killed for good (absent) is in neither.
+ *
+ * The comebacks' part (gossip/GUARANTEES.md, "Mass at comebacks"): with
+ * N peers started, J joins and no kill,
+ *   held + in_flight == N + J + rescaled - adopted
+ * where rescaled is what resumes added (gsp_resume's power of two) and
+ * adopted what resumed and joining peers took as a baseline on an in-edge
+ * (sent to the id, taken in by a run of it that died, or by none). A kill
+ * also loses what the killed run held beyond its checkpoint and the shares
+ * it had sent that nobody applied: no log knows those. */
 #ifndef PEER_LAUNCH_LEDGER_H
 #define PEER_LAUNCH_LEDGER_H
 
@@ -20,6 +29,8 @@
 typedef struct launch_mass {
     double held;      /* sum of the finished peers' w */
     double in_flight; /* sent between finished peers and not applied */
+    double rescaled;  /* added by resumes: w - w_checkpoint (gsp_resume) */
+    double adopted;   /* taken as a baseline on in-edges after a comeback (gsp_stats.w_adopted) */
 } launch_mass;
 
 /* 0; -ENOENT when a finished peer's log has no ledger (err names it; a peer

@@ -84,7 +84,9 @@ void node_resume(node *n)
                                        sizeof err)
                            : -ENOENT;
     if (rc == 0) {
+        const double w_checkpoint = n->rp.g.w;
         gsp_resume(&n->rp.g);
+        node_log_resume(n, w_checkpoint);
         gsp_pace_joined(&n->rp.pace);
         n->r->start_round = n->rp.g.round;
         node_event(n, "resumed from", -1, used);

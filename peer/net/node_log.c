@@ -44,15 +44,17 @@ void node_log_round(node *n, long round, float test_accuracy)
 
 /* One JSON line per edge: with every peer's ledger, sum w + sum over edges
  * of (sent - applied) is the total weight, so a run's logs show whether mass
- * was conserved (tests/soak checks it). */
+ * was conserved (sgp launch sums them: peer/launch/launch_ledger.h). */
 void node_log_ledger(node *n)
 {
     FILE *f = n->c->log;
     if (!f)
         return;
     const gsp_peer *g = &n->rp.g;
-    fprintf(f, "{\"ledger\": \"peer\", \"id\": %d, \"incarnation\": %llu, \"w\": %.17g, \"round\": %ld}\n", g->id,
-            (unsigned long long)g->incarnation, g->w, g->round);
+    fprintf(f,
+            "{\"ledger\": \"peer\", \"id\": %d, \"incarnation\": %llu, \"w\": %.17g, \"round\": %ld, "
+            "\"w_adopted\": %.17g}\n",
+            g->id, (unsigned long long)g->incarnation, g->w, g->round, g->stats.w_adopted);
     for (int k = 0; k < g->n_out; k++)
         fprintf(f, "{\"ledger\": \"out\", \"to\": %d, \"seq\": %llu, \"w_total\": %.17g}\n", g->out[k].peer,
                 (unsigned long long)g->out[k].seq, g->out[k].w);
@@ -60,4 +62,13 @@ void node_log_ledger(node *n)
         fprintf(f, "{\"ledger\": \"in\", \"from\": %d, \"incarnation\": %llu, \"seq\": %llu, \"w_total\": %.17g}\n",
                 g->in[k].peer, (unsigned long long)g->in[k].incarnation, (unsigned long long)g->in[k].seq, g->in[k].w);
     fflush(f);
+}
+
+void node_log_resume(node *n, double w_checkpoint)
+{
+    if (n->c->log) {
+        fprintf(n->c->log, "{\"ledger\": \"resume\", \"w_checkpoint\": %.17g, \"w\": %.17g}\n", w_checkpoint,
+                n->rp.g.w);
+        fflush(n->c->log);
+    }
 }

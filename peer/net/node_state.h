@@ -55,6 +55,9 @@ typedef struct node {
 void node_event(node *n, const char *what, int peer, const char *detail);
 void node_log_round(node *n, long round, float test_accuracy);
 void node_log_ledger(node *n);
+/* A ledger line at a resume: the checkpoint's weight and the weight it
+ * resumed with (gsp_resume rescales it by a power of two). */
+void node_log_resume(node *n, double w_checkpoint);
 
 /* node_ckpt.c: periodic checkpoints (written on the thread pool), the final
  * one, and --resume. */
