@@ -407,6 +407,42 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
     rm_rf(dir);
 }
 
+/* ---- a survivor whose in-neighbours all died ------------------------------- */
+
+/* Peer 0's in-neighbours on the exponential graph of 4 are 3 and 2: both are
+ * killed (kill -9) at their round 500 of 1,000 and started again with
+ * --resume a second later. Peer 0 hears neither and waits for them
+ * (gsp_pace_decision.alone; --alone-wait, by default the round timeout of
+ * 30 s) instead of racing through its remaining rounds alone, which left
+ * nobody for them to rejoin; peer 1 (in-neighbours 0 and 3) is held by the
+ * brake at peer 0's round. They come back from their checkpoints, and the
+ * run ends with every peer at its last round and in agreement.
+ *
+ * (On a larger graph the peers that still hear in-neighbours go on, as
+ * they must for a dropout; a lone waiting survivor is then a straggler to
+ * them, and it and the restarted peers catch up by the usual rules.) */
+Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
+{
+    char dir[] = "/tmp/sgp-faults-alone-XXXXXX";
+    launch(dir, (char *[]){"--peers", "4", "--epochs", "8", "--dead-timeout", "1", "--checkpoint-every", "0.1",
+                           "--restart", "3@500:1", "--restart", "2@500:1", NULL});
+    char run[256], sum[256];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    cr_assert_eq(file_number(sum, "peers_finished"), 4, "%s", dir);
+    cr_assert(out_has(run, 0, "every in-neighbour lost: waiting for one to come back"),
+              "peer 0 did not wait for its in-neighbours (logs in %s)", dir);
+    for (int i = 2; i < 4; i++)
+        cr_assert(out_has(run, i, "resumed from"), "peer %d did not resume (logs in %s)", i, dir);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(peer_number(run, i, "rounds"), 1000, "peer %d ended before the last round (logs in %s)", i, dir);
+    const double acc = file_number(sum, "test_accuracy"), acc0 = peer_number(run, 0, "test_accuracy");
+    cr_assert_leq(fabs(acc0 - acc), 0.002 + 1e-6, "peer 0 ends at %.2f%%, the average model at %.2f%% (logs in %s)",
+                  100 * acc0, 100 * acc, dir);
+    cr_assert_leq(file_number(sum, "consensus_distance"), 1e-3, "the peers end apart (logs in %s)", dir);
+    rm_rf(dir);
+}
+
 /* ---- sgp launch --slow ------------------------------------------------------ */
 
 /* One peer at a quarter of the others' speed (--slow 3:4: its rounds take 4
