@@ -440,6 +440,11 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
     cr_assert_leq(fabs(acc0 - acc), 0.002 + 1e-6, "peer 0 ends at %.2f%%, the average model at %.2f%% (logs in %s)",
                   100 * acc0, 100 * acc, dir);
     cr_assert_leq(file_number(sum, "consensus_distance"), 1e-3, "the peers end apart (logs in %s)", dir);
+    char out[300];
+    snprintf(out, sizeof out, "%s/launch.out", dir);
+    cr_assert(sgp_file_has(out, "push-sum weight ") && !sgp_file_has(out, "push-sum weight not known") &&
+                  sgp_file_has(out, "comebacks: "),
+              "sgp launch reports the run's weight and what the resumes changed (%s)", out);
     rm_rf(dir);
 }
 

@@ -168,7 +168,9 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
                 "%.2e\n%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n",
                 100 * accuracy, t.k, 100 * t.acc_min, 100 * t.acc_sum / t.k, cd, t.rounds, t.bytes / 1e6,
                 o->wall_seconds, o->faults, o->run_dir);
-        if (have_mass)
+        if (!have_mass)
+            fprintf(out, "push-sum weight not known: %s\n", why);
+        else
             fprintf(out, "push-sum weight %.9g of the %d finished peers (%.3g of it in flight at the end)\n",
                     mass.held + mass.in_flight, t.k, mass.in_flight);
         if (have_mass && (mass.rescaled != 0 || mass.adopted != 0))
@@ -176,8 +178,6 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
                     "comebacks: %+.3g by resumes' rescaling, -%.3g of shares taken as a baseline on in-edges "
                     "(gossip/GUARANTEES.md, \"Mass at comebacks\")\n",
                     mass.rescaled, mass.adopted);
-        else
-            fprintf(out, "push-sum weight not known: %s\n", why);
     }
     if (rc == 0 && summary)
         rc = write_summary(summary, o, &t, dim, accuracy, loss, cd, have_mass ? &mass : NULL, err, errlen);
