@@ -54,4 +54,39 @@ void nn_maxpool_forward(int c, int ih, int iw, int k, int stride, const float *x
 void nn_maxpool_backward(int c, int ih, int iw, int k, int stride, const float *dy, const int *argmax, int B,
                          float *dx);
 
+/* GELU (exact, with erf, as PyTorch's default); backward reads the input x. */
+void nn_gelu_forward(const float *restrict x, size_t n, float *restrict y);
+void nn_gelu_backward(const float *restrict x, const float *restrict dy, size_t n, float *restrict dx);
+/* tanh; backward reads the forward output y. */
+void nn_tanh_forward(const float *restrict x, size_t n, float *restrict y);
+void nn_tanh_backward(const float *restrict y, const float *restrict dy, size_t n, float *restrict dx);
+
+/* Inverted dropout: each value is zeroed with probability p and the others
+ * scaled by 1 / (1 - p), drawn from r; mask (n floats) keeps the factors. */
+struct nn_rng;
+void nn_dropout_forward(const float *restrict x, size_t n, float p, struct nn_rng *r, float *restrict mask,
+                        float *restrict y);
+void nn_dropout_backward(const float *restrict mask, const float *restrict dy, size_t n, float *restrict dx);
+
+/* Average-pool k x k with the given stride on NCHW (k = the whole input for
+ * a global average pool). */
+void nn_avgpool_forward(int c, int ih, int iw, int k, int stride, const float *x, int B, float *y);
+void nn_avgpool_backward(int c, int ih, int iw, int k, int stride, const float *dy, int B, float *dx);
+
+/* Normalisation over groups of each sample: n values a sample, `groups`
+ * contiguous groups of n / groups (NCHW: a group is C / groups channels),
+ * and an affine (gamma, beta) shared by runs of per_affine values: H * W for
+ * group norm (one per channel), 1 for layer norm (one per value). stats holds
+ * B * groups (mean, 1/std) pairs for backward. dgamma/dbeta are overwritten;
+ * dx may be NULL. */
+typedef struct nn_norm_shape {
+    size_t n;
+    int groups;
+    size_t per_affine;
+} nn_norm_shape;
+void nn_norm_forward(const nn_norm_shape *s, const float *x, int B, const float *gamma, const float *beta,
+                     float *y, float *stats);
+void nn_norm_backward(const nn_norm_shape *s, const float *x, const float *dy, int B, const float *gamma,
+                      const float *stats, float *dgamma, float *dbeta, float *dx);
+
 #endif

@@ -1,7 +1,9 @@
 /* Model construction (spec -> layer list -> one block per role) and the
  * forward/backward drivers over the layer kernels. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,8 @@
 static size_t out_size(const nn_layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }
 static size_t in_size(const nn_layer *l) { return (size_t)l->in_c * l->in_h * l->in_w; }
 
-/* Appends a layer taking the previous layer's output shape (or the model input). */
+/* Appends a layer taking the previous layer's output shape (or the model
+ * input), named NAME1, NAME2, ... in order, as people name them. */
 static nn_layer *push(nn_model *m, nn_layer_kind kind, const char *name, char *err, size_t errlen)
 {
     if (m->n_layers == NN_MAX_LAYERS) {
@@ -22,9 +25,10 @@ static nn_layer *push(nn_model *m, nn_layer_kind kind, const char *name, char *e
     nn_layer *l = &m->layer[m->n_layers];
     memset(l, 0, sizeof *l);
     l->kind = kind;
-    int same = 1; /* "fc1", "fc2", ...: numbered per kind, as people name them */
+    const size_t len = strlen(name);
+    int same = 1;
     for (int i = 0; i < m->n_layers; i++)
-        same += m->layer[i].kind == kind;
+        same += strncmp(m->layer[i].name, name, len) == 0 && isdigit((unsigned char)m->layer[i].name[len]);
     snprintf(l->name, sizeof l->name, "%s%d", name, same);
     if (m->n_layers == 0) {
         l->in_c = m->in_c, l->in_h = m->in_h, l->in_w = m->in_w;
@@ -37,94 +41,157 @@ static nn_layer *push(nn_model *m, nn_layer_kind kind, const char *name, char *e
     return l;
 }
 
-static int add_dense(nn_model *m, int out, char *err, size_t errlen)
+/* "model 'SPEC': conv2 (position 17): " and the reason. */
+static int misfit(const nn_model *m, const nn_layer *l, const nn_spec_op *op, char *err, size_t errlen,
+                  const char *fmt, ...)
 {
-    nn_layer *l = push(m, NN_DENSE, "fc", err, errlen);
-    if (!l)
-        return -EINVAL;
-    l->out_c = 1, l->out_h = 1, l->out_w = out;
-    l->w_n = (size_t)out * in_size(l);
-    l->b_n = (size_t)out;
+    char why[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(err, errlen, "model '%s': %s (position %d): %s", m->spec, l->name, op->pos, why);
+    return -EINVAL;
+}
+
+static int pool_fits(const nn_model *m, nn_layer *l, const nn_spec_op *op, char *err, size_t errlen)
+{
+    if (l->in_h < l->k || l->in_w < l->k)
+        return misfit(m, l, op, err, errlen, "a %dx%d pool does not fit a %dx%d input", l->k, l->k, l->in_h,
+                      l->in_w);
+    l->out_h = (l->in_h - l->k) / l->stride + 1, l->out_w = (l->in_w - l->k) / l->stride + 1;
     return 0;
 }
 
-static int add_simple(nn_model *m, nn_layer_kind kind, const char *name, char *err, size_t errlen)
+/* One parsed op to a layer; `last`: the op ends the model. */
+static int add_op(nn_model *m, const nn_spec_op *op, int last, char *err, size_t errlen)
 {
-    nn_layer *l = push(m, kind, name, err, errlen);
+    static const char *const names[] = {[NN_OP_FC] = "fc",           [NN_OP_CONV] = "conv",
+                                        [NN_OP_MAXPOOL] = "pool",     [NN_OP_AVGPOOL] = "avgpool",
+                                        [NN_OP_RELU] = "relu",        [NN_OP_GELU] = "gelu",
+                                        [NN_OP_TANH] = "tanh",        [NN_OP_FLATTEN] = "flatten",
+                                        [NN_OP_DROPOUT] = "dropout",  [NN_OP_GROUPNORM] = "gn",
+                                        [NN_OP_LAYERNORM] = "ln"};
+    static const nn_layer_kind kinds[] = {[NN_OP_FC] = NN_DENSE,        [NN_OP_CONV] = NN_CONV2D,
+                                          [NN_OP_MAXPOOL] = NN_MAXPOOL, [NN_OP_AVGPOOL] = NN_AVGPOOL,
+                                          [NN_OP_RELU] = NN_RELU,       [NN_OP_GELU] = NN_GELU,
+                                          [NN_OP_TANH] = NN_TANH,       [NN_OP_FLATTEN] = NN_FLATTEN,
+                                          [NN_OP_DROPOUT] = NN_DROPOUT, [NN_OP_GROUPNORM] = NN_NORM,
+                                          [NN_OP_LAYERNORM] = NN_NORM};
+    nn_layer *l = push(m, kinds[op->kind], names[op->kind], err, errlen);
     if (!l)
         return -EINVAL;
-    if (kind == NN_FLATTEN)
-        l->out_c = 1, l->out_h = 1, l->out_w = (int)in_size(l);
-    return 0;
-}
-
-static int add_conv(nn_model *m, int oc, int k, int pad, char *err, size_t errlen)
-{
-    nn_layer *l = push(m, NN_CONV2D, "conv", err, errlen);
-    if (!l)
-        return -EINVAL;
-    l->conv = (nn_conv_shape){.ic = l->in_c, .ih = l->in_h, .iw = l->in_w, .oc = oc, .k = k, .stride = 1, .pad = pad};
-    if (nn_conv_shape_resolve(&l->conv) < 0) {
-        snprintf(err, errlen, "model '%s': a %dx%d convolution does not fit a %dx%d input", m->spec, k, k, l->in_h,
-                 l->in_w);
-        return -EINVAL;
+    switch (op->kind) {
+    case NN_OP_FC: {
+        if (!op->n && !last)
+            return misfit(m, l, op, err, errlen, "fc without a width is only for the last layer (fc:N elsewhere)");
+        const int out = op->n ? op->n : m->n_classes;
+        l->out_c = 1, l->out_h = 1, l->out_w = out;
+        l->w_n = (size_t)out * in_size(l);
+        l->b_n = (size_t)out;
+        return 0;
     }
-    l->out_c = oc, l->out_h = l->conv.oh, l->out_w = l->conv.ow;
-    l->w_n = (size_t)oc * l->in_c * k * k;
-    l->b_n = (size_t)oc;
-    return 0;
-}
-
-static int add_pool(nn_model *m, int k, char *err, size_t errlen)
-{
-    nn_layer *l = push(m, NN_MAXPOOL, "pool", err, errlen);
-    if (!l)
-        return -EINVAL;
-    if (l->in_h < k || l->in_w < k) {
-        snprintf(err, errlen, "model '%s': a %dx%d pool does not fit a %dx%d input", m->spec, k, k, l->in_h, l->in_w);
-        return -EINVAL;
-    }
-    l->k = k, l->stride = k;
-    l->out_h = (l->in_h - k) / k + 1, l->out_w = (l->in_w - k) / k + 1;
-    return 0;
-}
-
-static int build_mlp(nn_model *m, const char *widths, char *err, size_t errlen)
-{
-    int rc = add_simple(m, NN_FLATTEN, "flatten", err, errlen);
-    const char *p = widths;
-    while (rc == 0 && p && *p) {
-        char *end;
-        long w = (*p >= '0' && *p <= '9') ? strtol(p, &end, 10) : 0; /* no signs or spaces */
-        if (w <= 0 || w > 1 << 20 || (*end != ',' && *end != '\0') || (*end == ',' && end[1] == '\0')) {
-            snprintf(err, errlen, "model '%s': hidden widths must be positive integers separated by commas",
-                     m->spec);
-            return -EINVAL;
+    case NN_OP_CONV:
+        l->conv = (nn_conv_shape){.ic = l->in_c, .ih = l->in_h, .iw = l->in_w, .oc = op->n, .k = op->k,
+                                  .stride = op->stride, .pad = op->pad};
+        if (nn_conv_shape_resolve(&l->conv) < 0)
+            return misfit(m, l, op, err, errlen, "a %dx%d convolution does not fit a %dx%d input", op->k, op->k,
+                          l->in_h + 2 * op->pad, l->in_w + 2 * op->pad);
+        l->out_c = op->n, l->out_h = l->conv.oh, l->out_w = l->conv.ow;
+        l->w_n = (size_t)op->n * l->in_c * op->k * op->k;
+        l->b_n = (size_t)op->n;
+        return 0;
+    case NN_OP_MAXPOOL:
+    case NN_OP_AVGPOOL:
+        if (op->k == 0) { /* global average pool: one value per channel */
+            if (l->in_h != l->in_w)
+                return misfit(m, l, op, err, errlen, "a global pool needs a square input, not %dx%d", l->in_h,
+                              l->in_w);
+            l->k = l->in_h, l->stride = 1;
+        } else {
+            l->k = op->k, l->stride = op->stride;
         }
-        rc = add_dense(m, (int)w, err, errlen);
-        if (rc == 0)
-            rc = add_simple(m, NN_RELU, "relu", err, errlen);
-        p = *end ? end + 1 : end;
+        return pool_fits(m, l, op, err, errlen);
+    case NN_OP_FLATTEN:
+        l->out_c = 1, l->out_h = 1, l->out_w = (int)in_size(l);
+        return 0;
+    case NN_OP_DROPOUT:
+        l->p = op->p;
+        return 0;
+    case NN_OP_GROUPNORM:
+        if (l->in_c % op->n != 0)
+            return misfit(m, l, op, err, errlen, "%d channels do not split into %d groups", l->in_c, op->n);
+        l->norm = (nn_norm_shape){.n = in_size(l), .groups = op->n, .per_affine = (size_t)l->in_h * l->in_w};
+        l->w_n = l->b_n = (size_t)l->in_c;
+        return 0;
+    case NN_OP_LAYERNORM:
+        l->norm = (nn_norm_shape){.n = in_size(l), .groups = 1, .per_affine = 1};
+        l->w_n = l->b_n = in_size(l);
+        return 0;
+    default:
+        return 0;
     }
-    return rc ? rc : add_dense(m, m->n_classes, err, errlen);
 }
 
-static int build_lenet(nn_model *m, char *err, size_t errlen)
+/* The layers of an expanded spec; residual blocks become their layers and an
+ * NN_ADD whose input shape must be the block's. */
+static int build(nn_model *m, const char *expanded, char *err, size_t errlen)
 {
-    int rc = 0;
-    rc = rc ? rc : add_conv(m, 6, 5, 2, err, errlen);
-    rc = rc ? rc : add_simple(m, NN_RELU, "relu", err, errlen);
-    rc = rc ? rc : add_pool(m, 2, err, errlen);
-    rc = rc ? rc : add_conv(m, 16, 5, 0, err, errlen);
-    rc = rc ? rc : add_simple(m, NN_RELU, "relu", err, errlen);
-    rc = rc ? rc : add_pool(m, 2, err, errlen);
-    rc = rc ? rc : add_simple(m, NN_FLATTEN, "flatten", err, errlen);
-    rc = rc ? rc : add_dense(m, 120, err, errlen);
-    rc = rc ? rc : add_simple(m, NN_RELU, "relu", err, errlen);
-    rc = rc ? rc : add_dense(m, 84, err, errlen);
-    rc = rc ? rc : add_simple(m, NN_RELU, "relu", err, errlen);
-    rc = rc ? rc : add_dense(m, m->n_classes, err, errlen);
-    return rc;
+    nn_spec_op ops[NN_SPEC_MAX_OPS];
+    const int n = nn_spec_parse(expanded, ops, NN_SPEC_MAX_OPS, err, errlen);
+    if (n < 0)
+        return n;
+    int open[NN_SPEC_MAX_OPS], depth = 0; /* per open block: the layer before it */
+    for (int i = 0; i < n; i++) {
+        const nn_spec_op *op = &ops[i];
+        if (op->kind == NN_OP_RES_BEGIN) {
+            open[depth++] = m->n_layers - 1;
+            continue;
+        }
+        if (op->kind == NN_OP_RES_END) {
+            const int skip = open[--depth];
+            nn_layer *l = push(m, NN_ADD, "add", err, errlen);
+            if (!l)
+                return -EINVAL;
+            const int c = skip < 0 ? m->in_c : m->layer[skip].out_c, h = skip < 0 ? m->in_h : m->layer[skip].out_h,
+                      w = skip < 0 ? m->in_w : m->layer[skip].out_w;
+            if (l->in_c != c || l->in_h != h || l->in_w != w)
+                return misfit(m, l, op, err, errlen,
+                              "the block ends with %dx%dx%d, its input is %dx%dx%d (a residual block keeps the shape)",
+                              l->in_c, l->in_h, l->in_w, c, h, w);
+            l->skip = skip;
+            continue;
+        }
+        int last = 1;
+        for (int j = i + 1; j < n && last; j++)
+            last = ops[j].kind == NN_OP_RES_END;
+        int rc = add_op(m, op, last, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    const nn_layer *l = &m->layer[m->n_layers - 1];
+    if (out_size(l) != (size_t)m->n_classes) {
+        snprintf(err, errlen, "model '%s': the last layer (%s) gives %zu outputs, the data has %d classes (end with fc)",
+                 m->spec, l->name, out_size(l), m->n_classes);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Floats a layer keeps from forward to backward: a conv layer's patches
+ * (each its own: backward reuses forward's), a dropout mask, norm statistics. */
+static size_t work_size(const nn_layer *l, int B)
+{
+    switch (l->kind) {
+    case NN_CONV2D:
+        return nn_conv2d_workspace(&l->conv, B);
+    case NN_DROPOUT:
+        return (size_t)B * out_size(l);
+    case NN_NORM:
+        return 2 * (size_t)B * l->norm.groups;
+    default:
+        return 0;
+    }
 }
 
 /* Lays out the three blocks once the layer list is known. */
@@ -137,8 +204,7 @@ static int allocate(nn_model *m)
         l->b_off = n_params, n_params += l->b_n;
         if (l->kind != NN_FLATTEN)
             n_acts += 2 * out_size(l);
-        if (l->kind == NN_CONV2D) /* one workspace per conv layer: backward reuses forward's patches */
-            n_work += nn_conv2d_workspace(&l->conv, m->max_batch);
+        n_work += work_size(l, m->max_batch);
         if (l->kind == NN_MAXPOOL)
             n_argmax += out_size(l);
     }
@@ -166,8 +232,8 @@ static int allocate(nn_model *m)
         l->dout = a, a += B * out_size(l);
         if (l->kind == NN_MAXPOOL)
             l->argmax = am, am += B * out_size(l);
-        if (l->kind == NN_CONV2D)
-            l->work = work, work += nn_conv2d_workspace(&l->conv, m->max_batch);
+        if (work_size(l, m->max_batch))
+            l->work = work, work += work_size(l, m->max_batch);
     }
     m->probs = a;
     return 0;
@@ -178,7 +244,7 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
 {
     memset(m, 0, sizeof *m);
     if (!spec || strlen(spec) >= sizeof m->spec) {
-        snprintf(err, errlen, "model spec missing or too long");
+        snprintf(err, errlen, "model spec missing or longer than %zu characters", sizeof m->spec - 1);
         return -EINVAL;
     }
     if (c <= 0 || h <= 0 || w <= 0 || n_classes < 2 || max_batch <= 0) {
@@ -188,17 +254,10 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
     }
     strcpy(m->spec, spec);
     m->in_c = c, m->in_h = h, m->in_w = w, m->n_classes = n_classes, m->max_batch = max_batch;
-    int rc;
-    if (strcmp(spec, "mlp") == 0)
-        rc = build_mlp(m, NULL, err, errlen);
-    else if (strncmp(spec, "mlp:", 4) == 0 && spec[4])
-        rc = build_mlp(m, spec + 4, err, errlen);
-    else if (strcmp(spec, "lenet") == 0)
-        rc = build_lenet(m, err, errlen);
-    else {
-        snprintf(err, errlen, "unknown model '%s' (expected mlp, mlp:W1,W2,... or lenet)", spec);
-        rc = -EINVAL;
-    }
+    char expanded[NN_SPEC_MAX_LEN];
+    int rc = nn_spec_expand(spec, expanded, sizeof expanded, err, errlen);
+    if (rc == 0)
+        rc = build(m, expanded, err, errlen);
     if (rc == 0 && (rc = allocate(m)) < 0)
         snprintf(err, errlen, "model '%s': out of memory", spec);
     if (rc < 0) {
@@ -223,11 +282,18 @@ void nn_model_free(nn_model *m)
 
 void nn_model_init_params(nn_model *m, uint64_t seed)
 {
+    m->seed = seed, m->steps = 0;
     /* One stream per layer, so adding a layer does not reshuffle the others. */
     for (int i = 0; i < m->n_layers; i++) {
         const nn_layer *l = &m->layer[i];
         if (!l->w_n)
             continue;
+        if (l->kind == NN_NORM) { /* the identity at first: gamma 1, beta 0 */
+            for (size_t j = 0; j < l->w_n; j++)
+                m->params[l->w_off + j] = 1.0f;
+            memset(m->params + l->b_off, 0, l->b_n * sizeof(float));
+            continue;
+        }
         nn_rng r;
         nn_rng_seed(&r, seed, 0x6e6e0000u + (uint64_t)i);
         size_t fan_in = l->w_n / l->b_n;
@@ -244,18 +310,32 @@ static const float *layer_input(const nn_model *m, int i, const float *x)
     return i == 0 ? x : m->layer[i - 1].out;
 }
 
-const float *nn_model_forward(nn_model *m, const float *x, int B)
+/* The input of a residual block's sum: the output of the layer before the
+ * block, or the model's input. */
+static const float *skip_input(const nn_model *m, const nn_layer *l, const float *x)
+{
+    return l->skip < 0 ? x : m->layer[l->skip].out;
+}
+
+static const float *forward(nn_model *m, const float *x, int B, int train)
 {
     const float *P = m->params;
     for (int i = 0; i < m->n_layers; i++) {
         nn_layer *l = &m->layer[i];
         const float *in = layer_input(m, i, x);
+        const size_t n = (size_t)B * in_size(l);
         switch (l->kind) {
         case NN_DENSE:
             nn_dense_forward(in, B, (int)in_size(l), l->out_w, P + l->w_off, P + l->b_off, l->out);
             break;
         case NN_RELU:
-            nn_relu_forward(in, (size_t)B * in_size(l), l->out);
+            nn_relu_forward(in, n, l->out);
+            break;
+        case NN_GELU:
+            nn_gelu_forward(in, n, l->out);
+            break;
+        case NN_TANH:
+            nn_tanh_forward(in, n, l->out);
             break;
         case NN_CONV2D:
             nn_conv2d_forward(&l->conv, in, B, P + l->w_off, P + l->b_off, l->out, l->work);
@@ -263,6 +343,30 @@ const float *nn_model_forward(nn_model *m, const float *x, int B)
         case NN_MAXPOOL:
             nn_maxpool_forward(l->in_c, l->in_h, l->in_w, l->k, l->stride, in, B, l->out, l->argmax);
             break;
+        case NN_AVGPOOL:
+            nn_avgpool_forward(l->in_c, l->in_h, l->in_w, l->k, l->stride, in, B, l->out);
+            break;
+        case NN_DROPOUT:
+            if (train && l->p > 0.0f) {
+                nn_rng r; /* a new mask every step, the same for the same (seed, steps) */
+                nn_rng_seed(&r, m->seed ^ (m->steps * 0x9e3779b97f4a7c15ULL), 0x64720000u + (uint64_t)i);
+                nn_dropout_forward(in, n, l->p, &r, l->work, l->out);
+            } else {
+                memcpy(l->out, in, n * sizeof(float));
+                if (train)
+                    for (size_t j = 0; j < n; j++)
+                        l->work[j] = 1.0f;
+            }
+            break;
+        case NN_NORM:
+            nn_norm_forward(&l->norm, in, B, P + l->w_off, P + l->b_off, l->out, l->work);
+            break;
+        case NN_ADD: {
+            const float *s2 = skip_input(m, l, x);
+            for (size_t j = 0; j < n; j++)
+                l->out[j] = in[j] + s2[j];
+            break;
+        }
         case NN_FLATTEN:
             l->out = (float *)in; /* a view; see allocate() */
             break;
@@ -270,6 +374,8 @@ const float *nn_model_forward(nn_model *m, const float *x, int B)
     }
     return m->layer[m->n_layers - 1].out;
 }
+
+const float *nn_model_forward(nn_model *m, const float *x, int B) { return forward(m, x, B, 0); }
 
 static int count_correct(const float *logits, const int *y, int B, int K)
 {
@@ -287,7 +393,8 @@ static int count_correct(const float *logits, const int *y, int B, int K)
 
 float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *correct)
 {
-    const float *logits = nn_model_forward(m, x, B);
+    const float *logits = forward(m, x, B, 1);
+    m->steps++;
     nn_layer *last = &m->layer[m->n_layers - 1];
     float loss = nn_softmax_xent(logits, y, B, m->n_classes, m->probs, last->dout);
     if (correct)
@@ -303,13 +410,34 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
         for (int j = i - 1; j >= 0 && !din; j--)
             if (m->layer[j].kind != NN_FLATTEN)
                 din = m->layer[j].dout;
+        const size_t n = (size_t)B * in_size(l);
+        if (!din && l->kind != NN_DENSE && l->kind != NN_CONV2D && l->kind != NN_NORM)
+            continue; /* nothing to compute: no parameters, no gradient wanted */
         switch (l->kind) {
         case NN_DENSE:
             nn_dense_backward(in, l->dout, B, (int)in_size(l), l->out_w, P + l->w_off, G + l->w_off, G + l->b_off,
                               din);
             break;
         case NN_RELU:
-            nn_relu_backward(l->out, l->dout, (size_t)B * in_size(l), din);
+            nn_relu_backward(l->out, l->dout, n, din);
+            break;
+        case NN_GELU:
+            nn_gelu_backward(in, l->dout, n, din);
+            break;
+        case NN_TANH:
+            nn_tanh_backward(l->out, l->dout, n, din);
+            break;
+        case NN_AVGPOOL:
+            nn_avgpool_backward(l->in_c, l->in_h, l->in_w, l->k, l->stride, l->dout, B, din);
+            break;
+        case NN_DROPOUT:
+            nn_dropout_backward(l->work, l->dout, n, din);
+            break;
+        case NN_NORM:
+            nn_norm_backward(&l->norm, in, l->dout, B, P + l->w_off, l->work, G + l->w_off, G + l->b_off, din);
+            break;
+        case NN_ADD:
+            memcpy(din, l->dout, n * sizeof(float));
             break;
         case NN_CONV2D:
             nn_conv2d_backward(&l->conv, in, l->dout, B, P + l->w_off, G + l->w_off, G + l->b_off, din, l->work);
@@ -320,6 +448,15 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
         case NN_FLATTEN:
             break;
         }
+        /* Layer i opens the residual blocks that end in an NN_ADD with skip
+         * i - 1: the sum's gradient also flows to the block's input. */
+        if (din)
+            for (int j = i + 1; j < m->n_layers; j++) {
+                const nn_layer *a = &m->layer[j];
+                if (a->kind == NN_ADD && a->skip == i - 1)
+                    for (size_t k = 0; k < n; k++)
+                        din[k] += a->dout[k];
+            }
     }
     return loss;
 }

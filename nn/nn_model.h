@@ -8,9 +8,11 @@
  *   nn_sgd_step(&opt, m.params, m.grads, lr);
  *   nn_model_free(&m);
  *
- * Specs: "mlp" (softmax regression), "mlp:W1,W2,..." (hidden widths, ReLU),
- * "lenet" (LeNet-5 style: conv5x5(6,pad 2)-relu-pool2-conv5x5(16)-relu-pool2-
- * fc120-relu-fc84-relu-fc). Input shape and class count come from the data.
+ * Specs: a sequence of layers (nn/MODELS.md, parsed by nn/nn_spec.h), e.g.
+ * "conv:32:3:pad=1,gn:8,relu,maxpool:2,fc:128,relu,dropout:0.25,fc", and the
+ * presets "mlp" (softmax regression), "mlp:W1,W2,..." (hidden widths, ReLU)
+ * and "lenet" (conv5x5(6,pad 2)-relu-pool2-conv5x5(16)-relu-pool2-fc120-relu-
+ * fc84-relu-fc). Input shape and class count come from the data.
  * The flat m.params vector is what gossip and compression operate on; a step
  * never allocates.
  */
@@ -22,10 +24,23 @@
 
 #include "nn/nn_data.h"
 #include "nn/nn_layers.h"
+#include "nn/nn_spec.h"
 
-#define NN_MAX_LAYERS 32
+#define NN_MAX_LAYERS NN_SPEC_MAX_OPS
 
-typedef enum nn_layer_kind { NN_DENSE, NN_RELU, NN_CONV2D, NN_MAXPOOL, NN_FLATTEN } nn_layer_kind;
+typedef enum nn_layer_kind {
+    NN_DENSE,
+    NN_RELU,
+    NN_CONV2D,
+    NN_MAXPOOL,
+    NN_FLATTEN,
+    NN_AVGPOOL,
+    NN_GELU,
+    NN_TANH,
+    NN_DROPOUT,
+    NN_NORM, /* group or layer normalisation */
+    NN_ADD,  /* the end of a residual block: its input plus its output */
+} nn_layer_kind;
 
 typedef struct nn_layer {
     nn_layer_kind kind;
@@ -33,16 +48,22 @@ typedef struct nn_layer {
     int in_c, in_h, in_w;    /* per-sample input shape */
     int out_c, out_h, out_w; /* per-sample output shape */
     nn_conv_shape conv;      /* NN_CONV2D */
-    int k, stride;           /* NN_MAXPOOL */
+    int k, stride;           /* NN_MAXPOOL, NN_AVGPOOL */
+    float p;                 /* NN_DROPOUT */
+    nn_norm_shape norm;      /* NN_NORM */
+    int skip;                /* NN_ADD: the layer whose output is the block's input (-1: the model's input) */
     size_t w_off, w_n;       /* weight view into params / grads (dense, conv) */
     size_t b_off, b_n;       /* bias view */
     float *out, *dout;       /* [max_batch][out size]; flatten aliases its input */
     int *argmax;             /* NN_MAXPOOL */
-    float *work;             /* NN_CONV2D: im2col patches kept for backward */
+    float *work;             /* NN_CONV2D: im2col patches kept for backward; NN_DROPOUT: the mask;
+                              * NN_NORM: each sample's group statistics */
 } nn_layer;
 
 typedef struct nn_model {
-    char spec[64];
+    char spec[NN_SPEC_MAX_LEN];
+    uint64_t seed;  /* of the initial parameters, and with `steps` of dropout's masks */
+    uint64_t steps; /* nn_model_grad calls so far: each draws new dropout masks */
     int in_c, in_h, in_w, n_classes, max_batch;
     int n_layers;
     nn_layer layer[NN_MAX_LAYERS];
@@ -65,11 +86,14 @@ void nn_model_free(nn_model *m);
 /* Re-draw the parameters from seed (as nn_model_init does). */
 void nn_model_init_params(nn_model *m, uint64_t seed);
 
-/* Forward pass of B <= max_batch samples; returns the logits [B][n_classes]. */
+/* Forward pass of B <= max_batch samples (inference: dropout off); returns
+ * the logits [B][n_classes]. */
 const float *nn_model_forward(nn_model *m, const float *x, int B);
 
-/* Forward, mean softmax cross-entropy against y, backward into m->grads (at the
- * current m->params). Returns the loss; *correct (if not NULL) counts argmax hits. */
+/* Forward (training: dropout on, masks drawn from seed and steps, then
+ * steps++), mean softmax cross-entropy against y, backward into m->grads (at
+ * the current m->params). Returns the loss; *correct (if not NULL) counts
+ * argmax hits. */
 float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *correct);
 
 /* Mean loss and accuracy over a whole data set, in batches of max_batch,

@@ -729,3 +729,229 @@ Test(nn_grad, model_lenet_cifar_shape, .timeout = 120)
 {
     check_model("lenet", lenet_ops, 11, 3, 32, 32, 10, 3);
 }
+
+/* ---- gelu, tanh, dropout ---------------------------------------------------- */
+
+typedef struct act_ctx {
+    size_t n;
+    int kind; /* 0 gelu, 1 tanh, 2 dropout (with mask) */
+    double *x, *dy, *y, *mask;
+} act_ctx;
+
+static double act_obj(void *p)
+{
+    act_ctx *c = p;
+    for (size_t i = 0; i < c->n; i++) {
+        const double v = c->x[i];
+        c->y[i] = c->kind == 0 ? 0.5 * v * (1 + erf(v / sqrt(2.0))) : c->kind == 1 ? tanh(v) : v * c->mask[i];
+    }
+    return dot(c->dy, c->y, c->n);
+}
+
+Test(nn_grad, gelu_tanh_dropout_match_references_and_their_gradients)
+{
+    enum { N = 301 };
+    nn_rng r;
+    nn_rng_seed(&r, 21, 0);
+    float *x = rand_floats(&r, N, -3, 3), *dy = rand_floats(&r, N, -1, 1), *y = garbage(N), *dx = garbage(N);
+    float *mask = garbage(N);
+    act_ctx c = {N, 0, to_double(x, N), to_double(dy, N), malloc(N * sizeof(double)), malloc(N * sizeof(double))};
+    for (int kind = 0; kind < 3; kind++) {
+        const char *name = kind == 0 ? "gelu" : kind == 1 ? "tanh" : "dropout";
+        if (kind == 0)
+            nn_gelu_forward(x, N, y), nn_gelu_backward(x, dy, N, dx);
+        else if (kind == 1)
+            nn_tanh_forward(x, N, y), nn_tanh_backward(y, dy, N, dx);
+        else {
+            nn_rng dr;
+            nn_rng_seed(&dr, 5, 0);
+            nn_dropout_forward(x, N, 0.3f, &dr, mask, y);
+            nn_dropout_backward(mask, dy, N, dx);
+            int zeros = 0;
+            for (int i = 0; i < N; i++) {
+                cr_assert(mask[i] == 0.0f || fabsf(mask[i] - 1.0f / 0.7f) < 1e-6f, "dropout mask %g", mask[i]);
+                zeros += mask[i] == 0.0f;
+                c.mask[i] = mask[i];
+            }
+            cr_expect(zeros > N * 0.2 && zeros < N * 0.4, "dropout p=0.3 zeroed %d of %d", zeros, N);
+        }
+        c.kind = kind;
+        act_obj(&c);
+        const double ef = max_err_f(y, c.y, N), eg = grad_err(act_obj, &c, c.x, dx, N);
+        cr_log_info("%s: forward %.3g, dx %.3g", name, ef, eg);
+        cr_expect(ef < FWD_TOL, "%s: forward max rel err %.3g", name, ef);
+        cr_expect(eg < GRAD_TOL, "%s: dx max rel err %.3g", name, eg);
+    }
+    free(x), free(dy), free(y), free(dx), free(mask), free(c.x), free(c.dy), free(c.y), free(c.mask);
+}
+
+/* ---- average pool ----------------------------------------------------------- */
+
+typedef struct avg_ctx {
+    int c, ih, iw, k, stride, B;
+    double *x, *dy, *y;
+} avg_ctx;
+
+static double avg_obj(void *p)
+{
+    avg_ctx *a = p;
+    const int oh = (a->ih - a->k) / a->stride + 1, ow = (a->iw - a->k) / a->stride + 1;
+    for (int pl = 0; pl < a->B * a->c; pl++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++) {
+                double s = 0;
+                for (int i = 0; i < a->k; i++)
+                    for (int j = 0; j < a->k; j++)
+                        s += a->x[(size_t)pl * a->ih * a->iw + (oy * a->stride + i) * a->iw + ox * a->stride + j];
+                a->y[((size_t)pl * oh + oy) * ow + ox] = s / (a->k * a->k);
+            }
+    return dot(a->dy, a->y, (size_t)a->B * a->c * oh * ow);
+}
+
+Test(nn_grad, avgpool_windowed_and_global)
+{
+    static const int cases[][6] = {{2, 6, 6, 2, 2, 3}, {3, 7, 5, 3, 2, 2}, {4, 5, 5, 5, 1, 2}}; /* c ih iw k stride B */
+    nn_rng r;
+    nn_rng_seed(&r, 22, 0);
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        avg_ctx a = {cases[t][0], cases[t][1], cases[t][2], cases[t][3], cases[t][4], cases[t][5], NULL, NULL, NULL};
+        const int oh = (a.ih - a.k) / a.stride + 1, ow = (a.iw - a.k) / a.stride + 1;
+        const size_t nx = (size_t)a.B * a.c * a.ih * a.iw, ny = (size_t)a.B * a.c * oh * ow;
+        float *x = rand_floats(&r, nx, -1, 1), *dy = rand_floats(&r, ny, -1, 1), *y = garbage(ny), *dx = garbage(nx);
+        nn_avgpool_forward(a.c, a.ih, a.iw, a.k, a.stride, x, a.B, y);
+        nn_avgpool_backward(a.c, a.ih, a.iw, a.k, a.stride, dy, a.B, dx);
+        a.x = to_double(x, nx), a.dy = to_double(dy, ny), a.y = malloc(ny * sizeof(double));
+        avg_obj(&a);
+        const double ef = max_err_f(y, a.y, ny), eg = grad_err(avg_obj, &a, a.x, dx, nx);
+        cr_log_info("avgpool case %zu: forward %.3g, dx %.3g", t, ef, eg);
+        cr_expect(ef < FWD_TOL && eg < GRAD_TOL, "avgpool case %zu: forward %.3g, dx %.3g", t, ef, eg);
+        free(x), free(dy), free(y), free(dx), free(a.x), free(a.dy), free(a.y);
+    }
+}
+
+/* ---- group and layer normalisation ------------------------------------------- */
+
+typedef struct norm_ctx {
+    nn_norm_shape s;
+    int B;
+    double *x, *gamma, *beta, *dy, *y;
+} norm_ctx;
+
+static double norm_obj(void *p)
+{
+    norm_ctx *c = p;
+    const size_t span = c->s.n / c->s.groups;
+    for (int b = 0; b < c->B; b++)
+        for (int g = 0; g < c->s.groups; g++) {
+            const double *x = c->x + (size_t)b * c->s.n + (size_t)g * span;
+            double mean = 0, var = 0;
+            for (size_t i = 0; i < span; i++)
+                mean += x[i] / span;
+            for (size_t i = 0; i < span; i++)
+                var += (x[i] - mean) * (x[i] - mean) / span;
+            for (size_t i = 0; i < span; i++) {
+                const size_t a = ((size_t)g * span + i) / c->s.per_affine;
+                c->y[(size_t)b * c->s.n + (size_t)g * span + i] =
+                    (x[i] - mean) / sqrt(var + 1e-5) * c->gamma[a] + c->beta[a];
+            }
+        }
+    return dot(c->dy, c->y, (size_t)c->B * c->s.n);
+}
+
+Test(nn_grad, group_and_layer_norm)
+{
+    /* n, groups, per_affine: group norm of 6 channels of 3x3 in 3 groups and in
+     * 1 group; layer norm of 10 features; group norm with a group per channel. */
+    static const struct {
+        size_t n;
+        int groups;
+        size_t per;
+    } cases[] = {{54, 3, 9}, {54, 1, 9}, {10, 1, 1}, {32, 8, 4}};
+    nn_rng r;
+    nn_rng_seed(&r, 23, 0);
+    const int B = 3;
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        norm_ctx c = {{cases[t].n, cases[t].groups, cases[t].per}, B, NULL, NULL, NULL, NULL, NULL};
+        const size_t nx = (size_t)B * c.s.n, na = c.s.n / c.s.per_affine;
+        float *x = rand_floats(&r, nx, -2, 2), *gamma = rand_floats(&r, na, 0.5f, 1.5f);
+        float *beta = rand_floats(&r, na, -1, 1), *dy = rand_floats(&r, nx, -1, 1);
+        float *y = garbage(nx), *dx = garbage(nx), *dg = garbage(na), *db = garbage(na);
+        float *stats = garbage(2 * (size_t)B * c.s.groups);
+        nn_norm_forward(&c.s, x, B, gamma, beta, y, stats);
+        nn_norm_backward(&c.s, x, dy, B, gamma, stats, dg, db, dx);
+        c.x = to_double(x, nx), c.gamma = to_double(gamma, na), c.beta = to_double(beta, na);
+        c.dy = to_double(dy, nx), c.y = malloc(nx * sizeof(double));
+        norm_obj(&c);
+        const double ef = max_err_f(y, c.y, nx);
+        const double ex = grad_err(norm_obj, &c, c.x, dx, nx), eg = grad_err(norm_obj, &c, c.gamma, dg, na),
+                     eb = grad_err(norm_obj, &c, c.beta, db, na);
+        cr_log_info("norm case %zu: forward %.3g, dx %.3g, dgamma %.3g, dbeta %.3g", t, ef, ex, eg, eb);
+        cr_expect(ef < FWD_TOL, "norm case %zu: forward %.3g", t, ef);
+        cr_expect(ex < GRAD_TOL && eg < GRAD_TOL && eb < GRAD_TOL, "norm case %zu: dx %.3g dgamma %.3g dbeta %.3g", t,
+                  ex, eg, eb);
+        free(x), free(gamma), free(beta), free(dy), free(y), free(dx), free(dg), free(db), free(stats);
+        free(c.x), free(c.gamma), free(c.beta), free(c.dy), free(c.y);
+    }
+}
+
+/* ---- whole models from specs -------------------------------------------------- */
+
+/* The wiring of a spec (residual sums, norms, dropout masks held fixed by
+ * resetting `steps`, global pools): nn_model_grad against central
+ * differences of the model's own float loss. Float differences are coarse, so
+ * the spec has no kinks (tanh, gelu, average pools), each view's 6 largest
+ * gradients are checked, and the tolerance is 2%: a wrong wire is off by
+ * O(1). The kernels themselves are checked against double references above. */
+static void check_spec(const char *spec, int c, int h, int w)
+{
+    enum { B = 4, K = 5 };
+    char err[256];
+    nn_model m;
+    cr_assert_eq(nn_model_init(&m, spec, c, h, w, K, B, 7, err, sizeof err), 0, "%s", err);
+    nn_rng r;
+    nn_rng_seed(&r, 24, 0);
+    float *x = rand_floats(&r, (size_t)B * c * h * w, -1, 1);
+    int y[B];
+    for (int i = 0; i < B; i++)
+        y[i] = i % K;
+    for (size_t i = 0; i < m.n_params; i++) /* norms start as the identity: move them off it */
+        m.params[i] += 0.2f * (nn_rng_uniform(&r) - 0.5f);
+    nn_model_grad(&m, x, y, B, NULL);
+    float *g = malloc(m.n_params * sizeof *g);
+    memcpy(g, m.grads, m.n_params * sizeof *g);
+    char name[64];
+    size_t off, n;
+    double worst = 0;
+    for (int v = 0; nn_model_view(&m, v, name, sizeof name, &off, &n) == 0; v++) {
+        for (int pick = 0; pick < 6 && pick < (int)n; pick++) {
+            size_t best = off; /* the largest |g| not yet picked (marked by NaN in g) */
+            for (size_t i = off; i < off + n; i++)
+                if (!isnan(g[i]) && (isnan(g[best]) || fabsf(g[i]) > fabsf(g[best])))
+                    best = i;
+            const float keep = m.params[best], hstep = 1e-2f;
+            m.params[best] = keep + hstep, m.steps = 0;
+            const double up = nn_model_grad(&m, x, y, B, NULL);
+            m.params[best] = keep - hstep, m.steps = 0;
+            const double down = nn_model_grad(&m, x, y, B, NULL);
+            m.params[best] = keep;
+            const double fd = (up - down) / (2.0 * hstep), e = relerr(g[best], fd);
+            cr_expect(e < 2e-2, "%s: %s[%zu]: gradient %.6g, central difference %.6g", spec, name, best - off, g[best],
+                      fd);
+            worst = e > worst ? e : worst;
+            g[best] = NAN;
+        }
+    }
+    cr_log_info("%s: worst rel err %.3g", spec, worst);
+    free(g), free(x);
+    nn_model_free(&m);
+}
+
+Test(nn_grad, spec_models_residual_norms_dropout, .timeout = 120)
+{
+    check_spec("conv:4:3:pad=1,gn:2,tanh,res(conv:4:3:pad=1,gn:4,gelu,conv:4:3:pad=1),tanh,avgpool:2,"
+               "res(res(ln,tanh),gelu),avgpool,fc:6,dropout:0.3,tanh,fc",
+               2, 6, 6);
+    check_spec("res(conv:1:3:pad=1,tanh),fc", 1, 5, 5);        /* a block on the model's input */
+    check_spec("flatten,res(fc:12,tanh,ln),fc:7,gelu,fc", 1, 3, 4); /* ... seen through a flatten */
+    check_spec("conv:3:3:stride=2:pad=1,tanh,fc", 1, 7, 7);
+}

@@ -20,8 +20,8 @@ Test(nn_model, init_rejects_bad_specs_with_a_message)
         int c, h, w, classes;
         const char *says[2]; /* the message must contain both */
     } bad[] = {
-        {"resnet", 1, 28, 28, 10, {"unknown model", "resnet"}},
-        {"", 1, 28, 28, 10, {"unknown model", "''"}},
+        {"resnet", 1, 28, 28, 10, {"at position 1 ('resnet')", "expected a layer"}},
+        {"", 1, 28, 28, 10, {"model ''", "expected a layer"}},
         {"mlp:0", 1, 28, 28, 10, {"mlp:0", "positive integers"}},
         {"mlp:12,x", 1, 28, 28, 10, {"mlp:12,x", "positive integers"}},
         {"mlp:-4", 1, 28, 28, 10, {"mlp:-4", "positive integers"}},
@@ -30,6 +30,18 @@ Test(nn_model, init_rejects_bad_specs_with_a_message)
         {"lenet", 1, 5, 5, 10, {"lenet", "5x5 convolution does not fit a 2x2 input"}},
         {"mlp", 1, 28, 28, 1, {"mlp", "1 classes"}},
         {"mlp", 0, 28, 28, 10, {"mlp", "shape"}},
+        /* the layer language: position and what was expected, or which layer does not fit and why */
+        {"conv:8:3:pad=x,relu,fc", 1, 28, 28, 10, {"at position 14 ('x')", "expected a padding 0..64"}},
+        {"conv:8,fc", 1, 28, 28, 10, {"at position 7", "conv:C:K"}},
+        {"relu,,fc", 1, 28, 28, 10, {"at position 6", "expected a layer"}},
+        {"dropout:1,fc", 1, 28, 28, 10, {"at position 9 ('1')", "dropout:P with P in [0, 1)"}},
+        {"res(fc:5", 1, 28, 28, 10, {"at position 9", "')' to close res("}},
+        {"fc:5),fc", 1, 28, 28, 10, {"at position 5", "closes no res("}},
+        {"fc,relu,fc", 1, 28, 28, 10, {"fc1 (position 1)", "only for the last layer"}},
+        {"conv:8:3,gn:3,fc", 1, 28, 28, 10, {"gn1 (position 10)", "8 channels do not split into 3 groups"}},
+        {"res(conv:8:3),fc", 1, 28, 28, 10, {"add1", "ends with 8x26x26, its input is 1x28x28"}},
+        {"conv:8:3,maxpool:30,fc", 1, 28, 28, 10, {"pool1 (position 10)", "30x30 pool does not fit a 26x26"}},
+        {"conv:4:3,fc:12", 1, 28, 28, 10, {"the last layer (fc1) gives 12 outputs", "10 classes"}},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[256] = "";
@@ -72,6 +84,9 @@ Test(nn_model, parameter_counts)
         /* conv1 6*3*25+6 = 456 (32x32 -> pool 16x16), conv2 2416 (12x12 -> pool
          * 6x6: 576 features), fc1 576*120+120 = 69240, fc2 10164, fc3 850. */
         {"lenet", 3, 32, 32, 10, 83126},
+        /* conv1 4*1*9+4 = 40 (stride 2, pad 1: 14x14), gn1 4+4, block: conv2 4*4*9+4 = 148, ln1 over
+         * 4x14x14 = 784+784; global pool: 4 features; fc1 4*10+10 = 50: 1814 */
+        {"conv:4:3:stride=2:pad=1,gn:2,relu,res(conv:4:3:pad=1,ln),avgpool,dropout:0.5,fc", 1, 28, 28, 10, 1814},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[256];

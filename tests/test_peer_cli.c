@@ -57,7 +57,7 @@ Test(peer_cli, bad_options_and_values)
     expect_usage("--batch", "--batch", "-4");
     expect_usage("--lr", "--lr", "0.1x");
     expect_usage("--lr-decay", "--lr-decay", "linear");
-    expect_usage("unknown model", "--model", "resnet");
+    expect_usage("at position 1 ('resnet'): expected a layer", "--model", "resnet");
     expect_usage("hidden widths", "--model", "mlp:12,x");
     expect_usage("needs a value", "--epochs", NULL);
     expect_usage("unexpected argument", "extra", NULL);

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SUMMARY_TEXT 256 /* model and codec specs, with their NUL */
+#define SUMMARY_TEXT 520 /* model (NN_SPEC_MAX_LEN) and codec specs, with their NUL */
 
 typedef struct summary_peer {
     int64_t id, peers;

@@ -1,0 +1,57 @@
+/* libFuzzer target for the model spec language: any bytes must give a model
+ * or -EINVAL with a one-line message, never a crash, a leak or an
+ * unbounded allocation; a model that builds must run a training step and an
+ * inference pass on its input shape with finite outputs.
+ *
+ *   make fuzz FUZZ_SECONDS=60   (corpus: tests/fuzz/corpus/model_spec)
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn_model.h"
+
+#define check(ok)                                                                                  \
+    do {                                                                                           \
+        if (!(ok)) {                                                                               \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #ok);             \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char spec[NN_SPEC_MAX_LEN + 8];
+    if (size >= sizeof spec)
+        return 0;
+    memcpy(spec, data, size);
+    spec[size] = '\0';
+    char err[512] = "";
+    nn_model m;
+    /* A small input keeps every model the parser accepts cheap to run. */
+    int rc = nn_model_init(&m, spec, 2, 8, 8, 3, 2, 1, err, sizeof err);
+    if (rc < 0) {
+        check(rc == -EINVAL || rc == -ENOMEM);
+        check(err[0] != '\0' && strchr(err, '\n') == NULL);
+        check(m.params == NULL);
+        return 0;
+    }
+    if (m.n_params > (1u << 22)) { /* a legal but huge model: not this target's business */
+        nn_model_free(&m);
+        return 0;
+    }
+    float x[2 * 2 * 8 * 8];
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+        x[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
+    const int y[2] = {0, 2};
+    const float loss = nn_model_grad(&m, x, y, 2, NULL);
+    check(isfinite(loss));
+    const float *logits = nn_model_forward(&m, x, 2);
+    for (int i = 0; i < 6; i++)
+        check(isfinite(logits[i]));
+    nn_model_free(&m);
+    return 0;
+}
