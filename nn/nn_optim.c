@@ -1,4 +1,4 @@
-/* SGD and the learning-rate schedule. */
+/* SGD, AdamW, the optimizer of a run (either), and the learning-rate schedule. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -113,3 +113,101 @@ double nn_clip_norm(float *g, size_t n, double max_norm)
     }
     return norm;
 }
+
+int nn_adamw_init(nn_adamw *o, size_t n, float beta1, float beta2, float eps, float weight_decay)
+{
+    memset(o, 0, sizeof *o);
+    if (!(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f) || !(eps > 0.0f) ||
+        !(weight_decay >= 0.0f))
+        return -EINVAL;
+    o->m = calloc(2 * (n ? n : 1), sizeof(float));
+    if (!o->m)
+        return -ENOMEM;
+    o->v = o->m + n;
+    o->beta1 = beta1, o->beta2 = beta2, o->eps = eps, o->weight_decay = weight_decay, o->n = n;
+    return 0;
+}
+
+void nn_adamw_step(nn_adamw *o, float *params, const float *grads, float lr, const float *decay_at)
+{
+    o->t++;
+    const float b1 = o->beta1, b2 = o->beta2, decay = lr * o->weight_decay;
+    const double bc1 = 1.0 - pow(b1, (double)o->t), bc2 = 1.0 - pow(b2, (double)o->t);
+    const float step = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+    float *m = o->m, *v = o->v;
+    for (size_t i = 0; i < o->n; i++) {
+        const float g = grads[i], d = decay_at[i]; /* (read before params[i] changes: they may alias) */
+        m[i] = b1 * m[i] + (1.0f - b1) * g;
+        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+        params[i] -= decay * d + step * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + o->eps);
+    }
+}
+
+void nn_adamw_free(nn_adamw *o)
+{
+    if (!o)
+        return;
+    free(o->m);
+    memset(o, 0, sizeof *o);
+}
+
+int nn_optimizer_init(nn_optimizer *o, size_t n, const nn_optimizer_config *c)
+{
+    memset(o, 0, sizeof *o);
+    o->kind = c->kind;
+    o->weight_decay = c->weight_decay;
+    if (c->weight_decay < 0.0f)
+        return -EINVAL;
+    if (c->kind == NN_OPT_ADAMW)
+        return nn_adamw_init(&o->adamw, n, c->beta1, c->beta2, c->eps, c->weight_decay);
+    return nn_sgd_init(&o->sgd, n, c->momentum, c->weight_decay, c->nesterov);
+}
+
+void nn_optimizer_step(nn_optimizer *o, float *params, float *grads, float lr, const float *decay_at)
+{
+    if (o->kind == NN_OPT_ADAMW) {
+        nn_adamw_step(&o->adamw, params, grads, lr, decay_at);
+        return;
+    }
+    if (decay_at == params) {
+        o->sgd.weight_decay = o->weight_decay;
+    } else {
+        o->sgd.weight_decay = 0.0f;
+        if (o->weight_decay > 0.0f)
+            for (size_t i = 0; i < o->sgd.n; i++)
+                grads[i] += o->weight_decay * decay_at[i];
+    }
+    nn_sgd_step(&o->sgd, params, grads, lr);
+}
+
+float *nn_optimizer_state(nn_optimizer *o, size_t *n, long **steps)
+{
+    if (o->kind == NN_OPT_ADAMW) {
+        *n = 2 * o->adamw.n, *steps = &o->adamw.t;
+        return o->adamw.m;
+    }
+    *n = o->sgd.n, *steps = NULL;
+    return o->sgd.velocity;
+}
+
+void nn_optimizer_free(nn_optimizer *o)
+{
+    if (!o)
+        return;
+    nn_sgd_free(&o->sgd);
+    nn_adamw_free(&o->adamw);
+    memset(o, 0, sizeof *o);
+}
+
+int nn_opt_kind_parse(const char *text, nn_opt_kind *kind)
+{
+    if (strcmp(text, "sgd") == 0)
+        *kind = NN_OPT_SGD;
+    else if (strcmp(text, "adamw") == 0)
+        *kind = NN_OPT_ADAMW;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+const char *nn_opt_kind_name(nn_opt_kind kind) { return kind == NN_OPT_ADAMW ? "adamw" : "sgd"; }

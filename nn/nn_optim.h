@@ -1,5 +1,6 @@
-/* SGD with momentum (optionally Nesterov) and weight decay, and the
- * learning-rate schedule (linear warm-up, then constant, step or cosine decay).
+/* SGD with momentum (optionally Nesterov) and weight decay, AdamW, the
+ * optimizer that is either, and the learning-rate schedule (linear warm-up,
+ * then constant, step or cosine decay).
  *
  *   nn_sgd opt = {0};
  *   nn_sgd_init(&opt, m.n_params, 0.9f, 5e-4f, 1);
@@ -46,6 +47,55 @@ int nn_sgd_init(nn_sgd *o, size_t n, float momentum, float weight_decay, int nes
  * g = grad + wd * p;  v = mu * v + g;  direction = nesterov ? g + mu * v : v. */
 void nn_sgd_step(nn_sgd *o, float *restrict params, const float *restrict grads, float lr);
 void nn_sgd_free(nn_sgd *o);
+
+/* AdamW with PyTorch's semantics (torch.optim.AdamW, amsgrad off): t += 1;
+ * m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ * p -= lr * wd * p + (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ * The state (m, v, t) stays local to a peer and goes into its checkpoint. */
+typedef struct nn_adamw {
+    float beta1, beta2, eps, weight_decay;
+    size_t n;
+    float *m, *v; /* one block of 2 n: m then v */
+    long t;       /* steps taken */
+} nn_adamw;
+
+int nn_adamw_init(nn_adamw *o, size_t n, float beta1, float beta2, float eps, float weight_decay);
+/* decay_at: where the decoupled decay is taken (params for plain training;
+ * under SGP the de-biased z while params is the numerator x). */
+void nn_adamw_step(nn_adamw *o, float *params, const float *grads, float lr, const float *decay_at);
+void nn_adamw_free(nn_adamw *o);
+
+/* The optimizer of a run: one of the two, and where its weight decay goes
+ * (SGD: L2, added to the gradient; AdamW: decoupled). */
+typedef enum nn_opt_kind { NN_OPT_SGD, NN_OPT_ADAMW } nn_opt_kind;
+
+typedef struct nn_optimizer {
+    nn_opt_kind kind;
+    float weight_decay;
+    nn_sgd sgd;
+    nn_adamw adamw;
+} nn_optimizer;
+
+typedef struct nn_optimizer_config {
+    nn_opt_kind kind;
+    float momentum, weight_decay;
+    int nesterov;
+    float beta1, beta2, eps;
+} nn_optimizer_config;
+
+int nn_optimizer_init(nn_optimizer *o, size_t n, const nn_optimizer_config *c);
+/* params -= lr * (the optimizer's step for grads, with weight decay taken at
+ * decay_at: params itself in plain training, z = x / w under SGP). SGD with
+ * decay_at == params is nn_sgd_step exactly; otherwise grads gets wd *
+ * decay_at added first (grads is modified). */
+void nn_optimizer_step(nn_optimizer *o, float *params, float *grads, float lr, const float *decay_at);
+/* The state a checkpoint keeps: *n floats at the returned pointer (SGD: the
+ * velocity, n = dim; AdamW: m then v, n = 2 dim) and *steps (AdamW's t). */
+float *nn_optimizer_state(nn_optimizer *o, size_t *n, long **steps);
+void nn_optimizer_free(nn_optimizer *o);
+/* "sgd" or "adamw" into *kind; -EINVAL for anything else. */
+int nn_opt_kind_parse(const char *text, nn_opt_kind *kind);
+const char *nn_opt_kind_name(nn_opt_kind kind);
 
 /* Scales g so that ||g||_2 <= max_norm (no change if it already is, or if
  * max_norm <= 0); returns the norm before clipping. DGC's local gradient

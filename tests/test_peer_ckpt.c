@@ -46,11 +46,14 @@ typedef struct state {
 } state;
 
 static const cmp_spec *g_codec;
+static nn_opt_kind g_optimizer = NN_OPT_SGD;
 
 static void state_init(state *s, int id, size_t dim, uint64_t incarnation)
 {
     train_opts o;
     train_opts_defaults(&o);
+    o.optimizer = g_optimizer;
+    cr_assert_eq(train_opts_finish(&o), 0);
     float *x0 = malloc(dim * sizeof *x0);
     for (size_t i = 0; i < dim; i++)
         x0[i] = (float)(id + 1) + (float)i * 1e-3f;
@@ -112,7 +115,13 @@ static void assert_same_state(const state *a, const state *b)
     cr_assert_eq(b->g.since, a->g.round, "a resumed peer does not wait for rounds before its checkpoint");
     cr_assert(a->g.w == b->g.w, "w %.17g vs %.17g", a->g.w, b->g.w);
     cr_assert_eq(memcmp(a->g.x, b->g.x, dim * sizeof(float)), 0, "x bit for bit");
-    cr_assert_eq(memcmp(a->l.opt.velocity, b->l.opt.velocity, dim * sizeof(float)), 0, "velocity bit for bit");
+    size_t na, nb;
+    long *ta, *tb;
+    const float *sa = nn_optimizer_state((nn_optimizer *)&a->l.opt, &na, &ta);
+    const float *sb = nn_optimizer_state((nn_optimizer *)&b->l.opt, &nb, &tb);
+    cr_assert_eq(na, nb);
+    cr_assert_eq(memcmp(sa, sb, na * sizeof(float)), 0, "optimizer state bit for bit");
+    cr_assert((ta == NULL) == (tb == NULL) && (!ta || *ta == *tb), "optimizer steps");
     cr_assert_eq(memcmp(&a->l.batches.rng, &b->l.batches.rng, sizeof a->l.batches.rng), 0, "batch generator");
     cr_assert_eq(a->l.batches.pos, b->l.batches.pos);
     cr_assert_eq(a->l.batches.epoch, b->l.batches.epoch);
@@ -156,8 +165,13 @@ static void round_trip(const char *codec_text)
         round_all(s, alive, &t, -1, NULL);
     for (int b = 0; b < 5; b++)
         nn_batcher_next(&s[2].l.batches);
-    for (size_t i = 0; i < dim; i++)
-        s[2].l.opt.velocity[i] = (float)i * 0.25f - 3.0f;
+    size_t n_state;
+    long *steps;
+    float *opt_state = nn_optimizer_state(&s[2].l.opt, &n_state, &steps);
+    for (size_t i = 0; i < n_state; i++)
+        opt_state[i] = (float)i * 0.25f - 3.0f;
+    if (steps)
+        *steps = 17;
     char dir[64], path[128];
     tmp_dir(dir);
     snprintf(path, sizeof path, "%s/p2.ckpt", dir);
@@ -169,6 +183,13 @@ static void round_trip(const char *codec_text)
     cr_assert_str_eq(used, path);
     assert_same_state(&s[2], &back);
     state_free(&back);
+    /* A checkpoint of one optimizer does not restore into the other. */
+    g_optimizer = g_optimizer == NN_OPT_ADAMW ? NN_OPT_SGD : NN_OPT_ADAMW;
+    state_init(&back, 2, dim, 999);
+    cr_assert_lt(ckpt_load(path, &run, &back.g, &back.l, used, sizeof used, err, sizeof err), 0);
+    cr_assert(strstr(err, "written with another optimizer") != NULL, "%s", err);
+    g_optimizer = g_optimizer == NN_OPT_ADAMW ? NN_OPT_SGD : NN_OPT_ADAMW;
+    state_free(&back);
     for (int i = 0; i < N_PEERS; i++)
         state_free(&s[i]);
     topo_free(&t);
@@ -178,6 +199,12 @@ static void round_trip(const char *codec_text)
 
 Test(peer_ckpt, round_trip_restores_every_field_bit_for_bit) { round_trip(NULL); }
 Test(peer_ckpt, round_trip_with_a_codec_restores_the_references) { round_trip("stc:0.1"); }
+Test(peer_ckpt, round_trip_keeps_adamws_moments_and_step_count)
+{
+    g_optimizer = NN_OPT_ADAMW;
+    round_trip(NULL);
+    g_optimizer = NN_OPT_SGD;
+}
 
 static void flip_byte(const char *path, long at)
 {

@@ -47,6 +47,7 @@ static int write_summary(const train_opts *o, const nn_model *m, const train_res
     json_int(&j, "parameters", (long long)m->n_params);
     json_int(&j, "epochs", o->epochs);
     json_int(&j, "batch", o->batch);
+    json_str(&j, "optimizer", nn_opt_kind_name(o->optimizer));
     json_num(&j, "lr", o->lr);
     json_int(&j, "seed", (long long)o->seed);
     json_int(&j, "threads", o->threads);
@@ -60,7 +61,7 @@ static int write_summary(const train_opts *o, const nn_model *m, const train_res
     return json_close(&j);
 }
 
-static void run(const train_opts *o, nn_model *m, nn_sgd *opt, nn_batcher *b, const nn_dataset *test,
+static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher *b, const nn_dataset *test,
                 train_result *r)
 {
     progress bar;
@@ -75,7 +76,7 @@ static void run(const train_opts *o, nn_model *m, nn_sgd *opt, nn_batcher *b, co
             float loss = nn_model_grad(m, b->x, b->y, B, &hits);
             if (o->clip > 0)
                 nn_clip_norm(m->grads, m->n_params, o->clip);
-            nn_sgd_step(opt, m->params, m->grads, nn_lr_at(&o->schedule, step, per_epoch));
+            nn_optimizer_step(opt, m->params, m->grads, nn_lr_at(&o->schedule, step, per_epoch), m->params);
             loss_sum += (double)loss * B, seen += B, correct += hits;
             char text[96];
             snprintf(text, sizeof text, "epoch %ld/%ld  loss %.4f", e + 1, o->epochs, loss_sum / seen);
@@ -121,7 +122,7 @@ int cmd_train(int argc, char **argv)
     nn_blas_set_threads((int)o.threads);
     nn_dataset train = {0}, test = {0};
     nn_model m = {0};
-    nn_sgd opt = {0};
+    nn_optimizer opt = {0};
     nn_batcher b = {0};
     train_result r = {0};
     char err[512];
@@ -141,16 +142,21 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
-    if (nn_sgd_init(&opt, m.n_params, (float)o.momentum, (float)o.weight_decay, o.nesterov) < 0 ||
+    const nn_optimizer_config oc = train_opts_optimizer(&o);
+    if (nn_optimizer_init(&opt, m.n_params, &oc) < 0 ||
         nn_batcher_init(&b, &train, (int)o.batch, o.seed, 0) < 0) {
         fprintf(stderr, "%s: out of memory\n", CMD);
         goto out;
     }
     printf("sgp train: %s, %zu parameters; data %s: %d train / %d test, %dx%dx%d, %d classes\n", m.spec, m.n_params,
            o.data ? o.data : "embedded MNIST", train.n, test.n, train.c, train.h, train.w, train.n_classes);
-    printf("           batch %ld, lr %g (%s), momentum %g%s, weight decay %g, seed %llu\n", o.batch, o.lr,
-           o.schedule.decay == NN_LR_COSINE ? "cosine" : o.schedule.decay == NN_LR_STEP ? "step" : "constant",
-           o.momentum, o.nesterov ? " Nesterov" : "", o.weight_decay, (unsigned long long)o.seed);
+    const char *decay = o.schedule.decay == NN_LR_COSINE ? "cosine" : o.schedule.decay == NN_LR_STEP ? "step" : "constant";
+    if (o.optimizer == NN_OPT_ADAMW)
+        printf("           batch %ld, AdamW lr %g (%s), betas %g,%g, eps %g, weight decay %g, seed %llu\n", o.batch,
+               o.lr, decay, o.beta1, o.beta2, o.eps, o.weight_decay, (unsigned long long)o.seed);
+    else
+        printf("           batch %ld, lr %g (%s), momentum %g%s, weight decay %g, seed %llu\n", o.batch, o.lr, decay,
+               o.momentum, o.nesterov ? " Nesterov" : "", o.weight_decay, (unsigned long long)o.seed);
     printf("           BLAS: %s\n", nn_blas_describe());
     if (nn_blas_downgraded())
         printf("           note: this CPU has AVX-512 but OpenBLAS runs %s kernels%s; large matrix products run slower"
@@ -168,7 +174,7 @@ int cmd_train(int argc, char **argv)
     }
 out:
     nn_batcher_free(&b);
-    nn_sgd_free(&opt);
+    nn_optimizer_free(&opt);
     nn_model_free(&m);
     nn_dataset_free(&train);
     nn_dataset_free(&test);

@@ -18,7 +18,7 @@
 enum {
     OPT_MODEL = 1000, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_NESTEROV, OPT_NO_NESTEROV,
     OPT_WEIGHT_DECAY, OPT_WARMUP, OPT_LR_DECAY, OPT_SEED, OPT_THREADS, OPT_SUMMARY, OPT_PROGRESS, OPT_NO_PROGRESS,
-    OPT_CLIP,
+    OPT_CLIP, OPT_OPTIMIZER, OPT_ADAM_BETAS, OPT_ADAM_EPS,
 };
 
 #define TRAIN_OPTS_LONG                                                                                           \
@@ -29,7 +29,9 @@ enum {
         {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY}, {"warmup", required_argument, 0, OPT_WARMUP},  \
         {"lr-decay", required_argument, 0, OPT_LR_DECAY}, {"seed", required_argument, 0, OPT_SEED},              \
         {"threads", required_argument, 0, OPT_THREADS}, {"summary", required_argument, 0, OPT_SUMMARY},          \
-        {"clip", required_argument, 0, OPT_CLIP}, {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
+        {"clip", required_argument, 0, OPT_CLIP}, {"optimizer", required_argument, 0, OPT_OPTIMIZER},            \
+        {"adam-betas", required_argument, 0, OPT_ADAM_BETAS}, {"adam-eps", required_argument, 0, OPT_ADAM_EPS},  \
+        {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
         "no-progress", no_argument, 0, OPT_NO_PROGRESS                                                           \
     }
 
@@ -41,10 +43,13 @@ enum {
     "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
     "  --epochs N          passes over the training data [10]\n"                                                  \
     "  --batch N           mini-batch size [64]\n"                                                                \
-    "  --lr X              peak learning rate [0.1]\n"                                                           \
+    "  --optimizer KIND    sgd (momentum, L2 decay) or adamw (decoupled decay), as PyTorch's [sgd]\n"             \
+    "  --lr X              peak learning rate [0.1 for sgd, 0.001 for adamw]\n"                                   \
     "  --momentum X        SGD momentum, 0 to switch it off [0.9]\n"                                              \
     "  --nesterov, --no-nesterov   Nesterov momentum [on]\n"                                                      \
-    "  --weight-decay X    L2 weight decay [0.0005]\n"                                                            \
+    "  --weight-decay X    weight decay [0.0005 (L2) for sgd, 0.01 for adamw]\n"                                  \
+    "  --adam-betas B1,B2  AdamW's moment decay rates [0.9,0.999]\n"                                             \
+    "  --adam-eps X        AdamW's epsilon [1e-8]\n"                                                              \
     "  --warmup EPOCHS     linear learning-rate warm-up, may be fractional [1]\n"                                 \
     "  --lr-decay KIND     constant, cosine or step:EPOCHS:GAMMA [cosine]\n"                                      \
     "  --clip NORM         clip each gradient to this L2 norm, 0 for none [0]\n"                                 \

@@ -7,10 +7,10 @@
 int sgp_local_init(sgp_local *l, const train_opts *o, const nn_dataset *shard, int peer, int batch, size_t n_params)
 {
     memset(l, 0, sizeof *l);
-    l->weight_decay = (float)o->weight_decay;
     l->clip = o->clip;
     l->batch = batch;
-    int rc = nn_sgd_init(&l->opt, n_params, (float)o->momentum, 0.0f, o->nesterov);
+    const nn_optimizer_config oc = train_opts_optimizer(o);
+    int rc = nn_optimizer_init(&l->opt, n_params, &oc);
     if (rc == 0)
         rc = nn_batcher_init(&l->batches, shard, batch, o->seed, (uint64_t)peer + 1);
     if (rc < 0)
@@ -32,15 +32,12 @@ float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *corr
     m->params = own;
     if (l->clip > 0)
         nn_clip_norm(m->grads, g->dim, l->clip);
-    if (l->weight_decay > 0.0f)
-        for (size_t i = 0; i < g->dim; i++)
-            m->grads[i] += l->weight_decay * z[i];
     /* The step is taken on z = x / w: x moves by w times it. Without the
      * factor a peer whose weight has shrunk (shares lost to a peer that died,
      * a joiner's fresh unit among peers that lost some) would take steps of
      * lr / w on its model and diverge. On a regular graph with no faults w
      * stays exactly 1 and this changes no bit. */
-    nn_sgd_step(&l->opt, g->x, m->grads, (float)(lr * g->w));
+    nn_optimizer_step(&l->opt, g->x, m->grads, (float)(lr * g->w), z);
     return loss;
 }
 
@@ -48,7 +45,7 @@ void sgp_local_free(sgp_local *l)
 {
     if (!l)
         return;
-    nn_sgd_free(&l->opt);
+    nn_optimizer_free(&l->opt);
     nn_batcher_free(&l->batches);
     memset(l, 0, sizeof *l);
 }

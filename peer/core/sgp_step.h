@@ -1,9 +1,10 @@
 /* One peer's local SGP computation, shared by the simulator and the networked
  * peer so that both run exactly the same arithmetic:
  *
- *   z = x / w;  g = clip(grad f_i(z)) + wd * z;  x -= w * lr * momentum_step(g)
+ *   z = x / w;  g = clip(grad f_i(z));  x -= w * lr * step(g), weight decay taken at z
  *
- * (the step of z itself is lr * momentum_step(g), whatever w has become)
+ * (the step of z itself is the optimizer's step, SGD or AdamW, whatever w
+ * has become)
  *
  *   sgp_local l;
  *   sgp_local_init(&l, &opts, &shard, peer_id, n_peers, n_params);
@@ -12,7 +13,8 @@
  *
  * The model is only a compute engine here: its parameter pointer is pointed
  * at z for the step, so one nn_model serves any number of simulated peers.
- * Weight decay is applied at z (the real parameters), not at the numerator x.
+ * Weight decay is applied at z (the real parameters), not at the numerator x:
+ * SGD adds wd * z to the gradient, AdamW subtracts lr * wd * z (decoupled).
  */
 #ifndef PEER_SGP_STEP_H
 #define PEER_SGP_STEP_H
@@ -24,9 +26,8 @@
 #include "peer/core/train_opts.h"
 
 typedef struct sgp_local {
-    nn_sgd opt;     /* momentum buffer; its weight_decay is 0 (applied at z here) */
+    nn_optimizer opt; /* its state stays local to the peer (and goes into its checkpoint) */
     nn_batcher batches;
-    float weight_decay;
     double clip;    /* gradient norm limit (0: none), before weight decay */
     int batch;      /* this peer's mini-batch */
 } sgp_local;

@@ -3,7 +3,7 @@
  *
  *   train_opts o;
  *   train_opts_defaults(&o);
- *   o.epochs = 4, o.lr = 0.05;
+ *   o.epochs = 4, o.lr = 0.05, o.lr_given = 1;
  *   if (train_opts_finish(&o) < 0) ...   // warm-up longer than the run
  */
 #ifndef PEER_TRAIN_OPTS_H
@@ -18,7 +18,10 @@ typedef struct train_opts {
     const char *data;  /* nn_data_load spec; NULL = embedded */
     long epochs;
     long batch;
+    nn_opt_kind optimizer;
     double lr, momentum, weight_decay, warmup_epochs;
+    int lr_given, weight_decay_given; /* else train_opts_finish takes AdamW's defaults for AdamW */
+    double beta1, beta2, eps;                         /* AdamW */
     double clip; /* gradient norm limit, 0 = none */
     int nesterov;
     nn_lr_schedule schedule; /* decay part filled by --lr-decay */
@@ -29,9 +32,13 @@ typedef struct train_opts {
 } train_opts;
 
 void train_opts_defaults(train_opts *o);
-/* After the fields are set: Nesterov without momentum becomes plain SGD and
- * the learning-rate schedule is filled in. -EINVAL when the warm-up is
- * longer than the run. */
+/* After the fields are set: AdamW's default learning rate and weight decay
+ * (1e-3 and 0.01, decoupled) where none was given (the defaults are SGD's:
+ * 0.1 and 5e-4 as L2), Nesterov without momentum becomes plain SGD and the
+ * learning-rate schedule is filled in. -EINVAL when the warm-up is longer
+ * than the run. */
 int train_opts_finish(train_opts *o);
+/* The optimizer these settings describe (after train_opts_finish). */
+nn_optimizer_config train_opts_optimizer(const train_opts *o);
 
 #endif

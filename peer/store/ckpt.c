@@ -11,10 +11,10 @@
 #include "peer/store/ckpt.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
-#define CKPT_VERSION 2u
+#define CKPT_VERSION 3u
 #define CKPT_ENDIAN 0x01020304u /* read back as another value on a host of the other byte order */
 #define CKPT_HASH 32
-#define CKPT_MAX_TEXT 256
+#define CKPT_MAX_TEXT 512 /* a model spec: NN_SPEC_MAX_LEN */
 #define CKPT_MAX_BYTES ((size_t)1 << 40)
 
 /* ---- a growable output buffer ------------------------------------------------ */
@@ -131,15 +131,21 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
     put_f64(b, g->w);
     put(b, g->x, dim * sizeof(float));
     if (l) {
-        put(b, l->opt.velocity, dim * sizeof(float));
+        size_t n;
+        long *steps;
+        const float *state = nn_optimizer_state((nn_optimizer *)&l->opt, &n, &steps);
+        put_u32(b, (uint32_t)l->opt.kind);
+        put_u64(b, steps ? (uint64_t)*steps : 0);
+        put(b, state, n * sizeof(float));
         const nn_batcher *bt = &l->batches;
         put(b, bt->rng.s, sizeof bt->rng.s);
         put_u64(b, (uint64_t)bt->pos);
         put_u64(b, (uint64_t)bt->epoch);
         put_u64(b, (uint64_t)bt->d->n);
         put(b, bt->perm, (size_t)bt->d->n * sizeof(int));
-    } else { /* the caller's optimizer keeps its own state (libsgp): zero velocity, an empty batch stream */
-        put(b, NULL, dim * sizeof(float) + sizeof l->batches.rng.s + 3 * sizeof(uint64_t));
+    } else { /* the caller's optimizer keeps its own state (libsgp): SGD, a zero velocity, an empty batch stream */
+        put(b, NULL, sizeof(uint32_t) + sizeof(uint64_t) + dim * sizeof(float) + sizeof l->batches.rng.s +
+                         3 * sizeof(uint64_t));
     }
     put_u32(b, (uint32_t)g->n_in);
     for (int k = 0; k < g->n_in; k++) {
@@ -250,7 +256,8 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
         goto out;
     }
     ibuf b = {data + 8, data + len - CKPT_HASH, 0};
-    if (get_u32(&b) != CKPT_VERSION || get_u32(&b) != CKPT_ENDIAN) {
+    const uint32_t version = get_u32(&b);
+    if ((version != CKPT_VERSION && version != 2) || get_u32(&b) != CKPT_ENDIAN) {
         *why = "another version or byte order";
         goto out;
     }
@@ -285,10 +292,27 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     /* Parse into scratch first: a file that fails half-way changes nothing. */
     long round = (long)get_u64(&b);
     double w = get_f64(&b);
-    const uint8_t *x = b.p; /* x, then the velocity */
-    if (b.failed || (size_t)(b.end - b.p) < 2 * dim * sizeof(float))
+    const uint8_t *x = b.p; /* x, then (version 3) the optimizer's kind and steps, then its state */
+    if (b.failed || (size_t)(b.end - b.p) < dim * sizeof(float))
         goto truncated;
-    b.p += 2 * dim * sizeof(float);
+    b.p += dim * sizeof(float);
+    uint32_t opt_kind = NN_OPT_SGD; /* version 2: an SGD velocity */
+    uint64_t opt_steps = 0;
+    if (version == CKPT_VERSION)
+        opt_kind = get_u32(&b), opt_steps = get_u64(&b);
+    const size_t opt_n = (opt_kind == NN_OPT_ADAMW ? 2 : 1) * dim;
+    if (!b.failed && (opt_kind > NN_OPT_ADAMW || (l && opt_kind != (uint32_t)l->opt.kind))) {
+        snprintf(detail, detail_len, "written with another optimizer (%s; this run uses %s)",
+                 opt_kind > NN_OPT_ADAMW ? "unknown" : nn_opt_kind_name((nn_opt_kind)opt_kind),
+                 l ? nn_opt_kind_name(l->opt.kind) : "sgd");
+        *why = detail;
+        rc = -ESTALE;
+        goto out;
+    }
+    const uint8_t *opt_state = b.p;
+    if (b.failed || (size_t)(b.end - b.p) < opt_n * sizeof(float))
+        goto truncated;
+    b.p += opt_n * sizeof(float);
     nn_rng rng;
     get(&b, rng.s, sizeof rng.s);
     uint64_t pos = get_u64(&b), epoch = get_u64(&b), perm_n = get_u64(&b);
@@ -328,7 +352,12 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     g->round = round, g->since = round, g->w = w;
     memcpy(g->x, x, dim * sizeof(float));
     if (l) {
-        memcpy(l->opt.velocity, x + dim * sizeof(float), dim * sizeof(float));
+        size_t n;
+        long *steps;
+        float *state = nn_optimizer_state(&l->opt, &n, &steps);
+        memcpy(state, opt_state, n * sizeof(float));
+        if (steps)
+            *steps = (long)opt_steps;
         l->batches.rng = rng;
         l->batches.pos = (int)pos, l->batches.epoch = (long)epoch;
         memcpy(l->batches.perm, perm, perm_n * sizeof(int));
@@ -366,7 +395,7 @@ int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, 
     char prev[4200];
     snprintf(prev, sizeof prev, "%s.prev", path);
     const char *why_cur = NULL, *why_prev = NULL;
-    char detail_cur[720], detail_prev[720];
+    char detail_cur[2 * CKPT_MAX_TEXT + 160], detail_prev[2 * CKPT_MAX_TEXT + 160];
     int rc = load_one(path, run, g, l, &why_cur, detail_cur, sizeof detail_cur);
     if (rc == 0) {
         snprintf(used, usedlen, "%s", path);

@@ -10,7 +10,7 @@
  *
  * Saved: round, push-sum weight w, parameters x, the in-edges (the sender's
  * incarnation, seq, round, applied totals rho, the codec reference, a pending
- * SYNC), the optimizer's velocity and the batch stream (generator state,
+ * SYNC), the optimizer's state (SGD velocity or AdamW moments) and the batch stream (generator state,
  * permutation, position, epoch). l may be NULL (libsgp: the caller's own
  * optimizer keeps its state): a zero velocity and an empty stream are saved,
  * and loading with l NULL accepts only such a file. Out-edges are NOT saved: a restarted peer
