@@ -31,7 +31,8 @@ N_BATCHES = 8
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="mlp:256,256", help="mlp, mlp:W1,W2,... or lenet (default mlp:256,256)")
+    p.add_argument("--model", default="mlp:256,256",
+                   help="a spec in sgp's layer language (nn/MODELS.md) or a preset: mlp, mlp:W1,W2,..., lenet")
     p.add_argument("--batch", type=int, default=64, help="samples per step (default 64)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--seconds", type=float, default=3.0, help="time steps for about S seconds (default 3)")
@@ -96,25 +97,92 @@ def describe(torch, nn):
         " ".join(libs) or "none found"))
 
 
-def build_model(nn, spec, n_classes):
-    if spec == "lenet":
-        # Same shapes as nn/nn_model.c build_lenet.
-        return nn.Sequential(
-            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(16 * 5 * 5, 120), nn.ReLU(),
-            nn.Linear(120, 84), nn.ReLU(),
-            nn.Linear(84, n_classes))
+PRESETS = {"lenet": "conv:6:5:pad=2,relu,maxpool:2,conv:16:5,relu,maxpool:2,flatten,fc:120,relu,fc:84,relu,fc"}
+
+
+def expand(spec):
+    """sgp's presets (nn/nn_spec.c) as layer specs."""
+    if spec in PRESETS:
+        return PRESETS[spec]
     if spec == "mlp" or spec.startswith("mlp:"):
-        widths = [int(w) for w in spec[4:].split(",")] if spec != "mlp" else []
-        layers, fan_in = [nn.Flatten()], 28 * 28
-        for w in widths:
-            layers += [nn.Linear(fan_in, w), nn.ReLU()]
-            fan_in = w
-        layers.append(nn.Linear(fan_in, n_classes))
-        return nn.Sequential(*layers)
-    sys.exit("train_step_torch: unknown model '%s' (expected mlp, mlp:W1,W2,... or lenet)" % spec)
+        widths = spec[4:].split(",") if spec != "mlp" else []
+        return ",".join(["flatten"] + ["fc:%s,relu" % w for w in widths] + ["fc"])
+    return spec
+
+
+def split_top(spec):
+    """The comma-separated items of a spec, res(...) kept whole."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(spec):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            items.append(spec[start:i])
+            start = i + 1
+    items.append(spec[start:])
+    return items
+
+
+def build_layers(torch, nn, spec, shape, n_classes):
+    """nn.Modules for a spec in sgp's layer language (nn/MODELS.md), tracking
+    the shape (C, H, W) or (N,) once flat; returns (modules, shape)."""
+    class Residual(nn.Module):
+        def __init__(self, body):
+            super().__init__()
+            self.body = body
+
+        def forward(self, x):
+            return x + self.body(x)
+
+    mods = []
+    for item in split_top(spec):
+        if item.startswith("res(") and item.endswith(")"):
+            inner, out_shape = build_layers(torch, nn, item[4:-1], shape, n_classes)
+            if out_shape != shape:
+                sys.exit("train_step_torch: res(...) changes the shape %s -> %s" % (shape, out_shape))
+            mods.append(Residual(nn.Sequential(*inner)))
+            continue
+        name, *args = item.split(":")
+        pos = [int(a) for a in args if "=" not in a] if name != "dropout" else []
+        opt = dict(a.split("=") for a in args if "=" in a)
+        if name == "fc":
+            n = pos[0] if pos else n_classes
+            if len(shape) == 3:
+                mods.append(nn.Flatten())
+            mods.append(nn.Linear(int(torch.tensor(shape).prod()), n))
+            shape = (n,)
+        elif name == "flatten":
+            mods.append(nn.Flatten())
+            shape = (int(torch.tensor(shape).prod()),)
+        elif name == "conv":
+            c, k, st, pad = pos[0], pos[1], int(opt.get("stride", 1)), int(opt.get("pad", 0))
+            mods.append(nn.Conv2d(shape[0], c, k, stride=st, padding=pad))
+            shape = (c, (shape[1] + 2 * pad - k) // st + 1, (shape[2] + 2 * pad - k) // st + 1)
+        elif name in ("maxpool", "avgpool"):
+            if not pos:
+                mods.append(nn.AvgPool2d(shape[1]))
+                shape = (shape[0], 1, 1)
+            else:
+                k, st = pos[0], int(opt.get("stride", pos[0]))
+                mods.append((nn.MaxPool2d if name == "maxpool" else nn.AvgPool2d)(k, stride=st))
+                shape = (shape[0], (shape[1] - k) // st + 1, (shape[2] - k) // st + 1)
+        elif name in ("relu", "gelu", "tanh"):
+            mods.append({"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh}[name]())
+        elif name == "dropout":
+            mods.append(nn.Dropout(float(args[0])))
+        elif name == "gn":
+            mods.append(nn.GroupNorm(pos[0], shape[0]))
+        elif name == "ln":
+            mods.append(nn.LayerNorm(list(shape)))
+        else:
+            sys.exit("train_step_torch: unknown layer '%s' in '%s'" % (item, spec))
+    return mods, shape
+
+
+def build_model(nn, spec, n_classes):
+    import torch
+    mods, _ = build_layers(torch, nn, expand(spec), (1, 28, 28), n_classes)
+    return nn.Sequential(*mods)
 
 
 def read_idx_gz(path, magic):
