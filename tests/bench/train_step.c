@@ -34,7 +34,7 @@ static void usage(FILE *f)
             "on pre-gathered batches of the embedded MNIST set; prints one line\n"
             "samples_per_second=X steps=N seconds=T ... (key=value fields).\n"
             "\n"
-            "  --model SPEC        mlp, mlp:W1,W2,... or lenet (default mlp:256,256)\n"
+            "  --model SPEC        a spec of nn/MODELS.md or a preset (default mlp:256,256)\n"
             "  --batch N           samples per step (default 64)\n"
             "  --threads N         OpenBLAS threads (default 1)\n"
             "  --seconds S         time steps for about S seconds (default 3)\n"
