@@ -36,7 +36,8 @@ enum {
 #define TRAIN_OPTS_HELP                                                                                           \
     "Training options:\n"                                                                                         \
     "  --model SPEC        mlp (softmax regression), mlp:W1,W2,... (hidden widths) or lenet [mlp:256]\n"          \
-    "  --data SPEC         DIR (MNIST IDX files, raw or .gz), cifar10:DIR or csv:TRAIN,TEST\n"                    \
+    "  --data SPEC         fashion (Fashion-MNIST, after `make data`), DIR (MNIST IDX files, raw or .gz),\n"     \
+    "                      cifar10:DIR or csv:TRAIN,TEST\n"                                                       \
     "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
     "  --epochs N          passes over the training data [10]\n"                                                  \
     "  --batch N           mini-batch size [64]\n"                                                                \
