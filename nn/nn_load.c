@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void nn_dataset_free(nn_dataset *d)
 {
@@ -88,6 +89,65 @@ static int load_mnist(const char *dir, nn_dataset *train, nn_dataset *test, char
     if (rc == 0)
         rc = nn_idx_load(path[2], path[3], test, err, errlen);
     return rc;
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* "fashion": the Fashion-MNIST cache that `make data` writes (build/data/fashion).
+ * Where it is looked for, first hit wins:
+ *   1. $SGP_DATA_DIR/fashion if SGP_DATA_DIR is set, and then only there, so an
+ *      explicit setting is never silently bypassed;
+ *   2. build/data/fashion below the current directory (the source tree);
+ *   3. data/fashion beside the executable, which for build/sgp is the same cache
+ *      reached from any directory.
+ * The data are too big (30 MB gzipped) to link in like the embedded MNIST. */
+static int load_fashion(nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+{
+    char dirs[2][4096];
+    int n = 0;
+    const char *env = getenv("SGP_DATA_DIR");
+    if (env && *env) {
+        if (path_join(dirs[n++], sizeof dirs[0], env, "fashion") < 0)
+            return nn_data_errf(err, errlen, -ENAMETOOLONG, "SGP_DATA_DIR=%s: path too long", env);
+    } else {
+        snprintf(dirs[n++], sizeof dirs[0], "build/data/fashion");
+        /* The executable's real path, not argv[0]: that may be a bare name found on PATH. */
+        char exe[4096];
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (len > 0) {
+            exe[len] = '\0';
+            char *slash = strrchr(exe, '/');
+            if (slash) {
+                *slash = '\0';
+                if (path_join(dirs[n], sizeof dirs[0], exe, "data/fashion") == 0)
+                    n++;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!is_dir(dirs[i]))
+            continue;
+        int rc = load_mnist(dirs[i], train, test, err, errlen);
+        if (rc == -ENOENT && err && errlen) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            nn_data_errf(err, errlen, rc, "fashion: %s: run `make data` in the sgp source tree to rebuild it", why);
+        }
+        return rc;
+    }
+    if (env && *env)
+        return nn_data_errf(err, errlen, -ENOENT,
+                            "fashion: %s: No such directory (SGP_DATA_DIR is set): run `make data` in the sgp "
+                            "source tree and set SGP_DATA_DIR to its build/data, or unset SGP_DATA_DIR",
+                            dirs[0]);
+    return nn_data_errf(err, errlen, -ENOENT,
+                        "fashion: Fashion-MNIST is not downloaded (looked in %s%s%s): run `make data` in the sgp "
+                        "source tree",
+                        dirs[0], n > 1 ? " and " : "", n > 1 ? dirs[1] : "");
 }
 
 /* Append src's rows to dst (same shape), consuming src. */
@@ -190,6 +250,8 @@ int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *er
         rc = load_cifar(spec + 8, train, test, err, errlen);
     else if (strncmp(spec, "csv:", 4) == 0)
         rc = load_csv(spec + 4, train, test, err, errlen);
+    else if (strcmp(spec, "fashion") == 0)
+        rc = load_fashion(train, test, err, errlen);
     else
         rc = load_mnist(spec, train, test, err, errlen);
 

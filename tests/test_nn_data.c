@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -160,6 +161,99 @@ Test(nn_data, embedded_set)
     nn_dataset_free(&te);
     nn_dataset_free(&tr); /* free twice and on zeroed structs is fine */
     nn_dataset_free(NULL);
+}
+
+/* ---- Fashion-MNIST: the cache `make data` writes ---------------------------- */
+
+/* Each Criterion test runs in a process of its own, so the environment and the
+ * working directory these tests change do not leak into other tests. */
+Test(nn_data, fashion_missing_says_make_data)
+{
+    nn_dataset tr = {0}, te = {0};
+    char err[1024] = "";
+    /* SGP_DATA_DIR is the only place looked at when set, even though the
+     * source tree's build/data/fashion may well exist. */
+    cr_assert_eq(setenv("SGP_DATA_DIR", g_dir, 1), 0);
+    cr_assert_eq(nn_data_load("fashion", &tr, &te, err, sizeof err), -ENOENT, "%s", err);
+    cr_assert_err_has(err, tpath("fashion"));
+    cr_assert_err_has(err, "run `make data`");
+    cr_assert_null(strchr(err, '\n'), "one line: %s", err);
+    cr_assert(tr.x == NULL && te.x == NULL);
+
+    /* A fashion/ directory without the files: the first missing one is named. */
+    cr_assert_eq(mkdir(tpath("fashion"), 0755), 0);
+    cr_assert_eq(nn_data_load("fashion", &tr, &te, err, sizeof err), -ENOENT, "%s", err);
+    cr_assert_err_has(err, "fashion/train-images-idx3-ubyte");
+    cr_assert_err_has(err, "run `make data`");
+
+    /* Unset, from a directory with no build/: both places looked in are named
+     * (the second beside this test binary, where there is no cache). */
+    cr_assert_eq(unsetenv("SGP_DATA_DIR"), 0);
+    cr_assert_eq(chdir(tpath("fashion")), 0);
+    cr_assert_eq(nn_data_load("fashion", &tr, &te, err, sizeof err), -ENOENT, "%s", err);
+    cr_assert_err_has(err, "looked in build/data/fashion and /");
+    cr_assert_err_has(err, "run `make data`");
+}
+
+/* FNV-1a, 64 bits: an order-sensitive checksum to compare with the converter's output. */
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Labels then pixel bytes, as in the IDX files; every pixel must be k/255 exactly. */
+static uint64_t fashion_checksum(const nn_dataset *d, uint64_t *pixel_sum)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint8_t *b = malloc((size_t)d->n * 784);
+    cr_assert_not_null(b);
+    for (int i = 0; i < d->n; i++)
+        b[i] = (uint8_t)d->y[i];
+    h = fnv1a(h, b, (size_t)d->n);
+    *pixel_sum = 0;
+    for (size_t i = 0; i < (size_t)d->n * 784; i++) {
+        float v = d->x[i] * 255.0f;
+        long k = lrintf(v);
+        cr_assert(k >= 0 && k <= 255 && fabsf(v - (float)k) < 1e-3f, "pixel %zu is %g, not k/255", i, d->x[i]);
+        b[i] = (uint8_t)k;
+        *pixel_sum += (uint64_t)k;
+    }
+    h = fnv1a(h, b, (size_t)d->n * 784);
+    free(b);
+    return h;
+}
+
+Test(nn_data, fashion_when_present, .timeout = 60)
+{
+    nn_dataset tr = {0}, te = {0};
+    char err[1024] = "";
+    int rc = nn_data_load("fashion", &tr, &te, err, sizeof err);
+    if (rc == -ENOENT)
+        cr_skip_test("Fashion-MNIST is not downloaded (run `make data` first; `make test` does): %s", err);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert_eq(tr.n, 60000);
+    cr_assert_eq(te.n, 10000);
+    cr_assert(tr.c == 1 && tr.h == 28 && tr.w == 28 && te.c == 1 && te.h == 28 && te.w == 28);
+    cr_assert(tr.n_classes == 10 && te.n_classes == 10);
+    /* Stratified like the original split: 6,000 train and 1,000 test per class. */
+    int hist[2][10] = {{0}};
+    for (int i = 0; i < tr.n; i++)
+        hist[0][tr.y[i]]++;
+    for (int i = 0; i < te.n; i++)
+        hist[1][te.y[i]]++;
+    for (int k = 0; k < 10; k++)
+        cr_assert(hist[0][k] == 6000 && hist[1][k] == 1000, "class %d: %d train, %d test", k, hist[0][k],
+                  hist[1][k]);
+    /* What nn/data/make_fashion.py wrote (its recorded SHA-256 pin the same bytes). */
+    uint64_t sum;
+    cr_assert_eq(fashion_checksum(&tr, &sum), 0x0b6933c2cf3b262aull);
+    cr_assert_eq(sum, 3430845465ull);
+    cr_assert_eq(fashion_checksum(&te, &sum), 0x1d0b6885a4775e63ull);
+    cr_assert_eq(sum, 574624558ull);
+    nn_dataset_free(&tr);
+    nn_dataset_free(&te);
 }
 
 /* ---- IDX ------------------------------------------------------------------- */

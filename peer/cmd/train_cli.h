@@ -39,7 +39,8 @@ enum {
     "Training options:\n"                                                                                         \
     "  --model SPEC        layers, e.g. conv:32:3:pad=1,relu,maxpool:2,fc:128,relu,fc (nn/MODELS.md),\n"        \
     "                      or a preset: mlp, mlp:W1,W2,... (hidden widths), lenet [mlp:256]\n"                   \
-    "  --data SPEC         DIR (MNIST IDX files, raw or .gz), cifar10:DIR or csv:TRAIN,TEST\n"                    \
+    "  --data SPEC         fashion (Fashion-MNIST, after `make data`), DIR (MNIST IDX files, raw or .gz),\n"     \
+    "                      cifar10:DIR or csv:TRAIN,TEST\n"                                                       \
     "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
     "  --epochs N          passes over the training data [10]\n"                                                  \
     "  --batch N           mini-batch size [64]\n"                                                                \
