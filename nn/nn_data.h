@@ -43,7 +43,8 @@ static inline size_t nn_dataset_dim(const nn_dataset *d) { return (size_t)d->c *
 int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
 
 /* Parse one IDX images buffer (magic 0x00000803, any rows x cols) and one labels
- * buffer (0x00000801) into d. Each buffer's length must equal what its header
+ * buffer (0x00000801) into d (lbl NULL: images alone, every label -1 and
+ * n_classes 0). Each buffer's length must equal what its header
  * declares; counts must match. Pixels become float / 255. name_* are used in
  * error messages only. d is overwritten on success, untouched on error. */
 int nn_idx_parse(const uint8_t *img, size_t img_len, const char *img_name,
@@ -64,6 +65,13 @@ int nn_cifar10_parse(const uint8_t *buf, size_t len, const char *name, nn_datase
  * blank lines; CRLF is fine. Every row must have the first row's field count;
  * errors read "NAME:LINE: problem". text need not be NUL-terminated. */
 int nn_csv_parse(const char *text, size_t len, const char *name, nn_dataset *d, char *err, size_t errlen);
+
+/* Inputs to classify, for a model of inputs c x h x w, from one file: IDX
+ * images (raw or .gz), a PGM image (P2 or P5, one channel, values / maxval),
+ * or CSV rows of c*h*w values (or a label and c*h*w values; blank lines and
+ * a header line skipped). Labels are -1 where the file has none. Errors name
+ * the file (and line for CSV) and say what does not fit. */
+int nn_inputs_load(const char *path, int c, int h, int w, nn_dataset *d, char *err, size_t errlen);
 
 /* The embedded 8,000 train / 2,000 test MNIST digits. */
 int nn_data_embedded(nn_dataset *train, nn_dataset *test, char *err, size_t errlen);

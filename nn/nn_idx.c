@@ -79,15 +79,17 @@ int nn_idx_parse(const uint8_t *img, size_t img_len, const char *img_name,
     if ((rc = check_length(total + 16, img_len, img_name, decl, err, errlen)) < 0)
         return rc;
 
-    if ((rc = check_header(lbl, lbl_len, lbl_name, IDX_LABELS, 8, "labels", err, errlen)) < 0)
-        return rc;
-    uint32_t nl = be32(lbl + 4);
-    snprintf(decl, sizeof decl, "%u labels", nl);
-    if ((rc = check_length((size_t)nl + 8, lbl_len, lbl_name, decl, err, errlen)) < 0)
-        return rc;
-    if (nl != n)
-        return nn_data_errf(err, errlen, -EBADMSG, "%s has %u labels but %s has %u images", lbl_name, nl,
-                            img_name, n);
+    if (lbl) {
+        if ((rc = check_header(lbl, lbl_len, lbl_name, IDX_LABELS, 8, "labels", err, errlen)) < 0)
+            return rc;
+        uint32_t nl = be32(lbl + 4);
+        snprintf(decl, sizeof decl, "%u labels", nl);
+        if ((rc = check_length((size_t)nl + 8, lbl_len, lbl_name, decl, err, errlen)) < 0)
+            return rc;
+        if (nl != n)
+            return nn_data_errf(err, errlen, -EBADMSG, "%s has %u labels but %s has %u images", lbl_name, nl,
+                                img_name, n);
+    }
 
     /* total floats fit in size_t bytes only if total * 4 does; the byte payload
      * being in memory does not guarantee that. */
@@ -104,9 +106,9 @@ int nn_idx_parse(const uint8_t *img, size_t img_len, const char *img_name,
     const uint8_t *px = img + 16;
     for (size_t i = 0; i < total; i++)
         x[i] = px[i] / 255.0f; /* divide, not multiply by 1/255: 255 must map to exactly 1 */
-    int max_label = 0;
+    int max_label = lbl ? 0 : -1;
     for (uint32_t i = 0; i < n; i++) {
-        y[i] = lbl[8 + i];
+        y[i] = lbl ? lbl[8 + i] : -1;
         if (y[i] > max_label)
             max_label = y[i];
     }

@@ -482,19 +482,85 @@ void nn_model_evaluate(nn_model *m, const float *params, const nn_dataset *d, fl
         *accuracy = d->n ? (float)correct / (float)d->n : 0.0f;
 }
 
-int nn_model_view(const nn_model *m, int i, char *name, size_t name_len, size_t *offset, size_t *count)
+void nn_model_predict(nn_model *m, const float *x, int n, int *label, float *probs)
 {
-    for (int l = 0; l < m->n_layers; l++) {
+    const size_t dim = (size_t)m->in_c * m->in_h * m->in_w;
+    const int K = m->n_classes;
+    for (int at = 0; at < n; at += m->max_batch) {
+        const int B = n - at < m->max_batch ? n - at : m->max_batch;
+        const float *logits = nn_model_forward(m, x + (size_t)at * dim, B);
+        for (int i = 0; i < B; i++) {
+            const float *z = logits + (size_t)i * K;
+            int best = 0;
+            for (int j = 1; j < K; j++)
+                if (z[j] > z[best])
+                    best = j;
+            if (label)
+                label[at + i] = best;
+            if (probs) {
+                float *p = probs + (size_t)(at + i) * K;
+                double sum = 0;
+                for (int j = 0; j < K; j++)
+                    sum += p[j] = expf(z[j] - z[best]);
+                for (int j = 0; j < K; j++)
+                    p[j] = (float)(p[j] / sum);
+            }
+        }
+    }
+}
+
+/* The layer holding view i (weight, then bias, of each layer with parameters);
+ * *bias says which of the two. */
+static const nn_layer *view_layer(const nn_model *m, int i, int *bias)
+{
+    for (int l = 0; l < m->n_layers && i >= 0; l++) {
         const nn_layer *L = &m->layer[l];
         if (!L->w_n)
             continue;
-        if (i == 0 || i == 1) {
-            snprintf(name, name_len, "%s.%s", L->name, i == 0 ? "weight" : "bias");
-            *offset = i == 0 ? L->w_off : L->b_off;
-            *count = i == 0 ? L->w_n : L->b_n;
-            return 0;
+        if (i < 2) {
+            *bias = i;
+            return L;
         }
         i -= 2;
     }
-    return -ENOENT;
+    return NULL;
+}
+
+int nn_model_view(const nn_model *m, int i, char *name, size_t name_len, size_t *offset, size_t *count)
+{
+    int bias;
+    const nn_layer *L = view_layer(m, i, &bias);
+    if (!L)
+        return -ENOENT;
+    snprintf(name, name_len, "%s.%s", L->name, bias ? "bias" : "weight");
+    *offset = bias ? L->b_off : L->w_off;
+    *count = bias ? L->b_n : L->w_n;
+    return 0;
+}
+
+int nn_model_view_shape(const nn_model *m, int i, int64_t dims[4])
+{
+    int bias;
+    const nn_layer *L = view_layer(m, i, &bias);
+    if (!L)
+        return -ENOENT;
+    if (bias) {
+        dims[0] = (int64_t)L->b_n;
+        return 1;
+    }
+    switch (L->kind) {
+    case NN_DENSE:
+        dims[0] = L->out_w, dims[1] = (int64_t)in_size(L);
+        return 2;
+    case NN_CONV2D:
+        dims[0] = L->conv.oc, dims[1] = L->conv.ic, dims[2] = dims[3] = L->conv.k;
+        return 4;
+    default: /* NN_NORM: per channel (group norm) or per input element (layer norm) */
+        if (L->w_n == in_size(L) && (L->in_c > 1 || L->in_h > 1)) {
+            dims[0] = L->in_c, dims[1] = L->in_h, dims[2] = L->in_w;
+            return 3;
+        }
+        dims[0] = (int64_t)L->w_n;
+        return 1;
+    }
 }

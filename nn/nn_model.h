@@ -101,8 +101,18 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
  * as they were). */
 void nn_model_evaluate(nn_model *m, const float *params, const nn_dataset *d, float *loss, float *accuracy);
 
+/* Inference on n samples (in batches of max_batch): the arg-max class of
+ * each into label[n] and the softmax probabilities into probs[n][n_classes]
+ * (either may be NULL). */
+void nn_model_predict(nn_model *m, const float *x, int n, int *label, float *probs);
+
 /* Parameter views in order, for checkpoints and reports: fills name (e.g.
  * "fc1.weight"), offset and count; returns 0, or -ENOENT past the last one. */
 int nn_model_view(const nn_model *m, int i, char *name, size_t name_len, size_t *offset, size_t *count);
+
+/* The shape of view i in PyTorch's layout (fc weight [out, in], conv weight
+ * [out, in, k, k], norm weight and every bias [channels], layer norm over an
+ * image [c, h, w]): fills dims and returns their number, or -ENOENT. */
+int nn_model_view_shape(const nn_model *m, int i, int64_t dims[4]);
 
 #endif

@@ -29,8 +29,9 @@ static void run_peers(const char *dir, int n, char *const extra[])
         snprintf(id, sizeof id, "%d", i);
         snprintf(out, sizeof out, "%s/peer%d.log", dir, i);
         snprintf(model, sizeof model, "%s/peer%d.model", dir, i);
-        char *argv[40] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--id", id, "--save-model", model};
-        int a = 8;
+        char *argv[40] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--id", id, "--save-model", model,
+                          "--model-format", "raw"};
+        int a = 10;
         for (int k = 0; extra[k] && a < 38; k++)
             argv[a++] = extra[k];
         argv[a] = NULL;

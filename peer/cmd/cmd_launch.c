@@ -29,6 +29,8 @@ static void help(void)
           "  --topology FILE|KIND  a .topo file or a generator name [exponential]\n"
           "  --run-dir DIR         where keys, cluster file, logs and models go [sgp-run-PID]\n"
           "  --summary FILE        combined JSON summary (the fields of sgp sim)\n"
+          "  --save-model FILE     the average model (also always in DIR/model.safetensors)\n"
+          "  --model-format KIND   of --save-model: safetensors or raw [safetensors]\n"
           "  --hosts FILE          run the peers on LAN hosts over ssh instead: one host a line,\n"
           "                        'ADDRESS [slots=N] [ssh=DEST] [ssh-port=P]' (README has an example)\n"
           "  --base-port P         with --hosts: peers on a host listen on P, P+1, ... [17000]\n"
@@ -47,10 +49,11 @@ static void help(void)
 }
 
 /* Options of the launcher itself (each takes a value), and those it sets for each peer. */
-static const char *const LAUNCH_OPTS[] = {"--peers", "--topology", "--run-dir", "--summary", "--hosts", "--base-port",
+static const char *const LAUNCH_OPTS[] = {"--peers", "--topology", "--run-dir", "--summary", "--save-model",
+                                          "--model-format", "--hosts", "--base-port",
                                           "--remote-sgp", "--remote-dir", "--kill", "--restart", "--stop", "--slow",
                                           NULL};
-static const char *const PER_PEER_OPTS[] = {"--id", "--cluster", "--key", "--save-model", "--log", "--checkpoint",
+static const char *const PER_PEER_OPTS[] = {"--id", "--cluster", "--key", "--log", "--checkpoint",
                                             "--resume", NULL};
 
 static int in_list(const char *a, const char *const *list)
@@ -83,6 +86,12 @@ static int take(launch_opts *o, fault_plan *f, const char *a, const char *v)
         o->topology = v;
     else if (!strcmp(a, "--summary"))
         o->summary = v;
+    else if (!strcmp(a, "--save-model"))
+        o->save_model = v;
+    else if (!strcmp(a, "--model-format")) {
+        if (modelfile_kind_parse(v, &o->model_format) < 0)
+            return cli_usage(CMD, "--model-format expects safetensors or raw, got '%s'", v);
+    }
     else if (!strcmp(a, "--hosts"))
         o->hosts = v;
     else if (!strcmp(a, "--remote-sgp"))

@@ -12,6 +12,7 @@
 #include "peer/net/member.h"
 #include "peer/cmd/commands.h"
 #include "peer/cmd/gossip_opts.h"
+#include "peer/store/json.h"
 #include "peer/store/summary.h"
 #include "peer/net/node.h"
 
@@ -38,7 +39,7 @@ static void help(void)
           "  --slow FACTOR         experiments: after 48 rounds, pad each local step so that this\n"
           "                        peer's rounds take FACTOR times their median so far [1]\n"
           "  --log FILE            JSON lines per round: loss, bytes in/out, absorbed, staleness, time\n"
-          "  --save-model FILE     write the final model (z = x / w) as raw little-endian float32\n\n"
+          "  (--save-model writes this peer's final model z = x / w)\n\n"
           "All peers of a run must be given the same training options (seed, model,\n"
           "epochs, batch, codec, ...): --batch is the TOTAL batch, as in sgp sim.\n\n",
           stdout);
@@ -48,7 +49,7 @@ static void help(void)
 }
 
 enum {
-    P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG, P_SAVE,
+    P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG,
     P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW,
 };
 
@@ -72,17 +73,22 @@ static int write_summary(const char *path, const node_config *c, const node_resu
     return summary_peer_write(path, &s, err, sizeof err);
 }
 
-/* The final model as raw float32 (this machine's byte order is little-endian
- * on every platform sgp builds for; the file is for comparisons, not transport). */
-static int save_model(const char *path, const node_result *r)
+/* The model file's summary: who made it and how it did. */
+static char *model_summary(const node_config *c, const node_result *r)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t ok = r->model ? fwrite(r->model, sizeof(float), r->parameters, f) : 0;
-    if (fclose(f) != 0 || ok != r->parameters)
-        return -1;
-    return 0;
+    json_obj j;
+    json_open(&j, "-");
+    json_str(&j, "command", "peer");
+    json_int(&j, "id", c->id);
+    json_int(&j, "peers", c->cluster->n_peers);
+    json_str(&j, "cluster", c->cluster->name);
+    json_str(&j, "codec", c->codec ? c->codec->text : "exact");
+    json_int(&j, "rounds", r->rounds);
+    json_num(&j, "weight", r->weight);
+    json_num(&j, "test_accuracy", r->test_accuracy);
+    json_num(&j, "test_loss", r->test_loss);
+    json_num(&j, "wall_seconds", r->wall_seconds);
+    return json_close_text(&j);
 }
 
 int cmd_peer(int argc, char **argv)
@@ -96,7 +102,6 @@ int cmd_peer(int argc, char **argv)
         {"dead-timeout", required_argument, 0, P_DEAD},
         {"round-timeout", required_argument, 0, P_ROUND},
         {"log", required_argument, 0, P_LOG},
-        {"save-model", required_argument, 0, P_SAVE},
         {"round-deadline", required_argument, 0, P_DEADLINE},
         {"checkpoint", required_argument, 0, P_CKPT},
         {"checkpoint-every", required_argument, 0, P_CKPT_EVERY},
@@ -107,7 +112,7 @@ int cmd_peer(int argc, char **argv)
     };
     node_config c;
     node_config_defaults(&c);
-    const char *cluster_path = NULL, *key_path = NULL, *log_path = NULL, *save_path = NULL;
+    const char *cluster_path = NULL, *key_path = NULL, *log_path = NULL;
     long id = -1;
     gossip_opts go;
     gossip_opts_defaults(&go);
@@ -140,9 +145,6 @@ int cmd_peer(int argc, char **argv)
         case P_LOG:
             log_path = optarg, rc = 0;
             break;
-        case P_SAVE:
-            save_path = optarg, rc = 0;
-            break;
         case P_DEADLINE:
             c.round_deadline = 0, rc = 0;
             if (strcmp(optarg, "auto") != 0)
@@ -174,8 +176,9 @@ int cmd_peer(int argc, char **argv)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (!cluster_path)
         return cli_usage(CMD, "--cluster FILE is required");
-    if (train_opts_check(&c.train, CMD))
-        return CLI_USAGE;
+    int checked = train_opts_check(&c.train, CMD);
+    if (checked)
+        return checked;
     if (gossip_opts_check(&go, CMD))
         return CLI_USAGE;
     char err[512];
@@ -195,20 +198,20 @@ int cmd_peer(int argc, char **argv)
     int status = 1;
     nn_dataset train = {0}, test = {0};
     node_result r = {0};
+    nn_model shape = {0};
     FILE *log = NULL;
     nn_blas_set_threads((int)c.train.threads);
     if (nn_data_load(c.train.data, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
-    nn_model probe; /* a bad --model is said now, before any file is written */
-    if (nn_model_init(&probe, c.train.model, train.c, train.h, train.w, train.n_classes, 1, c.train.seed, err,
-                      sizeof err) < 0) {
+    /* A bad --model or --init is said now, before any file is written; the
+     * model's layers also describe the saved file. */
+    if ((rc = train_opts_model(&c.train, &train, 1, &shape, err, sizeof err)) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
-        status = CLI_USAGE;
+        status = rc == -EINVAL && !c.train.init ? CLI_USAGE : 1;
         goto out;
     }
-    nn_model_free(&probe);
     if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
         goto out;
@@ -225,9 +228,13 @@ int cmd_peer(int argc, char **argv)
     printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n", id,
            100 * r.test_accuracy, r.rounds, r.local_steps, r.bytes_sent / 1e6, r.wall_seconds);
     status = 0;
-    if (save_path && save_model(save_path, &r) < 0) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, save_path, strerror(errno));
+    if (c.train.save_model && !r.model) {
+        fprintf(stderr, "%s: no final model to save (out of memory)\n", CMD);
         status = 1;
+    } else if (c.train.save_model) {
+        char *text = model_summary(&c, &r);
+        status |= train_cli_save_model(&c.train, &shape, r.model, text, CMD);
+        free(text);
     }
     if (c.train.summary && (rc = write_summary(c.train.summary, &c, &r)) < 0) {
         fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));
@@ -236,6 +243,7 @@ int cmd_peer(int argc, char **argv)
 out:
     if (log)
         fclose(log);
+    nn_model_free(&shape);
     node_result_free(&r);
     nn_dataset_free(&train);
     nn_dataset_free(&test);

@@ -103,59 +103,83 @@ static int add_fault(sim_fault *list, int *n, const char *opt, const char *arg, 
     return rc;
 }
 
+static void put_summary(json_obj *j, const sim_config *c, const char *topology, const sim_result *r)
+{
+    json_str(j, "command", "sim");
+    json_str(j, "model", c->train.model);
+    json_str(j, "topology", topology);
+    json_str(j, "codec", c->codec ? c->codec->text : "exact");
+    json_num(j, "step", c->codec ? (c->step > 0 ? c->step : gsp_default_step(c->codec, r->parameters)) : 1.0);
+    json_num(j, "codec_warmup", c->codec_warmup);
+    json_int(j, "peers", c->n_peers);
+    json_int(j, "parameters", (long long)r->parameters);
+    json_int(j, "epochs", c->train.epochs);
+    json_int(j, "batch", c->train.batch);
+    json_int(j, "seed", (long long)c->train.seed);
+    json_int(j, "tau", c->tau);
+    json_num(j, "test_accuracy", r->test_accuracy);
+    json_num(j, "test_loss", r->test_loss);
+    json_num(j, "test_accuracy_min", r->test_accuracy_min);
+    json_num(j, "test_accuracy_mean", r->test_accuracy_mean);
+    json_num(j, "consensus_distance", r->consensus_distance);
+    json_num(j, "train_loss", r->train_loss);
+    json_int(j, "bytes_sent", (long long)r->bytes_sent);
+    json_int(j, "messages_sent", (long long)r->messages_sent);
+    json_int(j, "messages_lost", (long long)r->messages_lost);
+    json_int(j, "messages_duplicated", (long long)r->messages_duplicated);
+    json_int(j, "syncs", (long long)r->syncs);
+    json_num(j, "mean_staleness", r->mean_staleness);
+    json_num(j, "mass_error_x", r->mass_error_x);
+    json_num(j, "mass_error_w", r->mass_error_w);
+    json_int(j, "rounds", r->rounds);
+    json_int(j, "local_steps", r->local_steps);
+    json_int(j, "late_marks", r->late_marks);
+    json_int(j, "catch_ups", r->catch_ups);
+    json_int(j, "refreshes", r->refreshes);
+    json_int(j, "rounds_skipped", r->rounds_skipped);
+    json_int(j, "neighbours_lost", r->neighbours_lost);
+    json_int(j, "brakes", r->brakes);
+    json_int(j, "isolated_rounds", r->isolated_rounds);
+    json_int(j, "crashes", r->crashes);
+    json_int(j, "resumes", r->resumes);
+    json_int(j, "stops", r->stops);
+    json_int(j, "peers_live", r->peers_live);
+    json_num(j, "weight_min", r->weight_min);
+    json_num(j, "weight_max", r->weight_max);
+    json_num(j, "weight_total", r->weight_total);
+    json_num(j, "simulated_seconds", r->simulated_seconds);
+    json_num(j, "step_seconds", r->step_seconds);
+    json_num(j, "wall_seconds", r->wall_seconds);
+    json_num(j, "wall_seconds_per_round", r->rounds ? r->wall_seconds / r->rounds : 0);
+}
+
 static int write_summary(const char *path, const sim_config *c, const char *topology, const sim_result *r)
 {
     json_obj j;
     int rc = json_open(&j, path);
     if (rc < 0)
         return rc;
-    json_str(&j, "command", "sim");
-    json_str(&j, "model", c->train.model);
-    json_str(&j, "topology", topology);
-    json_str(&j, "codec", c->codec ? c->codec->text : "exact");
-    json_num(&j, "step", c->codec ? (c->step > 0 ? c->step : gsp_default_step(c->codec, r->parameters)) : 1.0);
-    json_num(&j, "codec_warmup", c->codec_warmup);
-    json_int(&j, "peers", c->n_peers);
-    json_int(&j, "parameters", (long long)r->parameters);
-    json_int(&j, "epochs", c->train.epochs);
-    json_int(&j, "batch", c->train.batch);
-    json_int(&j, "seed", (long long)c->train.seed);
-    json_int(&j, "tau", c->tau);
-    json_num(&j, "test_accuracy", r->test_accuracy);
-    json_num(&j, "test_loss", r->test_loss);
-    json_num(&j, "test_accuracy_min", r->test_accuracy_min);
-    json_num(&j, "test_accuracy_mean", r->test_accuracy_mean);
-    json_num(&j, "consensus_distance", r->consensus_distance);
-    json_num(&j, "train_loss", r->train_loss);
-    json_int(&j, "bytes_sent", (long long)r->bytes_sent);
-    json_int(&j, "messages_sent", (long long)r->messages_sent);
-    json_int(&j, "messages_lost", (long long)r->messages_lost);
-    json_int(&j, "messages_duplicated", (long long)r->messages_duplicated);
-    json_int(&j, "syncs", (long long)r->syncs);
-    json_num(&j, "mean_staleness", r->mean_staleness);
-    json_num(&j, "mass_error_x", r->mass_error_x);
-    json_num(&j, "mass_error_w", r->mass_error_w);
-    json_int(&j, "rounds", r->rounds);
-    json_int(&j, "local_steps", r->local_steps);
-    json_int(&j, "late_marks", r->late_marks);
-    json_int(&j, "catch_ups", r->catch_ups);
-    json_int(&j, "refreshes", r->refreshes);
-    json_int(&j, "rounds_skipped", r->rounds_skipped);
-    json_int(&j, "neighbours_lost", r->neighbours_lost);
-    json_int(&j, "brakes", r->brakes);
-    json_int(&j, "isolated_rounds", r->isolated_rounds);
-    json_int(&j, "crashes", r->crashes);
-    json_int(&j, "resumes", r->resumes);
-    json_int(&j, "stops", r->stops);
-    json_int(&j, "peers_live", r->peers_live);
-    json_num(&j, "weight_min", r->weight_min);
-    json_num(&j, "weight_max", r->weight_max);
-    json_num(&j, "weight_total", r->weight_total);
-    json_num(&j, "simulated_seconds", r->simulated_seconds);
-    json_num(&j, "step_seconds", r->step_seconds);
-    json_num(&j, "wall_seconds", r->wall_seconds);
-    json_num(&j, "wall_seconds_per_round", r->rounds ? r->wall_seconds / r->rounds : 0);
+    put_summary(&j, c, topology, r);
     return json_close(&j);
+}
+
+/* The average model (sum x / sum w) to --save-model, the summary in its metadata. */
+static int save_model(const sim_config *c, const char *topology, const nn_dataset *train, const sim_result *r)
+{
+    nn_model shape = {0};
+    char err[700];
+    if (train_opts_model(&c->train, train, 1, &shape, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: cannot save the model: %s\n", CMD, err);
+        return 1;
+    }
+    json_obj j;
+    json_open(&j, "-");
+    put_summary(&j, c, topology, r);
+    char *text = json_close_text(&j);
+    int status = train_cli_save_model(&c->train, &shape, r->average_model, text, CMD);
+    free(text);
+    nn_model_free(&shape);
+    return status;
 }
 
 /* FILE if it exists, else a generator name for n peers. */
@@ -318,8 +342,9 @@ int cmd_sim(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    if (train_opts_check(&c.train, CMD))
-        return CLI_USAGE;
+    int checked = train_opts_check(&c.train, CMD);
+    if (checked)
+        return checked;
     if (gossip_opts_check(&go, CMD))
         return CLI_USAGE;
     c.codec = gossip_opts_codec(&go);
@@ -407,6 +432,8 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));
         status = 1;
     }
+    if (c.train.save_model)
+        status |= save_model(&c, topology, &train, &r);
 out:
     if (log && fclose(log) != 0 && status == 0) {
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));

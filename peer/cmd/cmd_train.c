@@ -35,30 +35,25 @@ typedef struct train_result {
     long samples;
 } train_result;
 
-static int write_summary(const train_opts *o, const nn_model *m, const train_result *r)
+static void put_summary(json_obj *j, const train_opts *o, const nn_model *m, const train_result *r)
 {
-    json_obj j;
-    int rc = json_open(&j, o->summary);
-    if (rc < 0)
-        return rc;
-    json_str(&j, "command", "train");
-    json_str(&j, "model", m->spec);
-    json_str(&j, "data", o->data ? o->data : "embedded");
-    json_int(&j, "parameters", (long long)m->n_params);
-    json_int(&j, "epochs", o->epochs);
-    json_int(&j, "batch", o->batch);
-    json_str(&j, "optimizer", nn_opt_kind_name(o->optimizer));
-    json_num(&j, "lr", o->lr);
-    json_int(&j, "seed", (long long)o->seed);
-    json_int(&j, "threads", o->threads);
-    json_num(&j, "test_accuracy", r->test_accuracy);
-    json_num(&j, "test_loss", r->test_loss);
-    json_num(&j, "train_accuracy", r->train_accuracy);
-    json_num(&j, "train_loss", r->train_loss);
-    json_num(&j, "samples_per_second", r->samples / r->train_seconds);
-    json_num(&j, "train_seconds", r->train_seconds);
-    json_num(&j, "wall_seconds", r->wall_seconds);
-    return json_close(&j);
+    json_str(j, "command", "train");
+    json_str(j, "model", m->spec);
+    json_str(j, "data", o->data ? o->data : "embedded");
+    json_int(j, "parameters", (long long)m->n_params);
+    json_int(j, "epochs", o->epochs);
+    json_int(j, "batch", o->batch);
+    json_str(j, "optimizer", nn_opt_kind_name(o->optimizer));
+    json_num(j, "lr", o->lr);
+    json_int(j, "seed", (long long)o->seed);
+    json_int(j, "threads", o->threads);
+    json_num(j, "test_accuracy", r->test_accuracy);
+    json_num(j, "test_loss", r->test_loss);
+    json_num(j, "train_accuracy", r->train_accuracy);
+    json_num(j, "train_loss", r->train_loss);
+    json_num(j, "samples_per_second", r->samples / r->train_seconds);
+    json_num(j, "train_seconds", r->train_seconds);
+    json_num(j, "wall_seconds", r->wall_seconds);
 }
 
 static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher *b, const nn_dataset *test,
@@ -115,8 +110,9 @@ int cmd_train(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    if (train_opts_check(&o, CMD))
-        return CLI_USAGE;
+    int checked = train_opts_check(&o, CMD);
+    if (checked)
+        return checked;
 
     double t_start = clock_now();
     nn_blas_set_threads((int)o.threads);
@@ -136,9 +132,9 @@ int cmd_train(int argc, char **argv)
         goto out;
     }
     int eval_batch = o.batch > 256 ? (int)o.batch : 256;
-    int rc = nn_model_init(&m, o.model, train.c, train.h, train.w, train.n_classes, eval_batch, o.seed, err, sizeof err);
+    int rc = train_opts_model(&o, &train, eval_batch, &m, err, sizeof err);
     if (rc < 0) {
-        status = rc == -ENOMEM ? 1 : CLI_USAGE;
+        status = rc == -ENOMEM || o.init ? 1 : CLI_USAGE;
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
@@ -168,9 +164,21 @@ int cmd_train(int argc, char **argv)
     printf("test accuracy %.2f%%  (loss %.4f)  %.0f samples/s  %.1fs wall\n", 100 * r.test_accuracy, r.test_loss,
            r.samples / r.train_seconds, r.wall_seconds);
     status = 0;
-    if (o.summary && (rc = write_summary(&o, &m, &r)) < 0) {
-        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, o.summary, strerror(-rc));
-        status = 1;
+    json_obj j;
+    if (o.summary) {
+        json_open(&j, o.summary);
+        put_summary(&j, &o, &m, &r);
+        if (json_close(&j) < 0) {
+            fprintf(stderr, "%s: %s\n", CMD, j.err);
+            status = 1;
+        }
+    }
+    if (o.save_model) {
+        json_open(&j, o.save_model);
+        put_summary(&j, &o, &m, &r);
+        char *text = json_close_text(&j);
+        status |= train_cli_save_model(&o, &m, m.params, text, CMD);
+        free(text);
     }
 out:
     nn_batcher_free(&b);

@@ -9,5 +9,7 @@ int cmd_sim(int argc, char **argv);
 int cmd_peer(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 #endif

@@ -1,4 +1,5 @@
 /* Parsing of the shared training options. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,17 @@ int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg)
     switch (c) {
     case OPT_MODEL:
         o->model = arg;
+        o->model_given = 1;
+        return 0;
+    case OPT_INIT:
+        o->init = arg;
+        return 0;
+    case OPT_SAVE_MODEL:
+        o->save_model = arg;
+        return 0;
+    case OPT_MODEL_FORMAT:
+        if (modelfile_kind_parse(arg, &o->model_format) < 0)
+            return cli_usage(cmd, "--model-format expects safetensors or raw, got '%s'", arg);
         return 0;
     case OPT_DATA:
         o->data = arg;
@@ -73,9 +85,42 @@ int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg)
     return 1;
 }
 
+/* --init's file names the model when --model does not, and must agree when it does. */
+static int init_check(train_opts *o, const char *cmd)
+{
+    modelfile_arch a;
+    char err[700], given[NN_SPEC_MAX_LEN];
+    if (modelfile_arch_read(o->init, &a, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: --init %s\n", cmd, err);
+        return 1;
+    }
+    if (!o->model_given) {
+        if (!a.spec[0])
+            return cli_usage(cmd, "--init %s records no model spec: give --model", o->init);
+        snprintf(o->init_spec, sizeof o->init_spec, "%s", a.spec);
+        o->model = o->init_spec;
+    } else if (a.spec[0] && (nn_spec_expand(o->model, given, sizeof given, err, sizeof err) < 0 || strcmp(given, a.spec)))
+        return cli_usage(cmd, "--init %s holds a model of '%s', --model says '%s'", o->init, a.spec, o->model);
+    return 0;
+}
+
 int train_opts_check(train_opts *o, const char *cmd)
 {
+    int rc = o->init ? init_check(o, cmd) : 0;
+    if (rc)
+        return rc;
     if (train_opts_finish(o) < 0)
         return cli_usage(cmd, "--warmup (%g epochs) is longer than the run (%ld epochs)", o->warmup_epochs, o->epochs);
+    return 0;
+}
+
+int train_cli_save_model(const train_opts *o, const nn_model *m, const float *params, const char *summary,
+                         const char *cmd)
+{
+    char err[700];
+    if (modelfile_write(o->model_format, o->save_model, m, params, o->data, summary, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: cannot save the model: %s\n", cmd, err);
+        return 1;
+    }
     return 0;
 }

@@ -18,7 +18,7 @@
 enum {
     OPT_MODEL = 1000, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_NESTEROV, OPT_NO_NESTEROV,
     OPT_WEIGHT_DECAY, OPT_WARMUP, OPT_LR_DECAY, OPT_SEED, OPT_THREADS, OPT_SUMMARY, OPT_PROGRESS, OPT_NO_PROGRESS,
-    OPT_CLIP, OPT_OPTIMIZER, OPT_ADAM_BETAS, OPT_ADAM_EPS,
+    OPT_CLIP, OPT_OPTIMIZER, OPT_ADAM_BETAS, OPT_ADAM_EPS, OPT_INIT, OPT_SAVE_MODEL, OPT_MODEL_FORMAT,
 };
 
 #define TRAIN_OPTS_LONG                                                                                           \
@@ -31,6 +31,8 @@ enum {
         {"threads", required_argument, 0, OPT_THREADS}, {"summary", required_argument, 0, OPT_SUMMARY},          \
         {"clip", required_argument, 0, OPT_CLIP}, {"optimizer", required_argument, 0, OPT_OPTIMIZER},            \
         {"adam-betas", required_argument, 0, OPT_ADAM_BETAS}, {"adam-eps", required_argument, 0, OPT_ADAM_EPS},  \
+        {"init", required_argument, 0, OPT_INIT}, {"save-model", required_argument, 0, OPT_SAVE_MODEL},          \
+        {"model-format", required_argument, 0, OPT_MODEL_FORMAT},                                                \
         {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
         "no-progress", no_argument, 0, OPT_NO_PROGRESS                                                           \
     }
@@ -57,12 +59,24 @@ enum {
     "  --seed N            seed of every random stream (init, shuffles) [1]\n"                                    \
     "  --threads N         OpenBLAS threads [1]\n"                                                                \
     "  --summary FILE      write a JSON summary of the run to FILE\n"                                             \
+    "  --init FILE         start from a saved model (safetensors; --model defaults to the file's)\n"            \
+    "  --save-model FILE   write the final model: safetensors with the spec in its metadata\n"                  \
+    "                      (peer/store/MODELFILE.md); PyTorch and NumPy read it without sgp\n"                  \
+    "  --model-format KIND safetensors or raw (bare little-endian float32) [safetensors]\n"                     \
     "  --progress, --no-progress   live progress bar [on when stdout is a terminal]\n"
 
 /* Handles one getopt code c. Returns 1 if c is not a training option, 0 when
  * handled, CLI_USAGE on a bad value (the error is printed). */
 int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg);
-/* train_opts_finish, with a usage error (CLI_USAGE) when it refuses. */
+/* train_opts_finish, with a usage error (CLI_USAGE) when it refuses; with
+ * --init, the file's architecture read and checked against --model (exit
+ * status 1 and a message naming the file when it cannot be used). 0 when
+ * all is well, else the exit status. */
 int train_opts_check(train_opts *o, const char *cmd);
+/* Writes the final model to --save-model in --model-format with the run's
+ * summary (a JSON object, or NULL) in its metadata; 0, or 1 with the error
+ * printed. */
+int train_cli_save_model(const train_opts *o, const nn_model *m, const float *params, const char *summary,
+                         const char *cmd);
 
 #endif

@@ -46,3 +46,13 @@ nn_optimizer_config train_opts_optimizer(const train_opts *o)
                                  .weight_decay = (float)o->weight_decay, .nesterov = o->nesterov,
                                  .beta1 = (float)o->beta1, .beta2 = (float)o->beta2, .eps = (float)o->eps};
 }
+
+int train_opts_model(const train_opts *o, const nn_dataset *train, int max_batch, nn_model *m, char *err,
+                     size_t errlen)
+{
+    int rc = nn_model_init(m, o->model, train->c, train->h, train->w, train->n_classes, max_batch, o->seed, err,
+                           errlen);
+    if (rc == 0 && o->init && (rc = modelfile_init_params(o->init, m, err, errlen)) < 0)
+        nn_model_free(m);
+    return rc;
+}

@@ -11,7 +11,10 @@
 
 #include <stdint.h>
 
+#include "nn/nn_data.h"
+#include "nn/nn_model.h"
 #include "nn/nn_optim.h"
+#include "peer/store/modelfile.h"
 
 typedef struct train_opts {
     const char *model; /* nn_model spec */
@@ -28,6 +31,11 @@ typedef struct train_opts {
     uint64_t seed;
     long threads;
     const char *summary; /* JSON file or NULL */
+    const char *init;    /* a model file to start from (--init), or NULL */
+    int model_given;     /* --model was given; else --init's file may name the model */
+    char init_spec[NN_SPEC_MAX_LEN]; /* the spec --init's file records, when model points here */
+    const char *save_model;          /* where the final model goes, or NULL */
+    modelfile_kind model_format;
     int progress;        /* -1 auto (a terminal), 0 off, 1 on */
 } train_opts;
 
@@ -40,5 +48,9 @@ void train_opts_defaults(train_opts *o);
 int train_opts_finish(train_opts *o);
 /* The optimizer these settings describe (after train_opts_finish). */
 nn_optimizer_config train_opts_optimizer(const train_opts *o);
+/* The model these settings describe for the data's shape, with buffers for
+ * batches up to max_batch: parameters drawn from the seed, or --init's. */
+int train_opts_model(const train_opts *o, const nn_dataset *train, int max_batch, nn_model *m, char *err,
+                     size_t errlen);
 
 #endif

@@ -22,12 +22,15 @@
 #include <stddef.h>
 
 #include "peer/launch/launch_faults.h"
+#include "peer/store/modelfile.h"
 
 typedef struct launch_opts {
     int peers;
     const char *topology;   /* a .topo file or a generator name */
     const char *run_dir;    /* NULL: sgp-run-PID */
     const char *summary;    /* the combined summary, or NULL */
+    const char *save_model; /* the average model goes here too (always RUN/model.safetensors), or NULL */
+    modelfile_kind model_format;
     const char *hosts;      /* a hosts file (launch_hosts.h), or NULL for this machine */
     long base_port;         /* with hosts: the first port on each host */
     const char *remote_sgp; /* with hosts: sgp on the hosts (NULL: this executable's path) */

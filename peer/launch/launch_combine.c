@@ -10,25 +10,39 @@
 #include "peer/launch/launch_ledger.h"
 #include "peer/store/atomic.h"
 #include "peer/store/json.h"
+#include "peer/store/modelfile.h"
 #include "peer/store/summary.h"
 
-/* RUN/peerI.model: exactly dim float32 (sgp peer --save-model). */
-static int read_model(const char *dir, int i, size_t dim, float *z, char *err, size_t errlen)
+/* RUN/peerI.model (sgp peer --save-model) into m's parameters, then z. */
+static int read_model(const char *dir, int i, nn_model *m, float *z, char *err, size_t errlen)
 {
-    char path[1100], *buf;
-    size_t len;
+    char path[1100];
     snprintf(path, sizeof path, "%.1024s/peer%d.model", dir, i);
-    int rc = atomic_read(path, dim * sizeof(float), &buf, &len);
-    if (rc == 0) {
-        if (len == dim * sizeof(float))
-            memcpy(z, buf, len);
-        else
-            rc = -EBADMSG;
-        free(buf);
+    int rc = modelfile_init_params(path, m, err, errlen);
+    if (rc == 0)
+        memcpy(z, m->params, m->n_params * sizeof *z);
+    return rc;
+}
+
+/* The model the peers trained, built from the first finished peer's file. */
+static int first_model(const launch_outcome *o, const nn_dataset *test, nn_model *m, char *err, size_t errlen)
+{
+    int i = 0;
+    while (i < o->n && o->absent && o->absent[i])
+        i++;
+    if (i == o->n) {
+        snprintf(err, errlen, "no peer has a model (every one was killed)");
+        return -ENOENT;
     }
-    if (rc < 0)
-        snprintf(err, errlen, "%s: %s (%zu parameters expected)", path,
-                 rc == -EBADMSG || rc == -EFBIG ? "not the size of this model" : strerror(-rc), dim);
+    char path[1100];
+    snprintf(path, sizeof path, "%.1024s/peer%d.model", o->run_dir, i);
+    int rc = modelfile_load(path, NULL, 256, m, NULL, err, errlen);
+    if (rc == 0 && (m->in_c != test->c || m->in_h != test->h || m->in_w != test->w || m->n_classes < test->n_classes)) {
+        snprintf(err, errlen, "%s: a model for %dx%dx%d inputs, the test set is %dx%dx%d", path, m->in_c, m->in_h,
+                 m->in_w, test->c, test->h, test->w);
+        nn_model_free(m);
+        rc = -EINVAL;
+    }
     return rc;
 }
 
@@ -52,8 +66,10 @@ typedef struct totals {
 } totals;
 
 /* Pass 1: sum w z into acc (double), and the summaries' totals. */
-static int sum_models(const launch_outcome *o, size_t dim, float *z, double *acc, totals *t, char *err, size_t errlen)
+static int sum_models(const launch_outcome *o, nn_model *m, float *z, double *acc, totals *t, char *err,
+                      size_t errlen)
 {
+    const size_t dim = m->n_params;
     *t = (totals){.acc_min = 1, .rounds = INFINITY};
     for (int i = 0; i < o->n; i++) {
         if (o->absent && o->absent[i])
@@ -61,7 +77,7 @@ static int sum_models(const launch_outcome *o, size_t dim, float *z, double *acc
         summary_peer s;
         int rc = read_summary(o, i, dim, &s, err, errlen);
         if (rc == 0)
-            rc = read_model(o->run_dir, i, dim, z, err, errlen);
+            rc = read_model(o->run_dir, i, m, z, err, errlen);
         if (rc < 0)
             return rc;
         double w = s.weight > 0 ? s.weight : 1.0;
@@ -75,15 +91,16 @@ static int sum_models(const launch_outcome *o, size_t dim, float *z, double *acc
 }
 
 /* Pass 2: the consensus distance, mean squared distance to the average over its squared norm. */
-static int consensus_distance(const launch_outcome *o, size_t dim, const float *avg, float *z, double *cd, char *err,
-                              size_t errlen)
+static int consensus_distance(const launch_outcome *o, nn_model *m, const float *avg, float *z, double *cd,
+                              char *err, size_t errlen)
 {
+    const size_t dim = m->n_params;
     double sum = 0, norm = 0;
     int k = 0;
     for (int i = 0; i < o->n; i++) {
         if (o->absent && o->absent[i])
             continue;
-        int rc = read_model(o->run_dir, i, dim, z, err, errlen);
+        int rc = read_model(o->run_dir, i, m, z, err, errlen);
         if (rc < 0)
             return rc;
         for (size_t d = 0; d < dim; d++) {
@@ -99,35 +116,41 @@ static int consensus_distance(const launch_outcome *o, size_t dim, const float *
 }
 
 /* mass: NULL when some finished peer's ledger could not be read. */
-static int write_summary(const char *path, const launch_outcome *o, const totals *t, size_t dim, float acc, float loss,
-                         double cd, const launch_mass *mass, char *err, size_t errlen)
+static void put_summary(json_obj *j, const launch_outcome *o, const totals *t, const nn_model *m, float acc,
+                        float loss, double cd, const launch_mass *mass)
 {
-    json_obj j;
-    json_open(&j, path);
-    json_str(&j, "command", "launch");
-    json_str(&j, "run_dir", o->run_dir);
-    json_int(&j, "peers", o->n);
-    json_int(&j, "peers_finished", t->k);
-    json_int(&j, "faults_injected", o->faults);
-    json_str(&j, "model", o->model);
-    json_int(&j, "parameters", (long long)dim);
-    json_num(&j, "test_accuracy", acc);
-    json_num(&j, "test_loss", loss);
-    json_num(&j, "test_accuracy_min", t->acc_min);
-    json_num(&j, "test_accuracy_mean", t->acc_sum / t->k);
-    json_num(&j, "consensus_distance", cd);
-    json_num(&j, "bytes_sent", t->bytes);
-    json_num(&j, "rounds", t->rounds);
-    json_num(&j, "wall_seconds", o->wall_seconds);
+    json_str(j, "command", "launch");
+    json_str(j, "run_dir", o->run_dir);
+    json_int(j, "peers", o->n);
+    json_int(j, "peers_finished", t->k);
+    json_int(j, "faults_injected", o->faults);
+    json_str(j, "model", m->spec);
+    json_int(j, "parameters", (long long)m->n_params);
+    json_num(j, "test_accuracy", acc);
+    json_num(j, "test_loss", loss);
+    json_num(j, "test_accuracy_min", t->acc_min);
+    json_num(j, "test_accuracy_mean", t->acc_sum / t->k);
+    json_num(j, "consensus_distance", cd);
+    json_num(j, "bytes_sent", t->bytes);
+    json_num(j, "rounds", t->rounds);
+    json_num(j, "wall_seconds", o->wall_seconds);
     if (mass) {
-        json_num(&j, "weight_total", mass->held + mass->in_flight);
-        json_num(&j, "weight_in_flight", mass->in_flight);
-        json_num(&j, "weight_rescaled", mass->rescaled);
-        json_num(&j, "weight_adopted", mass->adopted);
+        json_num(j, "weight_total", mass->held + mass->in_flight);
+        json_num(j, "weight_in_flight", mass->in_flight);
+        json_num(j, "weight_rescaled", mass->rescaled);
+        json_num(j, "weight_adopted", mass->adopted);
     }
-    int rc = json_close(&j);
-    if (rc < 0)
-        snprintf(err, errlen, "%s", j.err);
+}
+
+/* The average model to RUN/model.safetensors and --save-model, the summary in its metadata. */
+static int save_average(const launch_outcome *o, const nn_model *m, const float *avg, const char *summary,
+                        char *err, size_t errlen)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%.1024s/model.safetensors", o->run_dir);
+    int rc = modelfile_save(path, m, avg, o->data, summary, err, errlen);
+    if (rc == 0 && o->save_model)
+        rc = modelfile_write(o->model_format, o->save_model, m, avg, o->data, summary, err, errlen);
     return rc;
 }
 
@@ -137,7 +160,7 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
     nn_model m = {0};
     int rc = nn_data_load(o->data, &train, &test, err, errlen);
     if (rc == 0)
-        rc = nn_model_init(&m, o->model, train.c, train.h, train.w, train.n_classes, 256, 1, err, errlen);
+        rc = first_model(o, &test, &m, err, errlen);
     const size_t dim = m.n_params;
     float *z = rc == 0 ? malloc(dim * sizeof *z) : NULL, *avg = rc == 0 ? malloc(dim * sizeof *avg) : NULL;
     double *acc = rc == 0 ? calloc(dim, sizeof *acc) : NULL, cd = 0;
@@ -147,7 +170,7 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
     }
     totals t = {0};
     if (rc == 0)
-        rc = sum_models(o, dim, z, acc, &t, err, errlen);
+        rc = sum_models(o, &m, z, acc, &t, err, errlen);
     if (rc == 0 && t.k == 0) {
         snprintf(err, errlen, "no peer has a model (every one was killed)");
         rc = -ENOENT;
@@ -156,7 +179,7 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
     if (rc == 0) {
         for (size_t d = 0; d < dim; d++) /* sum x / sum w, as sgp sim reports it: x_i = w_i z_i */
             avg[d] = (float)(acc[d] / t.wsum);
-        rc = consensus_distance(o, dim, avg, z, &cd, err, errlen);
+        rc = consensus_distance(o, &m, avg, z, &cd, err, errlen);
     }
     launch_mass mass;
     char why[1200];
@@ -179,8 +202,20 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
                     "(gossip/GUARANTEES.md, \"Mass at comebacks\")\n",
                     mass.rescaled, mass.adopted);
     }
-    if (rc == 0 && summary)
-        rc = write_summary(summary, o, &t, dim, accuracy, loss, cd, have_mass ? &mass : NULL, err, errlen);
+    json_obj j;
+    if (rc == 0 && summary) {
+        json_open(&j, summary);
+        put_summary(&j, o, &t, &m, accuracy, loss, cd, have_mass ? &mass : NULL);
+        if ((rc = json_close(&j)) < 0)
+            snprintf(err, errlen, "%s", j.err);
+    }
+    if (rc == 0) {
+        json_open(&j, "-");
+        put_summary(&j, o, &t, &m, accuracy, loss, cd, have_mass ? &mass : NULL);
+        char *text = json_close_text(&j);
+        rc = save_average(o, &m, avg, text, err, errlen);
+        free(text);
+    }
     free(z), free(avg), free(acc);
     nn_model_free(&m);
     nn_dataset_free(&train), nn_dataset_free(&test);

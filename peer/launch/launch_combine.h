@@ -1,10 +1,12 @@
-/* The end of a launch: the peers' final models (RUN/peerI.model) averaged
+/* The end of a launch: the peers' final models (RUN/peerI.model, model files
+ * of peer/store/modelfile.h; the first names the architecture) averaged
  * as sgp sim averages them (sum w z / sum w, each w from the peer's summary,
  * RUN/peerI.json, read with peer/store/summary.h), evaluated on the test set,
- * with their spread; one printed line and the combined summary (the fields
- * of sgp sim's).
+ * with their spread; one printed line, the combined summary (the fields
+ * of sgp sim's) and the average model in RUN/model.safetensors (and
+ * save_model).
  *
- *   launch_outcome o = {.run_dir = "run", .n = 8, .model = "mlp:256", .wall_seconds = 31.5};
+ *   launch_outcome o = {.run_dir = "run", .n = 8, .wall_seconds = 31.5};
  *   rc = launch_combine(&o, "summary.json", stdout, err, sizeof err);
  *
  * Memory is two models' worth whatever the peer count: the files are read
@@ -17,11 +19,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "peer/store/modelfile.h"
+
 typedef struct launch_outcome {
     const char *run_dir;
     int n;                    /* peers in the run */
     const uint8_t *absent;    /* absent[i]: killed for good by a fault, so no model; NULL: none */
-    const char *data, *model; /* the peers' --data (NULL: embedded) and --model */
+    const char *data;         /* the peers' --data (NULL: embedded) */
+    const char *save_model;   /* where else the average model goes, or NULL */
+    modelfile_kind model_format;
     int faults;               /* faults injected */
     double wall_seconds;
 } launch_outcome;

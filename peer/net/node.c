@@ -609,8 +609,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
         x0 = c->ext->params, dim = c->ext->dim;
     } else {
         round_plan_make(&n->plan, &c->train, train->n, np);
-        rc = nn_model_init(&n->model, c->train.model, train->c, train->h, train->w, train->n_classes,
-                           n->plan.per_batch > 256 ? n->plan.per_batch : 256, c->train.seed, err, errlen);
+        rc = train_opts_model(&c->train, train, n->plan.per_batch > 256 ? n->plan.per_batch : 256, &n->model, err,
+                              errlen);
         if (rc < 0)
             return rc;
         x0 = n->model.params, dim = n->model.n_params;

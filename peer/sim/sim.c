@@ -467,8 +467,8 @@ static double measure_step_seconds(sim *s, const nn_dataset *train)
 static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen)
 {
     const int n = c->n_peers;
-    int rc = nn_model_init(&s->model, c->train.model, train->c, train->h, train->w, train->n_classes,
-                           s->plan.per_batch > 256 ? s->plan.per_batch : 256, c->train.seed, err, errlen);
+    int rc = train_opts_model(&c->train, train, s->plan.per_batch > 256 ? s->plan.per_batch : 256, &s->model, err,
+                              errlen);
     if (rc < 0)
         return rc;
     const size_t dim = s->model.n_params;

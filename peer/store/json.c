@@ -91,6 +91,20 @@ void json_str(json_obj *j, const char *k, const char *v)
     fputc('"', j->f);
 }
 
+void json_int_rows(json_obj *j, const char *k, const long long *v, int rows, int cols)
+{
+    if (key(j, k) < 0)
+        return;
+    fputc('[', j->f);
+    for (int r = 0; r < rows; r++) {
+        fputs(r ? ", [" : "[", j->f);
+        for (int c = 0; c < cols; c++)
+            fprintf(j->f, "%s%lld", c ? ", " : "", v[(size_t)r * cols + c]);
+        fputc(']', j->f);
+    }
+    fputc(']', j->f);
+}
+
 int json_close(json_obj *j)
 {
     if (!j->f)
@@ -114,6 +128,23 @@ int json_close(json_obj *j)
     free(j->buf);
     j->buf = NULL;
     return rc;
+}
+
+char *json_close_text(json_obj *j)
+{
+    if (!j->f)
+        return NULL;
+    fputs(LAYOUT[j->layout].close, j->f);
+    int bad = ferror(j->f);
+    bad |= fclose(j->f) != 0;
+    j->f = NULL;
+    char *text = j->buf;
+    j->buf = NULL;
+    if (bad) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 /* ---- reading ------------------------------------------------------------------ */

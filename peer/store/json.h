@@ -1,4 +1,4 @@
-/* Flat JSON objects (numbers and strings, no nesting) in two layouts, and a
+/* Flat JSON objects (numbers and strings, no nesting but json_int_rows) in two layouts, and a
  * reader that takes back exactly what the writer wrote.
  *
  *   json_obj j;                                  // a summary file, written atomically
@@ -52,8 +52,14 @@ void json_num(json_obj *j, const char *key, double v);
 void json_int(json_obj *j, const char *key, long long v);
 void json_u64(json_obj *j, const char *key, uint64_t v);
 void json_str(json_obj *j, const char *key, const char *v);
+/* A rows x cols matrix of integers as an array of arrays (a confusion
+ * matrix); for the writer only: json_in reads no arrays. */
+void json_int_rows(json_obj *j, const char *key, const long long *v, int rows, int cols);
 /* 0, or a negative errno with j->err (json_open: nothing written). */
 int json_close(json_obj *j);
+/* Instead of json_close after json_open: the object's text, malloc'ed, and
+ * no file written (NULL when out of memory). */
+char *json_close_text(json_obj *j);
 
 typedef struct json_in {
     const char *p, *end, *name; /* name: the file, for messages */
