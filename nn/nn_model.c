@@ -377,17 +377,21 @@ static const float *forward(nn_model *m, const float *x, int B, int train)
 
 const float *nn_model_forward(nn_model *m, const float *x, int B) { return forward(m, x, B, 0); }
 
+/* The first of the largest logits. */
+static int argmax(const float *z, int K)
+{
+    int best = 0;
+    for (int j = 1; j < K; j++)
+        if (z[j] > z[best])
+            best = j;
+    return best;
+}
+
 static int count_correct(const float *logits, const int *y, int B, int K)
 {
     int correct = 0;
-    for (int i = 0; i < B; i++) {
-        const float *z = logits + (size_t)i * K;
-        int best = 0;
-        for (int j = 1; j < K; j++)
-            if (z[j] > z[best])
-                best = j;
-        correct += best == y[i];
-    }
+    for (int i = 0; i < B; i++)
+        correct += argmax(logits + (size_t)i * K, K) == y[i];
     return correct;
 }
 
@@ -491,10 +495,7 @@ void nn_model_predict(nn_model *m, const float *x, int n, int *label, float *pro
         const float *logits = nn_model_forward(m, x + (size_t)at * dim, B);
         for (int i = 0; i < B; i++) {
             const float *z = logits + (size_t)i * K;
-            int best = 0;
-            for (int j = 1; j < K; j++)
-                if (z[j] > z[best])
-                    best = j;
+            const int best = argmax(z, K);
             if (label)
                 label[at + i] = best;
             if (probs) {

@@ -844,3 +844,72 @@ Test(nn_data, subset_copies_rows)
     nn_dataset_free(&s);
     nn_dataset_free(&d);
 }
+
+/* ---- inputs to classify (sgp predict) ---------------------------------------- */
+
+static int inputs(const char *name, const void *buf, size_t len, int h, int w, nn_dataset *d, char *err)
+{
+    put_file(name, buf, len, 0);
+    return nn_inputs_load(tpath(name), 1, h, w, d, err, 256);
+}
+
+Test(nn_data, inputs_pgm_ascii_binary_and_sixteen_bit)
+{
+    nn_dataset d;
+    char err[256];
+    const char p2[] = "P2\n# a comment\n3 2\n15\n0 15 5\n# another\n10 1 2\n";
+    cr_assert_eq(inputs("a.pgm", p2, sizeof p2 - 1, 2, 3, &d, err), 0, "%s", err);
+    cr_assert(d.n == 1 && d.c == 1 && d.h == 2 && d.w == 3 && d.y[0] == -1);
+    cr_assert_float_eq(d.x[1], 1.0f, 0);
+    cr_assert_float_eq(d.x[2], 5.0f / 15.0f, 1e-7);
+    nn_dataset_free(&d);
+
+    const uint8_t p5[] = {'P', '5', ' ', '2', ' ', '1', ' ', '6', '5', '5', '3', '5', '\n', 0xff, 0xff, 0x80, 0x00};
+    cr_assert_eq(inputs("b.pgm", p5, sizeof p5, 1, 2, &d, err), 0, "%s", err);
+    cr_assert_float_eq(d.x[0], 1.0f, 0);
+    cr_assert_float_eq(d.x[1], 32768.0f / 65535.0f, 1e-7);
+    nn_dataset_free(&d);
+
+    cr_assert_eq(inputs("c.pgm", p5, sizeof p5 - 1, 1, 2, &d, err), -EBADMSG);
+    cr_assert(strstr(err, "c.pgm: truncated"), "%s", err);
+    cr_assert_eq(inputs("d.pgm", p2, sizeof p2 - 1, 28, 28, &d, err), -EINVAL);
+    cr_assert(strstr(err, "a 3x2 grey image; the model takes 1x28x28"), "%s", err);
+    const char over[] = "P2 1 1 7 8\n";
+    cr_assert_eq(inputs("e.pgm", over, sizeof over - 1, 1, 1, &d, err), -EBADMSG);
+    cr_assert(strstr(err, "pixel 1 is 8, over maxval 7"), "%s", err);
+    const char bad[] = "P5 x 1 255\n";
+    cr_assert_eq(inputs("f.pgm", bad, sizeof bad - 1, 1, 1, &d, err), -EBADMSG);
+    cr_assert(strstr(err, "f.pgm: a malformed PGM header"), "%s", err);
+}
+
+Test(nn_data, inputs_idx_and_csv)
+{
+    nn_dataset d;
+    char err[256];
+    size_t len;
+    uint8_t *img = idx_images(3, 2, 2, 3, &len);
+    cr_assert_eq(inputs("x.idx", img, len, 2, 2, &d, err), 0, "%s", err);
+    cr_assert(d.n == 3 && d.y[2] == -1);
+    nn_dataset_free(&d);
+    cr_assert_eq(inputs("y.idx", img, len, 3, 3, &d, err), -EINVAL);
+    cr_assert(strstr(err, "y.idx: 2x2 images; the model takes 1x3x3"), "%s", err);
+    cr_assert_eq(inputs("z.idx", img, len - 1, 2, 2, &d, err), -EBADMSG);
+    cr_assert(strstr(err, "z.idx: truncated"), "%s", err);
+    free(img);
+
+    const char csv[] = "a,b,c,d\n0.5,0.25,0,1\n\n3,1,1,1,1\r\n";
+    cr_assert_eq(inputs("r.csv", csv, sizeof csv - 1, 2, 2, &d, err), 0, "%s", err);
+    cr_assert(d.n == 2 && d.y[0] == -1 && d.y[1] == 3);
+    cr_assert_float_eq(d.x[1], 0.25f, 0);
+    cr_assert_float_eq(d.x[4], 1.0f, 0);
+    nn_dataset_free(&d);
+    const char ragged[] = "0,0,0,0\n1,2\n";
+    cr_assert_eq(inputs("s.csv", ragged, sizeof ragged - 1, 2, 2, &d, err), -EINVAL);
+    cr_assert(strstr(err, "s.csv:2: 2 values; the model takes 4"), "%s", err);
+    const char word[] = "0,0,0,0\n1,x,1,1\n";
+    cr_assert_eq(inputs("t.csv", word, sizeof word - 1, 2, 2, &d, err), -EBADMSG);
+    cr_assert(strstr(err, "t.csv:2: a field is not a number"), "%s", err);
+    const char none[] = "header only\n";
+    cr_assert_eq(inputs("u.csv", none, sizeof none - 1, 2, 2, &d, err), -EBADMSG);
+    cr_assert(strstr(err, "u.csv: no rows of numbers"), "%s", err);
+}
