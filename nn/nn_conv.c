@@ -1,10 +1,12 @@
-/* 2-D convolution as im2col + one sgemm for the whole batch.
+/* 2-D convolution as im2col + sgemm, one sample at a time.
  *
- * Workspace: col [ic*k*k][B*P] (P = oh*ow, every sample's patches side by side)
- * followed by stage [oc][B*P] and a row of B*P ones (for the bias gradient).
- * One big product beats B small ones in OpenBLAS,
- * and the copies into and out of `stage` are cheap next to it. Backward reuses
- * the patches forward left in `col` instead of extracting them again. */
+ * Workspace: each sample's patches col [ic*k*k][P] (P = oh*ow), one after the
+ * other, then a row of P ones (for the bias gradient). Per sample, the
+ * products read and write NCHW in place and a sample's patches stay in cache
+ * from im2col to sgemm and from the backward product to col2im; one product
+ * for the whole batch needed [oc][B*P] staging copies both ways and a
+ * d(patches) matrix of megabytes (perf: a third of a small CNN's step in
+ * copies, zeroing and packing). Backward reuses the patches forward left. */
 #include <cblas.h>
 #include <errno.h>
 #include <string.h>
@@ -25,8 +27,8 @@ int nn_conv_shape_resolve(nn_conv_shape *s)
 
 size_t nn_conv2d_workspace(const nn_conv_shape *s, int B)
 {
-    size_t bp = (size_t)B * s->oh * s->ow;
-    return (size_t)s->ic * s->k * s->k * bp + (size_t)s->oc * bp + bp; /* patches, staging, a row of ones */
+    const size_t p = (size_t)s->oh * s->ow;
+    return (size_t)s->ic * s->k * s->k * p * B + p; /* every sample's patches, then a row of ones */
 }
 
 /* Output columns ox in [lo, hi) read inside the image row for kernel column kj;
@@ -94,64 +96,60 @@ static void col2im(const nn_conv_shape *s, const float *col, size_t ld, float *d
                     int iy = oy * st - pad + ki;
                     if (iy < 0 || iy >= s->ih)
                         continue;
-                    const float *src = row + (size_t)oy * s->ow;
-                    float *line = img + (size_t)iy * s->iw;
+                    const float *restrict src = row + (size_t)oy * s->ow;
+                    float *restrict line = img + (size_t)iy * s->iw;
                     const int shift = kj - pad;
-                    for (int ox = lo; ox < hi; ox++)
-                        line[ox * st + shift] += src[ox];
+                    if (st == 1) /* contiguous: vectorised */
+                        for (int ox = lo; ox < hi; ox++)
+                            line[ox + shift] += src[ox];
+                    else
+                        for (int ox = lo; ox < hi; ox++)
+                            line[ox * st + shift] += src[ox];
                 }
             }
-}
-
-static void im2col_batch(const nn_conv_shape *s, const float *x, int B, float *col)
-{
-    const size_t P = (size_t)s->oh * s->ow, ld = (size_t)B * P, in_sz = (size_t)s->ic * s->ih * s->iw;
-    for (int b = 0; b < B; b++)
-        im2col(s, x + b * in_sz, col + b * P, ld);
 }
 
 void nn_conv2d_forward(const nn_conv_shape *s, const float *x, int B, const float *W, const float *b,
                        float *y, float *work)
 {
-    const size_t P = (size_t)s->oh * s->ow, BP = (size_t)B * P;
+    const size_t P = (size_t)s->oh * s->ow, in_sz = (size_t)s->ic * s->ih * s->iw;
     const int ckk = s->ic * s->k * s->k;
-    float *col = work, *stage = work + (size_t)ckk * BP;
-    im2col_batch(s, x, B, col);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, (int)BP, ckk, 1.0f, W, ckk, col, (int)BP,
-                0.0f, stage, (int)BP);
-    for (int n = 0; n < B; n++)
-        for (int o = 0; o < s->oc; o++) {
-            const float *src = stage + o * BP + n * P;
-            float *dst = y + ((size_t)n * s->oc + o) * P;
+    for (int n = 0; n < B; n++) {
+        float *col = work + (size_t)n * ckk * P, *out = y + (size_t)n * s->oc * P;
+        im2col(s, x + n * in_sz, col, P);
+        for (int o = 0; o < s->oc; o++) /* the bias first; the product adds to it (beta = 1) */
             for (size_t p = 0; p < P; p++)
-                dst[p] = src[p] + b[o];
-        }
+                out[o * P + p] = b[o];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->oc, (int)P, ckk, 1.0f, W, ckk, col, (int)P, 1.0f,
+                    out, (int)P);
+    }
 }
 
 void nn_conv2d_backward(const nn_conv_shape *s, const float *x, const float *dy, int B, const float *W,
                         float *dW, float *db, float *dx, float *work)
 {
-    const size_t P = (size_t)s->oh * s->ow, BP = (size_t)B * P, in_sz = (size_t)s->ic * s->ih * s->iw;
+    const size_t P = (size_t)s->oh * s->ow, in_sz = (size_t)s->ic * s->ih * s->iw;
     const int ckk = s->ic * s->k * s->k;
-    float *col = work, *stage = work + (size_t)ckk * BP;
-    for (int o = 0; o < s->oc; o++)
-        for (int n = 0; n < B; n++)
-            memcpy(stage + o * BP + n * P, dy + ((size_t)n * s->oc + o) * P, P * sizeof(float));
-    /* db = the row sums of the staged dy, by BLAS against a row of ones kept
-     * at the end of the workspace (a scalar sum in double here was a tenth of
-     * a small CNN's step). */
-    float *ones = stage + (size_t)s->oc * BP;
-    if (ones[BP - 1] != 1.0f)
-        for (size_t p = 0; p < BP; p++)
+    /* db = the row sums of every sample's dy, by BLAS against a row of ones
+     * kept at the end of the workspace (a scalar sum in double here was a
+     * tenth of a small CNN's step). */
+    float *ones = work + (size_t)B * ckk * P;
+    if (ones[P - 1] != 1.0f)
+        for (size_t p = 0; p < P; p++)
             ones[p] = 1.0f;
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, s->oc, (int)BP, 1.0f, stage, (int)BP, ones, 1, 0.0f, db, 1);
-    (void)x; /* the patches are still in `col`, left there by the forward pass */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, ckk, (int)BP, 1.0f, stage, (int)BP, col,
-                (int)BP, 0.0f, dW, ckk);
-    if (!dx)
-        return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, (int)BP, s->oc, 1.0f, W, ckk, stage, (int)BP,
-                0.0f, col, (int)BP);
-    for (int n = 0; n < B; n++)
-        col2im(s, col + n * P, BP, dx + n * in_sz);
+    (void)x; /* the patches are still in the workspace, left there by the forward pass */
+    for (int n = 0; n < B; n++) {
+        const float *g = dy + (size_t)n * s->oc * P;
+        float *col = work + (size_t)n * ckk * P;
+        const float beta = n ? 1.0f : 0.0f;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, s->oc, (int)P, 1.0f, g, (int)P, ones, 1, beta, db, 1);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->oc, ckk, (int)P, 1.0f, g, (int)P, col, (int)P, beta,
+                    dW, ckk);
+        if (!dx)
+            continue;
+        /* this sample's patches have given their part of dW: their place takes d(patches) */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, (int)P, s->oc, 1.0f, W, ckk, g, (int)P, 0.0f, col,
+                    (int)P);
+        col2im(s, col, P, dx + n * in_sz);
+    }
 }
