@@ -35,9 +35,8 @@ typedef struct nn_conv_shape {
 
 /* Fills oh/ow from the rest; returns -EINVAL if the kernel does not fit. */
 int nn_conv_shape_resolve(nn_conv_shape *s);
-/* Floats of workspace that forward/backward need for a batch of B: an im2col
- * matrix and an [oc][B*oh*ow] staging matrix, so the whole batch is one sgemm.
- * Backward reads the patches its forward pass left in the workspace: give each
+/* Floats of workspace that forward/backward need for a batch of B: each
+ * sample's im2col patches [ic*k*k][oh*ow] and a row of ones. Backward reads the patches its forward pass left in the workspace: give each
  * conv layer its own, and call backward once after the forward of the same
  * batch (with dx it reuses that space, so a second backward needs a new forward).
  * (x is still passed to backward for symmetry with the other layers.) */
