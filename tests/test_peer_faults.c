@@ -242,8 +242,12 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
         cr_assert_eq(peer_number(run, i, "rounds"), 500, "peer %d (%s)", i, dir);
         int n;
         round_line *r = read_rounds(run, i, &n);
-        cr_assert(n > 0 && r[n - 1].round == 500, "peer %d's log ends at round %ld (%s)", i, n ? r[n - 1].round : 0,
-                  dir);
+        /* Every round, or, on a machine so busy that this survivor fell more
+         * than the catch-up threshold behind the others, a jump to the last
+         * round once they were done (seen under the ASan suite: 20 rounds
+         * behind at the end, after no stall) */
+        cr_assert(n > 0 && (r[n - 1].round == 500 || out_has(run, i, "jumping to round 500")),
+                  "peer %d's log ends at round %ld (%s)", i, n ? r[n - 1].round : 0, dir);
         /* The issue: no survivor stalls longer than the dead timeout plus one
          * round. One round is milliseconds here, but this suite shares two
          * cores with other tests (and runs under ASan), so the margin is 2 s:

@@ -238,7 +238,7 @@ Test(peer_modelfile, missing_or_extra_tensors_and_other_dtypes_are_named)
     nn_model a = {0};
     build(&a, "mlp", 1, 2, 2, 2, 1); /* fc1.weight [2, 4], fc1.bias [2] */
     char err[512], *path = temp_path("tensors.safetensors");
-    float data[16] = {0};
+    float data[32] = {0}; /* 128 bytes: the F64 case below reads 72 */
     int64_t dw[2] = {2, 4}, db[1] = {2};
     st_writer w;
 
