@@ -215,6 +215,9 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
         char *text = json_close_text(&j);
         rc = save_average(o, &m, avg, text, err, errlen);
         free(text);
+        if (rc == 0)
+            fprintf(out, "average model in %s/model.safetensors%s%s (sgp eval --model-file FILE)\n", o->run_dir,
+                    o->save_model ? " and " : "", o->save_model ? o->save_model : "");
     }
     free(z), free(avg), free(acc);
     nn_model_free(&m);
