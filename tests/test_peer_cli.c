@@ -222,6 +222,9 @@ Test(peer_cli, sim_exp8_matches_single_training, .timeout = 600)
     double avg = RUN_SUMMARY("test_accuracy", "sim", "--peers", "8", "--topology", "exponential", "--model", "mlp:256",
                              "--epochs", "10");
     double worst = last_number("test_accuracy_min");
+    cr_assert_gt(last_number("cpu_step_seconds"), 0, "the simulator times the local steps");
+    cr_assert_gt(last_number("cpu_gossip_seconds"), 0, "and gossip");
+    cr_assert_leq(last_number("cpu_step_seconds") + last_number("cpu_gossip_seconds"), last_number("wall_seconds"));
     cr_assert_leq(fabs(avg - single), 0.005 + 1e-6, "average model %.4f vs sgp train %.4f", avg, single);
     cr_assert_leq(fabs(worst - single), 0.010 + 1e-6, "worst peer %.4f vs sgp train %.4f", worst, single);
 }
@@ -292,6 +295,38 @@ Test(peer_cli, launch_eight_peers_trains_and_summarises, .timeout = 300)
     const char *keys[] = {"test_accuracy_mean", "consensus_distance", "rounds", "wall_seconds"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         cr_assert(!__builtin_isnan(last_number(keys[i])), "summary lacks %s", keys[i]);
+    /* where a peer's time went: every part measured, together no more than
+     * the run's wall time (the step runs beside the loop: a little overlap) */
+    const char *parts[] = {"step_seconds", "gossip_seconds", "frame_seconds", "wait_seconds", "idle_seconds"};
+    double sum = 0;
+    for (size_t i = 0; i < 5; i++) {
+        const double v = last_number(parts[i]);
+        cr_assert(v >= 0, "%s = %g", parts[i], v);
+        sum += v;
+    }
+    cr_assert_gt(last_number("step_seconds"), 0);
+    cr_assert_gt(last_number("gossip_seconds"), 0);
+    cr_assert_gt(last_number("frame_seconds"), 0);
+    cr_assert_leq(sum, 1.1 * last_number("wall_seconds"), "parts %g s, wall %g s", sum, last_number("wall_seconds"));
+    cr_assert(strstr(o.out, "time per peer: local step "), "%s", o.out);
+    /* the same parts, cumulative, in each round line of a peer's log */
+    snprintf(path, sizeof path, "%s/peer5.jsonl", run);
+    FILE *lf = fopen(path, "r");
+    cr_assert(lf, "%s", path);
+    char line[1024];
+    double last_step = 0, last_gossip = 0;
+    int rounds = 0;
+    while (fgets(line, sizeof line, lf)) {
+        if (strncmp(line, "{\"round\":", 9))
+            continue;
+        const double st = json_number(line, "step_s"), go = json_number(line, "gossip_s");
+        cr_assert(st >= last_step && go >= last_gossip, "round line with shrinking totals: %s", line);
+        cr_assert(json_number(line, "frame_s") >= 0 && json_number(line, "wait_s") >= 0, "%s", line);
+        last_step = st, last_gossip = go, rounds++;
+    }
+    fclose(lf);
+    cr_assert_gt(rounds, 0);
+    cr_assert_gt(last_step, 0);
     /* a peer's secret key file is private */
     snprintf(path, sizeof path, "%s/3.key", run);
     struct stat st;

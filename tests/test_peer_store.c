@@ -224,7 +224,7 @@ Test(peer_store, summary_reader_refuses_what_the_writer_never_writes, .fini = cl
         {"\"peer\"", "\"sim\"", -EBADMSG, "not of 'sgp peer'"},
         {"\n}\n", "\n}\n{}", -EBADMSG, "after the object"},
         {"\n}\n", "\n}", -EBADMSG, "expected the end of the object"},
-        {",\n  \"checkpoints\": 5\n}\n", "", -EBADMSG, "expected a comma and \"checkpoints\", found the end"},
+        {",\n  \"idle_seconds\": 0\n}\n", "", -EBADMSG, "expected a comma and \"idle_seconds\", found the end"},
         {"{", "[", -EBADMSG, "not a JSON object"},
     };
     for (size_t k = 0; k < sizeof edits / sizeof *edits; k++)
@@ -281,7 +281,8 @@ Test(peer_store, roundlog_tells_round_lines_from_the_others)
     /* as sgp peer writes them (peer/net/node.c, log_round, event, log_ledger) */
     cr_assert_eq(parse("{\"round\": 250, \"loss\": 0.412345, \"bytes_out\": 123456, \"bytes_in\": 120000, "
                        "\"absorbed\": 500, \"staleness\": 0.125, \"round_seconds\": 0.012345, \"t\": 4.321, "
-                       "\"w\": 0.125, \"test_accuracy\": 0.912300}\n"),
+                       "\"w\": 0.125, \"step_s\": 1.5, \"gossip_s\": 0.5, \"frame_s\": 0.25, \"wait_s\": 0.125, "
+                       "\"test_accuracy\": 0.912300}\n"),
                  0);
     cr_assert_eq(parse("{\"event\": \"neighbour lost\", \"peer\": 3, \"round\": 12, \"t\": 1.000}\n"), 1);
     cr_assert_eq(parse("{\"ledger\": \"peer\", \"id\": 0, \"incarnation\": 1, \"w\": 0.5, \"round\": 9, \"w_adopted\": 0}\n"), 1);

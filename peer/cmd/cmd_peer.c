@@ -66,6 +66,8 @@ static int write_summary(const char *path, const node_config *c, const node_resu
         .neighbours_lost = r->neighbours_lost, .late_marks = r->late_marks, .catch_ups = r->catch_ups,
         .refreshes = r->refreshes,
         .checkpoints = r->checkpoints,
+        .step_seconds = r->step_seconds, .gossip_seconds = r->gossip_seconds, .frame_seconds = r->frame_seconds,
+        .wait_seconds = r->wait_seconds, .idle_seconds = r->idle_seconds,
     };
     snprintf(s.model, sizeof s.model, "%s", c->train.model);
     snprintf(s.codec, sizeof s.codec, "%s", c->codec ? c->codec->text : "exact");

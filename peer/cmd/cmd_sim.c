@@ -151,6 +151,8 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_num(j, "step_seconds", r->step_seconds);
     json_num(j, "wall_seconds", r->wall_seconds);
     json_num(j, "wall_seconds_per_round", r->rounds ? r->wall_seconds / r->rounds : 0);
+    json_num(j, "cpu_step_seconds", r->cpu_step_seconds);
+    json_num(j, "cpu_gossip_seconds", r->cpu_gossip_seconds);
 }
 
 static int write_summary(const char *path, const sim_config *c, const char *topology, const sim_result *r)
@@ -427,6 +429,9 @@ int cmd_sim(int argc, char **argv)
            "%ld brakes; %ld crashes, %ld resumes, %ld stops; %d peers live, weight %.3g..%.3g (total %.4g)\n",
            r.local_steps, r.late_marks, r.catch_ups, r.rounds_skipped, r.refreshes, r.neighbours_lost, r.brakes, r.crashes,
            r.resumes, r.stops, r.peers_live, r.weight_min, r.weight_max, r.weight_total);
+    printf("cpu: local steps %.2f s, gossip %.2f s (all peers; per peer-round %.3g ms and %.3g ms)\n",
+           r.cpu_step_seconds, r.cpu_gossip_seconds, r.local_steps ? 1e3 * r.cpu_step_seconds / r.local_steps : 0.0,
+           r.local_steps ? 1e3 * r.cpu_gossip_seconds / r.local_steps : 0.0);
     status = 0;
     if (c.train.summary && (rc = write_summary(c.train.summary, &c, topology, &r)) < 0) {
         fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));

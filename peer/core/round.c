@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "peer/core/clock.h"
 #include "peer/core/round.h"
 
 /* The codecs' randomness: one seed for the run, mixed per edge and message
@@ -115,6 +116,7 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
 {
     if (rp->n_inbox == 0)
         return 0; /* (an empty inbox may still be a NULL pointer, which qsort must not get) */
+    const double t0 = clock_now();
     qsort(rp->inbox, (size_t)rp->n_inbox, sizeof *rp->inbox, cmp_msg);
     int kept = 0, applied = 0;
     for (int k = 0; k < rp->n_inbox; k++) {
@@ -132,6 +134,7 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
     }
     rp->n_inbox = kept;
     rp->absorbed += (uint64_t)applied;
+    rp->times.gossip += clock_now() - t0;
     return applied;
 }
 
@@ -145,17 +148,21 @@ float round_step(round_peer *rp, nn_model *model)
     const train_opts *o = rp->c->train;
     float lr = nn_lr_at(&o->schedule, rp->g.round, rp->plan->rounds_per_epoch);
     int correct, B;
+    const double t0 = clock_now();
     rp->loss = sgp_local_step(&rp->local, model, &rp->g, lr, &correct, &B);
+    rp->times.step += clock_now() - t0;
     return rp->loss;
 }
 
 int round_emit(round_peer *rp, double now, const uint8_t *busy, gsp_msg *msgs)
 {
+    const double t0 = clock_now();
     if (rp->c->codec && rp->c->codec_warmup > 0)
         codec_warmup(rp, rp->g.round);
     topo_out out;
     gsp_pace_route(&rp->pace, &rp->g, now, busy, &out);
     int n = gsp_emit(&rp->g, &out, msgs);
+    rp->times.gossip += clock_now() - t0;
     if (n == -EINVAL)
         for (size_t i = 0; i < rp->g.dim; i++)
             if (!isfinite(rp->g.x[i])) /* the codecs refuse NaN and infinity */

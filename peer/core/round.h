@@ -60,6 +60,14 @@ typedef struct round_config {
     int barrier;               /* round 0 waits for every neighbour's connection */
 } round_config;
 
+/* Where a peer's time went, in seconds of the thread doing it: the parts
+ * every driver shares (the networked peer adds framing, crypto and waiting:
+ * node.h). */
+typedef struct round_times {
+    double step;   /* local optimizer steps: batch, forward, backward, update */
+    double gossip; /* absorb and emit: decode, mixing, running sums, routing, encode */
+} round_times;
+
 typedef struct round_peer {
     const round_config *c;
     const round_plan *plan;
@@ -72,6 +80,7 @@ typedef struct round_peer {
     int n_inbox, cap_inbox;
     float loss;                /* of the last local step */
     uint64_t absorbed;
+    round_times times;         /* round_step's (its own thread's) and round_absorb's + round_emit's */
 } round_peer;
 
 /* Shard, gossip state (x = x0), codec, local optimizer and pacing of peer

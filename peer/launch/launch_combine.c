@@ -63,6 +63,7 @@ static int read_summary(const launch_outcome *o, int i, size_t dim, summary_peer
 typedef struct totals {
     int k; /* peers with a model */
     double acc_min, acc_sum, bytes, rounds, wsum;
+    double step, gossip, frame, wait, idle; /* the peers' time breakdowns, summed */
 } totals;
 
 /* Pass 1: sum w z into acc (double), and the summaries' totals. */
@@ -86,6 +87,8 @@ static int sum_models(const launch_outcome *o, nn_model *m, float *z, double *ac
         t->k++, t->wsum += w;
         t->acc_min = fmin(t->acc_min, s.test_accuracy), t->acc_sum += s.test_accuracy;
         t->bytes += (double)s.bytes_sent, t->rounds = fmin(t->rounds, (double)s.rounds);
+        t->step += s.step_seconds, t->gossip += s.gossip_seconds, t->frame += s.frame_seconds;
+        t->wait += s.wait_seconds, t->idle += s.idle_seconds;
     }
     return 0;
 }
@@ -134,6 +137,12 @@ static void put_summary(json_obj *j, const launch_outcome *o, const totals *t, c
     json_num(j, "bytes_sent", t->bytes);
     json_num(j, "rounds", t->rounds);
     json_num(j, "wall_seconds", o->wall_seconds);
+    /* per peer, the mean over the finished ones */
+    json_num(j, "step_seconds", t->step / t->k);
+    json_num(j, "gossip_seconds", t->gossip / t->k);
+    json_num(j, "frame_seconds", t->frame / t->k);
+    json_num(j, "wait_seconds", t->wait / t->k);
+    json_num(j, "idle_seconds", t->idle / t->k);
     if (mass) {
         json_num(j, "weight_total", mass->held + mass->in_flight);
         json_num(j, "weight_in_flight", mass->in_flight);
@@ -191,6 +200,8 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
                 "%.2e\n%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n",
                 100 * accuracy, t.k, 100 * t.acc_min, 100 * t.acc_sum / t.k, cd, t.rounds, t.bytes / 1e6,
                 o->wall_seconds, o->faults, o->run_dir);
+        fprintf(out, "time per peer: local step %.2f s, gossip %.2f s, framing and crypto %.2f s, waiting %.2f s, "
+                "idle %.2f s\n", t.step / t.k, t.gossip / t.k, t.frame / t.k, t.wait / t.k, t.idle / t.k);
         if (!have_mass)
             fprintf(out, "push-sum weight not known: %s\n", why);
         else

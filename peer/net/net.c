@@ -354,7 +354,9 @@ static void frames_drain(net_conn *c)
             conn_close(c, -ENOMEM, "out of memory for a frame");
             return;
         }
+        const uint64_t t0 = uv_hrtime();
         int m = sec_open(&c->s, c->rbuf + off, (size_t)need, c->pt, c->pt_cap);
+        n->crypto_seconds += (double)(uv_hrtime() - t0) * 1e-9;
         if (m < 0) {
             conn_close(c, m, m == -EBADMSG ? "frame fails authentication" : "frame refused");
             return;

@@ -91,6 +91,7 @@ typedef struct net {
     uint64_t log_window_start, log_in_window, log_suppressed; /* rate limit of inbound-failure lines */
     uint64_t rng;
     int closing;
+    double crypto_seconds;   /* opening the frames that arrive (sealing is the sender's to time) */
 } net;
 
 /* Listen on my_id's address from the cluster. 0, -EINVAL, -ENOMEM,

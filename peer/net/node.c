@@ -197,7 +197,9 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     wire_err e;
     const double now = clock_now();
     n->r->bytes_received += len;
-    if (wire_decode(&m, buf, len, &e) < 0) { /* authenticated, yet malformed: a bug or a hostile member */
+    const int bad = wire_decode(&m, buf, len, &e) < 0;
+    n->frame_seconds += clock_now() - now;
+    if (bad) { /* authenticated, yet malformed: a bug or a hostile member */
         char why[192];
         snprintf(why, sizeof why, "malformed message (%s: %s, at byte %zu)", e.field ? e.field : "?",
                  e.why ? e.why : "?", e.offset);
@@ -450,8 +452,10 @@ static void after_step(uv_work_t *w, int status)
         finish(n);
         return;
     }
+    const double t_send = clock_now();
     for (int j = 0; j < m; j++)
         send_msg(n, msgs[j].dst, wire_encode_push(n->out, n->out_cap, &msgs[j]));
+    n->frame_seconds += clock_now() - t_send;
     int probe[TOPO_MAX_OUT];
     for (int j = gsp_pace_probes(&n->rp.pace, probe, TOPO_MAX_OUT); j-- > 0;)
         if (net_is_up(&n->net, probe[j]) && !net_busy(&n->net, probe[j]))
@@ -520,6 +524,8 @@ static void maybe_start(node *n)
     }
     switch (a) {
     case GSP_PACE_WAIT: {
+        if (n->wait_since < 0)
+            n->wait_since = now;
         double ms = 1e3 * (d.wake_at - now);
         uv_timer_start(&n->wake_timer, on_wake, ms > 0 ? (uint64_t)ceil(ms) : 0, 0);
         return;
@@ -531,6 +537,8 @@ static void maybe_start(node *n)
         break;
     }
     uv_timer_stop(&n->wake_timer);
+    if (n->wait_since >= 0)
+        n->wait_seconds += now - n->wait_since, n->wait_since = -1;
     gsp_pace_started(&n->rp.pace, now);
     round_absorb(&n->rp, 0, nack, n);
     n->computing = 1;
@@ -710,6 +718,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     n->c = c, n->test = test, n->r = r;
     n->work.data = n;
     n->t0 = clock_now();
+    n->wait_since = -1;
     rc = uv_loop_init(&n->loop);
     int loop_ok = rc == 0;
     if (rc == 0)
@@ -756,6 +765,8 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     r->messages_absorbed = n->rp.absorbed;
     r->late_marks = ps->late_marks, r->catch_ups = ps->catch_ups, r->neighbours_lost = ps->neighbours_lost;
     r->refreshes = ps->refreshes;
+    r->step_seconds = n->rp.times.step, r->gossip_seconds = n->rp.times.gossip;
+    r->frame_seconds = n->frame_seconds + n->net.crypto_seconds, r->wait_seconds = n->wait_seconds;
     if (c->ext) {
         node_status s = {0};
         if (n->rp.g.dim)
@@ -773,6 +784,8 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     round_peer_free(&n->rp);
     nn_model_free(&n->model);
     r->wall_seconds = clock_now() - n->t0;
+    r->idle_seconds = fmax(0.0, r->wall_seconds - r->step_seconds - r->gossip_seconds - r->frame_seconds -
+                                    r->wait_seconds);
     free(n);
     return rc;
 }

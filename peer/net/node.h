@@ -75,6 +75,10 @@ typedef struct node_result {
     long neighbours_lost, late_marks, catch_ups, checkpoints;
     long refreshes;              /* catch-ups long enough to take a neighbour's model */
     long start_round;            /* 0, or the round it resumed or joined at */
+    /* Where the wall time went (seconds): local steps, gossip CPU (absorb,
+     * emit), framing and crypto, waiting for neighbours, and the rest. The
+     * step runs beside the loop, so the parts may overlap a little. */
+    double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds;
 } node_result;
 
 void node_config_defaults(node_config *c);

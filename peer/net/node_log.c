@@ -38,6 +38,10 @@ void node_log_round(node *n, long round, float test_accuracy)
                        .round_seconds = now - n->round_start,
                        .t = now - n->t0,
                        .w = g->w,
+                       .step_s = n->rp.times.step,
+                       .gossip_s = n->rp.times.gossip,
+                       .frame_s = n->frame_seconds + n->net.crypto_seconds,
+                       .wait_s = n->wait_seconds,
                        .test_accuracy = test_accuracy};
     roundlog_write(n->c->log, &l); /* flushed: the launcher reads it live, and after a kill */
 }

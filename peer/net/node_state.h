@@ -46,6 +46,9 @@ typedef struct node {
     int computing, finished, stopping, said_done;
     int alone;                  /* waiting because every in-neighbour is lost */
     double epoch_loss, t0, round_start;
+    double frame_seconds;       /* encoding and sending this peer's shares, decoding what arrives (crypto: net) */
+    double wait_seconds;        /* rounds that could not start yet: waiting for neighbours */
+    double wait_since;          /* when the current wait began, < 0: not waiting */
     long epoch_steps;
     int rc;
 } node;

@@ -565,9 +565,12 @@ static void finish(sim *s)
         else
             flight_release(s, e.arg, 1);
     }
-    for (int i = 0; i < s->c->n_peers; i++)
+    for (int i = 0; i < s->c->n_peers; i++) {
         if (s->p[i].state != P_CRASHED)
             round_absorb(&s->p[i].rp, 1, NULL, NULL);
+        s->r->cpu_step_seconds += s->p[i].rp.times.step;
+        s->r->cpu_gossip_seconds += s->p[i].rp.times.gossip;
+    }
     sim_final_report(s);
 }
 

@@ -109,6 +109,9 @@ typedef struct sim_result {
     long crashes, resumes, stops;
     double weight_min, weight_max, weight_total; /* over live peers at the end */
     int peers_live;
+    /* Real seconds of this process, summed over peers: local steps, and
+     * gossip CPU (absorb, emit: decode, mixing, running sums, encode). */
+    double cpu_step_seconds, cpu_gossip_seconds;
 } sim_result;
 
 void sim_config_defaults(sim_config *c);

@@ -10,7 +10,8 @@
 static const json_field FIELDS[] = {
     F(round, JSON_I64),     F(loss, JSON_NUM),      F(bytes_out, JSON_U64),     F(bytes_in, JSON_U64),
     F(absorbed, JSON_U64),  F(staleness, JSON_NUM), F(round_seconds, JSON_NUM), F(t, JSON_NUM),
-    F(w, JSON_NUM),
+    F(w, JSON_NUM),         F(step_s, JSON_NUM),    F(gossip_s, JSON_NUM),      F(frame_s, JSON_NUM),
+    F(wait_s, JSON_NUM),
 };
 #undef F
 #define N_FIELDS (sizeof FIELDS / sizeof *FIELDS)

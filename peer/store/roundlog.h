@@ -28,6 +28,9 @@ typedef struct roundlog_line {
     double round_seconds; /* this round's duration */
     double t;             /* seconds since the peer started */
     double w;             /* push-sum weight */
+    /* seconds since the peer started in its local steps, gossip CPU
+     * (absorb, emit), framing and crypto, and waiting for neighbours */
+    double step_s, gossip_s, frame_s, wait_s;
     double test_accuracy; /* < 0: not evaluated this round (the member is left out) */
 } roundlog_line;
 

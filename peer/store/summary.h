@@ -36,6 +36,8 @@ typedef struct summary_peer {
     int64_t bytes_sent, bytes_received, messages_sent, messages_absorbed, sends_refused;
     double mean_staleness, wall_seconds;
     int64_t local_steps, start_round, neighbours_lost, late_marks, catch_ups, refreshes, checkpoints;
+    /* where the wall time went: local steps, gossip CPU, framing and crypto, waiting, the rest */
+    double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds;
 } summary_peer;
 
 /* 0, or a negative errno with a one-line message naming the file. */
