@@ -157,81 +157,13 @@ void cmp_bitr_init(cmp_bitr *r, const uint8_t *buf, size_t len)
     r->nacc = 0;
 }
 
-/* Afterwards nacc >= 57, or every byte of the input is in acc. */
-static inline void bitr_refill(cmp_bitr *r)
-{
-    if (r->nacc > 56)
-        return;
-    if (r->len - r->pos >= 8) {
-        r->acc |= load_le64(r->buf + r->pos) << r->nacc;
-        r->pos += (size_t)(63 - r->nacc) >> 3;
-        r->nacc |= 56;
-        return;
-    }
-    while (r->nacc <= 56 && r->pos < r->len) {
-        r->acc |= (uint64_t)r->buf[r->pos++] << r->nacc;
-        r->nacc += 8;
-    }
-}
-
-static inline void bitr_skip(cmp_bitr *r, int nbits) /* nbits <= nacc */
-{
-    r->acc = nbits >= 64 ? 0 : r->acc >> nbits;
-    r->nacc -= nbits;
-}
-
-int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v)
-{
-    if (nbits < 0 || nbits > 64)
-        return -EINVAL;
-    if (nbits > 56) { /* more than one refill guarantees: two halves */
-        uint64_t lo, hi;
-        int rc = cmp_bitr_bits(r, 32, &lo);
-        if (rc == 0)
-            rc = cmp_bitr_bits(r, nbits - 32, &hi);
-        if (rc == 0)
-            *v = lo | hi << 32;
-        return rc;
-    }
-    bitr_refill(r);
-    if (r->nacc < nbits)
-        return -EBADMSG;
-    *v = r->acc & low_mask(nbits);
-    bitr_skip(r, nbits);
-    return 0;
-}
-
-int cmp_bitr_unary(cmp_bitr *r, uint64_t *q)
-{
-    uint64_t n = 0;
-    for (;;) {
-        bitr_refill(r);
-        if (r->nacc == 0)
-            return -EBADMSG;
-        uint64_t zeros = ~r->acc & low_mask(r->nacc);
-        if (zeros) {
-            int c = __builtin_ctzll(zeros);
-            n += (uint64_t)c;
-            if (n > (1ULL << 32))
-                return -EBADMSG;
-            bitr_skip(r, c + 1);
-            *q = n;
-            return 0;
-        }
-        n += (uint64_t)r->nacc;
-        if (n > (1ULL << 32))
-            return -EBADMSG;
-        bitr_skip(r, r->nacc);
-    }
-}
-
 /* Number of zeros before the next one bit; more than 63 cannot start a
  * 64-bit code, so the count stops there instead of scanning hostile zeros. */
 static int bitr_zeros(cmp_bitr *r, int *z)
 {
     int n = 0;
     for (;;) {
-        bitr_refill(r);
+        cmp_bitr_refill_(r);
         if (r->nacc == 0)
             return -EBADMSG;
         uint64_t ones = r->acc & low_mask(r->nacc);
@@ -239,14 +171,14 @@ static int bitr_zeros(cmp_bitr *r, int *z)
             int c = __builtin_ctzll(ones);
             if (n + c > 63)
                 return -EBADMSG;
-            bitr_skip(r, c + 1);
+            cmp_bitr_skip_(r, c + 1);
             *z = n + c;
             return 0;
         }
         n += r->nacc;
         if (n > 63)
             return -EBADMSG;
-        bitr_skip(r, r->nacc);
+        cmp_bitr_skip_(r, r->nacc);
     }
 }
 
@@ -271,22 +203,6 @@ int cmp_bitr_delta(cmp_bitr *r, uint64_t *v)
     if ((rc = cmp_bitr_bits(r, (int)nb - 1, &rest)) < 0)
         return rc;
     *v = 1ULL << (nb - 1) | rest;
-    return 0;
-}
-
-int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v)
-{
-    uint64_t q, low = 0;
-    int rc;
-    if (k < 0 || k > 63)
-        return -EINVAL;
-    if ((rc = cmp_bitr_unary(r, &q)) < 0)
-        return rc;
-    if (k > 0 && q >> (64 - k))
-        return -EBADMSG; /* q << k would not fit 64 bits */
-    if ((rc = cmp_bitr_bits(r, k, &low)) < 0)
-        return rc;
-    *v = q << k | low;
     return 0;
 }
 

@@ -20,6 +20,7 @@
 #ifndef CMP_BITIO_H
 #define CMP_BITIO_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,11 +54,11 @@ void cmp_bitw_rice(cmp_bitw *w, uint64_t v, int k);          /* v >> k in unary,
 long cmp_bitw_finish(cmp_bitw *w);
 
 void cmp_bitr_init(cmp_bitr *r, const uint8_t *buf, size_t len);
-int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v); /* 0 <= nbits <= 64, else -EINVAL */
-int cmp_bitr_unary(cmp_bitr *r, uint64_t *q); /* -EBADMSG past the end or beyond 2^32 ones */
+static inline int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v); /* 0 <= nbits <= 64, else -EINVAL */
+static inline int cmp_bitr_unary(cmp_bitr *r, uint64_t *q); /* -EBADMSG past the end or beyond 2^32 ones */
 int cmp_bitr_gamma(cmp_bitr *r, uint64_t *v);
 int cmp_bitr_delta(cmp_bitr *r, uint64_t *v);
-int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v); /* -EINVAL for k outside 0..63 */
+static inline int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v); /* -EINVAL for k outside 0..63 */
 /* Bytes consumed so far, counting a partly read byte as whole. */
 size_t cmp_bitr_consumed(const cmp_bitr *r);
 
@@ -79,5 +80,101 @@ void cmp_signs_pack(const float *x, size_t n, uint8_t *out);
 int cmp_gamma_bits(uint64_t v);
 /* Bits of the Elias delta code of v >= 1: gamma_bits(floor(log2 v) + 1) + floor(log2 v). */
 int cmp_delta_bits(uint64_t v);
+
+/* ---- the readers the decoders call per value, inline (a decoder's inner
+ * loop is a handful of these; as calls they were a quarter of a simulated
+ * peer's gossip time). Invariant: acc holds the next nacc unread bits at the
+ * bottom; bits above nacc are either zero or the true stream bits that follow
+ * (the word-wide refill loads a few bytes early), so OR-ing them in again is
+ * harmless. */
+
+static inline uint64_t cmp_bitr_mask_(int nbits) { return nbits >= 64 ? ~0ULL : (1ULL << nbits) - 1; }
+
+/* Afterwards nacc >= 57, or every byte of the input is in acc. */
+static inline void cmp_bitr_refill_(cmp_bitr *r)
+{
+    if (r->nacc > 56)
+        return;
+    if (r->len - r->pos >= 8) {
+        uint64_t w = 0;
+        for (int i = 0; i < 8; i++) /* little-endian whatever the host */
+            w |= (uint64_t)r->buf[r->pos + i] << (8 * i);
+        r->acc |= w << r->nacc;
+        r->pos += (size_t)(63 - r->nacc) >> 3;
+        r->nacc |= 56;
+        return;
+    }
+    while (r->nacc <= 56 && r->pos < r->len) {
+        r->acc |= (uint64_t)r->buf[r->pos++] << r->nacc;
+        r->nacc += 8;
+    }
+}
+
+static inline void cmp_bitr_skip_(cmp_bitr *r, int nbits) /* nbits <= nacc */
+{
+    r->acc = nbits >= 64 ? 0 : r->acc >> nbits;
+    r->nacc -= nbits;
+}
+
+static inline int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v)
+{
+    if (nbits < 0 || nbits > 64)
+        return -EINVAL;
+    if (nbits > 56) { /* more than one refill guarantees: two halves */
+        uint64_t lo, hi;
+        int rc = cmp_bitr_bits(r, 32, &lo);
+        if (rc == 0)
+            rc = cmp_bitr_bits(r, nbits - 32, &hi);
+        if (rc == 0)
+            *v = lo | hi << 32;
+        return rc;
+    }
+    cmp_bitr_refill_(r);
+    if (r->nacc < nbits)
+        return -EBADMSG;
+    *v = r->acc & cmp_bitr_mask_(nbits);
+    cmp_bitr_skip_(r, nbits);
+    return 0;
+}
+
+static inline int cmp_bitr_unary(cmp_bitr *r, uint64_t *q)
+{
+    uint64_t n = 0;
+    for (;;) {
+        cmp_bitr_refill_(r);
+        if (r->nacc == 0)
+            return -EBADMSG;
+        uint64_t zeros = ~r->acc & cmp_bitr_mask_(r->nacc);
+        if (zeros) {
+            int c = __builtin_ctzll(zeros);
+            n += (uint64_t)c;
+            if (n > (1ULL << 32))
+                return -EBADMSG;
+            cmp_bitr_skip_(r, c + 1);
+            *q = n;
+            return 0;
+        }
+        n += (uint64_t)r->nacc;
+        if (n > (1ULL << 32))
+            return -EBADMSG;
+        cmp_bitr_skip_(r, r->nacc);
+    }
+}
+
+static inline int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v)
+{
+    uint64_t q, low = 0;
+    int rc;
+    if (k < 0 || k > 63)
+        return -EINVAL;
+    if ((rc = cmp_bitr_unary(r, &q)) < 0)
+        return rc;
+    if (k > 0 && q >> (64 - k))
+        return -EBADMSG; /* q << k would not fit 64 bits */
+    if ((rc = cmp_bitr_bits(r, k, &low)) < 0)
+        return rc;
+    *v = q << k | low;
+    return 0;
+}
 
 #endif
