@@ -143,10 +143,7 @@ long cmp_bitw_finish(cmp_bitw *w)
     return (long)w->pos;
 }
 
-/* ---- reader ----
- * Invariant: acc holds the next nacc unread bits at the bottom; bits above
- * nacc are either zero or the true stream bits that follow (the word-wide
- * refill loads a few bytes early), so OR-ing them in again is harmless. */
+/* ---- reader (the per-value readers are inline in bitio.h, with the invariant) ---- */
 
 void cmp_bitr_init(cmp_bitr *r, const uint8_t *buf, size_t len)
 {

@@ -53,6 +53,16 @@ static void load(const char *path, nn_model *m)
     cr_assert_eq(modelfile_load(path, NULL, 256, m, NULL, err, sizeof err), 0, "%s", err);
 }
 
+/* The model in PATH has a's parameters, each to 1e-6 of its size (averaging round-off). */
+static void close_to(const nn_model *a, const char *path, const char *who)
+{
+    nn_model b = {0};
+    load(path, &b);
+    for (size_t d = 0; d < a->n_params; d++)
+        cr_assert_float_eq(b.params[d], a->params[d], 1e-6f * (1 + fabsf(a->params[d])), "%s: parameter %zu", who, d);
+    nn_model_free(&b);
+}
+
 Test(peer_modelcli, eval_agrees_with_training_and_writes_a_confusion_matrix)
 {
     char dir[] = "/tmp/sgp-mcli-XXXXXX", model[128], summary[128], eval[128];
@@ -225,18 +235,12 @@ Test(peer_modelcli, init_starts_from_the_file_in_train_sim_and_launch)
     sgp_run(&o, "sim", "--peers", "4", "--init", model, "--lr", "0", "--epochs", "1", "--save-model", again,
             "--no-progress", NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
-    load(again, &b);
-    for (size_t d = 0; d < a.n_params; d++)
-        cr_assert_float_eq(b.params[d], a.params[d], 1e-6f * (1 + fabsf(a.params[d])), "sim: parameter %zu", d);
-    nn_model_free(&b);
+    close_to(&a, again, "sim");
 
     sgp_run(&o, "launch", "--peers", "2", "--run-dir", run, "--init", model, "--lr", "0", "--epochs", "1", "--codec",
             "none", "--save-model", again, "--no-progress", NULL);
     cr_assert_eq(o.status, 0, "%s\n%s", o.out, o.err);
-    load(again, &b);
-    for (size_t d = 0; d < a.n_params; d++)
-        cr_assert_float_eq(b.params[d], a.params[d], 1e-6f * (1 + fabsf(a.params[d])), "launch: parameter %zu", d);
-    nn_model_free(&b);
+    close_to(&a, again, "launch");
     nn_model_free(&a);
 }
 

@@ -180,10 +180,6 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
     totals t = {0};
     if (rc == 0)
         rc = sum_models(o, &m, z, acc, &t, err, errlen);
-    if (rc == 0 && t.k == 0) {
-        snprintf(err, errlen, "no peer has a model (every one was killed)");
-        rc = -ENOENT;
-    }
     float loss = 0, accuracy = 0;
     if (rc == 0) {
         for (size_t d = 0; d < dim; d++) /* sum x / sum w, as sgp sim reports it: x_i = w_i z_i */

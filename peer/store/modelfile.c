@@ -108,13 +108,21 @@ static int arch_of(const st_file *f, const char *path, modelfile_arch *a, char *
     return meta_int(f, "classes", &a->classes, path, err, errlen);
 }
 
+/* The whole file, checked, and the architecture it records; f is freed on failure. */
+static int open_file(const char *path, st_file *f, modelfile_arch *a, char *err, size_t errlen)
+{
+    int rc = st_read(path, MODELFILE_MAX_BYTES, f, err, errlen);
+    if (rc == 0 && (rc = arch_of(f, path, a, err, errlen)) < 0)
+        st_free(f);
+    return rc;
+}
+
 int modelfile_arch_read(const char *path, modelfile_arch *a, char *err, size_t errlen)
 {
     st_file f;
-    int rc = st_read(path, MODELFILE_MAX_BYTES, &f, err, errlen);
+    int rc = open_file(path, &f, a, err, errlen);
     if (rc == 0)
-        rc = arch_of(&f, path, a, err, errlen);
-    st_free(&f);
+        st_free(&f);
     return rc;
 }
 
@@ -192,11 +200,10 @@ int modelfile_init_params(const char *path, nn_model *m, char *err, size_t errle
 {
     st_file f;
     modelfile_arch a;
-    int rc = st_read(path, MODELFILE_MAX_BYTES, &f, err, errlen);
-    if (rc == 0)
-        rc = arch_of(&f, path, &a, err, errlen);
-    if (rc == 0)
-        rc = arch_matches(&a, path, m, err, errlen);
+    int rc = open_file(path, &f, &a, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = arch_matches(&a, path, m, err, errlen);
     if (rc == 0)
         rc = copy_params(&f, path, m, m->params, err, errlen);
     st_free(&f);
@@ -208,10 +215,10 @@ int modelfile_load(const char *path, const char *spec, int max_batch, nn_model *
 {
     st_file f;
     modelfile_arch a;
-    int rc = st_read(path, MODELFILE_MAX_BYTES, &f, err, errlen);
-    if (rc == 0)
-        rc = arch_of(&f, path, &a, err, errlen);
-    if (rc == 0 && arch)
+    int rc = open_file(path, &f, &a, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (arch)
         *arch = a;
     if (rc == 0 && !spec && !a.spec[0]) {
         snprintf(err, errlen, "%s: records no model spec (give --model SPEC)", path);
