@@ -6,6 +6,7 @@
 
 #include "compress/bitio.h"
 #include "compress/cmp.h"
+#include "compress/cmp_select.h"
 
 extern const cmp_ops cmp_none, cmp_fp16, cmp_bf16, cmp_topk, cmp_randk, cmp_qsgd, cmp_terngrad, cmp_natural,
     cmp_sign, cmp_stc;
@@ -83,16 +84,25 @@ long cmp_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void
     return body < 0 ? body : (long)h + body;
 }
 
-int cmp_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
+/* The codec of a message that declares exactly n values, and where its payload starts; NULL if malformed. */
+static const cmp_ops *msg_codec(const uint8_t *in, size_t len, size_t n, size_t *body)
 {
     if (len < 2)
-        return -EBADMSG;
+        return NULL;
     const cmp_ops *ops = cmp_find_id(in[0]);
     uint64_t declared;
     size_t used;
     if (!ops || cmp_varint_get(in + 1, len - 1, &used, &declared) < 0 || declared != n)
-        return -EBADMSG;
-    return ops->decode_add(in + 1 + used, len - 1 - used, n, alpha, dst);
+        return NULL;
+    *body = 1 + used;
+    return ops;
+}
+
+int cmp_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
+{
+    size_t h;
+    const cmp_ops *ops = msg_codec(in, len, n, &h);
+    return ops ? ops->decode_add(in + h, len - h, n, alpha, dst) : -EBADMSG;
 }
 
 int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst)
@@ -103,4 +113,19 @@ int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst)
         return -EBADMSG; /* before touching dst: a wrong n must not make us clear past its end */
     memset(dst, 0, n * sizeof *dst);
     return cmp_decode_add(in, len, n, 1.0f, dst);
+}
+
+size_t cmp_sparse_bound(const cmp_spec *s, size_t n)
+{
+    /* The sparse codecs send cmp_select_k(fraction, n) entries. */
+    return s->ops->decode_sparse ? cmp_select_k(s->fraction, n) : 0;
+}
+
+long cmp_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap)
+{
+    size_t h;
+    const cmp_ops *ops = msg_codec(in, len, n, &h);
+    if (!ops)
+        return -EBADMSG;
+    return ops->decode_sparse ? ops->decode_sparse(in + h, len - h, n, idx, val, cap) : -ENOTSUP;
 }

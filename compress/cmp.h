@@ -42,6 +42,9 @@ typedef struct cmp_ops {
     /* Reads a payload of len bytes for n values: dst[i] += alpha * value[i]. -EBADMSG on malformed input
      * (dst may then hold part of the update: callers decode into scratch when that matters). */
     int (*decode_add)(const uint8_t *in, size_t len, size_t n, float alpha, float *dst);
+    /* Sparse codecs only (NULL for the dense ones): the decoded non-zeros as positions (ascending) and
+     * values, at most cap of them; the count, -ENOSPC if more than cap, or -EBADMSG. */
+    long (*decode_sparse)(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap);
 } cmp_ops;
 
 struct cmp_spec {
@@ -74,5 +77,16 @@ long cmp_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void
 int cmp_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst);
 /* dst = decoded. */
 int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst);
+
+/* Sparse codecs (topk, stc): at most how many non-zeros a message of this
+ * spec for n values carries; 0 for a dense codec. */
+size_t cmp_sparse_bound(const cmp_spec *s, size_t n);
+/* A sparse codec's message as its non-zeros: positions ascending in
+ * idx[0..count), the values cmp_decode would put there in val (every other
+ * value decodes to zero), in time proportional to the message, not to n.
+ * Returns the count; -ENOTSUP for a dense codec's message (use cmp_decode),
+ * -ENOSPC if it carries more than cap, -EBADMSG if malformed (idx and val
+ * may then hold anything). */
+long cmp_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap);
 
 #endif

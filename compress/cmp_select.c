@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "compress/bitio.h"
+#include "compress/cmp.h"
 #include "compress/cmp_rng.h"
 
 #define TOP_BITS 12
@@ -128,11 +129,12 @@ static void hist_level(const float *x, const uint32_t *set, size_t m, uint32_t p
         hist_top(x, m, h);
         return;
     }
-    memset(h, 0, nb * sizeof *h);
+    /* Branch-free: a key outside the prefix counts in the spare bin nb
+     * (whether a key matches is a coin flip for the predictor). */
+    memset(h, 0, (nb + 1) * sizeof *h);
     for (size_t j = 0; j < m; j++) {
         uint32_t u = mag(x, set ? set[j] : j);
-        if ((u & pmask) == prefix)
-            h[(u >> shift) & (nb - 1)]++;
+        h[(u & pmask) == prefix ? (u >> shift) & (nb - 1) : nb]++;
     }
 }
 
@@ -156,6 +158,13 @@ static size_t collect(const float *x, size_t n, uint32_t t, uint32_t *cand, size
         }
         if (!any)
             continue;
+        if (cap - m >= B) { /* branch-free (store always, advance if taken) while a whole block fits */
+            for (size_t j = i; j < e; j++) {
+                cand[m] = (uint32_t)j;
+                m += ge(mag(x, j), t);
+            }
+            continue;
+        }
         for (size_t j = i; j < e; j++)
             if (ge(mag(x, j), t)) {
                 if (m == cap)
@@ -410,11 +419,13 @@ int cmp_select_rice(const uint32_t *idx, size_t k, size_t n, uint64_t *bits)
     return best;
 }
 
-int cmp_select_pos_check(const uint8_t *in, size_t len, size_t k, int b, int extra, size_t n)
+int cmp_select_pos_read(const uint8_t *in, size_t len, size_t k, int b, int extra, size_t n, uint32_t *idx)
 {
+    if (idx && (extra > 1 || n > CMP_MAX_N))
+        return -EINVAL;
     cmp_bitr r;
     cmp_bitr_init(&r, in, len);
-    uint64_t next = 0, bits = 0, g, e;
+    uint64_t next = 0, bits = 0, g, e = 0;
     for (size_t j = 0; j < k; j++) {
         if (cmp_bitr_rice(&r, b, &g) < 0 || g >= n - next)
             return -EBADMSG;
@@ -422,6 +433,8 @@ int cmp_select_pos_check(const uint8_t *in, size_t len, size_t k, int b, int ext
         bits += 1 + (uint64_t)b + (g >> b) + (uint64_t)extra;
         if (extra && cmp_bitr_bits(&r, extra, &e) < 0)
             return -EBADMSG;
+        if (idx)
+            idx[j] = (uint32_t)(next - 1) | (uint32_t)e << 31;
     }
     int pad = (int)((8 - bits % 8) % 8);
     if (pad && (cmp_bitr_bits(&r, pad, &e) < 0 || e != 0))

@@ -59,11 +59,14 @@ int cmp_select_topk_sampled(const float *x, size_t n, size_t k, uint64_t seed, v
  * provably only grows, so this is the optimum for the actual gaps. */
 int cmp_select_rice(const uint32_t *idx, size_t k, size_t n, uint64_t *bits);
 
-/* Checks a position stream of len bytes before anything is applied: k Rice(b)
- * gaps, each followed by `extra` raw bits (stc's sign bit), giving positions
- * below n; then zero bits to the byte boundary and nothing after. 0 or
- * -EBADMSG. Takes O(len + k) time whatever the input. */
-int cmp_select_pos_check(const uint8_t *in, size_t len, size_t k, int b, int extra, size_t n);
+/* Reads (and checks) a position stream of len bytes: k Rice(b) gaps, each
+ * followed by `extra` raw bits (stc's sign bit), giving positions below n;
+ * then zero bits to the byte boundary and nothing after. With idx NULL it
+ * only checks; else idx[j] is the j-th position, ascending, and with
+ * extra = 1 its bit lands in bit 31 of idx[j] (positions are below
+ * CMP_MAX_N < 2^31). 0 or -EBADMSG (idx may then hold part of the stream).
+ * Takes O(len + k) time whatever the input. */
+int cmp_select_pos_read(const uint8_t *in, size_t len, size_t k, int b, int extra, size_t n, uint32_t *idx);
 
 /* floor(log2((n - k) / k)) when n - k >= k, else 0 (0 for k == 0): the Rice
  * parameter for the mean gap, used by the bounds. */

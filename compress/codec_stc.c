@@ -97,20 +97,29 @@ static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t see
     return len < 0 ? len : (long)h + len;
 }
 
+/* The header: k, Rice parameter b, mu; *h is where the positions start. */
+static int stc_header(const uint8_t *in, size_t len, size_t n, uint64_t *k, int *b, float *mu, size_t *h)
+{
+    size_t used;
+    if (cmp_varint_get(in, len, &used, k) < 0 || *k > n || len - used < 5 || in[used] > 31)
+        return -EBADMSG;
+    *b = in[used];
+    *mu = cmp_f32_get(in + used + 1);
+    /* mu is a mean magnitude: finite and +0 or above, so a message has one form. */
+    if (!isfinite(*mu) || signbit(*mu))
+        return -EBADMSG;
+    *h = used + 5;
+    return 0;
+}
+
 static int stc_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
 {
     uint64_t k;
-    size_t used;
-    if (cmp_varint_get(in, len, &used, &k) < 0 || k > n || len - used < 5 || in[used] > 31)
-        return -EBADMSG;
-    int b = in[used];
-    float mu = cmp_f32_get(in + used + 1);
-    /* mu is a mean magnitude: finite and +0 or above, so a message has one form. */
-    if (!isfinite(mu) || signbit(mu))
-        return -EBADMSG;
-    size_t h = used + 5;
+    int b;
+    float mu;
+    size_t h;
     /* Validate the whole message first so a bad one leaves dst untouched. */
-    if (cmp_select_pos_check(in + h, len - h, k, b, 1, n) < 0)
+    if (stc_header(in, len, n, &k, &b, &mu, &h) < 0 || cmp_select_pos_read(in + h, len - h, k, b, 1, n, NULL) < 0)
         return -EBADMSG;
     float v[2] = {alpha * mu, -(alpha * mu)};
     cmp_bitr r;
@@ -126,6 +135,25 @@ static int stc_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, 
     return 0;
 }
 
+static long stc_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap)
+{
+    uint64_t k;
+    int b;
+    float mu;
+    size_t h;
+    if (stc_header(in, len, n, &k, &b, &mu, &h) < 0)
+        return -EBADMSG;
+    if (k > cap)
+        return -ENOSPC;
+    if (cmp_select_pos_read(in + h, len - h, k, b, 1, n, idx) < 0)
+        return -EBADMSG;
+    for (size_t j = 0; j < k; j++) {
+        val[j] = idx[j] >> 31 ? -mu : mu;
+        idx[j] &= 0x7fffffffu;
+    }
+    return (long)k;
+}
+
 const cmp_ops cmp_stc = {
     .name = "stc",
     .id = 9,
@@ -136,4 +164,5 @@ const cmp_ops cmp_stc = {
     .work = stc_work,
     .encode = stc_encode,
     .decode_add = stc_decode_add,
+    .decode_sparse = stc_decode_sparse,
 };

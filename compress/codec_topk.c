@@ -111,27 +111,38 @@ static long topk_encode(const cmp_spec *s, const float *x, size_t n, uint64_t se
     return len < 0 ? len : (long)(h + 4 * k) + len;
 }
 
-static int topk_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
+/* The header: k and Rice parameter b, the k values checked finite; *val and
+ * *pos are where the values and the positions start, *plen the positions' bytes. */
+static int topk_header(const uint8_t *in, size_t len, size_t n, uint64_t *k, int *b, const uint8_t **val,
+                       const uint8_t **pos, size_t *plen)
 {
-    uint64_t k;
     size_t used;
-    if (cmp_varint_get(in, len, &used, &k) < 0 || k > n || len - used < 1 || in[used] > 31)
+    if (cmp_varint_get(in, len, &used, k) < 0 || *k > n || len - used < 1 || in[used] > 31)
         return -EBADMSG;
-    int b = in[used];
+    *b = in[used];
     size_t h = used + 1;
-    if ((len - h) / 4 < k)
+    if ((len - h) / 4 < *k)
         return -EBADMSG;
-    const uint8_t *val = in + h;
-    for (size_t j = 0; j < k; j++) {
-        uint32_t u = (uint32_t)val[4 * j] | (uint32_t)val[4 * j + 1] << 8 | (uint32_t)val[4 * j + 2] << 16 |
-                     (uint32_t)val[4 * j + 3] << 24;
+    *val = in + h;
+    for (size_t j = 0; j < *k; j++) {
+        const uint8_t *v = *val + 4 * j;
+        uint32_t u = (uint32_t)v[0] | (uint32_t)v[1] << 8 | (uint32_t)v[2] << 16 | (uint32_t)v[3] << 24;
         if (!finite_bits(u))
             return -EBADMSG;
     }
-    const uint8_t *pos = val + 4 * k;
-    size_t plen = len - h - 4 * k;
+    *pos = *val + 4 * *k;
+    *plen = len - h - 4 * *k;
+    return 0;
+}
+
+static int topk_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
+{
+    uint64_t k;
+    int b;
+    const uint8_t *val, *pos;
+    size_t plen;
     /* Validate the whole message first so a bad one leaves dst untouched. */
-    if (cmp_select_pos_check(pos, plen, k, b, 0, n) < 0)
+    if (topk_header(in, len, n, &k, &b, &val, &pos, &plen) < 0 || cmp_select_pos_read(pos, plen, k, b, 0, n, NULL) < 0)
         return -EBADMSG;
     cmp_bitr r;
     cmp_bitr_init(&r, pos, plen);
@@ -146,6 +157,23 @@ static int topk_decode_add(const uint8_t *in, size_t len, size_t n, float alpha,
     return 0;
 }
 
+static long topk_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *out, size_t cap)
+{
+    uint64_t k;
+    int b;
+    const uint8_t *val, *pos;
+    size_t plen;
+    if (topk_header(in, len, n, &k, &b, &val, &pos, &plen) < 0)
+        return -EBADMSG;
+    if (k > cap)
+        return -ENOSPC;
+    if (cmp_select_pos_read(pos, plen, k, b, 0, n, idx) < 0)
+        return -EBADMSG;
+    for (size_t j = 0; j < k; j++)
+        out[j] = cmp_f32_get(val + 4 * j);
+    return (long)k;
+}
+
 const cmp_ops cmp_topk = {
     .name = "topk",
     .id = 3,
@@ -156,4 +184,5 @@ const cmp_ops cmp_topk = {
     .work = topk_work,
     .encode = topk_encode,
     .decode_add = topk_decode_add,
+    .decode_sparse = topk_decode_sparse,
 };

@@ -37,6 +37,7 @@ static void free_edges(gsp_edge *e, int n)
 {
     for (int i = 0; i < n; i++) {
         free(e[i].x);
+        free(e[i].tot);
         free(e[i].ref);
         free(e[i].buf);
     }
@@ -55,9 +56,12 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
     g->v = malloc(n * sizeof(float));
     g->c = malloc(n * sizeof(float));
     g->work = work ? malloc(work) : NULL;
-    if (!g->v || !g->c || (work && !g->work)) {
-        free(g->v), free(g->c), free(g->work);
-        g->v = g->c = NULL, g->work = NULL;
+    g->sp_cap = cmp_sparse_bound(codec, g->dim);
+    g->sp_idx = malloc((g->sp_cap ? g->sp_cap : 1) * sizeof *g->sp_idx);
+    g->sp_val = malloc((g->sp_cap ? g->sp_cap : 1) * sizeof *g->sp_val);
+    if (!g->v || !g->c || (work && !g->work) || !g->sp_idx || !g->sp_val) {
+        free(g->v), free(g->c), free(g->work), free(g->sp_idx), free(g->sp_val);
+        g->v = g->c = g->sp_val = NULL, g->work = NULL, g->sp_idx = NULL, g->sp_cap = 0;
         return -ENOMEM;
     }
     g->codec = codec;
@@ -74,6 +78,8 @@ void gsp_free(gsp_peer *g)
     free(g->v);
     free(g->c);
     free(g->work);
+    free(g->sp_idx);
+    free(g->sp_val);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
@@ -102,6 +108,8 @@ float gsp_default_step(const cmp_spec *codec, size_t dim)
 
 const float *gsp_debias(gsp_peer *g)
 {
+    if (g->w == 1.0) /* x / 1 is x, bit for bit: a regular graph without faults keeps w exactly 1 */
+        return g->x;
     const float inv = (float)(1.0 / g->w);
     for (size_t i = 0; i < g->dim; i++)
         g->z[i] = g->x[i] * inv;
@@ -173,28 +181,163 @@ gsp_edge *gsp_in_edge(gsp_peer *g, int src)
     return edge(g, &g->in, &g->n_in, &g->cap_in, src, 0);
 }
 
-/* r += gain * c: the one expression both ends evaluate, so their references
- * stay bit for bit equal. */
-static void ref_update(float *restrict ref, const float *restrict c, float gain, size_t n)
+/* The totals of a codec edge are w * ref - d (gsp.h): materialised only for
+ * a SYNC, a checkpoint or a ledger. */
+void gsp_edge_totals(const gsp_peer *g, const gsp_edge *e, double *tot)
 {
-    for (size_t i = 0; i < n; i++)
-        ref[i] += gain * c[i];
+    if (!g->codec) {
+        memcpy(tot, e->x, g->dim * sizeof(double));
+        return;
+    }
+    for (size_t i = 0; i < g->dim; i++)
+        tot[i] = e->w * (double)e->ref[i] - e->x[i];
 }
 
-/* Compress the model z = x / w against edge e's reference into e->buf and
- * move e->ref; then the edge carries `moved` (the weight it moves this
- * round) times the reference: sigma_x += moved * r. The caller takes the
- * same amount out of x. Returns 0 or a negative errno. */
-static int compress_share(gsp_peer *g, gsp_edge *e, const float *z, double moved, float *gain_out)
+void gsp_edge_set_totals(const gsp_peer *g, gsp_edge *e, const double *tot)
+{
+    if (!g->codec) {
+        memmove(e->x, tot, g->dim * sizeof(double));
+        return;
+    }
+    for (size_t i = 0; i < g->dim; i++)
+        e->x[i] = e->w * (double)e->ref[i] - tot[i];
+}
+
+/* A message moves edge e's reference: r += gain * c at the message's
+ * non-zeros (idx NULL: c is dense, n values), the one expression both ends
+ * evaluate so that their references stay bit for bit equal. The totals
+ * w * r - d must not move with r (they move with w), so d takes w_before
+ * times the change; with x given, x also takes xm times it (the sender: it
+ * gave up moved times the old reference already, and gives up the rest
+ * here). */
+enum { PREFETCH = 16 };
+
+static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n, float gain, double w_before,
+                      float *x, double xm)
+{
+    float *restrict ref = e->ref;
+    double *restrict d = e->x;
+    for (size_t j = 0; j < n; j++) {
+        const size_t i = idx ? idx[j] : j;
+        if (idx && j + PREFETCH < n) { /* d is cold (touched only here), and the stride too irregular for the hardware */
+            __builtin_prefetch(&d[idx[j + PREFETCH]], 1);
+            __builtin_prefetch(&ref[idx[j + PREFETCH]], 1);
+            if (x)
+                __builtin_prefetch(&x[idx[j + PREFETCH]], 1);
+        }
+        const float old = ref[i];
+        ref[i] += gain * c[j];
+        const double change = (double)ref[i] - (double)old;
+        d[i] += w_before * change;
+        if (x)
+            x[i] = (float)((double)x[i] + xm * change);
+    }
+}
+
+/* The norms below only choose between the codec and a whole (bf16) message:
+ * float sums over blocks of BLK (vectorised, error ~BLK ulps at worst), added
+ * up in double. */
+enum { LANES = 8, BLK = 256 };
+
+/* v = z - ref with ||v||^2 and ||z||^2. */
+static void diff_norms(const float *restrict z, const float *restrict ref, float *restrict v, size_t n, double *vv,
+                       double *zz)
+{
+    double a = 0, b = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t e = i + BLK <= n ? i + BLK : n;
+        float fa[LANES] = {0}, fb[LANES] = {0};
+        if (e - i == BLK)
+            for (; i < e; i += LANES)
+                for (int l = 0; l < LANES; l++) {
+                    const float vi = z[i + l] - ref[i + l];
+                    v[i + l] = vi;
+                    fa[l] += vi * vi;
+                    fb[l] += z[i + l] * z[i + l];
+                }
+        for (; i < e; i++) {
+            v[i] = z[i] - ref[i];
+            fa[0] += v[i] * v[i];
+            fb[0] += z[i] * z[i];
+        }
+        for (int l = 0; l < LANES; l++)
+            a += fa[l], b += fb[l];
+    }
+    *vv = a, *zz = b;
+}
+
+/* The same for the one out-edge of a round, straight from x in one pass:
+ * z = x / w is not stored, and x gives up moved times the edge's reference
+ * as it stands (as split_x does). */
+static void split_one(gsp_peer *g, const float *restrict ref, double moved, double *vv, double *zz)
+{
+    float *restrict x = g->x, *restrict v = g->v;
+    const float inv = (float)(1.0 / g->w);
+    const size_t n = g->dim;
+    double a = 0, b = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t e = i + BLK <= n ? i + BLK : n;
+        float fa[LANES] = {0}, fb[LANES] = {0};
+        if (e - i == BLK)
+            for (; i < e; i += LANES)
+                for (int l = 0; l < LANES; l++) {
+                    const float zi = x[i + l] * inv, vi = zi - ref[i + l];
+                    v[i + l] = vi;
+                    fa[l] += vi * vi;
+                    fb[l] += zi * zi;
+                    x[i + l] = (float)((double)x[i + l] - moved * (double)ref[i + l]);
+                }
+        for (; i < e; i++) {
+            const float zi = x[i] * inv;
+            v[i] = zi - ref[i];
+            fa[0] += v[i] * v[i];
+            fb[0] += zi * zi;
+            x[i] = (float)((double)x[i] - moved * (double)ref[i]);
+        }
+        for (int l = 0; l < LANES; l++)
+            a += fa[l], b += fb[l];
+    }
+    *vv = a, *zz = b;
+}
+
+/* <v, c> and ||c||^2 at c's non-zeros (idx NULL: c dense, n values). */
+static void dot_norm(const float *v, const uint32_t *idx, const float *c, size_t n, double *vc, double *cc)
+{
+    double a[4] = {0}, b[4] = {0};
+    for (size_t j = 0; j < n; j++) {
+        const float vi = v[idx ? idx[j] : j];
+        a[j & 3] += (double)vi * c[j];
+        b[j & 3] += (double)c[j] * c[j];
+    }
+    *vc = (a[0] + a[1]) + (a[2] + a[3]);
+    *cc = (b[0] + b[1]) + (b[2] + b[3]);
+}
+
+/* A message's decoded values: its non-zeros into the sparse scratch when the
+ * codec is sparse and they fit (*idx set, count returned), else all n values
+ * into g->c (*idx NULL, n returned). -EBADMSG if it does not decode. */
+static long decode_msg(gsp_peer *g, const uint8_t *msg, size_t len, const uint32_t **idx, const float **c)
+{
+    long k = g->sp_cap ? cmp_decode_sparse(msg, len, g->dim, g->sp_idx, g->sp_val, g->sp_cap) : -ENOTSUP;
+    if (k >= 0) {
+        *idx = g->sp_idx, *c = g->sp_val;
+        return k;
+    }
+    if (k == -EBADMSG || cmp_decode(msg, len, g->dim, g->c) < 0)
+        return -EBADMSG;
+    *idx = NULL, *c = g->c;
+    return (long)g->dim;
+}
+
+/* Compress v = z - e->ref (in g->v, with its norm vv and the model's zz)
+ * into e->buf and move e->ref; the edge then carries `moved` (the weight it
+ * moves this round) times the new reference. x has given up moved times the
+ * old one already (split_x, split_one) and gives up the change here. Returns
+ * 0 or a negative errno. */
+static int compress_share(gsp_peer *g, gsp_edge *e, double vv, double zz, double w_before, double moved,
+                          float *gain_out)
 {
     const size_t n = g->dim;
-    float *restrict v = g->v;
-    const float *restrict ref = e->ref;
-    double vv = 0, zz = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = z[i] - ref[i];
-        vv += (double)v[i] * v[i], zz += (double)z[i] * z[i];
-    }
     uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1); /* the message's seq */
     /* An edge's first message sends all of z (in bf16): the reference starts
      * at the model instead of at zero, which would move w at once and x only
@@ -208,55 +351,79 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *z, double moved
      * closes it (seen in a 10-minute soak). */
     const int lagging = vv > GSP_MAX_LAG * GSP_MAX_LAG * zz;
     const cmp_spec *codec = e->seq == 0 || g->refresh || lagging ? &g->first : g->codec;
-    long len = cmp_encode(codec, v, n, seed, g->work, e->buf, edge_buf_bytes(g));
+    long len = cmp_encode(codec, g->v, n, seed, g->work, e->buf, edge_buf_bytes(g));
     if (len < 0)
         return (int)len;
     e->buf_len = (size_t)len;
-    if (cmp_decode(e->buf, e->buf_len, n, g->c) < 0) /* what the receiver will see, exactly */
+    const uint32_t *idx;
+    const float *c;
+    long k = decode_msg(g, e->buf, e->buf_len, &idx, &c); /* what the receiver will see, exactly */
+    if (k < 0)
         return -EPROTO;
-    double vc = 0, cc = 0;
-    for (size_t i = 0; i < n; i++)
-        vc += (double)v[i] * g->c[i], cc += (double)g->c[i] * g->c[i];
+    double vc, cc;
+    dot_norm(g->v, idx, c, (size_t)k, &vc, &cc);
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
-    ref_update(e->ref, g->c, gain, n);
-    double *restrict sigma = e->x;
-    for (size_t i = 0; i < n; i++)
-        sigma[i] += moved * (double)e->ref[i];
+    edge_move(e, idx, c, (size_t)k, gain, w_before, g->x, -moved);
     *gain_out = gain;
     return 0;
 }
 
 static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges);
 
-/* x -= sum_k moved_k * ref_k, in double, rounded to float once. One and two
- * edges (the exponential graphs' rounds) get loops of their own that the
- * compiler vectorises; the same operations in the same order as the general
- * loop, so the same floats. */
-static void take_out(float *restrict x, size_t n, gsp_edge *const *edges, const double *moved, int n_out)
+/* z = x / w, and x -= sum_k moved_k * ref_k with the references as they
+ * stand before this round's messages, in double, rounded to float once. One
+ * and two edges (the exponential graphs' rounds) get loops of their own that
+ * the compiler vectorises. */
+static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n_out)
 {
+    float *restrict x = g->x, *restrict z = g->z;
+    const float inv = (float)(1.0 / g->w);
+    const size_t n = g->dim;
     if (n_out == 1) {
         const float *restrict r0 = edges[0]->ref;
         const double m0 = moved[0];
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            z[i] = x[i] * inv;
             x[i] = (float)((double)x[i] - m0 * (double)r0[i]);
+        }
         return;
     }
     if (n_out == 2) {
         const float *restrict r0 = edges[0]->ref, *restrict r1 = edges[1]->ref;
         const double m0 = moved[0], m1 = moved[1];
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            z[i] = x[i] * inv;
             x[i] = (float)((double)x[i] - m0 * (double)r0[i] - m1 * (double)r1[i]);
+        }
         return;
     }
     const float *refs[TOPO_MAX_OUT];
     for (int k = 0; k < n_out; k++)
         refs[k] = edges[k]->ref;
     for (size_t i = 0; i < n; i++) {
+        z[i] = x[i] * inv;
         double xi = x[i];
         for (int k = 0; k < n_out; k++)
             xi -= moved[k] * (double)refs[k][i];
         x[i] = (float)xi;
     }
+}
+
+/* The materialised totals of a codec out-edge, for a SYNC. */
+static const double *sync_totals(const gsp_peer *g, gsp_edge *e)
+{
+    if (!g->codec)
+        return e->x;
+    gsp_edge_totals(g, e, e->tot);
+    return e->tot;
+}
+
+/* A codec out-edge that will send a SYNC needs room for its totals. */
+static int sync_room(const gsp_peer *g, gsp_edge *e)
+{
+    if (g->codec && !e->tot && !(e->tot = malloc((g->dim ? g->dim : 1) * sizeof(double))))
+        return -ENOMEM;
+    return 0;
 }
 
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
@@ -265,19 +432,20 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     float gains[TOPO_MAX_OUT];
     double moved[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++)
-        if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)))
+        if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)) ||
+            (edges[k]->sync && sync_room(g, edges[k]) < 0))
             return -ENOMEM;
     /* Weight first. With a codec each edge moves step * weight * w (the
      * consensus step), without one weight * w. `moved` is the difference of
      * the edge's running totals, which the receiver recomputes bit for bit
      * as w_total minus its own total. */
     const double wstep = g->codec ? (double)g->step : 1.0;
-    double w_sent = 0.0;
+    double w_sent = 0.0, before[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++) {
         gsp_edge *e = edges[k];
-        double before = e->w;
+        before[k] = e->w;
         e->w += wstep * out->weight[k] * g->w;
-        moved[k] = e->w - before;
+        moved[k] = e->w - before[k];
         w_sent += moved[k];
     }
     if (g->codec) {
@@ -286,13 +454,18 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
          * is the (lagging) model, never a lagging share of a weight that has
          * changed since. So z = x / w stays a model however fast w moves (a
          * peer that gossips faster or slower than its neighbours). */
-        const float *z = gsp_debias(g);
+        double vv = 0, zz = 0;
+        if (out->n == 1)
+            split_one(g, edges[0]->ref, moved[0], &vv, &zz);
+        else
+            split_x(g, edges, moved, out->n);
         for (int k = 0; k < out->n; k++) {
-            int rc = compress_share(g, edges[k], z, moved[k], &gains[k]);
+            if (out->n > 1)
+                diff_norms(g->z, edges[k]->ref, g->v, g->dim, &vv, &zz);
+            int rc = compress_share(g, edges[k], vv, zz, before[k], moved[k], &gains[k]);
             if (rc < 0)
                 return rc;
         }
-        take_out(g->x, g->dim, edges, moved, out->n);
     } else
         raw_split(g, out, edges);
     for (int k = 0; k < out->n; k++) {
@@ -303,7 +476,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         *m = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
                        .dim = g->dim, .kind = GSP_RAW, .x_total = e->x, .incarnation = g->incarnation};
         if (g->codec && e->sync) {
-            m->kind = GSP_SYNC, m->ref = e->ref;
+            m->kind = GSP_SYNC, m->ref = e->ref, m->x_total = sync_totals(g, e);
             e->sync = 0;
             g->stats.syncs_sent++;
         } else if (g->codec) {
@@ -338,14 +511,26 @@ static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges)
         g->x[i] = (float)((double)g->x[i] * kept);
 }
 
-/* x += a - rho, rho = a: the running-sum step shared by RAW and SYNC. */
-static void apply_totals(gsp_peer *g, gsp_edge *e, const double *a)
+/* x += a - rho, rho = a: the running-sum step of RAW and SYNC messages.
+ * With a codec rho = w * ref - d, and the SYNC's reference and weight total
+ * come with it. */
+static void apply_totals(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
 {
     float *restrict x = g->x;
     double *restrict rho = e->x;
+    const double *restrict a = m->x_total;
+    if (!g->codec) {
+        for (size_t i = 0; i < g->dim; i++) {
+            x[i] = (float)((double)x[i] + (a[i] - rho[i]));
+            rho[i] = a[i];
+        }
+        return;
+    }
+    float *restrict ref = e->ref;
     for (size_t i = 0; i < g->dim; i++) {
-        x[i] = (float)((double)x[i] + (a[i] - rho[i]));
-        rho[i] = a[i];
+        x[i] = (float)((double)x[i] + (a[i] - (e->w * (double)ref[i] - rho[i])));
+        ref[i] = m->ref[i];
+        rho[i] = m->w_total * (double)ref[i] - a[i];
     }
 }
 
@@ -376,11 +561,11 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
             e->sync = 1;
             return GSP_NEED_SYNC;
         }
-        memcpy(e->x, m->x_total, g->dim * sizeof(double));
         if (m->kind == GSP_SYNC)
             memcpy(e->ref, m->ref, g->dim * sizeof(float));
         g->stats.w_adopted += m->w_total - e->w;
         e->w = m->w_total, e->seq = m->seq, e->round = m->round;
+        gsp_edge_set_totals(g, e, m->x_total);
         e->adopt = 0, e->sync = 0;
         g->stats.ignored++;
         return 0;
@@ -398,24 +583,21 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
             g->stats.gaps++;
             return GSP_NEED_SYNC;
         }
-        if (cmp_decode(m->payload, m->payload_len, g->dim, g->c) < 0)
+        const uint32_t *idx;
+        const float *c;
+        long k = decode_msg(g, m->payload, m->payload_len, &idx, &c);
+        if (k < 0)
             return -EBADMSG;
-        ref_update(e->ref, g->c, m->gain, g->dim);
+        edge_move(e, idx, c, (size_t)k, m->gain, e->w, NULL, 0.0);
         float *restrict x = g->x;
-        double *restrict rho = e->x;
         const float *restrict ref = e->ref;
         const double moved = m->w_total - e->w; /* the sender's `moved`, bit for bit */
-        for (size_t i = 0; i < g->dim; i++) {
-            double d = moved * (double)ref[i];
-            x[i] = (float)((double)x[i] + d);
-            rho[i] += d;
-        }
+        for (size_t i = 0; i < g->dim; i++)
+            x[i] = (float)((double)x[i] + moved * (double)ref[i]);
     } else {
-        apply_totals(g, e, m->x_total);
-        if (m->kind == GSP_SYNC) {
-            memcpy(e->ref, m->ref, g->dim * sizeof(float));
+        apply_totals(g, e, m);
+        if (m->kind == GSP_SYNC)
             e->sync = 0;
-        }
     }
     g->w += m->w_total - e->w;
     e->w = m->w_total;
@@ -433,15 +615,18 @@ void gsp_request_sync(gsp_peer *g, int dst)
             g->out[j].sync = 1;
 }
 
-int gsp_sync_msg(const gsp_peer *g, int dst, gsp_msg *m)
+int gsp_sync_msg(gsp_peer *g, int dst, gsp_msg *m)
 {
     for (int j = 0; j < g->n_out; j++) {
-        const gsp_edge *e = &g->out[j];
+        gsp_edge *e = &g->out[j];
         if (e->peer != dst || e->seq == 0)
             continue;
+        if (sync_room(g, e) < 0)
+            return -ENOMEM;
         /* Without a codec the totals alone are a complete message: resend them. */
         *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq,
-                       .kind = g->codec ? GSP_SYNC : GSP_RAW, .w_total = e->w, .dim = g->dim, .x_total = e->x,
+                       .kind = g->codec ? GSP_SYNC : GSP_RAW, .w_total = e->w, .dim = g->dim,
+                       .x_total = sync_totals(g, e),
                        .ref = g->codec ? e->ref : NULL, .incarnation = g->incarnation};
         return 0;
     }
@@ -510,8 +695,12 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
     for (int j = 0; j < receiver->n_in && !r; j++)
         if (receiver->in[j].peer == sender->id)
             r = &receiver->in[j];
-    for (size_t i = 0; i < sender->dim; i++)
-        acc_x[i] += s->x[i] - (r ? r->x[i] : 0.0);
+    const int codec = sender->codec != NULL;
+    for (size_t i = 0; i < sender->dim; i++) {
+        double sent = codec ? s->w * (double)s->ref[i] - s->x[i] : s->x[i];
+        double applied = !r ? 0.0 : codec ? r->w * (double)r->ref[i] - r->x[i] : r->x[i];
+        acc_x[i] += sent - applied;
+    }
     return s->w - (r ? r->w : 0.0);
 }
 

@@ -84,7 +84,10 @@ typedef struct gsp_edge {
     uint64_t seq;   /* last sent / last applied */
     long round;     /* round of that message */
     double w;       /* sigma_w or rho_w */
-    double *x;      /* sigma_x or rho_x, dim values */
+    double *x;      /* without a codec: sigma_x or rho_x, dim values. With one: the corrections d, such that
+                     * the totals are w * ref - d (gsp_edge_totals); d moves only where the reference does, so
+                     * a sparse message costs the edge time in proportion to what it carries */
+    double *tot;    /* codec, out-edges: the totals materialised for a SYNC (allocated at the first one) */
     float *ref;     /* codec: the reference both ends hold */
     uint8_t *buf;   /* codec, out-edges: the last encoded message (cmp_bound bytes) */
     size_t buf_len;
@@ -119,6 +122,9 @@ typedef struct gsp_peer {
     float step;            /* consensus step: the share of r that moves each round */
     uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
     float *v, *c;          /* codec scratch: share - r, decoded q */
+    uint32_t *sp_idx;      /* sparse codecs: a message's non-zeros (cmp_decode_sparse), sp_cap of them */
+    float *sp_val;
+    size_t sp_cap;
     void *work;            /* codec workspace */
     uint64_t incarnation;  /* this run of the peer's process; sent with every message (0 in the simulator) */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
@@ -143,7 +149,8 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
  * on the ring and the exponential graph (gossip/GUARANTEES.md has the table). */
 float gsp_default_step(const cmp_spec *codec, size_t dim);
 
-/* z = x / w (into g->z) and returns it. */
+/* z = x / w, into g->z, or x itself when w is exactly 1. The pointer is
+ * only current until x changes (a step, gsp_emit, gsp_absorb). */
 const float *gsp_debias(gsp_peer *g);
 
 /* Split for this round: for each routed out-neighbour k, sigma_k += weight_k * x
@@ -213,8 +220,13 @@ void gsp_request_sync(gsp_peer *g, int dst);
  * reference after the last message, same seq), without waiting for the
  * schedule to use the edge again; without a codec, the same totals as a RAW
  * message. Also what a reconnecting driver sends first on each edge. Returns
- * 0, or -ENOENT if nothing was ever sent to dst. */
-int gsp_sync_msg(const gsp_peer *g, int dst, gsp_msg *m);
+ * 0, -ENOENT if nothing was ever sent to dst, or -ENOMEM. */
+int gsp_sync_msg(gsp_peer *g, int dst, gsp_msg *m);
+
+/* An edge's running totals (sigma_x or rho_x) into tot[0..dim), and the
+ * inverse (after the edge's w and ref are set; tot may be e->x itself). */
+void gsp_edge_totals(const gsp_peer *g, const gsp_edge *e, double *tot);
+void gsp_edge_set_totals(const gsp_peer *g, gsp_edge *e, const double *tot);
 
 /* Bytes this message takes on the wire: a fixed header plus the payload
  * (RAW and SYNC carry doubles, and SYNC the float reference too). */

@@ -153,9 +153,10 @@ void sim_final_report(sim *s)
         if (!live(s, i))
             continue;
         float acc;
-        nn_model_evaluate(&s->model, gsp_debias(&p->rp.g), s->test, NULL, &acc);
+        const float *z = gsp_debias(&p->rp.g);
+        nn_model_evaluate(&s->model, z, s->test, NULL, &acc);
         if (r->peer_models)
-            memcpy(r->peer_models + (size_t)i * s->model.n_params, p->rp.g.z, s->model.n_params * sizeof(float));
+            memcpy(r->peer_models + (size_t)i * s->model.n_params, z, s->model.n_params * sizeof(float));
         r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
         acc_sum += acc, r->peers_live++;
         stale += (double)p->rp.g.stats.stale_sum, absorbed += (double)p->rp.g.stats.absorbed;

@@ -11,7 +11,7 @@
 #include "peer/store/ckpt.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
-#define CKPT_VERSION 3u
+#define CKPT_VERSION 4u
 #define CKPT_ENDIAN 0x01020304u /* read back as another value on a host of the other byte order */
 #define CKPT_HASH 32
 #define CKPT_MAX_TEXT 512 /* a model spec: NN_SPEC_MAX_LEN */
@@ -257,7 +257,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     }
     ibuf b = {data + 8, data + len - CKPT_HASH, 0};
     const uint32_t version = get_u32(&b);
-    if ((version != CKPT_VERSION && version != 2) || get_u32(&b) != CKPT_ENDIAN) {
+    if (version < 2 || version > CKPT_VERSION || get_u32(&b) != CKPT_ENDIAN) {
         *why = "another version or byte order";
         goto out;
     }
@@ -292,13 +292,13 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     /* Parse into scratch first: a file that fails half-way changes nothing. */
     long round = (long)get_u64(&b);
     double w = get_f64(&b);
-    const uint8_t *x = b.p; /* x, then (version 3) the optimizer's kind and steps, then its state */
+    const uint8_t *x = b.p; /* x, then (version 3 on) the optimizer's kind and steps, then its state */
     if (b.failed || (size_t)(b.end - b.p) < dim * sizeof(float))
         goto truncated;
     b.p += dim * sizeof(float);
     uint32_t opt_kind = NN_OPT_SGD; /* version 2: an SGD velocity */
     uint64_t opt_steps = 0;
-    if (version == CKPT_VERSION)
+    if (version >= 3)
         opt_kind = get_u32(&b), opt_steps = get_u64(&b);
     const size_t opt_n = (opt_kind == NN_OPT_ADAMW ? 2 : 1) * dim;
     if (!b.failed && (opt_kind > NN_OPT_ADAMW || (l && opt_kind != (uint32_t)l->opt.kind))) {
@@ -379,6 +379,8 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
         get(&eb, e->x, dim * sizeof(double));
         if (g->codec)
             get(&eb, e->ref, dim * sizeof(float));
+        if (version < 4) /* totals, where version 4 keeps what the edge keeps (gsp.h: corrections with a codec) */
+            gsp_edge_set_totals(g, e, e->x);
     }
     rc = 0;
     goto out;
