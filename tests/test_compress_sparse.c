@@ -819,6 +819,37 @@ Test(compress_sparse, decode_add_alpha)
 /* ---- malformed input ---------------------------------------------------------------- */
 
 /* Decodes into a copy of a sentinel vector; on failure it must be unchanged. */
+/* cmp_decode_sparse against cmp_decode: the same messages refused, and the
+ * same values, at ascending positions, with zeros everywhere else. */
+static void sparse_agrees(const uint8_t *in, size_t len, size_t n, int rc_dense)
+{
+    uint32_t *idx = malloc((n + 1) * sizeof *idx);
+    float *val = malloc((n + 1) * sizeof *val), *dense = malloc((n + 1) * sizeof *dense);
+    long k = cmp_decode_sparse(in, len, n, idx, val, n);
+    const cmp_ops *ops = len ? cmp_find_id(in[0]) : NULL;
+    if (!ops || !ops->decode_sparse)
+        cr_assert(k == -ENOTSUP || (k == -EBADMSG && rc_dense < 0), "not sparse: %ld", k);
+    else if (rc_dense < 0)
+        cr_assert_eq(k, -EBADMSG, "a message cmp_decode refuses: %ld", k);
+    else {
+        cr_assert_geq(k, 0, "a message cmp_decode takes: %ld", k);
+        cr_assert_eq(cmp_decode(in, len, n, dense), 0);
+        for (long j = 0; j < k; j++) {
+            cr_assert(j == 0 || idx[j] > idx[j - 1], "positions ascending");
+            cr_assert_lt(idx[j], n);
+            cr_assert(dense[idx[j]] == val[j], "value at %u", idx[j]); /* (the dense decode adds to +0: -0 is +0 there) */
+            dense[idx[j]] = 0.0f;
+        }
+        for (size_t i = 0; i < n; i++)
+            cr_assert(dense[i] == 0.0f, "non-zero at %zu missing from the sparse list", i);
+        if (k > 0)
+            cr_assert_eq(cmp_decode_sparse(in, len, n, idx, val, (size_t)k - 1), -ENOSPC);
+    }
+    free(idx);
+    free(val);
+    free(dense);
+}
+
 static int decode_checked(const uint8_t *in, size_t len, size_t n, float *dst, const float *sentinel)
 {
     memcpy(dst, sentinel, n * sizeof *dst);
@@ -826,7 +857,40 @@ static int decode_checked(const uint8_t *in, size_t len, size_t n, float *dst, c
     cr_assert(rc == 0 || rc == -EBADMSG, "rc %d", rc);
     if (rc < 0)
         cr_assert_arr_eq(dst, sentinel, n * sizeof *dst, "a rejected message changed dst");
+    sparse_agrees(in, len, n, rc);
     return rc;
+}
+
+/* Every pattern and a range of fractions: the sparse list is the dense decode;
+ * a dense codec's message is -ENOTSUP; the bound is the count sent. */
+Test(compress_sparse, decode_sparse_matches_decode)
+{
+    const size_t n = 4096;
+    float *x = malloc(n * sizeof *x), *dst = malloc(n * sizeof *dst), *sent = calloc(n, sizeof *sent);
+    const char *specs[] = {"topk:0.001", "topk:0.04", "topk:0.5", "stc:0.001", "stc:0.04", "stc:1", "randk:0.04"};
+    for (int pat = 0; pat < PAT_COUNT; pat++) {
+        fill(x, n, pat, 50 + (uint64_t)pat);
+        for (size_t c = 0; c < sizeof specs / sizeof *specs; c++) {
+            enc e;
+            enc_spec(&e, specs[c], n);
+            cr_assert_gt(enc_run(&e, x, n, 7), 0);
+            cr_assert_eq(decode_checked(e.buf, (size_t)e.len, n, dst, sent), 0, "%s %s", specs[c], pat_name[pat]);
+            size_t bound = cmp_sparse_bound(&e.s, n);
+            cr_assert_eq(bound, e.s.ops->decode_sparse ? cmp_select_k(e.s.fraction, n) : 0, "%s", specs[c]);
+            enc_free(&e);
+        }
+    }
+    enc e;
+    enc_spec(&e, "fp16", n);
+    cr_assert_gt(enc_run(&e, x, n, 7), 0);
+    uint32_t idx[1];
+    float val[1];
+    cr_assert_eq(cmp_decode_sparse(e.buf, (size_t)e.len, n, idx, val, 1), -ENOTSUP);
+    cr_assert_eq(cmp_sparse_bound(&e.s, n), 0);
+    enc_free(&e);
+    free(x);
+    free(dst);
+    free(sent);
 }
 
 Test(compress_sparse, truncated_every_length)
