@@ -129,3 +129,9 @@ long cmp_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, f
         return -EBADMSG;
     return ops->decode_sparse ? ops->decode_sparse(in + h, len - h, n, idx, val, cap) : -ENOTSUP;
 }
+
+long cmp_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx, float *val,
+                        size_t cap)
+{
+    return s->ops->encoded_sparse ? s->ops->encoded_sparse(s, x, n, work, idx, val, cap) : -ENOTSUP;
+}

@@ -45,6 +45,10 @@ typedef struct cmp_ops {
     /* Sparse codecs only (NULL for the dense ones): the decoded non-zeros as positions (ascending) and
      * values, at most cap of them; the count, -ENOSPC if more than cap, or -EBADMSG. */
     long (*decode_sparse)(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap);
+    /* Sparse codecs only: what decode_sparse would give for the message encode just made from x with
+     * this work area, read from the work area instead of the message. */
+    long (*encoded_sparse)(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx,
+                           float *val, size_t cap);
 } cmp_ops;
 
 struct cmp_spec {
@@ -88,5 +92,11 @@ size_t cmp_sparse_bound(const cmp_spec *s, size_t n);
  * -ENOSPC if it carries more than cap, -EBADMSG if malformed (idx and val
  * may then hold anything). */
 long cmp_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap);
+/* Right after cmp_encode(s, x, n, seed, work, ...) of a sparse codec, with x
+ * and work untouched since: the message's non-zeros exactly as
+ * cmp_decode_sparse gives them, without decoding it (the sender's own view
+ * of what it sent). -ENOTSUP for a dense codec, -ENOSPC beyond cap. */
+long cmp_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx, float *val,
+                        size_t cap);
 
 #endif

@@ -32,6 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "compress/bitio.h"
 #include "compress/cmp.h"
 #include "compress/cmp_rng.h"
@@ -138,40 +142,45 @@ static void hist_level(const float *x, const uint32_t *set, size_t m, uint32_t p
     }
 }
 
+/* Bit l set where the key of x[i + l] is >= t, for the 64 values from i. */
+static inline uint64_t block_mask(const float *x, size_t i, uint32_t t)
+{
+    uint64_t m = 0;
+#if defined(__SSE2__)
+    /* key >= t as key > t - 1: both sides fit a signed compare (t - 1 >= -1) */
+    const __m128i absm = _mm_set1_epi32(0x7fffffff), below = _mm_set1_epi32((int32_t)t - 1);
+    for (int l = 0; l < 64; l += 4) {
+        __m128i u = _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)(x + i + l)), absm);
+        m |= (uint64_t)(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(u, below))) << l;
+    }
+#else
+    for (int l = 0; l < 64; l++)
+        m |= (uint64_t)ge(mag(x, i + (size_t)l), t) << l;
+#endif
+    return m;
+}
+
 /* Indices i (ascending) with key >= t into cand; SIZE_MAX if more than cap.
- * Blocks with no hit, the vast majority at small k/n, cost one vector
- * compare per element. */
+ * A block of 64 becomes one bit mask (a vector compare per four values) and
+ * only its set bits cost more: no branch or store per value, and no chain
+ * through the output count (a store per value, advanced by the compare,
+ * waited on that chain at every value). */
 static size_t collect(const float *x, size_t n, uint32_t t, uint32_t *cand, size_t cap)
 {
     enum { B = 64 };
     size_t m = 0, i = 0;
-    for (;; i += B) {
-        size_t e = i + B <= n ? i + B : n;
-        if (i >= e)
-            break;
-        int any = 0;
-        if (e - i == B) {
-            for (size_t j = i; j < i + B; j++)
-                any |= ge(mag(x, j), t);
-        } else {
-            any = 1;
+    for (; i + B <= n; i += B)
+        for (uint64_t mask = block_mask(x, i, t); mask; mask &= mask - 1) {
+            if (m == cap)
+                return SIZE_MAX;
+            cand[m++] = (uint32_t)(i + (size_t)__builtin_ctzll(mask));
         }
-        if (!any)
-            continue;
-        if (cap - m >= B) { /* branch-free (store always, advance if taken) while a whole block fits */
-            for (size_t j = i; j < e; j++) {
-                cand[m] = (uint32_t)j;
-                m += ge(mag(x, j), t);
-            }
-            continue;
+    for (; i < n; i++)
+        if (ge(mag(x, i), t)) {
+            if (m == cap)
+                return SIZE_MAX;
+            cand[m++] = (uint32_t)i;
         }
-        for (size_t j = i; j < e; j++)
-            if (ge(mag(x, j), t)) {
-                if (m == cap)
-                    return SIZE_MAX;
-                cand[m++] = (uint32_t)j;
-            }
-    }
     return m;
 }
 

@@ -51,6 +51,17 @@ static size_t stc_work(const cmp_spec *s, size_t n)
     return cmp_select_work(n) + cmp_select_k(s->fraction, n) * sizeof(uint32_t);
 }
 
+/* The mean magnitude of the selected values. In double: k f32 magnitudes
+ * cannot overflow it or lose the small ones, and a finite sum of floats has
+ * a finite mean. */
+static float stc_mu(const float *x, const uint32_t *idx, size_t k)
+{
+    double sum = 0;
+    for (size_t j = 0; j < k; j++)
+        sum += fabsf(x[idx[j]]);
+    return (float)(sum / (double)k);
+}
+
 static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
                        size_t cap)
 {
@@ -67,14 +78,10 @@ static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t see
     int rc = cmp_select_topk(x, n, k, work, idx);
     if (rc < 0)
         return rc;
-    /* In double: k f32 magnitudes cannot overflow it or lose the small ones. */
-    double sum = 0;
-    for (size_t j = 0; j < k; j++)
-        sum += fabsf(x[idx[j]]);
-    float mu = (float)(sum / (double)k);
+    float mu = stc_mu(x, idx, k);
     /* Any NaN or inf in x is among the top k (they rank highest) and makes
-     * sum non-finite; a finite sum of floats has a finite mean. */
-    if (!isfinite(sum))
+     * the mean non-finite. */
+    if (!isfinite(mu))
         return -EINVAL;
 
     uint64_t bits;
@@ -154,6 +161,23 @@ static long stc_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t 
     return (long)k;
 }
 
+static long stc_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx,
+                               float *val, size_t cap)
+{
+    size_t k = cmp_select_k(s->fraction, n);
+    if (k > cap)
+        return -ENOSPC;
+    if (k == 0)
+        return 0;
+    const uint32_t *sel = (const uint32_t *)((const uint8_t *)work + cmp_select_work(n));
+    const float mu = stc_mu(x, sel, k);
+    for (size_t j = 0; j < k; j++) {
+        idx[j] = sel[j];
+        val[j] = signbit(x[sel[j]]) ? -mu : mu;
+    }
+    return (long)k;
+}
+
 const cmp_ops cmp_stc = {
     .name = "stc",
     .id = 9,
@@ -165,4 +189,5 @@ const cmp_ops cmp_stc = {
     .encode = stc_encode,
     .decode_add = stc_decode_add,
     .decode_sparse = stc_decode_sparse,
+    .encoded_sparse = stc_encoded_sparse,
 };

@@ -174,6 +174,20 @@ static long topk_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t
     return (long)k;
 }
 
+static long topk_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx,
+                                float *val, size_t cap)
+{
+    size_t k = cmp_select_k(s->fraction, n);
+    if (k > cap)
+        return -ENOSPC;
+    if (k == 0) /* n == 0: work may be NULL */
+        return 0;
+    const uint32_t *sel = (const uint32_t *)((const uint8_t *)work + cmp_select_work(n));
+    for (size_t j = 0; j < k; j++)
+        idx[j] = sel[j], val[j] = x[sel[j]];
+    return (long)k;
+}
+
 const cmp_ops cmp_topk = {
     .name = "topk",
     .id = 3,
@@ -185,4 +199,5 @@ const cmp_ops cmp_topk = {
     .encode = topk_encode,
     .decode_add = topk_decode_add,
     .decode_sparse = topk_decode_sparse,
+    .encoded_sparse = topk_encoded_sparse,
 };

@@ -355,10 +355,13 @@ static int compress_share(gsp_peer *g, gsp_edge *e, double vv, double zz, double
     if (len < 0)
         return (int)len;
     e->buf_len = (size_t)len;
-    const uint32_t *idx;
-    const float *c;
-    long k = decode_msg(g, e->buf, e->buf_len, &idx, &c); /* what the receiver will see, exactly */
-    if (k < 0)
+    /* What the receiver will see, exactly: a sparse codec says what it sent,
+     * anything else is decoded. */
+    const uint32_t *idx = g->sp_idx;
+    const float *c = g->sp_val;
+    long k = codec == g->codec && g->sp_cap ? cmp_encoded_sparse(codec, g->v, n, g->work, g->sp_idx, g->sp_val, g->sp_cap)
+                                            : -ENOTSUP;
+    if (k < 0 && (k = decode_msg(g, e->buf, e->buf_len, &idx, &c)) < 0)
         return -EPROTO;
     double vc, cc;
     dot_norm(g->v, idx, c, (size_t)k, &vc, &cc);

@@ -861,8 +861,9 @@ static int decode_checked(const uint8_t *in, size_t len, size_t n, float *dst, c
     return rc;
 }
 
-/* Every pattern and a range of fractions: the sparse list is the dense decode;
- * a dense codec's message is -ENOTSUP; the bound is the count sent. */
+/* Every pattern and a range of fractions: the sparse list is the dense decode
+ * and what the encoder says it sent; a dense codec's message is -ENOTSUP; the
+ * bound is the count sent. */
 Test(compress_sparse, decode_sparse_matches_decode)
 {
     const size_t n = 4096;
@@ -875,6 +876,17 @@ Test(compress_sparse, decode_sparse_matches_decode)
             enc_spec(&e, specs[c], n);
             cr_assert_gt(enc_run(&e, x, n, 7), 0);
             cr_assert_eq(decode_checked(e.buf, (size_t)e.len, n, dst, sent), 0, "%s %s", specs[c], pat_name[pat]);
+            /* the sender's view, from the work area, is the receiver's, bit for bit */
+            uint32_t *ia = malloc(n * sizeof *ia), *ib = malloc(n * sizeof *ib);
+            float *va = malloc(n * sizeof *va), *vb = malloc(n * sizeof *vb);
+            long ka = cmp_encoded_sparse(&e.s, x, n, e.work, ia, va, n);
+            long kb = cmp_decode_sparse(e.buf, (size_t)e.len, n, ib, vb, n);
+            cr_assert_eq(ka, e.s.ops->decode_sparse ? kb : -ENOTSUP, "%s %s", specs[c], pat_name[pat]);
+            if (ka > 0) {
+                cr_assert_arr_eq(ia, ib, (size_t)ka * sizeof *ia, "%s %s: positions", specs[c], pat_name[pat]);
+                cr_assert_arr_eq(va, vb, (size_t)ka * sizeof *va, "%s %s: values", specs[c], pat_name[pat]);
+            }
+            free(ia), free(ib), free(va), free(vb);
             size_t bound = cmp_sparse_bound(&e.s, n);
             cr_assert_eq(bound, e.s.ops->decode_sparse ? cmp_select_k(e.s.fraction, n) : 0, "%s", specs[c]);
             enc_free(&e);
