@@ -67,7 +67,33 @@ size_t cmp_select_work(size_t n)
 {
     if (n == 0)
         return 0;
-    return (HIST_WORDS + cand_cap(n) + max_words(n)) * sizeof(uint32_t);
+    return (HIST_WORDS + 2 * cand_cap(n) + max_words(n)) * sizeof(uint32_t);
+}
+
+/* The values a search looks at: all of x[0..m) (idx NULL), or the candidates
+ * x[idx[0..m)], ascending, with their keys beside them (key[j] is the key of
+ * x[idx[j]]) so that later passes read m keys in a row instead of gathering
+ * them from x again (at a few percent of n the candidates touch nearly every
+ * cache line of x). */
+typedef struct sel_list {
+    const uint32_t *idx, *key;
+    size_t m;
+} sel_list;
+
+/* The workspace: histograms, a candidate list (indices and keys) of cap
+ * entries, block maxima. */
+typedef struct sel_work {
+    uint32_t *h, *cand, *ckey, *maxima;
+    size_t cap;
+} sel_work;
+
+static sel_work work_at(void *work, size_t n)
+{
+    sel_work w = {.h = work, .cap = cand_cap(n)};
+    w.cand = w.h + HIST_WORDS;
+    w.ckey = w.cand + w.cap;
+    w.maxima = w.ckey + w.cap;
+    return w;
 }
 
 size_t cmp_select_k(double fraction, size_t n)
@@ -124,22 +150,30 @@ static void hist_top(const float *x, size_t n, uint32_t *h)
         h[b] += h[TOP_BINS + b] + h[2 * TOP_BINS + b] + h[3 * TOP_BINS + b];
 }
 
-/* Histogram of digit (key >> shift) & (nb - 1) over the keys whose fixed
- * digits equal prefix; over all of x (set == NULL) or over x[set[0..m)]. */
-static void hist_level(const float *x, const uint32_t *set, size_t m, uint32_t prefix, uint32_t pmask, int shift,
-                       uint32_t nb, uint32_t *h)
+/* Histogram of digit (key >> shift) & (nb - 1) over the keys of the list
+ * whose fixed digits equal prefix. */
+static void hist_level(const float *x, const sel_list *l, uint32_t prefix, uint32_t pmask, int shift, uint32_t nb,
+                       uint32_t *h)
 {
-    if (!set && pmask == 0) {
-        hist_top(x, m, h);
+    if (!l->idx && pmask == 0) {
+        hist_top(x, l->m, h);
         return;
     }
     /* Branch-free: a key outside the prefix counts in the spare bin nb
      * (whether a key matches is a coin flip for the predictor). */
     memset(h, 0, (nb + 1) * sizeof *h);
-    for (size_t j = 0; j < m; j++) {
-        uint32_t u = mag(x, set ? set[j] : j);
-        h[(u & pmask) == prefix ? (u >> shift) & (nb - 1) : nb]++;
-    }
+    const uint32_t *key = l->idx ? l->key : NULL;
+    const size_t m = l->m;
+    if (key)
+        for (size_t j = 0; j < m; j++) {
+            uint32_t u = key[j];
+            h[(u & pmask) == prefix ? (u >> shift) & (nb - 1) : nb]++;
+        }
+    else
+        for (size_t j = 0; j < m; j++) {
+            uint32_t u = mag(x, j);
+            h[(u & pmask) == prefix ? (u >> shift) & (nb - 1) : nb]++;
+        }
 }
 
 /* Bit l set where the key of x[i + l] is >= t, for the 64 values from i. */
@@ -160,44 +194,46 @@ static inline uint64_t block_mask(const float *x, size_t i, uint32_t t)
     return m;
 }
 
-/* Indices i (ascending) with key >= t into cand; SIZE_MAX if more than cap.
- * A block of 64 becomes one bit mask (a vector compare per four values) and
- * only its set bits cost more: no branch or store per value, and no chain
- * through the output count (a store per value, advanced by the compare,
- * waited on that chain at every value). */
-static size_t collect(const float *x, size_t n, uint32_t t, uint32_t *cand, size_t cap)
+/* Indices i (ascending) with key >= t, and their keys, into the workspace's
+ * candidate list; SIZE_MAX if more than its cap. A block of 64 becomes one
+ * bit mask (a vector compare per four values) and only its set bits cost
+ * more: no branch or store per value, and no chain through the output count
+ * (a store per value, advanced by the compare, waited on that chain at every
+ * value). */
+static size_t collect(const float *x, size_t n, uint32_t t, const sel_work *w)
 {
     enum { B = 64 };
     size_t m = 0, i = 0;
     for (; i + B <= n; i += B)
         for (uint64_t mask = block_mask(x, i, t); mask; mask &= mask - 1) {
-            if (m == cap)
+            if (m == w->cap)
                 return SIZE_MAX;
-            cand[m++] = (uint32_t)(i + (size_t)__builtin_ctzll(mask));
+            const size_t j = i + (size_t)__builtin_ctzll(mask);
+            w->cand[m] = (uint32_t)j, w->ckey[m++] = mag(x, j);
         }
     for (; i < n; i++)
         if (ge(mag(x, i), t)) {
-            if (m == cap)
+            if (m == w->cap)
                 return SIZE_MAX;
-            cand[m++] = (uint32_t)i;
+            w->cand[m] = (uint32_t)i, w->ckey[m++] = mag(x, i);
         }
     return m;
 }
 
-/* The threshold search. On entry the keys considered are x[set[0..m)] (or all
- * of x when set is NULL, m = n) and the k-th largest of them is wanted. On
- * return *t is that key and *ties how many entries equal to it belong to the
- * top k (the others above it all do); *set and *m may have been narrowed to a
- * candidate list in cand that still holds every key >= *t. cap == 0 keeps
- * the search from narrowing. */
-static void find_threshold(const float *x, const uint32_t **set, size_t *m, size_t k, uint32_t *h, uint32_t *cand,
-                           size_t cap, uint32_t *t, size_t *ties)
+/* The threshold search over the list *l, for the k-th largest key. On return
+ * *t is that key and *ties how many entries equal to it belong to the top k
+ * (the others above it all do); a search over all of x may have narrowed *l
+ * to the workspace's candidate list, which still holds every key >= *t.
+ * narrow == 0 keeps it from narrowing. */
+static void find_threshold(const float *x, sel_list *l, size_t k, const sel_work *w, int narrow, uint32_t *t,
+                           size_t *ties)
 {
     uint32_t prefix = 0, pmask = 0;
     size_t above = 0, need = k;
     for (int lv = 0; lv < 3; lv++) {
         uint32_t nb = 1u << lv_bits[lv];
-        hist_level(x, *set, *m, prefix, pmask, lv_shift[lv], nb, h);
+        hist_level(x, l, prefix, pmask, lv_shift[lv], nb, w->h);
+        const uint32_t *h = w->h;
         uint32_t b = nb - 1;
         size_t cum = 0;
         /* need <= the number of keys matching prefix, so this stops at b >= 0. */
@@ -207,9 +243,9 @@ static void find_threshold(const float *x, const uint32_t **set, size_t *m, size
         need -= cum;
         prefix |= b << lv_shift[lv];
         pmask |= (nb - 1) << lv_shift[lv];
-        if (!*set && lv < 2 && above + h[b] <= cap) {
-            *m = collect(x, *m, prefix, cand, cap);
-            *set = cand;
+        if (narrow && !l->idx && lv < 2 && above + h[b] <= w->cap) {
+            l->m = collect(x, l->m, prefix, w);
+            l->idx = w->cand, l->key = w->ckey;
         }
     }
     *t = prefix;
@@ -217,13 +253,14 @@ static void find_threshold(const float *x, const uint32_t **set, size_t *m, size
 }
 
 /* Everything above t, and the first `ties` entries equal to t. */
-static void emit(const float *x, const uint32_t *set, size_t m, uint32_t t, size_t ties, uint32_t *out, size_t k)
+static void emit(const float *x, const sel_list *l, uint32_t t, size_t ties, uint32_t *out, size_t k)
 {
     enum { B = 64 };
+    const size_t m = l->m;
     size_t o = 0;
     for (size_t i = 0; i < m; i += B) {
         size_t e = i + B <= m ? i + B : m;
-        if (!set) {
+        if (!l->idx) {
             int any = 0;
             for (size_t j = i; j < e; j++)
                 any |= ge(mag(x, j), t);
@@ -235,7 +272,7 @@ static void emit(const float *x, const uint32_t *set, size_t m, uint32_t t, size
          * k/n is large. */
         if (o + B <= k) {
             for (size_t j = i; j < e; j++) {
-                uint32_t id = set ? set[j] : (uint32_t)j, u = mag(x, id);
+                uint32_t id = l->idx ? l->idx[j] : (uint32_t)j, u = l->idx ? l->key[j] : mag(x, j);
                 size_t tie = (u == t) & (ties > 0);
                 out[o] = id;
                 o += (u > t) | tie;
@@ -243,7 +280,7 @@ static void emit(const float *x, const uint32_t *set, size_t m, uint32_t t, size
             }
         } else {
             for (size_t j = i; j < e; j++) {
-                uint32_t id = set ? set[j] : (uint32_t)j, u = mag(x, id);
+                uint32_t id = l->idx ? l->idx[j] : (uint32_t)j, u = l->idx ? l->key[j] : mag(x, j);
                 if (u > t || (u == t && ties && ties--))
                     out[o++] = id;
             }
@@ -268,10 +305,10 @@ static size_t block_len(size_t n, size_t k)
  * list with every member of the top k, in ascending order, without
  * histogramming all of x. Returns -ENOSPC if the candidates do not fit (e.g.
  * many equal maxima), for the caller to fall back. */
-static int select_blocks(const float *x, size_t n, size_t k, size_t len, uint32_t *h, uint32_t *cand, size_t cap,
-                         uint32_t *maxima, uint32_t *out)
+static int select_blocks(const float *x, size_t n, size_t k, size_t len, const sel_work *w, uint32_t *out)
 {
     size_t nb = 0;
+    uint32_t *maxima = w->maxima;
     for (size_t i = 0; i < n; i += len, nb++) {
         int32_t mx = 0;
         if (i + len <= n) {
@@ -288,29 +325,30 @@ static int select_blocks(const float *x, size_t n, size_t k, size_t len, uint32_
         maxima[nb] = (uint32_t)mx;
     }
     /* The maxima are keys already (sign bit clear), so they can be read as floats. */
-    const uint32_t *set = NULL;
-    size_t m = nb, ties;
-    uint32_t l;
-    find_threshold((const float *)maxima, &set, &m, k, h, cand, cap, &l, &ties);
+    sel_list l = {.m = nb};
+    size_t ties;
+    uint32_t lo;
+    find_threshold((const float *)maxima, &l, k, w, 1, &lo, &ties);
 
-    m = 0;
+    size_t m = 0;
     for (size_t b = 0; b < nb; b++) {
-        if (maxima[b] < l)
+        if (maxima[b] < lo)
             continue;
         size_t e = (b + 1) * len < n ? (b + 1) * len : n;
-        if (cap - m < len)
+        if (w->cap - m < len)
             return -ENOSPC;
         /* Branch-free (store always, advance if taken): which values of a
-         * block reach l is a coin flip for the predictor. */
+         * block reach lo is a coin flip for the predictor. */
         for (size_t j = b * len; j < e; j++) {
-            cand[m] = (uint32_t)j;
-            m += mag(x, j) >= l;
+            const uint32_t u = mag(x, j);
+            w->cand[m] = (uint32_t)j, w->ckey[m] = u;
+            m += u >= lo;
         }
     }
     uint32_t t;
-    set = cand;
-    find_threshold(x, &set, &m, k, h, cand, 0, &t, &ties);
-    emit(x, set, m, t, ties, out, k);
+    l = (sel_list){w->cand, w->ckey, m};
+    find_threshold(x, &l, k, w, 0, &t, &ties);
+    emit(x, &l, t, ties, out, k);
     return 0;
 }
 
@@ -325,15 +363,15 @@ int cmp_select_topk(const float *x, size_t n, size_t k, void *work, uint32_t *id
             idx_out[i] = (uint32_t)i;
         return 0;
     }
-    uint32_t *h = work, *cand = h + HIST_WORDS;
+    const sel_work w = work_at(work, n);
     size_t len = block_len(n, k);
-    if (len && select_blocks(x, n, k, len, h, cand, cand_cap(n), cand + cand_cap(n), idx_out) == 0)
+    if (len && select_blocks(x, n, k, len, &w, idx_out) == 0)
         return 0;
-    const uint32_t *set = NULL;
-    size_t m = n, ties;
+    sel_list l = {.m = n};
+    size_t ties;
     uint32_t t;
-    find_threshold(x, &set, &m, k, h, cand, cand_cap(n), &t, &ties);
-    emit(x, set, m, t, ties, idx_out, k);
+    find_threshold(x, &l, k, &w, 1, &t, &ties);
+    emit(x, &l, t, ties, idx_out, k);
     return 0;
 }
 
@@ -355,16 +393,17 @@ int cmp_select_topk_sampled(const float *x, size_t n, size_t k, uint64_t seed, v
         return cmp_select_topk(x, n, k, work, idx_out);
     if (k == 0)
         return 0;
-    uint32_t *h = work, *cand = h + HIST_WORDS;
-    size_t cap = cand_cap(n);
+    const sel_work w = work_at(work, n);
 
     /* A stratified sample (one value per stretch of x) so that every layer of
      * a gradient is represented in proportion; ascending, so it is a valid
      * candidate list for find_threshold. */
     size_t ms = n / 128 > 8192 ? n / 128 : 8192;
     size_t stride = n / ms;
-    for (size_t j = 0; j < ms; j++)
-        cand[j] = (uint32_t)(j * stride + mulhi64(cmp_rng_at(seed, j), stride));
+    for (size_t j = 0; j < ms; j++) {
+        w.cand[j] = (uint32_t)(j * stride + mulhi64(cmp_rng_at(seed, j), stride));
+        w.ckey[j] = mag(x, w.cand[j]);
+    }
 
     /* Aim below the true threshold by four standard deviations of the sample
      * count (plus a little), so the collected list holds the top k with
@@ -373,17 +412,17 @@ int cmp_select_topk_sampled(const float *x, size_t n, size_t k, uint64_t seed, v
     double r = ceil(mu + 4 * sqrt(mu) + 16);
     if (r >= (double)ms)
         return cmp_select_topk(x, n, k, work, idx_out);
-    const uint32_t *set = cand;
-    size_t m = ms, ties;
+    sel_list l = {w.cand, w.ckey, ms};
+    size_t ties;
     uint32_t t;
-    find_threshold(x, &set, &m, (size_t)r, h, cand, 0, &t, &ties);
+    find_threshold(x, &l, (size_t)r, &w, 0, &t, &ties);
 
-    m = collect(x, n, t, cand, cap);
+    size_t m = collect(x, n, t, &w);
     if (m == SIZE_MAX || m < k)
         return cmp_select_topk(x, n, k, work, idx_out);
-    set = cand;
-    find_threshold(x, &set, &m, k, h, cand, 0, &t, &ties);
-    emit(x, set, m, t, ties, idx_out, k);
+    l = (sel_list){w.cand, w.ckey, m};
+    find_threshold(x, &l, k, &w, 0, &t, &ties);
+    emit(x, &l, t, ties, idx_out, k);
     return 0;
 }
 
