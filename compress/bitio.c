@@ -130,6 +130,27 @@ void cmp_bitw_rice(cmp_bitw *w, uint64_t v, int k)
     cmp_bitw_bits(w, v, k);
 }
 
+void cmp_bitw_rice_then(cmp_bitw *w, uint64_t v, int k, uint64_t e, int extra)
+{
+    if (k < 0 || k > 63 || extra < 0 || extra > 64) {
+        w->overflow = 1;
+        return;
+    }
+    const uint64_t q = v >> k;
+    if (q + 1 + (uint64_t)k + (uint64_t)extra <= 64) { /* one field: q ones, a zero, k low bits of v, e */
+        const int at = (int)q + 1;
+        uint64_t field = low_mask((int)q);
+        if (k)
+            field |= (v & low_mask(k)) << at;
+        if (extra)
+            field |= (e & low_mask(extra)) << (at + k);
+        cmp_bitw_bits(w, field, at + k + extra);
+        return;
+    }
+    cmp_bitw_rice(w, v, k);
+    cmp_bitw_bits(w, e, extra);
+}
+
 long cmp_bitw_finish(cmp_bitw *w)
 {
     size_t nbytes = (size_t)(w->nacc + 7) / 8;

@@ -45,6 +45,9 @@ void cmp_bitw_unary(cmp_bitw *w, uint64_t q);                /* q ones then a ze
 void cmp_bitw_gamma(cmp_bitw *w, uint64_t v);                /* Elias gamma, v >= 1 */
 void cmp_bitw_delta(cmp_bitw *w, uint64_t v);                /* Elias delta, v >= 1 */
 void cmp_bitw_rice(cmp_bitw *w, uint64_t v, int k);          /* v >> k in unary, then k low bits; 0 <= k <= 63 */
+/* cmp_bitw_rice(w, v, k) then cmp_bitw_bits(w, e, extra), the same bits, in
+ * one field when they fit 64 (a position gap and its sign, say) */
+void cmp_bitw_rice_then(cmp_bitw *w, uint64_t v, int k, uint64_t e, int extra);
 /* Gamma/delta of 0 and Rice with k outside 0..63 are caller bugs: they latch
  * the overflow flag, so finish() fails instead of writing an undecodable stream.
  * Bit order of gamma (LSB-first): floor(log2 v) zeros, a one, then the low
@@ -59,6 +62,9 @@ static inline int cmp_bitr_unary(cmp_bitr *r, uint64_t *q); /* -EBADMSG past the
 int cmp_bitr_gamma(cmp_bitr *r, uint64_t *v);
 int cmp_bitr_delta(cmp_bitr *r, uint64_t *v);
 static inline int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v); /* -EINVAL for k outside 0..63 */
+/* cmp_bitr_rice(r, k, v) then cmp_bitr_bits(r, extra, e), 0 <= extra <= 56;
+ * one refill when the whole code is already in the register */
+static inline int cmp_bitr_rice_then(cmp_bitr *r, int k, int extra, uint64_t *v, uint64_t *e);
 /* Bytes consumed so far, counting a partly read byte as whole. */
 size_t cmp_bitr_consumed(const cmp_bitr *r);
 
@@ -175,6 +181,28 @@ static inline int cmp_bitr_rice(cmp_bitr *r, int k, uint64_t *v)
         return rc;
     *v = q << k | low;
     return 0;
+}
+
+static inline int cmp_bitr_rice_then(cmp_bitr *r, int k, int extra, uint64_t *v, uint64_t *e)
+{
+    if (k < 0 || k > 63 || extra < 0 || extra > 56)
+        return -EINVAL;
+    cmp_bitr_refill_(r);
+    const uint64_t zeros = ~r->acc & cmp_bitr_mask_(r->nacc);
+    if (zeros) {
+        const int q = __builtin_ctzll(zeros), total = q + 1 + k + extra;
+        if (total <= r->nacc && !(k > 0 && (uint64_t)q >> (64 - k))) {
+            const uint64_t rest = q + 1 >= 64 ? 0 : r->acc >> (q + 1);
+            *v = (uint64_t)q << k | (rest & cmp_bitr_mask_(k));
+            *e = (k >= 64 ? 0 : rest >> k) & cmp_bitr_mask_(extra);
+            cmp_bitr_skip_(r, total);
+            return 0;
+        }
+    }
+    int rc = cmp_bitr_rice(r, k, v);
+    if (rc == 0)
+        rc = cmp_bitr_bits(r, extra, e);
+    return rc;
 }
 
 #endif

@@ -475,12 +475,10 @@ int cmp_select_pos_read(const uint8_t *in, size_t len, size_t k, int b, int extr
     cmp_bitr_init(&r, in, len);
     uint64_t next = 0, bits = 0, g, e = 0;
     for (size_t j = 0; j < k; j++) {
-        if (cmp_bitr_rice(&r, b, &g) < 0 || g >= n - next)
+        if (cmp_bitr_rice_then(&r, b, extra, &g, &e) < 0 || g >= n - next)
             return -EBADMSG;
         next += g + 1;
         bits += 1 + (uint64_t)b + (g >> b) + (uint64_t)extra;
-        if (extra && cmp_bitr_bits(&r, extra, &e) < 0)
-            return -EBADMSG;
         if (idx)
             idx[j] = (uint32_t)(next - 1) | (uint32_t)e << 31;
     }

@@ -96,8 +96,7 @@ static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t see
     for (size_t j = 0; j < k; j++) {
         uint32_t u;
         memcpy(&u, x + idx[j], sizeof u);
-        cmp_bitw_rice(&w, idx[j] - next, b);
-        cmp_bitw_bits(&w, u >> 31, 1);
+        cmp_bitw_rice_then(&w, idx[j] - next, b, u >> 31, 1);
         next = idx[j] + 1;
     }
     long len = cmp_bitw_finish(&w);

@@ -556,3 +556,52 @@ Test(compress_bitio, signs_pack_matches_bit_by_bit)
         free(x);
     }
 }
+
+/* A Rice code and the bits after it in one call, both ways: the writer's one
+ * field is the two calls' bytes exactly, and the reader's one-refill path
+ * gives what the two reads give, for short and long quotients at every
+ * alignment and for every truncation of the stream. */
+Test(compress_bitio, rice_then_equals_rice_and_bits)
+{
+    enum { N = 600 };
+    static uint8_t a[8 * N + 64], b[8 * N + 64];
+    uint64_t vs[N], es[N];
+    int ks[N], xs[N];
+    uint64_t rng = 77;
+    for (int i = 0; i < N; i++) {
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        ks[i] = (int)(rng >> 58) % 32;          /* 0..31 */
+        xs[i] = (int)(rng >> 40) % 3;           /* 0, 1, 2 extra bits */
+        uint64_t q = i % 7 == 0 ? (rng >> 20) % 150 : (rng >> 20) % 5; /* some quotients past a word */
+        vs[i] = q << ks[i] | ((rng >> 8) & ((1ULL << ks[i]) - 1));
+        es[i] = rng >> 61;
+    }
+    cmp_bitw wa, wb;
+    cmp_bitw_init(&wa, a, sizeof a);
+    cmp_bitw_init(&wb, b, sizeof b);
+    for (int i = 0; i < N; i++) {
+        cmp_bitw_rice(&wa, vs[i], ks[i]);
+        cmp_bitw_bits(&wa, es[i], xs[i]);
+        cmp_bitw_rice_then(&wb, vs[i], ks[i], es[i], xs[i]);
+    }
+    long la = cmp_bitw_finish(&wa), lb = cmp_bitw_finish(&wb);
+    cr_assert_gt(la, 0);
+    cr_assert_eq(la, lb);
+    cr_assert_arr_eq(a, b, (size_t)la);
+    for (long cut = la; cut >= 0; cut -= cut > la - 16 ? 1 : 37) {
+        cmp_bitr ra, rb;
+        cmp_bitr_init(&ra, a, (size_t)cut);
+        cmp_bitr_init(&rb, a, (size_t)cut);
+        for (int i = 0; i < N; i++) {
+            uint64_t v1 = 0, e1 = 0, v2 = 0, e2 = 0;
+            int r1 = cmp_bitr_rice(&ra, ks[i], &v1);
+            if (r1 == 0)
+                r1 = cmp_bitr_bits(&ra, xs[i], &e1);
+            int r2 = cmp_bitr_rice_then(&rb, ks[i], xs[i], &v2, &e2);
+            cr_assert_eq(r1, r2, "code %d of a stream cut to %ld bytes", i, cut);
+            if (r1 < 0)
+                break;
+            cr_assert(v1 == v2 && e1 == e2 && v1 == vs[i] && e1 == (es[i] & ((1ULL << xs[i]) - 1)), "code %d", i);
+        }
+    }
+}
