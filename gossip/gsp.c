@@ -203,6 +203,8 @@ void gsp_edge_set_totals(const gsp_peer *g, gsp_edge *e, const double *tot)
         e->x[i] = e->w * (double)e->ref[i] - tot[i];
 }
 
+enum { PREFETCH = 16 }; /* sparse updates: how many positions ahead to fetch */
+
 /* A message moves edge e's reference: r += gain * c at the message's
  * non-zeros (idx NULL: c is dense, n values), the one expression both ends
  * evaluate so that their references stay bit for bit equal. The totals
@@ -210,16 +212,25 @@ void gsp_edge_set_totals(const gsp_peer *g, gsp_edge *e, const double *tot)
  * times the change; with x given, x also takes xm times it (the sender: it
  * gave up moved times the old reference already, and gives up the rest
  * here). */
-enum { PREFETCH = 16 };
-
 static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n, float gain, double w_before,
                       float *x, double xm)
 {
     float *restrict ref = e->ref;
     double *restrict d = e->x;
+    if (!idx) { /* a dense message (the first of an edge, a refresh, the dense codecs): one vectorised pass */
+        for (size_t i = 0; i < n; i++) {
+            const float old = ref[i];
+            ref[i] += gain * c[i];
+            const double change = (double)ref[i] - (double)old;
+            d[i] += w_before * change;
+            if (x)
+                x[i] = (float)((double)x[i] + xm * change);
+        }
+        return;
+    }
     for (size_t j = 0; j < n; j++) {
-        const size_t i = idx ? idx[j] : j;
-        if (idx && j + PREFETCH < n) { /* d is cold (touched only here), and the stride too irregular for the hardware */
+        const size_t i = idx[j];
+        if (j + PREFETCH < n) { /* d is cold (touched only here), and the stride too irregular for the hardware */
             __builtin_prefetch(&d[idx[j + PREFETCH]], 1);
             __builtin_prefetch(&ref[idx[j + PREFETCH]], 1);
             if (x)
