@@ -711,6 +711,69 @@ Test(peer_net, reader_that_stops_makes_send_say_eagain_not_queue)
     world_free(&w);
 }
 
+/* Closing with full slots (a slow link at the end of a run): net_close_after
+ * writes what the slots hold, then the last frame, and only then closes; the
+ * reader gets every frame, the last one last. */
+static int g_last_closed;
+
+static void close_after_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    switch (w->step) {
+    case 0:
+        if (a->ups[1] && b->ups[0]) {
+            cr_assert_eq(net_read_pause(&b->n, 0, 1), 0);
+            g_accepted = g_refused_ticks = 0;
+            next(w);
+        }
+        break;
+    case 1: /* fill until nothing more is taken, as above */
+        for (int i = 0; i < 4; i++) {
+            int r = send_k(a, 1, g_accepted, BIG);
+            if (r == -EAGAIN) {
+                g_refused_ticks = i == 0 ? g_refused_ticks + 1 : 0;
+                break;
+            }
+            cr_assert_eq(r, 0, "%s", strerror(-r));
+            g_accepted++;
+            cr_assert_lt(g_accepted, 200, "net_send never pushed back");
+        }
+        if (g_refused_ticks >= FULL_TICKS) {
+            cr_assert(net_busy(&a->n, 1));
+            uint8_t last[64];
+            fill(last, sizeof last, 0, g_accepted);
+            uint32_t k = (uint32_t)g_accepted;
+            memcpy(last, &k, 4);
+            net_close_after(&a->n, last, sizeof last, 20.0);
+            a->closed = 1;
+            cr_assert_eq(net_read_pause(&b->n, 0, 0), 0);
+            next(w);
+        }
+        break;
+    case 2:
+        if (b->frames[0] == g_accepted + 1 && b->downs[0]) {
+            g_last_closed = 1;
+            finish(w);
+        }
+        break;
+    }
+}
+
+Test(peer_net, closing_after_writes_delivers_what_the_slots_held_and_the_last_frame)
+{
+    world w;
+    world_start(&w, 2, close_after_tick, GUARD_MS);
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    world_run(&w);
+    cr_assert(g_last_closed, "the connection closed after the last frame");
+    cr_assert_gt(g_accepted, NET_QUEUE_FRAMES);
+    cr_assert_eq(b->frames[0], g_accepted + 1, "every frame the slots held, then the last one");
+    cr_assert_eq(b->bad[0], 0, "in order, every byte");
+    cr_assert_eq(b->frame_bytes[0], (size_t)g_accepted * BIG + 64);
+    (void)a;
+    world_free(&w);
+}
+
 /* ---- shutdown ---------------------------------------------------------------------- */
 
 static void shutdown_tick(world *w)

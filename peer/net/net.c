@@ -68,6 +68,8 @@ typedef struct net_conn {
     size_t idle_bytes; /* received since the idle limit was last re-armed */
     struct sockaddr_storage from; /* inbound: the other end's address */
     int stranger;      /* inbound from an address that is no member's */
+    int closing_after; /* net_close_after: closes once its slots are written (and n->last sent) */
+    int last_sent;
     net_slot slot[NET_SLOTS];
 } net_conn;
 
@@ -292,6 +294,8 @@ static void timeout_cb(uv_timer_t *t)
 
 /* ---- writing ---------------------------------------------------------------- */
 
+static void drain_step(net_conn *c);
+
 static void write_cb(uv_write_t *req, int status)
 {
     net_slot *s = (net_slot *)req;
@@ -301,7 +305,8 @@ static void write_cb(uv_write_t *req, int status)
         char why[96];
         snprintf(why, sizeof why, "write: %s", uv_strerror(status));
         conn_close(c, status, why);
-    }
+    } else if (c->closing_after)
+        drain_step(c);
 }
 
 static int slot_write(net_conn *c, net_slot *s, size_t len)
@@ -819,10 +824,9 @@ int net_read_pause(net *n, int peer, int paused)
     return 0;
 }
 
-void net_close(net *n)
+/* No more connections: the listener and the redial timers go. */
+static void stop_accepting(net *n)
 {
-    if (!n || !n->loop)
-        return;
     n->closing = 1;
     if (n->listener) {
         uv_close((uv_handle_t *)n->listener, free_handle_cb);
@@ -833,8 +837,72 @@ void net_close(net *n)
             uv_close((uv_handle_t *)&n->peers[i].retry->timer, free_handle_cb);
             n->peers[i].retry = NULL;
         }
+}
+
+void net_close(net *n)
+{
+    if (!n || !n->loop)
+        return;
+    stop_accepting(n);
     for (net_conn *c = n->conns; c; c = c->next)
         conn_close(c, -ECANCELED, NULL);
+}
+
+/* A connection closing after its writes: n->last into the first free slot,
+ * then close once no slot is busy. */
+static void drain_step(net_conn *c)
+{
+    if (c->state == C_CLOSING)
+        return;
+    net *n = c->n;
+    if (n->last && !c->last_sent) {
+        net_slot *s = free_slot(c, 0, NET_QUEUE_FRAMES);
+        if (!s)
+            return; /* again from write_cb */
+        int m = grow(&s->buf, &s->cap, sec_seal_bound(n->last_len)) < 0
+                    ? -ENOMEM
+                    : sec_seal(&c->s, n->last, n->last_len, s->buf, s->cap);
+        if (m < 0 || slot_write(c, s, (size_t)m) < 0) {
+            conn_close(c, -ECANCELED, NULL);
+            return;
+        }
+        c->last_sent = 1;
+    }
+    for (int i = 0; i < NET_QUEUE_FRAMES; i++)
+        if (c->slot[i].busy)
+            return;
+    conn_close(c, -ECANCELED, NULL);
+}
+
+static void drain_timeout_cb(uv_timer_t *t)
+{
+    net_conn *c = t->data;
+    conn_close(c, -ETIMEDOUT, NULL);
+}
+
+void net_close_after(net *n, const void *last, size_t len, double seconds)
+{
+    if (!n || !n->loop)
+        return;
+    stop_accepting(n);
+    free(n->last);
+    n->last = NULL, n->last_len = 0;
+    if (last && len <= n->max_frame - SEC_ABYTES && (n->last = malloc(len ? len : 1))) {
+        memcpy(n->last, last, len);
+        n->last_len = len;
+    }
+    const uint64_t ms = seconds > 0 ? (uint64_t)(seconds * 1e3) : 0;
+    for (net_conn *c = n->conns; c; c = c->next) {
+        if (c->state != C_UP || c->peer < 0 || n->peers[c->peer].up != c || !ms) {
+            conn_close(c, -ECANCELED, NULL);
+            continue;
+        }
+        c->closing_after = 1;
+        c->paused = 1;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_timer_start(&c->timer, drain_timeout_cb, ms, 0);
+        drain_step(c);
+    }
 }
 
 void net_free(net *n)
@@ -842,5 +910,6 @@ void net_free(net *n)
     if (!n)
         return;
     free(n->peers);
+    free(n->last);
     memset(n, 0, sizeof *n);
 }

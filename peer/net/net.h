@@ -92,6 +92,8 @@ typedef struct net {
     uint64_t rng;
     int closing;
     double crypto_seconds;   /* opening the frames that arrive (sealing is the sender's to time) */
+    uint8_t *last;           /* net_close_after: the frame each connection sends last */
+    size_t last_len;
 } net;
 
 /* Listen on my_id's address from the cluster. 0, -EINVAL, -ENOMEM,
@@ -138,6 +140,14 @@ int net_read_pause(net *n, int peer, int paused);
 /* Close the listener, every connection and every timer; idempotent. The
  * caller then runs the loop until it returns. */
 void net_close(net *n);
+
+/* Close as net_close does, but let each up connection first finish writing
+ * what its slots hold and then `last` (len bytes, e.g. a goodbye; NULL for
+ * none), for at most `seconds` from now: on a slow link the final shares and
+ * the goodbye would otherwise be cancelled with the connection, and the
+ * neighbour would wait for them until its dead timeout. Reading stops at
+ * once. The caller then runs the loop until it returns. */
+void net_close_after(net *n, const void *last, size_t len, double seconds);
 
 /* Release what is left; call after the loop has run out. Safe on a zeroed net. */
 void net_free(net *n);

@@ -562,8 +562,18 @@ static void finish(node *n)
         node_checkpoint_now(n);
         node_log_ledger(n);
     }
-    if (!n->said_done)
-        send_goodbye(n, n->stopping ? "stopped" : "done");
+    /* The goodbye goes last on each connection, after the shares its slots
+     * still hold (on a slow link they are not written yet, and closing at
+     * once would cancel them: the neighbour would wait its dead timeout for
+     * them and their weight would be lost), for at most a dead timeout. */
+    long bye = -1;
+    if (!n->said_done) {
+        const char *why = n->stopping ? "stopped" : "done";
+        bye = wire_encode_goodbye(n->out, n->out_cap, why, strlen(why));
+        for (int p = 0; bye >= 0 && p < n->c->cluster->n_peers; p++)
+            if (p != n->c->id && net_is_up(&n->net, p))
+                n->r->bytes_sent += (uint64_t)bye, n->r->messages_sent++;
+    }
     uv_close((uv_handle_t *)&n->wake_timer, NULL);
     uv_close((uv_handle_t *)&n->heartbeat_timer, NULL);
     if (n->c->ext) {
@@ -573,7 +583,7 @@ static void finish(node *n)
         uv_close((uv_handle_t *)&n->sigint, NULL);
         uv_close((uv_handle_t *)&n->sigterm, NULL);
     }
-    net_close(&n->net);
+    net_close_after(&n->net, bye >= 0 ? n->out : NULL, bye >= 0 ? (size_t)bye : 0, n->c->dead_timeout);
 }
 
 /* Stop (SIGTERM, SIGINT, or libsgp's close): a checkpoint and GOODBYE
