@@ -657,10 +657,12 @@ static int stop_long_enough(const void *arg)
  * (nobody died), the stopped peer keeps the connections whose frames wait
  * in its socket buffers (its own idle timers fire first on waking), comes
  * back far behind and takes a neighbour's model instead of averaging its
- * stale one back in, and the peers end within 0.6 points of the same run
- * without the stop: a stop moves this small run's accuracy either way, by up
- * to 0.45 points over three seeds (test set of 2,000 images: 0.05 points
- * an image); the demo-scale figure is in gossip/GUARANTEES.md. */
+ * stale one back in, and the peers end within 0.8 points of the same run
+ * without the stop: a stop moves this small run's accuracy either way (test
+ * set of 2,000 images: 0.05 points an image), and the run without it is one
+ * sample too, which moves by a few tenths when the floats of gossip change:
+ * the difference measured -0.70 to +0.44 points over twelve runs of two
+ * builds; the demo-scale figure is in gossip/GUARANTEES.md. */
 Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
 {
     char base[] = "/tmp/sgp-faults-nostop-XXXXXX", dir[] = "/tmp/sgp-faults-longstop-XXXXXX";
@@ -702,7 +704,7 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
               "peer 2 came back far behind and took a neighbour's model (logs in %s)", dir);
     const double acc = mean_accuracy(dir);
     cr_log_info("long stop: mean accuracy %.2f%%, without the stop %.2f%%", 100 * acc, 100 * clean);
-    cr_assert_leq(fabs(acc - clean), 0.006 + 1e-6, "peers end at %.2f%% on average, %.2f%% without the stop (logs in %s, %s)",
+    cr_assert_leq(fabs(acc - clean), 0.008 + 1e-6, "peers end at %.2f%% on average, %.2f%% without the stop (logs in %s, %s)",
                   100 * acc, 100 * clean, dir, base);
     rm_rf(dir);
     rm_rf(base);
