@@ -651,30 +651,40 @@ static int g_accepted, g_refused_ticks;
  * every tick lets libuv hand the kernel more, which frees a slot. */
 #define FULL_TICKS 50
 
-static void pressure_tick(world *w)
+/* Steps 0 and 1 of a flood: once both are up, peer 1 stops reading, and
+ * peer 0 sends 1 MiB frames to it until nothing more is taken. 1 when full. */
+static int flood_until_full(world *w)
 {
     inst *a = &w->in[0], *b = &w->in[1];
-    switch (w->step) {
-    case 0:
+    if (w->step == 0) {
         if (a->ups[1] && b->ups[0]) {
             cr_assert_eq(net_read_pause(&b->n, 0, 1), 0);
             g_accepted = g_refused_ticks = 0;
             next(w);
         }
-        break;
-    case 1: /* flood a reader that does not read until nothing more is taken */
-        for (int i = 0; i < 4; i++) {
-            int r = send_k(a, 1, g_accepted, BIG);
-            if (r == -EAGAIN) {
-                g_refused_ticks = i == 0 ? g_refused_ticks + 1 : 0;
-                break;
-            }
-            cr_assert_eq(r, 0, "%s", strerror(-r));
-            g_accepted++;
-            g_refused_ticks = 0;
-            cr_assert_lt(g_accepted, 200, "net_send never pushed back");
+        return 0;
+    }
+    for (int i = 0; i < 4; i++) {
+        int r = send_k(a, 1, g_accepted, BIG);
+        if (r == -EAGAIN) {
+            g_refused_ticks = i == 0 ? g_refused_ticks + 1 : 0;
+            break;
         }
-        if (g_refused_ticks >= FULL_TICKS && since_step(w) >= 500) {
+        cr_assert_eq(r, 0, "%s", strerror(-r));
+        g_accepted++;
+        g_refused_ticks = 0;
+        cr_assert_lt(g_accepted, 200, "net_send never pushed back");
+    }
+    return g_refused_ticks >= FULL_TICKS;
+}
+
+static void pressure_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    switch (w->step) {
+    case 0:
+    case 1:
+        if (flood_until_full(w) && since_step(w) >= 500) {
             cr_assert_eq(send_k(a, 1, g_accepted, BIG), -EAGAIN, "full: the caller keeps its message");
             cr_assert(net_busy(&a->n, 1));
             cr_assert_eq(b->frames[0], 0);
@@ -721,24 +731,8 @@ static void close_after_tick(world *w)
     inst *a = &w->in[0], *b = &w->in[1];
     switch (w->step) {
     case 0:
-        if (a->ups[1] && b->ups[0]) {
-            cr_assert_eq(net_read_pause(&b->n, 0, 1), 0);
-            g_accepted = g_refused_ticks = 0;
-            next(w);
-        }
-        break;
-    case 1: /* fill until nothing more is taken, as above */
-        for (int i = 0; i < 4; i++) {
-            int r = send_k(a, 1, g_accepted, BIG);
-            if (r == -EAGAIN) {
-                g_refused_ticks = i == 0 ? g_refused_ticks + 1 : 0;
-                break;
-            }
-            cr_assert_eq(r, 0, "%s", strerror(-r));
-            g_accepted++;
-            cr_assert_lt(g_accepted, 200, "net_send never pushed back");
-        }
-        if (g_refused_ticks >= FULL_TICKS) {
+    case 1:
+        if (flood_until_full(w)) {
             cr_assert(net_busy(&a->n, 1));
             uint8_t last[64];
             fill(last, sizeof last, 0, g_accepted);
