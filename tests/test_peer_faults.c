@@ -441,9 +441,12 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
     for (int i = 0; i < 4; i++)
         cr_assert_eq(peer_number(run, i, "rounds"), 1000, "peer %d ended before the last round (logs in %s)", i, dir);
     const double acc = file_number(sum, "test_accuracy"), acc0 = peer_number(run, 0, "test_accuracy");
-    cr_assert_leq(fabs(acc0 - acc), 0.002 + 1e-6, "peer 0 ends at %.2f%%, the average model at %.2f%% (logs in %s)",
-                  100 * acc0, 100 * acc, dir);
+    /* Agreement is the consensus distance; the accuracies of models that
+     * close can still differ by a few of the 2,000 test images (0.25 points
+     * at a distance of 1.7e-5, seen on a heavily loaded machine). */
     cr_assert_leq(file_number(sum, "consensus_distance"), 1e-3, "the peers end apart (logs in %s)", dir);
+    cr_assert_leq(fabs(acc0 - acc), 0.005 + 1e-6, "peer 0 ends at %.2f%%, the average model at %.2f%% (logs in %s)",
+                  100 * acc0, 100 * acc, dir);
     char out[300];
     snprintf(out, sizeof out, "%s/launch.out", dir);
     cr_assert(sgp_file_has(out, "push-sum weight ") && !sgp_file_has(out, "push-sum weight not known") &&
