@@ -4,6 +4,7 @@
  * calls pending connect and write callbacks (with UV_ECANCELED) before that,
  * so they may still touch the connection. */
 #include "peer/net/net.h"
+#include "peer/net/net_addr.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -123,16 +124,6 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
     *buf = p;
     *cap = need;
     return 0;
-}
-
-static int peer_addr(const cluster_peer *p, struct sockaddr_storage *sa)
-{
-    memset(sa, 0, sizeof *sa);
-    if (p->family == CLUSTER_IPV4)
-        return uv_ip4_addr(p->host, p->port, (struct sockaddr_in *)sa);
-    if (p->family == CLUSTER_IPV6)
-        return uv_ip6_addr(p->host, p->port, (struct sockaddr_in6 *)sa);
-    return -EAFNOSUPPORT;
 }
 
 /* ---- connection lifetime ---------------------------------------------------- */
@@ -515,7 +506,7 @@ static void dial(net *n, int peer)
     if (n->closing || p->dial || p->up)
         return;
     struct sockaddr_storage sa;
-    int r = peer_addr(&n->c->peers[peer], &sa);
+    int r = net_addr_of(&n->c->peers[peer], &sa);
     if (r < 0) {
         net_log(n, "peer %d: cannot dial %s: %s", peer, n->c->peers[peer].host,
                 r == -EAFNOSUPPORT ? "not an IP address" : uv_strerror(r));
@@ -560,28 +551,6 @@ static void schedule_retry(net *n, int peer)
     uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
 }
 
-/* Same address (not port), as IPv4 or IPv6. */
-static int same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family)
-        return 0;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->ss_family == AF_INET6)
-        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
-                       sizeof(struct in6_addr));
-    return 0;
-}
-
-static int is_member_host(const net *n, const struct sockaddr_storage *a)
-{
-    struct sockaddr_storage m;
-    for (int i = 0; i < n->c->n_peers; i++)
-        if (i != n->my_id && peer_addr(&n->c->peers[i], &m) == 0 && same_host(&m, a))
-            return 1;
-    return 0;
-}
-
 /* NULL if c may wait for its handshake, else why not. */
 static const char *admission(const net *n, const net_conn *c, char *why, size_t cap)
 {
@@ -591,13 +560,10 @@ static const char *admission(const net *n, const net_conn *c, char *why, size_t 
     for (const net_conn *o = n->conns; o; o = o->next)
         if (o != c && o->pending) {
             strangers += o->stranger;
-            same += same_host(&o->from, &c->from);
+            same += net_addr_same_host(&o->from, &c->from);
         }
-    char host[64] = "?";
-    if (c->from.ss_family == AF_INET)
-        uv_ip4_name((const struct sockaddr_in *)&c->from, host, sizeof host);
-    else if (c->from.ss_family == AF_INET6)
-        uv_ip6_name((const struct sockaddr_in6 *)&c->from, host, sizeof host);
+    char host[64];
+    net_addr_name(&c->from, host, sizeof host);
     if (c->stranger && strangers >= NET_MAX_STRANGERS)
         snprintf(why, cap, "too many handshakes from addresses outside the cluster (%s)", host);
     else if (c->stranger && same >= NET_MAX_PER_STRANGER)
@@ -629,7 +595,7 @@ static void on_connection(uv_stream_t *server, int status)
     int len = (int)sizeof c->from;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->from, &len) < 0)
         memset(&c->from, 0, sizeof c->from);
-    c->stranger = !is_member_host(n, &c->from);
+    c->stranger = !net_addr_is_member(n->c, n->my_id, &c->from);
     char why[160];
     if (admission(n, c, why, sizeof why)) {
         conn_close(c, -EBUSY, why);
@@ -687,7 +653,7 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
         signal(SIGPIPE, SIG_IGN);
 
     struct sockaddr_storage sa;
-    r = peer_addr(&c->peers[my_id], &sa);
+    r = net_addr_of(&c->peers[my_id], &sa);
     if (r < 0)
         return r;
     n->listener = malloc(sizeof *n->listener);
@@ -700,7 +666,7 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
         r = uv_listen((uv_stream_t *)n->listener, 128, on_connection);
     if (r < 0) {
         char addr[CLUSTER_HOST_MAX + 16];
-        cluster_peer_addr(&c->peers[my_id], addr, sizeof addr);
+        cluster_net_addr_of(&c->peers[my_id], addr, sizeof addr);
         net_log(n, "listen on %s: %s", addr, uv_strerror(r));
         uv_close((uv_handle_t *)n->listener, free_handle_cb);
         n->listener = NULL;
