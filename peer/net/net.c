@@ -666,7 +666,7 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
         r = uv_listen((uv_stream_t *)n->listener, 128, on_connection);
     if (r < 0) {
         char addr[CLUSTER_HOST_MAX + 16];
-        cluster_net_addr_of(&c->peers[my_id], addr, sizeof addr);
+        cluster_peer_addr(&c->peers[my_id], addr, sizeof addr);
         net_log(n, "listen on %s: %s", addr, uv_strerror(r));
         uv_close((uv_handle_t *)n->listener, free_handle_cb);
         n->listener = NULL;
