@@ -9,11 +9,11 @@
 #include "compress/cmp_select.h"
 
 extern const cmp_ops cmp_none, cmp_fp16, cmp_bf16, cmp_topk, cmp_randk, cmp_qsgd, cmp_terngrad, cmp_natural,
-    cmp_sign, cmp_stc;
+    cmp_sign, cmp_stc, cmp_sketch;
 
 static const cmp_ops *const registry[] = {
     &cmp_none, &cmp_fp16, &cmp_bf16, &cmp_topk, &cmp_randk, &cmp_qsgd,
-    &cmp_terngrad, &cmp_natural, &cmp_sign, &cmp_stc, NULL,
+    &cmp_terngrad, &cmp_natural, &cmp_sign, &cmp_stc, &cmp_sketch, NULL,
 };
 
 const cmp_ops *const *cmp_codecs(void) { return registry; }

@@ -15,9 +15,9 @@
  * never reads or writes out of bounds. Nothing allocates: cmp_bound() sizes
  * the output, cmp_work_size() the encoder's scratch space.
  *
- * Stochastic codecs (qsgd, terngrad, natural, randk) draw from a stream seeded
- * by `seed` (the caller derives it from the run seed, peer, edge and round),
- * so an encode is reproducible.
+ * Stochastic codecs (qsgd, terngrad, natural, randk, sketch) draw from a
+ * stream seeded by `seed` (the caller derives it from the run seed, peer,
+ * edge and round), so an encode is reproducible.
  */
 #ifndef CMP_H
 #define CMP_H
@@ -53,7 +53,8 @@ typedef struct cmp_ops {
 
 struct cmp_spec {
     const cmp_ops *ops;
-    double fraction; /* topk, randk, stc: share of entries sent, (0, 1] */
+    double fraction; /* topk, randk, stc, sketch: share of entries sent, (0, 1] */
+    double columns;  /* sketch: buckets per entry sent, (0, 1] */
     int levels;      /* qsgd: quantisation levels s >= 1 */
     int sampled;     /* topk: DGC-style threshold from a sample instead of exact selection */
     char text[48];   /* the spec as parsed, for logs */
@@ -82,7 +83,7 @@ int cmp_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *
 /* dst = decoded. */
 int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst);
 
-/* Sparse codecs (topk, stc): at most how many non-zeros a message of this
+/* Sparse codecs (topk, stc, sketch): at most how many non-zeros a message of this
  * spec for n values carries; 0 for a dense codec. */
 size_t cmp_sparse_bound(const cmp_spec *s, size_t n);
 /* A sparse codec's message as its non-zeros: positions ascending in

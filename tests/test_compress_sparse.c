@@ -16,6 +16,7 @@
 #include "compress/cmp.h"
 #include "compress/cmp_rng.h"
 #include "compress/cmp_select.h"
+#include "tests/compress_check.h"
 
 TestSuite(compress_sparse, .timeout = 600);
 
@@ -223,35 +224,6 @@ static size_t first_diff_u32(const uint32_t *a, const uint32_t *b, size_t k)
     return j;
 }
 
-typedef struct enc {
-    cmp_spec s;
-    uint8_t *buf;
-    void *work;
-    size_t cap;
-    long len;
-} enc;
-
-static void enc_spec(enc *e, const char *spec, size_t n)
-{
-    char err[160];
-    int rc = cmp_spec_parse(&e->s, spec, err, sizeof err);
-    cr_assert_eq(rc, 0, "%s: %s", spec, err);
-    e->cap = cmp_bound(&e->s, n);
-    e->buf = malloc(e->cap);
-    e->work = malloc(cmp_work_size(&e->s, n) + 1);
-}
-
-static long enc_run(enc *e, const float *x, size_t n, uint64_t seed)
-{
-    e->len = cmp_encode(&e->s, x, n, seed, e->work, e->buf, e->cap);
-    return e->len;
-}
-
-static void enc_free(enc *e)
-{
-    free(e->buf);
-    free(e->work);
-}
 
 static void spec_name(char *out, size_t cap, const char *codec, double f, int sampled)
 {
@@ -818,49 +790,6 @@ Test(compress_sparse, decode_add_alpha)
 
 /* ---- malformed input ---------------------------------------------------------------- */
 
-/* Decodes into a copy of a sentinel vector; on failure it must be unchanged. */
-/* cmp_decode_sparse against cmp_decode: the same messages refused, and the
- * same values, at ascending positions, with zeros everywhere else. */
-static void sparse_agrees(const uint8_t *in, size_t len, size_t n, int rc_dense)
-{
-    uint32_t *idx = malloc((n + 1) * sizeof *idx);
-    float *val = malloc((n + 1) * sizeof *val), *dense = malloc((n + 1) * sizeof *dense);
-    long k = cmp_decode_sparse(in, len, n, idx, val, n);
-    const cmp_ops *ops = len ? cmp_find_id(in[0]) : NULL;
-    if (!ops || !ops->decode_sparse)
-        cr_assert(k == -ENOTSUP || (k == -EBADMSG && rc_dense < 0), "not sparse: %ld", k);
-    else if (rc_dense < 0)
-        cr_assert_eq(k, -EBADMSG, "a message cmp_decode refuses: %ld", k);
-    else {
-        cr_assert_geq(k, 0, "a message cmp_decode takes: %ld", k);
-        cr_assert_eq(cmp_decode(in, len, n, dense), 0);
-        for (long j = 0; j < k; j++) {
-            cr_assert(j == 0 || idx[j] > idx[j - 1], "positions ascending");
-            cr_assert_lt(idx[j], n);
-            cr_assert(dense[idx[j]] == val[j], "value at %u", idx[j]); /* (the dense decode adds to +0: -0 is +0 there) */
-            dense[idx[j]] = 0.0f;
-        }
-        for (size_t i = 0; i < n; i++)
-            cr_assert(dense[i] == 0.0f, "non-zero at %zu missing from the sparse list", i);
-        if (k > 0)
-            cr_assert_eq(cmp_decode_sparse(in, len, n, idx, val, (size_t)k - 1), -ENOSPC);
-    }
-    free(idx);
-    free(val);
-    free(dense);
-}
-
-static int decode_checked(const uint8_t *in, size_t len, size_t n, float *dst, const float *sentinel)
-{
-    memcpy(dst, sentinel, n * sizeof *dst);
-    int rc = cmp_decode_add(in, len, n, 0.5f, dst);
-    cr_assert(rc == 0 || rc == -EBADMSG, "rc %d", rc);
-    if (rc < 0)
-        cr_assert_arr_eq(dst, sentinel, n * sizeof *dst, "a rejected message changed dst");
-    sparse_agrees(in, len, n, rc);
-    return rc;
-}
-
 /* Every pattern and a range of fractions: the sparse list is the dense decode
  * and what the encoder says it sent; a dense codec's message is -ENOTSUP; the
  * bound is the count sent. */
@@ -868,7 +797,8 @@ Test(compress_sparse, decode_sparse_matches_decode)
 {
     const size_t n = 4096;
     float *x = malloc(n * sizeof *x), *dst = malloc(n * sizeof *dst), *sent = calloc(n, sizeof *sent);
-    const char *specs[] = {"topk:0.001", "topk:0.04", "topk:0.5", "stc:0.001", "stc:0.04", "stc:1", "randk:0.04"};
+    const char *specs[] = {"topk:0.001", "topk:0.04",  "topk:0.5",    "stc:0.001",   "stc:0.04",
+                           "stc:1",      "randk:0.04", "sketch:0.001", "sketch:0.04", "sketch:0.5:1"};
     for (int pat = 0; pat < PAT_COUNT; pat++) {
         fill(x, n, pat, 50 + (uint64_t)pat);
         for (size_t c = 0; c < sizeof specs / sizeof *specs; c++) {

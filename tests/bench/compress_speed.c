@@ -18,9 +18,9 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static const char *const specs[] = {"none",     "fp16",    "bf16", "qsgd:16",   "terngrad",
-                                    "natural",  "sign",    "topk:0.001", "topk:0.01", "topk:0.01:sampled",
-                                    "randk:0.01", "stc:0.001", "stc:0.01"};
+static const char *const specs[] = {"none",       "fp16",      "bf16",       "qsgd:16",      "terngrad",
+                                    "natural",    "sign",      "topk:0.001", "topk:0.01",    "topk:0.01:sampled",
+                                    "randk:0.01", "stc:0.001", "stc:0.01",   "sketch:0.001", "sketch:0.01"};
 
 int main(int argc, char **argv)
 {

@@ -1,7 +1,8 @@
 /* Fuzz target for every codec's decoder: the first byte picks n (small, so
  * the fuzzer explores payloads, not sizes), the rest is a message. Decoding
  * must return 0 or -EBADMSG and never read or write out of bounds; the sparse
- * decoder (topk, stc) must refuse the same messages and give the same values. */
+ * decoder (topk, stc, sketch) must refuse the same messages and give the same
+ * values. */
 #include <stdint.h>
 #include <stdlib.h>
 
