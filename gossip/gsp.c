@@ -30,6 +30,7 @@ int gsp_init(gsp_peer *g, int id, int n_peers, size_t dim, int tau, const float 
     if (x0)
         memcpy(g->x, x0, dim * sizeof(float));
     g->w = 1.0;
+    g->lag_scale = 1.0;
     return 0;
 }
 
@@ -80,9 +81,38 @@ void gsp_free(gsp_peer *g)
     free(g->work);
     free(g->sp_idx);
     free(g->sp_val);
+    free(g->origin);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
+}
+
+int gsp_set_origin(gsp_peer *g, const float *x0)
+{
+    if (!g->codec || g->n_out || g->n_in || !x0)
+        return -EINVAL;
+    float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
+    if (!o)
+        return -ENOMEM;
+    memcpy(o, x0, g->dim * sizeof(float));
+    /* FNV-1a over the bits: agreement, not secrecy (peers are authenticated). */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const uint8_t *b = (const uint8_t *)o;
+    for (size_t i = 0; i < g->dim * sizeof(float); i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    free(g->origin);
+    g->origin = o;
+    g->origin_id = h ? h : 1;
+    return 0;
+}
+
+/* Where an edge's reference starts: the origin both ends hold, or zeros. */
+static void ref_start(const gsp_peer *g, float *ref)
+{
+    if (g->origin)
+        memcpy(ref, g->origin, g->dim * sizeof(float));
+    else
+        memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
 }
 
 float gsp_default_step(const cmp_spec *codec, size_t dim)
@@ -145,7 +175,9 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
     e->adopt = !outgoing && g->adopt;
     e->x = calloc(dim ? dim : 1, sizeof(double));
     if (g->codec) {
-        e->ref = calloc(dim ? dim : 1, sizeof(float));
+        e->ref = malloc((dim ? dim : 1) * sizeof(float));
+        if (e->ref)
+            ref_start(g, e->ref);
         if (outgoing) /* room for the codec's messages and for a first, uncompressed one */
             e->buf = malloc(edge_buf_bytes(g));
     }
@@ -162,7 +194,7 @@ static void edge_restart(const gsp_peer *g, gsp_edge *e, uint64_t incarnation)
 {
     memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));
     if (e->ref)
-        memset(e->ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
+        ref_start(g, e->ref);
     e->w = 0, e->seq = 0, e->round = -1, e->sync = 0, e->adopt = 0;
     e->incarnation = incarnation;
 }
@@ -350,18 +382,21 @@ static int compress_share(gsp_peer *g, gsp_edge *e, double vv, double zz, double
 {
     const size_t n = g->dim;
     uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1); /* the message's seq */
-    /* An edge's first message sends all of z (in bf16): the reference starts
-     * at the model instead of at zero, which would move w at once and x only
-     * as fast as the codec fills the reference in (z = x / w blows up for
-     * the rounds that takes: a restarted peer's model was ruined that way).
-     * 2 bytes a value, once per edge. */
-    /* Also when the reference lags the model by more than GSP_MAX_LAG of its
-     * norm: each emit moves z away from r by (moved / w) of the lag, and a
+    /* Without an origin, an edge's first message sends all of z (in bf16):
+     * the reference starts at the model instead of at zero, which would move
+     * w at once and x only as fast as the codec fills the reference in
+     * (z = x / w blows up for the rounds that takes: a restarted peer's model
+     * was ruined that way). 2 bytes a value, once per edge. With one, the
+     * reference starts at the run's common start, and the lag rule below
+     * decides (a restarted peer far from it still sends z whole). */
+    /* Also when the reference lags the model by more than GSP_MAX_LAG (times
+     * lag_scale) of its norm: each emit moves z away from r by (moved / w) of the lag, and a
      * lag that big (a peer whose z jumped, e.g. a small weight taking in a
      * large share) compounds into divergence faster than a sparse codec
      * closes it (seen in a 10-minute soak). */
-    const int lagging = vv > GSP_MAX_LAG * GSP_MAX_LAG * zz;
-    const cmp_spec *codec = e->seq == 0 || g->refresh || lagging ? &g->first : g->codec;
+    const double max_lag = GSP_MAX_LAG * g->lag_scale;
+    const int lagging = vv > max_lag * max_lag * zz;
+    const cmp_spec *codec = (e->seq == 0 && !g->origin) || g->refresh || lagging ? &g->first : g->codec;
     long len = cmp_encode(codec, g->v, n, seed, g->work, e->buf, edge_buf_bytes(g));
     if (len < 0)
         return (int)len;
@@ -496,6 +531,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         } else if (g->codec) {
             m->kind = GSP_DELTA, m->x_total = NULL;
             m->payload = e->buf, m->payload_len = e->buf_len, m->gain = gains[k], m->step = g->step;
+            m->origin = e->seq == 1 ? g->origin_id : 0;
         }
     }
     g->w -= w_sent;
@@ -592,7 +628,10 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     /* (An immediate SYNC repeats the seq of the delta the receiver lost or
      * refused, which is always above the receiver's own: it is taken.) */
     if (m->kind == GSP_DELTA) {
-        if (e->sync || m->seq != e->seq + 1) { /* a delta was lost: the references differ now */
+        /* An edge's first delta is relative to where the sender's reference
+         * started: unless that is ours too, the references differ. */
+        const int apart = m->seq == 1 && m->origin != g->origin_id;
+        if (e->sync || m->seq != e->seq + 1 || apart) { /* a delta was lost: the references differ now */
             e->sync = 1;
             g->stats.gaps++;
             return GSP_NEED_SYNC;

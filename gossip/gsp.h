@@ -75,6 +75,8 @@ typedef struct gsp_msg {
     float gain;            /* DELTA: r += gain * decode(payload) */
     float step;            /* DELTA: the receiver takes step * r (the sender gave up as much) */
     uint64_t incarnation;  /* the sender's (gsp_peer.incarnation): a higher one restarts the edge */
+    uint64_t origin;       /* DELTA with seq 1: the id of the reference the edge started from
+                            * (gsp_set_origin; 0: zeros) */
     void *owned;           /* non-NULL when this message owns its arrays (gsp_msg_copy) */
 } gsp_msg;
 
@@ -117,6 +119,9 @@ typedef struct gsp_peer {
     gsp_stats stats;
     const cmp_spec *codec; /* NULL: RAW running sums */
     cmp_spec first;        /* codec: "bf16", for the first message of an edge (its reference from nothing) */
+    double lag_scale;      /* codec: a reference lagging z by more than 0.25 lag_scale of its norm is
+                            * replaced by z whole (1 from gsp_init; more for a model that moves further
+                            * between messages: local steps) */
     int refresh;           /* codec: the next emit sends z whole (bf16) on every edge, e.g. before moving an
                             * unusually large weight, so that what x gives up is the model, not a lagging copy */
     float step;            /* consensus step: the share of r that moves each round */
@@ -127,6 +132,8 @@ typedef struct gsp_peer {
     size_t sp_cap;
     void *work;            /* codec workspace */
     uint64_t incarnation;  /* this run of the peer's process; sent with every message (0 in the simulator) */
+    float *origin;         /* codec: where every edge's reference starts (gsp_set_origin), or NULL: zeros */
+    uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
 } gsp_peer;
 
@@ -144,6 +151,15 @@ void gsp_free(gsp_peer *g);
  * the error one message removes (gsp_default_step). Call before the first
  * emit. -ENOMEM, or -EINVAL (bad step, or messages already sent). */
 int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step);
+
+/* Start every edge's reference at x0 (copied), the model every peer of the
+ * run starts from, instead of at zeros: an edge's first message is then an
+ * ordinary compressed difference, not the whole model (in bf16). It carries
+ * origin_id; a receiver whose own origin differs (another x0, or none) asks
+ * for a SYNC instead of applying it, so peers that started apart lose
+ * nothing but the bytes of one SYNC per edge. After gsp_set_codec, before
+ * the first message. -ENOMEM, -EINVAL. */
+int gsp_set_origin(gsp_peer *g, const float *x0);
 
 /* A consensus step for `codec` on vectors of dim values that measured stable
  * on the ring and the exponential graph (gossip/GUARANTEES.md has the table). */

@@ -47,6 +47,7 @@ typedef struct state {
 
 static const cmp_spec *g_codec;
 static nn_opt_kind g_optimizer = NN_OPT_SGD;
+static const outer_opts *g_outer;
 
 static void state_init(state *s, int id, size_t dim, uint64_t incarnation)
 {
@@ -62,7 +63,7 @@ static void state_init(state *s, int id, size_t dim, uint64_t incarnation)
     if (g_codec)
         cr_assert_eq(gsp_set_codec(&s->g, g_codec, 5, 0.5f), 0);
     s->g.incarnation = incarnation;
-    cr_assert_eq(sgp_local_init(&s->l, &o, &g_shard, id, 8, dim), 0);
+    cr_assert_eq(sgp_local_init(&s->l, &o, g_outer, &g_shard, id, 8, dim), 0);
 }
 
 static void state_free(state *s)
@@ -122,6 +123,10 @@ static void assert_same_state(const state *a, const state *b)
     cr_assert_eq(na, nb);
     cr_assert_eq(memcmp(sa, sb, na * sizeof(float)), 0, "optimizer state bit for bit");
     cr_assert((ta == NULL) == (tb == NULL) && (!ta || *ta == *tb), "optimizer steps");
+    cr_assert_eq(outer_on(&a->l.outer), outer_on(&b->l.outer));
+    if (outer_on(&a->l.outer))
+        cr_assert_eq(memcmp(a->l.outer.sgd.velocity, b->l.outer.sgd.velocity, dim * sizeof(float)), 0,
+                     "outer velocity bit for bit");
     cr_assert_eq(memcmp(&a->l.batches.rng, &b->l.batches.rng, sizeof a->l.batches.rng), 0, "batch generator");
     cr_assert_eq(a->l.batches.pos, b->l.batches.pos);
     cr_assert_eq(a->l.batches.epoch, b->l.batches.epoch);
@@ -172,6 +177,9 @@ static void round_trip(const char *codec_text)
         opt_state[i] = (float)i * 0.25f - 3.0f;
     if (steps)
         *steps = 17;
+    if (g_outer)
+        for (size_t i = 0; i < dim; i++)
+            s[2].l.outer.sgd.velocity[i] = (float)i * 0.5f - 7.0f;
     char dir[64], path[128];
     tmp_dir(dir);
     snprintf(path, sizeof path, "%s/p2.ckpt", dir);
@@ -190,6 +198,14 @@ static void round_trip(const char *codec_text)
     cr_assert(strstr(err, "written with another optimizer") != NULL, "%s", err);
     g_optimizer = g_optimizer == NN_OPT_ADAMW ? NN_OPT_SGD : NN_OPT_ADAMW;
     state_free(&back);
+    /* Nor one with an outer optimizer into a run without (or the reverse). */
+    const outer_opts *had = g_outer, other = {.lr = 1.0f, .momentum = 0.5f};
+    g_outer = had ? NULL : &other;
+    state_init(&back, 2, dim, 999);
+    cr_assert_lt(ckpt_load(path, &run, &back.g, &back.l, used, sizeof used, err, sizeof err), 0);
+    cr_assert(strstr(err, "outer optimizer") != NULL, "%s", err);
+    g_outer = had;
+    state_free(&back);
     for (int i = 0; i < N_PEERS; i++)
         state_free(&s[i]);
     topo_free(&t);
@@ -199,6 +215,15 @@ static void round_trip(const char *codec_text)
 
 Test(peer_ckpt, round_trip_restores_every_field_bit_for_bit) { round_trip(NULL); }
 Test(peer_ckpt, round_trip_with_a_codec_restores_the_references) { round_trip("stc:0.1"); }
+Test(peer_ckpt, round_trip_keeps_the_outer_optimizers_velocity)
+{
+    outer_opts o;
+    char err[256];
+    cr_assert_eq(outer_opts_parse(&o, "nesterov:0.7:0.9", err, sizeof err), 0, "%s", err);
+    g_outer = &o;
+    round_trip("stc:0.1");
+    g_outer = NULL;
+}
 Test(peer_ckpt, round_trip_keeps_adamws_moments_and_step_count)
 {
     g_optimizer = NN_OPT_ADAMW;

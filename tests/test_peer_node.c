@@ -76,7 +76,7 @@ static float *read_model(const char *dir, int i, size_t n)
     return m;
 }
 
-static void sim_equals_network(const char *codec_text, const char *warmup)
+static void sim_equals_network(const char *codec_text, const char *warmup, const char *local_steps, const char *outer)
 {
     char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256];
     cr_assert(mkdtemp(dir));
@@ -85,7 +85,8 @@ static void sim_equals_network(const char *codec_text, const char *warmup)
     /* A fixed deadline as long as the round timeout: nobody is ever declared
      * late, so the run is as synchronous as the simulator's. */
     char *extra[] = {"--model", "mlp:32", "--epochs", "2", "--codec", (char *)codec_text, "--round-deadline", "30",
-                     "--codec-warmup", (char *)warmup, "--no-progress", NULL};
+                     "--codec-warmup", (char *)warmup, "--local-steps", (char *)local_steps, "--outer", (char *)outer,
+                     "--no-progress", NULL};
     run_peers(dir, 4, extra);
 
     /* The same run in the simulator, in this process. */
@@ -101,6 +102,10 @@ static void sim_equals_network(const char *codec_text, const char *warmup)
     sim_config_defaults(&c);
     c.n_peers = 4, c.topology = &t, c.codec = &spec, c.keep_peer_models = 1;
     c.codec_warmup = atof(warmup);
+    c.local_steps = atoi(local_steps);
+    outer_opts oo;
+    cr_assert_eq(outer_opts_parse(&oo, outer, err, sizeof err), 0, "%s", err);
+    c.outer = &oo;
     c.train.model = "mlp:32", c.train.epochs = 2, c.train.progress = 0;
     train_opts_finish(&c.train);
     /* One BLAS thread, as each `sgp peer` runs by default: a threaded sgemm
@@ -126,12 +131,18 @@ static void sim_equals_network(const char *codec_text, const char *warmup)
     cr_assert_eq(system(cmd), 0);
 }
 
-Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none", "0"); }
+Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none", "0", "1", "none"); }
 
-Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05", "0"); }
+Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05", "0", "1", "none"); }
 
 /* The sparsity warm-up is the round driver's, so real peers run it too. */
-Test(peer_node, codec_warmup_in_four_processes_equals_the_simulator) { sim_equals_network("stc:0.05", "1"); }
+Test(peer_node, codec_warmup_in_four_processes_equals_the_simulator) { sim_equals_network("stc:0.05", "1", "1", "none"); }
+
+/* So are local steps (3 do not divide an epoch's 32) and the outer step. */
+Test(peer_node, local_steps_and_outer_in_four_processes_equal_the_simulator)
+{
+    sim_equals_network("stc:0.05", "0", "3", "nesterov:0.5:0.5");
+}
 
 /* `mpirun -np 4 sgp peer --cluster FILE` (no --id: the rank comes from
  * OMPI_COMM_WORLD_RANK) trains on localhost. openmpi-bin comes with `make deps`. */

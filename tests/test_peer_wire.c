@@ -94,6 +94,7 @@ static void push_make(push_case *c, gsp_kind kind, size_t dim)
     if (kind == GSP_DELTA) {
         c->m.gain = (float)(rnd() % 1000) / 3.0f - 100.0f;
         c->m.step = (float)(1 + rnd() % 100) / 100.0f;
+        c->m.origin = rnd() >> (rnd() % 64); /* ids of every width */
         size_t len = 1 + rnd() % (dim * 2 + 40);
         c->payload = malloc(len);
         for (size_t i = 0; i < len; i++)
@@ -332,18 +333,18 @@ static int decode_items(const item *it, size_t n_items, wire_msg *m, wire_err *e
     return rc;
 }
 
-/* A valid PUSH as items (11: array header + 10 fields) with an all-zero
+/* A valid PUSH as items (12: array header + 11 fields) with an all-zero
  * payload; the indices of its fields: */
-enum { P_TYPE = 1, P_ROUND, P_SEQ, P_INC, P_KIND, P_W, P_GAIN, P_STEP, P_DIM, P_PAYLOAD, P_ITEMS };
+enum { P_TYPE = 1, P_ROUND, P_SEQ, P_INC, P_KIND, P_W, P_GAIN, P_STEP, P_ORIGIN, P_DIM, P_PAYLOAD, P_ITEMS };
 static uint8_t zeros[4096];
 
 static void push_items(item *it, gsp_kind kind, size_t dim)
 {
     size_t plen = kind == GSP_RAW ? 8 * dim : kind == GSP_SYNC ? 12 * dim : 6;
     cr_assert_leq(plen, sizeof zeros);
-    it[0] = A(10), it[P_TYPE] = U(WIRE_PUSH), it[P_ROUND] = U(17), it[P_SEQ] = U(4), it[P_INC] = U(9);
+    it[0] = A(11), it[P_TYPE] = U(WIRE_PUSH), it[P_ROUND] = U(17), it[P_SEQ] = U(4), it[P_INC] = U(9);
     it[P_KIND] = U((uint64_t)kind), it[P_W] = D(1.5), it[P_GAIN] = F(kind == GSP_DELTA ? 0.75 : 0.0);
-    it[P_STEP] = F(kind == GSP_DELTA ? 0.5 : 0.0), it[P_DIM] = U(dim), it[P_PAYLOAD] = B(zeros, plen);
+    it[P_STEP] = F(kind == GSP_DELTA ? 0.5 : 0.0), it[P_ORIGIN] = U(0), it[P_DIM] = U(dim), it[P_PAYLOAD] = B(zeros, plen);
 }
 
 /* A valid MODEL as items (6: array header + 5 fields), all-zero hash and z. */
@@ -444,7 +445,7 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 if (rep == 1) /* a first incarnation (the simulator's) */
                     c.m.incarnation = 0;
                 if (rep == 2) /* extremes of the integer fields */
-                    c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX;
+                    c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX, c.m.origin = UINT64_MAX;
                 size_t len;
                 uint8_t *buf = encode_push(&c.m, &len);
                 uint8_t *in = exact_copy(buf, len);
@@ -456,6 +457,7 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 cr_assert_eq(p->round, c.m.round);
                 cr_assert_eq(p->seq, c.m.seq);
                 cr_assert_eq(p->incarnation, c.m.incarnation);
+                cr_assert_eq(p->origin, c.m.origin);
                 cr_assert_eq(p->kind, c.m.kind);
                 cr_assert(same_bits64(p->w_total, c.m.w_total));
                 cr_assert(same_bits32(p->gain, c.m.gain));
@@ -474,6 +476,7 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 cr_assert_eq(g.round, c.m.round);
                 cr_assert_eq(g.seq, c.m.seq);
                 cr_assert_eq(g.incarnation, c.m.incarnation);
+                cr_assert_eq(g.origin, c.m.origin);
                 cr_assert_eq(g.kind, c.m.kind);
                 cr_assert(same_bits64(g.w_total, c.m.w_total));
                 cr_assert(same_bits32(g.gain, c.m.gain) && same_bits32(g.step, c.m.step));
@@ -869,7 +872,7 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
         uint8_t *pb = encode_push(&c.m, &len);
         unpack_whole(&u, pb, len);
         o = u.data.via.array.ptr;
-        cr_assert_eq(u.data.via.array.size, 10);
+        cr_assert_eq(u.data.via.array.size, 11);
         cr_assert_eq(o[0].via.u64, 1);
         for (int f = 1; f <= 4; f++)
             cr_assert_eq(o[f].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
@@ -884,14 +887,16 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
         cr_assert_eq(o[7].type, MSGPACK_OBJECT_FLOAT32);
         cr_assert(same_bits32((float)o[7].via.f64, c.m.step));
         cr_assert_eq(o[8].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
-        cr_assert_eq(o[8].via.u64, 300);
-        cr_assert_eq(o[9].type, MSGPACK_OBJECT_BIN);
-        const uint8_t *bin = (const uint8_t *)o[9].via.bin.ptr;
+        cr_assert_eq(o[8].via.u64, c.m.origin);
+        cr_assert_eq(o[9].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+        cr_assert_eq(o[9].via.u64, 300);
+        cr_assert_eq(o[10].type, MSGPACK_OBJECT_BIN);
+        const uint8_t *bin = (const uint8_t *)o[10].via.bin.ptr;
         if (kind == GSP_DELTA) {
-            cr_assert_eq(o[9].via.bin.size, c.m.payload_len);
+            cr_assert_eq(o[10].via.bin.size, c.m.payload_len);
             cr_assert_eq(memcmp(bin, c.m.payload, c.m.payload_len), 0);
         } else {
-            cr_assert_eq(o[9].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
+            cr_assert_eq(o[10].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
             /* Little-endian, read here byte by byte: independent of the host. */
             for (size_t i = 0; i < 300; i++) {
                 uint64_t v = 0, w;
@@ -919,7 +924,7 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
     uint8_t *pb = encode_push(&c.m, &len);
     unpack_whole(&u, pb, len);
     o = u.data.via.array.ptr;
-    cr_assert_eq(u.data.via.array.size, 10);
+    cr_assert_eq(u.data.via.array.size, 11);
     cr_assert_eq(o[3].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
     cr_assert_eq(o[3].via.u64, UINT64_MAX);
     msgpack_unpacked_destroy(&u);
@@ -993,7 +998,7 @@ Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
     for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
         push_case c;
         push_make(&c, (gsp_kind)kind, 20000);
-        c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX;
+        c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX, c.m.origin = UINT64_MAX;
         size_t len;
         uint8_t *b = encode_push(&c.m, &len);
         /* Only dim (3 bytes, not 9) is shorter than the worst case. */
@@ -1102,16 +1107,16 @@ Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
 {
     static const uint8_t array32[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00};
     static const uint8_t array16[] = {0xdc, 0xff, 0xff, 0x01, 0x00};
-    /* A PUSH's 10 elements for a HEARTBEAT. */
-    static const uint8_t array32_10[] = {0xdd, 0x00, 0x00, 0x00, 0x0a, 0x03, 0x00};
+    /* A PUSH's 11 elements for a HEARTBEAT. */
+    static const uint8_t array32_10[] = {0xdd, 0x00, 0x00, 0x00, 0x0b, 0x03, 0x00};
     static const uint8_t array32_9[] = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x01, 0x00}; /* a version-1 PUSH's 9 */
     static const uint8_t auth_bin32[] = {0x92, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
     /* PUSH RAW (incarnation 7), dim 2, payload bin32 claiming 4 GiB - 1. */
-    static const uint8_t push_bin32[] = {0x9a, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
-                                         0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
+    static const uint8_t push_bin32[] = {0x9b, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+                                         0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0x00, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
     /* The same claiming 2^63 values: dim out of range before the payload. */
-    static const uint8_t push_dim[] = {0x9a, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
-                                       0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc4, 0};
+    static const uint8_t push_dim[] = {0x9b, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+                                       0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0x00, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc4, 0};
     /* MODEL round 1, dim 2, a hash bin32 claiming 4 GiB - 1. */
     static const uint8_t model_hash32[] = {0x95, 0x06, 0x01, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
     /* MODEL round 1, dim 2, a good hash, then a payload bin32 claiming 4 GiB - 1 (not 8 bytes). */
@@ -1160,10 +1165,10 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
     uint8_t auth[2 + 5 + WIRE_HASH_LEN] = {0x92, 0x00, 0xc6, 0, 0, 0, WIRE_HASH_LEN};
     cr_assert_eq(decode_exact(&m, auth, sizeof auth, NULL), 0);
     cr_assert_eq(m.type, WIRE_AUTH);
-    /* PUSH as array16, round uint16, seq int8, incarnation uint64 holding 5, dim uint8 0, RAW. */
-    static const uint8_t push[] = {0xdc, 0, 10,   0x01, 0xcd, 0, 17, 0xd0, 4, 0xcf, 0, 0, 0, 0, 0, 0, 0, 5, 0x00,
+    /* PUSH as array16, round uint16, seq int8, incarnation uint64 holding 5, origin uint16 0, dim uint8 0, RAW. */
+    static const uint8_t push[] = {0xdc, 0, 11,   0x01, 0xcd, 0, 17, 0xd0, 4, 0xcf, 0, 0, 0, 0, 0, 0, 0, 5, 0x00,
                                    0xcb, 0x3f,    0xf8, 0,    0, 0,  0,    0, 0, 0xca, 0, 0, 0, 0, 0xca, 0, 0,
-                                   0,    0,    0xcc, 0,    0xc4, 0};
+                                   0,    0,    0xcd, 0, 0, 0xcc, 0,    0xc4, 0};
     wire_err e;
     cr_assert_eq(decode_exact(&m, push, sizeof push, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.type, WIRE_PUSH);
@@ -1173,8 +1178,8 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
     cr_assert_eq(m.push.kind, GSP_RAW);
     cr_assert_eq(m.push.dim, 0);
     /* The incarnation as int16 too. */
-    static const uint8_t push16[] = {0x9a, 0x01, 0x11, 0x04, 0xd1, 0x01, 0x00, 0x00, 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0,
-                                     0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0x00, 0xc4, 0};
+    static const uint8_t push16[] = {0x9b, 0x01, 0x11, 0x04, 0xd1, 0x01, 0x00, 0x00, 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0,
+                                     0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0x00, 0x00, 0xc4, 0};
     cr_assert_eq(decode_exact(&m, push16, sizeof push16, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.push.incarnation, 256);
     /* MODEL_REQUEST with dim as uint32; MODEL with round int16, dim uint16, hash bin16, payload bin32. */
@@ -1306,6 +1311,11 @@ Test(peer_wire, wrong_field_types_are_rejected)
     /* A version-1 PUSH (9 elements, no incarnation) is no version-2 message. */
     const item push_v1[] = {A(9), U(1), U(17), U(4), U(0), D(1.5), F(0.0), F(0.0), U(2), B(zeros, 16)};
     cr_assert_eq(decode_items(push_v1, 10, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(e.offset, 0);
+    /* Nor a version-3 PUSH (10 elements, no origin) a version-4 one. */
+    const item push_v3[] = {A(10), U(1), U(17), U(4), U(7), U(0), D(1.5), F(0.0), F(0.0), U(2), B(zeros, 16)};
+    cr_assert_eq(decode_items(push_v3, 11, &m, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "array");
     cr_assert_eq(e.offset, 0);
     const item empty[] = {A(0)};

@@ -189,6 +189,8 @@ int cmd_peer(int argc, char **argv)
     c.step = go.step;
     c.codec_warmup = go.codec_warmup;
     c.alone_wait = go.alone_wait;
+    c.local_steps = (int)go.local_steps;
+    c.outer = &go.outer;
     c.tau = (int)go.tau;
 
     member me;

@@ -111,6 +111,8 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_str(j, "codec", c->codec ? c->codec->text : "exact");
     json_num(j, "step", c->codec ? (c->step > 0 ? c->step : gsp_default_step(c->codec, r->parameters)) : 1.0);
     json_num(j, "codec_warmup", c->codec_warmup);
+    json_int(j, "local_steps_per_round", c->local_steps);
+    json_str(j, "outer", c->outer ? c->outer->text : "none");
     json_int(j, "peers", c->n_peers);
     json_int(j, "parameters", (long long)r->parameters);
     json_int(j, "epochs", c->train.epochs);
@@ -354,6 +356,8 @@ int cmd_sim(int argc, char **argv)
     c.step = go.step;
     c.codec_warmup = go.codec_warmup;
     c.alone_wait = go.alone_wait;
+    c.local_steps = (int)go.local_steps;
+    c.outer = &go.outer;
     c.n_peers = (int)peers;
     c.tau = (int)go.tau;
     c.bandwidth = mbit * 1e6 / 8;

@@ -8,6 +8,8 @@ void gossip_opts_defaults(gossip_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->codec_text = "none";
+    o->outer_text = "none";
+    o->local_steps = 1;
 }
 
 int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg)
@@ -30,6 +32,11 @@ int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg)
         return cli_double(cmd, "--step", arg, 1e-6, 1, &o->step);
     case GOPT_CWARM:
         return cli_double(cmd, "--codec-warmup", arg, 0, 1e6, &o->codec_warmup);
+    case GOPT_LOCAL:
+        return cli_long(cmd, "--local-steps", arg, 1, 100000, &o->local_steps);
+    case GOPT_OUTER:
+        o->outer_text = arg;
+        return 0;
     case GOPT_ALONE:
         return cli_double(cmd, "--alone-wait", arg, 0, 1e6, &o->alone_wait);
     }
@@ -41,6 +48,8 @@ int gossip_opts_check(gossip_opts *o, const char *cmd)
     char err[256];
     if (strcmp(o->codec_text, "exact") != 0 && cmp_spec_parse(&o->codec, o->codec_text, err, sizeof err) < 0)
         return cli_usage(cmd, "--codec: %s", err);
+    if (outer_opts_parse(&o->outer, o->outer_text, err, sizeof err) < 0)
+        return cli_usage(cmd, "--outer %s", err);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #define PEER_GOSSIP_OPTS_H
 
 #include "compress/cmp.h"
+#include "peer/core/outer.h"
 
 typedef struct gossip_opts {
     double shard_alpha;     /* <= 0 iid, else Dirichlet(alpha) */
@@ -20,15 +21,19 @@ typedef struct gossip_opts {
     double step;            /* consensus step; <= 0: gsp_default_step */
     double codec_warmup;    /* epochs of sparsity warm-up (DGC) for topk/randk/stc */
     double alone_wait;      /* seconds to wait for a lost in-neighbour once all are lost; <= 0: round timeout */
+    long local_steps;       /* H: local steps between exchanges */
+    const char *outer_text; /* "none" by default */
     cmp_spec codec;         /* parsed by gossip_opts_check */
+    outer_opts outer;       /* parsed by gossip_opts_check */
 } gossip_opts;
 
-enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE };
+enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE, GOPT_LOCAL, GOPT_OUTER };
 
 #define GOSSIP_OPTS_LONG                                                                                          \
     {"shard", required_argument, 0, GOPT_SHARD}, {"tau", required_argument, 0, GOPT_TAU},                        \
         {"codec", required_argument, 0, GOPT_CODEC}, {"step", required_argument, 0, GOPT_STEP},                  \
-        {"codec-warmup", required_argument, 0, GOPT_CWARM}, {                                                    \
+        {"codec-warmup", required_argument, 0, GOPT_CWARM}, {"local-steps", required_argument, 0, GOPT_LOCAL},   \
+        {"outer", required_argument, 0, GOPT_OUTER}, {                                                            \
         "alone-wait", required_argument, 0, GOPT_ALONE                                                           \
     }
 
@@ -44,12 +49,16 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc start dense and reach\n"                      \
     "                        their fraction after E epochs [0]\n"                                                 \
     "  --alone-wait S        once every in-neighbour is lost (routed around), wait this long\n"                  \
-    "                        for one to come back before going on alone [the round timeout]\n"
+    "                        for one to come back before going on alone [the round timeout]\n"                  \
+    "  --local-steps H       local optimizer steps between two exchanges [1]\n"                                   \
+    "  --outer SPEC          outer optimizer on the mixed model each round (DiLoCo style):\n"                    \
+    "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"
 
 void gossip_opts_defaults(gossip_opts *o);
 /* 1 if c is not a gossip option, 0 when handled, CLI_USAGE on a bad value. */
 int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg);
-/* Parses the codec spec; CLI_USAGE (message printed) when it is bad. */
+/* Parses the codec and outer optimizer specs; CLI_USAGE (message printed)
+ * when one is bad. */
 int gossip_opts_check(gossip_opts *o, const char *cmd);
 const cmp_spec *gossip_opts_codec(const gossip_opts *o);
 

@@ -4,7 +4,7 @@
  * messages and time; every decision of a round is made here or in gossip/.
  *
  *   round_plan plan;
- *   round_plan_make(&plan, &train_opts, train->n, n_peers);
+ *   round_plan_make(&plan, &train_opts, train->n, n_peers, local_steps);
  *   round_peer rp;
  *   round_peer_init(&rp, &config, &plan, &model, train, x0, now, err, sizeof err);
  *   for (;;) {
@@ -38,14 +38,22 @@
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
 
-/* The run's shape: every peer takes train.batch / n_peers samples a step, and
- * an epoch is as many rounds as the whole batch needs to cover the data. */
+/* The run's shape: every peer takes train.batch / n_peers samples a step, an
+ * epoch is as many steps as the whole batch needs to cover the data, and a
+ * round is local_steps steps and one exchange. An epoch's last round takes
+ * the steps left over, so epochs end on a round and every epoch has the
+ * steps of one epoch of `sgp train`. */
 typedef struct round_plan {
     int per_batch;
+    int local_steps;        /* H: local steps a round (1: every step is gossiped) */
+    long steps_per_epoch;
     long rounds_per_epoch, total_rounds;
 } round_plan;
 
-void round_plan_make(round_plan *p, const train_opts *o, int n_train, int n_peers);
+void round_plan_make(round_plan *p, const train_opts *o, int n_train, int n_peers, int local_steps);
+/* The local steps of `round` (0 past the end), and the run-wide index of its
+ * first step in *first (the learning-rate schedule counts steps). */
+int round_plan_steps(const round_plan *p, long round, long *first);
 
 typedef struct round_config {
     const train_opts *train;   /* model, optimizer, schedule, seed; batch is the total batch */
@@ -58,6 +66,7 @@ typedef struct round_config {
     double codec_warmup;       /* epochs of DGC sparsity warm-up (sparse codecs) */
     double dead_timeout, round_timeout, round_deadline, alone_wait; /* gsp_pace_config */
     int barrier;               /* round 0 waits for every neighbour's connection */
+    const outer_opts *outer;   /* NULL or lr <= 0: none; else the step on the mixed model (outer.h) */
 } round_config;
 
 /* Where a peer's time went, in seconds of the thread doing it: the parts
@@ -78,7 +87,8 @@ typedef struct round_peer {
     cmp_spec codec;            /* this peer's copy: the warm-up changes its fraction by round */
     gsp_msg *inbox;            /* arrived, not yet absorbed; owned */
     int n_inbox, cap_inbox;
-    float loss;                /* of the last local step */
+    float loss;                /* mean over the last round's local steps */
+    long steps;                /* local optimizer steps taken */
     uint64_t absorbed;
     round_times times;         /* round_step's (its own thread's) and round_absorb's + round_emit's */
 } round_peer;
@@ -107,8 +117,11 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx);
 /* What to do before round g.round (gsp_pace_next with this inbox). */
 gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d);
 
-/* The local optimizer step at z for round g.round; returns the batch loss.
- * Touches x (and the model's buffers) only. */
+/* The round's local optimizer steps at z (plan->local_steps of them, fewer
+ * at an epoch's end) and the outer step (--outer) on their difference;
+ * returns their mean batch loss and counts them in rp->steps. model NULL:
+ * no step (averaging experiments).
+ * Touches x, the local optimizer and the model's buffers only. */
 float round_step(round_peer *rp, nn_model *model);
 
 /* This round's shares (codec warm-up, routing and pacing, gsp_emit; round

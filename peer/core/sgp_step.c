@@ -4,13 +4,16 @@
 
 #include "peer/core/sgp_step.h"
 
-int sgp_local_init(sgp_local *l, const train_opts *o, const nn_dataset *shard, int peer, int batch, size_t n_params)
+int sgp_local_init(sgp_local *l, const train_opts *o, const outer_opts *outer, const nn_dataset *shard, int peer,
+                   int batch, size_t n_params)
 {
     memset(l, 0, sizeof *l);
     l->clip = o->clip;
     l->batch = batch;
     const nn_optimizer_config oc = train_opts_optimizer(o);
     int rc = nn_optimizer_init(&l->opt, n_params, &oc);
+    if (rc == 0)
+        rc = outer_init(&l->outer, outer, n_params);
     if (rc == 0)
         rc = nn_batcher_init(&l->batches, shard, batch, o->seed, (uint64_t)peer + 1);
     if (rc < 0)
@@ -46,6 +49,7 @@ void sgp_local_free(sgp_local *l)
     if (!l)
         return;
     nn_optimizer_free(&l->opt);
+    outer_free(&l->outer);
     nn_batcher_free(&l->batches);
     memset(l, 0, sizeof *l);
 }

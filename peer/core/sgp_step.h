@@ -23,17 +23,21 @@
 #include "nn/nn_batch.h"
 #include "nn/nn_model.h"
 #include "nn/nn_optim.h"
+#include "peer/core/outer.h"
 #include "peer/core/train_opts.h"
 
 typedef struct sgp_local {
     nn_optimizer opt; /* its state stays local to the peer (and goes into its checkpoint) */
+    outer_state outer; /* --outer: the step on the mixed model each round (outer.h); also checkpointed */
     nn_batcher batches;
     double clip;    /* gradient norm limit (0: none), before weight decay */
     int batch;      /* this peer's mini-batch */
 } sgp_local;
 
-/* batch: this peer's mini-batch size. Streams are seeded by (seed, peer). */
-int sgp_local_init(sgp_local *l, const train_opts *o, const nn_dataset *shard, int peer, int batch, size_t n_params);
+/* batch: this peer's mini-batch size. Streams are seeded by (seed, peer).
+ * outer: NULL or an outer optimizer (outer.h). */
+int sgp_local_init(sgp_local *l, const train_opts *o, const outer_opts *outer, const nn_dataset *shard, int peer,
+                   int batch, size_t n_params);
 /* One step at the current round; returns the batch loss (0 for an empty shard). */
 float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
 void sgp_local_free(sgp_local *l);

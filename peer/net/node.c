@@ -432,7 +432,9 @@ static void after_step(uv_work_t *w, int status)
     n->computing = 0;
     if (status < 0)
         return; /* cancelled at shutdown */
-    n->r->local_steps++;
+    if (n->c->ext)
+        n->rp.steps++; /* the caller's step of this round (round_step counts the node's own) */
+    n->r->local_steps = n->rp.steps;
     n->epoch_loss += n->rp.loss, n->epoch_steps++;
     const double now = clock_now();
     /* Backpressure: a neighbour whose link has not taken our last frames
@@ -623,10 +625,11 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     size_t dim;
     int rc;
     if (c->ext) { /* the caller's parameters and run length; it steps itself */
-        n->plan = (round_plan){.rounds_per_epoch = c->ext->rounds_per_epoch, .total_rounds = c->ext->rounds};
+        n->plan = (round_plan){.local_steps = 1, .steps_per_epoch = c->ext->rounds_per_epoch,
+                               .rounds_per_epoch = c->ext->rounds_per_epoch, .total_rounds = c->ext->rounds};
         x0 = c->ext->params, dim = c->ext->dim;
     } else {
-        round_plan_make(&n->plan, &c->train, train->n, np);
+        round_plan_make(&n->plan, &c->train, train->n, np, c->local_steps);
         rc = train_opts_model(&c->train, train, n->plan.per_batch > 256 ? n->plan.per_batch : 256, &n->model, err,
                               errlen);
         if (rc < 0)
@@ -637,7 +640,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
                            .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
                            .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
                            .round_deadline = c->round_deadline, .barrier = !c->resume,
-                           .alone_wait = c->alone_wait};
+                           .alone_wait = c->alone_wait, .outer = c->outer};
     rc = round_peer_init(&n->rp, &n->cfg, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
     if (rc < 0)
         return rc;

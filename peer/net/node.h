@@ -29,6 +29,7 @@
 
 #include "compress/cmp.h"
 #include "nn/nn_data.h"
+#include "peer/core/outer.h"
 #include "peer/net/cluster.h"
 #include "peer/sec/sec.h"
 #include "peer/core/train_opts.h"
@@ -47,6 +48,8 @@ typedef struct node_config {
     const cmp_spec *codec; /* NULL: uncompressed float64 running sums */
     double step;           /* consensus step; <= 0: gsp_default_step */
     double codec_warmup;   /* epochs of sparsity warm-up (as sgp sim --codec-warmup) */
+    int local_steps;       /* H: local steps between exchanges (as sgp sim --local-steps) */
+    const outer_opts *outer; /* NULL: none; else the outer step on the mixed model (peer/core/outer.h) */
     double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one; <= 0: round_timeout */
     double dead_timeout;   /* seconds a neighbour may be silent or disconnected before it is routed around */
     double round_timeout;  /* seconds a round may wait for messages before starting anyway (the cap) */

@@ -16,7 +16,7 @@
 /* Elements of each message type's array, indexed by type. The decoder
  * accepts exactly this count (more or fewer is malformed however many bytes
  * follow), so no count from the wire ever sizes anything. */
-static const uint32_t wire_fields[] = {2, 10, 2, 2, 2, 2, 5, 2};
+static const uint32_t wire_fields[] = {2, 11, 2, 2, 2, 2, 5, 2};
 #define WIRE_N_TYPES (sizeof wire_fields / sizeof *wire_fields)
 
 const char *wire_type_name(int type)
@@ -32,9 +32,9 @@ const char *wire_type_name(int type)
 _Static_assert(GSP_RAW == 0 && GSP_DELTA == 1 && GSP_SYNC == 2, "PUSH kind numbers are gsp_kind's");
 
 /* PUSH fields in array order (0 is the type); a check names the one at fault. */
-enum { F_TYPE, F_ROUND, F_SEQ, F_INC, F_KIND, F_W, F_GAIN, F_STEP, F_DIM, F_PAYLOAD, F_N };
-static const char *const push_field_names[F_N] = {"type", "round", "seq",  "incarnation", "kind",   "w_total",
-                                                  "gain", "step",  "dim",  "payload"};
+enum { F_TYPE, F_ROUND, F_SEQ, F_INC, F_KIND, F_W, F_GAIN, F_STEP, F_ORIGIN, F_DIM, F_PAYLOAD, F_N };
+static const char *const push_field_names[F_N] = {"type", "round",  "seq", "incarnation", "kind",   "w_total",
+                                                  "gain", "step", "origin", "dim",    "payload"};
 
 /* What a receiver can check of a PUSH without looking at tensor values
  * (a NaN in a diverged peer's totals is its model, not a malformed message:
@@ -231,6 +231,7 @@ static long encode_push(uint8_t *out, size_t cap, const wire_push *p, const doub
     msgpack_pack_double(&pk, p->w_total);
     msgpack_pack_float(&pk, p->gain);
     msgpack_pack_float(&pk, p->step);
+    msgpack_pack_uint64(&pk, p->origin);
     msgpack_pack_uint64(&pk, p->dim);
     msgpack_pack_bin(&pk, p->payload_len);
     uint8_t *body = wr_take(&w, p->payload_len);
@@ -251,7 +252,7 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
     if (!m || (!out && cap))
         return -EINVAL;
     wire_push p = {.round = m->round, .seq = m->seq, .incarnation = m->incarnation, .kind = m->kind,
-                   .w_total = m->w_total, .gain = m->gain, .step = m->step, .dim = m->dim};
+                   .w_total = m->w_total, .gain = m->gain, .step = m->step, .origin = m->origin, .dim = m->dim};
     const char *why;
     if (p.dim > WIRE_MAX_DIM || (unsigned)p.kind > GSP_SYNC)
         return -EINVAL;
@@ -616,6 +617,9 @@ static int decode_push(wire_rd *r, wire_push *p)
     at[F_STEP] = r->p;
     if (rd_f32(r, "step", &p->step) < 0)
         return -EBADMSG;
+    at[F_ORIGIN] = r->p;
+    if (rd_uint(r, "origin", UINT64_MAX, &p->origin) < 0)
+        return -EBADMSG;
     at[F_DIM] = r->p;
     if (rd_uint(r, "dim", WIRE_MAX_DIM, &v) < 0)
         return -EBADMSG;
@@ -643,7 +647,7 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
     if (rd_array(&r, &n) < 0)
         goto fail;
     /* Known counts only, before reading anything else. */
-    if (n != 2 && n != 5 && n != 10) {
+    if (n != 2 && n != 5 && n != 11) {
         rc = rd_fail(&r, r.start, "array", "element count of no message type");
         goto fail;
     }
@@ -751,7 +755,7 @@ int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scra
     const wire_push *p = &m->push;
     gsp_msg g = {.src = -1, .dst = -1, .round = p->round, .seq = p->seq, .kind = p->kind,
                  .w_total = p->w_total, .dim = p->dim, .gain = p->gain, .step = p->step,
-                 .incarnation = p->incarnation};
+                 .incarnation = p->incarnation, .origin = p->origin};
     if (p->kind == GSP_DELTA) {
         g.payload = p->payload, g.payload_len = p->payload_len;
         *out = g;

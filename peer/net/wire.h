@@ -45,7 +45,7 @@
 
 #include "gossip/gsp.h"
 
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 
 /* Largest dim a PUSH may declare. WIRE.md caps a frame at 1 GiB and a SYNC
  * carries 12 bytes per parameter, so 2^26 (805 MB of SYNC) is the largest
@@ -57,8 +57,8 @@
 #define WIRE_HASH_LEN 32
 /* Largest encoding of a PUSH without its payload bytes: array header, type,
  * round, seq, incarnation (uint64 each at worst), kind, w_total (float64),
- * gain, step (float32), dim (uint64), bin32 header. */
-#define WIRE_PUSH_HEADER_MAX 63
+ * gain, step (float32), origin, dim (uint64), bin32 header. */
+#define WIRE_PUSH_HEADER_MAX 72
 
 typedef enum wire_type {
     WIRE_AUTH = 0,
@@ -81,6 +81,7 @@ typedef struct wire_push {
     gsp_kind kind;
     double w_total;
     float gain, step;
+    uint64_t origin; /* DELTA with seq 1: the reference the edge started from (gsp_msg.origin) */
     size_t dim;
     const uint8_t *payload;
     size_t payload_len;

@@ -367,12 +367,14 @@ static void try_start(sim *s, int i)
     }
     gsp_pace_started(&rp->pace, s->now);
     round_absorb(rp, 0, nack, s);
-    if (!s->c->averaging_only) {
-        s->epoch_loss += round_step(rp, &s->model), s->epoch_steps++;
-        s->r->local_steps++;
+    const long steps = rp->steps;
+    float loss = round_step(rp, s->c->averaging_only ? NULL : &s->model);
+    if (rp->steps > steps) {
+        s->epoch_loss += loss, s->epoch_steps++;
+        s->r->local_steps += rp->steps - steps;
     }
     p->state = P_COMPUTING;
-    sim_queue_push(&s->q, s->now + step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
+    sim_queue_push(&s->q, s->now + (double)(rp->steps - steps) * step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
 }
 
 static int step_done(sim *s, int i, long step_id)
@@ -482,10 +484,10 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
     double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
     s->rc = (round_config){.train = &c->train, .topology = c->topology, .n_peers = n, .shard_alpha = c->shard_alpha,
                            .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
-                           .alone_wait = c->alone_wait,
+                           .alone_wait = c->alone_wait, .outer = c->outer,
                            .dead_timeout = c->dead_timeout, .round_deadline = c->round_deadline,
                            .round_timeout = c->round_timeout > 0 ? c->round_timeout
-                                                                 : 20.0 * (s->step_seconds + transfer + c->latency) + 1e-3};
+                                                                 : 20.0 * (s->plan.local_steps * s->step_seconds + transfer + c->latency) + 1e-3};
     s->p = calloc((size_t)n, sizeof *s->p);
     s->link_free = calloc((size_t)n * n, sizeof *s->link_free);
     s->at_round = calloc((size_t)s->plan.total_rounds + 2, sizeof *s->at_round);
@@ -673,7 +675,7 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
     }
     sim s = {.c = c, .test = test, .r = r};
     s.wall0 = clock_now();
-    round_plan_make(&s.plan, &c->train, train->n, c->n_peers);
+    round_plan_make(&s.plan, &c->train, train->n, c->n_peers, c->local_steps);
     progress_init(&s.bar, c->progress ? c->progress : stdout, c->progress ? c->progress_bar : 0);
     int rc = setup(&s, c, train, err, errlen);
     for (int i = 0; rc == 0 && i < c->n_peers; i++)

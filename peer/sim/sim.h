@@ -38,6 +38,7 @@
 
 #include "compress/cmp.h"
 #include "nn/nn_data.h"
+#include "peer/core/outer.h"
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
 
@@ -77,6 +78,8 @@ typedef struct sim_config {
     const cmp_spec *codec; /* compressed push-sum with this codec; NULL: uncompressed running sums */
     double step;           /* consensus step with a codec; <= 0: gsp_default_step */
     double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one (<= 0: round_timeout) */
+    int local_steps;       /* H: local steps between exchanges (1: every step) */
+    const outer_opts *outer; /* NULL: none; else the outer step on the mixed model (peer/core/outer.h) */
     double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc start dense and
                             * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */

@@ -11,7 +11,7 @@
 #include "peer/store/ckpt.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
-#define CKPT_VERSION 4u
+#define CKPT_VERSION 5u
 #define CKPT_ENDIAN 0x01020304u /* read back as another value on a host of the other byte order */
 #define CKPT_HASH 32
 #define CKPT_MAX_TEXT 512 /* a model spec: NN_SPEC_MAX_LEN */
@@ -137,6 +137,9 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
         put_u32(b, (uint32_t)l->opt.kind);
         put_u64(b, steps ? (uint64_t)*steps : 0);
         put(b, state, n * sizeof(float));
+        put_u32(b, (uint32_t)outer_on(&l->outer));
+        if (outer_on(&l->outer))
+            put(b, l->outer.sgd.velocity, dim * sizeof(float));
         const nn_batcher *bt = &l->batches;
         put(b, bt->rng.s, sizeof bt->rng.s);
         put_u64(b, (uint64_t)bt->pos);
@@ -144,8 +147,8 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
         put_u64(b, (uint64_t)bt->d->n);
         put(b, bt->perm, (size_t)bt->d->n * sizeof(int));
     } else { /* the caller's optimizer keeps its own state (libsgp): SGD, a zero velocity, an empty batch stream */
-        put(b, NULL, sizeof(uint32_t) + sizeof(uint64_t) + dim * sizeof(float) + sizeof l->batches.rng.s +
-                         3 * sizeof(uint64_t));
+        put(b, NULL, sizeof(uint32_t) + sizeof(uint64_t) + dim * sizeof(float) + sizeof(uint32_t) +
+                         sizeof l->batches.rng.s + 3 * sizeof(uint64_t));
     }
     put_u32(b, (uint32_t)g->n_in);
     for (int k = 0; k < g->n_in; k++) {
@@ -313,6 +316,18 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     if (b.failed || (size_t)(b.end - b.p) < opt_n * sizeof(float))
         goto truncated;
     b.p += opt_n * sizeof(float);
+    /* Version 5 on: the outer optimizer's velocity, if the run has one. */
+    const uint32_t outer = version >= 5 ? get_u32(&b) : 0;
+    if (!b.failed && outer != (uint32_t)(l && outer_on(&l->outer))) {
+        *why = outer ? "written with an outer optimizer (--outer); this run has none"
+                     : "written without an outer optimizer; this run has one (--outer)";
+        rc = -ESTALE;
+        goto out;
+    }
+    const uint8_t *outer_velocity = b.p;
+    if (b.failed || (size_t)(b.end - b.p) < (outer ? dim * sizeof(float) : 0))
+        goto truncated;
+    b.p += outer ? dim * sizeof(float) : 0;
     nn_rng rng;
     get(&b, rng.s, sizeof rng.s);
     uint64_t pos = get_u64(&b), epoch = get_u64(&b), perm_n = get_u64(&b);
@@ -358,6 +373,8 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
         memcpy(state, opt_state, n * sizeof(float));
         if (steps)
             *steps = (long)opt_steps;
+        if (outer)
+            memcpy(l->outer.sgd.velocity, outer_velocity, dim * sizeof(float));
         l->batches.rng = rng;
         l->batches.pos = (int)pos, l->batches.epoch = (long)epoch;
         memcpy(l->batches.perm, perm, perm_n * sizeof(int));

@@ -1,0 +1,86 @@
+/* The outer optimizer of local-step SGP: see outer.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/core/outer.h"
+
+int outer_opts_parse(outer_opts *o, const char *text, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->text, sizeof o->text, "%s", text);
+    if (strcmp(text, "none") == 0)
+        return 0;
+    const int nesterov = strncmp(text, "nesterov:", 9) == 0;
+    if (!nesterov && strncmp(text, "sgd:", 4) != 0)
+        goto bad;
+    char *end;
+    double lr = strtod(text + (nesterov ? 9 : 4), &end), mu = 0;
+    if (*end == ':')
+        mu = strtod(end + 1, &end);
+    else if (nesterov)
+        goto bad;
+    if (*end || !(lr > 0 && lr <= 10) || !(mu >= 0 && mu < 1) || (nesterov && mu == 0))
+        goto bad;
+    o->lr = (float)lr, o->momentum = (float)mu, o->nesterov = nesterov;
+    return 0;
+bad:
+    snprintf(err, errlen,
+             "'%s': expected none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM with 0 < LR <= 10 and "
+             "0 <= MOMENTUM < 1 (nesterov: > 0)",
+             text);
+    memset(o, 0, sizeof *o);
+    return -EINVAL;
+}
+
+int outer_init(outer_state *s, const outer_opts *o, size_t dim)
+{
+    memset(s, 0, sizeof *s);
+    if (!o || o->lr <= 0)
+        return 0;
+    s->o = *o;
+    int rc = nn_sgd_init(&s->sgd, dim, o->momentum, 0.0f, o->nesterov);
+    if (rc < 0)
+        return rc;
+    s->anchor = malloc((dim ? dim : 1) * sizeof(float));
+    s->delta = malloc((dim ? dim : 1) * sizeof(float));
+    if (!s->anchor || !s->delta) {
+        outer_free(s);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void outer_begin(outer_state *s, gsp_peer *g)
+{
+    if (s->anchor)
+        memcpy(s->anchor, gsp_debias(g), g->dim * sizeof(float));
+}
+
+void outer_end(outer_state *s, gsp_peer *g)
+{
+    if (!s->anchor)
+        return;
+    const size_t n = g->dim;
+    const float *z = gsp_debias(g);
+    float *restrict a = s->anchor, *restrict d = s->delta;
+    for (size_t i = 0; i < n; i++)
+        d[i] = a[i] - z[i];
+    nn_sgd_step(&s->sgd, a, d, s->o.lr);
+    /* x = w a: the step moves x as a local step does; w stays. */
+    const float w = (float)g->w;
+    float *restrict x = g->x;
+    for (size_t i = 0; i < n; i++)
+        x[i] = w * a[i];
+}
+
+void outer_free(outer_state *s)
+{
+    if (!s)
+        return;
+    nn_sgd_free(&s->sgd);
+    free(s->anchor);
+    free(s->delta);
+    memset(s, 0, sizeof *s);
+}

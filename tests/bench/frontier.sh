@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The bytes-against-accuracy frontier of local steps (--local-steps H), the
+# outer optimizer (--outer) and the codecs, in the simulator: 8 peers on the
+# exponential graph (topologies/exp8.topo), the embedded MNIST, mlp:256, 10
+# epochs, seed 1. The reference is uncompressed SGP (--codec none, H = 1),
+# run in the same script; every row gives its accuracy (average model and
+# worst peer), consensus distance, bytes sent and how many times fewer bytes
+# than the reference, and the accuracy difference to it. A PNG plot of
+# accuracy against bytes (log scale), one series per codec setting, goes to
+# build/bench/frontier.png; the table to build/bench/frontier.txt.
+#
+#   bash tests/bench/frontier.sh                  # about 5 minutes here
+#   FRONTIER_ROWS="none:1 stc:0.04:4:0.4" bash tests/bench/frontier.sh
+#   FRONTIER_DATA=fashion FRONTIER_MODEL=lenet FRONTIER_EPOCHS=10 bash tests/bench/frontier.sh
+#
+# A row is CODEC:H[:STEP[:OUTER]] (OUTER as --outer takes it, e.g.
+# nesterov:0.5:0.5; STEP "-" for the codec's default). The reference row
+# none:1 is always run first.
+# Knobs: FRONTIER_ROWS, FRONTIER_DATA (embedded), FRONTIER_MODEL (mlp:256),
+# FRONTIER_EPOCHS (10), FRONTIER_SEED (1), FRONTIER_NAME (frontier),
+# SGP_BIN (build/sgp). See tests/bench/README.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+SGP=${SGP_BIN:-$root/build/sgp}
+MODEL=${FRONTIER_MODEL:-mlp:256}
+EPOCHS=${FRONTIER_EPOCHS:-10}
+SEED=${FRONTIER_SEED:-1}
+NAME=${FRONTIER_NAME:-frontier}
+DATA=${FRONTIER_DATA:-}
+ROWS=${FRONTIER_ROWS:-"stc:0.04:1 stc:0.04:4 stc:0.04:16 stc:0.04:64
+  none:4 none:16 none:64 sketch:0.04:1 sketch:0.04:4 sketch:0.04:16 sketch:0.04:64
+  stc:0.04:4:0.4 stc:0.04:8:0.3 stc:0.04:8:0.3:nesterov:0.5:0.5 stc:0.04:16:0.3:nesterov:0.5:0.5
+  stc:0.03:8:0.3:nesterov:0.5:0.5 stc:0.04:12:0.3:nesterov:0.5:0.5"}
+OUT=$root/build/bench
+[ -x "$SGP" ] || { echo "frontier.sh: $SGP not built (run make)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "frontier.sh: needs python3 to read the JSON summaries" >&2; exit 1; }
+mkdir -p "$OUT"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# CODEC:H[:STEP[:OUTER]] into sgp sim options. Codec specs have one or two
+# fields (none, stc:0.04, topk:0.01:sampled is not supported here).
+options() {
+    local IFS=: f
+    read -r -a f <<<"$1"
+    local codec=${f[0]} i=1
+    if [ "$codec" != none ] && [ "$codec" != exact ] && [ "$codec" != fp16 ] && [ "$codec" != bf16 ] &&
+        [ "$codec" != terngrad ] && [ "$codec" != natural ] && [ "$codec" != sign ]; then
+        codec="$codec:${f[1]}" i=2
+    fi
+    local h=${f[$i]:-1} step=${f[$((i + 1))]:--} outer=none
+    [ ${#f[@]} -gt $((i + 2)) ] && outer=$(IFS=:; echo "${f[*]:$((i + 2))}")
+    echo "--codec $codec --local-steps $h --outer $outer"
+    [ "$step" != - ] && echo "--step $step"
+    return 0
+}
+
+data=()
+[ -n "$DATA" ] && data=(--data "$DATA")
+n=0
+for row in none:1 $ROWS; do
+    n=$((n + 1))
+    echo "  [$n] $row" >&2
+    # shellcheck disable=SC2046
+    "$SGP" sim --peers 8 --topology "$root/topologies/exp8.topo" --model "$MODEL" --epochs "$EPOCHS" \
+        --seed "$SEED" --no-progress "${data[@]}" $(options "$row") --summary "$work/$n.json" >/dev/null
+    echo "$row" >"$work/$n.row"
+done
+
+python3 - "$work" "$n" "$OUT/$NAME" "$MODEL" "$EPOCHS" "${DATA:-embedded MNIST}" <<'EOF'
+import json, subprocess, sys
+work, n, out, model, epochs, data = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+rows = []
+for k in range(1, n + 1):
+    s = json.load(open(f"{work}/{k}.json"))
+    rows.append((open(f"{work}/{k}.row").read().strip(), s))
+ref = rows[0][1]
+lines = [f"8 peers, exponential graph, {model}, {epochs} epochs, {data}; reference: --codec none, H = 1",
+         f"{'row (codec:H[:step[:outer]])':<36} {'H':>3} {'step':>6} {'outer':<17} {'accuracy':>8} {'worst':>7} "
+         f"{'vs ref':>7} {'consensus':>9} {'bytes':>10} {'fewer':>7}"]
+for row, s in rows:
+    ratio = ref["bytes_sent"] / s["bytes_sent"]
+    lines.append(f"{row:<36} {s['local_steps_per_round']:>3} {s['step']:>6.3g} {s['outer']:<17} "
+                 f"{100 * s['test_accuracy']:>7.2f}% {100 * s['test_accuracy_min']:>6.2f}% "
+                 f"{100 * (s['test_accuracy'] - ref['test_accuracy']):>+7.2f} {s['consensus_distance']:>9.2e} "
+                 f"{s['bytes_sent'] / 1e6:>8.1f}MB {ratio:>6.0f}x")
+text = "\n".join(lines)
+print(text)
+open(out + ".txt", "w").write(text + "\n")
+# One series per setting without H (codec, step, outer), points along H.
+series = {}
+for row, s in rows:
+    key = f"{s['codec']} step {s['step']:.3g}" + ("" if s["outer"] == "none" else f" outer {s['outer']}")
+    series.setdefault(key, []).append((s["bytes_sent"] / 1e6, 100 * s["test_accuracy"], s["local_steps_per_round"]))
+if subprocess.call(["sh", "-c", "command -v gnuplot >/dev/null"]) != 0:
+    print("(no gnuplot: no plot)")
+    sys.exit(0)
+plot = [f"set terminal pngcairo size 1000,640", f"set output '{out}.png'", "set logscale x",
+        "set xlabel 'bytes sent by all peers (MB, log)'", "set ylabel 'test accuracy of the average model (%)'",
+        f"set title 'bytes against accuracy: local steps H, codecs, outer optimizer ({model}, 8 peers)'",
+        "set key bottom right font ',9'", "set grid",
+        f"set arrow from graph 0, first {100 * ref['test_accuracy'] - 0.5} to graph 1, first "
+        f"{100 * ref['test_accuracy'] - 0.5} nohead dt 2 lc rgb 'gray'",
+        f"set arrow from {ref['bytes_sent'] / 1e9}, graph 0 to {ref['bytes_sent'] / 1e9}, graph 1 nohead dt 2 lc rgb 'gray'",
+        "set yrange [*:*]"]
+cmds, blocks = [], []
+for i, (key, pts) in enumerate(series.items()):
+    pts.sort()
+    blocks.append("\n".join(f"{b} {a} {h}" for b, a, h in pts) + "\ne")
+    blocks.append("\n".join(f"{b} {a} {h}" for b, a, h in pts) + "\ne")
+    cmds.append(f"'-' using 1:2 with linespoints title '{key}'")
+    cmds.append(f"'-' using 1:2:(sprintf('H%d',$3)) with labels offset 0,0.8 font ',8' notitle")
+plot.append("plot " + ", ".join(cmds))
+subprocess.run(["gnuplot"], input=("\n".join(plot) + "\n" + "\n".join(blocks) + "\n").encode(), check=False)
+print(f"plot: {out}.png (dashed: the reference's accuracy less 0.5 points, and 1,000x fewer bytes)")
+EOF

@@ -1,0 +1,108 @@
+/* Edges whose references start at the run's common model (gsp_set_origin):
+ * the first message is an ordinary compressed difference, and a receiver
+ * that started elsewhere asks for a SYNC instead of taking it, losing no
+ * mass (gossip/GUARANTEES.md, "Local steps"). */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gsp.h"
+
+#define DIM 4096
+
+static cmp_spec spec, bf16;
+
+static void setup(void)
+{
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&spec, "stc:0.05", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cmp_spec_parse(&bf16, "bf16", err, sizeof err), 0, "%s", err);
+}
+
+TestSuite(gossip_origin, .init = setup);
+
+/* Peer `id` of two, its model x0 + a small move (so the first message has
+ * something to say), references starting at `origin` (NULL: zeros). */
+static void peer(gsp_peer *g, int id, const float *x0, const float *origin)
+{
+    float x[DIM];
+    for (int i = 0; i < DIM; i++)
+        x[i] = x0[i] + 1e-3f * (float)((i * 7 + id) % 13);
+    cr_assert_eq(gsp_init(g, id, 2, DIM, 0, x), 0);
+    cr_assert_eq(gsp_set_codec(g, &spec, 9, 0.1f), 0);
+    if (origin)
+        cr_assert_eq(gsp_set_origin(g, origin), 0);
+}
+
+static void start(float *x0, float shift)
+{
+    for (int i = 0; i < DIM; i++)
+        x0[i] = 1.0f + shift + 0.01f * (float)(i % 97);
+}
+
+/* Total mass sum x + in flight, per coordinate summed (w separately). */
+static double mass(gsp_peer *a, gsp_peer *b, double *w)
+{
+    double acc[DIM] = {0}, s = 0;
+    *w = a->w + b->w + gsp_edge_pending(a, b, acc) + gsp_edge_pending(b, a, acc);
+    for (int i = 0; i < DIM; i++)
+        s += (double)a->x[i] + (double)b->x[i] + acc[i];
+    return s;
+}
+
+static int send(gsp_peer *from, gsp_peer *to)
+{
+    topo_out out = {.n = 1, .peer = {to->id}, .weight = {0.5}};
+    gsp_msg m;
+    cr_assert_eq(gsp_emit(from, &out, &m), 1);
+    int rc = gsp_absorb(to, &m);
+    return rc;
+}
+
+Test(gossip_origin, a_common_start_makes_the_first_message_a_small_one)
+{
+    float x0[DIM];
+    start(x0, 0);
+    gsp_peer a, b, c, d;
+    peer(&a, 0, x0, x0), peer(&b, 1, x0, x0);
+    peer(&c, 0, x0, NULL), peer(&d, 1, x0, NULL);
+    topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
+    gsp_msg m, n;
+    cr_assert_eq(gsp_emit(&a, &out, &m), 1);
+    cr_assert_eq(gsp_emit(&c, &out, &n), 1);
+    cr_assert_eq(m.kind, GSP_DELTA);
+    cr_assert_neq(m.origin, 0, "the first message names its origin");
+    cr_assert_eq(n.origin, 0);
+    /* bf16 of every value against stc's 5%: well over ten times smaller. */
+    cr_assert_lt(10 * m.payload_len, n.payload_len, "%zu vs %zu bytes", m.payload_len, n.payload_len);
+    cr_assert_geq(n.payload_len, 2 * DIM);
+    cr_assert_eq(gsp_absorb(&b, &m), 1);
+    cr_assert_eq(gsp_absorb(&d, &n), 1);
+    /* Both ends hold the same reference afterwards, so the next delta applies too. */
+    cr_assert_eq(memcmp(a.out[0].ref, b.in[0].ref, DIM * sizeof(float)), 0);
+    cr_assert_eq(send(&a, &b), 1);
+    gsp_free(&a), gsp_free(&b), gsp_free(&c), gsp_free(&d);
+}
+
+Test(gossip_origin, peers_that_started_apart_sync_and_lose_no_mass)
+{
+    float x0[DIM], y0[DIM];
+    start(x0, 0), start(y0, 0.5f);
+    const struct {
+        const float *a, *b;
+    } cases[] = {{x0, y0}, {x0, NULL}, {NULL, x0}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        gsp_peer a, b;
+        peer(&a, 0, x0, cases[k].a), peer(&b, 1, y0, cases[k].b);
+        double w0, m0 = mass(&a, &b, &w0);
+        cr_assert_eq(send(&a, &b), GSP_NEED_SYNC, "case %zu: another origin is not applied", k);
+        gsp_request_sync(&a, 1);
+        cr_assert_eq(send(&a, &b), 1, "case %zu: the SYNC is", k);
+        cr_assert_eq(send(&a, &b), 1, "case %zu: and the deltas after it", k);
+        cr_assert_eq(send(&b, &a), GSP_NEED_SYNC, "case %zu: the reverse edge checks its own", k);
+        double w1, m1 = mass(&a, &b, &w1);
+        cr_assert_float_eq(w1, w0, 1e-12, "case %zu: weight %.17g -> %.17g", k, w0, w1);
+        cr_assert_float_eq(m1, m0, 1e-6 * m0, "case %zu: x mass %.9g -> %.9g", k, m0, m1);
+        gsp_free(&a), gsp_free(&b);
+    }
+}
