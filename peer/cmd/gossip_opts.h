@@ -19,7 +19,7 @@ typedef struct gossip_opts {
     long tau;               /* staleness bound, rounds */
     const char *codec_text; /* "none" by default; "exact" = uncompressed float64 running sums */
     double step;            /* consensus step; <= 0: gsp_default_step */
-    double codec_warmup;    /* epochs of sparsity warm-up (DGC) for topk/randk/stc */
+    double codec_warmup;    /* epochs of sparsity warm-up (DGC) for topk/randk/stc/sketch */
     double alone_wait;      /* seconds to wait for a lost in-neighbour once all are lost; <= 0: round timeout */
     long local_steps;       /* H: local steps between exchanges */
     const char *outer_text; /* "none" by default */
@@ -42,16 +42,16 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --shard iid|dirichlet:ALPHA   how the training set is split over peers [iid]\n"                           \
     "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"                                  \
     "  --codec SPEC          message codec: none, fp16, bf16, topk:F, randk:F, qsgd:S,\n"                         \
-    "                        terngrad, natural, sign, stc:F (compress/FORMAT.md), or exact\n"                     \
-    "                        (uncompressed running sums in float64) [none]\n"                                     \
+    "                        terngrad, natural, sign, stc:F, sketch:F[:C] (compress/FORMAT.md),\n"               \
+    "                        or exact (uncompressed running sums in float64) [none]\n"                        \
     "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"                          \
     "                        gossip/GUARANTEES.md]\n"                                                             \
-    "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc start dense and reach\n"                      \
+    "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc/sketch start dense and reach\n"               \
     "                        their fraction after E epochs [0]\n"                                                 \
     "  --alone-wait S        once every in-neighbour is lost (routed around), wait this long\n"                  \
     "                        for one to come back before going on alone [the round timeout]\n"                  \
     "  --local-steps H       local optimizer steps between two exchanges [1]\n"                                   \
-    "  --outer SPEC          outer optimizer on the mixed model each round (DiLoCo style):\n"                    \
+    "  --outer SPEC          outer optimizer on each round's local progress (DiLoCo style):\n"                    \
     "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"
 
 void gossip_opts_defaults(gossip_opts *o);

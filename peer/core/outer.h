@@ -30,7 +30,7 @@
 #include "nn/nn_optim.h"
 
 typedef struct outer_opts {
-    float lr;       /* <= 0: no outer optimizer (the mixed model is the model) */
+    float lr;       /* <= 0: no outer optimizer */
     float momentum; /* [0, 1) */
     int nesterov;
     char text[48];  /* as given, for logs */

@@ -43,7 +43,7 @@ static void codec_warmup(round_peer *rp, long round)
 {
     const round_config *c = rp->c;
     const char *name = c->codec->ops->name;
-    int sparse = !strcmp(name, "topk") || !strcmp(name, "randk") || !strcmp(name, "stc");
+    int sparse = !strcmp(name, "topk") || !strcmp(name, "randk") || !strcmp(name, "stc") || !strcmp(name, "sketch");
     double epoch = (double)round / (double)rp->plan->rounds_per_epoch;
     if (sparse && c->codec_warmup > 0 && epoch < c->codec_warmup) {
         double e = floor(epoch), W = ceil(c->codec_warmup);

@@ -66,7 +66,7 @@ typedef struct round_config {
     double codec_warmup;       /* epochs of DGC sparsity warm-up (sparse codecs) */
     double dead_timeout, round_timeout, round_deadline, alone_wait; /* gsp_pace_config */
     int barrier;               /* round 0 waits for every neighbour's connection */
-    const outer_opts *outer;   /* NULL or lr <= 0: none; else the step on the mixed model (outer.h) */
+    const outer_opts *outer;   /* NULL or lr <= 0: none; else the step on each round's progress (outer.h) */
 } round_config;
 
 /* Where a peer's time went, in seconds of the thread doing it: the parts

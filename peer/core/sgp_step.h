@@ -28,7 +28,7 @@
 
 typedef struct sgp_local {
     nn_optimizer opt; /* its state stays local to the peer (and goes into its checkpoint) */
-    outer_state outer; /* --outer: the step on the mixed model each round (outer.h); also checkpointed */
+    outer_state outer; /* --outer: the step on each round's progress (outer.h); its velocity is checkpointed */
     nn_batcher batches;
     double clip;    /* gradient norm limit (0: none), before weight decay */
     int batch;      /* this peer's mini-batch */

@@ -49,7 +49,7 @@ typedef struct node_config {
     double step;           /* consensus step; <= 0: gsp_default_step */
     double codec_warmup;   /* epochs of sparsity warm-up (as sgp sim --codec-warmup) */
     int local_steps;       /* H: local steps between exchanges (as sgp sim --local-steps) */
-    const outer_opts *outer; /* NULL: none; else the outer step on the mixed model (peer/core/outer.h) */
+    const outer_opts *outer; /* NULL: none; else the outer step on each round's progress (peer/core/outer.h) */
     double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one; <= 0: round_timeout */
     double dead_timeout;   /* seconds a neighbour may be silent or disconnected before it is routed around */
     double round_timeout;  /* seconds a round may wait for messages before starting anyway (the cap) */

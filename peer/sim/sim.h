@@ -79,8 +79,8 @@ typedef struct sim_config {
     double step;           /* consensus step with a codec; <= 0: gsp_default_step */
     double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one (<= 0: round_timeout) */
     int local_steps;       /* H: local steps between exchanges (1: every step) */
-    const outer_opts *outer; /* NULL: none; else the outer step on the mixed model (peer/core/outer.h) */
-    double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc start dense and
+    const outer_opts *outer; /* NULL: none; else the outer step on each round's progress (peer/core/outer.h) */
+    double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc/sketch start dense and
                             * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */
     FILE *log;          /* per-round CSV, or NULL */
