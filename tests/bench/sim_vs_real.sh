@@ -3,7 +3,8 @@
 # both run the one round driver and pacing policy, so their accuracies and
 # fault counters should agree. Eight peers, mlp:256, 10 epochs, the same seed
 # and codec; scenarios:
-#   kill   peers 3 and 5 die for good at rounds 200 and 250 (dead timeout 1 s)
+#   kill   peers 3 and 5 die for good at rounds 200 and 250 (dead timeout 1 s;
+#          SVR_KILL changes the rounds, e.g. "3@20 5@25" with 10 local steps)
 #   slow   peer 3 computes at 1/4 of its speed
 #   none   no fault (the reference)
 # The real peers share this machine's cores, so a round costs them far more
@@ -13,7 +14,9 @@
 # dead timeout in rounds). A benchmark: it prints a table and asserts nothing.
 #   bash tests/bench/sim_vs_real.sh
 # Knobs (environment): SVR_EPOCHS (10), SVR_MODEL (mlp:256), SVR_CODEC (none),
-#   SVR_SEED (1), SVR_SCENARIOS ("none kill slow"), SGP (default $BUILD/sgp).
+#   SVR_SEED (1), SVR_SCENARIOS ("none kill slow"), SVR_KILL ("3@200 5@250"),
+#   SVR_EXTRA (more options for both drivers, e.g. "--local-steps 10 --step
+#   0.35 --outer nesterov:0.5:0.5"), SGP (default $BUILD/sgp).
 # The table goes to stdout and $BUILD/bench/sim_vs_real.txt; runs stay in
 # $BUILD/bench/sim_vs_real/.
 set -u
@@ -27,6 +30,8 @@ MODEL=${SVR_MODEL:-mlp:256}
 CODEC=${SVR_CODEC:-none}
 SEED=${SVR_SEED:-1}
 SCENARIOS=${SVR_SCENARIOS:-none kill slow}
+KILL=${SVR_KILL:-3@200 5@250}
+EXTRA=${SVR_EXTRA:-}
 RUNS=$BUILD/bench/sim_vs_real
 OUT=$BUILD/bench/sim_vs_real.txt
 
@@ -36,12 +41,13 @@ if [ ! -x "$SGP" ]; then
 fi
 rm -rf "$RUNS"
 mkdir -p "$RUNS"
-common=(--model "$MODEL" --epochs "$EPOCHS" --codec "$CODEC" --seed "$SEED" --dead-timeout 1 --no-progress)
+# shellcheck disable=SC2206 # SVR_EXTRA is words
+common=(--model "$MODEL" --epochs "$EPOCHS" --codec "$CODEC" --seed "$SEED" --dead-timeout 1 --no-progress $EXTRA)
 
 faults() { # scenario, "sim" or "launch": that driver's fault options
     case "$1/$2" in
-    kill/sim) echo "--crash 3@200 --crash 5@250" ;;
-    kill/launch) echo "--kill 3@200 --kill 5@250" ;;
+    kill/sim) for k in $KILL; do printf -- "--crash %s " "$k"; done ;;
+    kill/launch) for k in $KILL; do printf -- "--kill %s " "$k"; done ;;
     slow/*) echo "--slow 3:4" ;;
     *) echo "" ;;
     esac
@@ -76,9 +82,16 @@ real() { # scenario: run it with sgp launch
 
 FMT="%-6s %-6s %8s %8s %8s %6s %9s %6s\n"
 real none || { echo "sim_vs_real.sh: the run without faults failed (see $RUNS/none-real.out)" >&2; exit 1; }
-step=$(python3 -c "import json; d = json.load(open('$RUNS/none-real.json')); print(d['wall_seconds'] / d['rounds'])")
+step=$(python3 - "$RUNS/none-real" <<'EOF'
+import glob, json, os, sys
+d = json.load(open(sys.argv[1] + ".json"))
+peers = [json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[1], "peer*.json"))]
+print(d["wall_seconds"] * len(peers) / sum(p["local_steps"] for p in peers))
+EOF
+)
 {
-    echo "simulated step: $step s (the real run's seconds per round without faults)"
+    echo "simulated step: $step s (the real run's seconds per local step without faults)"
+    [ -z "$EXTRA" ] || echo "options: --codec $CODEC $EXTRA"
     printf "$FMT" scenario driver "acc %" "worst %" steps late catch-ups lost
     for sc in $SCENARIOS; do
         # shellcheck disable=SC2046 # the fault options are words
