@@ -126,7 +126,10 @@ void sgp_options_init(sgp_options *o);
  * params holds your initial parameters; on return it holds the model to
  * take your first step from (the same values, or the checkpoint's or a
  * neighbour's with o->resume). Blocks until every neighbour has connected
- * (at most o->round_timeout). 0 and *peer, or a negative errno with the
+ * (at most o->round_timeout). With a codec, peers that start from the same
+ * parameters (the same seed) send compressed messages from the first one;
+ * peers that start apart pay one uncompressed SYNC per edge first
+ * (gossip/GUARANTEES.md). 0 and *peer, or a negative errno with the
  * reason in err. */
 int sgp_open(sgp_peer **peer, const sgp_options *o, float *params, size_t n, char *err, size_t errlen);
 
