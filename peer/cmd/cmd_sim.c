@@ -113,6 +113,8 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_num(j, "codec_warmup", c->codec_warmup);
     json_int(j, "local_steps_per_round", c->local_steps);
     json_str(j, "outer", c->outer ? c->outer->text : "none");
+    json_str(j, "optimizer", nn_opt_kind_name(c->train.optimizer));
+    json_num(j, "lr", c->train.lr);
     json_int(j, "peers", c->n_peers);
     json_int(j, "parameters", (long long)r->parameters);
     json_int(j, "epochs", c->train.epochs);

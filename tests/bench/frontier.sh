@@ -13,9 +13,10 @@
 #   FRONTIER_ROWS="none:1 stc:0.04:4:0.4" bash tests/bench/frontier.sh
 #   FRONTIER_DATA=fashion FRONTIER_MODEL=lenet FRONTIER_EPOCHS=10 bash tests/bench/frontier.sh
 #
-# A row is CODEC:H[:STEP[:OUTER]] (OUTER as --outer takes it, e.g.
-# nesterov:0.5:0.5; STEP "-" for the codec's default). The reference row
-# none:1 is always run first.
+# A row is CODEC:H[:STEP[:OUTER]][/INNER] (OUTER as --outer takes it, e.g.
+# nesterov:0.5:0.5; STEP "-" for the codec's default; INNER the local
+# optimizer as KIND:LR[:MOMENTUM], e.g. adamw:0.003, default sgd:0.1:0.9).
+# The reference row none:1 is always run first.
 # Knobs: FRONTIER_ROWS, FRONTIER_DATA (embedded), FRONTIER_MODEL (mlp:256),
 # FRONTIER_EPOCHS (10), FRONTIER_SEED (1), FRONTIER_NAME (frontier),
 # SGP_BIN (build/sgp). See tests/bench/README.md.
@@ -30,9 +31,10 @@ SEED=${FRONTIER_SEED:-1}
 NAME=${FRONTIER_NAME:-frontier}
 DATA=${FRONTIER_DATA:-}
 ROWS=${FRONTIER_ROWS:-"none:4 none:16 none:64 stc:0.04:1 stc:0.04:4 stc:0.04:16 stc:0.04:64
-  sketch:0.04:1 sketch:0.04:4 sketch:0.04:16 sketch:0.04:64 stc:0.04:4:0.4 stc:0.04:4:0.4:nesterov:0.5:0.5
-  stc:0.04:8:0.3:nesterov:0.5:0.5 stc:0.04:10:0.35:nesterov:0.5:0.5 stc:0.04:16:0.3:nesterov:0.5:0.5
-  stc:0.04:64:0.3:nesterov:0.5:0.5"}
+  sketch:0.04:1 sketch:0.04:4 sketch:0.04:16 sketch:0.04:64 stc:0.04:4:0.4 stc:0.04:8:0.3:nesterov:0.5:0.5
+  stc:0.04:10:0.35:nesterov:0.5:0.5 none:1/adamw:0.003 stc:0.04:4:0.35:nesterov:0.7:0.9/adamw:0.003
+  stc:0.04:10:0.35:nesterov:0.7:0.9/adamw:0.003 stc:0.04:16:0.35:nesterov:0.7:0.9/adamw:0.003
+  stc:0.04:32:0.35:nesterov:0.7:0.9/adamw:0.003"}
 OUT=$root/build/bench
 [ -x "$SGP" ] || { echo "frontier.sh: $SGP not built (run make)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "frontier.sh: needs python3 to read the JSON summaries" >&2; exit 1; }
@@ -43,8 +45,13 @@ trap 'rm -rf "$work"' EXIT
 # CODEC:H[:STEP[:OUTER]] into sgp sim options. Codec specs have one or two
 # fields (none, stc:0.04, topk:0.01:sampled is not supported here).
 options() {
-    local IFS=: f
-    read -r -a f <<<"$1"
+    local IFS=: f inner
+    read -r -a f <<<"${1%%/*}"
+    if [ "${1#*/}" != "$1" ]; then
+        read -r -a inner <<<"${1#*/}"
+        echo "--optimizer ${inner[0]} --lr ${inner[1]}"
+        [ ${#inner[@]} -gt 2 ] && echo "--momentum ${inner[2]}"
+    fi
     local codec=${f[0]} i=1
     if [ "$codec" != none ] && [ "$codec" != exact ] && [ "$codec" != fp16 ] && [ "$codec" != bf16 ] &&
         [ "$codec" != terngrad ] && [ "$codec" != natural ] && [ "$codec" != sign ]; then
@@ -78,11 +85,12 @@ for k in range(1, n + 1):
     rows.append((open(f"{work}/{k}.row").read().strip(), s))
 ref = rows[0][1]
 lines = [f"8 peers, exponential graph, {model}, {epochs} epochs, {data}; reference: --codec none, H = 1",
-         f"{'row (codec:H[:step[:outer]])':<36} {'H':>3} {'step':>6} {'outer':<17} {'accuracy':>8} {'worst':>7} "
+         f"{'row (codec:H[:step[:outer]][/inner])':<48} {'H':>3} {'step':>6} {'outer':<17} {'inner':<12} {'accuracy':>8} {'worst':>7} "
          f"{'vs ref':>7} {'consensus':>9} {'bytes':>10} {'fewer':>7}"]
 for row, s in rows:
     ratio = ref["bytes_sent"] / s["bytes_sent"]
-    lines.append(f"{row:<36} {s['local_steps_per_round']:>3} {s['step']:>6.3g} {s['outer']:<17} "
+    inner = f"{s['optimizer']}:{s['lr']:.3g}"
+    lines.append(f"{row:<48} {s['local_steps_per_round']:>3} {s['step']:>6.3g} {s['outer']:<17} {inner:<12} "
                  f"{100 * s['test_accuracy']:>7.2f}% {100 * s['test_accuracy_min']:>6.2f}% "
                  f"{100 * (s['test_accuracy'] - ref['test_accuracy']):>+7.2f} {s['consensus_distance']:>9.2e} "
                  f"{s['bytes_sent'] / 1e6:>8.1f}MB {ratio:>6.0f}x")
@@ -92,7 +100,8 @@ open(out + ".txt", "w").write(text + "\n")
 # One series per setting without H (codec, step, outer), points along H.
 series = {}
 for row, s in rows:
-    key = f"{s['codec']} step {s['step']:.3g}" + ("" if s["outer"] == "none" else f" outer {s['outer']}")
+    key = f"{s['codec']} step {s['step']:.3g}" + ("" if s["outer"] == "none" else f" outer {s['outer']}") + \
+        ("" if s["optimizer"] == "sgd" else f" {s['optimizer']}:{s['lr']:.3g}")
     series.setdefault(key, []).append((s["bytes_sent"] / 1e6, 100 * s["test_accuracy"], s["local_steps_per_round"]))
 if subprocess.call(["sh", "-c", "command -v gnuplot >/dev/null"]) != 0:
     print("(no gnuplot: no plot)")
