@@ -19,19 +19,12 @@
 
 #include "compress/bitio.h"
 #include "compress/cmp.h"
+#include "compress/cmp_bf16.h"
 
 static size_t bf16_bound(const cmp_spec *s, size_t n)
 {
     (void)s;
     return 2 * n;
-}
-
-static inline uint16_t bf16_from_bits(uint32_t u)
-{
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = (u >> 16) | 0x0040u;
-    uint32_t m_nan = -(uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
-    return (uint16_t)((nan & m_nan) | (rounded & ~m_nan));
 }
 
 static long bf16_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
@@ -42,7 +35,7 @@ static long bf16_encode(const cmp_spec *s, const float *x, size_t n, uint64_t se
         return -ENOSPC;
     size_t i = 0;
 #if defined(__SSE2__)
-    /* bf16_from_bits, 8 values per step: GCC does not vectorise the narrowing
+    /* cmp_bf16_from_bits, 8 values per step: GCC does not vectorise the narrowing
      * from 32 to 16 bits on SSE2. The arithmetic shift leaves the sign
      * extended, so the signed pack keeps exactly the 16 bits we want. */
     const __m128i absm = _mm_set1_epi32(0x7fffffff), bias = _mm_set1_epi32(0x7fff), one = _mm_set1_epi32(1),
@@ -64,7 +57,7 @@ static long bf16_encode(const cmp_spec *s, const float *x, size_t n, uint64_t se
     for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, x + i, 4);
-        uint16_t b = bf16_from_bits(u);
+        uint16_t b = cmp_bf16_from_bits(u);
         out[2 * i] = (uint8_t)b;
         out[2 * i + 1] = (uint8_t)(b >> 8);
     }
@@ -76,10 +69,7 @@ static int bf16_decode_add(const uint8_t *in, size_t len, size_t n, float alpha,
     if (len != 2 * n)
         return -EBADMSG;
     for (size_t i = 0; i < n; i++) {
-        uint32_t u = ((uint32_t)in[2 * i] | (uint32_t)in[2 * i + 1] << 8) << 16;
-        float v;
-        memcpy(&v, &u, 4);
-        dst[i] += alpha * v;
+        dst[i] += alpha * cmp_bf16_value((uint32_t)in[2 * i] | (uint32_t)in[2 * i + 1] << 8);
     }
     return 0;
 }

@@ -29,6 +29,7 @@
 
 #include "compress/bitio.h"
 #include "compress/cmp.h"
+#include "compress/cmp_bf16.h"
 #include "compress/cmp_rng.h"
 #include "compress/cmp_select.h"
 
@@ -56,23 +57,6 @@ static size_t sketch_width(double columns, size_t k)
  * reduction (no division, and w need not be a power of two). The sign is
  * z's lowest bit, which this does not use. */
 static inline uint32_t sketch_bucket(uint64_t z, uint64_t w) { return (uint32_t)(((z >> 32) * w) >> 32); }
-
-/* f32 to bf16 bits, round to nearest even (FORMAT.md, "bf16"). codec_bf16.c
- * has the same rounding with a NaN case; a bucket is never NaN. */
-static inline uint16_t bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static inline float bf16_value(uint32_t b)
-{
-    uint32_t u = b << 16;
-    float v;
-    memcpy(&v, &u, sizeof v);
-    return v;
-}
 
 static int sketch_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
 {
@@ -154,7 +138,7 @@ static long sketch_encode(const cmp_spec *s, const float *x, size_t n, uint64_t 
     }
     /* A sum of finite values can still overflow, or round to inf in bf16. */
     for (size_t b = 0; b < w; b++)
-        if (!isfinite(bf16_value(bf16_round(acc[b]))))
+        if (!isfinite(cmp_bf16_value(cmp_bf16_round(acc[b]))))
             return -ERANGE;
 
     uint64_t bits;
@@ -171,7 +155,7 @@ static long sketch_encode(const cmp_spec *s, const float *x, size_t n, uint64_t 
     cmp_u64_put(out + p, seed);
     p += 8;
     for (size_t j = 0; j < w; j++, p += 2) {
-        uint16_t v = bf16_round(acc[j]);
+        uint16_t v = cmp_bf16_round(acc[j]);
         out[p] = (uint8_t)v, out[p + 1] = (uint8_t)(v >> 8);
     }
     if (bitmap) {
@@ -263,7 +247,7 @@ static inline float sketch_value(const sketch_msg *m, uint32_t i)
 {
     const uint64_t z = cmp_rng_at(m->seed, i);
     const uint8_t *b = m->bucket + 2 * sketch_bucket(z, m->w);
-    const float v = bf16_value((uint32_t)b[0] | (uint32_t)b[1] << 8);
+    const float v = cmp_bf16_value((uint32_t)b[0] | (uint32_t)b[1] << 8);
     return z & 1 ? -v : v;
 }
 
@@ -322,7 +306,7 @@ static long sketch_encoded_sparse(const cmp_spec *s, const float *x, size_t n, c
     const uint64_t seed = cmp_u64_get((const uint8_t *)work + seed_at(n, k, w));
     for (size_t j = 0; j < k; j++) {
         const uint64_t z = cmp_rng_at(seed, sel[j]);
-        const float v = bf16_value(bf16_round(acc[sketch_bucket(z, w)]));
+        const float v = cmp_bf16_value(cmp_bf16_round(acc[sketch_bucket(z, w)]));
         idx[j] = sel[j];
         val[j] = z & 1 ? -v : v;
     }

@@ -1,5 +1,6 @@
-/* What the compress tests share: an encoder with its buffers (enc), and the
- * checks of a decoder on any message (the sparse decoder agrees with the
+/* What the compress tests share: an encoder with its buffers (enc), the
+ * order of "which entries topk, stc and sketch send" for reference
+ * selections (by_mag over g_x), and the checks of a decoder on any message (the sparse decoder agrees with the
  * dense one, and a refused message leaves the destination untouched). */
 #ifndef TESTS_COMPRESS_CHECK_H
 #define TESTS_COMPRESS_CHECK_H
@@ -10,6 +11,32 @@
 #include <string.h>
 
 #include "compress/cmp.h"
+
+static uint32_t key(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u & 0x7fffffffu;
+}
+
+/* The vector by_mag orders positions of. */
+static const float *g_x;
+
+/* Larger magnitude first (as the key order of cmp_select.h), then lower index. */
+static int by_mag(const void *a, const void *b)
+{
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    uint32_t ki = key(g_x[i]), kj = key(g_x[j]);
+    if (ki != kj)
+        return ki > kj ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    return i < j ? -1 : i > j;
+}
 
 typedef struct enc {
     cmp_spec s;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "compress/cmp_rng.h"
+#include "tests/compress_check.h"
 
 enum { ID_SKETCH = 10, BITMAP = 255 };
 
@@ -97,24 +98,6 @@ static uint16_t doc_bf16(float f)
     return (uint16_t)hi;
 }
 
-static uint32_t key(float v) { return f2u(v) & 0x7fffffffu; }
-
-static const float *g_x;
-
-/* Larger magnitude first, then lower index: the order of "which entries topk and stc send". */
-static int by_mag(const void *a, const void *b)
-{
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b, ki = key(g_x[i]), kj = key(g_x[j]);
-    if (ki != kj)
-        return ki > kj ? -1 : 1;
-    return i < j ? -1 : i > j;
-}
-
-static int by_index(const void *a, const void *b)
-{
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    return i < j ? -1 : i > j;
-}
 
 /* The k largest magnitudes, ascending, into idx. */
 static void doc_topk(const float *x, size_t n, size_t k, uint32_t *idx)

@@ -57,31 +57,6 @@ static void fill(float *x, size_t n, int pat, uint64_t seed)
 
 /* ---- reference selection ---------------------------------------------------- */
 
-static uint32_t key(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return u & 0x7fffffffu;
-}
-
-static const float *g_x;
-
-/* Larger magnitude first (as the key order of cmp_select.h), then lower index. */
-static int by_mag(const void *a, const void *b)
-{
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    uint32_t ki = key(g_x[i]), kj = key(g_x[j]);
-    if (ki != kj)
-        return ki > kj ? -1 : 1;
-    return i < j ? -1 : i > j;
-}
-
-static int by_index(const void *a, const void *b)
-{
-    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
-    return i < j ? -1 : i > j;
-}
-
 static uint32_t *ref_order(const float *x, size_t n)
 {
     uint32_t *o = malloc((n + 1) * sizeof *o);

@@ -42,8 +42,8 @@ int round_plan_steps(const round_plan *p, long round, long *first)
 static void codec_warmup(round_peer *rp, long round)
 {
     const round_config *c = rp->c;
-    const char *name = c->codec->ops->name;
-    int sparse = !strcmp(name, "topk") || !strcmp(name, "randk") || !strcmp(name, "stc") || !strcmp(name, "sketch");
+    /* The codecs that take a fraction (topk, randk, stc, sketch) are the ones it warms up. */
+    const int sparse = c->codec->fraction > 0;
     double epoch = (double)round / (double)rp->plan->rounds_per_epoch;
     if (sparse && c->codec_warmup > 0 && epoch < c->codec_warmup) {
         double e = floor(epoch), W = ceil(c->codec_warmup);
