@@ -61,46 +61,92 @@ static size_t shell_quote(char *out, const char *s)
     return o;
 }
 
+/* Runs job(i, ctx) for i < n, each in a child process of its own, all at
+ * once: a host's ssh set-up (key exchange, login) is most of what one costs,
+ * and hosts do not wait for each other. Returns the first i whose job
+ * failed, or -1. */
+static int each_host_at_once(int n, int (*job)(int i, const void *ctx), const void *ctx)
+{
+    pid_t *pids = calloc((size_t)(n > 0 ? n : 1), sizeof *pids);
+    int failed = -1;
+    if (!pids)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0)
+            _exit(job(i, ctx) == 0 ? 0 : 1);
+        if (pids[i] < 0 && failed < 0)
+            failed = i;
+    }
+    for (int i = 0; i < n; i++) {
+        int st;
+        if (pids[i] > 0 && (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) &&
+            (failed < 0 || i < failed))
+            failed = i;
+    }
+    free(pids);
+    return failed;
+}
+
+typedef struct copy_job {
+    const launch_host *where;
+    const char *dir, *mk, *rdir;
+} copy_job;
+
+static int copy_one(int i, const void *ctx)
+{
+    const copy_job *j = ctx;
+    char key[1100], pub[1100], cl[1100], tp[1100], dest[1300];
+    snprintf(cl, sizeof cl, "%.1024s/cluster.conf", j->dir);
+    snprintf(tp, sizeof tp, "%.1024s/topology.topo", j->dir);
+    snprintf(key, sizeof key, "%.1024s/%d.key", j->dir, i);
+    snprintf(pub, sizeof pub, "%.1024s/%d.pub", j->dir, i);
+    snprintf(dest, sizeof dest, "%s:%.1024s/", j->where[i].ssh, j->rdir);
+    cmdline a, b;
+    cmd_begin(&a, &j->where[i], 0);
+    cmd_add(&a, (char *)j->where[i].ssh), cmd_add(&a, (char *)j->mk);
+    cmd_begin(&b, &j->where[i], 1);
+    cmd_add(&b, key), cmd_add(&b, pub), cmd_add(&b, cl), cmd_add(&b, tp), cmd_add(&b, dest);
+    return cmd_run(&a) < 0 || cmd_run(&b) < 0 ? -EIO : 0;
+}
+
 int launch_ssh_copy(const launch_host *where, int n, const char *dir, const char *rdir, char *err, size_t errlen)
 {
-    char mk[32 + 4 * 1100], key[1100], pub[1100], cl[1100], tp[1100], dest[1300];
-    snprintf(cl, sizeof cl, "%.1024s/cluster.conf", dir);
-    snprintf(tp, sizeof tp, "%.1024s/topology.topo", dir);
-    size_t o = (size_t)snprintf(mk, sizeof mk, "mkdir -p -m 700 ");
+    char mk[32 + 4 * 1100];
     if (strlen(rdir) > 1024)
         return -ENAMETOOLONG;
+    size_t o = (size_t)snprintf(mk, sizeof mk, "mkdir -p -m 700 ");
     shell_quote(mk + o, rdir);
-    for (int i = 0; i < n; i++) {
-        cmdline a, b;
-        cmd_begin(&a, &where[i], 0);
-        cmd_add(&a, (char *)where[i].ssh), cmd_add(&a, mk);
-        snprintf(key, sizeof key, "%.1024s/%d.key", dir, i);
-        snprintf(pub, sizeof pub, "%.1024s/%d.pub", dir, i);
-        snprintf(dest, sizeof dest, "%s:%.1024s/", where[i].ssh, rdir);
-        cmd_begin(&b, &where[i], 1);
-        cmd_add(&b, key), cmd_add(&b, pub), cmd_add(&b, cl), cmd_add(&b, tp), cmd_add(&b, dest);
-        if (cmd_run(&a) < 0 || cmd_run(&b) < 0) {
-            snprintf(err, errlen, "cannot copy the run directory to %s", where[i].ssh);
-            return -EIO;
-        }
+    const copy_job j = {.where = where, .dir = dir, .mk = mk, .rdir = rdir};
+    int bad = each_host_at_once(n, copy_one, &j);
+    if (bad >= 0) {
+        snprintf(err, errlen, "cannot copy the run directory to %s", where[bad].ssh);
+        return -EIO;
     }
     return 0;
 }
 
+static int fetch_one(int i, const void *ctx)
+{
+    const copy_job *j = ctx;
+    char json[1300], model[1300], log[1300], local[1100];
+    snprintf(local, sizeof local, "%.1024s/", j->dir);
+    snprintf(json, sizeof json, "%s:%.1024s/peer%d.json", j->where[i].ssh, j->rdir, i);
+    snprintf(model, sizeof model, "%s:%.1024s/peer%d.model", j->where[i].ssh, j->rdir, i);
+    snprintf(log, sizeof log, "%s:%.1024s/peer%d.jsonl", j->where[i].ssh, j->rdir, i);
+    cmdline c;
+    cmd_begin(&c, &j->where[i], 1);
+    cmd_add(&c, json), cmd_add(&c, model), cmd_add(&c, log), cmd_add(&c, local);
+    return cmd_run(&c);
+}
+
 int launch_ssh_fetch(const launch_host *where, int n, const char *dir, const char *rdir, char *err, size_t errlen)
 {
-    char json[1300], model[1300], local[1100];
-    snprintf(local, sizeof local, "%.1024s/", dir);
-    for (int i = 0; i < n; i++) {
-        cmdline c;
-        snprintf(json, sizeof json, "%s:%.1024s/peer%d.json", where[i].ssh, rdir, i);
-        snprintf(model, sizeof model, "%s:%.1024s/peer%d.model", where[i].ssh, rdir, i);
-        cmd_begin(&c, &where[i], 1);
-        cmd_add(&c, json), cmd_add(&c, model), cmd_add(&c, local);
-        if (cmd_run(&c) < 0) {
-            snprintf(err, errlen, "cannot fetch peer %d's results from %s", i, where[i].ssh);
-            return -EIO;
-        }
+    const copy_job j = {.where = where, .dir = dir, .rdir = rdir};
+    int bad = each_host_at_once(n, fetch_one, &j);
+    if (bad >= 0) {
+        snprintf(err, errlen, "cannot fetch peer %d's results from %s", bad, where[bad].ssh);
+        return -EIO;
     }
     return 0;
 }

@@ -20,7 +20,8 @@
  * 0 or -EIO with err naming the host. */
 int launch_ssh_copy(const launch_host *where, int n, const char *dir, const char *rdir, char *err, size_t errlen);
 
-/* Bring each peer's summary and model (RDIR/peerI.json, .model) back to dir. */
+/* Bring each peer's summary, model and log (RDIR/peerI.json, .model, .jsonl:
+ * the log holds its ledger) back to dir, from every host at once. */
 int launch_ssh_fetch(const launch_host *where, int n, const char *dir, const char *rdir, char *err, size_t errlen);
 
 /* argv run on h: "ssh [-p P] DEST 'exec EXE ARGV[1]...'", every word quoted
