@@ -302,8 +302,10 @@ static int setup(run *R, char *err, size_t errlen)
     int rc = o->hosts ? launch_hosts_load(R->where, o->peers, o->hosts, o->base_port, err, errlen) : 0;
     if (rc == 0)
         rc = launch_prepare(R->dir, o->peers, o->topology, R->where, err, errlen);
-    if (rc == 0 && o->hosts)
+    if (rc == 0 && o->hosts) {
+        launch_ssh_mux_open();
         rc = launch_ssh_copy(R->where, o->peers, R->dir, R->rdir, err, errlen);
+    }
     return rc;
 }
 
@@ -369,6 +371,8 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
         rc = launch_combine(&out, o->summary, stdout, err, errlen);
     }
 out:
+    if (o->hosts && R.where)
+        launch_ssh_mux_close(R.where, n);
     free(dir);
     free(R.where), free(R.pids), free(R.absent), free(R.rounds);
     return rc;

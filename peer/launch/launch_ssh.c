@@ -1,4 +1,5 @@
 /* ssh and scp commands for sgp launch --hosts; see launch_ssh.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,12 @@ typedef struct cmdline {
     char port[16];
 } cmdline;
 
+/* The directory of this launch's ssh control sockets ("" when not shared):
+ * every command to a host goes over one connection, so a host costs one key
+ * exchange and login, not one for each of mkdir, copy, start and fetch. */
+static char mux_dir[32];
+static char mux_path[sizeof mux_dir + 32];
+
 static void cmd_begin(cmdline *c, const launch_host *h, int scp)
 {
     static const char *const ssh[] = {"ssh", "-o", "BatchMode=yes"}, *const cp[] = {"scp", "-q", "-p", "-o",
@@ -22,6 +29,13 @@ static void cmd_begin(cmdline *c, const launch_host *h, int scp)
     c->n = 0;
     for (size_t k = 0; k < (scp ? 5u : 3u); k++)
         c->argv[c->n++] = (char *)(scp ? cp[k] : ssh[k]);
+    if (mux_dir[0]) {
+        /* ControlPersist: the connection outlives a command by a few seconds
+         * (copy, then start); launch_ssh_mux_close ends it at once. */
+        static char *const mux[] = {"-o", "ControlMaster=auto", "-o", mux_path, "-o", "ControlPersist=10"};
+        for (size_t k = 0; k < sizeof mux / sizeof *mux; k++)
+            c->argv[c->n++] = mux[k];
+    }
     if (h->ssh_port) {
         snprintf(c->port, sizeof c->port, "%d", h->ssh_port);
         c->argv[c->n++] = scp ? "-P" : "-p";
@@ -30,6 +44,16 @@ static void cmd_begin(cmdline *c, const launch_host *h, int scp)
 }
 
 static void cmd_add(cmdline *c, char *arg) { c->argv[c->n++] = arg; }
+
+void launch_ssh_mux_open(void)
+{
+    strcpy(mux_dir, "/tmp/sgp-ssh-XXXXXX");
+    if (!mkdtemp(mux_dir)) { /* each command logs in on its own, as without */
+        mux_dir[0] = 0;
+        return;
+    }
+    snprintf(mux_path, sizeof mux_path, "ControlPath=%s/%%C", mux_dir);
+}
 
 /* Runs the command to completion; 0 if it exited 0. */
 static int cmd_run(cmdline *c)
@@ -191,4 +215,32 @@ void launch_ssh_stop(const launch_host *h, const char *rdir, int id)
     cmd_begin(&c, h, 0);
     cmd_add(&c, (char *)h->ssh), cmd_add(&c, cmd);
     cmd_run(&c);
+}
+
+void launch_ssh_mux_close(const launch_host *where, int n)
+{
+    if (!mux_dir[0])
+        return;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = where[j].ssh_port == where[i].ssh_port && !strcmp(where[j].ssh, where[i].ssh);
+        if (seen)
+            continue;
+        cmdline c;
+        cmd_begin(&c, &where[i], 0);
+        cmd_add(&c, "-q"), cmd_add(&c, "-O"), cmd_add(&c, "exit"), cmd_add(&c, (char *)where[i].ssh);
+        cmd_run(&c);
+    }
+    /* a master removes its socket as it exits, which may be just after */
+    DIR *d = opendir(mux_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[sizeof mux_dir + 300];
+        if (e->d_name[0] != '.' && snprintf(path, sizeof path, "%s/%s", mux_dir, e->d_name) < (int)sizeof path)
+            unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(mux_dir);
+    mux_dir[0] = 0;
 }

@@ -2,11 +2,13 @@
  * directory, start peers there, stop them, fetch their results. Every
  * command runs with BatchMode=yes: no password prompt ever blocks a launch.
  *
+ *   launch_ssh_mux_open();
  *   launch_ssh_copy(where, n, "/home/me/run", "/home/me/run", err, sizeof err);
  *   char **argv = launch_ssh_argv(&where[i], peer_argv, "/opt/sgp");   // ssh DEST 'exec /opt/sgp peer ...'
  *   ... execvp(argv[0], argv) ...; free(argv);
  *   launch_ssh_stop(&where[i], "/home/me/run", i);                     // SIGTERM to peer i on its host
  *   launch_ssh_fetch(where, n, "/home/me/run", "/home/me/run", err, sizeof err);
+ *   launch_ssh_mux_close(where, n);
  */
 #ifndef PEER_LAUNCH_SSH_H
 #define PEER_LAUNCH_SSH_H
@@ -14,6 +16,13 @@
 #include <stddef.h>
 
 #include "peer/launch/launch_hosts.h"
+
+/* Commands to a host share one ssh connection from here on (OpenSSH's
+ * ControlMaster, sockets in a private directory under /tmp) until
+ * launch_ssh_mux_close ends them. Without the directory each command logs
+ * in on its own. */
+void launch_ssh_mux_open(void);
+void launch_ssh_mux_close(const launch_host *where, int n);
 
 /* Make rdir on each peer's host and copy it the cluster file, the topology
  * and that peer's key pair (a secret key goes to its own host only).

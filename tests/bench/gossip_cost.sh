@@ -7,6 +7,9 @@
 #           and crypto, waiting, idle; means over peers)
 #   sim     `sgp sim --peers 8 --epochs 2 --codec stc:0.04`: wall time per
 #           round and the CPU parts per peer-round
+#   launch with --local-steps H (COST_LOCAL_STEPS, 4; empty: not run): the
+#           same launch with H local steps between exchanges, so a round's
+#           gossip is paid once per H steps
 # Each program runs COST_REPEAT times, interleaved, and the medians are shown.
 # COST_BASE=/path/to/other/sgp adds the same rows for that binary (a build of
 # an older commit, say), interleaved with this one, for before/after figures.
@@ -14,7 +17,8 @@
 #   bash tests/bench/gossip_cost.sh                 # about a minute
 #   COST_REPEAT=5 COST_BASE=/tmp/old/sgp bash tests/bench/gossip_cost.sh
 #
-# Knobs: COST_REPEAT (3), COST_EPOCHS (10), COST_BASE (none), SGP_BIN (build/sgp).
+# Knobs: COST_REPEAT (3), COST_EPOCHS (10), COST_BASE (none), COST_LOCAL_STEPS (4),
+# SGP_BIN (build/sgp).
 # The table also goes to build/bench/gossip_cost.txt. See tests/bench/README.md.
 set -euo pipefail
 
@@ -24,6 +28,7 @@ SGP=${SGP_BIN:-$root/build/sgp}
 REPEAT=${COST_REPEAT:-3}
 EPOCHS=${COST_EPOCHS:-10}
 BASE=${COST_BASE:-}
+LOCAL=${COST_LOCAL_STEPS-4}
 OUT=$root/build/bench/gossip_cost.txt
 [ -x "$SGP" ] || { echo "gossip_cost.sh: $SGP not built (run make)" >&2; exit 1; }
 [ -z "$BASE" ] || [ -x "$BASE" ] || { echo "gossip_cost.sh: COST_BASE=$BASE is not an executable" >&2; exit 1; }
@@ -42,7 +47,11 @@ run_all() { # $1 = index of the binary, $2 = repeat
     "$b" launch --peers 4 --model mlp:256 --epochs "$EPOCHS" --run-dir "$work/run.$tag" \
         --summary "$work/launch.$tag.json" >/dev/null
     "$b" sim --peers 8 --epochs 2 --codec stc:0.04 --summary "$work/sim.$tag.json" >/dev/null
-    rm -rf "$work/run.$tag"
+    if [ -n "$LOCAL" ]; then
+        "$b" launch --peers 4 --model mlp:256 --epochs "$EPOCHS" --local-steps "$LOCAL" --run-dir "$work/runh.$tag" \
+            --summary "$work/launchh.$tag.json" >/dev/null
+    fi
+    rm -rf "$work/run.$tag" "$work/runh.$tag"
 }
 
 echo "gossip_cost.sh: $REPEAT runs of each program, $EPOCHS epochs" >&2
@@ -50,24 +59,28 @@ for ((r = 0; r < REPEAT; r++)); do
     for i in "${!bins[@]}"; do run_all "$i" "$r"; done
 done
 
-python3 - "$work" "$REPEAT" "${bins[@]}" <<'EOF' | tee "$OUT"
+python3 - "$work" "$REPEAT" "$LOCAL" "${bins[@]}" <<'EOF' | tee "$OUT"
 import json, statistics, sys
-work, repeat, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+work, repeat, local, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 def med(kind, i, key):
     return statistics.median(json.load(open(f"{work}/{kind}.{i}.{r}.json"))[key] for r in range(repeat))
 print(f"{'binary':<28} {'train':>7} {'launch':>7} {'ratio':>6} {'step':>6} {'gossip':>7} {'frame':>6} {'wait':>6} {'idle':>6} {'g/s':>5} {'acc':>7} | {'sim/rnd':>8} {'step':>6} {'gossip':>7} {'g/s':>5}")
 print(f"{'':<28} {'wall s':>7} {'wall s':>7} {'':>6} {'s/peer':>6} {'s/peer':>7} {'s/peer':>6} {'s/peer':>6} {'s/peer':>6} {'':>5} {'':>7} | {'wall ms':>8} {'ms/pr':>6} {'ms/pr':>7} {'':>5}")
 for i, b in enumerate(bins):
-    tw, lw = med("train", i, "wall_seconds"), med("launch", i, "wall_seconds")
-    st, go = med("launch", i, "step_seconds"), med("launch", i, "gossip_seconds")
-    fr, wa, idl = (med("launch", i, k) for k in ("frame_seconds", "wait_seconds", "idle_seconds"))
-    acc = med("launch", i, "test_accuracy")
+    name = b if len(b) <= 28 else "..." + b[-25:]
+    tw = med("train", i, "wall_seconds")
     rounds = med("sim", i, "rounds")
     sr = med("sim", i, "wall_seconds_per_round") * 1e3
     ss = med("sim", i, "cpu_step_seconds") / (8 * rounds) * 1e3
     sg = med("sim", i, "cpu_gossip_seconds") / (8 * rounds) * 1e3
-    name = b if len(b) <= 28 else "..." + b[-25:]
-    print(f"{name:<28} {tw:7.2f} {lw:7.2f} {lw / tw:5.1f}x {st:6.2f} {go:7.2f} {fr:6.2f} {wa:6.2f} {idl:6.2f} {go / st:5.1f} {acc * 100:6.2f}% | {sr:8.2f} {ss:6.3f} {sg:7.3f} {sg / ss:5.1f}")
+    for kind, label in (("launch", name), ("launchh", f"  same, --local-steps {local}")):
+        if kind == "launchh" and not local:
+            continue
+        lw, st, go = (med(kind, i, k) for k in ("wall_seconds", "step_seconds", "gossip_seconds"))
+        fr, wa, idl = (med(kind, i, k) for k in ("frame_seconds", "wait_seconds", "idle_seconds"))
+        acc = med(kind, i, "test_accuracy")
+        sim = f"{sr:8.2f} {ss:6.3f} {sg:7.3f} {sg / ss:5.1f}" if kind == "launch" else f"{'':>8} {'':>6} {'':>7} {'':>5}"
+        print(f"{label:<28} {tw:7.2f} {lw:7.2f} {lw / tw:5.1f}x {st:6.2f} {go:7.2f} {fr:6.2f} {wa:6.2f} {idl:6.2f} {go / st:5.1f} {acc * 100:6.2f}% | {sim}")
 print("(medians; launch parts are each peer's wall-clock time in that part, 4 peers sharing this machine's cores;"
       " g/s = gossip over local step; ms/pr = CPU ms per peer-round)")
 EOF

@@ -27,7 +27,9 @@
 #                   default "1gbit 100mbit 10mbit"); with neither set: 4 hosts at
 #                   1gbit, 100mbit and 10mbit, and 8 hosts at 100mbit
 #   LAN_SYSTEMS     "sgp:CODEC ... ddp powersgd" (default
-#                   "sgp:none sgp:stc:0.04 sgp:topk:0.05 ddp powersgd")
+#                   "sgp:none sgp:stc:0.04 sgp:topk:0.05 ddp powersgd"); an sgp
+#                   system may add options as +NAME=VALUE, passed to sgp launch
+#                   as --NAME VALUE: "sgp:stc:0.04+local-steps=4"
 #   LAN_EPOCHS      epochs (default 10)
 #   LAN_CAP         seconds a run may take before it is stopped and marked capped (default 300)
 #   LAN_REPEAT      runs of every row, interleaved (default 1)
@@ -340,17 +342,23 @@ run_one() {
     t0=$(now)
     case $sys in
     sgp:*)
-        local codec=${sys#sgp:}
+        local spec=${sys#sgp:} codec opt opts=() extra=()
+        codec=${spec%%+*}
+        # +NAME=VALUE suffixes: more options for sgp launch
+        if [ "$codec" != "$spec" ]; then
+            IFS=+ read -r -a opts <<<"${spec#*+}"
+            for opt in "${opts[@]}"; do extra+=("--${opt%%=*}" "${opt#*=}"); done
+        fi
         if [ "$rate" = loopback ]; then
             logdir=$dir/run
-            timeout -s INT -k 30 "$CAP" "$BIN" launch --peers "$n" --epochs "$EPOCHS" --codec "$codec" \
+            timeout -s INT -k 30 "$CAP" "$BIN" launch --peers "$n" --epochs "$EPOCHS" --codec "$codec" "${extra[@]}" \
                 --run-dir "$dir/run" --summary "$dir/launch.json" >"$dir/launch.out" 2>&1 &
         else
             logdir=$dir/remote
             : >"$dir/hosts"
             for ((i = 1; i <= n; i++)); do echo "10.77.0.$i slots=1 ssh=root@10.77.0.$i" >>"$dir/hosts"; done
             timeout -s INT -k 30 "$CAP" ip netns exec "$NS-h1" env PATH="$SSHD/bin:$PATH" \
-                "$BIN" launch --peers "$n" --epochs "$EPOCHS" --codec "$codec" --hosts "$dir/hosts" \
+                "$BIN" launch --peers "$n" --epochs "$EPOCHS" --codec "$codec" "${extra[@]}" --hosts "$dir/hosts" \
                 --run-dir "$dir/run" --remote-dir "$dir/remote" --base-port "$port" \
                 --summary "$dir/launch.json" >"$dir/launch.out" 2>&1 &
         fi
@@ -649,30 +657,33 @@ def pick(system, n, rate, scen="base"):
             and r["m"]["scenario"] == scen]
 
 sgp_default = "sgp:stc:0.04"
+# the default codec alone, then with any options it was run with (+local-steps=4, ...)
+sgp_variants = [sgp_default] + sorted({r["name"] for r in rows if r["name"].startswith(sgp_default + "+")})
 psgd_name = next((r["name"] for r in rows if r["name"].startswith("powersgd")), "powersgd")
 lines.append("")
 lines.append("Issue 14's targets (medians over runs; 'sooner' = time to DDP's final accuracy, or to half a point below):")
 for n, rate, other, want in ((4, "100mbit", "ddp", 20), (4, "100mbit", psgd_name, 10), (4, "1gbit", "ddp", 3),
                              (8, "100mbit", "ddp", 20), (8, "1gbit", "ddp", 3)):
-    a, b = pick(sgp_default, n, rate), pick(other, n, rate)
-    if not a or not b:
-        continue
-    for key, label in (("tt", "DDP's accuracy"), ("tt5", "DDP's -0.5")):
-        ta, tb = med([r[key] for r in a if r[key] is not None]), med([r[key] for r in b if r[key] is not None])
-        sa = med([r["start"] for r in a if r["start"] is not None]) or 0.0
-        sb = med([r["start"] for r in b if r["start"] is not None]) or 0.0
-        if ta is None:
-            txt = "sgp did not reach it"
-        elif tb is None:
-            tb_wall = med([r["wall"] for r in b])
-            txt = "%s did not reach it (%s run of %.0f s): > %.1fx" % (other, "capped" if any(r["capped"] for r in b)
-                                                                       else "its", tb_wall, tb_wall / ta)
-        else:
-            txt = "%.1f s against %.1f s: %.1fx; from the start of training %.1f s against %.1f s: %.1fx" % (
-                ta, tb, tb / ta, ta - sa, tb - sb, (tb - sb) / max(ta - sa, 1e-9))
-        lines.append("  %d hosts %s, %s vs %s, to %s: %s (target >= %dx)" % (n, rate, sgp_default, other, label, txt,
-                                                                           want))
-for system in (sgp_default, "ddp"):
+    for sgp_name in sgp_variants:
+        a, b = pick(sgp_name, n, rate), pick(other, n, rate)
+        if not a or not b:
+            continue
+        for key, label in (("tt", "DDP's accuracy"), ("tt5", "DDP's -0.5")):
+            ta, tb = med([r[key] for r in a if r[key] is not None]), med([r[key] for r in b if r[key] is not None])
+            sa = med([r["start"] for r in a if r["start"] is not None]) or 0.0
+            sb = med([r["start"] for r in b if r["start"] is not None]) or 0.0
+            if ta is None:
+                txt = "sgp did not reach it"
+            elif tb is None:
+                tb_wall = med([r["wall"] for r in b])
+                txt = "%s did not reach it (%s run of %.0f s): > %.1fx" % (other, "capped" if any(r["capped"] for r in b)
+                                                                           else "its", tb_wall, tb_wall / ta)
+            else:
+                txt = "%.1f s against %.1f s: %.1fx; from the start of training %.1f s against %.1f s: %.1fx" % (
+                    ta, tb, tb / ta, ta - sa, tb - sb, (tb - sb) / max(ta - sa, 1e-9))
+            lines.append("  %d hosts %s, %s vs %s, to %s: %s (target >= %dx)" % (n, rate, sgp_name, other, label, txt,
+                                                                               want))
+for system in sgp_variants + ["ddp"]:
     a, b = pick(system, 4, "100mbit"), pick(system, 4, "100mbit", "straggler")
     if a and b:
         wa, wb = med([r["wall"] for r in a]), med([r["wall"] for r in b])
@@ -683,7 +694,7 @@ for system in (sgp_default, "ddp"):
                      "%.1f -> %.1f s (%+.0f%%)%s, accuracy %s -> %s%s" % (
                          system, wa, wb, 100 * (wb / wa - 1), ea, eb, 100 * (eb / ea - 1), cap,
                          "%.2f%%" % (100 * med([r["final"] for r in a])), "%.2f%%" % (100 * med([r["final"] for r in b])),
-                         " (target for sgp: <= 15%)" if system == sgp_default else ""))
+                         " (target for sgp: <= 15%)" if system.startswith("sgp") else ""))
 try:
     with open(os.path.join(runs_dir, "shaping.txt")) as f:
         shp = f.read().strip()
