@@ -37,6 +37,8 @@
 #                   quarter of it (default 100mbit; empty: none)
 #   LAN_STRAGGLER_SYSTEMS  systems of the straggler scenario (default "sgp:stc:0.04 ddp")
 #   LAN_POWERSGD_RANK      PowerSGD's matrix approximation rank (default 2)
+#   LAN_DDP_ACC     DDP's final accuracy in percent, for the time-to columns of a
+#                   plan without a DDP run (say, from an earlier run)
 #   LAN_NAME        name of the outputs (default lan)
 #   SGP             the sgp binary (default $BUILD/sgp; copied first)
 # Output: the table on stdout and in $BUILD/bench/NAME.txt, plots of accuracy
@@ -571,7 +573,7 @@ def target(n, rate):
             and r["m"]["scenario"] == "base" and r["final"] is not None]
     pick = [r for r in same if r["m"]["rate"] == rate] or same
     if not pick:
-        return None
+        return float(os.environ["LAN_DDP_ACC"]) / 100 if os.environ.get("LAN_DDP_ACC") else None
     return sum(r["final"] for r in pick) / len(pick)
 
 def time_to(curve, acc):
