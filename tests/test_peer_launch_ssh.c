@@ -26,6 +26,31 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
+static int can_bind(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    const int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* Two consecutive free ports for the peers (--base-port: a host's peers
+ * listen on P, P+1), below the kernel's range for outgoing connections so
+ * that no connection of another test takes one meanwhile. */
+static int free_port_pair(void)
+{
+    for (int k = 0; k < 6000; k++) {
+        const int p = 20000 + (int)((getpid() * 7919L + 2L * k) % 12000);
+        if (can_bind(p) && can_bind(p + 1))
+            return p;
+    }
+    cr_assert_fail("no two free ports in 20000-32000");
+    return 0;
+}
+
 /* Waits until something accepts connections on 127.0.0.1:port. */
 static int await_listening(int port, pid_t server)
 {
@@ -136,7 +161,7 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(remote, sizeof remote, "%s/remote", dir);
     snprintf(summary, sizeof summary, "%s/summary.json", dir);
-    snprintf(base, sizeof base, "%d", free_port());
+    snprintf(base, sizeof base, "%d", free_port_pair());
     const char *old_path = getenv("PATH");
     snprintf(text, sizeof text, "%s/bin:%s", dir, old_path ? old_path : "/usr/bin:/bin");
     setenv("PATH", text, 1);
