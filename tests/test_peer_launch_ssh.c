@@ -186,9 +186,11 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
     }
     cr_assert(strstr(o.out, "test accuracy "), "%s", o.out);
     cr_assert(strstr(o.out, "push-sum weight 4 of the 4 finished peers"), "the ledgers were read:\n%s", o.out);
-    /* one connection a host: without sharing, 4 copies (2 logins each),
-     * 4 starts and 4 fetches log in 16 times; with it only the first
-     * commands, which run at once, may each make their own */
+    /* one connection a host (both "hosts" are reached as root@127.0.0.1):
+     * the first command logs in and the rest go over it; without sharing,
+     * 4 copies (2 logins each), 4 starts and 4 fetches log in 16 times or
+     * more (24 measured). The margin covers a connection that timed out
+     * between two commands on a very slow machine. */
     const int logins = count_lines(log, "Accepted publickey");
     cr_assert(logins >= 1 && logins <= 4, "%d ssh logins (sshd log %s)", logins, log);
     cr_assert_eq(mux_dirs(), dirs_before, "the control socket directory was left in /tmp");

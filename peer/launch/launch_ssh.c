@@ -85,28 +85,59 @@ static size_t shell_quote(char *out, const char *s)
     return o;
 }
 
-/* Runs job(i, ctx) for i < n, each in a child process of its own, all at
- * once: a host's ssh set-up (key exchange, login) is most of what one costs,
- * and hosts do not wait for each other. Returns the first i whose job
- * failed, or -1. */
-static int each_host_at_once(int n, int (*job)(int i, const void *ctx), const void *ctx)
+static int same_host(const launch_host *a, const launch_host *b)
+{
+    return a->ssh_port == b->ssh_port && !strcmp(a->ssh, b->ssh);
+}
+
+/* Whether peer i is the first of its host. */
+static int first_of_host(const launch_host *where, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (same_host(&where[j], &where[i]))
+            return 0;
+    return 1;
+}
+
+/* Runs job(i, ctx) for every peer i < n, the peers of one host one after
+ * another in a child process of that host, all hosts at once: a host's ssh
+ * set-up (key exchange, login) is most of what a command costs, hosts do
+ * not wait for each other, and no sshd sees more than one login at a time
+ * (sshd drops logins beyond its MaxStartups). Returns the first peer whose
+ * job failed, or -1. */
+static int each_host_at_once(const launch_host *where, int n, int (*job)(int i, const void *ctx), const void *ctx)
 {
     pid_t *pids = calloc((size_t)(n > 0 ? n : 1), sizeof *pids);
-    int failed = -1;
     if (!pids)
         return 0;
     for (int i = 0; i < n; i++) {
+        if (!first_of_host(where, i))
+            continue;
         pids[i] = fork();
-        if (pids[i] == 0)
-            _exit(job(i, ctx) == 0 ? 0 : 1);
-        if (pids[i] < 0 && failed < 0)
-            failed = i;
+        if (pids[i] == 0) { /* exit status: which of its host's peers failed, counted from 1 */
+            for (int j = i, k = 0; j < n; j++) {
+                if (!same_host(&where[j], &where[i]))
+                    continue;
+                k++;
+                if (job(j, ctx) != 0)
+                    _exit(k < 255 ? k : 255);
+            }
+            _exit(0);
+        }
     }
+    int failed = -1;
     for (int i = 0; i < n; i++) {
-        int st;
-        if (pids[i] > 0 && (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) &&
-            (failed < 0 || i < failed))
-            failed = i;
+        int st, bad = -1;
+        if (!first_of_host(where, i))
+            continue;
+        if (pids[i] < 0 || waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st))
+            bad = i;
+        else if (WEXITSTATUS(st) != 0)
+            for (int j = i, k = 1; j < n && bad < 0; j++)
+                if (same_host(&where[j], &where[i]) && k++ == WEXITSTATUS(st))
+                    bad = j;
+        if (bad >= 0 && (failed < 0 || bad < failed))
+            failed = bad;
     }
     free(pids);
     return failed;
@@ -142,7 +173,7 @@ int launch_ssh_copy(const launch_host *where, int n, const char *dir, const char
     size_t o = (size_t)snprintf(mk, sizeof mk, "mkdir -p -m 700 ");
     shell_quote(mk + o, rdir);
     const copy_job j = {.where = where, .dir = dir, .mk = mk, .rdir = rdir};
-    int bad = each_host_at_once(n, copy_one, &j);
+    int bad = each_host_at_once(where, n, copy_one, &j);
     if (bad >= 0) {
         snprintf(err, errlen, "cannot copy the run directory to %s", where[bad].ssh);
         return -EIO;
@@ -167,7 +198,7 @@ static int fetch_one(int i, const void *ctx)
 int launch_ssh_fetch(const launch_host *where, int n, const char *dir, const char *rdir, char *err, size_t errlen)
 {
     const copy_job j = {.where = where, .dir = dir, .rdir = rdir};
-    int bad = each_host_at_once(n, fetch_one, &j);
+    int bad = each_host_at_once(where, n, fetch_one, &j);
     if (bad >= 0) {
         snprintf(err, errlen, "cannot fetch peer %d's results from %s", bad, where[bad].ssh);
         return -EIO;
@@ -222,10 +253,7 @@ void launch_ssh_mux_close(const launch_host *where, int n)
     if (!mux_dir[0])
         return;
     for (int i = 0; i < n; i++) {
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = where[j].ssh_port == where[i].ssh_port && !strcmp(where[j].ssh, where[i].ssh);
-        if (seen)
+        if (!first_of_host(where, i))
             continue;
         cmdline c;
         cmd_begin(&c, &where[i], 0);
