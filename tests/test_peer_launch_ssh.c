@@ -1,6 +1,7 @@
 /* `sgp launch --hosts` through a real sshd: the run directory is copied to
  * the hosts, the peers start over ssh, their results come back, and every
- * command to a host shares one ssh connection. The sshd is this machine's
+ * command to a host shares one ssh connection (with --no-shared-ssh each
+ * logs in, and the run works the same). The sshd is this machine's
  * OpenSSH server on a free port of 127.0.0.1, with a host key and a client
  * key made for the test; the two "hosts" are 127.0.0.1 and 127.0.0.2 (both
  * loopback on Linux), two peers each. Needs root (sshd's privilege
@@ -12,7 +13,7 @@
 
 #include "sgp_run.h"
 
-static sgp_out o;
+static sgp_out o, o2;
 
 /* A port nobody listens on now (the kernel's choice for a bind to port 0). */
 static int free_port(void)
@@ -106,7 +107,7 @@ static void write_file(const char *path, const char *text, mode_t mode)
     chmod(path, mode);
 }
 
-Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .timeout = 300)
+Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .timeout = 600)
 {
     if (geteuid() != 0 || access("/usr/sbin/sshd", X_OK) != 0 || access("/usr/bin/ssh", X_OK) != 0 ||
         access("/usr/bin/scp", X_OK) != 0)
@@ -168,9 +169,19 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
     const int dirs_before = mux_dirs();
     sgp_run(&o, "launch", "--peers", "4", "--hosts", hosts, "--base-port", base, "--model", "mlp:32", "--epochs",
             "1", "--run-dir", run, "--remote-dir", remote, "--summary", summary, NULL);
+    cr_assert_eq(o.status, 0, "%s\n%s", o.out, o.err);
+    const int logins = count_lines(log, "Accepted publickey");
+    /* --no-shared-ssh: the same run with a login for every command */
+    char run2[256], remote2[256];
+    snprintf(run2, sizeof run2, "%s/run2", dir);
+    snprintf(remote2, sizeof remote2, "%s/remote2", dir);
+    sgp_run(&o2, "launch", "--peers", "4", "--hosts", hosts, "--base-port", base, "--model", "mlp:32", "--epochs",
+            "1", "--run-dir", run2, "--remote-dir", remote2, "--no-shared-ssh", NULL);
     kill(sshd, SIGTERM);
     waitpid(sshd, NULL, 0);
-    cr_assert_eq(o.status, 0, "%s\n%s", o.out, o.err);
+    cr_assert_eq(o2.status, 0, "--no-shared-ssh:\n%s\n%s", o2.out, o2.err);
+    const int unshared = count_lines(log, "Accepted publickey") - logins;
+    cr_assert_geq(unshared, 12, "%d logins without sharing (copy, start and fetch of 4 peers)", unshared);
     /* the run happened on the "hosts": their logs are in the remote directory */
     for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "%s/peer%d.jsonl", remote, i);
@@ -191,7 +202,6 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
      * 4 copies (2 logins each), 4 starts and 4 fetches log in 16 times or
      * more (24 measured). The margin covers a connection that timed out
      * between two commands on a very slow machine. */
-    const int logins = count_lines(log, "Accepted publickey");
     cr_assert(logins >= 1 && logins <= 4, "%d ssh logins (sshd log %s)", logins, log);
     cr_assert_eq(mux_dirs(), dirs_before, "the control socket directory was left in /tmp");
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -36,6 +36,8 @@ static void help(void)
           "  --base-port P         with --hosts: peers on a host listen on P, P+1, ... [17000]\n"
           "  --remote-sgp PATH     with --hosts: sgp on the hosts [this executable's path]\n"
           "  --remote-dir DIR      with --hosts: the run directory on the hosts [the local one's path]\n"
+          "  --no-shared-ssh       with --hosts: log in for every ssh command instead of one\n"
+          "                        connection a host (for an ssh without OpenSSH's ControlMaster)\n"
           "  --prepare             only make the run directory (keys, cluster file, topology) and\n"
           "                        start nothing: for your own program on libsgp (peer/lib/sgp.h)\n\n"
           "Fault injection (local runs; every peer checkpoints to DIR/peerI.ckpt):\n"
@@ -110,6 +112,10 @@ static int parse(int argc, char **argv, launch_opts *o, fault_plan *f)
             return -1;
         if (!strcmp(a, "--prepare")) {
             o->prepare_only = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-shared-ssh")) {
+            o->ssh_unshared = 1;
             continue;
         }
         if (in_list(a, LAUNCH_OPTS)) {

@@ -303,7 +303,8 @@ static int setup(run *R, char *err, size_t errlen)
     if (rc == 0)
         rc = launch_prepare(R->dir, o->peers, o->topology, R->where, err, errlen);
     if (rc == 0 && o->hosts) {
-        launch_ssh_mux_open();
+        if (!o->ssh_unshared)
+            launch_ssh_mux_open();
         rc = launch_ssh_copy(R->where, o->peers, R->dir, R->rdir, err, errlen);
     }
     return rc;

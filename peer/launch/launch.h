@@ -35,6 +35,7 @@ typedef struct launch_opts {
     long base_port;         /* with hosts: the first port on each host */
     const char *remote_sgp; /* with hosts: sgp on the hosts (NULL: this executable's path) */
     const char *remote_dir; /* with hosts: the run directory there (NULL: the local one's absolute path) */
+    int ssh_unshared;       /* with hosts: a login for every ssh command (no ControlMaster) */
     char **fwd;             /* arguments for every sgp peer (training options, --codec, ...) */
     int nfwd;
     fault_plan *faults;     /* NULL: none */
