@@ -282,44 +282,18 @@ static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n
  * up in double. */
 enum { LANES = 8, BLK = 256 };
 
-/* v = z - ref with ||v||^2 and ||z||^2. */
-static void diff_norms(const float *restrict z, const float *restrict ref, float *restrict v, size_t n, double *vv,
-                       double *zz)
+/* v = z - ref with ||v||^2 and ||z||^2, where z = x * inv (inv 1: x is the
+ * model itself, x * 1.0f is x bit for bit). With `give` (the one out-edge of
+ * a round, straight from x: z = x / w is never stored), x also gives up
+ * moved times the reference as it stands (as split_x does), block by block
+ * while the block is in L1: a separate plain loop, since a double update in
+ * the lanes loop keeps the compiler from vectorising either. */
+static void diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n,
+                       double *vv, double *zz, float *give, double moved)
 {
     double a = 0, b = 0;
     for (size_t i = 0; i < n;) {
-        const size_t e = i + BLK <= n ? i + BLK : n;
-        float fa[LANES] = {0}, fb[LANES] = {0};
-        if (e - i == BLK)
-            for (; i < e; i += LANES)
-                for (int l = 0; l < LANES; l++) {
-                    const float vi = z[i + l] - ref[i + l];
-                    v[i + l] = vi;
-                    fa[l] += vi * vi;
-                    fb[l] += z[i + l] * z[i + l];
-                }
-        for (; i < e; i++) {
-            v[i] = z[i] - ref[i];
-            fa[0] += v[i] * v[i];
-            fb[0] += z[i] * z[i];
-        }
-        for (int l = 0; l < LANES; l++)
-            a += fa[l], b += fb[l];
-    }
-    *vv = a, *zz = b;
-}
-
-/* The same for the one out-edge of a round, straight from x in one pass:
- * z = x / w is not stored, and x gives up moved times the edge's reference
- * as it stands (as split_x does). */
-static void split_one(gsp_peer *g, const float *restrict ref, double moved, double *vv, double *zz)
-{
-    float *restrict x = g->x, *restrict v = g->v;
-    const float inv = (float)(1.0 / g->w);
-    const size_t n = g->dim;
-    double a = 0, b = 0;
-    for (size_t i = 0; i < n;) {
-        const size_t e = i + BLK <= n ? i + BLK : n;
+        const size_t s = i, e = i + BLK <= n ? i + BLK : n;
         float fa[LANES] = {0}, fb[LANES] = {0};
         if (e - i == BLK)
             for (; i < e; i += LANES)
@@ -328,17 +302,18 @@ static void split_one(gsp_peer *g, const float *restrict ref, double moved, doub
                     v[i + l] = vi;
                     fa[l] += vi * vi;
                     fb[l] += zi * zi;
-                    x[i + l] = (float)((double)x[i + l] - moved * (double)ref[i + l]);
                 }
         for (; i < e; i++) {
             const float zi = x[i] * inv;
             v[i] = zi - ref[i];
             fa[0] += v[i] * v[i];
             fb[0] += zi * zi;
-            x[i] = (float)((double)x[i] - moved * (double)ref[i]);
         }
         for (int l = 0; l < LANES; l++)
             a += fa[l], b += fb[l];
+        if (give)
+            for (size_t j = s; j < e; j++)
+                give[j] = (float)((double)give[j] - moved * (double)ref[j]);
     }
     *vv = a, *zz = b;
 }
@@ -375,7 +350,7 @@ static long decode_msg(gsp_peer *g, const uint8_t *msg, size_t len, const uint32
 /* Compress v = z - e->ref (in g->v, with its norm vv and the model's zz)
  * into e->buf and move e->ref; the edge then carries `moved` (the weight it
  * moves this round) times the new reference. x has given up moved times the
- * old one already (split_x, split_one) and gives up the change here. Returns
+ * old one already (split_x, diff_norms) and gives up the change here. Returns
  * 0 or a negative errno. */
 static int compress_share(gsp_peer *g, gsp_edge *e, double vv, double zz, double w_before, double moved,
                           float *gain_out)
@@ -505,12 +480,12 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
          * peer that gossips faster or slower than its neighbours). */
         double vv = 0, zz = 0;
         if (out->n == 1)
-            split_one(g, edges[0]->ref, moved[0], &vv, &zz);
+            diff_norms(g->x, (float)(1.0 / g->w), edges[0]->ref, g->v, g->dim, &vv, &zz, g->x, moved[0]);
         else
             split_x(g, edges, moved, out->n);
         for (int k = 0; k < out->n; k++) {
             if (out->n > 1)
-                diff_norms(g->z, edges[k]->ref, g->v, g->dim, &vv, &zz);
+                diff_norms(g->z, 1.0f, edges[k]->ref, g->v, g->dim, &vv, &zz, NULL, 0.0);
             int rc = compress_share(g, edges[k], vv, zz, before[k], moved[k], &gains[k]);
             if (rc < 0)
                 return rc;
