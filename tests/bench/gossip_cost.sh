@@ -10,6 +10,9 @@
 #   launch with --local-steps H (COST_LOCAL_STEPS, 4; empty: not run): the
 #           same launch with H local steps between exchanges, so a round's
 #           gossip is paid once per H steps
+#   yardstick build/bench/memory_pass: one pass over the model at memory
+#           speed (absorb's x += m * r), and the simulator's peer-round in
+#           such passes
 # Each program runs COST_REPEAT times, interleaved, and the medians are shown.
 # COST_BASE=/path/to/other/sgp adds the same rows for that binary (a build of
 # an older commit, say), interleaved with this one, for before/after figures.
@@ -34,6 +37,9 @@ OUT=$root/build/bench/gossip_cost.txt
 [ -z "$BASE" ] || [ -x "$BASE" ] || { echo "gossip_cost.sh: COST_BASE=$BASE is not an executable" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "gossip_cost.sh: needs python3 to read the JSON summaries" >&2; exit 1; }
 mkdir -p "$root/build/bench"
+PASS_BIN=$root/build/bench/memory_pass
+[ -x "$PASS_BIN" ] || make --no-print-directory -C "$root" build/bench/memory_pass >&2 ||
+    echo "gossip_cost.sh: build/bench/memory_pass did not build: no yardstick line" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -52,6 +58,9 @@ run_all() { # $1 = index of the binary, $2 = repeat
             --summary "$work/launchh.$tag.json" >/dev/null
     fi
     rm -rf "$work/run.$tag" "$work/runh.$tag"
+    if [ "$1" = 0 ] && [ -x "$PASS_BIN" ]; then
+        "$PASS_BIN" >"$work/pass.$2.txt"
+    fi
 }
 
 echo "gossip_cost.sh: $REPEAT runs of each program, $EPOCHS epochs" >&2
@@ -60,7 +69,7 @@ for ((r = 0; r < REPEAT; r++)); do
 done
 
 python3 - "$work" "$REPEAT" "$LOCAL" "${bins[@]}" <<'EOF' | tee "$OUT"
-import json, statistics, sys
+import json, os, statistics, sys
 work, repeat, local, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 def med(kind, i, key):
     return statistics.median(json.load(open(f"{work}/{kind}.{i}.{r}.json"))[key] for r in range(repeat))
@@ -81,6 +90,17 @@ for i, b in enumerate(bins):
         acc = med(kind, i, "test_accuracy")
         sim = f"{sr:8.2f} {ss:6.3f} {sg:7.3f} {sg / ss:5.1f}" if kind == "launch" else f"{'':>8} {'':>6} {'':>7} {'':>5}"
         print(f"{label:<28} {tw:7.2f} {lw:7.2f} {lw / tw:5.1f}x {st:6.2f} {go:7.2f} {fr:6.2f} {wa:6.2f} {idl:6.2f} {go / st:5.1f} {acc * 100:6.2f}% | {sim}")
+passes = sorted(f"{work}/pass.{r}.txt" for r in range(repeat))
+if all(os.path.exists(f) for f in passes):
+    fields = [dict(kv.split("=") for kv in open(f).read().split()) for f in passes]
+    mem = statistics.median(float(f["pass_ms_memory"]) for f in fields)
+    cache = statistics.median(float(f["pass_ms_cache"]) for f in fields)
+    rounds = med("sim", 0, "rounds")
+    ss = med("sim", 0, "cpu_step_seconds") / (8 * rounds) * 1e3
+    sg = med("sim", 0, "cpu_gossip_seconds") / (8 * rounds) * 1e3
+    print(f"yardstick: one pass x += m * r over {fields[0]['dim']} floats takes {mem:.3f} ms from memory"
+          f" ({float(fields[0]['gbps_memory']):.0f} GB/s), {cache:.3f} ms from cache;"
+          f" a sim peer-round: local step {ss / mem:.1f} passes, gossip {sg / mem:.1f} passes")
 print("(medians; launch parts are each peer's wall-clock time in that part, 4 peers sharing this machine's cores;"
       " g/s = gossip over local step; ms/pr = CPU ms per peer-round)")
 EOF
