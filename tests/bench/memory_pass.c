@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "peer/core/clock.h"
+#include "tests/bench/bench_args.h"
 
 static void usage(FILE *f)
 {
@@ -27,23 +29,6 @@ static void usage(FILE *f)
                "  --mbytes M    the ring's size in MB (default 96, beyond a 32 MB L3 and its neighbours)\n"
                "  --passes N    timed passes of each kind; the median counts (default 400)\n"
                "  --help        this text\n");
-}
-
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -63,9 +48,9 @@ static double median_pass(float **vec, long pairs, size_t n, long passes, double
 {
     for (long k = 0; k < passes; k++) {
         float *x = vec[2 * (k % pairs)], *r = vec[2 * (k % pairs) + 1];
-        double t0 = now_seconds();
+        double t0 = clock_now();
         pass(x, r, n, k & 1 ? -1e-3 : 1e-3); /* alternating signs: the values stay put */
-        t[k] = now_seconds() - t0;
+        t[k] = clock_now() - t0;
     }
     qsort(t, (size_t)passes, sizeof *t, cmp_double);
     return t[passes / 2];
@@ -93,7 +78,8 @@ int main(int argc, char **argv)
     if (pairs < 2)
         pairs = 2;
     float **vec = calloc((size_t)(2 * pairs), sizeof *vec);
-    double *t = malloc((size_t)passes * sizeof *t);
+    const long slots = passes > pairs + 4 ? passes : pairs + 4; /* the warm-up passes below time into t too */
+    double *t = malloc((size_t)slots * sizeof *t);
     if (!vec || !t) {
         fprintf(stderr, "memory_pass: out of memory\n");
         return 1;

@@ -23,6 +23,7 @@
 #include "nn/nn_data.h"
 #include "nn/nn_model.h"
 #include "nn/nn_optim.h"
+#include "tests/bench/bench_args.h"
 
 #define N_BATCHES 8 /* pre-made batches cycled through: more than one, so no batch stays in cache by accident */
 
@@ -54,29 +55,6 @@ static double now_seconds(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Strict integer / number parsing: a typo in a bench flag should not silently become 0. */
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
-static int parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return -EINVAL;
-    *out = v;
-    return 0;
 }
 
 int main(int argc, char **argv)
