@@ -1,4 +1,5 @@
-/* Epoch-shuffled mini-batches. */
+/* Epoch-shuffled mini-batches; for text, windows drawn at random offsets,
+ * d->n of them making an epoch. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ int nn_batcher_init(nn_batcher *b, const nn_dataset *d, int batch, uint64_t seed
     b->d = d, b->batch = batch;
     b->perm = malloc(((size_t)d->n + 1) * sizeof(int));
     b->x = malloc((size_t)batch * (nn_dataset_dim(d) + 1) * sizeof(float));
-    b->y = malloc((size_t)batch * sizeof(int));
+    b->y = malloc((size_t)batch * (size_t)nn_dataset_labels(d) * sizeof(int));
     if (!b->perm || !b->x || !b->y) {
         nn_batcher_free(b);
         return -ENOMEM;
@@ -47,6 +48,18 @@ int nn_batcher_next(nn_batcher *b)
     }
     int B = d->n - b->pos < b->batch ? d->n - b->pos : b->batch;
     const size_t dim = nn_dataset_dim(d);
+    if (d->text) { /* windows at random offsets; perm only counts them */
+        const uint64_t starts = d->text_len - dim; /* a window is dim + 1 bytes */
+        for (int i = 0; i < B; i++) {
+            const uint8_t *at = d->text + nn_rng_below(&b->rng, starts);
+            for (size_t t = 0; t < dim; t++) {
+                b->x[(size_t)i * dim + t] = (float)at[t];
+                b->y[(size_t)i * dim + t] = at[t + 1];
+            }
+        }
+        b->pos += B;
+        return B;
+    }
     for (int i = 0; i < B; i++) {
         int src = b->perm[b->pos + i];
         memcpy(b->x + (size_t)i * dim, d->x + (size_t)src * dim, dim * sizeof(float));

@@ -7,7 +7,10 @@
  *   ... b.epoch counts completed passes ...
  *   nn_batcher_free(&b);
  *
- * The last batch of an epoch may be short (no sample is skipped).
+ * The last batch of an epoch may be short (no sample is skipped). Text data
+ * has no fixed samples: a batch is windows of w + 1 bytes at offsets drawn
+ * uniformly (b.x the first w bytes of each, b.y the w that follow), and an
+ * epoch is d->n of them, so --epochs still means one pass over the bytes.
  */
 #ifndef NN_BATCH_H
 #define NN_BATCH_H
@@ -25,7 +28,7 @@ typedef struct nn_batcher {
     long epoch; /* completed epochs */
     nn_rng rng;
     float *x;   /* [batch][dim] */
-    int *y;     /* [batch] */
+    int *y;     /* [batch], or [batch][w] for text */
 } nn_batcher;
 
 int nn_batcher_init(nn_batcher *b, const nn_dataset *d, int batch, uint64_t seed, uint64_t stream);

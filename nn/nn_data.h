@@ -3,7 +3,7 @@
  *
  *   nn_dataset train = {0}, test = {0};
  *   char err[256];
- *   if (nn_data_load("cifar10:/data/cifar", &train, &test, err, sizeof err) < 0)
+ *   if (nn_data_load("cifar10:/data/cifar", 0, &train, &test, err, sizeof err) < 0)
  *       fprintf(stderr, "sgp: %s\n", err);   // "FILE: what is wrong"
  *   ...
  *   nn_dataset_free(&train); nn_dataset_free(&test);
@@ -18,16 +18,27 @@
 #include <stdint.h>
 
 typedef struct nn_dataset {
-    int n;         /* number of samples */
-    int c, h, w;   /* per-sample shape; CSV features are c = 1, h = 1, w = features */
-    int n_classes; /* max label + 1 over the files loaded together */
-    float *x;      /* n * c*h*w values */
-    int *y;        /* n labels in [0, n_classes) */
+    int n;         /* number of samples; for text, windows in one epoch (bytes / context) */
+    int c, h, w;   /* per-sample shape; CSV features are c = 1, h = 1, w = features; text 1 x 1 x context */
+    int n_classes; /* max label + 1 over the files loaded together; text: 256 */
+    float *x;      /* n * c*h*w values (NULL for text) */
+    int *y;        /* n labels in [0, n_classes) (NULL for text) */
+    uint8_t *text; /* text: the bytes themselves, each a token; a sample is any window of w + 1 of them */
+    size_t text_len;
 } nn_dataset;
 
 static inline size_t nn_dataset_dim(const nn_dataset *d) { return (size_t)d->c * d->h * d->w; }
 
-/* spec: NULL or "" -> the embedded MNIST subset; "fashion" -> Fashion-MNIST
+/* Text: the default context (tokens a sample sees) and the held-out share
+ * when a text spec names no validation file. */
+#define NN_TEXT_CONTEXT 64
+#define NN_TEXT_VAL_PERCENT 10
+
+/* spec: NULL or "" -> the embedded MNIST subset; "text:FILE[,VALFILE]" -> any
+ * file as bytes (tokens 0..255), samples of `context` tokens (<= 0: NN_TEXT_CONTEXT)
+ * each predicting the next byte at every position, the last NN_TEXT_VAL_PERCENT
+ * of FILE held out when no VALFILE is given; "brown" -> the Brown corpus that
+ * `make data` writes (build/data/brown/brown.txt, looked up as for "fashion"); "fashion" -> Fashion-MNIST
  * (60,000/10,000) from the cache `make data` writes, looked up in
  * $SGP_DATA_DIR/fashion if SGP_DATA_DIR is set, else build/data/fashion in the
  * current directory, else data/fashion beside the executable (a directory named
@@ -40,7 +51,23 @@ static inline size_t nn_dataset_dim(const nn_dataset *d) { return (size_t)d->c *
  * train and test are overwritten (pass zeroed or freed structs) and left zeroed
  * on error. They agree on shape (else -EBADMSG); n_classes is set to the larger
  * of the two, so a test split lacking the top class still sizes the model right. */
-int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
+int nn_data_load(const char *spec, int context, nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
+
+/* Text data from bytes in memory: at least context + 1 of them (else -EINVAL
+ * with "NAME: N bytes, shorter than one window of context + 1"). d is
+ * overwritten on success; the bytes are copied. */
+int nn_text_parse(const uint8_t *buf, size_t len, const char *name, int context, nn_dataset *d, char *err,
+                  size_t errlen);
+
+/* Evaluation windows of a text set: every byte after the first is predicted
+ * once, in windows of context + 1 bytes at stride context (a tail shorter
+ * than a window is left out). nn_text_window fills window i's tokens x[w] and
+ * targets y[w]. */
+static inline int nn_text_windows(const nn_dataset *d) { return d->w && d->text_len ? (int)((d->text_len - 1) / (size_t)d->w) : 0; }
+void nn_text_window(const nn_dataset *d, int i, float *x, int *y);
+
+/* Labels a sample carries: one, or one per position for text. */
+static inline int nn_dataset_labels(const nn_dataset *d) { return d->text ? d->w : 1; }
 
 /* Parse one IDX images buffer (magic 0x00000803, any rows x cols) and one labels
  * buffer (0x00000801) into d (lbl NULL: images alone, every label -1 and
@@ -98,8 +125,15 @@ int nn_gunzip(const uint8_t *in, size_t in_len, const char *name, uint8_t **out,
 int nn_shard_indices(const nn_dataset *d, int peer, int n_peers, double alpha, uint64_t seed,
                      int **idx, int *count);
 
+/* Peer `peer`'s shard of d as a data set of its own (dst overwritten): the
+ * rows nn_shard_indices picks, or for text a contiguous 1/n_peers of the
+ * bytes (alpha must then be <= 0; a share shorter than one window is -EINVAL
+ * with a message). */
+int nn_dataset_shard(const nn_dataset *d, int peer, int n_peers, double alpha, uint64_t seed, nn_dataset *dst,
+                     char *err, size_t errlen);
+
 /* dst = the rows idx[0..n) of src (copies; n may be 0). -EINVAL if an index is
- * out of range. dst is overwritten. */
+ * out of range or src is text. dst is overwritten. */
 int nn_dataset_subset(const nn_dataset *src, const int *idx, int n, nn_dataset *dst);
 
 /* Frees and zeroes d; safe on NULL, zeroed or already freed datasets. */
@@ -110,6 +144,9 @@ void nn_dataset_free(nn_dataset *d);
  * (a stray huge label would otherwise size the model's output layer). */
 #define NN_DATA_MAX_BYTES ((size_t)2 << 30)
 #define NN_DATA_MAX_CLASSES 65536
+
+/* Internal to the nn_data loaders: "text:SPEC" after its prefix. */
+int nn_text_load(const char *spec, int context, nn_dataset *train, nn_dataset *test, char *err, size_t errlen);
 
 /* Internal to the nn_data loaders: format a message into err (if any) and return rc. */
 int nn_data_errf(char *err, size_t errlen, int rc, const char *fmt, ...)

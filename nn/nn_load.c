@@ -18,12 +18,13 @@ void nn_dataset_free(nn_dataset *d)
         return;
     free(d->x);
     free(d->y);
+    free(d->text);
     *d = (nn_dataset){0};
 }
 
 int nn_dataset_subset(const nn_dataset *src, const int *idx, int n, nn_dataset *dst)
 {
-    if (!src || !dst || n < 0 || (n && !idx))
+    if (!src || !dst || n < 0 || (n && !idx) || src->text)
         return -EINVAL;
     size_t dim = nn_dataset_dim(src);
     for (int i = 0; i < n; i++)
@@ -97,24 +98,26 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* "fashion": the Fashion-MNIST cache that `make data` writes (build/data/fashion).
- * Where it is looked for, first hit wins:
- *   1. $SGP_DATA_DIR/fashion if SGP_DATA_DIR is set, and then only there, so an
+/* A data set that `make data` caches in build/data/NAME. Where it is looked
+ * for, first hit wins:
+ *   1. $SGP_DATA_DIR/NAME if SGP_DATA_DIR is set, and then only there, so an
  *      explicit setting is never silently bypassed;
- *   2. build/data/fashion below the current directory (the source tree);
- *   3. data/fashion beside the executable, which for build/sgp is the same cache
+ *   2. build/data/NAME below the current directory (the source tree);
+ *   3. data/NAME beside the executable, which for build/sgp is the same cache
  *      reached from any directory.
- * The data are too big (30 MB gzipped) to link in like the embedded MNIST. */
-static int load_fashion(nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+ * Fashion-MNIST (30 MB gzipped) and the Brown corpus are too big to link in
+ * like the embedded MNIST. Fills `dir` with the directory found, or says in
+ * err where it looked. */
+static int find_cache(const char *name, const char *what, char *dir, size_t dirlen, char *err, size_t errlen)
 {
     char dirs[2][4096];
     int n = 0;
     const char *env = getenv("SGP_DATA_DIR");
     if (env && *env) {
-        if (path_join(dirs[n++], sizeof dirs[0], env, "fashion") < 0)
+        if (path_join(dirs[n++], sizeof dirs[0], env, name) < 0)
             return nn_data_errf(err, errlen, -ENAMETOOLONG, "SGP_DATA_DIR=%s: path too long", env);
     } else {
-        snprintf(dirs[n++], sizeof dirs[0], "build/data/fashion");
+        snprintf(dirs[n++], sizeof dirs[0], "build/data/%s", name);
         /* The executable's real path, not argv[0]: that may be a bare name found on PATH. */
         char exe[4096];
         ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -123,31 +126,56 @@ static int load_fashion(nn_dataset *train, nn_dataset *test, char *err, size_t e
             char *slash = strrchr(exe, '/');
             if (slash) {
                 *slash = '\0';
-                if (path_join(dirs[n], sizeof dirs[0], exe, "data/fashion") == 0)
+                char sub[64];
+                snprintf(sub, sizeof sub, "data/%s", name);
+                if (path_join(dirs[n], sizeof dirs[0], exe, sub) == 0)
                     n++;
             }
         }
     }
-    for (int i = 0; i < n; i++) {
-        if (!is_dir(dirs[i]))
-            continue;
-        int rc = load_mnist(dirs[i], train, test, err, errlen);
-        if (rc == -ENOENT && err && errlen) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", err);
-            nn_data_errf(err, errlen, rc, "fashion: %s: run `make data` in the sgp source tree to rebuild it", why);
+    for (int i = 0; i < n; i++)
+        if (is_dir(dirs[i]) && strlen(dirs[i]) < dirlen) {
+            memcpy(dir, dirs[i], strlen(dirs[i]) + 1);
+            return 0;
         }
-        return rc;
-    }
     if (env && *env)
         return nn_data_errf(err, errlen, -ENOENT,
-                            "fashion: %s: No such directory (SGP_DATA_DIR is set): run `make data` in the sgp "
+                            "%s: %s: No such directory (SGP_DATA_DIR is set): run `make data` in the sgp "
                             "source tree and set SGP_DATA_DIR to its build/data, or unset SGP_DATA_DIR",
-                            dirs[0]);
+                            name, dirs[0]);
     return nn_data_errf(err, errlen, -ENOENT,
-                        "fashion: Fashion-MNIST is not downloaded (looked in %s%s%s): run `make data` in the sgp "
-                        "source tree",
-                        dirs[0], n > 1 ? " and " : "", n > 1 ? dirs[1] : "");
+                        "%s: %s is not downloaded (looked in %s%s%s): run `make data` in the sgp source tree", name,
+                        what, dirs[0], n > 1 ? " and " : "", n > 1 ? dirs[1] : "");
+}
+
+/* After a cache was found: a missing file inside it means a broken cache. */
+static int rebuild_hint(int rc, const char *name, char *err, size_t errlen)
+{
+    if (rc == -ENOENT && err && errlen) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        nn_data_errf(err, errlen, rc, "%s: %s: run `make data` in the sgp source tree to rebuild it", name, why);
+    }
+    return rc;
+}
+
+static int load_fashion(nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+{
+    char dir[4096];
+    int rc = find_cache("fashion", "Fashion-MNIST", dir, sizeof dir, err, errlen);
+    return rc < 0 ? rc : rebuild_hint(load_mnist(dir, train, test, err, errlen), "fashion", err, errlen);
+}
+
+/* "brown": the corpus file, with the last NN_TEXT_VAL_PERCENT held out. */
+static int load_brown(int context, nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+{
+    char dir[4096], path[4200];
+    int rc = find_cache("brown", "the Brown corpus", dir, sizeof dir, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (path_join(path, sizeof path, dir, "brown.txt") < 0)
+        return nn_data_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    return rebuild_hint(nn_text_load(path, context, train, test, err, errlen), "brown", err, errlen);
 }
 
 /* Append src's rows to dst (same shape), consuming src. */
@@ -233,7 +261,7 @@ static int load_csv(const char *spec, nn_dataset *train, nn_dataset *test, char 
     return rc;
 }
 
-int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
+int nn_data_load(const char *spec, int context, nn_dataset *train, nn_dataset *test, char *err, size_t errlen)
 {
     if (!train || !test)
         return -EINVAL;
@@ -242,6 +270,8 @@ int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *er
     if (err && errlen)
         err[0] = '\0';
 
+    if (context <= 0)
+        context = NN_TEXT_CONTEXT;
     int rc;
     const char *what = spec && *spec ? spec : "embedded";
     if (!spec || !*spec)
@@ -252,6 +282,10 @@ int nn_data_load(const char *spec, nn_dataset *train, nn_dataset *test, char *er
         rc = load_csv(spec + 4, train, test, err, errlen);
     else if (strcmp(spec, "fashion") == 0)
         rc = load_fashion(train, test, err, errlen);
+    else if (strncmp(spec, "text:", 5) == 0)
+        rc = nn_text_load(spec + 5, context, train, test, err, errlen);
+    else if (strcmp(spec, "brown") == 0)
+        rc = load_brown(context, train, test, err, errlen);
     else
         rc = load_mnist(spec, train, test, err, errlen);
 

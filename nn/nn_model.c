@@ -10,6 +10,7 @@
 
 #include "nn/nn_model.h"
 #include "nn/nn_rng.h"
+#include "nn/nn_seq.h"
 
 static size_t out_size(const nn_layer *l) { return (size_t)l->out_c * l->out_h * l->out_w; }
 static size_t in_size(const nn_layer *l) { return (size_t)l->in_c * l->in_h * l->in_w; }
@@ -37,6 +38,7 @@ static nn_layer *push(nn_model *m, nn_layer_kind kind, const char *name, char *e
         l->in_c = p->out_c, l->in_h = p->out_h, l->in_w = p->out_w;
     }
     l->out_c = l->in_c, l->out_h = l->in_h, l->out_w = l->in_w;
+    l->rows = 1;
     m->n_layers++;
     return l;
 }
@@ -71,26 +73,74 @@ static int add_op(nn_model *m, const nn_spec_op *op, int last, char *err, size_t
                                         [NN_OP_RELU] = "relu",        [NN_OP_GELU] = "gelu",
                                         [NN_OP_TANH] = "tanh",        [NN_OP_FLATTEN] = "flatten",
                                         [NN_OP_DROPOUT] = "dropout",  [NN_OP_GROUPNORM] = "gn",
-                                        [NN_OP_LAYERNORM] = "ln"};
+                                        [NN_OP_LAYERNORM] = "ln",     [NN_OP_EMBED] = "embed",
+                                        [NN_OP_POS] = "pos",          [NN_OP_ATTN] = "attn"};
     static const nn_layer_kind kinds[] = {[NN_OP_FC] = NN_DENSE,        [NN_OP_CONV] = NN_CONV2D,
                                           [NN_OP_MAXPOOL] = NN_MAXPOOL, [NN_OP_AVGPOOL] = NN_AVGPOOL,
                                           [NN_OP_RELU] = NN_RELU,       [NN_OP_GELU] = NN_GELU,
                                           [NN_OP_TANH] = NN_TANH,       [NN_OP_FLATTEN] = NN_FLATTEN,
                                           [NN_OP_DROPOUT] = NN_DROPOUT, [NN_OP_GROUPNORM] = NN_NORM,
-                                          [NN_OP_LAYERNORM] = NN_NORM};
+                                          [NN_OP_LAYERNORM] = NN_NORM,  [NN_OP_EMBED] = NN_EMBED,
+                                          [NN_OP_POS] = NN_POS,         [NN_OP_ATTN] = NN_ATTN};
+    const int seq = nn_model_is_seq(m);
     nn_layer *l = push(m, kinds[op->kind], names[op->kind], err, errlen);
     if (!l)
         return -EINVAL;
+    switch (op->kind) {
+    case NN_OP_CONV:
+    case NN_OP_MAXPOOL:
+    case NN_OP_AVGPOOL:
+    case NN_OP_FLATTEN:
+    case NN_OP_GROUPNORM:
+        if (seq)
+            return misfit(m, l, op, err, errlen, "not for a sequence model (one that starts with embed)");
+        break;
+    case NN_OP_POS:
+    case NN_OP_ATTN:
+        if (!seq)
+            return misfit(m, l, op, err, errlen, "only in a sequence model: start the model with embed:C");
+        break;
+    default:
+        break;
+    }
     switch (op->kind) {
     case NN_OP_FC: {
         if (!op->n && !last)
             return misfit(m, l, op, err, errlen, "fc without a width is only for the last layer (fc:N elsewhere)");
         const int out = op->n ? op->n : m->n_classes;
-        l->out_c = 1, l->out_h = 1, l->out_w = out;
-        l->w_n = (size_t)out * in_size(l);
+        if (seq) { /* each token on its own */
+            l->rows = l->in_h;
+            l->out_w = out;
+            l->w_n = (size_t)out * l->in_w;
+        } else {
+            l->out_c = 1, l->out_h = 1, l->out_w = out;
+            l->w_n = (size_t)out * in_size(l);
+        }
         l->b_n = (size_t)out;
         return 0;
     }
+    case NN_OP_EMBED:
+        if (m->n_layers != 1 || l->in_c != 1 || l->in_h != 1)
+            return misfit(m, l, op, err, errlen,
+                          "embed takes token ids: it must be the first layer, on 1 x 1 x tokens inputs (text data)");
+        l->out_c = 1, l->out_h = l->in_w, l->out_w = op->n;
+        l->rows = l->in_w;
+        l->w_n = (size_t)m->n_classes * op->n; /* the vocabulary is the class count */
+        m->tokens = l->in_w;
+        return 0;
+    case NN_OP_POS:
+        l->w_n = (size_t)l->in_h * l->in_w;
+        return 0;
+    case NN_OP_ATTN:
+        if (l->in_w % 3 != 0 || (l->in_w / 3) % op->n != 0)
+            return misfit(m, l, op, err, errlen,
+                          "attention takes queries, keys and values of equal width (3 x C) with C a multiple of "
+                          "the %d heads; its input is %d wide (put fc:3C before it)",
+                          op->n, l->in_w);
+        l->out_w = l->in_w / 3;
+        l->heads = op->n;
+        l->rows = l->in_h;
+        return 0;
     case NN_OP_CONV:
         l->conv = (nn_conv_shape){.ic = l->in_c, .ih = l->in_h, .iw = l->in_w, .oc = op->n, .k = op->k,
                                   .stride = op->stride, .pad = op->pad};
@@ -125,6 +175,12 @@ static int add_op(nn_model *m, const nn_spec_op *op, int last, char *err, size_t
         l->w_n = l->b_n = (size_t)l->in_c;
         return 0;
     case NN_OP_LAYERNORM:
+        if (seq) { /* over each token's vector */
+            l->rows = l->in_h;
+            l->norm = (nn_norm_shape){.n = (size_t)l->in_w, .groups = 1, .per_affine = 1};
+            l->w_n = l->b_n = (size_t)l->in_w;
+            return 0;
+        }
         l->norm = (nn_norm_shape){.n = in_size(l), .groups = 1, .per_affine = 1};
         l->w_n = l->b_n = in_size(l);
         return 0;
@@ -170,6 +226,15 @@ static int build(nn_model *m, const char *expanded, char *err, size_t errlen)
             return rc;
     }
     const nn_layer *l = &m->layer[m->n_layers - 1];
+    if (nn_model_is_seq(m)) {
+        if (l->out_w != m->n_classes) {
+            snprintf(err, errlen, "model '%s': the last layer (%s) gives %d outputs a token, the data has %d classes "
+                     "(end with fc)", m->spec, l->name, l->out_w, m->n_classes);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    m->tokens = 1;
     if (out_size(l) != (size_t)m->n_classes) {
         snprintf(err, errlen, "model '%s': the last layer (%s) gives %zu outputs, the data has %d classes (end with fc)",
                  m->spec, l->name, out_size(l), m->n_classes);
@@ -188,7 +253,9 @@ static size_t work_size(const nn_layer *l, int B)
     case NN_DROPOUT:
         return (size_t)B * out_size(l);
     case NN_NORM:
-        return 2 * (size_t)B * l->norm.groups;
+        return 2 * (size_t)B * l->rows * l->norm.groups;
+    case NN_ATTN:
+        return nn_attention_workspace(B, l->in_h, l->heads);
     default:
         return 0;
     }
@@ -212,9 +279,15 @@ static int allocate(nn_model *m)
     m->n_params = n_params;
     m->params = calloc(n_params ? n_params : 1, sizeof(float));
     m->grads = calloc(n_params ? n_params : 1, sizeof(float));
-    m->acts = calloc(B * n_acts + B * (size_t)m->n_classes, sizeof(float));
+    m->acts = calloc(B * n_acts + B * (size_t)m->tokens * m->n_classes, sizeof(float));
     m->work = n_work ? calloc(n_work, sizeof(float)) : NULL;
     m->argmax = n_argmax ? calloc(B * n_argmax, sizeof(int)) : NULL;
+    if (nn_model_is_seq(m)) {
+        m->seq_x = malloc(B * m->tokens * sizeof(float));
+        m->seq_y = malloc(B * m->tokens * sizeof(int));
+        if (!m->seq_x || !m->seq_y)
+            return -ENOMEM;
+    }
     if (!m->params || !m->grads || !m->acts || (n_work && !m->work) || (n_argmax && !m->argmax))
         return -ENOMEM;
     float *a = m->acts, *work = m->work;
@@ -254,10 +327,11 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
     }
     strcpy(m->spec, spec);
     m->in_c = c, m->in_h = h, m->in_w = w, m->n_classes = n_classes, m->max_batch = max_batch;
-    char expanded[NN_SPEC_MAX_LEN];
-    int rc = nn_spec_expand(spec, expanded, sizeof expanded, err, errlen);
+    char *expanded = malloc(NN_SPEC_MAX_EXPANDED);
+    int rc = expanded ? nn_spec_expand(spec, expanded, NN_SPEC_MAX_EXPANDED, err, errlen) : -ENOMEM;
     if (rc == 0)
         rc = build(m, expanded, err, errlen);
+    free(expanded);
     if (rc == 0 && (rc = allocate(m)) < 0)
         snprintf(err, errlen, "model '%s': out of memory", spec);
     if (rc < 0) {
@@ -277,12 +351,29 @@ void nn_model_free(nn_model *m)
     free(m->acts);
     free(m->work);
     free(m->argmax);
+    free(m->seq_x);
+    free(m->seq_y);
     memset(m, 0, sizeof *m);
+}
+
+/* GPT-2's initialisation for sequence models: every matrix N(0, 0.02), and
+ * the projection that closes a residual block N(0, 0.02 / sqrt(R)) for R
+ * blocks, so the residual stream's variance does not grow with depth. */
+static double seq_std(const nn_model *m, int i)
+{
+    if (i + 1 < m->n_layers && m->layer[i + 1].kind == NN_ADD) {
+        int blocks = 0;
+        for (int j = 0; j < m->n_layers; j++)
+            blocks += m->layer[j].kind == NN_ADD;
+        return 0.02 / sqrt((double)blocks);
+    }
+    return 0.02;
 }
 
 void nn_model_init_params(nn_model *m, uint64_t seed)
 {
     m->seed = seed, m->steps = 0;
+    const int seq = nn_model_is_seq(m);
     /* One stream per layer, so adding a layer does not reshuffle the others. */
     for (int i = 0; i < m->n_layers; i++) {
         const nn_layer *l = &m->layer[i];
@@ -296,8 +387,7 @@ void nn_model_init_params(nn_model *m, uint64_t seed)
         }
         nn_rng r;
         nn_rng_seed(&r, seed, 0x6e6e0000u + (uint64_t)i);
-        size_t fan_in = l->w_n / l->b_n;
-        double std = sqrt(2.0 / (double)fan_in); /* He: keeps ReLU activations' scale */
+        double std = seq ? seq_std(m, i) : sqrt(2.0 / (double)(l->w_n / l->b_n)); /* He: keeps ReLU's scale */
         float *W = m->params + l->w_off;
         for (size_t j = 0; j < l->w_n; j++)
             W[j] = (float)(std * nn_rng_normal(&r));
@@ -326,7 +416,17 @@ static const float *forward(nn_model *m, const float *x, int B, int train)
         const size_t n = (size_t)B * in_size(l);
         switch (l->kind) {
         case NN_DENSE:
-            nn_dense_forward(in, B, (int)in_size(l), l->out_w, P + l->w_off, P + l->b_off, l->out);
+            nn_dense_forward(in, B * l->rows, (int)(in_size(l) / l->rows), l->out_w, P + l->w_off, P + l->b_off,
+                             l->out);
+            break;
+        case NN_EMBED:
+            nn_embed_forward(in, n, m->n_classes, l->out_w, P + l->w_off, l->out);
+            break;
+        case NN_POS:
+            nn_pos_forward(in, B, l->in_h, l->in_w, P + l->w_off, l->out);
+            break;
+        case NN_ATTN:
+            nn_attention_forward(in, B, l->in_h, l->out_w, l->heads, l->out, l->work);
             break;
         case NN_RELU:
             nn_relu_forward(in, n, l->out);
@@ -359,7 +459,7 @@ static const float *forward(nn_model *m, const float *x, int B, int train)
             }
             break;
         case NN_NORM:
-            nn_norm_forward(&l->norm, in, B, P + l->w_off, P + l->b_off, l->out, l->work);
+            nn_norm_forward(&l->norm, in, B * l->rows, P + l->w_off, P + l->b_off, l->out, l->work);
             break;
         case NN_ADD: {
             const float *s2 = skip_input(m, l, x);
@@ -400,9 +500,10 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
     const float *logits = forward(m, x, B, 1);
     m->steps++;
     nn_layer *last = &m->layer[m->n_layers - 1];
-    float loss = nn_softmax_xent(logits, y, B, m->n_classes, m->probs, last->dout);
+    const int rows = B * m->tokens; /* every position of a sequence is a prediction */
+    float loss = nn_softmax_xent(logits, y, rows, m->n_classes, m->probs, last->dout);
     if (correct)
-        *correct = count_correct(logits, y, B, m->n_classes);
+        *correct = count_correct(logits, y, rows, m->n_classes);
 
     const float *P = m->params;
     float *G = m->grads;
@@ -415,12 +516,21 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
             if (m->layer[j].kind != NN_FLATTEN)
                 din = m->layer[j].dout;
         const size_t n = (size_t)B * in_size(l);
-        if (!din && l->kind != NN_DENSE && l->kind != NN_CONV2D && l->kind != NN_NORM)
+        if (!din && !l->w_n)
             continue; /* nothing to compute: no parameters, no gradient wanted */
         switch (l->kind) {
         case NN_DENSE:
-            nn_dense_backward(in, l->dout, B, (int)in_size(l), l->out_w, P + l->w_off, G + l->w_off, G + l->b_off,
-                              din);
+            nn_dense_backward(in, l->dout, B * l->rows, (int)(in_size(l) / l->rows), l->out_w, P + l->w_off,
+                              G + l->w_off, G + l->b_off, din);
+            break;
+        case NN_EMBED:
+            nn_embed_backward(in, l->dout, n, m->n_classes, l->out_w, G + l->w_off);
+            break;
+        case NN_POS:
+            nn_pos_backward(l->dout, B, l->in_h, l->in_w, G + l->w_off, din);
+            break;
+        case NN_ATTN:
+            nn_attention_backward(in, l->dout, B, l->in_h, l->out_w, l->heads, din, l->work);
             break;
         case NN_RELU:
             nn_relu_backward(l->out, l->dout, n, din);
@@ -438,7 +548,8 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
             nn_dropout_backward(l->work, l->dout, n, din);
             break;
         case NN_NORM:
-            nn_norm_backward(&l->norm, in, l->dout, B, P + l->w_off, l->work, G + l->w_off, G + l->b_off, din);
+            nn_norm_backward(&l->norm, in, l->dout, B * l->rows, P + l->w_off, l->work, G + l->w_off, G + l->b_off,
+                             din);
             break;
         case NN_ADD:
             memcpy(din, l->dout, n * sizeof(float));
@@ -465,6 +576,21 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
     return loss;
 }
 
+/* Text: every evaluation window, each position a prediction. */
+static void evaluate_text(nn_model *m, const nn_dataset *d, double *total_loss, long *correct, long *count)
+{
+    const int n = nn_text_windows(d), T = m->tokens, K = m->n_classes;
+    for (int at = 0; at < n; at += m->max_batch) {
+        const int B = n - at < m->max_batch ? n - at : m->max_batch;
+        for (int i = 0; i < B; i++)
+            nn_text_window(d, at + i, m->seq_x + (size_t)i * T, m->seq_y + (size_t)i * T);
+        const float *logits = nn_model_forward(m, m->seq_x, B);
+        *total_loss += (double)nn_softmax_xent(logits, m->seq_y, B * T, K, m->probs, NULL) * B * T;
+        *correct += count_correct(logits, m->seq_y, B * T, K);
+    }
+    *count = (long)n * T;
+}
+
 void nn_model_evaluate(nn_model *m, const float *params, const nn_dataset *d, float *loss, float *accuracy)
 {
     float *own = m->params;
@@ -472,18 +598,24 @@ void nn_model_evaluate(nn_model *m, const float *params, const nn_dataset *d, fl
         m->params = (float *)params; /* read-only use: forward never writes params */
     const size_t dim = nn_dataset_dim(d);
     double total_loss = 0.0;
-    long correct = 0;
-    for (int at = 0; at < d->n; at += m->max_batch) {
-        int B = d->n - at < m->max_batch ? d->n - at : m->max_batch;
-        const float *logits = nn_model_forward(m, d->x + (size_t)at * dim, B);
-        total_loss += (double)nn_softmax_xent(logits, d->y + at, B, m->n_classes, m->probs, NULL) * B;
-        correct += count_correct(logits, d->y + at, B, m->n_classes);
+    long correct = 0, count = 0;
+    if (d->text) {
+        if (nn_model_is_seq(m) && d->w == m->tokens) /* else nothing fits: loss and accuracy 0 */
+            evaluate_text(m, d, &total_loss, &correct, &count);
+    } else {
+        for (int at = 0; at < d->n; at += m->max_batch) {
+            int B = d->n - at < m->max_batch ? d->n - at : m->max_batch;
+            const float *logits = nn_model_forward(m, d->x + (size_t)at * dim, B);
+            total_loss += (double)nn_softmax_xent(logits, d->y + at, B, m->n_classes, m->probs, NULL) * B;
+            correct += count_correct(logits, d->y + at, B, m->n_classes);
+        }
+        count = d->n;
     }
     m->params = own;
     if (loss)
-        *loss = d->n ? (float)(total_loss / d->n) : 0.0f;
+        *loss = count ? (float)(total_loss / count) : 0.0f;
     if (accuracy)
-        *accuracy = d->n ? (float)correct / (float)d->n : 0.0f;
+        *accuracy = count ? (float)correct / (float)count : 0.0f;
 }
 
 void nn_model_predict(nn_model *m, const float *x, int n, int *label, float *probs)
@@ -518,11 +650,12 @@ static const nn_layer *view_layer(const nn_model *m, int i, int *bias)
         const nn_layer *L = &m->layer[l];
         if (!L->w_n)
             continue;
-        if (i < 2) {
+        const int views = L->b_n ? 2 : 1; /* embeddings have no bias */
+        if (i < views) {
             *bias = i;
             return L;
         }
-        i -= 2;
+        i -= views;
     }
     return NULL;
 }
@@ -551,7 +684,13 @@ int nn_model_view_shape(const nn_model *m, int i, int64_t dims[4])
     }
     switch (L->kind) {
     case NN_DENSE:
-        dims[0] = L->out_w, dims[1] = (int64_t)in_size(L);
+        dims[0] = L->out_w, dims[1] = (int64_t)(in_size(L) / L->rows);
+        return 2;
+    case NN_EMBED:
+        dims[0] = m->n_classes, dims[1] = L->out_w;
+        return 2;
+    case NN_POS:
+        dims[0] = L->in_h, dims[1] = L->in_w;
         return 2;
     case NN_CONV2D:
         dims[0] = L->conv.oc, dims[1] = L->conv.ic, dims[2] = dims[3] = L->conv.k;

@@ -12,7 +12,14 @@
  * "conv:32:3:pad=1,gn:8,relu,maxpool:2,fc:128,relu,dropout:0.25,fc", and the
  * presets "mlp" (softmax regression), "mlp:W1,W2,..." (hidden widths, ReLU)
  * and "lenet" (conv5x5(6,pad 2)-relu-pool2-conv5x5(16)-relu-pool2-fc120-relu-
- * fc84-relu-fc). Input shape and class count come from the data.
+ * fc84-relu-fc), and "gpt:L:C:H" (a byte-level GPT). Input shape and class
+ * count come from the data.
+ *
+ * Sequence models start with "embed:C": a sample is `tokens` token ids (text
+ * data: 1 x 1 x context), activations are [batch][tokens][width], fc and ln
+ * act on each token, and the loss is the mean next-token cross-entropy over
+ * every position, so labels are [batch][tokens] and logits
+ * [batch][tokens][classes].
  * The flat m.params vector is what gossip and compression operate on; a step
  * never allocates.
  */
@@ -40,6 +47,9 @@ typedef enum nn_layer_kind {
     NN_DROPOUT,
     NN_NORM, /* group or layer normalisation */
     NN_ADD,  /* the end of a residual block: its input plus its output */
+    NN_EMBED, /* token ids -> vectors (a sequence model's first layer) */
+    NN_POS,   /* plus a learned vector per position */
+    NN_ATTN,  /* causal multi-head self-attention, [tokens][3 x width] -> [tokens][width] */
 } nn_layer_kind;
 
 typedef struct nn_layer {
@@ -52,12 +62,14 @@ typedef struct nn_layer {
     float p;                 /* NN_DROPOUT */
     nn_norm_shape norm;      /* NN_NORM */
     int skip;                /* NN_ADD: the layer whose output is the block's input (-1: the model's input) */
+    int rows;                /* rows a sample is to a per-row layer: its tokens in a sequence model, else 1 */
+    int heads;               /* NN_ATTN */
     size_t w_off, w_n;       /* weight view into params / grads (dense, conv) */
     size_t b_off, b_n;       /* bias view */
     float *out, *dout;       /* [max_batch][out size]; flatten aliases its input */
     int *argmax;             /* NN_MAXPOOL */
     float *work;             /* NN_CONV2D: im2col patches kept for backward; NN_DROPOUT: the mask;
-                              * NN_NORM: each sample's group statistics */
+                              * NN_NORM: each sample's group statistics; NN_ATTN: the attention weights */
 } nn_layer;
 
 typedef struct nn_model {
@@ -65,6 +77,7 @@ typedef struct nn_model {
     uint64_t seed;  /* of the initial parameters, and with `steps` of dropout's masks */
     uint64_t steps; /* nn_model_grad calls so far: each draws new dropout masks */
     int in_c, in_h, in_w, n_classes, max_batch;
+    int tokens; /* labels a sample has: its positions in a sequence model (in_w), else 1 */
     int n_layers;
     nn_layer layer[NN_MAX_LAYERS];
     size_t n_params;
@@ -74,7 +87,15 @@ typedef struct nn_model {
     float *probs;  /* softmax of the last batch */
     float *work;   /* convolution workspaces, one per conv layer */
     int *argmax;   /* max-pool winners, one block */
+    float *seq_x;  /* sequence models: a batch of evaluation windows, [max_batch][tokens] */
+    int *seq_y;
 } nn_model;
+
+/* Bits per byte of a mean loss in nats per token, for byte-level text. */
+static inline double nn_bits_per_byte(double nats_per_token) { return nats_per_token / 0.69314718055994530942; }
+
+/* A sequence model: one that starts with a token embedding. */
+static inline int nn_model_is_seq(const nn_model *m) { return m->n_layers > 0 && m->layer[0].kind == NN_EMBED; }
 
 /* Build the model for inputs of shape c x h x w and n_classes outputs, with
  * buffers for batches up to max_batch, parameters initialised from seed (He
@@ -91,12 +112,13 @@ void nn_model_init_params(nn_model *m, uint64_t seed);
 const float *nn_model_forward(nn_model *m, const float *x, int B);
 
 /* Forward (training: dropout on, masks drawn from seed and steps, then
- * steps++), mean softmax cross-entropy against y, backward into m->grads (at
- * the current m->params). Returns the loss; *correct (if not NULL) counts
- * argmax hits. */
+ * steps++), mean softmax cross-entropy against y (B * m->tokens labels),
+ * backward into m->grads (at the current m->params). Returns the loss;
+ * *correct (if not NULL) counts argmax hits among the B * m->tokens. */
 float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *correct);
 
-/* Mean loss and accuracy over a whole data set, in batches of max_batch,
+/* Mean loss (per label: per token for text) and accuracy over a whole data
+ * set (text: its evaluation windows, nn_text_window), in batches of max_batch,
  * evaluated at `params` (m->params when NULL; the model's own params are left
  * as they were). */
 void nn_model_evaluate(nn_model *m, const float *params, const nn_dataset *d, float *loss, float *accuracy);

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,4 +166,37 @@ int nn_shard_indices(const nn_dataset *d, int peer, int n_peers, double alpha, u
     *idx = out;
     *count = (int)got;
     return 0;
+}
+
+/* Text is cut in contiguous runs of bytes rather than drawn windows: a window
+ * that straddled two peers' runs would be data both of them hold. */
+static int shard_text(const nn_dataset *d, int peer, int n_peers, nn_dataset *dst, char *err, size_t errlen)
+{
+    const size_t lo = (size_t)((unsigned __int128)d->text_len * (unsigned)peer / (unsigned)n_peers);
+    const size_t hi = (size_t)((unsigned __int128)d->text_len * (unsigned)(peer + 1) / (unsigned)n_peers);
+    char name[64];
+    snprintf(name, sizeof name, "peer %d's shard of the text", peer);
+    return nn_text_parse(d->text + lo, hi - lo, name, d->w, dst, err, errlen);
+}
+
+int nn_dataset_shard(const nn_dataset *d, int peer, int n_peers, double alpha, uint64_t seed, nn_dataset *dst,
+                     char *err, size_t errlen)
+{
+    if (!d || !dst || n_peers < 1 || peer < 0 || peer >= n_peers)
+        return -EINVAL;
+    if (d->text) {
+        if (alpha > 0)
+            return nn_data_errf(err, errlen, -EINVAL,
+                                "non-iid shards (a Dirichlet alpha) need class labels: text is cut in "
+                                "contiguous parts");
+        return shard_text(d, peer, n_peers, dst, err, errlen);
+    }
+    int *idx = NULL, count = 0;
+    int rc = nn_shard_indices(d, peer, n_peers, alpha, seed, &idx, &count);
+    if (rc == 0)
+        rc = nn_dataset_subset(d, idx, count, dst);
+    free(idx);
+    if (rc < 0)
+        nn_data_errf(err, errlen, rc, "peer %d's shard: %s", peer, rc == -ENOMEM ? "out of memory" : "bad split");
+    return rc;
 }

@@ -9,10 +9,37 @@
 static const char *const LENET = "conv:6:5:pad=2,relu,maxpool:2,conv:16:5,relu,maxpool:2,flatten,fc:120,relu,fc:84,"
                                  "relu,fc";
 
+/* gpt:LAYERS:WIDTH:HEADS: GPT-2's block (pre-norm, causal attention with one
+ * QKV projection and an output projection, a 4x MLP with GELU) over byte
+ * tokens and learned positions, then a final norm and the next-token head. */
+static int expand_gpt(const char *spec, char *out, size_t outlen, char *err, size_t errlen)
+{
+    int L, C, H, used = 0;
+    if (sscanf(spec, "gpt:%d:%d:%d%n", &L, &C, &H, &used) != 3 || spec[used] != '\0' || spec[4] < '0' ||
+        spec[4] > '9' || L < 1 || L > 24 || C < 1 || C > 8192 || H < 1 || C % H != 0) {
+        snprintf(err, errlen,
+                 "model '%s': expected gpt:LAYERS:WIDTH:HEADS (layers 1..24, width 1..8192 a multiple of heads)",
+                 spec);
+        return -EINVAL;
+    }
+    size_t at = (size_t)snprintf(out, outlen, "embed:%d,pos", C);
+    for (int i = 0; i < L && at < outlen; i++)
+        at += (size_t)snprintf(out + at, outlen - at, ",res(ln,fc:%d,attn:%d,fc:%d),res(ln,fc:%d,gelu,fc:%d)",
+                               3 * C, H, C, 4 * C, C);
+    if (at < outlen)
+        at += (size_t)snprintf(out + at, outlen - at, ",ln,fc");
+    return at < outlen ? 0 : -ENOSPC;
+}
+
 int nn_spec_expand(const char *spec, char *out, size_t outlen, char *err, size_t errlen)
 {
     size_t at = 0;
-    if (strcmp(spec, "lenet") == 0) {
+    if (strncmp(spec, "gpt:", 4) == 0 || strcmp(spec, "gpt") == 0) {
+        int rc = expand_gpt(spec, out, outlen, err, errlen);
+        if (rc == -EINVAL)
+            return rc;
+        at = rc < 0 ? outlen : 0;
+    } else if (strcmp(spec, "lenet") == 0) {
         at = (size_t)snprintf(out, outlen, "%s", LENET);
     } else if (strcmp(spec, "mlp") == 0 || strncmp(spec, "mlp:", 4) == 0) {
         /* mlp:W1,W2: flatten, then fc:W and relu for each width, then the class layer */
@@ -143,6 +170,21 @@ static int layer(parser *ps, nn_spec_op *op)
         op->stride = op->k;
         return options(ps, op, 0);
     }
+    if (is_word(from, "embed")) {
+        op->kind = NN_OP_EMBED;
+        ps->at += 5;
+        return positional(ps, 1, 1 << 16, &op->n, "embed:C (C, the embedding width, 1..65536)");
+    }
+    if (is_word(from, "pos")) {
+        op->kind = NN_OP_POS;
+        ps->at += 3;
+        return 0;
+    }
+    if (is_word(from, "attn")) {
+        op->kind = NN_OP_ATTN;
+        ps->at += 4;
+        return positional(ps, 1, 4096, &op->n, "attn:H (H heads, 1..4096)");
+    }
     if (is_word(from, "gn")) {
         op->kind = NN_OP_GROUPNORM;
         ps->at += 2;
@@ -163,8 +205,8 @@ static int layer(parser *ps, nn_spec_op *op)
         return 0;
     }
     return fail(ps, from,
-                "a layer (fc, conv, maxpool, avgpool, relu, gelu, tanh, flatten, dropout, gn, ln, res(...)) or a "
-                "preset (mlp, mlp:W1,W2,..., lenet); see nn/MODELS.md");
+                "a layer (fc, conv, maxpool, avgpool, relu, gelu, tanh, flatten, dropout, gn, ln, embed, pos, attn, "
+                "res(...)) or a preset (mlp, mlp:W1,W2,..., lenet, gpt:L:C:H); see nn/MODELS.md");
 }
 
 int nn_spec_parse(const char *spec, nn_spec_op *ops, int max_ops, char *err, size_t errlen)
@@ -173,7 +215,7 @@ int nn_spec_parse(const char *spec, nn_spec_op *ops, int max_ops, char *err, siz
     int n = 0, depth = 0;
     for (;;) {
         if (n + 2 > max_ops)
-            return fail(&ps, ps.at, "no more layers (at most 128, residual blocks counting two)");
+            return fail(&ps, ps.at, "no more layers (at most 256, residual blocks counting two)");
         if (strncmp(ps.at, "res(", 4) == 0) {
             ops[n++] = (nn_spec_op){.kind = NN_OP_RES_BEGIN, .pos = (int)(ps.at - spec) + 1};
             ps.at += 4;
@@ -190,7 +232,7 @@ int nn_spec_parse(const char *spec, nn_spec_op *ops, int max_ops, char *err, siz
             ps.at++;
             depth--;
             if (n + 1 > max_ops)
-                return fail(&ps, ps.at, "no more layers (at most 128, residual blocks counting two)");
+                return fail(&ps, ps.at, "no more layers (at most 256, residual blocks counting two)");
         }
         if (*ps.at == '\0')
             break;

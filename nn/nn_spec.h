@@ -1,7 +1,7 @@
 /* The model spec language (nn/MODELS.md): a comma-separated sequence of
  * layers, e.g. "conv:32:3:pad=1,relu,maxpool:2,fc:128,relu,dropout:0.25,fc",
- * with residual blocks "res(...)" and the presets "mlp", "mlp:W1,W2,..." and
- * "lenet", which expand to specs.
+ * with residual blocks "res(...)" and the presets "mlp", "mlp:W1,W2,...",
+ * "lenet" and "gpt:LAYERS:WIDTH:HEADS", which expand to specs.
  *
  *   nn_spec_op ops[NN_SPEC_MAX_OPS];
  *   int n = nn_spec_parse("conv:8:3,relu,fc", ops, NN_SPEC_MAX_OPS, err, sizeof err);
@@ -14,8 +14,9 @@
 
 #include <stddef.h>
 
-#define NN_SPEC_MAX_OPS 128
-#define NN_SPEC_MAX_LEN 512 /* characters of a spec, presets expanded */
+#define NN_SPEC_MAX_OPS 256
+#define NN_SPEC_MAX_LEN 512       /* characters of a spec as given */
+#define NN_SPEC_MAX_EXPANDED 4096 /* characters of a spec with its preset expanded */
 
 typedef enum nn_spec_kind {
     NN_OP_FC,      /* n outputs; 0: the class count (only as the last layer) */
@@ -29,6 +30,9 @@ typedef enum nn_spec_kind {
     NN_OP_DROPOUT, /* p */
     NN_OP_GROUPNORM, /* n groups */
     NN_OP_LAYERNORM,
+    NN_OP_EMBED,     /* n: token embedding width (the vocabulary is the class count) */
+    NN_OP_POS,       /* learned position embedding, one vector per position */
+    NN_OP_ATTN,      /* n heads: causal self-attention over a [tokens][3 x width] input */
     NN_OP_RES_BEGIN, /* "res(": the block's input is added to its output */
     NN_OP_RES_END,   /* ")" */
 } nn_spec_kind;
@@ -40,7 +44,7 @@ typedef struct nn_spec_op {
     int pos; /* 1-based character position in the (expanded) spec, for messages */
 } nn_spec_op;
 
-/* Expands a preset (mlp, mlp:W1,..., lenet) into out; any other spec is
+/* Expands a preset (mlp, mlp:W1,..., lenet, gpt:L:C:H) into out; any other spec is
  * copied. -EINVAL (err set) for a malformed preset or a spec too long. */
 int nn_spec_expand(const char *spec, char *out, size_t outlen, char *err, size_t errlen);
 

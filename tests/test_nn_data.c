@@ -125,7 +125,7 @@ Test(nn_data, embedded_set)
     static const int want_test[10] = {200, 225, 198, 206, 196, 173, 203, 214, 189, 196};
     nn_dataset tr = {0}, te = {0};
     char err[256] = "";
-    cr_assert_eq(nn_data_load(NULL, &tr, &te, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(nn_data_load(NULL, 0, &tr, &te, err, sizeof err), 0, "%s", err);
     cr_assert_eq(tr.n, 8000);
     cr_assert_eq(te.n, 2000);
     cr_assert(tr.c == 1 && tr.h == 28 && tr.w == 28 && te.c == 1 && te.h == 28 && te.w == 28);
@@ -155,7 +155,7 @@ Test(nn_data, embedded_set)
     nn_dataset_free(&tr);
     nn_dataset_free(&te);
     /* "" means the embedded set too. */
-    cr_assert_eq(nn_data_load("", &tr, &te, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(nn_data_load("", 0, &tr, &te, err, sizeof err), 0, "%s", err);
     cr_assert_eq(tr.n, 8000);
     nn_dataset_free(&tr);
     nn_dataset_free(&te);
@@ -174,7 +174,7 @@ Test(nn_data, fashion_missing_says_make_data)
     /* SGP_DATA_DIR is the only place looked at when set, even though the
      * source tree's build/data/fashion may well exist. */
     cr_assert_eq(setenv("SGP_DATA_DIR", g_dir, 1), 0);
-    cr_assert_eq(nn_data_load("fashion", &tr, &te, err, sizeof err), -ENOENT, "%s", err);
+    cr_assert_eq(nn_data_load("fashion", 0, &tr, &te, err, sizeof err), -ENOENT, "%s", err);
     cr_assert_err_has(err, tpath("fashion"));
     cr_assert_err_has(err, "run `make data`");
     cr_assert_null(strchr(err, '\n'), "one line: %s", err);
@@ -182,7 +182,7 @@ Test(nn_data, fashion_missing_says_make_data)
 
     /* A fashion/ directory without the files: the first missing one is named. */
     cr_assert_eq(mkdir(tpath("fashion"), 0755), 0);
-    cr_assert_eq(nn_data_load("fashion", &tr, &te, err, sizeof err), -ENOENT, "%s", err);
+    cr_assert_eq(nn_data_load("fashion", 0, &tr, &te, err, sizeof err), -ENOENT, "%s", err);
     cr_assert_err_has(err, "fashion/train-images-idx3-ubyte");
     cr_assert_err_has(err, "run `make data`");
 
@@ -190,7 +190,7 @@ Test(nn_data, fashion_missing_says_make_data)
      * (the second beside this test binary, where there is no cache). */
     cr_assert_eq(unsetenv("SGP_DATA_DIR"), 0);
     cr_assert_eq(chdir(tpath("fashion")), 0);
-    cr_assert_eq(nn_data_load("fashion", &tr, &te, err, sizeof err), -ENOENT, "%s", err);
+    cr_assert_eq(nn_data_load("fashion", 0, &tr, &te, err, sizeof err), -ENOENT, "%s", err);
     cr_assert_err_has(err, "looked in build/data/fashion and /");
     cr_assert_err_has(err, "run `make data`");
 }
@@ -229,7 +229,7 @@ Test(nn_data, fashion_when_present, .timeout = 60)
 {
     nn_dataset tr = {0}, te = {0};
     char err[1024] = "";
-    int rc = nn_data_load("fashion", &tr, &te, err, sizeof err);
+    int rc = nn_data_load("fashion", 0, &tr, &te, err, sizeof err);
     if (rc == -ENOENT)
         cr_skip_test("Fashion-MNIST is not downloaded (run `make data` first; `make test` does): %s", err);
     cr_assert_eq(rc, 0, "%s", err);
@@ -277,7 +277,7 @@ Test(nn_data, idx_round_trip_raw_and_gz)
     put_idx_pair("t10k", 4, 5, 7, 2, 1);
     nn_dataset tr = {0}, te = {0};
     char err[256] = "";
-    cr_assert_eq(nn_data_load(g_dir, &tr, &te, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(nn_data_load(g_dir, 0, &tr, &te, err, sizeof err), 0, "%s", err);
     check_idx(&tr, 11, 5, 7, 3);
     check_idx(&te, 4, 5, 7, 2);
     cr_assert_eq(tr.n_classes, 3);
@@ -300,7 +300,7 @@ Test(nn_data, idx_shape_mismatch_between_train_and_test)
     put_idx_pair("t10k", 3, 7, 5, 3, 0);
     nn_dataset tr = {0}, te = {0};
     char err[256] = "";
-    cr_assert_eq(nn_data_load(g_dir, &tr, &te, err, sizeof err), -EBADMSG);
+    cr_assert_eq(nn_data_load(g_dir, 0, &tr, &te, err, sizeof err), -EBADMSG);
     cr_assert_err_has(err, "1x7x5");
     cr_assert(tr.x == NULL && te.x == NULL, "failed load must leave datasets empty");
 }
@@ -494,7 +494,7 @@ Test(nn_data, missing_files_are_named)
     put_idx_pair("t10k", 3, 5, 7, 3, 0);
     remove(tpath("t10k-labels-idx1-ubyte"));
     nn_dataset tr = {0}, te = {0};
-    cr_assert_eq(nn_data_load(g_dir, &tr, &te, err, sizeof err), -ENOENT);
+    cr_assert_eq(nn_data_load(g_dir, 0, &tr, &te, err, sizeof err), -ENOENT);
     cr_assert_err_has(err, "t10k-labels-idx1-ubyte");
     cr_assert_err_has(err, g_dir);
     cr_assert(tr.x == NULL && te.x == NULL);
@@ -564,7 +564,7 @@ Test(nn_data, cifar_directory)
     char spec[128], err[256] = "";
     snprintf(spec, sizeof spec, "cifar10:%s", g_dir);
     nn_dataset tr = {0}, te = {0};
-    cr_assert_eq(nn_data_load(spec, &tr, &te, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(nn_data_load(spec, 0, &tr, &te, err, sizeof err), 0, "%s", err);
     cr_assert_eq(tr.n, 10);
     cr_assert_eq(te.n, 3);
     for (int i = 0; i < 10; i++) /* batches in order 1..5, record labels 2i, 2i+1 mod 10 */
@@ -574,7 +574,7 @@ Test(nn_data, cifar_directory)
     nn_dataset_free(&te);
 
     remove(tpath("data_batch_3.bin"));
-    cr_assert_eq(nn_data_load(spec, &tr, &te, err, sizeof err), -ENOENT);
+    cr_assert_eq(nn_data_load(spec, 0, &tr, &te, err, sizeof err), -ENOENT);
     cr_assert_err_has(err, "data_batch_3.bin: No such file");
     cr_assert(tr.x == NULL && te.x == NULL);
 }
@@ -653,11 +653,11 @@ Test(nn_data, csv_through_data_load)
     char spec[256], err[256] = "";
     snprintf(spec, sizeof spec, "csv:%s,%s", tpath("tr.csv"), tpath("te.csv.gz"));
     nn_dataset tr = {0}, te = {0};
-    cr_assert_eq(nn_data_load(spec, &tr, &te, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(nn_data_load(spec, 0, &tr, &te, err, sizeof err), 0, "%s", err);
     cr_assert(tr.n == 3 && te.n == 2 && tr.w == 2 && te.n_classes == 3);
     nn_dataset_free(&tr);
     nn_dataset_free(&te);
-    cr_assert_eq(nn_data_load("csv:only-one", &tr, &te, err, sizeof err), -EINVAL);
+    cr_assert_eq(nn_data_load("csv:only-one", 0, &tr, &te, err, sizeof err), -EINVAL);
     cr_assert_err_has(err, "csv:TRAIN,TEST");
 }
 

@@ -160,6 +160,45 @@ static int write_summary(const char *path, const eval_opts *o, const nn_model *m
     return rc;
 }
 
+/* A language model on text: loss per token over every evaluation window
+ * (--limit counts windows), bits per byte and next-byte accuracy. */
+static int eval_text(const eval_opts *o, nn_model *m, const nn_dataset *d, const char *data)
+{
+    nn_dataset part = *d;
+    if (o->limit && o->limit < nn_text_windows(d))
+        part.text_len = (size_t)o->limit * (size_t)d->w + 1;
+    if (o->predictions) {
+        fprintf(stderr, "%s: --predictions is for classifiers; a language model's next-byte probabilities come "
+                "from sgp sample --probs\n", CMD);
+        return CLI_USAGE;
+    }
+    float loss, acc;
+    nn_model_evaluate(m, NULL, &part, &loss, &acc);
+    const long tokens = (long)nn_text_windows(&part) * d->w;
+    printf("sgp eval: %s (%s, %zu parameters) on %s, %s split, %ld tokens in windows of %d\n", o->file, m->spec,
+           m->n_params, data, o->train_split ? "train" : "validation", tokens, d->w);
+    printf("loss %.4f nats/token  %.4f bits/byte  next byte %.2f%%\n", loss, nn_bits_per_byte(loss), 100 * acc);
+    if (!o->summary)
+        return 0;
+    json_obj j;
+    json_open(&j, o->summary);
+    json_str(&j, "command", "eval");
+    json_str(&j, "model_file", o->file);
+    json_str(&j, "model", m->spec);
+    json_str(&j, "data", data);
+    json_str(&j, "split", o->train_split ? "train" : "test");
+    json_int(&j, "tokens", tokens);
+    json_int(&j, "context", d->w);
+    json_num(&j, "loss", loss);
+    json_num(&j, "bits_per_byte", nn_bits_per_byte(loss));
+    json_num(&j, "accuracy", acc);
+    if (json_close(&j) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, j.err);
+        return 1;
+    }
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     eval_opts o;
@@ -180,7 +219,7 @@ int cmd_eval(int argc, char **argv)
         goto out;
     }
     const char *data = o.data ? o.data : strcmp(a.data, "embedded") ? a.data : NULL;
-    if (nn_data_load(data, &train, &test, err, sizeof err) < 0) {
+    if (nn_data_load(data, m.tokens > 1 ? m.tokens : 0, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
@@ -188,6 +227,14 @@ int cmd_eval(int argc, char **argv)
     if (d->c != m.in_c || d->h != m.in_h || d->w != m.in_w || d->n_classes > m.n_classes) {
         fprintf(stderr, "%s: %s is a model for %dx%dx%d inputs and %d classes; the data is %dx%dx%d with %d\n", CMD,
                 o.file, m.in_c, m.in_h, m.in_w, m.n_classes, d->c, d->h, d->w, d->n_classes);
+        goto out;
+    }
+    if (d->text) {
+        status = eval_text(&o, &m, d, data);
+        goto out;
+    }
+    if (nn_model_is_seq(&m)) {
+        fprintf(stderr, "%s: %s is a language model; give it text data (--data text:FILE or brown)\n", CMD, o.file);
         goto out;
     }
     r.n = o.limit && o.limit < d->n ? (int)o.limit : d->n;

@@ -205,7 +205,7 @@ int cmd_peer(int argc, char **argv)
     nn_model shape = {0};
     FILE *log = NULL;
     nn_blas_set_threads((int)c.train.threads);
-    if (nn_data_load(c.train.data, &train, &test, err, sizeof err) < 0) {
+    if (nn_data_load(c.train.data, (int)c.train.context, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
@@ -229,8 +229,14 @@ int cmd_peer(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
-    printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n", id,
-           100 * r.test_accuracy, r.rounds, r.local_steps, r.bytes_sent / 1e6, r.wall_seconds);
+    if (test.text)
+        printf("peer %ld: validation loss %.4f (%.4f bits/byte, own model), %ld rounds (%ld computed here), %.1f MB "
+               "out, %.1fs\n",
+               id, r.test_loss, nn_bits_per_byte(r.test_loss), r.rounds, r.local_steps, r.bytes_sent / 1e6,
+               r.wall_seconds);
+    else
+        printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n", id,
+               100 * r.test_accuracy, r.rounds, r.local_steps, r.bytes_sent / 1e6, r.wall_seconds);
     status = 0;
     if (c.train.save_model && !r.model) {
         fprintf(stderr, "%s: no final model to save (out of memory)\n", CMD);

@@ -125,6 +125,13 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_num(j, "test_loss", r->test_loss);
     json_num(j, "test_accuracy_min", r->test_accuracy_min);
     json_num(j, "test_accuracy_mean", r->test_accuracy_mean);
+    json_num(j, "test_loss_max", r->test_loss_max);
+    json_num(j, "test_loss_mean", r->test_loss_mean);
+    if (r->context) {
+        json_int(j, "context", r->context);
+        json_num(j, "test_bits_per_byte", nn_bits_per_byte(r->test_loss));
+        json_num(j, "test_bits_per_byte_max", nn_bits_per_byte(r->test_loss_max));
+    }
     json_num(j, "consensus_distance", r->consensus_distance);
     json_num(j, "train_loss", r->train_loss);
     json_int(j, "bytes_sent", (long long)r->bytes_sent);
@@ -401,7 +408,7 @@ int cmd_sim(int argc, char **argv)
     if (status)
         goto out;
     status = 1;
-    if (nn_data_load(c.train.data, &train, &test, err, sizeof err) < 0) {
+    if (nn_data_load(c.train.data, (int)c.train.context, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
@@ -426,9 +433,15 @@ int cmd_sim(int argc, char **argv)
         status = rc == -EINVAL ? CLI_USAGE : 1;
         goto out;
     }
-    printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n"
-           "%llu rounds, %.1f MB sent in %llu messages (%llu lost), %.2f simulated s (%.3g ms a step), %.1f wall s\n",
-           100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance,
+    if (test.text)
+        printf("validation loss %.4f (%.4f bits/byte, next byte %.2f%%) average model, peers worst %.4f (%.4f bits/byte) "
+               "mean %.4f; consensus distance %.2e\n",
+               r.test_loss, nn_bits_per_byte(r.test_loss), 100 * r.test_accuracy, r.test_loss_max,
+               nn_bits_per_byte(r.test_loss_max), r.test_loss_mean, r.consensus_distance);
+    else
+        printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n",
+               100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance);
+    printf("%llu rounds, %.1f MB sent in %llu messages (%llu lost), %.2f simulated s (%.3g ms a step), %.1f wall s\n",
            (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
            (unsigned long long)r.messages_lost, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
     printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped, %ld with a neighbour's model), %ld neighbours lost, "

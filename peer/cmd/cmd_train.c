@@ -49,6 +49,11 @@ static void put_summary(json_obj *j, const train_opts *o, const nn_model *m, con
     json_int(j, "threads", o->threads);
     json_num(j, "test_accuracy", r->test_accuracy);
     json_num(j, "test_loss", r->test_loss);
+    if (nn_model_is_seq(m)) {
+        json_int(j, "context", m->tokens);
+        json_num(j, "test_bits_per_byte", nn_bits_per_byte(r->test_loss));
+        json_num(j, "tokens_per_second", r->samples * (double)m->tokens / r->train_seconds);
+    }
     json_num(j, "train_accuracy", r->train_accuracy);
     json_num(j, "train_loss", r->train_loss);
     json_num(j, "samples_per_second", r->samples / r->train_seconds);
@@ -66,6 +71,7 @@ static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher 
     for (long e = 0; e < o->epochs; e++) {
         double t0 = clock_now(), loss_sum = 0;
         long seen = 0, correct = 0;
+        const int labels = m->tokens; /* predictions a sample makes */
         for (int s = 0; s < per_epoch; s++, step++) {
             int B = nn_batcher_next(b), hits;
             float loss = nn_model_grad(m, b->x, b->y, B, &hits);
@@ -80,11 +86,18 @@ static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher 
         double dt = clock_now() - t0;
         r->train_seconds += dt, r->samples += seen;
         r->train_loss = (float)(loss_sum / seen);
-        r->train_accuracy = (float)correct / (float)seen;
+        r->train_accuracy = (float)correct / ((float)seen * labels);
         nn_model_evaluate(m, NULL, test, &r->test_loss, &r->test_accuracy);
         progress_clear(&bar);
-        printf("epoch %3ld/%ld  loss %.4f  train %6.2f%%  test %6.2f%% (loss %.4f)  %8.0f samples/s  %.1fs\n", e + 1,
-               o->epochs, r->train_loss, 100 * r->train_accuracy, 100 * r->test_accuracy, r->test_loss, seen / dt, dt);
+        if (nn_model_is_seq(m))
+            printf("epoch %3ld/%ld  loss %.4f (%.3f bits/byte)  val loss %.4f (%.3f bits/byte)  next byte %6.2f%%  "
+                   "%8.0f tokens/s  %.1fs\n",
+                   e + 1, o->epochs, r->train_loss, nn_bits_per_byte(r->train_loss), r->test_loss,
+                   nn_bits_per_byte(r->test_loss), 100 * r->test_accuracy, (double)seen * labels / dt, dt);
+        else
+            printf("epoch %3ld/%ld  loss %.4f  train %6.2f%%  test %6.2f%% (loss %.4f)  %8.0f samples/s  %.1fs\n",
+                   e + 1, o->epochs, r->train_loss, 100 * r->train_accuracy, 100 * r->test_accuracy, r->test_loss,
+                   seen / dt, dt);
         fflush(stdout);
     }
 }
@@ -123,7 +136,7 @@ int cmd_train(int argc, char **argv)
     train_result r = {0};
     char err[512];
     int status = 1;
-    if (nn_data_load(o.data, &train, &test, err, sizeof err) < 0) {
+    if (nn_data_load(o.data, (int)o.context, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
@@ -144,8 +157,14 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "%s: out of memory\n", CMD);
         goto out;
     }
-    printf("sgp train: %s, %zu parameters; data %s: %d train / %d test, %dx%dx%d, %d classes\n", m.spec, m.n_params,
-           o.data ? o.data : "embedded MNIST", train.n, test.n, train.c, train.h, train.w, train.n_classes);
+    if (train.text)
+        printf("sgp train: %s, %zu parameters; data %s: %zu train / %zu validation bytes, context %d, %d windows an "
+               "epoch\n",
+               m.spec, m.n_params, o.data, train.text_len, test.text_len, train.w, train.n);
+    else
+        printf("sgp train: %s, %zu parameters; data %s: %d train / %d test, %dx%dx%d, %d classes\n", m.spec,
+               m.n_params, o.data ? o.data : "embedded MNIST", train.n, test.n, train.c, train.h, train.w,
+               train.n_classes);
     const char *decay = o.schedule.decay == NN_LR_COSINE ? "cosine" : o.schedule.decay == NN_LR_STEP ? "step" : "constant";
     if (o.optimizer == NN_OPT_ADAMW)
         printf("           batch %ld, AdamW lr %g (%s), betas %g,%g, eps %g, weight decay %g, seed %llu\n", o.batch,
@@ -161,8 +180,13 @@ int cmd_train(int argc, char **argv)
     fflush(stdout);
     run(&o, &m, &opt, &b, &test, &r);
     r.wall_seconds = clock_now() - t_start;
-    printf("test accuracy %.2f%%  (loss %.4f)  %.0f samples/s  %.1fs wall\n", 100 * r.test_accuracy, r.test_loss,
-           r.samples / r.train_seconds, r.wall_seconds);
+    if (nn_model_is_seq(&m))
+        printf("validation loss %.4f nats/token, %.4f bits/byte, next byte %.2f%%  %.0f tokens/s  %.1fs wall\n",
+               r.test_loss, nn_bits_per_byte(r.test_loss), 100 * r.test_accuracy,
+               r.samples * (double)m.tokens / r.train_seconds, r.wall_seconds);
+    else
+        printf("test accuracy %.2f%%  (loss %.4f)  %.0f samples/s  %.1fs wall\n", 100 * r.test_accuracy, r.test_loss,
+               r.samples / r.train_seconds, r.wall_seconds);
     status = 0;
     json_obj j;
     if (o.summary) {

@@ -26,6 +26,8 @@ int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg)
     case OPT_DATA:
         o->data = arg;
         return 0;
+    case OPT_CONTEXT:
+        return cli_long(cmd, "--context", arg, 1, 1 << 16, &o->context);
     case OPT_EPOCHS:
         return cli_long(cmd, "--epochs", arg, 1, 1000000, &o->epochs);
     case OPT_BATCH:
@@ -89,7 +91,7 @@ int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg)
 static int init_check(train_opts *o, const char *cmd)
 {
     modelfile_arch a;
-    char err[700], given[NN_SPEC_MAX_LEN];
+    char err[700], given[NN_SPEC_MAX_EXPANDED], recorded[NN_SPEC_MAX_EXPANDED];
     if (modelfile_arch_read(o->init, &a, err, sizeof err) < 0) {
         fprintf(stderr, "%s: --init %s\n", cmd, err);
         return 1;
@@ -99,7 +101,9 @@ static int init_check(train_opts *o, const char *cmd)
             return cli_usage(cmd, "--init %s records no model spec: give --model", o->init);
         snprintf(o->init_spec, sizeof o->init_spec, "%s", a.spec);
         o->model = o->init_spec;
-    } else if (a.spec[0] && (nn_spec_expand(o->model, given, sizeof given, err, sizeof err) < 0 || strcmp(given, a.spec)))
+    } else if (a.spec[0] && (nn_spec_expand(o->model, given, sizeof given, err, sizeof err) < 0 ||
+                             nn_spec_expand(a.spec, recorded, sizeof recorded, err, sizeof err) < 0 ||
+                             strcmp(given, recorded)))
         return cli_usage(cmd, "--init %s holds a model of '%s', --model says '%s'", o->init, a.spec, o->model);
     return 0;
 }

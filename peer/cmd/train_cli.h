@@ -18,7 +18,7 @@
 enum {
     OPT_MODEL = 1000, OPT_DATA, OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_NESTEROV, OPT_NO_NESTEROV,
     OPT_WEIGHT_DECAY, OPT_WARMUP, OPT_LR_DECAY, OPT_SEED, OPT_THREADS, OPT_SUMMARY, OPT_PROGRESS, OPT_NO_PROGRESS,
-    OPT_CLIP, OPT_OPTIMIZER, OPT_ADAM_BETAS, OPT_ADAM_EPS, OPT_INIT, OPT_SAVE_MODEL, OPT_MODEL_FORMAT,
+    OPT_CLIP, OPT_OPTIMIZER, OPT_ADAM_BETAS, OPT_ADAM_EPS, OPT_INIT, OPT_SAVE_MODEL, OPT_MODEL_FORMAT, OPT_CONTEXT,
 };
 
 #define TRAIN_OPTS_LONG                                                                                           \
@@ -32,7 +32,7 @@ enum {
         {"clip", required_argument, 0, OPT_CLIP}, {"optimizer", required_argument, 0, OPT_OPTIMIZER},            \
         {"adam-betas", required_argument, 0, OPT_ADAM_BETAS}, {"adam-eps", required_argument, 0, OPT_ADAM_EPS},  \
         {"init", required_argument, 0, OPT_INIT}, {"save-model", required_argument, 0, OPT_SAVE_MODEL},          \
-        {"model-format", required_argument, 0, OPT_MODEL_FORMAT},                                                \
+        {"model-format", required_argument, 0, OPT_MODEL_FORMAT}, {"context", required_argument, 0, OPT_CONTEXT}, \
         {"progress", no_argument, 0, OPT_PROGRESS}, {                                                            \
         "no-progress", no_argument, 0, OPT_NO_PROGRESS                                                           \
     }
@@ -40,12 +40,15 @@ enum {
 #define TRAIN_OPTS_HELP                                                                                           \
     "Training options:\n"                                                                                         \
     "  --model SPEC        layers, e.g. conv:32:3:pad=1,relu,maxpool:2,fc:128,relu,fc (nn/MODELS.md),\n"        \
-    "                      or a preset: mlp, mlp:W1,W2,... (hidden widths), lenet [mlp:256]\n"                   \
+    "                      or a preset: mlp, mlp:W1,W2,... (hidden widths), lenet,\n"                            \
+    "                      gpt:LAYERS:WIDTH:HEADS (a byte-level GPT, for text data) [mlp:256]\n"                 \
     "  --data SPEC         fashion (Fashion-MNIST, after `make data`), DIR (MNIST IDX files, raw or .gz),\n"     \
-    "                      cifar10:DIR or csv:TRAIN,TEST\n"                                                       \
+    "                      cifar10:DIR, csv:TRAIN,TEST, text:FILE[,VALFILE] (bytes as tokens; without\n"         \
+    "                      VALFILE the last 10% is held out) or brown (the Brown corpus, after `make data`)\n"  \
     "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
-    "  --epochs N          passes over the training data [10]\n"                                                  \
-    "  --batch N           mini-batch size [64]\n"                                                                \
+    "  --context T         tokens a text sample sees (a window of T + 1 bytes) [64]\n"                           \
+    "  --epochs N          passes over the training data (text: bytes / T windows) [10]\n"                        \
+    "  --batch N           mini-batch size (text: windows) [64]\n"                                                \
     "  --optimizer KIND    sgd (momentum, L2 decay) or adamw (decoupled decay), as PyTorch's [sgd]\n"             \
     "  --lr X              peak learning rate [0.1 for sgd, 0.001 for adamw]\n"                                   \
     "  --momentum X        SGD momentum, 0 to switch it off [0.9]\n"                                              \

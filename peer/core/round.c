@@ -59,13 +59,9 @@ int round_peer_init(round_peer *rp, const round_config *c, const round_plan *pla
     memset(rp, 0, sizeof *rp);
     rp->c = c, rp->plan = plan;
     int rc = 0;
-    if (train) {
-        int *idx = NULL, count = 0;
-        rc = nn_shard_indices(train, id, c->n_peers, c->shard_alpha, c->train->seed, &idx, &count);
-        if (rc == 0)
-            rc = nn_dataset_subset(train, idx, count, &rp->shard);
-        free(idx);
-    }
+    if (train && (rc = nn_dataset_shard(train, id, c->n_peers, c->shard_alpha, c->train->seed, &rp->shard, err,
+                                        errlen)) < 0)
+        return rc; /* err says why */
     if (rc == 0)
         rc = gsp_init(&rp->g, id, c->n_peers, dim, c->tau, x0);
     if (rc == 0 && c->codec) {

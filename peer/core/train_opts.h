@@ -19,6 +19,7 @@
 typedef struct train_opts {
     const char *model; /* nn_model spec */
     const char *data;  /* nn_data_load spec; NULL = embedded */
+    long context;      /* tokens a text sample sees (0: NN_TEXT_CONTEXT) */
     long epochs;
     long batch;
     nn_opt_kind optimizer;

@@ -366,7 +366,8 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
         }
     } else if (!o->hosts || (rc = launch_ssh_fetch(R.where, n, R.dir, R.rdir, err, errlen)) == 0) {
         launch_outcome out = {.run_dir = R.dir, .n = n, .absent = R.absent,
-                              .data = forwarded(o, "--data", NULL), .save_model = o->save_model,
+                              .data = forwarded(o, "--data", NULL),
+                              .context = atoi(forwarded(o, "--context", "0")), .save_model = o->save_model,
                               .model_format = o->model_format,
                               .faults = R.faults ? R.faults->injected : 0, .wall_seconds = clock_now() - t0};
         rc = launch_combine(&out, o->summary, stdout, err, errlen);

@@ -62,7 +62,7 @@ static int read_summary(const launch_outcome *o, int i, size_t dim, summary_peer
 
 typedef struct totals {
     int k; /* peers with a model */
-    double acc_min, acc_sum, bytes, rounds, wsum;
+    double acc_min, acc_sum, loss_max, loss_sum, bytes, rounds, wsum;
     double step, gossip, frame, wait, idle; /* the peers' time breakdowns, summed */
 } totals;
 
@@ -86,6 +86,7 @@ static int sum_models(const launch_outcome *o, nn_model *m, float *z, double *ac
             acc[d] += w * z[d];
         t->k++, t->wsum += w;
         t->acc_min = fmin(t->acc_min, s.test_accuracy), t->acc_sum += s.test_accuracy;
+        t->loss_max = fmax(t->loss_max, s.test_loss), t->loss_sum += s.test_loss;
         t->bytes += (double)s.bytes_sent, t->rounds = fmin(t->rounds, (double)s.rounds);
         t->step += s.step_seconds, t->gossip += s.gossip_seconds, t->frame += s.frame_seconds;
         t->wait += s.wait_seconds, t->idle += s.idle_seconds;
@@ -133,6 +134,13 @@ static void put_summary(json_obj *j, const launch_outcome *o, const totals *t, c
     json_num(j, "test_loss", loss);
     json_num(j, "test_accuracy_min", t->acc_min);
     json_num(j, "test_accuracy_mean", t->acc_sum / t->k);
+    json_num(j, "test_loss_max", t->loss_max);
+    json_num(j, "test_loss_mean", t->loss_sum / t->k);
+    if (nn_model_is_seq(m)) {
+        json_int(j, "context", m->tokens);
+        json_num(j, "test_bits_per_byte", nn_bits_per_byte(loss));
+        json_num(j, "test_bits_per_byte_max", nn_bits_per_byte(t->loss_max));
+    }
     json_num(j, "consensus_distance", cd);
     json_num(j, "bytes_sent", t->bytes);
     json_num(j, "rounds", t->rounds);
@@ -167,7 +175,7 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
 {
     nn_dataset train = {0}, test = {0};
     nn_model m = {0};
-    int rc = nn_data_load(o->data, &train, &test, err, errlen);
+    int rc = nn_data_load(o->data, o->context, &train, &test, err, errlen);
     if (rc == 0)
         rc = first_model(o, &test, &m, err, errlen);
     const size_t dim = m.n_params;
@@ -191,11 +199,19 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
     const int have_mass = rc == 0 && launch_ledger(o->run_dir, o->n, o->absent, &mass, why, sizeof why) == 0;
     if (rc == 0) {
         nn_model_evaluate(&m, avg, &test, &loss, &accuracy);
-        fprintf(out,
-                "test accuracy %.2f%% (average model of %d peers), peers min %.2f%% mean %.2f%%; consensus distance "
-                "%.2e\n%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n",
-                100 * accuracy, t.k, 100 * t.acc_min, 100 * t.acc_sum / t.k, cd, t.rounds, t.bytes / 1e6,
-                o->wall_seconds, o->faults, o->run_dir);
+        if (test.text)
+            fprintf(out,
+                    "validation loss %.4f (%.4f bits/byte, next byte %.2f%%) average model of %d peers, peers worst "
+                    "%.4f (%.4f bits/byte) mean %.4f; consensus distance %.2e\n",
+                    loss, nn_bits_per_byte(loss), 100 * accuracy, t.k, t.loss_max, nn_bits_per_byte(t.loss_max),
+                    t.loss_sum / t.k, cd);
+        else
+            fprintf(out,
+                    "test accuracy %.2f%% (average model of %d peers), peers min %.2f%% mean %.2f%%; consensus "
+                    "distance %.2e\n",
+                    100 * accuracy, t.k, 100 * t.acc_min, 100 * t.acc_sum / t.k, cd);
+        fprintf(out, "%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n", t.rounds,
+                t.bytes / 1e6, o->wall_seconds, o->faults, o->run_dir);
         fprintf(out, "time per peer: local step %.2f s, gossip %.2f s, framing and crypto %.2f s, waiting %.2f s, "
                 "idle %.2f s\n", t.step / t.k, t.gossip / t.k, t.frame / t.k, t.wait / t.k, t.idle / t.k);
         if (!have_mass)

@@ -26,6 +26,7 @@ typedef struct launch_outcome {
     int n;                    /* peers in the run */
     const uint8_t *absent;    /* absent[i]: killed for good by a fault, so no model; NULL: none */
     const char *data;         /* the peers' --data (NULL: embedded) */
+    int context;              /* the peers' --context (0: the default) */
     const char *save_model;   /* where else the average model goes, or NULL */
     modelfile_kind model_format;
     int faults;               /* faults injected */

@@ -470,9 +470,14 @@ static void after_step(uv_work_t *w, int status)
         float loss;
         nn_model_evaluate(&n->model, gsp_debias(&n->rp.g), n->test, &loss, &acc);
         if (n->c->progress) {
-            fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  test %6.2f%%  %.1f MB out  %.1fs\n",
-                    n->c->id, (round + 1) / n->plan.rounds_per_epoch, n->c->train.epochs,
-                    n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0, 100 * acc, n->r->bytes_sent / 1e6,
+            char test[64];
+            if (n->test->text)
+                snprintf(test, sizeof test, "val loss %.4f (%.3f bits/byte)", loss, nn_bits_per_byte(loss));
+            else
+                snprintf(test, sizeof test, "test %6.2f%%", 100 * acc);
+            fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  %s  %.1f MB out  %.1fs\n", n->c->id,
+                    (round + 1) / n->plan.rounds_per_epoch, n->c->train.epochs,
+                    n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0, test, n->r->bytes_sent / 1e6,
                     clock_now() - n->t0);
             fflush(n->c->progress);
         }

@@ -94,6 +94,8 @@ typedef struct sim_result {
     uint64_t bytes_sent, messages_sent, messages_lost;
     float test_accuracy, test_loss; /* of the average model sum x / sum w */
     float test_accuracy_min, test_accuracy_mean; /* over live peers' z */
+    float test_loss_max, test_loss_mean;         /* the same for the loss: the worst peer is the highest */
+    int context;                 /* text data: tokens a sample sees (losses are per token); else 0 */
     double consensus_distance;   /* mean_i ||z_i - z_avg||^2 / ||z_avg||^2 */
     double mean_staleness;       /* rounds, over absorbed messages */
     /* Averaging-only runs: relative change of total mass, peers plus in flight,

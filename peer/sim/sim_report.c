@@ -68,14 +68,20 @@ void sim_epoch_report(sim *s, long epoch)
     double cd = consensus_distance(s, avg);
     s->r->train_loss = s->epoch_steps ? (float)(s->epoch_loss / s->epoch_steps) : 0.0f;
     progress_clear(&s->bar);
-    if (c->progress) {
+    if (c->progress && s->test->text)
+        fprintf(c->progress,
+                "epoch %3ld/%ld  loss %.4f  val loss (average model) %.4f (%.3f bits/byte)  consensus %.2e  "
+                "%.1f MB sent  sim %.2fs  wall %.1fs\n",
+                epoch, c->train.epochs, s->r->train_loss, loss, nn_bits_per_byte(loss), cd, s->r->bytes_sent / 1e6,
+                s->now, clock_now() - s->wall0);
+    else if (c->progress)
         fprintf(c->progress,
                 "epoch %3ld/%ld  loss %.4f  test (average model) %6.2f%%  consensus %.2e  %.1f MB sent  "
                 "sim %.2fs  wall %.1fs\n",
                 epoch, c->train.epochs, s->r->train_loss, 100 * acc, cd, s->r->bytes_sent / 1e6, s->now,
                 clock_now() - s->wall0);
+    if (c->progress)
         fflush(c->progress);
-    }
     s->epoch_loss = 0, s->epoch_steps = 0;
 }
 
@@ -142,7 +148,7 @@ void sim_final_report(sim *s)
     r->consensus_distance = consensus_distance(s, avg);
     r->test_accuracy_min = 1.0f;
     r->weight_min = INFINITY, r->weight_max = 0;
-    double acc_sum = 0, stale = 0, absorbed = 0;
+    double acc_sum = 0, loss_sum = 0, stale = 0, absorbed = 0;
     for (int i = 0; i < c->n_peers; i++) {
         sim_peer *p = &s->p[i];
         const gsp_pace_stats *ps = &p->rp.pace.stats;
@@ -152,9 +158,10 @@ void sim_final_report(sim *s)
         r->syncs += p->rp.g.stats.syncs_sent; /* (scheduled ones; immediate ones are counted when sent) */
         if (!live(s, i))
             continue;
-        float acc;
+        float acc, loss;
         const float *z = gsp_debias(&p->rp.g);
-        nn_model_evaluate(&s->model, z, s->test, NULL, &acc);
+        nn_model_evaluate(&s->model, z, s->test, &loss, &acc);
+        r->test_loss_max = fmaxf(r->test_loss_max, loss), loss_sum += loss;
         if (r->peer_models)
             memcpy(r->peer_models + (size_t)i * s->model.n_params, z, s->model.n_params * sizeof(float));
         r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
@@ -166,9 +173,11 @@ void sim_final_report(sim *s)
     if (r->peers_live == 0)
         r->weight_min = 0;
     r->test_accuracy_mean = r->peers_live ? (float)(acc_sum / r->peers_live) : 0.0f;
+    r->test_loss_mean = r->peers_live ? (float)(loss_sum / r->peers_live) : 0.0f;
     mass_check(s);
     r->mean_staleness = absorbed ? stale / absorbed : 0.0;
     r->rounds = s->slowest;
     r->simulated_seconds = s->last_step; /* not the idle timers that trail it */
     r->parameters = s->model.n_params;
+    r->context = s->test->text ? s->test->w : 0;
 }

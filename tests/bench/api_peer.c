@@ -34,7 +34,7 @@ int main(int argc, char **argv)
     nn_blas_set_threads(1);
     char err[512];
     nn_dataset train, test, shard;
-    if (nn_data_load(NULL, &train, &test, err, sizeof err) < 0)
+    if (nn_data_load(NULL, 0, &train, &test, err, sizeof err) < 0)
         return fprintf(stderr, "api_peer: %s\n", err), 1;
     const int total_batch = 64, epochs = atoi(argv[3]);
     nn_model m;
