@@ -1,17 +1,41 @@
-/* Fuzz target for the data-set parsers (IDX pair, CIFAR-10 records, CSV) and
- * gunzip: the first byte picks the parser, the rest is the file. They must
- * return an error, never crash, leak or read out of bounds. */
+/* Fuzz target for the data-set parsers (IDX pair, CIFAR-10 records, CSV,
+ * text) and gunzip: the first byte picks the parser, the rest is the file.
+ * They must return an error, never crash, leak or read out of bounds. Text
+ * that parses is also batched, walked in evaluation windows and sharded, the
+ * places where a window's offsets could run past the bytes. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn_batch.h"
 #include "nn/nn_data.h"
+
+static void fuzz_text(const uint8_t *data, size_t size, int context, nn_dataset *d)
+{
+    char err[256];
+    if (nn_text_parse(data, size, "text", context, d, err, sizeof err) < 0)
+        return;
+    float x[32];
+    int y[32];
+    for (int i = 0; i < nn_text_windows(d); i++)
+        nn_text_window(d, i, x, y);
+    nn_batcher b = {0};
+    if (nn_batcher_init(&b, d, 3, 1, 0) == 0)
+        for (int i = 0; i < 4; i++)
+            nn_batcher_next(&b);
+    nn_batcher_free(&b);
+    for (int p = 0; p < 3; p++) {
+        nn_dataset shard = {0};
+        nn_dataset_shard(d, p, 3, 0, 1, &shard, err, sizeof err);
+        nn_dataset_free(&shard);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    const uint8_t which = data[0] % 4;
+    const uint8_t which = data[0] % 5;
     data++, size--;
     nn_dataset d = {0};
     char err[256];
@@ -45,6 +69,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(out);
         break;
     }
+    case 4:
+        if (size >= 1)
+            fuzz_text(data + 1, size - 1, 1 + data[0] % 32, &d);
+        break;
     }
     nn_dataset_free(&d);
     return 0;
