@@ -120,6 +120,13 @@ int cmd_predict(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 1;
     }
+    if (nn_model_is_seq(&m)) {
+        fprintf(stderr, "%s: %s: a model of '%s' is a language model: generate text with "
+                "'sgp sample --model-file %s'\n",
+                CMD, o.file, m.spec, o.file);
+        nn_model_free(&m);
+        return 1;
+    }
     const int K = m.n_classes;
     if (o.csv) {
         printf("input,index,label,class");

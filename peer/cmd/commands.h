@@ -11,5 +11,6 @@ int cmd_launch(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ static const struct {
     {"train", cmd_train, "train one model on one machine (the single-peer baseline)"},
     {"eval", cmd_eval, "accuracy, loss and confusion matrix of a saved model on a data set"},
     {"predict", cmd_predict, "classify images or rows with a saved model"},
+    {"sample", cmd_sample, "generate text with a saved language model (gpt:L:C:H)"},
     {"topo", cmd_topo, "check, show, draw, generate and analyse topology files"},
     {"sim", cmd_sim, "simulate N peers training with SGP on a virtual clock"},
     {"peer", cmd_peer, "run one networked peer of a cluster"},
