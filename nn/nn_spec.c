@@ -11,15 +11,21 @@ static const char *const LENET = "conv:6:5:pad=2,relu,maxpool:2,conv:16:5,relu,m
 
 /* gpt:LAYERS:WIDTH:HEADS: GPT-2's block (pre-norm, causal attention with one
  * QKV projection and an output projection, a 4x MLP with GELU) over byte
- * tokens and learned positions, then a final norm and the next-token head. */
+ * tokens and learned positions, then a final norm and the next-token head.
+ * A layer is 12 parsed ops (two res( ) pairs and 8 layers), and embed, pos,
+ * ln and fc 4 more: 12 L + 4 must stay under NN_SPEC_MAX_OPS (the parser
+ * keeps one spare), so L <= 20. */
+#define GPT_MAX_LAYERS ((NN_SPEC_MAX_OPS - 5) / 12)
+
 static int expand_gpt(const char *spec, char *out, size_t outlen, char *err, size_t errlen)
 {
     int L, C, H, used = 0;
-    if (sscanf(spec, "gpt:%d:%d:%d%n", &L, &C, &H, &used) != 3 || spec[used] != '\0' || spec[4] < '0' ||
-        spec[4] > '9' || L < 1 || L > 24 || C < 1 || C > 8192 || H < 1 || C % H != 0) {
+    const int plain = spec[4 + strspn(spec + 4, "0123456789:")] == '\0'; /* %d alone takes signs and spaces */
+    if (!plain || sscanf(spec, "gpt:%d:%d:%d%n", &L, &C, &H, &used) != 3 || spec[used] != '\0' || L < 1 ||
+        L > GPT_MAX_LAYERS || C < 1 || C > 8192 || H < 1 || C % H != 0) {
         snprintf(err, errlen,
-                 "model '%s': expected gpt:LAYERS:WIDTH:HEADS (layers 1..24, width 1..8192 a multiple of heads)",
-                 spec);
+                 "model '%s': expected gpt:LAYERS:WIDTH:HEADS (layers 1..%d, width 1..8192 a multiple of heads)",
+                 spec, GPT_MAX_LAYERS);
         return -EINVAL;
     }
     size_t at = (size_t)snprintf(out, outlen, "embed:%d,pos", C);

@@ -15,40 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "torch_fixture.h"
+
 TestSuite(nn_torch);
 
 #define FIXTURE "tests/fixtures/torch_reference.txt"
 
-/* The numbers of section `name`; *n set to their count. */
-static double *section(const char *name, size_t *n)
-{
-    FILE *f = fopen(FIXTURE, "r");
-    cr_assert_not_null(f, "%s missing (run from the repository root)", FIXTURE);
-    char line[256];
-    double *v = NULL;
-    while (!v && fgets(line, sizeof line, f)) {
-        char got[128];
-        size_t count;
-        if (sscanf(line, "# %127s %zu", got, &count) != 2 || strcmp(got, name) != 0)
-            continue;
-        v = malloc((count ? count : 1) * sizeof *v);
-        for (size_t i = 0; i < count; i++)
-            cr_assert_eq(fscanf(f, "%lf", &v[i]), 1, "%s: section %s cut short", FIXTURE, name);
-        *n = count;
-    }
-    fclose(f);
-    cr_assert_not_null(v, "%s: no section %s", FIXTURE, name);
-    return v;
-}
-
-/* max |a - b| / max |b| */
-static double normwise(const float *a, const double *b, size_t n)
-{
-    double d = 0, s = 1e-30;
-    for (size_t i = 0; i < n; i++)
-        d = fmax(d, fabs(a[i] - b[i])), s = fmax(s, fabs(b[i]));
-    return d / s;
-}
+static double *section(const char *name, size_t *n) { return torch_fixture_section(FIXTURE, name, n); }
 
 Test(nn_torch, a_spec_model_matches_pytorch_forward_loss_and_gradients)
 {
@@ -75,7 +48,7 @@ Test(nn_torch, a_spec_model_matches_pytorch_forward_loss_and_gradients)
         free(p);
     }
     double *logits = section("logits", &n), *loss = section("loss", &n);
-    const double e_logits = normwise(nn_model_forward(&m, x, B), logits, B * K);
+    const double e_logits = torch_normwise(nn_model_forward(&m, x, B), logits, B * K);
     cr_log_info("logits: normwise error %.3g", e_logits);
     cr_expect(e_logits < 1e-5, "logits differ from PyTorch's: %.3g", e_logits);
 
@@ -97,7 +70,7 @@ Test(nn_torch, a_spec_model_matches_pytorch_forward_loss_and_gradients)
             free(g);
             continue;
         }
-        const double e = normwise(m.grads + off, g, n);
+        const double e = torch_normwise(m.grads + off, g, n);
         cr_log_info("%s: normwise error %.3g", gname, e);
         cr_expect(e < 1e-4, "%s differs from PyTorch's: normwise error %.3g", gname, e);
         free(g);
@@ -124,7 +97,7 @@ Test(nn_torch, adamw_takes_pytorchs_steps)
         for (int i = 0; i < 7; i++)
             g[i] = (float)gd[i];
         nn_adamw_step(&o, p, g, 0.01f, p);
-        const double e = normwise(p, want, 7);
+        const double e = torch_normwise(p, want, 7);
         cr_expect(e < 1e-6, "step %d: normwise error %.3g against torch.optim.AdamW", k + 1, e);
         free(gd), free(want);
     }
