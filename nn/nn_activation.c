@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "nn/nn_layers.h"
+#include "nn/nn_vmath.h"
 #include "nn/nn_rng.h"
 
 /* restrict and unconditional loads: a select the compiler can vectorise,
@@ -55,10 +56,15 @@ float nn_softmax_xent(const float *logits, const int *labels, int B, int K, floa
 }
 
 /* GELU as PyTorch's default (the exact form, with erf). */
+/* GELU(x) = x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2, and its
+ * derivative Phi(x) + x phi(x) where phi(x) = exp(-x^2 / 2) / sqrt(2 pi) is
+ * the very exponential nn_verf computes. */
 void nn_gelu_forward(const float *restrict x, size_t n, float *restrict y)
 {
-    for (size_t i = 0; i < n; i++)
-        y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+    for (size_t i = 0; i < n; i++) {
+        float gauss;
+        y[i] = 0.5f * x[i] * (1.0f + nn_verf(x[i] * (float)M_SQRT1_2, &gauss));
+    }
 }
 
 void nn_gelu_backward(const float *restrict x, const float *restrict dy, size_t n, float *restrict dx)
@@ -66,8 +72,9 @@ void nn_gelu_backward(const float *restrict x, const float *restrict dy, size_t 
     const float inv_sqrt_2pi = 0.3989422804014327f;
     for (size_t i = 0; i < n; i++) {
         const float v = x[i];
-        const float cdf = 0.5f * (1.0f + erff(v * (float)M_SQRT1_2));
-        dx[i] = dy[i] * (cdf + v * inv_sqrt_2pi * expf(-0.5f * v * v));
+        float gauss;
+        const float cdf = 0.5f * (1.0f + nn_verf(v * (float)M_SQRT1_2, &gauss));
+        dx[i] = dy[i] * (cdf + v * inv_sqrt_2pi * gauss);
     }
 }
 

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "nn/nn_seq.h"
+#include "nn/nn_vmath.h"
 
 /* Rows per causal block: small enough to skip a good part of the masked
  * triangle at T = 64..128, large enough that each sgemm call still does real
@@ -39,40 +40,6 @@ size_t nn_attention_workspace(int B, int T, int H)
     return ((size_t)B * H + 1) * (size_t)T * T;
 }
 
-/* exp(x) for x <= 0 (the inputs of a max-subtracted softmax), written so that
- * GCC vectorises the loops that call it: round-to-nearest by the 1.5 * 2^23
- * trick, Cody-Waite reduction, Cephes' degree-6 polynomial (about 1 ulp), 2^n
- * from the exponent bits. Below -87.3 (where exp < 2^-126) the result is
- * masked to exactly 0 with integer operations: a float compare-and-select
- * there lets GCC branch around the arithmetic, and then it cannot vectorise
- * the loop (the float operations "could trap"). */
-static inline float att_exp(float x)
-{
-    const float magic = 12582912.0f; /* 1.5 * 2^23 */
-    const float t = x * 1.44269504088896341f + magic;
-    const float n = t - magic;
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    uint32_t tb;
-    memcpy(&tb, &t, sizeof tb);
-    const uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* (n + 127) << 23; n in [-126, 0] where kept */
-    float s;
-    memcpy(&s, &sb, sizeof s);
-    const float e = p * s;
-    uint32_t eb;
-    memcpy(&eb, &e, sizeof eb);
-    eb &= -(uint32_t)(x > -87.3f);
-    float out;
-    memcpy(&out, &eb, sizeof out);
-    return out;
-}
 
 /* Reductions over v[0..n) in 8 lanes, which GCC vectorises (a single running
  * float sum or max it may not reorder). */
@@ -124,7 +91,7 @@ static void softmax_causal_row(float *restrict row, int t, int end)
     const int n = t + 1;
     const float mx = lanes_max(row, n);
     for (int j = 0; j < n; j++)
-        row[j] = att_exp(row[j] - mx);
+        row[j] = nn_vexp_neg(row[j] - mx);
     const float inv = 1.0f / lanes_sum(row, n);
     for (int j = 0; j < n; j++)
         row[j] *= inv;

@@ -7,10 +7,78 @@
 
 #define NN_NORM_EPS 1e-5f /* PyTorch's default for GroupNorm and LayerNorm */
 
+/* Layer norm (one group, an affine per value) is a GPT's every other layer,
+ * row after row of a few hundred values: its sums go over eight float lanes
+ * that GCC turns into vector adds, and nothing divides per element. Group
+ * norm keeps the general loops below (sums in double). */
+#define LANES 8
+
+static float lane_sum(const float *acc)
+{
+    float s = 0.0f;
+    for (int k = 0; k < LANES; k++)
+        s += acc[k];
+    return s;
+}
+
+static void layer_norm_row(const float *x, size_t n, const float *gamma, const float *beta, float *y, float *st)
+{
+    float acc[LANES] = {0}, tail = 0.0f;
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++)
+            acc[k] += x[i + k];
+    for (; i < n; i++)
+        tail += x[i];
+    const float mean = (lane_sum(acc) + tail) / (float)n;
+    float sq[LANES] = {0};
+    tail = 0.0f;
+    for (i = 0; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++)
+            sq[k] += (x[i + k] - mean) * (x[i + k] - mean);
+    for (; i < n; i++)
+        tail += (x[i] - mean) * (x[i] - mean);
+    const float rstd = 1.0f / sqrtf((lane_sum(sq) + tail) / (float)n + NN_NORM_EPS);
+    st[0] = mean, st[1] = rstd;
+    for (i = 0; i < n; i++)
+        y[i] = ((x[i] - mean) * rstd) * gamma[i] + beta[i];
+}
+
+static void layer_norm_row_backward(const float *x, const float *dy, size_t n, const float *gamma, const float *st,
+                                    float *dgamma, float *dbeta, float *dx)
+{
+    const float mean = st[0], rstd = st[1];
+    float a_gy[LANES] = {0}, a_gx[LANES] = {0}, t_gy = 0.0f, t_gx = 0.0f;
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) {
+            const float xhat = (x[i + k] - mean) * rstd, gy = dy[i + k] * gamma[i + k];
+            dgamma[i + k] += dy[i + k] * xhat;
+            dbeta[i + k] += dy[i + k];
+            a_gy[k] += gy, a_gx[k] += gy * xhat;
+        }
+    for (; i < n; i++) {
+        const float xhat = (x[i] - mean) * rstd, gy = dy[i] * gamma[i];
+        dgamma[i] += dy[i] * xhat;
+        dbeta[i] += dy[i];
+        t_gy += gy, t_gx += gy * xhat;
+    }
+    if (!dx)
+        return;
+    const float mean_gy = (lane_sum(a_gy) + t_gy) / (float)n, mean_gx = (lane_sum(a_gx) + t_gx) / (float)n;
+    for (i = 0; i < n; i++)
+        dx[i] = rstd * (dy[i] * gamma[i] - mean_gy - (x[i] - mean) * rstd * mean_gx);
+}
+
 void nn_norm_forward(const nn_norm_shape *s, const float *x, int B, const float *gamma, const float *beta,
                      float *y, float *stats)
 {
     const size_t span = s->n / (size_t)s->groups;
+    if (s->groups == 1 && s->per_affine == 1) {
+        for (int b = 0; b < B; b++)
+            layer_norm_row(x + (size_t)b * s->n, s->n, gamma, beta, y + (size_t)b * s->n, stats + 2 * (size_t)b);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int g = 0; g < s->groups; g++) {
             const size_t base = (size_t)b * s->n + (size_t)g * span;
@@ -39,6 +107,12 @@ void nn_norm_backward(const nn_norm_shape *s, const float *x, const float *dy, i
     const size_t span = s->n / (size_t)s->groups, n_affine = s->n / s->per_affine;
     for (size_t a = 0; a < n_affine; a++)
         dgamma[a] = 0.0f, dbeta[a] = 0.0f;
+    if (s->groups == 1 && s->per_affine == 1) {
+        for (int b = 0; b < B; b++)
+            layer_norm_row_backward(x + (size_t)b * s->n, dy + (size_t)b * s->n, s->n, gamma, stats + 2 * (size_t)b,
+                                    dgamma, dbeta, dx ? dx + (size_t)b * s->n : NULL);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int g = 0; g < s->groups; g++) {
             const size_t base = (size_t)b * s->n + (size_t)g * span;

@@ -10,6 +10,7 @@
  */
 #include "nn/nn_rng.h"
 #include "nn/nn_seq.h"
+#include "nn/nn_vmath.h"
 
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -431,4 +432,31 @@ Test(nn_seq, attention_is_causal)
         cr_expect_eq(leaked, 0, "cut %d: %d gradients after the cut are not 0", cut, leaked);
         free(qkv), free(y), free(y2), free(work), free(dy), free(dqkv);
     }
+}
+
+/* The vectorisable exp and erf against libm in double, over every float of
+ * a dense sweep (the softmax's inputs are <= 0; GELU's erf sees any sign). */
+Test(nn_seq, vector_exp_and_erf_match_libm)
+{
+    double worst_exp = 0, worst_erf = 0, worst_gauss = 0;
+    for (float x = -100.0f; x <= 0.0f; x += 1.0f / 1024) {
+        const double want = exp((double)x), got = nn_vexp_neg(x);
+        if (x < -87.3f)
+            cr_assert_eq(got, 0.0, "exp(%g) is flushed to 0", x);
+        else
+            worst_exp = fmax(worst_exp, fabs(got - want) / want);
+    }
+    for (float z = -12.0f; z <= 12.0f; z += 1.0f / 4096) {
+        float gauss;
+        const double got = nn_verf(z, &gauss);
+        worst_erf = fmax(worst_erf, fabs(got - erf((double)z)));
+        const double g = exp(-(double)z * z);
+        worst_gauss = fmax(worst_gauss, fabs(gauss - g) / fmax(g, 1e-30));
+        if (z * z > 87.31f)
+            cr_assert_eq(gauss, 0.0f);
+    }
+    cr_log_info("exp relative %.2e, erf absolute %.2e, exp(-z^2) relative %.2e", worst_exp, worst_erf, worst_gauss);
+    cr_assert_lt(worst_exp, 3e-7, "exp: %g", worst_exp);
+    cr_assert_lt(worst_erf, 5e-7, "erf: %g", worst_erf);
+    cr_assert_lt(worst_gauss, 1e-5, "exp(-z^2): %g (z^2 rounds in float)", worst_gauss);
 }
