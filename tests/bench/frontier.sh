@@ -45,8 +45,11 @@ if [ "${FRONTIER_TEXT:-0}" = 1 ]; then
     mkdir -p "$textdir"
     len=$(stat -c %s "$corpus")
     held=$((len / 100 * 10 + len % 100 * 10 / 100)) # the tenth --data text:FILE holds out
-    head -c $((len - held)) "$corpus" | head -c "${FRONTIER_TRAIN_BYTES:-1048576}" >"$textdir/train.txt"
-    tail -c "$held" "$corpus" | head -c "${FRONTIER_VAL_BYTES:-65536}" >"$textdir/val.txt"
+    # (no pipes into head: under pipefail the writer's SIGPIPE would end the script)
+    want=${FRONTIER_TRAIN_BYTES:-1048576}
+    head -c $((want < len - held ? want : len - held)) "$corpus" >"$textdir/train.txt"
+    tail -c "$held" "$corpus" >"$textdir/held.txt"
+    head -c "${FRONTIER_VAL_BYTES:-65536}" "$textdir/held.txt" >"$textdir/val.txt"
     DATA=${FRONTIER_DATA:-text:$textdir/train.txt,$textdir/val.txt}
     MODEL=${FRONTIER_MODEL:-gpt:4:128:4}
     EPOCHS=${FRONTIER_EPOCHS:-1}

@@ -22,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 SGP=${SGP_BIN:-$root/build/sgp}
 PY=/usr/bin/python3
-CONFIGS=${LM_CONFIGS:-"gpt:4:128:4 64 32 0.001 1048576 3;gpt:6:384:6 64 16 0.001 262144 1"}
+CONFIGS=${LM_CONFIGS:-"gpt:4:128:4 64 32 0.003 1048576 3;gpt:6:384:6 64 16 0.001 262144 1"}
 THREADS=${LM_THREADS:-1}
 OUT=$root/build/bench
 corpus=${SGP_DATA_DIR:-$root/build/data}/brown/brown.txt
@@ -34,13 +34,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 len=$(stat -c %s "$corpus")
 held=$((len / 100 * 10 + len % 100 * 10 / 100)) # the tenth --data text:FILE holds out
-tail -c "$held" "$corpus" | head -c "${LM_VAL_BYTES:-65536}" >"$work/val.txt"
+# (no pipes into head: under pipefail the writer's SIGPIPE would end the script)
+tail -c "$held" "$corpus" >"$work/held.txt"
+head -c "${LM_VAL_BYTES:-65536}" "$work/held.txt" >"$work/val.txt"
 
 : >"$work/points"
 IFS=';' read -r -a configs <<<"$CONFIGS"
 for cfg in "${configs[@]}"; do
     read -r model ctx batch lr bytes epochs <<<"$cfg"
-    head -c $((len - held)) "$corpus" | head -c "$bytes" >"$work/train.txt"
+    head -c $((bytes < len - held ? bytes : len - held)) "$corpus" >"$work/train.txt"
     echo "  $model context $ctx batch $batch lr $lr: $bytes bytes x $epochs epochs" >&2
     OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$THREADS "$SGP" train --model "$model" --context "$ctx" \
         --batch "$batch" --optimizer adamw --lr "$lr" --warmup 0.1 --epochs "$epochs" --threads "$THREADS" \
