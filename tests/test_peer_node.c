@@ -76,23 +76,45 @@ static float *read_model(const char *dir, int i, size_t n)
     return m;
 }
 
-static void sim_equals_network(const char *codec_text, const char *warmup, const char *local_steps, const char *outer)
+/* The model and data of a comparison: mlp:32 on the embedded digits, or a
+ * language model on text (the first bytes of this README, held-out tenth
+ * and all) with AdamW. */
+typedef struct workload {
+    const char *model, *optimizer, *lr;
+    int text; /* 0: the embedded digits */
+} workload;
+
+static const workload DIGITS = {"mlp:32", "sgd", "0.1", 0};
+static const workload GPT = {"gpt:1:16:2", "adamw", "0.003", 1};
+
+static void sim_equals_network_on(const workload *w, const char *codec_text, const char *warmup,
+                                  const char *local_steps, const char *outer)
 {
-    char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256];
+    char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256], data[300] = "";
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
     sgp_make_cluster(dir, "node-test", 4, topo_path);
+    if (w->text) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "head -c 12000 README.md > %s/text.txt", dir);
+        cr_assert_eq(system(cmd), 0);
+        snprintf(data, sizeof data, "text:%s/text.txt", dir);
+    }
     /* A fixed deadline as long as the round timeout: nobody is ever declared
      * late, so the run is as synchronous as the simulator's. */
-    char *extra[] = {"--model", "mlp:32", "--epochs", "2", "--codec", (char *)codec_text, "--round-deadline", "30",
-                     "--codec-warmup", (char *)warmup, "--local-steps", (char *)local_steps, "--outer", (char *)outer,
-                     "--no-progress", NULL};
+    char *extra[] = {"--model", (char *)w->model, "--epochs", "2", "--codec", (char *)codec_text, "--round-deadline",
+                     "30", "--codec-warmup", (char *)warmup, "--local-steps", (char *)local_steps, "--outer",
+                     (char *)outer, "--optimizer", (char *)w->optimizer, "--lr", (char *)w->lr, "--no-progress",
+                     w->text ? "--data" : NULL, data, "--context", "16", NULL};
     run_peers(dir, 4, extra);
 
     /* The same run in the simulator, in this process. */
     nn_dataset train = {0}, test = {0};
     char err[256];
-    cr_assert_eq(nn_data_embedded(&train, &test, err, sizeof err), 0, "%s", err);
+    if (w->text)
+        cr_assert_eq(nn_data_load(data, 16, &train, &test, err, sizeof err), 0, "%s", err);
+    else
+        cr_assert_eq(nn_data_embedded(&train, &test, err, sizeof err), 0, "%s", err);
     topo t = {0};
     topo_error te;
     cr_assert_eq(topo_load(&t, topo_path, &te), 0, "%s", te.msg);
@@ -106,7 +128,9 @@ static void sim_equals_network(const char *codec_text, const char *warmup, const
     outer_opts oo;
     cr_assert_eq(outer_opts_parse(&oo, outer, err, sizeof err), 0, "%s", err);
     c.outer = &oo;
-    c.train.model = "mlp:32", c.train.epochs = 2, c.train.progress = 0;
+    c.train.model = w->model, c.train.epochs = 2, c.train.progress = 0;
+    cr_assert_eq(nn_opt_kind_parse(w->optimizer, &c.train.optimizer), 0);
+    c.train.lr = atof(w->lr), c.train.lr_given = 1;
     train_opts_finish(&c.train);
     /* One BLAS thread, as each `sgp peer` runs by default: a threaded sgemm
      * sums in another order, and the models would differ in the last bits. */
@@ -131,9 +155,22 @@ static void sim_equals_network(const char *codec_text, const char *warmup, const
     cr_assert_eq(system(cmd), 0);
 }
 
+static void sim_equals_network(const char *codec_text, const char *warmup, const char *local_steps, const char *outer)
+{
+    sim_equals_network_on(&DIGITS, codec_text, warmup, local_steps, outer);
+}
+
 Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none", "0", "1", "none"); }
 
 Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05", "0", "1", "none"); }
+
+/* A language model on text, compressed, with local steps and an outer
+ * optimizer: attention, text shards and per-token losses change nothing of
+ * the round's determinism. */
+Test(peer_node, a_gpt_on_text_in_four_processes_equals_the_simulator)
+{
+    sim_equals_network_on(&GPT, "stc:0.05", "0", "2", "nesterov:0.7:0.9");
+}
 
 /* The sparsity warm-up is the round driver's, so real peers run it too. */
 Test(peer_node, codec_warmup_in_four_processes_equals_the_simulator) { sim_equals_network("stc:0.05", "1", "1", "none"); }
