@@ -7,10 +7,10 @@ curves of the two can be put side by side (tests/bench/lm_curve.sh).
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/bench/lm_train_torch.py \\
         --train train.txt --val val.txt --model gpt:4:128:4 --context 64 --batch 32 --epochs 2
 
-What matches sgp by construction: the model (pre-norm blocks, one QKV
-projection, causal attention, 4x GELU MLP, final norm, an untied head with
-bias), GPT-2's initialisation as nn_model_init_params draws it (N(0, 0.02),
-residual-closing projections N(0, 0.02 / sqrt(R))), an epoch of
+What matches sgp by construction: the model (gpt_step_torch.py's, the one
+`make bench` times: pre-norm blocks, one QKV projection, causal attention,
+4x GELU MLP, final norm, an untied head with bias, GPT-2's initialisation as
+nn_model_init_params draws it), an epoch of
 bytes / context windows at uniform random offsets, AdamW with decoupled
 weight decay on every parameter, nn_lr_at's schedule (linear warm-up counting
 the current step as done, then cosine to zero over the remaining epochs), the
@@ -30,62 +30,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-
-def parse_gpt(spec):
-    parts = spec.split(":")
-    if len(parts) != 4 or parts[0] != "gpt":
-        sys.exit("lm_train_torch.py: --model must be gpt:L:C:H, got %r" % spec)
-    return int(parts[1]), int(parts[2]), int(parts[3])
-
-
-def attention(q, k, v):
-    """Causal scaled dot-product attention (F.scaled_dot_product_attention with
-    is_causal=True where torch has it; Debian 12's torch 1.13 does not)."""
-    if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    T = q.shape[-2]
-    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
-    return s.masked_fill(mask, float("-inf")).softmax(-1) @ v
-
-
-class GPT(torch.nn.Module):
-    def __init__(self, layers, width, heads, context, vocab=256):
-        super().__init__()
-        self.heads = heads
-        self.embed = torch.nn.Embedding(vocab, width)
-        self.pos = torch.nn.Parameter(torch.zeros(context, width))
-        self.blocks = torch.nn.ModuleList()
-        for _ in range(layers):
-            self.blocks.append(torch.nn.ModuleDict({
-                "ln1": torch.nn.LayerNorm(width), "qkv": torch.nn.Linear(width, 3 * width),
-                "proj": torch.nn.Linear(width, width), "ln2": torch.nn.LayerNorm(width),
-                "up": torch.nn.Linear(width, 4 * width), "down": torch.nn.Linear(4 * width, width)}))
-        self.ln = torch.nn.LayerNorm(width)
-        self.head = torch.nn.Linear(width, vocab)
-        residual_std = 0.02 / math.sqrt(2 * layers)
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith("bias"):
-                    p.zero_()
-                elif ".ln" in name or name.startswith("ln."):
-                    p.fill_(1.0)
-                elif name.endswith("proj.weight") or name.endswith("down.weight"):
-                    p.normal_(0.0, residual_std)
-                else:
-                    p.normal_(0.0, 0.02)
-
-    def forward(self, idx):
-        B, T = idx.shape
-        h = self.embed(idx) + self.pos[:T]
-        for b in self.blocks:
-            q, k, v = b["qkv"](b["ln1"](h)).split(h.shape[-1], dim=2)
-            D = h.shape[-1] // self.heads
-            q, k, v = (t.view(B, T, self.heads, D).transpose(1, 2) for t in (q, k, v))
-            a = attention(q, k, v).transpose(1, 2).reshape(B, T, -1)
-            h = h + b["proj"](a)
-            h = h + b["down"](F.gelu(b["up"](b["ln2"](h))))
-        return self.head(self.ln(h))
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+from gpt_step_torch import attention_fn, build_model, parse_gpt  # noqa: E402  the same model as make bench's
 
 
 def lr_at(base, step, steps_per_epoch, warmup_epochs, total_epochs):
@@ -133,9 +79,10 @@ def main():
     torch.manual_seed(args.seed)
     L, C, H = parse_gpt(args.model)
     T = args.context
+    _, attn = attention_fn(torch, F, "sdpa")
     train = torch.tensor(list(open(args.train, "rb").read()), dtype=torch.long)
     val = torch.tensor(list(open(args.val, "rb").read()), dtype=torch.long)
-    model = GPT(L, C, H, T)
+    model = build_model(torch, torch.nn, F, L, C, H, T, attn)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=args.weight_decay)
