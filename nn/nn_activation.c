@@ -78,6 +78,18 @@ void nn_gelu_backward(const float *restrict x, const float *restrict dy, size_t 
     }
 }
 
+void nn_gelu_forward_keep(const float *restrict x, size_t n, float *restrict y, float *restrict slope)
+{
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+    for (size_t i = 0; i < n; i++) {
+        const float v = x[i];
+        float gauss;
+        const float cdf = 0.5f * (1.0f + nn_verf(v * (float)M_SQRT1_2, &gauss));
+        y[i] = v * cdf;
+        slope[i] = cdf + v * inv_sqrt_2pi * gauss;
+    }
+}
+
 void nn_tanh_forward(const float *restrict x, size_t n, float *restrict y)
 {
     for (size_t i = 0; i < n; i++)

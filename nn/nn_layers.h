@@ -56,6 +56,9 @@ void nn_maxpool_backward(int c, int ih, int iw, int k, int stride, const float *
 /* GELU (exact, with erf, as PyTorch's default); backward reads the input x. */
 void nn_gelu_forward(const float *restrict x, size_t n, float *restrict y);
 void nn_gelu_backward(const float *restrict x, const float *restrict dy, size_t n, float *restrict dx);
+/* Forward that also keeps the derivative at each x in slope[n], so backward
+ * is dx = dy * slope (what a model in training uses: one exp, not two). */
+void nn_gelu_forward_keep(const float *restrict x, size_t n, float *restrict y, float *restrict slope);
 /* tanh; backward reads the forward output y. */
 void nn_tanh_forward(const float *restrict x, size_t n, float *restrict y);
 void nn_tanh_backward(const float *restrict y, const float *restrict dy, size_t n, float *restrict dx);

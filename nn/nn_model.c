@@ -251,6 +251,7 @@ static size_t work_size(const nn_layer *l, int B)
     case NN_CONV2D:
         return nn_conv2d_workspace(&l->conv, B);
     case NN_DROPOUT:
+    case NN_GELU: /* the derivative, kept by the forward pass */
         return (size_t)B * out_size(l);
     case NN_NORM:
         return 2 * (size_t)B * l->rows * l->norm.groups;
@@ -432,7 +433,10 @@ static const float *forward(nn_model *m, const float *x, int B, int train)
             nn_relu_forward(in, n, l->out);
             break;
         case NN_GELU:
-            nn_gelu_forward(in, n, l->out);
+            if (train)
+                nn_gelu_forward_keep(in, n, l->out, l->work);
+            else
+                nn_gelu_forward(in, n, l->out);
             break;
         case NN_TANH:
             nn_tanh_forward(in, n, l->out);
@@ -536,7 +540,8 @@ float nn_model_grad(nn_model *m, const float *x, const int *y, int B, int *corre
             nn_relu_backward(l->out, l->dout, n, din);
             break;
         case NN_GELU:
-            nn_gelu_backward(in, l->dout, n, din);
+            for (size_t k = 0; k < n; k++)
+                din[k] = l->dout[k] * l->work[k];
             break;
         case NN_TANH:
             nn_tanh_backward(l->out, l->dout, n, din);
