@@ -134,12 +134,16 @@ void nn_adamw_step(nn_adamw *o, float *params, const float *grads, float lr, con
     const float b1 = o->beta1, b2 = o->beta2, decay = lr * o->weight_decay;
     const double bc1 = 1.0 - pow(b1, (double)o->t), bc2 = 1.0 - pow(b2, (double)o->t);
     const float step = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+    /* Locals, not o->: a store to params[i] may alias any float of *o as far
+     * as the compiler knows, which keeps the loop from vectorising. */
     float *m = o->m, *v = o->v;
-    for (size_t i = 0; i < o->n; i++) {
+    const float eps = o->eps;
+    const size_t n = o->n;
+    for (size_t i = 0; i < n; i++) {
         const float g = grads[i], d = decay_at[i]; /* (read before params[i] changes: they may alias) */
         m[i] = b1 * m[i] + (1.0f - b1) * g;
         v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-        params[i] -= decay * d + step * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + o->eps);
+        params[i] -= decay * d + step * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
     }
 }
 
