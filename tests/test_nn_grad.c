@@ -17,6 +17,7 @@
 #include "nn/nn_layers.h"
 #include "nn/nn_model.h"
 #include "nn/nn_rng.h"
+#include "tests/nn_check.h"
 
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -31,43 +32,8 @@ TestSuite(nn_grad);
 #define GRAD_TOL 1e-3 /* analytic (float) vs central difference (double) */
 #define FWD_TOL 1e-4  /* float kernel vs double reference forward */
 #define STEP 1e-6     /* central-difference step; in double its error is ~1e-9 */
-#define GARBAGE 1234.5f
 #define MODEL_SAMPLES 200 /* parameters checked per model view */
 
-/* |a-b| / (|a|+|b|), with a floor so entries that are ~0 on both sides compare
- * absolutely instead of dividing noise by noise. */
-static double relerr(double a, double b)
-{
-    double d = fabs(a) + fabs(b);
-    return fabs(a - b) / (d > 1e-3 ? d : 1e-3);
-}
-
-static float *rand_floats(nn_rng *r, size_t n, float lo, float hi)
-{
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    cr_assert_not_null(v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = lo + (hi - lo) * nn_rng_uniform(r);
-    return v;
-}
-
-static float *garbage(size_t n)
-{
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    cr_assert_not_null(v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = GARBAGE;
-    return v;
-}
-
-static double *to_double(const float *v, size_t n)
-{
-    double *d = malloc((n ? n : 1) * sizeof *d);
-    cr_assert_not_null(d);
-    for (size_t i = 0; i < n; i++)
-        d[i] = v[i];
-    return d;
-}
 
 /* Normwise relative error of a float kernel's output against the double
  * reference: max |got - want| / max |want|. */

@@ -11,6 +11,7 @@
 #include "nn/nn_rng.h"
 #include "nn/nn_seq.h"
 #include "nn/nn_vmath.h"
+#include "tests/nn_check.h"
 
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -23,40 +24,7 @@ TestSuite(nn_seq);
 #define GRAD_TOL 1e-3 /* analytic (float) vs central difference (double) */
 #define FWD_TOL 1e-4  /* float kernel vs double reference forward */
 #define STEP 1e-6
-#define GARBAGE 1234.5f
 
-static double relerr(double a, double b)
-{
-    double d = fabs(a) + fabs(b);
-    return fabs(a - b) / (d > 1e-3 ? d : 1e-3);
-}
-
-static float *rand_floats(nn_rng *r, size_t n, float lo, float hi)
-{
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    cr_assert_not_null(v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = lo + (hi - lo) * nn_rng_uniform(r);
-    return v;
-}
-
-static float *garbage(size_t n)
-{
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    cr_assert_not_null(v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = GARBAGE;
-    return v;
-}
-
-static double *to_double(const float *v, size_t n)
-{
-    double *d = malloc((n ? n : 1) * sizeof *d);
-    cr_assert_not_null(d);
-    for (size_t i = 0; i < n; i++)
-        d[i] = v[i];
-    return d;
-}
 
 static double *dalloc(size_t n)
 {
