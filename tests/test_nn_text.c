@@ -224,3 +224,21 @@ Test(nn_text, sgp_train_names_a_bad_text_file, .init = setup, .fini = teardown)
     sgp_run(&o, "train", "--model", "gpt:1:8:2", "--data", spec, "--context", "0", NULL);
     cr_assert_eq(o.status, 2, "a bad --context is a usage error: %s", o.err);
 }
+
+Test(nn_text, init_from_a_language_model_takes_its_context, .init = setup, .fini = teardown)
+{
+    char path[300], spec[400], model[400];
+    write_text("t.txt", 3000, path, sizeof path);
+    snprintf(spec, sizeof spec, "text:%s", path);
+    snprintf(model, sizeof model, "%s/lm.safetensors", g_dir);
+    sgp_out o;
+    sgp_run(&o, "train", "--model", "gpt:1:8:2", "--data", spec, "--context", "16", "--epochs", "1",
+            "--save-model", model, "--no-progress", NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    sgp_run(&o, "train", "--init", model, "--data", spec, "--epochs", "1", "--no-progress", NULL);
+    cr_assert_eq(o.status, 0, "--init without --context trains at the file's 16: %s", o.err);
+    cr_assert(strstr(o.out, "context 16"), "%s", o.out);
+    sgp_run(&o, "train", "--init", model, "--data", spec, "--context", "32", "--epochs", "1", "--no-progress", NULL);
+    cr_assert_eq(o.status, 1, "another --context does not fit the file's model: %s", o.err);
+    cr_assert(strstr(o.err, "1x1x16"), "%s", o.err);
+}

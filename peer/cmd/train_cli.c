@@ -96,6 +96,8 @@ static int init_check(train_opts *o, const char *cmd)
         fprintf(stderr, "%s: --init %s\n", cmd, err);
         return 1;
     }
+    if (!o->context && a.c == 1 && a.h == 1 && a.w > 0)
+        o->context = a.w; /* a language model's windows are its positions (and --context only means text) */
     if (!o->model_given) {
         if (!a.spec[0])
             return cli_usage(cmd, "--init %s records no model spec: give --model", o->init);

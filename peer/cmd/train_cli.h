@@ -46,7 +46,7 @@ enum {
     "                      cifar10:DIR, csv:TRAIN,TEST, text:FILE[,VALFILE] (bytes as tokens; without\n"         \
     "                      VALFILE the last 10% is held out) or brown (the Brown corpus, after `make data`)\n"  \
     "                      [the embedded 8,000/2,000 MNIST digits]\n"                                             \
-    "  --context T         tokens a text sample sees (a window of T + 1 bytes) [64]\n"                           \
+    "  --context T         tokens a text sample sees (a window of T + 1 bytes) [64, or --init's]\n"              \
     "  --epochs N          passes over the training data (text: bytes / T windows) [10]\n"                        \
     "  --batch N           mini-batch size (text: windows) [64]\n"                                                \
     "  --optimizer KIND    sgd (momentum, L2 decay) or adamw (decoupled decay), as PyTorch's [sgd]\n"             \

@@ -48,6 +48,20 @@ static const char *forwarded(const launch_opts *o, const char *name, const char 
     return def;
 }
 
+/* The peers' context: --context, else (as the peers decide it) that of
+ * --init's language model, else 0 for the default. */
+static int forwarded_context(const launch_opts *o)
+{
+    const char *given = forwarded(o, "--context", NULL), *init = forwarded(o, "--init", NULL);
+    modelfile_arch a;
+    char err[256];
+    if (given)
+        return atoi(given);
+    if (init && modelfile_arch_read(init, &a, err, sizeof err) == 0 && a.c == 1 && a.h == 1)
+        return a.w;
+    return 0;
+}
+
 /* The paths a peer is given, in the directory it runs in. */
 typedef struct peer_paths {
     char cluster[1100], id[16], model[1100], log[1100], summary[1100], ckpt[1100], slow[32];
@@ -367,7 +381,7 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
     } else if (!o->hosts || (rc = launch_ssh_fetch(R.where, n, R.dir, R.rdir, err, errlen)) == 0) {
         launch_outcome out = {.run_dir = R.dir, .n = n, .absent = R.absent,
                               .data = forwarded(o, "--data", NULL),
-                              .context = atoi(forwarded(o, "--context", "0")), .save_model = o->save_model,
+                              .context = forwarded_context(o), .save_model = o->save_model,
                               .model_format = o->model_format,
                               .faults = R.faults ? R.faults->injected : 0, .wall_seconds = clock_now() - t0};
         rc = launch_combine(&out, o->summary, stdout, err, errlen);
