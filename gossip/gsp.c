@@ -732,6 +732,29 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
     return s->w - (r ? r->w : 0.0);
 }
 
+void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
+{
+    const size_t n = g->dim ? g->dim : 1, fv = n * sizeof(float), dv = n * sizeof(double);
+    size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin ? fv : 0);
+    size_t cs = (g->v ? fv : 0) + (g->c ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
+                g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
+    for (int k = 0; k < g->n_out + g->n_in; k++) {
+        const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
+        st += (e->x ? dv : 0) + (e->tot ? dv : 0) + (e->ref ? fv : 0);
+        cs += e->buf ? edge_buf_bytes(g) : 0;
+    }
+    *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge);
+    *codec = cs;
+}
+
+size_t gsp_msg_owned_bytes(const gsp_msg *m)
+{
+    if (!m->owned)
+        return 0;
+    return (m->x_total ? m->dim * sizeof(double) : 0) + (m->ref ? m->dim * sizeof(float) : 0) +
+           (m->payload ? m->payload_len : 0);
+}
+
 int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src)
 {
     size_t xb = src->x_total ? src->dim * sizeof(double) : 0, rb = src->ref ? src->dim * sizeof(float) : 0,

@@ -267,6 +267,14 @@ int gsp_missing(const gsp_peer *g, const topo *t, const uint8_t *alive, const gs
  * gsp_edge_pending(sender, receiver) (sigma - rho, x into acc, w returned). */
 double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double *acc_x);
 
+/* Bytes this peer holds, by part: its push-sum state (x, z, the origin, every
+ * edge's totals or corrections and reference) into *state, the codec's
+ * scratch (v, c, the sparse lists, the workspace, message buffers) into
+ * *codec. What the memory breakdown of a summary reports. */
+void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec);
+/* Bytes a message owns (gsp_msg_copy, or a driver's own block): 0 for a view. */
+size_t gsp_msg_owned_bytes(const gsp_msg *m);
+
 /* Deep copy of a message's payload (for messages in flight). */
 int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src);
 void gsp_msg_free(gsp_msg *m);

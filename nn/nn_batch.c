@@ -74,6 +74,14 @@ int nn_batcher_per_epoch(const nn_batcher *b)
     return (b->d->n + b->batch - 1) / b->batch;
 }
 
+size_t nn_batcher_bytes(const nn_batcher *b)
+{
+    if (!b->perm)
+        return 0;
+    return ((size_t)b->d->n + 1) * sizeof(int) + (size_t)b->batch * (nn_dataset_dim(b->d) + 1) * sizeof(float) +
+           (size_t)b->batch * (size_t)nn_dataset_labels(b->d) * sizeof(int);
+}
+
 void nn_batcher_free(nn_batcher *b)
 {
     if (!b)

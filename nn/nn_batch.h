@@ -36,6 +36,8 @@ int nn_batcher_init(nn_batcher *b, const nn_dataset *d, int batch, uint64_t seed
 int nn_batcher_next(nn_batcher *b);
 /* Batches in one epoch. */
 int nn_batcher_per_epoch(const nn_batcher *b);
+/* Bytes it holds: the epoch's order and one batch. */
+size_t nn_batcher_bytes(const nn_batcher *b);
 void nn_batcher_free(nn_batcher *b);
 
 #endif

@@ -29,6 +29,13 @@ typedef struct nn_dataset {
 
 static inline size_t nn_dataset_dim(const nn_dataset *d) { return (size_t)d->c * d->h * d->w; }
 
+/* Bytes of its samples and labels, or of its text. */
+static inline size_t nn_dataset_bytes(const nn_dataset *d)
+{
+    return (d->x ? (size_t)d->n * nn_dataset_dim(d) * sizeof(float) : 0) + (d->y ? (size_t)d->n * sizeof(int) : 0) +
+           (d->text ? d->text_len : 0);
+}
+
 /* Text: the default context (tokens a sample sees) and the held-out share
  * when a text spec names no validation file. */
 #define NN_TEXT_CONTEXT 64

@@ -278,6 +278,8 @@ static int allocate(nn_model *m)
     }
     const size_t B = (size_t)m->max_batch;
     m->n_params = n_params;
+    m->bytes = (2 * n_params + B * n_acts + B * (size_t)m->tokens * m->n_classes + n_work) * sizeof(float) +
+               B * n_argmax * sizeof(int) + (nn_model_is_seq(m) ? B * m->tokens * (sizeof(float) + sizeof(int)) : 0);
     m->params = calloc(n_params ? n_params : 1, sizeof(float));
     m->grads = calloc(n_params ? n_params : 1, sizeof(float));
     m->acts = calloc(B * n_acts + B * (size_t)m->tokens * m->n_classes, sizeof(float));

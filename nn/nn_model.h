@@ -89,6 +89,7 @@ typedef struct nn_model {
     int *argmax;   /* max-pool winners, one block */
     float *seq_x;  /* sequence models: a batch of evaluation windows, [max_batch][tokens] */
     int *seq_y;
+    size_t bytes;  /* all of the above: parameters, gradients, activations, workspaces */
 } nn_model;
 
 /* Bits per byte of a mean loss in nats per token, for byte-level text. */

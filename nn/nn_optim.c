@@ -194,6 +194,11 @@ float *nn_optimizer_state(nn_optimizer *o, size_t *n, long **steps)
     return o->sgd.velocity;
 }
 
+size_t nn_optimizer_bytes(const nn_optimizer *o)
+{
+    return ((o->adamw.m ? 2 * o->adamw.n : 0) + (o->sgd.velocity ? o->sgd.n : 0)) * sizeof(float);
+}
+
 void nn_optimizer_free(nn_optimizer *o)
 {
     if (!o)

@@ -92,6 +92,8 @@ void nn_optimizer_step(nn_optimizer *o, float *params, float *grads, float lr, c
 /* The state a checkpoint keeps: *n floats at the returned pointer (SGD: the
  * velocity, n = dim; AdamW: m then v, n = 2 dim) and *steps (AdamW's t). */
 float *nn_optimizer_state(nn_optimizer *o, size_t *n, long **steps);
+/* Bytes of its state (velocity, or m and v). */
+size_t nn_optimizer_bytes(const nn_optimizer *o);
 void nn_optimizer_free(nn_optimizer *o);
 /* "sgd" or "adamw" into *kind; -EINVAL for anything else. */
 int nn_opt_kind_parse(const char *text, nn_opt_kind *kind);

@@ -68,6 +68,10 @@ static int write_summary(const char *path, const node_config *c, const node_resu
         .checkpoints = r->checkpoints,
         .step_seconds = r->step_seconds, .gossip_seconds = r->gossip_seconds, .frame_seconds = r->frame_seconds,
         .wait_seconds = r->wait_seconds, .idle_seconds = r->idle_seconds,
+        .memory_model_bytes = (int64_t)r->memory.model, .memory_gossip_bytes = (int64_t)r->memory.gossip,
+        .memory_codec_bytes = (int64_t)r->memory.codec, .memory_in_flight_bytes = (int64_t)r->memory.in_flight,
+        .memory_data_bytes = (int64_t)r->memory.data, .memory_runtime_bytes = (int64_t)r->memory.runtime,
+        .rss_bytes = (int64_t)r->memory.rss, .peak_rss_bytes = (int64_t)r->memory.peak_rss,
     };
     snprintf(s.model, sizeof s.model, "%s", c->train.model);
     snprintf(s.codec, sizeof s.codec, "%s", c->codec ? c->codec->text : "exact");
@@ -237,6 +241,8 @@ int cmd_peer(int argc, char **argv)
     else
         printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n", id,
                100 * r.test_accuracy, r.rounds, r.local_steps, r.bytes_sent / 1e6, r.wall_seconds);
+    printf("peer %ld ", id);
+    mem_print(stdout, &r.memory, 1);
     status = 0;
     if (c.train.save_model && !r.model) {
         fprintf(stderr, "%s: no final model to save (out of memory)\n", CMD);

@@ -164,6 +164,8 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_num(j, "wall_seconds_per_round", r->rounds ? r->wall_seconds / r->rounds : 0);
     json_num(j, "cpu_step_seconds", r->cpu_step_seconds);
     json_num(j, "cpu_gossip_seconds", r->cpu_gossip_seconds);
+    json_int(j, "memory_peers", c->n_peers); /* the memory_* keys are of all peers together: divide by it */
+    mem_json(j, &r->memory);
 }
 
 static int write_summary(const char *path, const sim_config *c, const char *topology, const sim_result *r)
@@ -451,6 +453,7 @@ int cmd_sim(int argc, char **argv)
     printf("cpu: local steps %.2f s, gossip %.2f s (all peers; per peer-round %.3g ms and %.3g ms)\n",
            r.cpu_step_seconds, r.cpu_gossip_seconds, r.local_steps ? 1e3 * r.cpu_step_seconds / r.local_steps : 0.0,
            r.local_steps ? 1e3 * r.cpu_gossip_seconds / r.local_steps : 0.0);
+    mem_print(stdout, &r.memory, c.n_peers);
     status = 0;
     if (c.train.summary && (rc = write_summary(c.train.summary, &c, topology, &r)) < 0) {
         fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));

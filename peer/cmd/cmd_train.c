@@ -12,6 +12,7 @@
 #include "nn/nn_optim.h"
 #include "peer/core/clock.h"
 #include "peer/cmd/cli.h"
+#include "peer/core/memory.h"
 #include "peer/cmd/train_cli.h"
 #include "peer/cmd/commands.h"
 #include "peer/store/json.h"
@@ -33,6 +34,7 @@ typedef struct train_result {
     float train_loss, train_accuracy, test_loss, test_accuracy;
     double train_seconds, wall_seconds;
     long samples;
+    mem_parts memory;
 } train_result;
 
 static void put_summary(json_obj *j, const train_opts *o, const nn_model *m, const train_result *r)
@@ -59,6 +61,7 @@ static void put_summary(json_obj *j, const train_opts *o, const nn_model *m, con
     json_num(j, "samples_per_second", r->samples / r->train_seconds);
     json_num(j, "train_seconds", r->train_seconds);
     json_num(j, "wall_seconds", r->wall_seconds);
+    mem_json(j, &r->memory);
 }
 
 static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher *b, const nn_dataset *test,
@@ -187,6 +190,10 @@ int cmd_train(int argc, char **argv)
     else
         printf("test accuracy %.2f%%  (loss %.4f)  %.0f samples/s  %.1fs wall\n", 100 * r.test_accuracy, r.test_loss,
                r.samples / r.train_seconds, r.wall_seconds);
+    r.memory = (mem_parts){.model = m.bytes + nn_optimizer_bytes(&opt),
+                           .data = nn_dataset_bytes(&train) + nn_dataset_bytes(&test) + nn_batcher_bytes(&b)};
+    mem_measure(&r.memory);
+    mem_print(stdout, &r.memory, 1);
     status = 0;
     json_obj j;
     if (o.summary) {

@@ -4,6 +4,7 @@
 
 #include "peer/cmd/cli.h"
 #include "peer/cmd/commands.h"
+#include "peer/core/memory.h"
 
 static const struct {
     const char *name;
@@ -33,6 +34,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    mem_start();
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

@@ -44,8 +44,7 @@ int outer_init(outer_state *s, const outer_opts *o, size_t dim)
     if (rc < 0)
         return rc;
     s->anchor = malloc((dim ? dim : 1) * sizeof(float));
-    s->delta = malloc((dim ? dim : 1) * sizeof(float));
-    if (!s->anchor || !s->delta) {
+    if (!s->anchor) {
         outer_free(s);
         return -ENOMEM;
     }
@@ -64,15 +63,21 @@ void outer_end(outer_state *s, gsp_peer *g)
         return;
     const size_t n = g->dim;
     const float *z = gsp_debias(g);
-    float *restrict a = s->anchor, *restrict d = s->delta;
+    /* The outer gradient a - z goes into x, which is overwritten below
+     * anyway: no scratch vector (z may be x itself: element by element). */
+    float *a = s->anchor, *x = g->x;
     for (size_t i = 0; i < n; i++)
-        d[i] = a[i] - z[i];
-    nn_sgd_step(&s->sgd, a, d, s->o.lr);
+        x[i] = a[i] - z[i];
+    nn_sgd_step(&s->sgd, a, x, s->o.lr);
     /* x = w a: the step moves x as a local step does; w stays. */
     const float w = (float)g->w;
-    float *restrict x = g->x;
     for (size_t i = 0; i < n; i++)
         x[i] = w * a[i];
+}
+
+size_t outer_bytes(const outer_state *s)
+{
+    return s->anchor ? 2 * s->sgd.n * sizeof(float) : 0; /* the anchor and the velocity */
 }
 
 void outer_free(outer_state *s)
@@ -81,6 +86,5 @@ void outer_free(outer_state *s)
         return;
     nn_sgd_free(&s->sgd);
     free(s->anchor);
-    free(s->delta);
     memset(s, 0, sizeof *s);
 }

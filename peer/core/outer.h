@@ -44,7 +44,6 @@ typedef struct outer_state {
     outer_opts o;
     nn_sgd sgd;    /* its velocity is the outer momentum (checkpointed) */
     float *anchor; /* the model the round's local steps started from */
-    float *delta;  /* scratch: a - z' */
 } outer_state;
 
 /* -ENOMEM; a state for o NULL or o->lr <= 0 holds nothing, and
@@ -55,6 +54,8 @@ static inline int outer_on(const outer_state *s) { return s->anchor != NULL; }
 void outer_begin(outer_state *s, gsp_peer *g);
 /* After them: the outer step from a, into x. */
 void outer_end(outer_state *s, gsp_peer *g);
+/* Bytes it holds: the anchor and the momentum. */
+size_t outer_bytes(const outer_state *s);
 void outer_free(outer_state *s);
 
 #endif

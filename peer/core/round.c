@@ -106,6 +106,19 @@ void round_peer_free(round_peer *rp)
     memset(rp, 0, sizeof *rp);
 }
 
+void round_memory(const round_peer *rp, mem_parts *m)
+{
+    size_t state, codec;
+    gsp_bytes(&rp->g, &state, &codec);
+    m->gossip += state;
+    m->codec += codec;
+    m->model += nn_optimizer_bytes(&rp->local.opt) + outer_bytes(&rp->local.outer);
+    m->data += nn_dataset_bytes(&rp->shard) + nn_batcher_bytes(&rp->local.batches);
+    m->in_flight += (size_t)rp->cap_inbox * sizeof *rp->inbox;
+    for (int k = 0; k < rp->n_inbox; k++)
+        m->in_flight += gsp_msg_owned_bytes(&rp->inbox[k]);
+}
+
 int round_inbox_put(round_peer *rp, gsp_msg *m)
 {
     if (rp->n_inbox == rp->cap_inbox) {

@@ -34,6 +34,7 @@
 #include "gossip/gsp_pace.h"
 #include "nn/nn_data.h"
 #include "nn/nn_model.h"
+#include "peer/core/memory.h"
 #include "peer/core/sgp_step.h"
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
@@ -101,6 +102,11 @@ typedef struct round_peer {
 int round_peer_init(round_peer *rp, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
                     const float *x0, size_t dim, double now, char *err, size_t errlen);
 void round_peer_free(round_peer *rp);
+
+/* Add this peer's bytes to m by part: gossip state, codec scratch, optimizer
+ * state (model), shard and batches (data), the inbox (in flight). The driver
+ * adds the model, the data sets and its own buffers. */
+void round_memory(const round_peer *rp, mem_parts *m);
 
 /* The inbox takes the message over (its arrays included); -ENOMEM. */
 int round_inbox_put(round_peer *rp, gsp_msg *m);

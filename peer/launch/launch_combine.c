@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "nn/nn_model.h"
+#include "peer/core/memory.h"
 #include "peer/launch/launch_combine.h"
 #include "peer/launch/launch_ledger.h"
 #include "peer/store/atomic.h"
@@ -64,6 +65,8 @@ typedef struct totals {
     int k; /* peers with a model */
     double acc_min, acc_sum, loss_max, loss_sum, bytes, rounds, wsum;
     double step, gossip, frame, wait, idle; /* the peers' time breakdowns, summed */
+    int mem_peer;                           /* the peer with the largest peak RSS, and its memory by part */
+    mem_parts mem;
 } totals;
 
 /* Pass 1: sum w z into acc (double), and the summaries' totals. */
@@ -71,7 +74,7 @@ static int sum_models(const launch_outcome *o, nn_model *m, float *z, double *ac
                       size_t errlen)
 {
     const size_t dim = m->n_params;
-    *t = (totals){.acc_min = 1, .rounds = INFINITY};
+    *t = (totals){.acc_min = 1, .rounds = INFINITY, .mem_peer = -1};
     for (int i = 0; i < o->n; i++) {
         if (o->absent && o->absent[i])
             continue;
@@ -90,6 +93,13 @@ static int sum_models(const launch_outcome *o, nn_model *m, float *z, double *ac
         t->bytes += (double)s.bytes_sent, t->rounds = fmin(t->rounds, (double)s.rounds);
         t->step += s.step_seconds, t->gossip += s.gossip_seconds, t->frame += s.frame_seconds;
         t->wait += s.wait_seconds, t->idle += s.idle_seconds;
+        if (t->mem_peer < 0 || (size_t)s.peak_rss_bytes > t->mem.peak_rss) {
+            t->mem_peer = i;
+            t->mem = (mem_parts){.model = (size_t)s.memory_model_bytes, .gossip = (size_t)s.memory_gossip_bytes,
+                                 .codec = (size_t)s.memory_codec_bytes, .in_flight = (size_t)s.memory_in_flight_bytes,
+                                 .data = (size_t)s.memory_data_bytes, .runtime = (size_t)s.memory_runtime_bytes,
+                                 .rss = (size_t)s.rss_bytes, .peak_rss = (size_t)s.peak_rss_bytes};
+        }
     }
     return 0;
 }
@@ -151,6 +161,8 @@ static void put_summary(json_obj *j, const launch_outcome *o, const totals *t, c
     json_num(j, "frame_seconds", t->frame / t->k);
     json_num(j, "wait_seconds", t->wait / t->k);
     json_num(j, "idle_seconds", t->idle / t->k);
+    json_int(j, "memory_peer", t->mem_peer);
+    mem_json(j, &t->mem);
     if (mass) {
         json_num(j, "weight_total", mass->held + mass->in_flight);
         json_num(j, "weight_in_flight", mass->in_flight);
@@ -214,6 +226,10 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
                 t.bytes / 1e6, o->wall_seconds, o->faults, o->run_dir);
         fprintf(out, "time per peer: local step %.2f s, gossip %.2f s, framing and crypto %.2f s, waiting %.2f s, "
                 "idle %.2f s\n", t.step / t.k, t.gossip / t.k, t.frame / t.k, t.wait / t.k, t.idle / t.k);
+        if (t.mem_peer >= 0) {
+            fprintf(out, "peer %d (the largest) ", t.mem_peer);
+            mem_print(out, &t.mem, 1);
+        }
         if (!have_mass)
             fprintf(out, "push-sum weight not known: %s\n", why);
         else

@@ -287,11 +287,20 @@ static void timeout_cb(uv_timer_t *t)
 
 static void drain_step(net_conn *c);
 
+/* Buffers grown past this for one big frame (a MODEL, a SYNC) are given
+ * back once it has gone: a connection keeps room for the usual frames, not a
+ * copy of the model for each neighbour. */
+#define NET_KEEP_BYTES (16u << 20)
+
 static void write_cb(uv_write_t *req, int status)
 {
     net_slot *s = (net_slot *)req;
     net_conn *c = req->data;
     s->busy = 0;
+    if (s->cap > NET_KEEP_BYTES) {
+        free(s->buf);
+        s->buf = NULL, s->cap = 0;
+    }
     if (status < 0 && status != UV_ECANCELED) {
         char why[96];
         snprintf(why, sizeof why, "write: %s", uv_strerror(status));
@@ -367,6 +376,15 @@ static void frames_drain(net_conn *c)
         return;
     memmove(c->rbuf, c->rbuf + off, c->rlen - off);
     c->rlen -= off;
+    if (c->pt_cap > NET_KEEP_BYTES) {
+        free(c->pt);
+        c->pt = NULL, c->pt_cap = 0;
+    }
+    if (c->rcap > NET_KEEP_BYTES && c->rlen <= NET_RBUF_INIT) {
+        uint8_t *small = realloc(c->rbuf, NET_RBUF_INIT);
+        if (small)
+            c->rbuf = small, c->rcap = NET_RBUF_INIT;
+    }
     if (c->state == C_UP && c->rlen >= 4) {
         int need = sec_frame_need(c->rbuf, c->rlen, c->s.max_frame);
         if (need < 0) {
@@ -717,6 +735,17 @@ static net_conn *up_conn(const net *n, int peer)
     if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers)
         return NULL;
     return n->peers[peer].up;
+}
+
+size_t net_bytes(const net *n)
+{
+    size_t b = n->last ? n->last_len : 0;
+    for (const net_conn *c = n->conns; c; c = c->next) {
+        b += sizeof *c + c->rcap + c->pt_cap;
+        for (int i = 0; i < NET_SLOTS; i++)
+            b += c->slot[i].cap;
+    }
+    return b;
 }
 
 int net_send(net *n, int peer, const void *msg, size_t len)

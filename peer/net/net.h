@@ -116,6 +116,10 @@ int net_set_idle_timeout(net *n, double seconds);
  * connections set up from now on. 0 or -EINVAL. */
 int net_set_max_frame(net *n, size_t max_frame);
 
+/* Bytes the transport holds: every connection's receive, plaintext and send
+ * buffers (the memory breakdown's messages in flight). */
+size_t net_bytes(const net *n);
+
 /* Seal msg into one frame and hand it to the kernel. 0, -ENOTCONN (peer not
  * up), -EAGAIN (its write slots are all taken: keep the message), -EMSGSIZE,
  * -EINVAL, -ENOMEM, or a socket error (which also closes the connection). */

@@ -569,6 +569,14 @@ static void finish(node *n)
         node_checkpoint_now(n);
         node_log_ledger(n);
     }
+    mem_parts *m = &n->r->memory;
+    *m = (mem_parts){.model = n->model.bytes, .in_flight = n->out_cap + net_bytes(&n->net)};
+    if (n->train)
+        m->data += nn_dataset_bytes(n->train);
+    if (n->test)
+        m->data += nn_dataset_bytes(n->test);
+    round_memory(&n->rp, m);
+    mem_measure(m);
     /* The goodbye goes last on each connection, after the shares its slots
      * still hold (on a slow link they are not written yet, and closing at
      * once would cancel them: the neighbour would wait its dead timeout for
@@ -733,7 +741,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
             node_ext_end(c->ext, rc, err, NULL, &(node_status){0});
         return rc;
     }
-    n->c = c, n->test = test, n->r = r;
+    n->c = c, n->train = train, n->test = test, n->r = r;
     n->work.data = n;
     n->t0 = clock_now();
     n->wait_since = -1;

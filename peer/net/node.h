@@ -29,6 +29,7 @@
 
 #include "compress/cmp.h"
 #include "nn/nn_data.h"
+#include "peer/core/memory.h"
 #include "peer/core/outer.h"
 #include "peer/net/cluster.h"
 #include "peer/sec/sec.h"
@@ -82,6 +83,7 @@ typedef struct node_result {
      * emit), framing and crypto, waiting for neighbours, and the rest. The
      * step runs beside the loop, so the parts may overlap a little. */
     double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds;
+    mem_parts memory; /* by part, when the last round was done (before the connections close) */
 } node_result;
 
 void node_config_defaults(node_config *c);

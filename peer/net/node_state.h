@@ -14,7 +14,7 @@
 
 typedef struct node {
     const node_config *c;
-    const nn_dataset *test;
+    const nn_dataset *train, *test;
     node_result *r;
     uv_loop_t loop;
     net net;

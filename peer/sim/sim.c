@@ -660,6 +660,20 @@ static int dispatch(sim *s, const sim_event *e)
     return 0;
 }
 
+/* Every peer's memory by part, the shared model engine and data sets, and the
+ * messages in flight, when the last round is done (before finish drains them). */
+static void measure_memory(sim *s, const nn_dataset *train)
+{
+    mem_parts *m = &s->r->memory;
+    *m = (mem_parts){.model = s->model.bytes, .data = nn_dataset_bytes(train) + nn_dataset_bytes(s->test),
+                     .in_flight = (size_t)s->cap_flight * (sizeof *s->flight + sizeof *s->free_slots)};
+    for (int i = 0; i < s->c->n_peers; i++)
+        round_memory(&s->p[i].rp, m);
+    for (int k = 0; k < s->cap_flight; k++)
+        m->in_flight += gsp_msg_owned_bytes(&s->flight[k]);
+    mem_measure(m);
+}
+
 int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test, sim_result *r, char *err,
             size_t errlen)
 {
@@ -687,6 +701,8 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
         s.now = e.t;
         rc = dispatch(&s, &e);
     }
+    if (rc == 0)
+        measure_memory(&s, train);
     if (rc < 0 && rc == -EDOM)
         snprintf(err, errlen, "the model diverged (NaN or infinity in the parameters): try a lower --lr or --clip");
     else if (rc < 0)

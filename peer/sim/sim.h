@@ -38,6 +38,7 @@
 
 #include "compress/cmp.h"
 #include "nn/nn_data.h"
+#include "peer/core/memory.h"
 #include "peer/core/outer.h"
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
@@ -117,6 +118,7 @@ typedef struct sim_result {
     /* Real seconds of this process, summed over peers: local steps, and
      * gossip CPU (absorb, emit: decode, mixing, running sums, encode). */
     double cpu_step_seconds, cpu_gossip_seconds;
+    mem_parts memory;            /* all peers together, when the last round was done */
 } sim_result;
 
 void sim_config_defaults(sim_config *c);

@@ -43,6 +43,14 @@ static const json_field FIELDS[] = {
     F(frame_seconds, JSON_NUM),
     F(wait_seconds, JSON_NUM),
     F(idle_seconds, JSON_NUM),
+    F(memory_model_bytes, JSON_I64),
+    F(memory_gossip_bytes, JSON_I64),
+    F(memory_codec_bytes, JSON_I64),
+    F(memory_in_flight_bytes, JSON_I64),
+    F(memory_data_bytes, JSON_I64),
+    F(memory_runtime_bytes, JSON_I64),
+    F(rss_bytes, JSON_I64),
+    F(peak_rss_bytes, JSON_I64),
 };
 #undef F
 #define N_FIELDS (sizeof FIELDS / sizeof *FIELDS)
