@@ -38,9 +38,7 @@ static void free_edges(gsp_edge *e, int n)
 {
     for (int i = 0; i < n; i++) {
         free(e[i].x);
-        free(e[i].tot);
         free(e[i].ref);
-        free(e[i].buf);
     }
     free(e);
 }
@@ -55,14 +53,13 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
     g->step = step;
     size_t n = g->dim ? g->dim : 1, work = cmp_work_size(codec, g->dim);
     g->v = malloc(n * sizeof(float));
-    g->c = malloc(n * sizeof(float));
     g->work = work ? malloc(work) : NULL;
     g->sp_cap = cmp_sparse_bound(codec, g->dim);
     g->sp_idx = malloc((g->sp_cap ? g->sp_cap : 1) * sizeof *g->sp_idx);
     g->sp_val = malloc((g->sp_cap ? g->sp_cap : 1) * sizeof *g->sp_val);
-    if (!g->v || !g->c || (work && !g->work) || !g->sp_idx || !g->sp_val) {
-        free(g->v), free(g->c), free(g->work), free(g->sp_idx), free(g->sp_val);
-        g->v = g->c = g->sp_val = NULL, g->work = NULL, g->sp_idx = NULL, g->sp_cap = 0;
+    if (!g->v || (work && !g->work) || !g->sp_idx || !g->sp_val) {
+        free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
+        g->v = g->sp_val = NULL, g->work = NULL, g->sp_idx = NULL, g->sp_cap = 0;
         return -ENOMEM;
     }
     g->codec = codec;
@@ -82,6 +79,8 @@ void gsp_free(gsp_peer *g)
     free(g->sp_idx);
     free(g->sp_val);
     free(g->origin);
+    for (int k = 0; k <= TOPO_MAX_OUT; k++)
+        free(g->msg_buf[k]), free(g->msg_tot[k]);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
@@ -178,11 +177,9 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
         e->ref = malloc((dim ? dim : 1) * sizeof(float));
         if (e->ref)
             ref_start(g, e->ref);
-        if (outgoing) /* room for the codec's messages and for a first, uncompressed one */
-            e->buf = malloc(edge_buf_bytes(g));
     }
-    if (!e->x || (g->codec && (!e->ref || (outgoing && !e->buf)))) {
-        free(e->x), free(e->ref), free(e->buf);
+    if (!e->x || (g->codec && !e->ref)) {
+        free(e->x), free(e->ref);
         return NULL;
     }
     (*n)++;
@@ -333,7 +330,7 @@ static void dot_norm(const float *v, const uint32_t *idx, const float *c, size_t
 
 /* A message's decoded values: its non-zeros into the sparse scratch when the
  * codec is sparse and they fit (*idx set, count returned), else all n values
- * into g->c (*idx NULL, n returned). -EBADMSG if it does not decode. */
+ * into g->c (*idx NULL, n returned). -EBADMSG if it does not decode, -ENOMEM. */
 static long decode_msg(gsp_peer *g, const uint8_t *msg, size_t len, const uint32_t **idx, const float **c)
 {
     long k = g->sp_cap ? cmp_decode_sparse(msg, len, g->dim, g->sp_idx, g->sp_val, g->sp_cap) : -ENOTSUP;
@@ -341,19 +338,24 @@ static long decode_msg(gsp_peer *g, const uint8_t *msg, size_t len, const uint32
         *idx = g->sp_idx, *c = g->sp_val;
         return k;
     }
-    if (k == -EBADMSG || cmp_decode(msg, len, g->dim, g->c) < 0)
+    if (k == -EBADMSG)
+        return -EBADMSG;
+    /* Dense values (a dense codec, or a whole bf16 message): room at the first one. */
+    if (!g->c && !(g->c = malloc((g->dim ? g->dim : 1) * sizeof(float))))
+        return -ENOMEM;
+    if (cmp_decode(msg, len, g->dim, g->c) < 0)
         return -EBADMSG;
     *idx = NULL, *c = g->c;
     return (long)g->dim;
 }
 
 /* Compress v = z - e->ref (in g->v, with its norm vv and the model's zz)
- * into e->buf and move e->ref; the edge then carries `moved` (the weight it
+ * into buf (*len bytes) and move e->ref; the edge then carries `moved` (the weight it
  * moves this round) times the new reference. x has given up moved times the
  * old one already (split_x, diff_norms) and gives up the change here. Returns
  * 0 or a negative errno. */
-static int compress_share(gsp_peer *g, gsp_edge *e, double vv, double zz, double w_before, double moved,
-                          float *gain_out)
+static int compress_share(gsp_peer *g, gsp_edge *e, uint8_t *buf, size_t *len_out, double vv, double zz,
+                          double w_before, double moved, float *gain_out)
 {
     const size_t n = g->dim;
     uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1); /* the message's seq */
@@ -372,18 +374,18 @@ static int compress_share(gsp_peer *g, gsp_edge *e, double vv, double zz, double
     const double max_lag = GSP_MAX_LAG * g->lag_scale;
     const int lagging = vv > max_lag * max_lag * zz;
     const cmp_spec *codec = (e->seq == 0 && !g->origin) || g->refresh || lagging ? &g->first : g->codec;
-    long len = cmp_encode(codec, g->v, n, seed, g->work, e->buf, edge_buf_bytes(g));
+    long len = cmp_encode(codec, g->v, n, seed, g->work, buf, edge_buf_bytes(g));
     if (len < 0)
         return (int)len;
-    e->buf_len = (size_t)len;
+    *len_out = (size_t)len;
     /* What the receiver will see, exactly: a sparse codec says what it sent,
      * anything else is decoded. */
     const uint32_t *idx = g->sp_idx;
     const float *c = g->sp_val;
     long k = codec == g->codec && g->sp_cap ? cmp_encoded_sparse(codec, g->v, n, g->work, g->sp_idx, g->sp_val, g->sp_cap)
                                             : -ENOTSUP;
-    if (k < 0 && (k = decode_msg(g, e->buf, e->buf_len, &idx, &c)) < 0)
-        return -EPROTO;
+    if (k < 0 && (k = decode_msg(g, buf, *len_out, &idx, &c)) < 0)
+        return k == -ENOMEM ? -ENOMEM : -EPROTO;
     double vc, cc;
     dot_norm(g->v, idx, c, (size_t)k, &vc, &cc);
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
@@ -433,21 +435,33 @@ static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, in
     }
 }
 
-/* The materialised totals of a codec out-edge, for a SYNC. */
-static const double *sync_totals(const gsp_peer *g, gsp_edge *e)
+/* Room for the k-th message of an emit (k = TOPO_MAX_OUT: gsp_sync_msg's):
+ * an encoded message, or a SYNC's materialised totals. Per peer, not per
+ * edge: a message is only valid until the next emit, so an edge needs no
+ * buffer of its own between its messages. */
+static uint8_t *msg_buf(gsp_peer *g, int k)
+{
+    if (!g->msg_buf[k])
+        g->msg_buf[k] = malloc(edge_buf_bytes(g));
+    return g->msg_buf[k];
+}
+
+static double *msg_tot(gsp_peer *g, int k)
+{
+    if (!g->msg_tot[k])
+        g->msg_tot[k] = malloc((g->dim ? g->dim : 1) * sizeof(double));
+    return g->msg_tot[k];
+}
+
+/* The totals of out-edge e for a SYNC: the running sums themselves, or with
+ * a codec materialised into the k-th totals buffer. */
+static const double *sync_totals(gsp_peer *g, const gsp_edge *e, int k)
 {
     if (!g->codec)
         return e->x;
-    gsp_edge_totals(g, e, e->tot);
-    return e->tot;
-}
-
-/* A codec out-edge that will send a SYNC needs room for its totals. */
-static int sync_room(const gsp_peer *g, gsp_edge *e)
-{
-    if (g->codec && !e->tot && !(e->tot = malloc((g->dim ? g->dim : 1) * sizeof(double))))
-        return -ENOMEM;
-    return 0;
+    double *tot = g->msg_tot[k];
+    gsp_edge_totals(g, e, tot);
+    return tot;
 }
 
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
@@ -455,9 +469,11 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     gsp_edge *edges[TOPO_MAX_OUT];
     float gains[TOPO_MAX_OUT];
     double moved[TOPO_MAX_OUT];
+    uint8_t *bufs[TOPO_MAX_OUT];
+    size_t lens[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)) ||
-            (edges[k]->sync && sync_room(g, edges[k]) < 0))
+            (g->codec && !(bufs[k] = msg_buf(g, k))) || (g->codec && edges[k]->sync && !msg_tot(g, k)))
             return -ENOMEM;
     /* Weight first. With a codec each edge moves step * weight * w (the
      * consensus step), without one weight * w. `moved` is the difference of
@@ -486,7 +502,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         for (int k = 0; k < out->n; k++) {
             if (out->n > 1)
                 diff_norms(g->z, 1.0f, edges[k]->ref, g->v, g->dim, &vv, &zz, NULL, 0.0);
-            int rc = compress_share(g, edges[k], vv, zz, before[k], moved[k], &gains[k]);
+            int rc = compress_share(g, edges[k], bufs[k], &lens[k], vv, zz, before[k], moved[k], &gains[k]);
             if (rc < 0)
                 return rc;
         }
@@ -500,12 +516,12 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         *m = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
                        .dim = g->dim, .kind = GSP_RAW, .x_total = e->x, .incarnation = g->incarnation};
         if (g->codec && e->sync) {
-            m->kind = GSP_SYNC, m->ref = e->ref, m->x_total = sync_totals(g, e);
+            m->kind = GSP_SYNC, m->ref = e->ref, m->x_total = sync_totals(g, e, k);
             e->sync = 0;
             g->stats.syncs_sent++;
         } else if (g->codec) {
             m->kind = GSP_DELTA, m->x_total = NULL;
-            m->payload = e->buf, m->payload_len = e->buf_len, m->gain = gains[k], m->step = g->step;
+            m->payload = bufs[k], m->payload_len = lens[k], m->gain = gains[k], m->step = g->step;
             m->origin = e->seq == 1 ? g->origin_id : 0;
         }
     }
@@ -615,7 +631,7 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         const float *c;
         long k = decode_msg(g, m->payload, m->payload_len, &idx, &c);
         if (k < 0)
-            return -EBADMSG;
+            return (int)k;
         edge_move(e, idx, c, (size_t)k, m->gain, e->w, NULL, 0.0);
         float *restrict x = g->x;
         const float *restrict ref = e->ref;
@@ -649,12 +665,12 @@ int gsp_sync_msg(gsp_peer *g, int dst, gsp_msg *m)
         gsp_edge *e = &g->out[j];
         if (e->peer != dst || e->seq == 0)
             continue;
-        if (sync_room(g, e) < 0)
+        if (g->codec && !msg_tot(g, TOPO_MAX_OUT))
             return -ENOMEM;
         /* Without a codec the totals alone are a complete message: resend them. */
         *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq,
                        .kind = g->codec ? GSP_SYNC : GSP_RAW, .w_total = e->w, .dim = g->dim,
-                       .x_total = sync_totals(g, e),
+                       .x_total = sync_totals(g, e, TOPO_MAX_OUT),
                        .ref = g->codec ? e->ref : NULL, .incarnation = g->incarnation};
         return 0;
     }
@@ -738,10 +754,11 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
     size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin ? fv : 0);
     size_t cs = (g->v ? fv : 0) + (g->c ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
                 g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
+    for (int k = 0; k <= TOPO_MAX_OUT; k++)
+        cs += (g->msg_buf[k] ? edge_buf_bytes(g) : 0) + (g->msg_tot[k] ? dv : 0);
     for (int k = 0; k < g->n_out + g->n_in; k++) {
         const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
-        st += (e->x ? dv : 0) + (e->tot ? dv : 0) + (e->ref ? fv : 0);
-        cs += e->buf ? edge_buf_bytes(g) : 0;
+        st += (e->x ? dv : 0) + (e->ref ? fv : 0);
     }
     *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge);
     *codec = cs;

@@ -58,9 +58,9 @@ typedef enum gsp_kind {
  * tells the sender, whose next message on that edge is then a SYNC. */
 #define GSP_NEED_SYNC 2
 
-/* One message on one edge. A message made by gsp_emit points into the
- * sender's edge state (valid until its next emit); gsp_msg_copy gives the
- * driver its own copy for messages in flight. */
+/* One message on one edge. A message made by gsp_emit or gsp_sync_msg points
+ * into the sender's state (valid until its next emit or gsp_sync_msg);
+ * gsp_msg_copy gives the driver its own copy for messages in flight. */
 typedef struct gsp_msg {
     int src, dst;
     long round;            /* the sender's round when it was sent */
@@ -89,10 +89,7 @@ typedef struct gsp_edge {
     double *x;      /* without a codec: sigma_x or rho_x, dim values. With one: the corrections d, such that
                      * the totals are w * ref - d (gsp_edge_totals); d moves only where the reference does, so
                      * a sparse message costs the edge time in proportion to what it carries */
-    double *tot;    /* codec, out-edges: the totals materialised for a SYNC (allocated at the first one) */
     float *ref;     /* codec: the reference both ends hold */
-    uint8_t *buf;   /* codec, out-edges: the last encoded message (cmp_bound bytes) */
-    size_t buf_len;
     int sync;       /* out: next message is a SYNC; in: waiting for one */
     uint64_t incarnation; /* in-edges: the sender's incarnation these totals belong to */
     int adopt;      /* in-edges after a comeback: totals after a gap in seq are a baseline, not mass */
@@ -126,7 +123,10 @@ typedef struct gsp_peer {
                             * unusually large weight, so that what x gives up is the model, not a lagging copy */
     float step;            /* consensus step: the share of r that moves each round */
     uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
-    float *v, *c;          /* codec scratch: share - r, decoded q */
+    float *v, *c;          /* codec scratch: share - r, decoded q (dense codecs and whole messages: at first use) */
+    uint8_t *msg_buf[TOPO_MAX_OUT + 1]; /* codec: the k-th message of an emit, encoded (at first use); the
+                                          * last slot is gsp_sync_msg's */
+    double *msg_tot[TOPO_MAX_OUT + 1];  /* codec: a SYNC's totals, materialised (at the first SYNC) */
     uint32_t *sp_idx;      /* sparse codecs: a message's non-zeros (cmp_decode_sparse), sp_cap of them */
     float *sp_val;
     size_t sp_cap;
