@@ -345,6 +345,15 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
     return 0;
 }
 
+void nn_model_drop_params(nn_model *m)
+{
+    if (!m->params)
+        return;
+    free(m->params);
+    m->params = NULL;
+    m->bytes -= m->n_params * sizeof(float);
+}
+
 void nn_model_free(nn_model *m)
 {
     if (!m)

@@ -103,6 +103,11 @@ static inline int nn_model_is_seq(const nn_model *m) { return m->n_layers > 0 &&
  * normal weights, zero biases). Bad spec or shape: -EINVAL and a message. */
 int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_classes, int max_batch,
                   uint64_t seed, char *err, size_t errlen);
+/* Keep the model as a compute engine only: its own parameter block is freed,
+ * and the caller points m->params at its parameters for each nn_model_grad
+ * and passes them to nn_model_evaluate (an SGP peer's live parameters are its
+ * push-sum state, a copy here would be dead weight). */
+void nn_model_drop_params(nn_model *m);
 void nn_model_free(nn_model *m);
 
 /* Re-draw the parameters from seed (as nn_model_init does). */

@@ -48,6 +48,38 @@ static int send_msg(node *n, int peer, long len)
     return rc;
 }
 
+/* n->out with room for need bytes; a big frame's room is given back by out_release. */
+static int out_room(node *n, size_t need)
+{
+    if (need <= n->out_cap)
+        return 0;
+    uint8_t *grown = realloc(n->out, need);
+    if (!grown)
+        return -ENOMEM;
+    n->out = grown, n->out_cap = need;
+    return 0;
+}
+
+static void out_release(node *n)
+{
+    if (n->out_cap <= n->out_base)
+        return;
+    uint8_t *small = realloc(n->out, n->out_base);
+    if (small)
+        n->out = small, n->out_cap = n->out_base;
+}
+
+/* A share, a SYNC or RAW totals. */
+static int send_push(node *n, int peer, const gsp_msg *m)
+{
+    size_t need = m->kind == GSP_DELTA ? wire_push_bound(0, m->payload_len) : wire_push_bound(m->dim, 0);
+    if (out_room(n, need) < 0)
+        return -ENOMEM;
+    int rc = send_msg(n, peer, wire_encode_push(n->out, n->out_cap, m));
+    out_release(n);
+    return rc;
+}
+
 static void send_goodbye(node *n, const char *why)
 {
     for (int p = 0; p < n->c->cluster->n_peers; p++)
@@ -79,7 +111,10 @@ static void send_model(node *n, int peer)
     const float *z = gsp_debias(&n->rp.g);
     uint8_t hash[WIRE_HASH_LEN];
     crypto_generichash(hash, sizeof hash, (const uint8_t *)z, n->rp.g.dim * sizeof(float), NULL, 0);
-    int rc = send_msg(n, peer, wire_encode_model(n->out, n->out_cap, n->rp.g.round, z, n->rp.g.dim, hash));
+    int rc = out_room(n, wire_push_bound(n->rp.g.dim, 0)); /* (a model frame is smaller than RAW totals) */
+    if (rc == 0)
+        rc = send_msg(n, peer, wire_encode_model(n->out, n->out_cap, n->rp.g.round, z, n->rp.g.dim, hash));
+    out_release(n);
     n->model_wanted[peer] = rc == -EAGAIN; /* try again at the next round boundary */
     if (rc == 0)
         node_event(n, "sent its model to joining peer", peer, NULL);
@@ -219,7 +254,7 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     case WIRE_NACK: {
         gsp_msg sync;
         if (gsp_sync_msg(&n->rp.g, peer, &sync) == 0)
-            send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
+            send_push(n, peer, &sync);
         return;
     }
     case WIRE_HEARTBEAT:
@@ -271,7 +306,7 @@ static void on_up(void *ctx, int peer)
      * waiting for it need not wait for a deadline. */
     gsp_msg sync;
     if (ever_up && gsp_sync_msg(&n->rp.g, peer, &sync) == 0)
-        send_msg(n, peer, wire_encode_push(n->out, n->out_cap, &sync));
+        send_push(n, peer, &sync);
     n->ack_sent[peer] = 0; /* (what the old connection carried may be lost) */
     send_ack(n, peer, 0);
     if (n->said_done) /* (a neighbour back from a restart missed it) */
@@ -456,7 +491,7 @@ static void after_step(uv_work_t *w, int status)
     }
     const double t_send = clock_now();
     for (int j = 0; j < m; j++)
-        send_msg(n, msgs[j].dst, wire_encode_push(n->out, n->out_cap, &msgs[j]));
+        send_push(n, msgs[j].dst, &msgs[j]);
     n->frame_seconds += clock_now() - t_send;
     int probe[TOPO_MAX_OUT];
     for (int j = gsp_pace_probes(&n->rp.pace, probe, TOPO_MAX_OUT); j-- > 0;)
@@ -657,8 +692,14 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     rc = round_peer_init(&n->rp, &n->cfg, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
     if (rc < 0)
         return rc;
+    nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
     n->rp.g.incarnation = new_incarnation();
-    n->out_cap = wire_push_bound(dim, c->codec ? cmp_bound(c->codec, dim) : 0);
+    /* With a codec the usual message is a DELTA: at most the codec's bound,
+     * or a whole model in bf16 (an edge's first message, a refresh). */
+    const size_t payload = c->codec ? cmp_bound(c->codec, dim) : 0,
+                 bf16 = c->codec ? cmp_bound(&n->rp.g.first, dim) : 0;
+    n->out_base = c->codec ? wire_push_bound(0, payload > bf16 ? payload : bf16) : wire_push_bound(dim, 0);
+    n->out_cap = n->out_base;
     n->out = malloc(n->out_cap);
     n->busy = calloc((size_t)np, 1);
     n->model_wanted = calloc((size_t)np, 1);
@@ -689,7 +730,7 @@ static int start_loop(node *n, char *err, size_t errlen)
         snprintf(err, errlen, "peer %d: cannot listen on its cluster address: %s", c->id, strerror(-rc));
         return rc;
     }
-    net_set_max_frame(&n->net, n->out_cap + 64);
+    net_set_max_frame(&n->net, wire_push_bound(n->rp.g.dim, c->codec ? cmp_bound(c->codec, n->rp.g.dim) : 0) + 64);
     /* Heartbeats keep a live link busy every dead_timeout / 4: twice the dead
      * timeout without a frame is a stall (the peer is routed around by then). */
     net_set_idle_timeout(&n->net, 2 * c->dead_timeout);

@@ -41,8 +41,9 @@ typedef struct node {
     size_t ckpt_len;
     int ckpt_busy, ckpt_final, ckpt_rc;
     char ckpt_err[512];
-    uint8_t *out;               /* one encoded message */
-    size_t out_cap;
+    uint8_t *out;               /* one encoded message: room for the usual ones (out_base bytes), grown for a
+                                 * whole model or a SYNC and given back after it (node.c: send_push, send_model) */
+    size_t out_cap, out_base;
     int computing, finished, stopping, said_done;
     int alone;                  /* waiting because every in-neighbour is lost */
     double epoch_loss, t0, round_start;

@@ -23,6 +23,7 @@ typedef struct obuf {
     uint8_t *p;
     size_t len, cap;
     int failed;
+    int count; /* only count the bytes (the first pass: the buffer is then allocated once, exactly) */
 } obuf;
 
 /* n bytes of src, or n zero bytes when src is NULL. */
@@ -30,6 +31,10 @@ static void put(obuf *b, const void *src, size_t n)
 {
     if (b->failed)
         return;
+    if (b->count) {
+        b->len += n;
+        return;
+    }
     if (b->len + n > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
         while (nc < b->len + n)
@@ -163,16 +168,21 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
         if (g->codec)
             put(b, e->ref, dim * sizeof(float));
     }
-    uint8_t hash[CKPT_HASH];
-    if (!b->failed) {
+    uint8_t hash[CKPT_HASH] = {0};
+    if (!b->failed && !b->count)
         crypto_generichash(hash, sizeof hash, b->p, b->len, NULL, 0);
-        put(b, hash, sizeof hash);
-    }
+    put(b, hash, sizeof hash);
 }
 
 int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len)
 {
-    obuf b = {0};
+    /* Sized first: a buffer grown by doubling would hold up to twice the
+     * state at once, for a checkpoint that is already a copy of it. */
+    obuf size = {.count = 1};
+    serialise(&size, run, g, l);
+    obuf b = {.p = malloc(size.len), .cap = size.len};
+    if (!b.p)
+        return -ENOMEM;
     serialise(&b, run, g, l);
     if (b.failed) {
         free(b.p);
@@ -191,19 +201,39 @@ static int read_whole(const char *path, uint8_t **data, size_t *len)
     return rc;
 }
 
-/* Magic and checksum right (what ckpt_load checks first). */
+/* Magic and checksum right (what ckpt_load checks first), read in blocks:
+ * the file is as big as the state, and this runs beside it. */
 static int file_is_whole(const char *path)
 {
-    uint8_t *data = NULL, hash[CKPT_HASH];
-    size_t len;
-    if (read_whole(path, &data, &len) < 0)
+    FILE *f = fopen(path, "rb");
+    if (!f)
         return 0;
-    int ok = len >= 8 + CKPT_HASH && !memcmp(data, CKPT_MAGIC, 8);
-    if (ok) {
-        crypto_generichash(hash, sizeof hash, data, len - CKPT_HASH, NULL, 0);
-        ok = !sodium_memcmp(hash, data + len - CKPT_HASH, CKPT_HASH);
+    enum { BLOCK = 1 << 20 };
+    uint8_t *block = malloc(BLOCK + CKPT_HASH), hash[CKPT_HASH];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, CKPT_HASH);
+    size_t held = 0, total = 0; /* block holds the last `held` bytes read, not yet hashed */
+    int ok = block != NULL;
+    while (ok) {
+        size_t got = fread(block + held, 1, BLOCK + CKPT_HASH - held, f);
+        if (total == 0 && held + got >= 8 && memcmp(block, CKPT_MAGIC, 8))
+            ok = 0;
+        held += got, total += got;
+        if (held > CKPT_HASH) { /* all but the last CKPT_HASH bytes can be hashed */
+            crypto_generichash_update(&st, block, held - CKPT_HASH);
+            memmove(block, block + held - CKPT_HASH, CKPT_HASH);
+            held = CKPT_HASH;
+        }
+        if (got == 0)
+            break;
     }
-    free(data);
+    ok = ok && !ferror(f) && total >= 8 + CKPT_HASH;
+    if (ok) {
+        crypto_generichash_final(&st, hash, sizeof hash);
+        ok = !sodium_memcmp(hash, block, CKPT_HASH);
+    }
+    free(block);
+    fclose(f);
     return ok;
 }
 
