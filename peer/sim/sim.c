@@ -669,8 +669,9 @@ static void measure_memory(sim *s, const nn_dataset *train)
                      .in_flight = (size_t)s->cap_flight * (sizeof *s->flight + sizeof *s->free_slots)};
     for (int i = 0; i < s->c->n_peers; i++)
         round_memory(&s->p[i].rp, m);
-    for (int k = 0; k < s->cap_flight; k++)
-        m->in_flight += gsp_msg_owned_bytes(&s->flight[k]);
+    for (size_t k = 0; k < s->q.n; k++) /* the slots in use: those an arrival is pending for */
+        if (s->q.heap[k].kind == EV_ARRIVE)
+            m->in_flight += gsp_msg_owned_bytes(&s->flight[s->q.heap[k].arg]);
     mem_measure(m);
 }
 

@@ -1,0 +1,121 @@
+/* The memory breakdown of every summary (peer/core/memory.h): present, and
+ * the parts add up to what the kernel says the process holds. Real runs of
+ * build/sgp: train, sim, and launch's peers. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/sgp_run.h"
+
+static const char *PARTS[] = {"memory_model_bytes",     "memory_gossip_bytes", "memory_codec_bytes",
+                              "memory_in_flight_bytes", "memory_data_bytes",   "memory_runtime_bytes"};
+
+/* The number after "KEY": in a summary, or -1 when the key is missing. */
+static double key_num(const char *json, const char *key)
+{
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    return p ? strtod(p + strlen(pat), NULL) : -1.0;
+}
+
+/* Every part present, and their sum within 10% of the resident memory
+ * measured at the same moment; returns the sum. */
+static double check_parts(const char *path)
+{
+    char *json = sgp_read_file(path);
+    cr_assert(json, "no summary at %s", path);
+    double sum = 0;
+    for (size_t i = 0; i < sizeof PARTS / sizeof *PARTS; i++) {
+        double v = key_num(json, PARTS[i]);
+        cr_assert(v >= 0, "%s: no %s", path, PARTS[i]);
+        sum += v;
+    }
+    double rss = key_num(json, "rss_bytes"), peak = key_num(json, "peak_rss_bytes");
+    cr_assert(rss > 0 && peak >= rss * 0.99, "%s: rss %.0f, peak %.0f", path, rss, peak);
+    /* (A sanitizer's shadow memory and quarantine are resident too, and no part of the job.) */
+    const char *san = getenv("SGP_SANITIZER");
+    if (!san || !*san)
+        cr_expect(sum > 0.9 * rss && sum < 1.1 * rss, "%s: the parts add up to %.1f MB, the process holds %.1f MB",
+                  path, sum / 1e6, rss / 1e6);
+    free(json);
+    return sum;
+}
+
+static char *tmpdir(void)
+{
+    char *d = strdup("/tmp/sgp-memory-XXXXXX");
+    cr_assert(mkdtemp(d));
+    return d;
+}
+
+static void rmdir_all(const char *d)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    cr_expect(system(cmd) == 0);
+}
+
+/* mlp:1024,1024 on MNIST: 1,863,690 parameters, 7.5 MB a copy: big enough
+ * that the model, not the runtime, is what a run holds. */
+#define MODEL "mlp:1024,1024"
+#define COPY (1863690.0 * 4)
+
+Test(peer_memory, train_reports_its_parts_and_they_add_up_to_the_rss)
+{
+    char *d = tmpdir(), path[256];
+    snprintf(path, sizeof path, "%s/train.json", d);
+    sgp_out o;
+    sgp_run(&o, "train", "--model", MODEL, "--epochs", "1", "--summary", path, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_expect(strstr(o.out, "memory: peak RSS"), "%s", o.out);
+    char *json = sgp_read_file(path);
+    /* parameters, gradients and the momentum at least */
+    cr_expect(key_num(json, "memory_model_bytes") >= 3 * COPY);
+    cr_expect(key_num(json, "memory_gossip_bytes") == 0);
+    free(json);
+    check_parts(path);
+    rmdir_all(d);
+    free(d);
+}
+
+Test(peer_memory, sim_reports_every_peers_parts_and_they_add_up_to_the_rss)
+{
+    char *d = tmpdir(), path[256];
+    snprintf(path, sizeof path, "%s/sim.json", d);
+    sgp_out o;
+    sgp_run(&o, "sim", "--peers", "4", "--model", MODEL, "--epochs", "1", "--codec", "stc:0.04", "--summary", path,
+            NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_expect(strstr(o.out, "memory a peer: peak RSS"), "%s", o.out);
+    char *json = sgp_read_file(path);
+    cr_expect(key_num(json, "memory_peers") == 4);
+    /* each peer's x and its edges' references at least */
+    cr_expect(key_num(json, "memory_gossip_bytes") >= 4 * 2 * COPY);
+    free(json);
+    check_parts(path);
+    rmdir_all(d);
+    free(d);
+}
+
+Test(peer_memory, launch_reports_the_largest_peers_parts_and_they_add_up_to_its_rss)
+{
+    char *d = tmpdir(), path[256], run[256], peer[300];
+    snprintf(path, sizeof path, "%s/launch.json", d);
+    snprintf(run, sizeof run, "%s/run", d);
+    sgp_out o;
+    sgp_run(&o, "launch", "--peers", "2", "--model", MODEL, "--epochs", "1", "--codec", "stc:0.04", "--run-dir", run,
+            "--summary", path, NULL);
+    cr_assert_eq(o.status, 0, "%s\n%s", o.out, o.err);
+    cr_expect(strstr(o.out, "(the largest) memory: peak RSS"), "%s", o.out);
+    for (int i = 0; i < 2; i++) {
+        snprintf(peer, sizeof peer, "%s/peer%d.json", run, i);
+        check_parts(peer);
+    }
+    char *json = sgp_read_file(path);
+    cr_expect(key_num(json, "memory_peer") >= 0 && key_num(json, "peak_rss_bytes") > 0);
+    free(json);
+    rmdir_all(d);
+    free(d);
+}
