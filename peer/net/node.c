@@ -525,6 +525,14 @@ static void after_step(uv_work_t *w, int status)
     maybe_start(n);
 }
 
+void node_rounds_resume(node *n)
+{
+    if (n->finish_pending)
+        finish(n);
+    else
+        maybe_start(n);
+}
+
 /* Every round is done: say so, and stay to take in what the in-neighbours
  * still send until each is done too (or routed around), as the simulator's
  * finished peers do; then finish. */
@@ -540,7 +548,7 @@ static void done(node *n)
 
 static void maybe_start(node *n)
 {
-    if (n->computing || n->finished)
+    if (n->computing || n->finished || n->ckpt_busy) /* (a checkpoint being written from the state: wait) */
         return;
     if (n->stopping) {
         finish(n);
@@ -598,6 +606,10 @@ static void finish(node *n)
 {
     if (n->finished)
         return;
+    if (n->ckpt_busy) { /* the state is being written: absorb and say goodbye after */
+        n->finish_pending = 1;
+        return;
+    }
     n->finished = 1;
     if (!n->joining) {
         round_absorb(&n->rp, 1, NULL, NULL);

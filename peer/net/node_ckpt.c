@@ -13,7 +13,7 @@ static sgp_local *local_state(node *n) { return n->c->ext ? NULL : &n->rp.local;
 static void write_checkpoint(uv_work_t *w)
 {
     node *n = w->data;
-    n->ckpt_rc = ckpt_write(n->c->checkpoint, n->ckpt_buf, n->ckpt_len, n->ckpt_err, sizeof n->ckpt_err);
+    n->ckpt_rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, local_state(n), n->ckpt_err, sizeof n->ckpt_err);
 }
 
 /* A checkpoint write's outcome: counted, or one event line (training goes
@@ -30,25 +30,23 @@ static void checkpoint_written(uv_work_t *w, int status)
 {
     node *n = w->data;
     (void)status;
-    free(n->ckpt_buf);
-    n->ckpt_buf = NULL;
     n->ckpt_busy = 0;
     written_count(n, n->ckpt_rc, n->ckpt_err);
     if (n->ckpt_final)
-        node_checkpoint_now(n); /* the one finish asked for while this was being written */
+        node_checkpoint_now(n); /* the one the caller asked for while this was being written */
+    node_rounds_resume(n);
 }
 
-/* Periodic: snapshot between rounds (a copy), write on the thread pool, so an
- * fsync never holds up the loop (heartbeats, messages, the neighbours). */
+/* Periodic: written on the thread pool straight from the live state, between
+ * rounds, so an fsync never holds up the loop (heartbeats, messages, the
+ * neighbours) and no copy of the state is made (it is as big as the model
+ * times a few); meanwhile the loop only queues what arrives (node.c holds
+ * the next round until node_rounds_resume). */
 void node_checkpoint(node *n)
 {
     if (!n->c->checkpoint || n->ckpt_busy)
         return;
     n->last_ckpt = clock_now();
-    if (ckpt_encode(&n->run, &n->rp.g, local_state(n), &n->ckpt_buf, &n->ckpt_len) < 0) {
-        node_event(n, "checkpoint failed", -1, "out of memory");
-        return;
-    }
     n->ckpt_busy = 1;
     n->ckpt_work.data = n;
     uv_queue_work(&n->loop, &n->ckpt_work, write_checkpoint, checkpoint_written);

@@ -36,10 +36,10 @@ typedef struct node {
     double asked_at, refresh_since;
     double last_ckpt;
     ckpt_run run;
-    uv_work_t ckpt_work;        /* a periodic checkpoint being written on the thread pool */
-    uint8_t *ckpt_buf;
-    size_t ckpt_len;
+    uv_work_t ckpt_work;        /* a periodic checkpoint being written on the thread pool, from the live state:
+                                 * no round starts and nothing is absorbed meanwhile (node_rounds_resume after) */
     int ckpt_busy, ckpt_final, ckpt_rc;
+    int finish_pending;         /* finish() came while a checkpoint was being written */
     char ckpt_err[512];
     uint8_t *out;               /* one encoded message: room for the usual ones (out_base bytes), grown for a
                                  * whole model or a SYNC and given back after it (node.c: send_push, send_model) */
@@ -66,6 +66,8 @@ void node_log_resume(node *n, double w_checkpoint);
 /* node_ckpt.c: periodic checkpoints (written on the thread pool), the final
  * one, and --resume. */
 void node_checkpoint(node *n);
+/* node.c: a checkpoint is written; the rounds go on (or the finish that waited). */
+void node_rounds_resume(node *n);
 void node_checkpoint_now(node *n);
 void node_resume(node *n);
 

@@ -53,7 +53,30 @@ static int rename_noreplace(const char *tmp, const char *path)
     return 0;
 }
 
+typedef struct whole {
+    const void *buf;
+    size_t len;
+} whole;
+
+static int write_whole(int fd, void *ctx)
+{
+    const whole *w = ctx;
+    return write_all(fd, w->buf, w->len);
+}
+
 int atomic_write(const char *path, const void *buf, size_t len, mode_t mode, int flags, char *err, size_t errlen)
+{
+    whole w = {buf, len};
+    return atomic_write_with(path, write_whole, &w, mode, flags, err, errlen);
+}
+
+int atomic_fd_write(int fd, const void *buf, size_t len)
+{
+    return write_all(fd, buf, len);
+}
+
+int atomic_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags, char *err,
+                      size_t errlen)
 {
     if ((flags & ATOMIC_NOREPLACE) && (flags & ATOMIC_KEEP_PREV)) {
         snprintf(err, errlen, "%s: keeping a previous version of a file that may not be replaced", path);
@@ -74,7 +97,7 @@ int atomic_write(const char *path, const void *buf, size_t len, mode_t mode, int
     int rc = fd < 0 ? -errno : 0;
     if (rc == 0 && (mode & 07777) != 0600 && fchmod(fd, mode & 07777) < 0)
         step = "chmod", rc = -errno;
-    if (rc == 0 && (step = "write", rc = write_all(fd, buf, len)) == 0 && fsync(fd) < 0)
+    if (rc == 0 && (step = "write", rc = fill(fd, ctx)) == 0 && fsync(fd) < 0)
         step = "fsync", rc = -errno;
     if (fd >= 0 && close(fd) < 0 && rc == 0)
         step = "close", rc = -errno;

@@ -39,6 +39,14 @@ enum {
  * rename (only the directory's fsync failed): PATH is then new. */
 int atomic_write(const char *path, const void *buf, size_t len, mode_t mode, int flags, char *err, size_t errlen);
 
+/* The same with the contents written by fill(fd, ctx) (0 or a negative
+ * errno), for a file too big to hold in memory twice: a checkpoint streamed
+ * from the live state. */
+int atomic_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags, char *err,
+                      size_t errlen);
+/* write(2) of all len bytes (EINTR retried): for fill callbacks. 0 or -errno. */
+int atomic_fd_write(int fd, const void *buf, size_t len);
+
 /* The counterpart: a whole file into a malloc'ed buffer (NUL-terminated
  * after len bytes). 0, -EFBIG when it is over max bytes, -ENOMEM, -EIO or
  * open's errno. */

@@ -19,38 +19,43 @@
 
 /* ---- a growable output buffer ------------------------------------------------ */
 
+/* The checkpoint goes straight to its file through a block of STREAM_BLOCK
+ * bytes, hashed as it goes: no copy of the state is ever made. */
 typedef struct obuf {
+    int fd;
     uint8_t *p;
     size_t len, cap;
-    int failed;
-    int count; /* only count the bytes (the first pass: the buffer is then allocated once, exactly) */
+    int failed; /* an errno */
+    crypto_generichash_state hash;
 } obuf;
+
+enum { STREAM_BLOCK = 1 << 20 };
+
+static void stream_flush(obuf *b)
+{
+    if (b->failed || !b->len)
+        return;
+    crypto_generichash_update(&b->hash, b->p, b->len);
+    int rc = atomic_fd_write(b->fd, b->p, b->len);
+    if (rc < 0)
+        b->failed = -rc;
+    b->len = 0;
+}
 
 /* n bytes of src, or n zero bytes when src is NULL. */
 static void put(obuf *b, const void *src, size_t n)
 {
-    if (b->failed)
-        return;
-    if (b->count) {
-        b->len += n;
-        return;
+    const uint8_t *s = src;
+    while (n && !b->failed) {
+        size_t k = b->cap - b->len < n ? b->cap - b->len : n;
+        if (s)
+            memcpy(b->p + b->len, s, k), s += k;
+        else
+            memset(b->p + b->len, 0, k);
+        b->len += k, n -= k;
+        if (b->len == b->cap)
+            stream_flush(b);
     }
-    if (b->len + n > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->len + n)
-            nc *= 2;
-        uint8_t *grown = realloc(b->p, nc);
-        if (!grown) {
-            b->failed = 1;
-            return;
-        }
-        b->p = grown, b->cap = nc;
-    }
-    if (src)
-        memcpy(b->p + b->len, src, n);
-    else
-        memset(b->p + b->len, 0, n);
-    b->len += n;
 }
 
 static void put_u32(obuf *b, uint32_t v) { put(b, &v, sizeof v); }
@@ -168,28 +173,13 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
         if (g->codec)
             put(b, e->ref, dim * sizeof(float));
     }
-    uint8_t hash[CKPT_HASH] = {0};
-    if (!b->failed && !b->count)
-        crypto_generichash(hash, sizeof hash, b->p, b->len, NULL, 0);
-    put(b, hash, sizeof hash);
-}
-
-int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len)
-{
-    /* Sized first: a buffer grown by doubling would hold up to twice the
-     * state at once, for a checkpoint that is already a copy of it. */
-    obuf size = {.count = 1};
-    serialise(&size, run, g, l);
-    obuf b = {.p = malloc(size.len), .cap = size.len};
-    if (!b.p)
-        return -ENOMEM;
-    serialise(&b, run, g, l);
-    if (b.failed) {
-        free(b.p);
-        return -ENOMEM;
-    }
-    *buf = b.p, *len = b.len;
-    return 0;
+    /* the hash of everything before it, written after it (not hashed itself) */
+    uint8_t hash[CKPT_HASH];
+    stream_flush(b);
+    crypto_generichash_final(&b->hash, hash, sizeof hash);
+    int rc = b->failed ? 0 : atomic_fd_write(b->fd, hash, sizeof hash);
+    if (rc < 0)
+        b->failed = -rc;
 }
 
 static int read_whole(const char *path, uint8_t **data, size_t *len)
@@ -237,24 +227,30 @@ static int file_is_whole(const char *path)
     return ok;
 }
 
-int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen)
+typedef struct live {
+    const ckpt_run *run;
+    const gsp_peer *g;
+    const sgp_local *l;
+} live;
+
+static int stream_state(int fd, void *ctx)
 {
-    /* Keep the last whole checkpoint as .prev until the new one is in place;
-     * a current file that is not whole must not push a good .prev out. */
-    return atomic_write(path, buf, len, 0600, file_is_whole(path) ? ATOMIC_KEEP_PREV : 0, err, errlen);
+    const live *v = ctx;
+    obuf b = {.fd = fd, .cap = STREAM_BLOCK, .p = malloc(STREAM_BLOCK)};
+    if (!b.p)
+        return -ENOMEM;
+    crypto_generichash_init(&b.hash, NULL, 0, CKPT_HASH);
+    serialise(&b, v->run, v->g, v->l);
+    free(b.p);
+    return b.failed ? -b.failed : 0;
 }
 
 int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)
 {
-    uint8_t *buf;
-    size_t len;
-    if (ckpt_encode(run, g, l, &buf, &len) < 0) {
-        snprintf(err, errlen, "checkpoint %s: out of memory", path);
-        return -ENOMEM;
-    }
-    int rc = ckpt_write(path, buf, len, err, errlen);
-    free(buf);
-    return rc;
+    /* Streamed from the state itself in blocks: no copy of it is made, so a
+     * checkpoint costs no memory (the caller keeps g and l still meanwhile). */
+    live v = {run, g, l};
+    return atomic_write_with(path, stream_state, &v, 0600, file_is_whole(path) ? ATOMIC_KEEP_PREV : 0, err, errlen);
 }
 
 /* ---- loading ----------------------------------------------------------------- */

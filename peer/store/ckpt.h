@@ -43,15 +43,12 @@ typedef struct ckpt_run {
     uint8_t cluster_id[32];    /* member's key), which tells one run from another of the same name */
 } ckpt_run;
 
-/* 0, or a negative errno with a one-line message. = ckpt_encode + ckpt_write. */
+/* 0, or a negative errno with a one-line message. The state is streamed to
+ * the file in 1 MiB blocks (no copy of it is made: it is the model times a
+ * few), so g and l must stay still until it returns; it may run on another
+ * thread than the one that owns them while that one leaves them alone (the
+ * networked peer holds its next round: peer/net/node_ckpt.c). */
 int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen);
-
-/* The two halves, so that a driver can take the snapshot between rounds
- * (fast: a copy) and write it on another thread (slow: fsync). ckpt_encode
- * returns 0 and a malloc'ed buffer, or -ENOMEM. ckpt_write touches no state
- * but the files. */
-int ckpt_encode(const ckpt_run *run, const gsp_peer *g, const sgp_local *l, uint8_t **buf, size_t *len);
-int ckpt_write(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen);
 
 /* Restore into g (made by gsp_init + gsp_set_codec for this run, no messages
  * yet) and l (sgp_local_init'ed). Returns 0 and the file used, -ENOENT when
