@@ -119,3 +119,15 @@ Test(peer_memory, launch_reports_the_largest_peers_parts_and_they_add_up_to_its_
     rmdir_all(d);
     free(d);
 }
+
+/* 4,096 peers of 20M parameters on the exponential graph: about 24 TB, more
+ * than any machine this runs on. Refused up front, with the estimate, before
+ * anything of it is allocated. */
+Test(peer_memory, sim_refuses_a_run_bigger_than_the_machine)
+{
+    sgp_out o;
+    sgp_run(&o, "sim", "--peers", "4096", "--model", "mlp:4096,4096", "--epochs", "1", "--codec", "stc:0.04", NULL);
+    cr_assert_eq(o.status, 1, "%s\n%s", o.out, o.err);
+    cr_expect(strstr(o.err, "4096 peers of 20") && strstr(o.err, "this machine has") && strstr(o.err, "edges"),
+              "%s", o.err);
+}

@@ -613,3 +613,24 @@ Test(topo_graph, dot_has_one_edge_per_union_edge_labelled_by_phase)
     free(buf);
     topo_free(&t);
 }
+
+/* The edges a peer's push-sum state holds: distinct targets and sources over
+ * all phases (the simulator's memory estimate counts them). */
+Test(topo_graph, degree_counts_distinct_neighbours_over_all_phases)
+{
+    topo t;
+    topo_error e;
+    int n_out, n_in;
+    cr_assert_eq(topo_generate(&t, "exponential", 8, NULL, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 8; i++) {
+        cr_assert_eq(topo_degree(&t, i, &n_out, &n_in), 0);
+        cr_expect(n_out == 3 && n_in == 3, "peer %d: %d out, %d in", i, n_out, n_in); /* +1, +2, +4 and back */
+    }
+    topo_free(&t);
+    cr_assert_eq(topo_generate(&t, "exponential", 2, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(topo_degree(&t, 0, &n_out, &n_in), 0);
+    cr_expect(n_out == 1 && n_in == 1, "%d out, %d in", n_out, n_in);
+    cr_assert_eq(topo_degree(&t, 5, &n_out, &n_in), 0); /* not a peer: nothing */
+    cr_expect(n_out == 0 && n_in == 0);
+    topo_free(&t);
+}

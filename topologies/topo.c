@@ -379,6 +379,28 @@ int topo_in(const topo *t, long round, int peer, const uint8_t *alive, int *in, 
     return c;
 }
 
+int topo_degree(const topo *t, int peer, int *n_out, int *n_in)
+{
+    *n_out = *n_in = 0;
+    if (!t || t->n_phases < 1 || !t->out_at || peer < 0 || peer >= t->n_peers)
+        return 0;
+    const int n = t->n_peers;
+    uint8_t *seen = calloc((size_t)n, 1); /* bit 0: sends to it, bit 1: hears from it */
+    if (!seen)
+        return -ENOMEM;
+    for (int p = 0; p < t->n_phases; p++) {
+        const size_t *out = t->out_at + (size_t)p * ((size_t)n + 1), *in = t->in_at + (size_t)p * ((size_t)n + 1);
+        for (size_t k = out[peer]; k < out[peer + 1]; k++)
+            if (t->edges[k].dst != peer && !(seen[t->edges[k].dst] & 1))
+                seen[t->edges[k].dst] |= 1, (*n_out)++;
+        for (size_t k = in[peer]; k < in[peer + 1]; k++)
+            if (t->in_src[k] != peer && !(seen[t->in_src[k]] & 2))
+                seen[t->in_src[k]] |= 2, (*n_in)++;
+    }
+    free(seen);
+    return 0;
+}
+
 int topo_note(const topo *t, char *buf, size_t cap)
 {
     if (!t || !cap)

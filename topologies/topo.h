@@ -112,6 +112,10 @@ void topo_route(const topo *t, long round, int peer, const uint8_t *alive, topo_
  * max_in <= TOPO_MAX_OUT; an explicit file may reach n_peers - 1). */
 int topo_in(const topo *t, long round, int peer, const uint8_t *alive, int *in, int max);
 
+/* How many distinct peers `peer` sends to (*n_out) and hears from (*n_in) over
+ * all phases: the edges its push-sum state will hold. 0, or -ENOMEM. */
+int topo_degree(const topo *t, int peer, int *n_out, int *n_in);
+
 /* Rounds of pure push-sum averaging (uniform or the topology's weights, all
  * peers alive) until every peer's de-biased vector z_i is within relative
  * error tol of the true average, max_i ||z_i - avg|| / ||avg||, starting from

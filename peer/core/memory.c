@@ -1,5 +1,7 @@
 /* Resident memory from the kernel, and the parts the job says it holds. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -18,6 +20,24 @@ static size_t rss_now(void)
     }
     return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
+
+static size_t meminfo(const char *key)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    size_t kb = 0, len = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, len) && line[len] == ':') {
+            kb = strtoull(line + len + 1, NULL, 10);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+size_t mem_available(void) { return meminfo("MemAvailable"); }
+size_t mem_total(void) { return meminfo("MemTotal"); }
 
 void mem_start(void)
 {

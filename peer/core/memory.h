@@ -32,6 +32,9 @@ typedef struct mem_parts {
 void mem_start(void);
 /* Fill rss, peak_rss and runtime. */
 void mem_measure(mem_parts *m);
+/* /proc/meminfo's MemAvailable and MemTotal in bytes (0 if unknown). */
+size_t mem_available(void);
+size_t mem_total(void);
 /* The parts added up (runtime included). */
 size_t mem_accounted(const mem_parts *m);
 /* "memory: peak RSS 870.1 MB, now 860.2 MB = model and optimizer 92.3 + ..." with the

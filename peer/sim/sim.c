@@ -466,6 +466,48 @@ static double measure_step_seconds(sim *s, const nn_dataset *train)
     return t[REPS / 2];
 }
 
+/* What the run will hold once every edge of the schedule is in use (edges
+ * are made at first use), estimated before anything is allocated: refused
+ * when that is more than this machine's memory (it would swap for hours or
+ * be killed), noted when more than what is free now. A peer holds x and z,
+ * with a codec v and the origin, its optimizer's state (and the outer
+ * one's), its shard, and per edge its totals (double) and with a codec its
+ * reference (gossip/gsp.h); the model engine and the data are shared. */
+static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
+{
+    const sim_config *c = s->c;
+    const double dim = (double)s->model.n_params, f = sizeof(float);
+    const int codec = c->codec != NULL, outer = c->outer && c->outer->lr > 0;
+    const double opt = c->train.optimizer == NN_OPT_ADAMW ? 2 : 1;
+    double need = (double)(s->model.bytes + nn_dataset_bytes(train) + nn_dataset_bytes(s->test)), edges = 0;
+    long n_edges = 0;
+    for (int i = 0; i < c->n_peers; i++) {
+        int n_out, n_in;
+        if (topo_degree(c->topology, i, &n_out, &n_in) < 0)
+            return -ENOMEM;
+        n_edges += n_out + n_in;
+        edges += (n_out + n_in) * dim * (sizeof(double) + (codec ? f : 0));
+        need += dim * f * (2 + (codec ? 2 : 0) + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->n_peers;
+    }
+    need += edges;
+    const double total = (double)mem_total(), avail = (double)mem_available();
+    char what[320];
+    snprintf(what, sizeof what,
+             "%d peers of %.0f parameters would hold about %.1f GB (a peer %.2f GB, of which its %.1f edges' "
+             "references and totals %.2f GB)",
+             c->n_peers, dim, need / 1e9, need / c->n_peers / 1e9, (double)n_edges / c->n_peers,
+             edges / c->n_peers / 1e9);
+    if (total > 0 && need > total) {
+        snprintf(err, errlen, "%s; this machine has %.1f GB: fewer peers, a smaller model or a topology with fewer "
+                              "edges (ring) would fit",
+                 what, total / 1e9);
+        return -ENOMEM;
+    }
+    if (avail > 0 && need > avail)
+        fprintf(stderr, "sgp sim: note: %s, %.1f GB is available now\n", what, avail / 1e9);
+    return 0;
+}
+
 static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen)
 {
     const int n = c->n_peers;
@@ -488,6 +530,8 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
                            .dead_timeout = c->dead_timeout, .round_deadline = c->round_deadline,
                            .round_timeout = c->round_timeout > 0 ? c->round_timeout
                                                                  : 20.0 * (s->plan.local_steps * s->step_seconds + transfer + c->latency) + 1e-3};
+    if ((rc = fits(s, train, err, errlen)) < 0)
+        return rc;
     s->p = calloc((size_t)n, sizeof *s->p);
     s->link_free = calloc((size_t)n * n, sizeof *s->link_free);
     s->at_round = calloc((size_t)s->plan.total_rounds + 2, sizeof *s->at_round);
@@ -689,6 +733,8 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
         return -EINVAL;
     }
     sim s = {.c = c, .test = test, .r = r};
+    if (errlen)
+        *err = 0;
     s.wall0 = clock_now();
     round_plan_make(&s.plan, &c->train, train->n, c->n_peers, c->local_steps);
     progress_init(&s.bar, c->progress ? c->progress : stdout, c->progress ? c->progress_bar : 0);
@@ -704,11 +750,11 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
     }
     if (rc == 0)
         measure_memory(&s, train);
-    if (rc < 0 && rc == -EDOM)
+    if (rc == -EDOM)
         snprintf(err, errlen, "the model diverged (NaN or infinity in the parameters): try a lower --lr or --clip");
-    else if (rc < 0)
+    else if (rc < 0 && !*err) /* (set-up says what failed itself) */
         snprintf(err, errlen, "simulation failed: %s", strerror(-rc));
-    else
+    else if (rc == 0)
         finish(&s);
     progress_clear(&s.bar);
     teardown(&s);
