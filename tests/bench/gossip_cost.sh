@@ -13,6 +13,12 @@
 #   yardstick build/bench/memory_pass: one pass over the model at memory
 #           speed (absorb's x += m * r), and the simulator's peer-round in
 #           such passes
+#   big     COST_BIG_MODEL (mlp:2048,2048: 5.8M parameters; empty: not run):
+#           `sgp sim --peers 8 --epochs 1 --codec stc:0.04` on that model,
+#           with one step a round and with --local-steps 10 --outer
+#           nesterov:0.7:0.9 (the 1000x setting's shape), each once, with
+#           the yardstick at that size: gossip per peer-round in passes,
+#           and gossip over step
 # Each program runs COST_REPEAT times, interleaved, and the medians are shown.
 # COST_BASE=/path/to/other/sgp adds the same rows for that binary (a build of
 # an older commit, say), interleaved with this one, for before/after figures.
@@ -21,7 +27,7 @@
 #   COST_REPEAT=5 COST_BASE=/tmp/old/sgp bash tests/bench/gossip_cost.sh
 #
 # Knobs: COST_REPEAT (3), COST_EPOCHS (10), COST_BASE (none), COST_LOCAL_STEPS (4),
-# SGP_BIN (build/sgp).
+# COST_BIG_MODEL (mlp:2048,2048), SGP_BIN (build/sgp).
 # The table also goes to build/bench/gossip_cost.txt. See tests/bench/README.md.
 set -euo pipefail
 
@@ -32,6 +38,7 @@ REPEAT=${COST_REPEAT:-3}
 EPOCHS=${COST_EPOCHS:-10}
 BASE=${COST_BASE:-}
 LOCAL=${COST_LOCAL_STEPS-4}
+BIG=${COST_BIG_MODEL-mlp:2048,2048}
 OUT=$root/build/bench/gossip_cost.txt
 [ -x "$SGP" ] || { echo "gossip_cost.sh: $SGP not built (run make)" >&2; exit 1; }
 [ -z "$BASE" ] || [ -x "$BASE" ] || { echo "gossip_cost.sh: COST_BASE=$BASE is not an executable" >&2; exit 1; }
@@ -67,6 +74,16 @@ echo "gossip_cost.sh: $REPEAT runs of each program, $EPOCHS epochs" >&2
 for ((r = 0; r < REPEAT; r++)); do
     for i in "${!bins[@]}"; do run_all "$i" "$r"; done
 done
+if [ -n "$BIG" ]; then
+    for i in "${!bins[@]}"; do
+        echo "  big model $BIG: ${bins[$i]}" >&2
+        "${bins[$i]}" sim --peers 8 --epochs 1 --codec stc:0.04 --model "$BIG" --summary "$work/big.$i.json" >/dev/null
+        "${bins[$i]}" sim --peers 8 --epochs 1 --codec stc:0.04 --model "$BIG" --local-steps 10 \
+            --outer nesterov:0.7:0.9 --summary "$work/bigh.$i.json" >/dev/null
+    done
+    dim=$(python3 -c "import json; print(json.load(open('$work/big.0.json'))['parameters'])")
+    [ -x "$PASS_BIN" ] && "$PASS_BIN" --dim "$dim" >"$work/bigpass.txt"
+fi
 
 python3 - "$work" "$REPEAT" "$LOCAL" "${bins[@]}" <<'EOF' | tee "$OUT"
 import json, os, statistics, sys
@@ -101,6 +118,20 @@ if all(os.path.exists(f) for f in passes):
     print(f"yardstick: one pass x += m * r over {fields[0]['dim']} floats takes {mem:.3f} ms from memory"
           f" ({float(fields[0]['gbps_memory']):.0f} GB/s), {cache:.3f} ms from cache;"
           f" a sim peer-round: local step {ss / mem:.1f} passes, gossip {sg / mem:.1f} passes")
+if os.path.exists(f"{work}/big.0.json"):
+    f = dict(kv.split("=") for kv in open(f"{work}/bigpass.txt").read().split()) if os.path.exists(f"{work}/bigpass.txt") else None
+    for i, b in enumerate(bins):
+        for kind, label in (("big", "1 step a round"), ("bigh", "--local-steps 10 --outer")):
+            s = json.load(open(f"{work}/{kind}.{i}.json"))
+            steps, rounds = s["local_steps"], s["rounds"]
+            gr = s["cpu_gossip_seconds"] / (8 * rounds) * 1e3  # gossip ms per peer-round
+            st = s["cpu_step_seconds"] / steps * 1e3          # ms per local step
+            passes = f", {gr / float(f['pass_ms_memory']):.1f} passes" if f else ""
+            share = s["cpu_gossip_seconds"] / (s["cpu_gossip_seconds"] + s["cpu_step_seconds"])
+            print(f"big {s['model']} ({s['parameters']} parameters), {label}, {'base' if i else 'this'}: gossip"
+                  f" {gr:.1f} ms a peer-round{passes}; local step {st:.1f} ms; gossip {100 * share:.1f}% of step + gossip CPU")
+    if f:
+        print(f"  (yardstick at that size: one pass x += m * r over {f['dim']} floats {float(f['pass_ms_memory']):.2f} ms)")
 print("(medians; launch parts are each peer's wall-clock time in that part, 4 peers sharing this machine's cores;"
       " g/s = gossip over local step; ms/pr = CPU ms per peer-round)")
 EOF
