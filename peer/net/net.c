@@ -786,6 +786,21 @@ int net_busy(const net *n, int peer)
 
 int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
 
+int net_sending(const net *n, int peer)
+{
+    net_conn *c = up_conn(n, peer);
+    for (int i = 0; c && i < NET_QUEUE_FRAMES; i++)
+        if (c->slot[i].busy)
+            return 1;
+    return 0;
+}
+
+int net_receiving(const net *n, int peer)
+{
+    net_conn *c = up_conn(n, peer);
+    return c && c->rlen > 0;
+}
+
 int net_drop(net *n, int peer, const char *why)
 {
     net_conn *c = up_conn(n, peer);

@@ -139,6 +139,16 @@ static void ask_for_model(node *n)
 /* Waiting for a neighbour's model: joining without state, or refreshing. */
 static int wants_model(const node *n) { return n->joining || n->refreshing; }
 
+/* Time to ask (again): a heartbeat interval without an answer, and no frame
+ * arriving from the neighbour asked last (a whole model takes a while). */
+static int ask_due(const node *n, double now)
+{
+    const gsp_pace *pc = &n->rp.pace;
+    if (!wants_model(n) || now - n->asked_at <= gsp_pace_heartbeat(&pc->c))
+        return 0;
+    return !(pc->n_nb > 0 && net_receiving(&n->net, pc->nb[n->asked % pc->n_nb].peer));
+}
+
 /* The pacing policy found this peer so far behind that its model is stale
  * (gsp_pace_decision.refresh): rounds wait until a neighbour's model comes,
  * or until twice the dead timeout has passed (then it goes on with its own). */
@@ -272,6 +282,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
         }
         if (wants_model(n))
             return; /* (no model yet, or a stale one) */
+        if (net_sending(&n->net, peer))
+            return; /* the joiner asks again while our model (hundreds of MB) is still on its way: one is enough */
         if (n->computing)
             n->model_wanted[peer] = 1; /* answered at the round boundary */
         else
@@ -311,7 +323,7 @@ static void on_up(void *ctx, int peer)
     send_ack(n, peer, 0);
     if (n->said_done) /* (a neighbour back from a restart missed it) */
         send_msg(n, peer, wire_encode_goodbye(n->out, n->out_cap, "done", 4));
-    if (wants_model(n) && clock_now() - n->asked_at > gsp_pace_heartbeat(&n->rp.pace.c))
+    if (ask_due(n, clock_now()))
         ask_for_model(n);
     maybe_start(n);
 }
@@ -355,7 +367,7 @@ static void on_heartbeat(uv_timer_t *t)
         if (net_is_up(&n->net, p))
             send_ack(n, p, 0);
     }
-    if (wants_model(n) && now - n->asked_at > gsp_pace_heartbeat(&pc->c))
+    if (ask_due(n, now))
         ask_for_model(n);
     if (n->refreshing && now - n->refresh_since > 2 * n->c->dead_timeout) {
         refresh_given_up(n);
