@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
 #include <sodium.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "peer/store/atomic.h"
 #include "peer/store/ckpt.h"
@@ -182,12 +186,21 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
         b->failed = -rc;
 }
 
-static int read_whole(const char *path, uint8_t **data, size_t *len)
+/* The file mapped, not read into the heap: it is as big as the state it
+ * restores (the model times a few), and its pages are the page cache's. */
+static int map_whole(const char *path, uint8_t **data, size_t *len)
 {
-    char *raw;
-    int rc = atomic_read(path, CKPT_MAX_BYTES, &raw, len);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = fstat(fd, &st) < 0 ? -errno : st.st_size < 0 || (uint64_t)st.st_size > CKPT_MAX_BYTES ? -EFBIG : 0;
+    void *p = rc == 0 && st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    if (rc == 0 && p == MAP_FAILED)
+        rc = -errno;
+    close(fd);
     if (rc == 0)
-        *data = (uint8_t *)raw;
+        *data = p, *len = (size_t)st.st_size;
     return rc;
 }
 
@@ -268,7 +281,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
 {
     uint8_t *data = NULL;
     size_t len = 0;
-    int rc = read_whole(path, &data, &len);
+    int rc = map_whole(path, &data, &len);
     if (rc < 0) {
         *why = strerror(-rc);
         return rc;
@@ -430,7 +443,8 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
 truncated:
     *why = "truncated";
 out:
-    free(data);
+    if (data)
+        munmap(data, len);
     return rc;
 }
 
