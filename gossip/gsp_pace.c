@@ -216,21 +216,14 @@ void gsp_pace_sent(gsp_pace *p, int q, double now)
 int gsp_pace_tick(gsp_pace *p, double now, int *lost, int max)
 {
     /* A tick far later than its interval: this process was not running
-     * (stopped, or starved), so the silence is ours, not the neighbours'.
-     * A tick a little late (the loop busy for a while: sealing a whole
-     * model for a joiner takes about a second at 50M parameters) only
-     * excuses the time it was late by: nothing could be heard meanwhile. */
-    const double since = p->last_tick >= 0 ? now - p->last_tick : 0, every = gsp_pace_heartbeat(&p->c);
-    const int away = since > p->c.dead_timeout / 2;
-    const double late = since > 2 * every ? since - every : 0;
+     * (stopped, or starved), so the silence is ours, not the neighbours'. */
+    const int away = p->last_tick >= 0 && now - p->last_tick > p->c.dead_timeout / 2;
     p->last_tick = now;
     int n = 0;
     for (int k = 0; k < p->n_nb; k++) {
         gsp_pace_nb *b = &p->nb[k];
         if (b->connected && away)
             b->last_heard = now;
-        else if (b->connected && late > 0)
-            b->last_heard = b->last_heard + late < now ? b->last_heard + late : now;
         if (!p->alive[b->peer] || b->done)
             continue;
         int gone = b->connected ? now - b->last_heard > p->c.dead_timeout : now - b->down_since > p->c.dead_timeout;

@@ -164,8 +164,7 @@ void gsp_pace_sent(gsp_pace *p, int q, double now);
 /* Every heartbeat interval: the neighbours silent (connected) or
  * disconnected for dead_timeout are routed around, at most max of them
  * returned in lost. A tick far later than the interval means this peer was
- * not running: the silence is its own, nobody is blamed; a tick more than
- * an interval late excuses the time it was late by. */
+ * not running: the silence is its own, nobody is blamed. */
 int gsp_pace_tick(gsp_pace *p, double now, int *lost, int max);
 /* Should q get a HEARTBEAT now (connected, nothing sent to it lately)? */
 int gsp_pace_heartbeat_due(const gsp_pace *p, int q, double now);

@@ -795,12 +795,6 @@ int net_sending(const net *n, int peer)
     return 0;
 }
 
-int net_receiving(const net *n, int peer)
-{
-    net_conn *c = up_conn(n, peer);
-    return c && c->rlen > 0;
-}
-
 int net_drop(net *n, int peer, const char *why)
 {
     net_conn *c = up_conn(n, peer);

@@ -127,10 +127,8 @@ int net_send(net *n, int peer, const void *msg, size_t len);
 
 /* 1 when net_send(peer) would be refused right now (not up, or busy), else 0. */
 int net_busy(const net *n, int peer);
-/* A frame to peer is still queued (not all taken by the kernel yet), and a
- * frame from it has begun to arrive: a big frame (a MODEL) in flight. */
+/* A frame to peer is still queued (not all taken by the kernel yet). */
 int net_sending(const net *n, int peer);
-int net_receiving(const net *n, int peer);
 
 /* 1 when peer's connection is up. */
 int net_is_up(const net *n, int peer);

@@ -116,6 +116,7 @@ static void send_model(node *n, int peer)
         rc = send_msg(n, peer, wire_encode_model(n->out, n->out_cap, n->rp.g.round, z, n->rp.g.dim, hash));
     out_release(n);
     n->model_wanted[peer] = rc == -EAGAIN; /* try again at the next round boundary */
+    n->model_queued[peer] = rc == 0;
     if (rc == 0)
         node_event(n, "sent its model to joining peer", peer, NULL);
 }
@@ -139,14 +140,11 @@ static void ask_for_model(node *n)
 /* Waiting for a neighbour's model: joining without state, or refreshing. */
 static int wants_model(const node *n) { return n->joining || n->refreshing; }
 
-/* Time to ask (again): a heartbeat interval without an answer, and no frame
- * arriving from the neighbour asked last (a whole model takes a while). */
+/* Time to ask (again): a heartbeat interval without an answer (a neighbour
+ * whose model to us is still on its way ignores the repeat). */
 static int ask_due(const node *n, double now)
 {
-    const gsp_pace *pc = &n->rp.pace;
-    if (!wants_model(n) || now - n->asked_at <= gsp_pace_heartbeat(&pc->c))
-        return 0;
-    return !(pc->n_nb > 0 && net_receiving(&n->net, pc->nb[n->asked % pc->n_nb].peer));
+    return wants_model(n) && now - n->asked_at > gsp_pace_heartbeat(&n->rp.pace.c);
 }
 
 /* The pacing policy found this peer so far behind that its model is stale
@@ -282,8 +280,9 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
         }
         if (wants_model(n))
             return; /* (no model yet, or a stale one) */
-        if (net_sending(&n->net, peer))
+        if (n->model_queued[peer] && net_sending(&n->net, peer))
             return; /* the joiner asks again while our model (hundreds of MB) is still on its way: one is enough */
+        n->model_queued[peer] = 0;
         if (n->computing)
             n->model_wanted[peer] = 1; /* answered at the round boundary */
         else
@@ -727,10 +726,11 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->out = malloc(n->out_cap);
     n->busy = calloc((size_t)np, 1);
     n->model_wanted = calloc((size_t)np, 1);
+    n->model_queued = calloc((size_t)np, 1);
     n->ack_due = calloc((size_t)np, sizeof *n->ack_due);
     n->ack_sent = calloc((size_t)np, sizeof *n->ack_sent);
     n->ack_incarnation = calloc((size_t)np, sizeof *n->ack_incarnation);
-    if (!n->out_cap || !n->out || !n->busy || !n->model_wanted || !n->ack_due || !n->ack_sent ||
+    if (!n->out_cap || !n->out || !n->busy || !n->model_wanted || !n->model_queued || !n->ack_due || !n->ack_sent ||
         !n->ack_incarnation) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -871,6 +871,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     free(n->out);
     free(n->busy);
     free(n->model_wanted);
+    free(n->model_queued);
     free(n->ack_due), free(n->ack_sent), free(n->ack_incarnation);
     round_peer_free(&n->rp);
     nn_model_free(&n->model);

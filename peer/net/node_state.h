@@ -28,6 +28,7 @@ typedef struct node {
     round_peer rp;              /* the round driver: gossip state, pacing, inbox, local step */
     uint8_t *busy;              /* per peer: its link has not taken our last frames */
     uint8_t *model_wanted;      /* asked for our model while a step was running */
+    uint8_t *model_queued;      /* our model went to it and frames to it are still queued: a repeated request waits */
     uint64_t *ack_due, *ack_sent; /* per peer: the highest seq received from it, and acknowledged */
     uint64_t *ack_incarnation;  /* per peer: the sender's incarnation those seqs belong to */
     double slow_pad;            /* --slow: seconds added to each local step (0 until measured) */
