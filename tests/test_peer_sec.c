@@ -719,7 +719,7 @@ Test(peer_sec, huge_length_prefix_is_refused_at_once_without_allocating)
 #endif
     cr_assert_eq(need3, 4, "with 3 bytes, the prefix is still incomplete");
     cr_assert_eq(need, -EMSGSIZE);
-    cr_assert_eq(need_big_max, -EMSGSIZE, "the cap is 1 GiB whatever the caller asks");
+    cr_assert_eq(need_big_max, -EMSGSIZE, "the cap is SEC_FRAME_MAX whatever the caller asks");
     cr_assert_eq(rc, -EMSGSIZE);
 
     uint8_t q[4];

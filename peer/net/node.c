@@ -707,6 +707,12 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
             return rc;
         x0 = n->model.params, dim = n->model.n_params;
     }
+    if (dim > WIRE_MAX_DIM) { /* no PUSH, SYNC or MODEL of it would go out: refuse rather than train alone */
+        snprintf(err, errlen, "peer %d: a model of %zu parameters is more than a peer can exchange (at most %zu: a SYNC "
+                              "of 12 bytes a parameter must fit one frame, peer/net/WIRE.md)",
+                 id, dim, (size_t)WIRE_MAX_DIM);
+        return -EMSGSIZE;
+    }
     n->cfg = (round_config){.train = &c->train, .topology = c->topology, .n_peers = np, .shard_alpha = c->shard_alpha,
                            .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
                            .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,

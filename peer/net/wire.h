@@ -47,10 +47,10 @@
 
 #define WIRE_VERSION 4
 
-/* Largest dim a PUSH may declare. WIRE.md caps a frame at 1 GiB and a SYNC
- * carries 12 bytes per parameter, so 2^26 (805 MB of SYNC) is the largest
- * power of two whose SYNC still fits a frame; 2^28 would need 3 GiB. */
-#define WIRE_MAX_DIM ((size_t)1 << 26)
+/* Largest dim a PUSH may declare. WIRE.md caps a frame just under 2 GiB and
+ * a SYNC carries 12 bytes per parameter, so 2^27 (134M parameters, a SYNC of
+ * 1.6 GB) is the largest power of two whose SYNC still fits a frame. */
+#define WIRE_MAX_DIM ((size_t)1 << 27)
 /* GOODBYE reason, bytes of UTF-8. */
 #define WIRE_REASON_MAX 128
 /* AUTH: BLAKE2b-256 of the handshake transcript. */

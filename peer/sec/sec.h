@@ -54,7 +54,7 @@
 
 /* Frames: u32 length, then that many ciphertext bytes (plaintext + 17). */
 #define SEC_FRAME_MIN SEC_ABYTES
-#define SEC_FRAME_MAX (1u << 30)
+#define SEC_FRAME_MAX ((1u << 31) - 64) /* 2 GiB, less room for the u32 prefix in an int */
 
 #define SEC_ANY_PEER UINT32_MAX
 
