@@ -46,7 +46,7 @@ for run in $RUNS; do
     case $run in
     plain) fault=() ;;
     join) fault=(--restart "1@$half:1" --checkpoint-every 1e9) ;; # no checkpoint yet: pulls the model
-    resume) fault=(--restart "1@$half:1" --checkpoint-every 1) ;;
+    resume) fault=(--restart "1@$half:1" --checkpoint-every 10) ;;
     *) echo "big_model.sh: unknown run '$run' (plain, join, resume)" >&2; exit 2 ;;
     esac
     echo "  $run: launch --peers $PEERS --topology $TOPO --model $MODEL --codec $CODEC, $ROUNDS rounds ${fault[*]}" >&2
