@@ -184,6 +184,35 @@ static inline char *sgp_read_file(const char *path)
     return s;
 }
 
+/* The number after "KEY": in a summary's text; NaN when text is NULL or
+ * has no KEY (summaries are flat: peer/store/json.h). */
+static inline double sgp_json_number(const char *text, const char *key)
+{
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = text ? strstr(text, pat) : NULL;
+    return p ? strtod(p + strlen(pat), NULL) : __builtin_nan("");
+}
+
+/* KEY of the JSON file at PATH; the file must exist and have it. */
+static inline double sgp_file_number(const char *path, const char *key)
+{
+    char *text = sgp_read_file(path);
+    cr_assert(text, "%s is missing", path);
+    double v = sgp_json_number(text, key);
+    free(text);
+    cr_assert(v == v, "%s has no \"%s\"", path, key);
+    return v;
+}
+
+/* KEY of DIR/peerI.json (a peer's summary). */
+static inline double sgp_peer_number(const char *dir, int i, const char *key)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/peer%d.json", dir, i);
+    return sgp_file_number(path, key);
+}
+
 /* 1 if the file at PATH exists and contains NEEDLE. */
 static inline int sgp_file_has(const char *path, const char *needle)
 {

@@ -47,28 +47,6 @@ TestSuite(peer_big_model, .timeout = 900);
  * 2.2 to 2.8 GB each, more while MODEL frames are queued). */
 #define NEED_BYTES (7.0 * (1 << 30))
 
-/* "key": number in a flat JSON text; NAN if absent. */
-static double json_number(const char *text, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = text ? strstr(text, pat) : NULL;
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
-/* KEY of DIR/peerI.json; the file must exist and have it. */
-static double peer_number(const char *dir, int i, const char *key)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/peer%d.json", dir, i);
-    char *text = sgp_read_file(path);
-    cr_assert(text, "%s is missing", path);
-    double v = json_number(text, key);
-    free(text);
-    cr_assert(!isnan(v), "%s has no \"%s\"", path, key);
-    return v;
-}
-
 /* Times NEEDLE occurs in DIR/peerI.out. */
 static int out_count(const char *dir, int i, const char *needle)
 {
@@ -226,19 +204,19 @@ static void join_big_model(const char *dead_timeout)
                      dir);
 
     /* The whole model crossed: 4 bytes a parameter each way of the transfer. */
-    cr_assert_geq(peer_number(dir, 0, "bytes_received"), 4.0 * BIG_PARAMS, "%s", dir);
-    cr_assert_geq(peer_number(dir, 1, "bytes_sent"), 4.0 * BIG_PARAMS, "%s", dir);
+    cr_assert_geq(sgp_peer_number(dir, 0, "bytes_received"), 4.0 * BIG_PARAMS, "%s", dir);
+    cr_assert_geq(sgp_peer_number(dir, 1, "bytes_sent"), 4.0 * BIG_PARAMS, "%s", dir);
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(peer_number(dir, i, "parameters"), BIG_PARAMS, "peer %d (%s)", i, dir);
-        cr_assert_eq(peer_number(dir, i, "rounds"), ROUNDS, "peer %d ran to the end of the run (%s)", i, dir);
-        const double acc = peer_number(dir, i, "test_accuracy");
+        cr_assert_eq(sgp_peer_number(dir, i, "parameters"), BIG_PARAMS, "peer %d (%s)", i, dir);
+        cr_assert_eq(sgp_peer_number(dir, i, "rounds"), ROUNDS, "peer %d ran to the end of the run (%s)", i, dir);
+        const double acc = sgp_peer_number(dir, i, "test_accuracy");
         cr_assert(acc >= 0 && acc <= 1, "peer %d's test accuracy %g (%s)", i, acc, dir);
     }
     /* It entered at peer 1's round, not after the run, and computed the rest. */
-    const double start = peer_number(dir, 0, "start_round");
+    const double start = sgp_peer_number(dir, 0, "start_round");
     cr_assert(start >= 0 && start < ROUNDS, "peer 0 entered at round %g of %d (%s)", start, ROUNDS, dir);
-    cr_assert_eq(peer_number(dir, 0, "local_steps"), ROUNDS - start, "%s", dir);
-    cr_assert_eq(peer_number(dir, 1, "start_round"), 0, "%s", dir);
+    cr_assert_eq(sgp_peer_number(dir, 0, "local_steps"), ROUNDS - start, "%s", dir);
+    cr_assert_eq(sgp_peer_number(dir, 1, "start_round"), 0, "%s", dir);
     check_model_file(dir, 0);
     check_model_file(dir, 1);
     rm_rf(dir);

@@ -102,15 +102,6 @@ Test(peer_cli, fashion_is_found_beside_the_executable_from_any_directory)
     cr_assert(strstr(o.out, "60000 train / 10000 test"), "%s", o.out);
 }
 
-/* Reads "key": number from a flat JSON file; NAN if absent. */
-static double json_number(const char *text, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(text, pat);
-    return p ? strtod(p + strlen(pat), NULL) : __builtin_nan("");
-}
-
 Test(peer_cli, train_writes_summary_and_learns)
 {
     char dir[] = "/tmp/sgp-cli-XXXXXX", path[64];
@@ -129,11 +120,11 @@ Test(peer_cli, train_writes_summary_and_learns)
     rmdir(dir);
     const char *keys[] = {"test_accuracy", "test_loss", "epochs", "samples_per_second", "wall_seconds", "parameters"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        cr_assert(!__builtin_isnan(json_number(text, keys[i])), "summary lacks %s: %s", keys[i], text);
-    cr_assert_eq(json_number(text, "parameters"), 784 * 32 + 32 + 32 * 10 + 10);
-    cr_assert_eq(json_number(text, "epochs"), 2);
-    cr_assert_gt(json_number(text, "test_accuracy"), 0.85, "2 epochs of mlp:32 on MNIST learn: %s", text);
-    cr_assert_gt(json_number(text, "samples_per_second"), 0);
+        cr_assert(!__builtin_isnan(sgp_json_number(text, keys[i])), "summary lacks %s: %s", keys[i], text);
+    cr_assert_eq(sgp_json_number(text, "parameters"), 784 * 32 + 32 + 32 * 10 + 10);
+    cr_assert_eq(sgp_json_number(text, "epochs"), 2);
+    cr_assert_gt(sgp_json_number(text, "test_accuracy"), 0.85, "2 epochs of mlp:32 on MNIST learn: %s", text);
+    cr_assert_gt(sgp_json_number(text, "samples_per_second"), 0);
 }
 
 Test(peer_cli, csv_data_trains_end_to_end)
@@ -162,7 +153,7 @@ Test(peer_cli, csv_data_trains_end_to_end)
 /* The accuracies the README promises for the default settings and seed. */
 static char last_summary[8192]; /* the text of the last summary read */
 
-static double last_number(const char *key) { return json_number(last_summary, key); }
+static double last_number(const char *key) { return sgp_json_number(last_summary, key); }
 
 static double summary_number(const char *path, const char *key)
 {
@@ -172,7 +163,7 @@ static double summary_number(const char *path, const char *key)
     cr_assert(f);
     text[fread(text, 1, cap - 1, f)] = 0;
     fclose(f);
-    return json_number(text, key);
+    return sgp_json_number(text, key);
 }
 
 /* Runs "sgp CMD ARGS... --summary FILE" and returns the summary's KEY. */
@@ -324,9 +315,9 @@ Test(peer_cli, launch_eight_peers_trains_and_summarises, .timeout = 300)
     while (fgets(line, sizeof line, lf)) {
         if (strncmp(line, "{\"round\":", 9))
             continue;
-        const double st = json_number(line, "step_s"), go = json_number(line, "gossip_s");
+        const double st = sgp_json_number(line, "step_s"), go = sgp_json_number(line, "gossip_s");
         cr_assert(st >= last_step && go >= last_gossip, "round line with shrinking totals: %s", line);
-        cr_assert(json_number(line, "frame_s") >= 0 && json_number(line, "wait_s") >= 0, "%s", line);
+        cr_assert(sgp_json_number(line, "frame_s") >= 0 && sgp_json_number(line, "wait_s") >= 0, "%s", line);
         last_step = st, last_gossip = go, rounds++;
     }
     fclose(lf);

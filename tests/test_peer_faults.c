@@ -37,34 +37,6 @@ TestSuite(peer_faults, .timeout = 900);
 
 /* ---- reading what the peers wrote ---------------------------------------- */
 
-/* "key": number in a flat JSON text (as in test_peer_cli.c); NAN if absent. */
-static double json_number(const char *text, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = text ? strstr(text, pat) : NULL;
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
-/* KEY of the JSON file at PATH; the file must exist and have it. */
-static double file_number(const char *path, const char *key)
-{
-    char *text = sgp_read_file(path);
-    cr_assert(text, "%s is missing", path);
-    double v = json_number(text, key);
-    free(text);
-    cr_assert(!isnan(v), "%s has no \"%s\"", path, key);
-    return v;
-}
-
-/* peerI.json of run directory RUN. */
-static double peer_number(const char *run, int i, const char *key)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/peer%d.json", run, i);
-    return file_number(path, key);
-}
-
 /* RUN/peerI.out contains NEEDLE. */
 static int out_has(const char *run, int i, const char *needle)
 {
@@ -98,9 +70,9 @@ static round_line *read_rounds(const char *run, int i, int *n)
             continue;
         if (k == cap)
             cr_assert((r = realloc(r, (size_t)(cap *= 2) * sizeof *r)));
-        double acc = json_number(line, "test_accuracy");
-        r[k++] = (round_line){(long)json_number(line, "round"), json_number(line, "t"), isnan(acc) ? -1 : acc,
-                              json_number(line, "w")};
+        double acc = sgp_json_number(line, "test_accuracy");
+        r[k++] = (round_line){(long)sgp_json_number(line, "round"), sgp_json_number(line, "t"), isnan(acc) ? -1 : acc,
+                              sgp_json_number(line, "w")};
     }
     free(text);
     *n = k;
@@ -135,7 +107,7 @@ static double last_t(const char *run, int i)
         if (!next)
             break; /* torn */
         *next++ = 0;
-        double v = json_number(line, "t");
+        double v = sgp_json_number(line, "t");
         if (!isnan(v) && strchr(line, '}'))
             t = v;
     }
@@ -228,9 +200,9 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
     snprintf(base_sum, sizeof base_sum, "%s/summary.json", base);
 
-    cr_assert_eq(file_number(sum, "peers_finished"), 6, "%s", dir);
-    cr_assert_eq(file_number(sum, "faults_injected"), 2, "%s", dir);
-    cr_assert_eq(file_number(sum, "rounds"), 500, "every survivor ran all 500 rounds (%s)", dir);
+    cr_assert_eq(sgp_file_number(sum, "peers_finished"), 6, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "faults_injected"), 2, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "rounds"), 500, "every survivor ran all 500 rounds (%s)", dir);
     const long kill3 = injected_at(dir, 3), kill5 = injected_at(dir, 5);
     cr_assert(kill3 >= 250 && kill5 >= 290, "launch.out names both kills (%s): %ld %ld", dir, kill3, kill5);
     const long first_kill = kill3 < kill5 ? kill3 : kill5;
@@ -239,7 +211,7 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
     double end[8] = {0}; /* when each survivor finished (its clock) */
     for (int s = 0; s < 6; s++) {
         const int i = survivors[s];
-        cr_assert_eq(peer_number(run, i, "rounds"), 500, "peer %d (%s)", i, dir);
+        cr_assert_eq(sgp_peer_number(run, i, "rounds"), 500, "peer %d (%s)", i, dir);
         int n;
         round_line *r = read_rounds(run, i, &n);
         /* Every round, or, on a machine so busy that this survivor fell more
@@ -286,7 +258,7 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
 
     /* 2 of 8 iid shards are lost for the last 3 epochs: the survivors'
      * average model stays within 1 point of the fault-free run's. */
-    double acc = file_number(sum, "test_accuracy"), base_acc = file_number(base_sum, "test_accuracy");
+    double acc = sgp_file_number(sum, "test_accuracy"), base_acc = sgp_file_number(base_sum, "test_accuracy");
     cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
                   "average of the survivors %.2f%% vs %.2f%% without faults (logs in %s and %s)", 100 * acc,
                   100 * base_acc, dir, base);
@@ -313,8 +285,8 @@ Test(peer_faults, sigstop_longer_than_dead_timeout_is_routed_around_then_back)
     char run[256], sum[256];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
-    cr_assert_eq(file_number(sum, "peers_finished"), 8, "%s", dir);
-    cr_assert_eq(file_number(sum, "faults_injected"), 1, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "peers_finished"), 8, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "faults_injected"), 1, "%s", dir);
     cr_assert_geq(injected_at(dir, 2), 40, "launch.out names the SIGSTOP (%s)", dir);
 
     /* Some neighbour gave up on peer 2 for its silence, and later took it back. */
@@ -335,17 +307,17 @@ Test(peer_faults, sigstop_longer_than_dead_timeout_is_routed_around_then_back)
     cr_assert(back, "no neighbour that routed around peer 2 took it back after SIGCONT (logs in %s)", dir);
 
     /* Peer 2 itself: the same process, all rounds, some of them skipped. */
-    const double rounds = peer_number(run, 2, "rounds");
+    const double rounds = sgp_peer_number(run, 2, "rounds");
     cr_assert_eq(rounds, 1500, "peer 2 finished every round (%s)", dir);
     cr_assert(!out_has(run, 2, "resumed from") && !out_has(run, 2, "no checkpoint"),
               "peer 2 was only stopped, not restarted (%s)", dir);
-    cr_assert_lt(peer_number(run, 2, "local_steps"), rounds, "peer 2 jumped the rounds it missed (%s)", dir);
-    cr_assert_geq(peer_number(run, 2, "catch_ups"), 1, "%s", dir);
+    cr_assert_lt(sgp_peer_number(run, 2, "local_steps"), rounds, "peer 2 jumped the rounds it missed (%s)", dir);
+    cr_assert_geq(sgp_peer_number(run, 2, "catch_ups"), 1, "%s", dir);
 
     double others = 0;
     for (int i = 0; i < 8; i++)
-        others += i == 2 ? 0 : peer_number(run, i, "test_accuracy") / 7;
-    const double acc2 = peer_number(run, 2, "test_accuracy");
+        others += i == 2 ? 0 : sgp_peer_number(run, i, "test_accuracy") / 7;
+    const double acc2 = sgp_peer_number(run, 2, "test_accuracy");
     cr_assert_leq(fabs(acc2 - others), 0.010 + 1e-6, "peer 2 ends at %.2f%%, the others at %.2f%% (logs in %s)",
                   100 * acc2, 100 * others, dir);
     rm_rf(dir);
@@ -368,16 +340,16 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
     char run[256], sum[256];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
-    cr_assert_eq(file_number(sum, "peers_finished"), 8, "the restarted peer counts again (%s)", dir);
-    cr_assert_eq(file_number(sum, "faults_injected"), 1, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "peers_finished"), 8, "the restarted peer counts again (%s)", dir);
+    cr_assert_eq(sgp_file_number(sum, "faults_injected"), 1, "%s", dir);
     const long killed = injected_at(dir, 4);
     cr_assert_geq(killed, 900, "launch.out names the kill (%s)", dir);
 
     cr_assert(out_has(run, 4, "resumed from"), "peer 4 did not resume from its checkpoint (logs in %s)", dir);
     cr_assert(!out_has(run, 4, "no checkpoint"), "peer 4 found no checkpoint (logs in %s)", dir);
-    const double start = peer_number(run, 4, "start_round");
+    const double start = sgp_peer_number(run, 4, "start_round");
     cr_assert(start > 0 && start <= killed, "peer 4 resumed at round %.0f, killed at %ld (%s)", start, killed, dir);
-    cr_assert_eq(peer_number(run, 4, "rounds"), 1500, "%s", dir);
+    cr_assert_eq(sgp_peer_number(run, 4, "rounds"), 1500, "%s", dir);
 
     /* The resumed process appends to peer4.jsonl. The epoch ends it logs
      * past the round it was killed at are the cluster's present (the ones
@@ -433,18 +405,18 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
     char run[256], sum[256];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
-    cr_assert_eq(file_number(sum, "peers_finished"), 4, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "peers_finished"), 4, "%s", dir);
     cr_assert(out_has(run, 0, "every in-neighbour lost: waiting for one to come back"),
               "peer 0 did not wait for its in-neighbours (logs in %s)", dir);
     for (int i = 2; i < 4; i++)
         cr_assert(out_has(run, i, "resumed from"), "peer %d did not resume (logs in %s)", i, dir);
     for (int i = 0; i < 4; i++)
-        cr_assert_eq(peer_number(run, i, "rounds"), 1000, "peer %d ended before the last round (logs in %s)", i, dir);
-    const double acc = file_number(sum, "test_accuracy"), acc0 = peer_number(run, 0, "test_accuracy");
+        cr_assert_eq(sgp_peer_number(run, i, "rounds"), 1000, "peer %d ended before the last round (logs in %s)", i, dir);
+    const double acc = sgp_file_number(sum, "test_accuracy"), acc0 = sgp_peer_number(run, 0, "test_accuracy");
     /* Agreement is the consensus distance; the accuracies of models that
      * close can still differ by a few of the 2,000 test images (0.25 points
      * at a distance of 1.7e-5, seen on a heavily loaded machine). */
-    cr_assert_leq(file_number(sum, "consensus_distance"), 1e-3, "the peers end apart (logs in %s)", dir);
+    cr_assert_leq(sgp_file_number(sum, "consensus_distance"), 1e-3, "the peers end apart (logs in %s)", dir);
     cr_assert_leq(fabs(acc0 - acc), 0.005 + 1e-6, "peer 0 ends at %.2f%%, the average model at %.2f%% (logs in %s)",
                   100 * acc0, 100 * acc, dir);
     char out[300];
@@ -479,14 +451,14 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
     snprintf(base_sum, sizeof base_sum, "%s/summary.json", base);
-    cr_assert_eq(file_number(sum, "peers_finished"), 8, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "peers_finished"), 8, "%s", dir);
     for (int i = 0; i < 8; i++) {
-        const double rounds = peer_number(run, i, "rounds"), steps = peer_number(run, i, "local_steps");
+        const double rounds = sgp_peer_number(run, i, "rounds"), steps = sgp_peer_number(run, i, "local_steps");
         cr_assert_eq(rounds, 500, "peer %d ran %.0f rounds (%s)", i, rounds, dir);
         if (i == 3) {
             cr_assert_leq(steps, 0.70 * rounds, "the straggler computed %.0f of %.0f rounds (logs in %s)", steps,
                           rounds, dir);
-            cr_assert_geq(peer_number(run, 3, "catch_ups"), 1, "%s", dir);
+            cr_assert_geq(sgp_peer_number(run, 3, "catch_ups"), 1, "%s", dir);
         } else {
             cr_assert_geq(steps, 0.90 * rounds, "fast peer %d computed %.0f of %.0f rounds (logs in %s)", i, steps,
                           rounds, dir);
@@ -494,7 +466,7 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
                 cr_log_info("fast peer %d jumped %.0f of %.0f rounds (a busy machine?)", i, rounds - steps, rounds);
         }
     }
-    double acc = file_number(sum, "test_accuracy"), base_acc = file_number(base_sum, "test_accuracy");
+    double acc = sgp_file_number(sum, "test_accuracy"), base_acc = sgp_file_number(base_sum, "test_accuracy");
     cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
                   "average model %.2f%% with a straggler vs %.2f%% without (logs in %s and %s)", 100 * acc,
                   100 * base_acc, dir, base);
@@ -595,11 +567,11 @@ Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
     cr_assert(out_has(dir, from, "sent its model to joining peer 0"),
               "peer %d does not say it sent its model to peer 0 (logs in %s)", from, dir);
 
-    const double start = peer_number(dir, 0, "start_round");
+    const double start = sgp_peer_number(dir, 0, "start_round");
     cr_assert_geq(start, 50, "peer 0 entered at the round of the peer it joined, not at 0 (%s)", dir);
-    cr_assert_eq(peer_number(dir, 0, "rounds"), 1000, "%s", dir);
-    cr_assert_geq(peer_number(dir, 0, "checkpoints"), 1, "a joiner checkpoints like the others (%s)", dir);
-    const double acc0 = peer_number(dir, 0, "test_accuracy"), acc1 = peer_number(dir, 1, "test_accuracy");
+    cr_assert_eq(sgp_peer_number(dir, 0, "rounds"), 1000, "%s", dir);
+    cr_assert_geq(sgp_peer_number(dir, 0, "checkpoints"), 1, "a joiner checkpoints like the others (%s)", dir);
+    const double acc0 = sgp_peer_number(dir, 0, "test_accuracy"), acc1 = sgp_peer_number(dir, 1, "test_accuracy");
     cr_assert_leq(fabs(acc0 - acc1), 0.010 + 1e-6, "the joiner ends at %.2f%%, peer 1 at %.2f%% (logs in %s)",
                   100 * acc0, 100 * acc1, dir);
     rm_rf(dir);
@@ -623,7 +595,7 @@ static double mean_accuracy(const char *dir)
 {
     double sum = 0;
     for (int i = 0; i < 4; i++)
-        sum += peer_number(dir, i, "test_accuracy") / 4;
+        sum += sgp_peer_number(dir, i, "test_accuracy") / 4;
     return sum;
 }
 
@@ -702,7 +674,7 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
     cr_assert_leq(fabs(m.held + m.in_flight - 4), 1e-6, "total weight %.9g (%.3g in flight; logs in %s)",
                   m.held + m.in_flight, m.in_flight, dir);
     cr_assert(!out_has(dir, 2, "no complete frame"), "peer 2 closed a connection whose frames it had not read (logs in %s)", dir);
-    cr_assert(!out_has(dir, 2, "resumed from") && peer_number(dir, 2, "refreshes") >= 1 &&
+    cr_assert(!out_has(dir, 2, "resumed from") && sgp_peer_number(dir, 2, "refreshes") >= 1 &&
                   out_has(dir, 2, "took the current model of peer"),
               "peer 2 came back far behind and took a neighbour's model (logs in %s)", dir);
     const double acc = mean_accuracy(dir);
@@ -802,6 +774,6 @@ Test(peer_faults, sigterm_stops_one_peer_cleanly_and_the_others_finish)
     sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
     for (int i = 0; i < 4; i++)
         if (i != 2)
-            cr_assert_eq(peer_number(dir, i, "rounds"), 1000, "survivor %d ran every round (logs in %s)", i, dir);
+            cr_assert_eq(sgp_peer_number(dir, i, "rounds"), 1000, "survivor %d ran every round (logs in %s)", i, dir);
     rm_rf(dir);
 }

@@ -11,15 +11,6 @@
 static const char *PARTS[] = {"memory_model_bytes",     "memory_gossip_bytes", "memory_codec_bytes",
                               "memory_in_flight_bytes", "memory_data_bytes",   "memory_runtime_bytes"};
 
-/* The number after "KEY": in a summary, or -1 when the key is missing. */
-static double key_num(const char *json, const char *key)
-{
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(json, pat);
-    return p ? strtod(p + strlen(pat), NULL) : -1.0;
-}
-
 /* Every part present, and their sum within 10% of the resident memory
  * measured at the same moment; returns the sum. */
 static double check_parts(const char *path)
@@ -28,11 +19,11 @@ static double check_parts(const char *path)
     cr_assert(json, "no summary at %s", path);
     double sum = 0;
     for (size_t i = 0; i < sizeof PARTS / sizeof *PARTS; i++) {
-        double v = key_num(json, PARTS[i]);
+        double v = sgp_json_number(json, PARTS[i]);
         cr_assert(v >= 0, "%s: no %s", path, PARTS[i]);
         sum += v;
     }
-    double rss = key_num(json, "rss_bytes"), peak = key_num(json, "peak_rss_bytes");
+    double rss = sgp_json_number(json, "rss_bytes"), peak = sgp_json_number(json, "peak_rss_bytes");
     cr_assert(rss > 0 && peak >= rss * 0.99, "%s: rss %.0f, peak %.0f", path, rss, peak);
     /* (A sanitizer's shadow memory and quarantine are resident too, and no part of the job.) */
     const char *san = getenv("SGP_SANITIZER");
@@ -72,8 +63,8 @@ Test(peer_memory, train_reports_its_parts_and_they_add_up_to_the_rss)
     cr_expect(strstr(o.out, "memory: peak RSS"), "%s", o.out);
     char *json = sgp_read_file(path);
     /* parameters, gradients and the momentum at least */
-    cr_expect(key_num(json, "memory_model_bytes") >= 3 * COPY);
-    cr_expect(key_num(json, "memory_gossip_bytes") == 0);
+    cr_expect(sgp_json_number(json, "memory_model_bytes") >= 3 * COPY);
+    cr_expect(sgp_json_number(json, "memory_gossip_bytes") == 0);
     free(json);
     check_parts(path);
     rmdir_all(d);
@@ -90,9 +81,9 @@ Test(peer_memory, sim_reports_every_peers_parts_and_they_add_up_to_the_rss)
     cr_assert_eq(o.status, 0, "%s", o.err);
     cr_expect(strstr(o.out, "memory a peer: peak RSS"), "%s", o.out);
     char *json = sgp_read_file(path);
-    cr_expect(key_num(json, "memory_peers") == 4);
+    cr_expect(sgp_json_number(json, "memory_peers") == 4);
     /* each peer's x and its edges' references at least */
-    cr_expect(key_num(json, "memory_gossip_bytes") >= 4 * 2 * COPY);
+    cr_expect(sgp_json_number(json, "memory_gossip_bytes") >= 4 * 2 * COPY);
     free(json);
     check_parts(path);
     rmdir_all(d);
@@ -114,7 +105,7 @@ Test(peer_memory, launch_reports_the_largest_peers_parts_and_they_add_up_to_its_
         check_parts(peer);
     }
     char *json = sgp_read_file(path);
-    cr_expect(key_num(json, "memory_peer") >= 0 && key_num(json, "peak_rss_bytes") > 0);
+    cr_expect(sgp_json_number(json, "memory_peer") >= 0 && sgp_json_number(json, "peak_rss_bytes") > 0);
     free(json);
     rmdir_all(d);
     free(d);

@@ -19,14 +19,6 @@ TestSuite(peer_modelcli, .timeout = 300);
 /* The embedded test images, as sgp reads them (nn/data, beside the tests). */
 #define TEST_IMAGES "nn/data/t10k-images-idx3-ubyte.gz"
 
-static double json_number(const char *text, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(text, pat);
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -73,13 +65,13 @@ Test(peer_modelcli, eval_agrees_with_training_and_writes_a_confusion_matrix)
     sgp_run(&o, "train", "--model", "mlp:64", "--epochs", "1", "--save-model", model, "--summary", summary,
             "--no-progress", NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
-    const double trained_acc = json_number(slurp(summary), "test_accuracy");
+    const double trained_acc = sgp_json_number(slurp(summary), "test_accuracy");
     sgp_run(&o, "eval", "--model-file", model, "--summary", eval, NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
     cr_assert(strstr(o.out, "confusion matrix"), "%s", o.out);
     const char *text = slurp(eval);
-    cr_assert_float_eq(json_number(text, "accuracy"), trained_acc, 1e-7, "eval %s, train %g", text, trained_acc);
-    cr_assert_eq(json_number(text, "samples"), 2000);
+    cr_assert_float_eq(sgp_json_number(text, "accuracy"), trained_acc, 1e-7, "eval %s, train %g", text, trained_acc);
+    cr_assert_eq(sgp_json_number(text, "samples"), 2000);
     /* the matrix counts every test sample once, its diagonal the correct ones */
     const char *p = strstr(text, "\"confusion\": [[");
     cr_assert(p, "%s", text);
