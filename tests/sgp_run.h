@@ -213,6 +213,19 @@ static inline double sgp_peer_number(const char *dir, int i, const char *key)
     return sgp_file_number(path, key);
 }
 
+/* Removes a passing test's directory (SGP_TEST_KEEP=1 keeps it, to look at
+ * the logs of a run that passed). */
+static inline void sgp_rm_rf(const char *dir)
+{
+    if (getenv("SGP_TEST_KEEP") && *getenv("SGP_TEST_KEEP") == '1') {
+        cr_log_info("kept %s", dir);
+        return;
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
 /* 1 if the file at PATH exists and contains NEEDLE. */
 static inline int sgp_file_has(const char *path, const char *needle)
 {

@@ -60,17 +60,6 @@ static int out_count(const char *dir, int i, const char *needle)
     return n;
 }
 
-static void rm_rf(const char *dir)
-{
-    if (getenv("SGP_TEST_KEEP") && *getenv("SGP_TEST_KEEP") == '1') {
-        cr_log_info("kept %s", dir);
-        return;
-    }
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
 /* MemAvailable of /proc/meminfo in bytes, or -1 if it cannot be read. */
 static double mem_available(void)
 {
@@ -219,7 +208,7 @@ static void join_big_model(const char *dead_timeout)
     cr_assert_eq(sgp_peer_number(dir, 1, "start_round"), 0, "%s", dir);
     check_model_file(dir, 0);
     check_model_file(dir, 1);
-    rm_rf(dir);
+    sgp_rm_rf(dir);
 }
 
 Test(peer_big_model, joiner_pulls_a_50m_parameter_model_from_a_real_peer) { join_big_model(NULL); }

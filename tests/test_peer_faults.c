@@ -137,19 +137,6 @@ static long injected_at(const char *dir, int peer)
     return at;
 }
 
-/* Removes a passing test's directory (SGP_TEST_KEEP=1 keeps it, to look at
- * the logs of a run that passed). */
-static void rm_rf(const char *dir)
-{
-    if (getenv("SGP_TEST_KEEP") && *getenv("SGP_TEST_KEEP") == '1') {
-        cr_log_info("kept %s", dir);
-        return;
-    }
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
 /* ---- running processes ---------------------------------------------------- */
 
 /* `sgp launch --peers 8 --topology exponential --model mlp:64 --seed 1
@@ -262,8 +249,8 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
     cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
                   "average of the survivors %.2f%% vs %.2f%% without faults (logs in %s and %s)", 100 * acc,
                   100 * base_acc, dir, base);
-    rm_rf(dir);
-    rm_rf(base);
+    sgp_rm_rf(dir);
+    sgp_rm_rf(base);
 }
 
 /* ---- sgp launch --stop ------------------------------------------------------ */
@@ -320,7 +307,7 @@ Test(peer_faults, sigstop_longer_than_dead_timeout_is_routed_around_then_back)
     const double acc2 = sgp_peer_number(run, 2, "test_accuracy");
     cr_assert_leq(fabs(acc2 - others), 0.010 + 1e-6, "peer 2 ends at %.2f%%, the others at %.2f%% (logs in %s)",
                   100 * acc2, 100 * others, dir);
-    rm_rf(dir);
+    sgp_rm_rf(dir);
 }
 
 /* ---- sgp launch --restart --------------------------------------------------- */
@@ -380,7 +367,7 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
     cr_assert_leq(fabs(acc4 - mean), 0.010 + 1e-6,
                   "at round %ld (2nd epoch end after the restart) peer 4 has %.2f%%, the others %.2f%% (logs in %s)",
                   at, 100 * acc4, 100 * mean, dir);
-    rm_rf(dir);
+    sgp_rm_rf(dir);
 }
 
 /* ---- a survivor whose in-neighbours all died ------------------------------- */
@@ -424,7 +411,7 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
     cr_assert(sgp_file_has(out, "push-sum weight ") && !sgp_file_has(out, "push-sum weight not known") &&
                   sgp_file_has(out, "comebacks: "),
               "sgp launch reports the run's weight and what the resumes changed (%s)", out);
-    rm_rf(dir);
+    sgp_rm_rf(dir);
 }
 
 /* ---- sgp launch --slow ------------------------------------------------------ */
@@ -470,8 +457,8 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
     cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
                   "average model %.2f%% with a straggler vs %.2f%% without (logs in %s and %s)", 100 * acc,
                   100 * base_acc, dir, base);
-    rm_rf(dir);
-    rm_rf(base);
+    sgp_rm_rf(dir);
+    sgp_rm_rf(base);
 }
 
 /* ---- sgp peer processes started by the test ------------------------------------ */
@@ -574,7 +561,7 @@ Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
     const double acc0 = sgp_peer_number(dir, 0, "test_accuracy"), acc1 = sgp_peer_number(dir, 1, "test_accuracy");
     cr_assert_leq(fabs(acc0 - acc1), 0.010 + 1e-6, "the joiner ends at %.2f%%, peer 1 at %.2f%% (logs in %s)",
                   100 * acc0, 100 * acc1, dir);
-    rm_rf(dir);
+    sgp_rm_rf(dir);
 }
 
 /* ---- a long SIGSTOP ---------------------------------------------------------- */
@@ -681,8 +668,8 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
     cr_log_info("long stop: mean accuracy %.2f%%, without the stop %.2f%%", 100 * acc, 100 * clean);
     cr_assert_leq(fabs(acc - clean), 0.008 + 1e-6, "peers end at %.2f%% on average, %.2f%% without the stop (logs in %s, %s)",
                   100 * acc, 100 * clean, dir, base);
-    rm_rf(dir);
-    rm_rf(base);
+    sgp_rm_rf(dir);
+    sgp_rm_rf(base);
 }
 
 /* ---- the ledger across a join and a restart ---------------------------------- */
@@ -729,7 +716,7 @@ Test(peer_faults, a_join_and_a_clean_restart_keep_the_ledger_exact)
     cr_assert_leq(fabs(m.held + m.in_flight - expect), 1e-6,
                   "total weight %.9g (%.3g in flight), expected 4 + %.9g rescaled - %.9g adopted (logs in %s)",
                   m.held + m.in_flight, m.in_flight, m.rescaled, m.adopted, dir);
-    rm_rf(dir);
+    sgp_rm_rf(dir);
 }
 
 /* ---- SIGTERM: a peer leaves -------------------------------------------------- */
@@ -775,5 +762,5 @@ Test(peer_faults, sigterm_stops_one_peer_cleanly_and_the_others_finish)
     for (int i = 0; i < 4; i++)
         if (i != 2)
             cr_assert_eq(sgp_peer_number(dir, i, "rounds"), 1000, "survivor %d ran every round (logs in %s)", i, dir);
-    rm_rf(dir);
+    sgp_rm_rf(dir);
 }

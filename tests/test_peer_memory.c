@@ -41,13 +41,6 @@ static char *tmpdir(void)
     return d;
 }
 
-static void rmdir_all(const char *d)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    cr_expect(system(cmd) == 0);
-}
-
 /* mlp:1024,1024 on MNIST: 1,863,690 parameters, 7.5 MB a copy: big enough
  * that the model, not the runtime, is what a run holds. */
 #define MODEL "mlp:1024,1024"
@@ -67,7 +60,7 @@ Test(peer_memory, train_reports_its_parts_and_they_add_up_to_the_rss)
     cr_expect(sgp_json_number(json, "memory_gossip_bytes") == 0);
     free(json);
     check_parts(path);
-    rmdir_all(d);
+    sgp_rm_rf(d);
     free(d);
 }
 
@@ -86,7 +79,7 @@ Test(peer_memory, sim_reports_every_peers_parts_and_they_add_up_to_the_rss)
     cr_expect(sgp_json_number(json, "memory_gossip_bytes") >= 4 * 2 * COPY);
     free(json);
     check_parts(path);
-    rmdir_all(d);
+    sgp_rm_rf(d);
     free(d);
 }
 
@@ -107,7 +100,7 @@ Test(peer_memory, launch_reports_the_largest_peers_parts_and_they_add_up_to_its_
     char *json = sgp_read_file(path);
     cr_expect(sgp_json_number(json, "memory_peer") >= 0 && sgp_json_number(json, "peak_rss_bytes") > 0);
     free(json);
-    rmdir_all(d);
+    sgp_rm_rf(d);
     free(d);
 }
 
