@@ -764,12 +764,6 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
     *codec = cs;
 }
 
-size_t gsp_edge_bytes(const gsp_peer *g)
-{
-    const size_t n = g->dim ? g->dim : 1;
-    return sizeof(gsp_edge) + n * sizeof(double) + (g->codec ? n * sizeof(float) : 0);
-}
-
 size_t gsp_msg_owned_bytes(const gsp_msg *m)
 {
     if (!m->owned)

@@ -272,8 +272,6 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
  * scratch (v, c, the sparse lists, the workspace, message buffers) into
  * *codec. What the memory breakdown of a summary reports. */
 void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec);
-/* Bytes one more edge will take (its totals or corrections, and its reference). */
-size_t gsp_edge_bytes(const gsp_peer *g);
 /* Bytes a message owns (gsp_msg_copy, or a driver's own block): 0 for a view. */
 size_t gsp_msg_owned_bytes(const gsp_msg *m);
 
