@@ -33,8 +33,8 @@ static void exported(const char *nm_flags, const char *file, char *out, size_t c
     cr_assert_eq(pclose(p), 0, "%s", cmd);
 }
 
-static const char API[] = "sgp_checkpoint\nsgp_close\nsgp_error\nsgp_open\nsgp_options_init\nsgp_status_get\n"
-                          "sgp_step\nsgp_version\n";
+static const char API[] = "sgp_checkpoint\nsgp_close\nsgp_error\nsgp_open\nsgp_options_init\n"
+                          "sgp_options_init_sized\nsgp_status_get\nsgp_step\nsgp_version\n";
 
 Test(lib_api, the_libraries_export_the_api_and_nothing_else)
 {
@@ -80,7 +80,14 @@ Test(lib_api, bad_calls_return_errors)
     o.id = 0;
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -ENOENT);
     cr_assert(strstr(err, "/no/such/cluster.conf"), "names the file: %s", err);
-    o.size = sizeof o - 8; /* built against another sgp.h */
+    o.local_steps = 0;
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "local_steps"), "%s", err);
+    o.local_steps = 10, o.outer = "adam:0.7";
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "outer") && strstr(err, "nesterov:LR:MOMENTUM"), "%s", err);
+    o.outer = NULL;
+    o.size = sizeof o + 8; /* built against an sgp.h of no release */
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
     cr_assert_null(p);
     cr_assert_eq(sgp_open(&p, &o, params, N, NULL, 0), -EINVAL, "no message buffer is fine");
@@ -202,4 +209,134 @@ Test(lib_api, two_peers_average_and_refuse_misuse, .timeout = 300)
     cr_assert_eq(sgp_step(closed, q[0].params, N), -EBADF);
     cr_assert_eq(sgp_close(closed), -EBADF);
     free(q);
+}
+
+/* ---- the 1000x setting through the library: local steps and the outer optimizer ---- */
+
+typedef struct outer_peer {
+    pair_peer *q;
+    int resume, rc;
+} outer_peer;
+
+static void *open_outer_peer(void *arg)
+{
+    outer_peer *op = arg;
+    pair_peer *q = op->q;
+    sgp_options o;
+    sgp_options_init(&o);
+    o.cluster = q->cluster, o.id = q->id, o.rounds = 4, o.checkpoint = q->checkpoint, o.resume = op->resume;
+    o.codec = "exact", o.local_steps = 4, o.outer = "sgd:1:0.5";
+    op->rc = sgp_open(&q->p, &o, q->params, N, q->err, sizeof q->err);
+    return NULL;
+}
+
+/* Every entry moves by -1 over a round's local steps (the caller's "gradient
+ * steps"), then both peers call sgp_step at once. */
+static void *outer_round(void *arg)
+{
+    outer_peer *op = arg;
+    for (int k = 0; k < N; k++)
+        op->q->params[k] -= 1.0f;
+    op->rc = sgp_step(op->q->p, op->q->params, N);
+    return NULL;
+}
+
+static void both(outer_peer op[2], void *(*fn)(void *))
+{
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, fn, &op[i]);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_geq(op[i].rc, 0, "peer %d: %s", i, op[i].q->p ? sgp_error(op[i].q->p) : op[i].q->err);
+    }
+}
+
+/* Each entry should be k + shift on both peers. */
+static void all_at(pair_peer *q, float shift, const char *when)
+{
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < N; k += 37)
+            cr_assert_float_eq(q[i].params[k], (float)k + shift, 1e-4f * (1 + k), "%s: peer %d, entry %d: %g, not %g",
+                               when, i, k, q[i].params[k], (float)k + shift);
+}
+
+Test(lib_api, the_outer_optimizer_steps_on_each_round_and_its_velocity_survives_a_restart, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-lib-outer-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    sgp_out out;
+    sgp_run(&out, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(out.status, 0, "%s", out.err);
+    static char cluster[256], ckpt[2][256];
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    pair_peer *q = calloc(2, sizeof *q);
+    outer_peer op[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(ckpt[i], sizeof ckpt[i], "%s/%d.ckpt", dir, i);
+        q[i].cluster = cluster, q[i].id = i, q[i].checkpoint = ckpt[i];
+        for (int k = 0; k < N; k++)
+            q[i].params[k] = (float)k;
+        op[i] = (outer_peer){.q = &q[i]};
+    }
+    both(op, open_outer_peer);
+    /* sgd:1:0.5 on the round's progress g = 1: v = 0.5 v + g, a -= v, so
+     * the model moves by 1, then 1.5 (plain SGP would move 1 a round). */
+    both(op, outer_round);
+    all_at(q, -1.0f, "round 1");
+    both(op, outer_round);
+    all_at(q, -2.5f, "round 2");
+    sgp_status s;
+    cr_assert_eq(sgp_status_get(q[0].p, &s), 0);
+    cr_assert_eq(s.local_steps, 8, "two rounds of local_steps 4: %ld", s.local_steps);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(sgp_checkpoint(q[i].p), 0, "%s", sgp_error(q[i].p));
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(sgp_close(q[i].p), 0);
+
+    /* Both restart from their checkpoints: the velocity 1.5 is back, so the
+     * next round moves by 0.5 * 1.5 + 1 = 1.75 (a fresh one would move 1). */
+    for (int i = 0; i < 2; i++)
+        op[i].resume = 1, q[i].p = NULL;
+    both(op, open_outer_peer);
+    all_at(q, -2.5f, "resumed");
+    both(op, outer_round);
+    all_at(q, -4.25f, "round 3, after the restart");
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(sgp_close(q[i].p), 0);
+    free(q);
+    sgp_rm_rf(dir);
+}
+
+/* A program built with the 0.1.0 header (tests/fixtures/abi-0.1.0, whose
+ * sgp_options is smaller and whose sgp_options_init is a function) runs
+ * unchanged against this libsgp.so: two processes of it average. */
+Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-lib-abi-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    const char *san = getenv("SGP_SANITIZER");
+    char cmd[2048], bin[512];
+    snprintf(bin, sizeof bin, "%s/caller", dir);
+    snprintf(cmd, sizeof cmd,
+             "cc -std=c99 -Wall -Werror %s -Itests/fixtures/abi-0.1.0 tests/fixtures/abi-0.1.0/caller.c -o %s "
+             "-L%s -lsgp -Wl,-rpath,%s",
+             san && *san ? "-fsanitize=address" : "", bin, build_dir(), build_dir());
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    sgp_out out;
+    sgp_run(&out, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(out.status, 0, "%s", out.err);
+    char cluster[512], outs[2][512], ids[2][4];
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(outs[i], sizeof outs[i], "%s/caller%d.out", dir, i);
+        snprintf(ids[i], sizeof ids[i], "%d", i);
+        char *argv[] = {bin, cluster, ids[i], NULL};
+        pids[i] = sgp_spawn(argv, outs[i]);
+    }
+    sgp_wait_all_ok(pids, 2, 4 * SGP_EVENT_LIMIT_S, dir);
+    for (int i = 0; i < 2; i++)
+        cr_assert(sgp_file_has(outs[i], "mean OK (sgp " SGP_VERSION ")"), "see %s", outs[i]);
+    sgp_rm_rf(dir);
 }

@@ -78,6 +78,8 @@ int round_peer_init(round_peer *rp, const round_config *c, const round_plan *pla
     }
     if (rc == 0 && train)
         rc = sgp_local_init(&rp->local, c->train, c->outer, &rp->shard, id, plan->per_batch, dim);
+    else if (rc == 0)
+        rc = sgp_local_init_external(&rp->local, c->outer, dim);
     if (rc == 0) {
         gsp_pace_config pc = {.topology = c->topology, .total_rounds = plan->total_rounds, .tau = c->tau,
                               .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,

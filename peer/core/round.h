@@ -98,7 +98,8 @@ typedef struct round_peer {
  * `id`. The same seeds in every driver: the simulator's peer i and the
  * networked peer i compute the same things. train NULL: no shard and no
  * local optimizer (the caller takes its own steps: libsgp; round_step is
- * then not called). 0, or a negative errno with a message. */
+ * then not called, and the driver brackets the caller's steps with
+ * outer_begin and outer_end on rp->local.outer). 0, or a negative errno with a message. */
 int round_peer_init(round_peer *rp, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
                     const float *x0, size_t dim, double now, char *err, size_t errlen);
 void round_peer_free(round_peer *rp);

@@ -21,6 +21,13 @@ int sgp_local_init(sgp_local *l, const train_opts *o, const outer_opts *outer, c
     return rc;
 }
 
+int sgp_local_init_external(sgp_local *l, const outer_opts *outer, size_t n_params)
+{
+    memset(l, 0, sizeof *l);
+    l->external = 1;
+    return outer_init(&l->outer, outer, n_params);
+}
+
 float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size)
 {
     int B = nn_batcher_next(&l->batches);

@@ -32,12 +32,16 @@ typedef struct sgp_local {
     nn_batcher batches;
     double clip;    /* gradient norm limit (0: none), before weight decay */
     int batch;      /* this peer's mini-batch */
+    int external;   /* the caller takes the steps with an optimizer of its own (libsgp): only outer is set */
 } sgp_local;
 
 /* batch: this peer's mini-batch size. Streams are seeded by (seed, peer).
  * outer: NULL or an outer optimizer (outer.h). */
 int sgp_local_init(sgp_local *l, const train_opts *o, const outer_opts *outer, const nn_dataset *shard, int peer,
                    int batch, size_t n_params);
+/* For a caller that steps itself (libsgp): no optimizer and no batches
+ * here, only the outer optimizer (outer may be NULL). -ENOMEM. */
+int sgp_local_init_external(sgp_local *l, const outer_opts *outer, size_t n_params);
 /* One step at the current round; returns the batch loss (0 for an empty shard). */
 float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
 void sgp_local_free(sgp_local *l);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 struct sgp_peer {
     member me;
     cmp_spec codec;
+    outer_opts outer;
     node_config config;
     node_result result;
     node_ext ext;
@@ -68,23 +70,42 @@ static int fail(sgp_peer *p, int rc, const char *fmt, const char *detail)
 
 const char *sgp_version(void) { return SGP_VERSION; }
 
-void sgp_options_init(sgp_options *o)
+/* sgp_options as 0.1.0 had it, up to `verbose`: its last field's end, and
+ * its size with the padding after it. A program built with that header
+ * calls the function sgp_options_init (below) and passes that size. */
+#define OPTIONS_0_1_END (offsetof(sgp_options, verbose) + sizeof(int))
+#define OPTIONS_0_1_SIZE \
+    ((OPTIONS_0_1_END + _Alignof(sgp_options) - 1) / _Alignof(sgp_options) * _Alignof(sgp_options))
+
+void sgp_options_init_sized(sgp_options *o, size_t size)
 {
     if (!o)
         return;
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->id = -1;
-    o->dead_timeout = 5.0;
-    o->round_timeout = 30.0;
-    o->seed = 1;
+    sgp_options d = {.size = size, .id = -1, .dead_timeout = 5.0, .round_timeout = 30.0, .seed = 1, .local_steps = 1};
+    memcpy(o, &d, size < sizeof d ? size : sizeof d); /* never past the caller's struct */
+}
+
+/* 0.1.0's entry point, for programs built with its header (where it was a
+ * function, not the macro): its struct is OPTIONS_0_1_SIZE bytes. */
+void(sgp_options_init)(sgp_options *o) { sgp_options_init_sized(o, OPTIONS_0_1_SIZE); }
+
+/* The caller's options as this version's struct: the fields its header had,
+ * defaults for the rest. -EINVAL for a size no version of sgp.h had. */
+static int options_of(const sgp_options *o, sgp_options *full)
+{
+    if (!o || (o->size != sizeof *o && o->size != OPTIONS_0_1_SIZE))
+        return -EINVAL;
+    sgp_options_init_sized(full, sizeof *full);
+    memcpy(full, o, o->size == sizeof *o ? sizeof *o : OPTIONS_0_1_END);
+    full->size = sizeof *full;
+    return 0;
 }
 
 static int check_options(const sgp_options *o, const float *params, size_t n, char *err, size_t errlen)
 {
     const char *why = NULL;
-    if (!o || o->size != sizeof *o)
-        why = "options not set up by this version's sgp_options_init";
+    if (!o)
+        why = "options not set up by sgp_options_init (their size is not one this library knows)";
     else if (!o->cluster)
         why = "no cluster file (options.cluster)";
     else if (o->rounds < 1)
@@ -97,6 +118,8 @@ static int check_options(const sgp_options *o, const float *params, size_t n, ch
              o->codec_warmup < 0 || o->checkpoint_every < 0 || o->round_deadline < 0)
         why = "an option is out of range (rounds_per_epoch, tau 0..1000, step 0..1, codec_warmup, "
               "checkpoint_every, round_deadline)";
+    else if (o->local_steps < 1 || o->local_steps > 100000)
+        why = "options.local_steps must be 1 to 100000";
     else if (!(o->dead_timeout >= 0.01) || !(o->round_timeout >= 0.01))
         why = "dead_timeout and round_timeout must be at least 0.01 s";
     if (why)
@@ -136,6 +159,13 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
             return -EINVAL;
         }
     }
+    if (o->outer) {
+        char why[256];
+        if (outer_opts_parse(&p->outer, o->outer, why, sizeof why) < 0) {
+            snprintf(err, errlen, "sgp_open: outer: %s", why);
+            return -EINVAL;
+        }
+    }
     if ((rc = member_open(&p->me, o->cluster, o->id, o->key, err, errlen)) < 0)
         return rc == -ESRCH ? -EINVAL : rc;
     if (o->log && !(p->log = fopen(o->log, o->resume ? "a" : "w"))) {
@@ -153,6 +183,8 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
     c->train.seed = o->seed;
     c->cluster = &p->me.cluster, c->key = &p->me.key, c->topology = &p->me.topology, c->id = p->me.id;
     c->tau = o->tau;
+    c->local_steps = o->local_steps;
+    c->outer = p->outer.lr > 0 ? &p->outer : NULL;
     c->codec = strcmp(codec, "exact") ? &p->codec : NULL;
     c->step = o->step, c->codec_warmup = o->codec_warmup;
     c->dead_timeout = o->dead_timeout, c->round_timeout = o->round_timeout, c->round_deadline = o->round_deadline;
@@ -174,7 +206,8 @@ int sgp_open(sgp_peer **peer, const sgp_options *o, float *params, size_t n, cha
         return -EINVAL;
     }
     *peer = NULL;
-    int rc = check_options(o, params, n, err, errlen);
+    sgp_options full;
+    int rc = check_options(options_of(o, &full) == 0 ? &full : NULL, params, n, err, errlen);
     if (rc < 0)
         return rc;
     sgp_peer *p = calloc(1, sizeof *p);
@@ -182,7 +215,7 @@ int sgp_open(sgp_peer **peer, const sgp_options *o, float *params, size_t n, cha
         snprintf(err, errlen, "sgp_open: out of memory");
         return -ENOMEM;
     }
-    if ((rc = configure(p, o, params, n, err, errlen)) < 0) {
+    if ((rc = configure(p, &full, params, n, err, errlen)) < 0) {
         peer_free(p);
         return rc;
     }

@@ -74,7 +74,7 @@
 extern "C" {
 #endif
 
-#define SGP_VERSION "0.1.0"
+#define SGP_VERSION "0.2.0"
 #define SGP_DONE 1 /* sgp_step: the run is over, params hold the final model */
 
 typedef struct sgp_peer sgp_peer;
@@ -101,6 +101,13 @@ typedef struct sgp_options {
     uint64_t seed;           /* the codecs' random streams; the same on every peer of a run [1] */
     const char *log;         /* JSON lines per round and per event (appended to with resume); NULL: none */
     int verbose;             /* 1: events (neighbour lost, catch-up, ...) as lines on stderr [0] */
+    /* ---- from 0.2.0 on (a program built with an older sgp.h gets the defaults) ---- */
+    int local_steps;         /* H: your optimizer steps between two sgp_step calls; a round is H steps
+                              * (rounds and rounds_per_epoch count rounds). The codec's lag limit
+                              * follows H, as in `sgp peer --local-steps` [1] */
+    const char *outer;       /* the outer optimizer on each round's progress (DiLoCo-style): NULL or
+                              * "none", "sgd:LR[:MOMENTUM]", "nesterov:LR:MOMENTUM", as `sgp peer --outer`;
+                              * its velocity goes into the checkpoint [NULL] */
 } sgp_options;
 
 typedef struct sgp_status {
@@ -119,8 +126,11 @@ typedef struct sgp_status {
     int done;                /* the run is over */
 } sgp_status;
 
-/* Defaults, and o->size. */
-void sgp_options_init(sgp_options *o);
+/* Defaults, and o->size = size: the size of the sgp_options your program
+ * was compiled with, which is how the library tells which fields it has
+ * (sgp_open refuses a size it does not know). Use the macro. */
+void sgp_options_init_sized(sgp_options *o, size_t size);
+#define sgp_options_init(o) sgp_options_init_sized((o), sizeof(sgp_options))
 
 /* Join the run as peer o->id with n parameters (the same n on every peer).
  * params holds your initial parameters; on return it holds the model to

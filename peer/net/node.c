@@ -426,6 +426,7 @@ static void on_ext_wake(uv_async_t *a)
         return;
     }
     if (asks.stepped) {
+        outer_end(&n->rp.local.outer, &n->rp.g); /* as round_step ends the node's own steps */
         after_step(&n->work, 0);
         return;
     }
@@ -479,7 +480,7 @@ static void after_step(uv_work_t *w, int status)
     if (status < 0)
         return; /* cancelled at shutdown */
     if (n->c->ext)
-        n->rp.steps++; /* the caller's step of this round (round_step counts the node's own) */
+        n->rp.steps += n->plan.local_steps; /* the caller's steps of this round (round_step counts the node's own) */
     n->r->local_steps = n->rp.steps;
     n->epoch_loss += n->rp.loss, n->epoch_steps++;
     const double now = clock_now();
@@ -605,6 +606,7 @@ static void maybe_start(node *n)
     n->computing = 1;
     n->round_start = now;
     if (n->c->ext) {
+        outer_begin(&n->rp.local.outer, &n->rp.g); /* the caller's H steps start from the model handed out */
         ext_hand_out(n);
         return;
     }
@@ -696,7 +698,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     size_t dim;
     int rc;
     if (c->ext) { /* the caller's parameters and run length; it steps itself */
-        n->plan = (round_plan){.local_steps = 1, .steps_per_epoch = c->ext->rounds_per_epoch,
+        n->plan = (round_plan){.local_steps = c->local_steps > 1 ? c->local_steps : 1,
+                               .steps_per_epoch = c->ext->rounds_per_epoch * (c->local_steps > 1 ? c->local_steps : 1),
                                .rounds_per_epoch = c->ext->rounds_per_epoch, .total_rounds = c->ext->rounds};
         x0 = c->ext->params, dim = c->ext->dim;
     } else {

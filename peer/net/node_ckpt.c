@@ -7,13 +7,10 @@
 #include "peer/net/node_ext.h"
 #include "peer/net/node_state.h"
 
-/* The local optimizer's state, which a caller stepping itself keeps on its own. */
-static sgp_local *local_state(node *n) { return n->c->ext ? NULL : &n->rp.local; }
-
 static void write_checkpoint(uv_work_t *w)
 {
     node *n = w->data;
-    n->ckpt_rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, local_state(n), n->ckpt_err, sizeof n->ckpt_err);
+    n->ckpt_rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, &n->rp.local, n->ckpt_err, sizeof n->ckpt_err);
 }
 
 /* A checkpoint write's outcome: counted, or one event line (training goes
@@ -64,7 +61,7 @@ void node_checkpoint_now(node *n)
         return;
     }
     n->ckpt_final = 0;
-    int rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, local_state(n), err, sizeof err);
+    int rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, &n->rp.local, err, sizeof err);
     written_count(n, rc, err);
     if (n->c->ext)
         node_ext_checkpointed(n->c->ext, rc);
@@ -78,7 +75,7 @@ void node_resume(node *n)
 {
     const node_config *c = n->c;
     char used[4400], err[9000];
-    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->rp.g, local_state(n), used, sizeof used, err,
+    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->rp.g, &n->rp.local, used, sizeof used, err,
                                        sizeof err)
                            : -ENOENT;
     if (rc == 0) {

@@ -144,26 +144,28 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
     put_u64(b, (uint64_t)g->round);
     put_f64(b, g->w);
     put(b, g->x, dim * sizeof(float));
-    if (l) {
+    if (l && !l->external) {
         size_t n;
         long *steps;
         const float *state = nn_optimizer_state((nn_optimizer *)&l->opt, &n, &steps);
         put_u32(b, (uint32_t)l->opt.kind);
         put_u64(b, steps ? (uint64_t)*steps : 0);
         put(b, state, n * sizeof(float));
-        put_u32(b, (uint32_t)outer_on(&l->outer));
-        if (outer_on(&l->outer))
-            put(b, l->outer.sgd.velocity, dim * sizeof(float));
+    } else /* the caller's optimizer keeps its own state (libsgp): written as SGD with a zero velocity */
+        put(b, NULL, sizeof(uint32_t) + sizeof(uint64_t) + dim * sizeof(float));
+    const int outer = l && outer_on(&l->outer);
+    put_u32(b, (uint32_t)outer);
+    if (outer)
+        put(b, l->outer.sgd.velocity, dim * sizeof(float));
+    if (l && !l->external) {
         const nn_batcher *bt = &l->batches;
         put(b, bt->rng.s, sizeof bt->rng.s);
         put_u64(b, (uint64_t)bt->pos);
         put_u64(b, (uint64_t)bt->epoch);
         put_u64(b, (uint64_t)bt->d->n);
         put(b, bt->perm, (size_t)bt->d->n * sizeof(int));
-    } else { /* the caller's optimizer keeps its own state (libsgp): SGD, a zero velocity, an empty batch stream */
-        put(b, NULL, sizeof(uint32_t) + sizeof(uint64_t) + dim * sizeof(float) + sizeof(uint32_t) +
-                         sizeof l->batches.rng.s + 3 * sizeof(uint64_t));
-    }
+    } else /* and an empty batch stream */
+        put(b, NULL, sizeof l->batches.rng.s + 3 * sizeof(uint64_t));
     put_u32(b, (uint32_t)g->n_in);
     for (int k = 0; k < g->n_in; k++) {
         const gsp_edge *e = &g->in[k];
@@ -276,9 +278,12 @@ static void run_name(char *out, size_t cap, const char *name, size_t name_len, c
     snprintf(out, cap, "'%.*s' (cluster id %02x%02x%02x%02x...)", (int)name_len, name, id[0], id[1], id[2], id[3]);
 }
 
-static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, const char **why,
+static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *local, const char **why,
                     char *detail, size_t detail_len)
 {
+    /* l: the local optimizer and batches, which a caller stepping itself
+     * keeps on its own (its outer optimizer is still restored from local) */
+    sgp_local *l = local && !local->external ? local : NULL;
     uint8_t *data = NULL;
     size_t len = 0;
     int rc = map_whole(path, &data, &len);
@@ -357,7 +362,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     b.p += opt_n * sizeof(float);
     /* Version 5 on: the outer optimizer's velocity, if the run has one. */
     const uint32_t outer = version >= 5 ? get_u32(&b) : 0;
-    if (!b.failed && outer != (uint32_t)(l && outer_on(&l->outer))) {
+    if (!b.failed && outer != (uint32_t)(local && outer_on(&local->outer))) {
         *why = outer ? "written with an outer optimizer (--outer); this run has none"
                      : "written without an outer optimizer; this run has one (--outer)";
         rc = -ESTALE;
@@ -412,12 +417,12 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
         memcpy(state, opt_state, n * sizeof(float));
         if (steps)
             *steps = (long)opt_steps;
-        if (outer)
-            memcpy(l->outer.sgd.velocity, outer_velocity, dim * sizeof(float));
         l->batches.rng = rng;
         l->batches.pos = (int)pos, l->batches.epoch = (long)epoch;
         memcpy(l->batches.perm, perm, perm_n * sizeof(int));
     }
+    if (outer)
+        memcpy(local->outer.sgd.velocity, outer_velocity, dim * sizeof(float));
     ibuf eb = {edges, b.end, 0};
     for (uint32_t k = 0; k < n_in; k++) {
         gsp_edge *e = gsp_in_edge(g, (int)get_u32(&eb));

@@ -50,8 +50,13 @@ typedef struct ckpt_run {
  * networked peer holds its next round: peer/net/node_ckpt.c). */
 int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen);
 
-/* Restore into g (made by gsp_init + gsp_set_codec for this run, no messages
- * yet) and l (sgp_local_init'ed). Returns 0 and the file used, -ENOENT when
+/* l: the local optimizer, outer optimizer and batch stream (sgp_local_init),
+ * or for a caller stepping itself only the outer optimizer
+ * (sgp_local_init_external: its own optimizer is written as an SGD velocity
+ * of zeros), or NULL.
+ *
+ * Restore into g (made by gsp_init + gsp_set_codec for this run, no messages
+ * yet) and l (initialised as for the run that wrote it). Returns 0 and the file used, -ENOENT when
  * neither PATH nor PATH.prev exists, or another negative errno when none is
  * whole or they belong to another run (err says which file and why; g and l
  * are then unchanged). */
