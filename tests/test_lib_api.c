@@ -340,3 +340,41 @@ Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
         cr_assert(sgp_file_has(outs[i], "mean OK (sgp " SGP_VERSION ")"), "see %s", outs[i]);
     sgp_rm_rf(dir);
 }
+
+/* `make install PREFIX=...` and a program built the way sgp.h tells C users
+ * to: cc app.c $(pkg-config --cflags --libs sgp). The C example, built so
+ * from the installed files only, runs as two peers of a run. */
+Test(lib_api, make_install_then_a_pkg_config_build_runs_as_two_peers, .timeout = 600)
+{
+    char dir[] = "/tmp/sgp-lib-install-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    const char *san = getenv("SGP_SANITIZER");
+    char cmd[4096], bin[512], log[512];
+    snprintf(log, sizeof log, "%s/install.log", dir);
+    snprintf(cmd, sizeof cmd, "make --no-print-directory install PREFIX=%s/prefix SANITIZER=%s >%s 2>&1", dir,
+             san ? san : "", log);
+    cr_assert_eq(system(cmd), 0, "%s (see %s)", cmd, log);
+    snprintf(bin, sizeof bin, "%s/softmax", dir);
+    snprintf(cmd, sizeof cmd,
+             "cp peer/lib/examples/softmax.c %s/app.c && cd %s && "
+             "cc %s app.c -o softmax $(PKG_CONFIG_PATH=%s/prefix/lib/pkgconfig pkg-config --cflags --libs sgp) -lz -lm "
+             ">>%s 2>&1 && ldd softmax | grep -q '%s/prefix/lib/libsgp.so'",
+             dir, dir, san && *san ? "-fsanitize=address" : "", dir, log, dir);
+    cr_assert_eq(system(cmd), 0, "%s (see %s)", cmd, log);
+    sgp_out out;
+    sgp_run(&out, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(out.status, 0, "%s", out.err);
+    char cluster[512], outs[2][512], ids[2][4];
+    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(outs[i], sizeof outs[i], "%s/peer%d.out", dir, i);
+        snprintf(ids[i], sizeof ids[i], "%d", i);
+        char *argv[] = {bin, "--cluster", cluster, "--id", ids[i], "--epochs", "1", "--codec", "stc:0.1", NULL};
+        pids[i] = sgp_spawn(argv, outs[i]);
+    }
+    sgp_wait_all_ok(pids, 2, 4 * SGP_EVENT_LIMIT_S, dir);
+    for (int i = 0; i < 2; i++)
+        cr_assert(sgp_file_has(outs[i], "test accuracy"), "see %s", outs[i]);
+    sgp_rm_rf(dir);
+}

@@ -61,8 +61,23 @@
  * current model from a neighbour) and writes the model to continue from into
  * params: restore your optimizer state for that round.
  *
- * Link with build/libsgp.so (or build/libsgp.a and `pkg-config --libs
- * openblas msgpack libuv libsodium zlib` -lm -lpthread).
+ * Local steps (the 1000x setting of `sgp peer`). With o.local_steps = H
+ * you take H optimizer steps between two sgp_step calls: each call is one
+ * round, and messages go out once per H steps. o.outer adds the outer
+ * optimizer: the round's progress (the model handed out minus the one you
+ * come back with) is a pseudo-gradient for SGD or Nesterov momentum, whose
+ * velocity stays on this peer and goes into its checkpoint.
+ *
+ * Building. After `make install PREFIX=...`: cc app.c $(pkg-config --cflags
+ * --libs sgp) (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix of your
+ * own; the library path is built into the program). From the source tree:
+ * -Ipeer/lib -Lbuild -lsgp, or build/libsgp.a and `pkg-config --libs
+ * openblas msgpack libuv libsodium zlib` -lm -lpthread.
+ *
+ * Versions. sgp_options_init is a macro that passes the size of the struct
+ * your program was built with: a program built with an older sgp.h keeps
+ * working with a newer library (the fields it did not know take their
+ * defaults).
  */
 #ifndef SGP_H
 #define SGP_H
