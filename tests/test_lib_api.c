@@ -15,12 +15,6 @@
 
 #define N 1000
 
-static const char *build_dir(void)
-{
-    const char *b = getenv("SGP_BUILD");
-    return b ? b : "build";
-}
-
 /* The names `nm` lists as defined global functions or data of FILE, sorted. */
 static void exported(const char *nm_flags, const char *file, char *out, size_t cap)
 {
@@ -39,10 +33,10 @@ static const char API[] = "sgp_checkpoint\nsgp_close\nsgp_error\nsgp_open\nsgp_o
 Test(lib_api, the_libraries_export_the_api_and_nothing_else)
 {
     char path[1024], names[65536];
-    snprintf(path, sizeof path, "%s/libsgp.so", build_dir());
+    snprintf(path, sizeof path, "%s/libsgp.so", sgp_build_dir());
     exported("-D --defined-only", path, names, sizeof names);
     cr_assert_str_eq(names, API, "libsgp.so exports:\n%s", names);
-    snprintf(path, sizeof path, "%s/libsgp.a", build_dir());
+    snprintf(path, sizeof path, "%s/libsgp.a", sgp_build_dir());
     exported("-g --defined-only", path, names, sizeof names);
     cr_assert_str_eq(names, API, "libsgp.a exports:\n%s", names);
 }
@@ -321,7 +315,7 @@ Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
     snprintf(cmd, sizeof cmd,
              "cc -std=c99 -Wall -Werror %s -Itests/fixtures/abi-0.1.0 tests/fixtures/abi-0.1.0/caller.c -o %s "
              "-L%s -lsgp -Wl,-rpath,%s",
-             san && *san ? "-fsanitize=address" : "", bin, build_dir(), build_dir());
+             san && *san ? "-fsanitize=address" : "", bin, sgp_build_dir(), sgp_build_dir());
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     sgp_out out;
     sgp_run(&out, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);

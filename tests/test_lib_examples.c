@@ -13,12 +13,6 @@
 #define PEERS 4
 #define CODEC "stc:0.1"
 
-static const char *build_dir(void)
-{
-    const char *b = getenv("SGP_BUILD");
-    return b ? b : "build";
-}
-
 /* The last "test accuracy A%" in the file, in percent (-1 if none). */
 static double accuracy_in(const char *path)
 {
@@ -50,34 +44,16 @@ typedef struct example {
     int checkpoints;      /* takes --checkpoint FILE (the C program) */
 } example;
 
-/* The Python examples load this build's libsgp.so; under ASan its runtime
- * must be loaded first (and Python's own allocations are not ours to check). */
-static void python_env(void)
-{
-    char lib[1024];
-    snprintf(lib, sizeof lib, "%s/libsgp.so", build_dir());
-    setenv("SGP_LIB", lib, 1);
-    const char *san = getenv("SGP_SANITIZER");
-    if (san && !strcmp(san, "address")) {
-        FILE *p = popen("cc -print-file-name=libasan.so", "r");
-        cr_assert(p && fgets(lib, sizeof lib, p));
-        pclose(p);
-        lib[strcspn(lib, "\n")] = 0;
-        setenv("LD_PRELOAD", lib, 1);
-        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
-    }
-}
-
 static void example_of(example *e, int numpy)
 {
     memset(e, 0, sizeof *e);
     static char bin[1024];
     if (numpy) {
-        python_env();
+        sgp_python_env();
         e->argv[e->argc++] = python();
         e->argv[e->argc++] = "peer/python/examples/softmax_numpy.py";
     } else {
-        snprintf(bin, sizeof bin, "%s/examples/softmax", build_dir());
+        snprintf(bin, sizeof bin, "%s/examples/softmax", sgp_build_dir());
         e->argv[e->argc++] = bin;
         e->checkpoints = 1;
     }

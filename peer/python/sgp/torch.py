@@ -1,0 +1,321 @@
+"""sgp for PyTorch: a zero-copy TorchPeer and an optimizer wrapper.
+
+``Optimizer`` wraps the optimizer you already have; your loop does not
+change::
+
+    import torch, sgp.torch
+    opt = sgp.torch.Optimizer(torch.optim.AdamW(model.parameters(), lr=3e-4),
+                              cluster="run/cluster.conf", steps=10_000, local_steps=10,
+                              outer="nesterov:0.7:0.9", codec="stc:0.04")
+    shard = my_data[opt.id::opt.peers]        # this peer's share of the data
+    for x, y in batches(shard):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()                            # the inner step; every 10th also gossips
+        opt.zero_grad()
+        if opt.done:                          # the run's last round: params hold the final model
+            break
+    opt.close()
+
+``TorchPeer`` is the same machinery one level down: you call
+``peer.step()`` once a round, after your own optimizer steps.
+
+Zero copy. Both rebind the model's parameters (``p.data``) as views of one
+flat float32 buffer that libsgp reads and mixes in place: no packing or
+unpacking per step, and the Parameter objects stay the same, so the
+optimizer's state (momentum, Adam moments, keyed by parameter) stays valid.
+Keep the model where it is after wrapping (``model.to(...)`` or assigning a
+new ``p.data`` would leave the buffer; ``step`` checks and raises
+``sgp.Error``). A model on a GPU stays there: its flat buffer is on the GPU,
+and each round goes through one pinned host buffer with non-blocking copies
+(device to host before the exchange, host to device after).
+
+Buffers (``buffers=``). ``"average"`` (the default): the model's float32
+buffers, e.g. batch-norm running means and variances, are views of the same
+flat buffer and are mixed like the parameters, so a peer's statistics follow
+its averaged weights. ``"local"``: they stay this peer's own. Integer buffers
+(``num_batches_tracked``) and buffers of other float types are always local.
+``Optimizer`` sees only the optimizer's parameters: pass ``model=`` to have
+its buffers mixed too.
+"""
+
+import errno
+import math
+import os
+import tempfile
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+import torch
+
+from . import Error, Peer, __version__
+
+__all__ = ["TorchPeer", "Optimizer", "BUFFERS"]
+
+BUFFERS = ("average", "local")
+"""What happens to a model's float32 buffers: mixed like the parameters, or kept local."""
+
+
+def _mixed_buffers(model: Optional[torch.nn.Module], buffers: str) -> List[torch.Tensor]:
+    if buffers not in BUFFERS:
+        raise Error(errno.EINVAL, "buffers=%r: expected one of %s" % (buffers, ", ".join(BUFFERS)))
+    if model is None or buffers == "local":
+        return []
+    return [b for b in model.buffers() if b.dtype == torch.float32]
+
+
+class _Flat:
+    """Tensors rebound as views of one flat float32 buffer on their device,
+    and the host vector libsgp mixes: that buffer itself on the CPU, one
+    pinned copy of it for a GPU."""
+
+    def __init__(self, tensors: Iterable[torch.Tensor]) -> None:
+        unique: Dict[int, torch.Tensor] = {}
+        for t in tensors:
+            unique.setdefault(id(t), t)
+        self.tensors = list(unique.values())
+        if not self.tensors:
+            raise Error(errno.EINVAL, "no parameters to gossip")
+        devices = {t.device for t in self.tensors}
+        if len(devices) != 1:
+            raise Error(errno.EINVAL, "the parameters are on several devices (%s): sgp mixes one flat buffer"
+                        % ", ".join(sorted(str(d) for d in devices)))
+        other = sorted({str(t.dtype) for t in self.tensors if t.dtype != torch.float32})
+        if other:
+            raise Error(errno.EINVAL, "sgp mixes float32 parameters; this model has %s (model.float() converts it)"
+                        % ", ".join(other))
+        self.device = devices.pop()
+        self.n = sum(t.numel() for t in self.tensors)
+        self.flat = torch.empty(self.n, dtype=torch.float32, device=self.device)
+        with torch.no_grad():
+            i = 0
+            for t in self.tensors:
+                k = t.numel()
+                self.flat[i:i + k].copy_(t.detach().reshape(-1))
+                t.data = self.flat[i:i + k].view_as(t)
+                i += k
+        if self.device.type == "cpu":
+            self.host = self.flat
+        else:
+            self.host = torch.empty(self.n, dtype=torch.float32, pin_memory=True)
+            self.host.copy_(self.flat)
+        self.array = self.host.numpy()  # shares the host buffer's memory: what libsgp reads and writes
+
+    def check(self) -> None:
+        """Every tensor still lives in the flat buffer."""
+        base = self.flat.data_ptr()
+        end = base + 4 * self.n
+        for t in self.tensors:
+            if t.numel() and not base <= t.data_ptr() < end:
+                raise Error(errno.EINVAL, "a parameter of shape %s no longer lives in sgp's buffer (the model was "
+                            "moved or its .data replaced after wrapping): wrap the model where it will train"
+                            % tuple(t.shape))
+
+    def to_host(self) -> None:
+        if self.host is not self.flat:
+            self.host.copy_(self.flat, non_blocking=True)
+            torch.cuda.current_stream(self.device).synchronize()
+
+    def from_host(self) -> None:
+        # ordered before the next kernel on the stream; the host buffer is
+        # not written again before the next to_host, which follows it
+        if self.host is not self.flat:
+            self.flat.copy_(self.host, non_blocking=True)
+
+
+class TorchPeer(Peer):
+    """A Peer over a torch model: its parameters (and float32 buffers, with
+    buffers="average") become views of one flat float32 buffer that libsgp
+    mixes in place. Call step() after each round's optimizer step(s).
+
+    Every keyword of sgp.Peer is accepted (cluster, rounds, codec,
+    local_steps, outer, checkpoint, resume, ...). The constructor blocks
+    until the cluster is up and writes the model to start from into the
+    parameters (the checkpoint's or a neighbour's with resume=True).
+    """
+
+    def __init__(self, model: torch.nn.Module, *, buffers: str = "average", **options: Any) -> None:
+        self.flat = _Flat(list(model.parameters()) + _mixed_buffers(model, buffers))
+        super().__init__(self.flat.array, **options)
+        self.flat.from_host()
+
+    @property
+    def buffer(self):
+        """The host float32 vector libsgp mixes (a NumPy view)."""
+        return self.flat.array
+
+    def step(self, params: Any = None) -> bool:
+        """After the optimizer step(s) of a round: mix the model in place.
+        True once it holds the final model."""
+        if params is not None:
+            raise TypeError("TorchPeer.step() takes no vector: it mixes the model's own parameters")
+        self.flat.check()
+        self.flat.to_host()
+        done = super().step(self.flat.array)
+        self.flat.from_host()
+        return done
+
+
+class Optimizer(torch.optim.Optimizer):
+    """Your optimizer, gossiping through sgp every local_steps steps.
+
+    step() runs the inner optimizer's step and, after every local_steps of
+    them (and after the last), one sgp round: push a compressed share, take
+    in the neighbours', and with outer= take the outer optimizer's step on
+    the round's progress. param_groups, state, zero_grad and learning-rate
+    schedulers work as on the inner optimizer.
+
+    optimizer: the inner optimizer (its parameters are gossiped).
+    cluster: the cluster file (``sgp launch --prepare`` writes one).
+    steps: how many optimizer steps every peer takes; the run has
+        ceil(steps / local_steps) rounds.
+    local_steps, outer, codec: the recipe (``sgp peer`` options of the same names).
+    model: pass it to have its float32 buffers mixed too (see buffers).
+    checkpoint: the gossip checkpoint file; state_dict() includes its
+        contents. None: a file in a private temporary directory.
+    Other keywords go to sgp.Peer (id, key, tau, step, codec_warmup,
+    dead_timeout, round_timeout, round_deadline, checkpoint_every, seed,
+    log, verbose, rounds_per_epoch).
+
+    The peer is opened (which waits for the cluster) at the first of step(),
+    load_state_dict(), or reading id, peers, status() or peer.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, cluster: str, steps: int, local_steps: int = 1,
+                 outer: Optional[str] = None, codec: Optional[str] = None, model: Optional[torch.nn.Module] = None,
+                 buffers: str = "average", checkpoint: Optional[str] = None, **options: Any) -> None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError("sgp.torch.Optimizer wraps a torch.optim.Optimizer, not %s" % type(optimizer).__name__)
+        if int(steps) < 1 or int(local_steps) < 1:
+            raise Error(errno.EINVAL, "steps and local_steps must be at least 1 (steps=%s, local_steps=%s)"
+                        % (steps, local_steps))
+        for key in ("rounds", "resume", "params"):
+            if key in options:
+                raise TypeError("%r is set by sgp.torch.Optimizer (from steps, and load_state_dict)" % key)
+        self.optimizer = optimizer
+        self.total_steps, self.local_steps = int(steps), int(local_steps)
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        self._flat = _Flat(params + _mixed_buffers(model, buffers))
+        self._tmp = None
+        if checkpoint is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="sgp-torch-")
+            checkpoint = os.path.join(self._tmp.name, "gossip.ckpt")
+        self._checkpoint = os.fspath(checkpoint)
+        self._options = dict(options, cluster=cluster, rounds=math.ceil(self.total_steps / self.local_steps),
+                             local_steps=self.local_steps, outer=outer, codec=codec, checkpoint=self._checkpoint)
+        self._peer: Optional[Peer] = None
+        self._steps = 0
+        self.done = False
+        """True once the run's last round is over: the parameters hold the final model."""
+
+    # ---- what a torch.optim.Optimizer is: the inner one's -----------------------
+    @property
+    def param_groups(self) -> List[Dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Dict[Any, Any]:
+        return self.optimizer.state
+
+    @property
+    def defaults(self) -> Dict[str, Any]:
+        return self.optimizer.defaults
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        raise Error(errno.EINVAL, "sgp gossips the parameters the optimizer had when it was wrapped: "
+                    "add the group to the inner optimizer before wrapping it")
+
+    def __repr__(self) -> str:
+        return "sgp.torch.Optimizer(%r, local_steps=%d, outer=%r, codec=%r)" % (
+            self.optimizer, self.local_steps, self._options["outer"], self._options["codec"])
+
+    # ---- the peer ------------------------------------------------------------------
+    def _open(self, resume: bool = False) -> Peer:
+        if self._peer is None:
+            self._peer = Peer(self._flat.array, resume=resume, **self._options)
+            self._flat.from_host()
+        return self._peer
+
+    @property
+    def peer(self) -> Peer:
+        """The sgp.Peer underneath (opened if it is not yet)."""
+        return self._open()
+
+    @property
+    def id(self) -> int:
+        """This peer's id in the cluster (to shard your data)."""
+        return self._open().status()["id"]
+
+    @property
+    def peers(self) -> int:
+        """The cluster's number of peers."""
+        return self._open().status()["peers"]
+
+    def status(self) -> Dict[str, Any]:
+        """sgp.Peer.status(): round, weight, bytes sent and received, fault counters."""
+        return self._open().status()
+
+    def step(self, closure: Optional[Callable[[], float]] = None) -> Optional[float]:
+        """The inner optimizer's step; after every local_steps of them (and
+        the last), one gossip round. Returns the closure's loss, if any."""
+        peer = self._open()
+        loss = self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+        self._steps += 1
+        if not self.done and (self._steps % self.local_steps == 0 or self._steps >= self.total_steps):
+            self._flat.check()
+            self._flat.to_host()
+            self.done = peer.step(self._flat.array)
+            self._flat.from_host()
+        return loss
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The inner optimizer's state_dict plus sgp's: the steps taken up to
+        the current round's start, and the gossip checkpoint (push-sum state,
+        codec references, outer velocity) as bytes. Taken right after a
+        gossip step (steps a multiple of local_steps) it is exact; taken
+        mid-round, a restore starts that round again from its beginning."""
+        sd = {"optimizer": self.optimizer.state_dict(),
+              "sgp": {"version": __version__, "steps": self._steps - self._steps % self.local_steps}}
+        if self._peer is not None and not self.done:
+            self._peer.checkpoint()
+            with open(self._checkpoint, "rb") as f:
+                sd["sgp"]["checkpoint"] = f.read()
+        return sd
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Restore a state_dict() into a fresh wrapper, before its first
+        step: the inner optimizer's state, and the gossip state, from which
+        the peer rejoins its run (the parameters take the checkpoint's model;
+        without a checkpoint, a neighbour's)."""
+        if self._peer is not None:
+            raise Error(errno.EBUSY, "load_state_dict must come before the first step (the peer has joined its "
+                        "run already): restore into a fresh sgp.torch.Optimizer")
+        if "optimizer" not in state_dict or "sgp" not in state_dict:
+            raise Error(errno.EINVAL, "not a state_dict of sgp.torch.Optimizer (no 'optimizer' and 'sgp' keys)")
+        self.optimizer.load_state_dict(state_dict["optimizer"])
+        mine = state_dict["sgp"]
+        self._steps = int(mine["steps"])
+        if mine.get("checkpoint"):
+            tmp = self._checkpoint + ".loading"
+            with open(tmp, "wb") as f:
+                f.write(mine["checkpoint"])
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._checkpoint)
+        self._open(resume=True)
+
+    def close(self) -> None:
+        """Leave the run (neighbours are told at once). Idempotent."""
+        if self._peer is not None:
+            self._peer.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
