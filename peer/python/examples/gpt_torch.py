@@ -117,6 +117,10 @@ def main():
     ap.add_argument("--warmup", type=float, default=0.05, help="share of the steps in linear warm-up [0.05]")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps into --log [0: at the end]")
+    ap.add_argument("--log", help="append one JSON line per evaluation: t (s since --t0), step, val_loss")
+    ap.add_argument("--t0", type=float, default=None, help="the run's start (time.time()) for --log [now]")
+    ap.add_argument("--slow", type=float, default=1.0, help="take F times as long a step (an emulated slow host) [1]")
     ap.add_argument("--cluster", help="cluster file: run as one peer of an sgp run")
     ap.add_argument("--id", type=int, default=-1, help="this peer's id [the MPI/Slurm rank]")
     ap.add_argument("--local-steps", type=int, default=1, help="optimizer steps a gossip round [1]")
@@ -140,10 +144,18 @@ def main():
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / a.steps))))
     per_peer = max(1, a.batch // peers)
     gen = torch.Generator().manual_seed(1000 * a.seed + me)
-    t0 = time.time()
+    t0 = time.time() if a.t0 is None else a.t0
+
+    def log_eval(step, loss=None):
+        if a.log:
+            loss = evaluate(model, val, a.context) if loss is None else loss
+            with open(a.log, "a") as f:
+                f.write(json.dumps({"t": time.time() - t0, "step": step, "peer": me, "val_loss": loss}) + "\n")
+
     print("peer %d of %d: %d parameters, %d training bytes, %d held out" % (
         me, peers, sum(p.numel() for p in model.parameters()), len(train), len(val)), flush=True)
     for step in range(a.steps):
+        t_step = time.time()
         starts = torch.randint(0, len(train) - a.context - 1, (per_peer,), generator=gen)
         w = torch.stack([train[s:s + a.context + 1] for s in starts.tolist()])
         loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1))
@@ -152,11 +164,17 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
         sched.step()
+        if a.slow > 1:
+            time.sleep((a.slow - 1) * (time.time() - t_step))
+        if a.eval_every and (step + 1) % a.eval_every == 0:
+            log_eval(step + 1)
         if (step + 1) % max(1, a.steps // 10) == 0:
             print("peer %d: step %d  loss %.4f" % (me, step + 1, loss.item()), flush=True)
         if a.cluster and opt.done:
             break
     v = evaluate(model, val, a.context)
+    if not a.eval_every or (step + 1) % a.eval_every:
+        log_eval(step + 1, v)
     summary = {"parameters": sum(p.numel() for p in model.parameters()), "steps": step + 1,
                "validation_loss": v, "seconds": time.time() - t0}
     if a.cluster:
