@@ -119,6 +119,20 @@ static inline void sgp_run(sgp_out *o, ...)
 }
 
 /* Lines in s (a trailing newline does not start a new one). */
+/* A fresh run of n peers in dir (sgp launch --prepare: keys, cluster file,
+ * topology; starts nothing): the cluster file's path into cluster. */
+static inline void sgp_prepare_cluster(const char *dir, int n, char *cluster, size_t cap)
+{
+    char peers[16];
+    snprintf(peers, sizeof peers, "%d", n);
+    sgp_out *o = malloc(sizeof *o);
+    cr_assert(o);
+    sgp_run(o, "launch", "--peers", peers, "--prepare", "--run-dir", dir, NULL);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    free(o);
+    snprintf(cluster, cap, "%s/cluster.conf", dir);
+}
+
 static inline int sgp_lines(const char *s)
 {
     int n = 0;

@@ -259,11 +259,8 @@ Test(lib_api, the_outer_optimizer_steps_on_each_round_and_its_velocity_survives_
 {
     char dir[] = "/tmp/sgp-lib-outer-XXXXXX";
     cr_assert(mkdtemp(dir));
-    sgp_out out;
-    sgp_run(&out, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
-    cr_assert_eq(out.status, 0, "%s", out.err);
     static char cluster[256], ckpt[2][256];
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
     pair_peer *q = calloc(2, sizeof *q);
     outer_peer op[2];
     for (int i = 0; i < 2; i++) {
@@ -317,11 +314,8 @@ Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
              "-L%s -lsgp -Wl,-rpath,%s",
              san && *san ? "-fsanitize=address" : "", bin, sgp_build_dir(), sgp_build_dir());
     cr_assert_eq(system(cmd), 0, "%s", cmd);
-    sgp_out out;
-    sgp_run(&out, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
-    cr_assert_eq(out.status, 0, "%s", out.err);
     char cluster[512], outs[2][512], ids[2][4];
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
     pid_t pids[2];
     for (int i = 0; i < 2; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/caller%d.out", dir, i);
@@ -355,11 +349,8 @@ Test(lib_api, make_install_then_a_pkg_config_build_runs_as_two_peers, .timeout =
              ">>%s 2>&1 && ldd softmax | grep -q '%s/prefix/lib/libsgp.so'",
              dir, dir, san && *san ? "-fsanitize=address" : "", dir, log, dir);
     cr_assert_eq(system(cmd), 0, "%s (see %s)", cmd, log);
-    sgp_out out;
-    sgp_run(&out, "launch", "--peers", "2", "--prepare", "--run-dir", dir, NULL);
-    cr_assert_eq(out.status, 0, "%s", out.err);
     char cluster[512], outs[2][512], ids[2][4];
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
     pid_t pids[2];
     for (int i = 0; i < 2; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/peer%d.out", dir, i);

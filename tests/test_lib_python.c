@@ -99,11 +99,8 @@ Test(lib_python, gpt_example_four_peers_with_the_recipe_learn_near_alone, .timeo
     const double alone = summary_number(alone_out, "validation_loss");
     cr_assert_lt(alone, 3.0, "alone learns (ln 256 = 5.55 at the start): %.4f (see %s)", alone, alone_out);
 
-    sgp_out o;
-    sgp_run(&o, "launch", "--peers", "4", "--prepare", "--run-dir", dir, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
     char cluster[512], outs[4][512], ids[4][4];
-    snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
+    sgp_prepare_cluster(dir, 4, cluster, sizeof cluster);
     pid_t pids[4];
     for (int i = 0; i < 4; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/peer%d.out", dir, i);
