@@ -67,6 +67,7 @@ typedef struct net_conn {
     uint8_t *pt; /* the plaintext of the last frame */
     size_t pt_cap;
     size_t idle_bytes; /* received since the idle limit was last re-armed */
+    uint64_t busy_until; /* uv_now before which silence is expected (net_expect_busy): not idle */
     struct sockaddr_storage from; /* inbound: the other end's address */
     int stranger;      /* inbound from an address that is no member's */
     int closing_after; /* net_close_after: closes once its slots are written (and n->last sent) */
@@ -77,6 +78,9 @@ typedef struct net_conn {
 /* Bytes of a frame still arriving that count as progress (a large frame on a
  * slow link is not a stall). */
 #define NET_IDLE_PROGRESS (64u << 10)
+/* How slowly a loop may build, encrypt or take in a big frame (a sanitizer
+ * build on a loaded machine), for net_expect_busy. */
+#define NET_SLOWEST_BYTES_PER_S 20e6
 
 typedef struct net_retry {
     uv_timer_t timer; /* first: the close callback frees the struct */
@@ -262,6 +266,13 @@ static void idle_cb(uv_timer_t *t)
      * polls, so the frames are read next. */
     if (unread_bytes(c) > 0) {
         idle_rearm(c);
+        return;
+    }
+    /* A whole-model frame being built or taken in at the other end (or
+     * here) blocks a loop for as long as its size takes: that is no stall. */
+    const uint64_t now = uv_now(c->n->loop);
+    if (now < c->busy_until) {
+        uv_timer_start(&c->timer, idle_cb, c->busy_until - now + c->n->idle_ms, 0);
         return;
     }
     char why[96];
@@ -735,6 +746,16 @@ static net_conn *up_conn(const net *n, int peer)
     if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers)
         return NULL;
     return n->peers[peer].up;
+}
+
+void net_expect_busy(net *n, int peer, size_t bytes)
+{
+    net_conn *c = up_conn(n, peer);
+    if (!c)
+        return;
+    const uint64_t until = uv_now(n->loop) + (uint64_t)(1e3 * (double)bytes / NET_SLOWEST_BYTES_PER_S);
+    if (until > c->busy_until)
+        c->busy_until = until;
 }
 
 size_t net_bytes(const net *n)

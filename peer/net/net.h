@@ -112,6 +112,12 @@ int net_want(net *n, int peer);
  * redials. 0 or -EINVAL. */
 int net_set_idle_timeout(net *n, double seconds);
 
+/* A frame of about `bytes` is about to be built here or at peer and taken
+ * in at the other end (a whole model): each side's loop is busy with it for
+ * as long as that takes, so the connection is not closed as idle until
+ * bytes / 20 MB/s from now (on top of the idle timeout). */
+void net_expect_busy(net *n, int peer, size_t bytes);
+
 /* Lower the frame limit (ciphertext bytes, WIRE.md MAX_FRAME) for the
  * connections set up from now on. 0 or -EINVAL. */
 int net_set_max_frame(net *n, size_t max_frame);

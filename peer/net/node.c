@@ -111,6 +111,7 @@ static void send_model(node *n, int peer)
     const float *z = gsp_debias(&n->rp.g);
     uint8_t hash[WIRE_HASH_LEN];
     crypto_generichash(hash, sizeof hash, (const uint8_t *)z, n->rp.g.dim * sizeof(float), NULL, 0);
+    net_expect_busy(&n->net, peer, n->rp.g.dim * sizeof(float));
     int rc = out_room(n, wire_push_bound(n->rp.g.dim, 0)); /* (a model frame is smaller than RAW totals) */
     if (rc == 0)
         rc = send_msg(n, peer, wire_encode_model(n->out, n->out_cap, n->rp.g.round, z, n->rp.g.dim, hash));
@@ -131,6 +132,7 @@ static void ask_for_model(node *n)
         int p = pc->nb[(n->asked + k) % pc->n_nb].peer;
         if (net_is_up(&n->net, p) && send_msg(n, p, wire_encode_model_request(n->out, n->out_cap, n->rp.g.dim)) == 0) {
             n->asked = (n->asked + k) % pc->n_nb, n->asked_at = clock_now();
+            net_expect_busy(&n->net, p, n->rp.g.dim * sizeof(float)); /* it builds the model frame, we take it in */
             node_event(n, "asked for the current model: peer", p, NULL);
             return;
         }
