@@ -220,8 +220,12 @@ class Optimizer(torch.optim.Optimizer):
     def defaults(self) -> Dict[str, Any]:
         return self.optimizer.defaults
 
-    def zero_grad(self, set_to_none: bool = False) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
+    def zero_grad(self, set_to_none: Optional[bool] = None) -> None:
+        # the inner optimizer's own default when not given (False in torch 1.x, True from 2.0)
+        if set_to_none is None:
+            self.optimizer.zero_grad()
+        else:
+            self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         raise Error(errno.EINVAL, "sgp gossips the parameters the optimizer had when it was wrapped: "
