@@ -35,7 +35,6 @@ DiLoCo's all-reduce) left out.
 import argparse
 import datetime
 import json
-import math
 import os
 import sys
 import time
@@ -55,21 +54,7 @@ def main():
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--init", required=True, help="torch.distributed init_method, tcp://ADDR:PORT")
-    ap.add_argument("--text", default="build/data/brown/brown.txt", help="a text file [the Brown corpus of make data]")
-    ap.add_argument("--bytes", type=int, default=1 << 20, help="use the first N bytes of it [1 MiB]")
-    ap.add_argument("--val-bytes", type=int, default=64 << 10, help="held out at most [64 KiB]")
-    ap.add_argument("--model", default="4:128:4", help="LAYERS:WIDTH:HEADS [4:128:4]")
-    ap.add_argument("--context", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=32, help="windows a step, all ranks together [32]")
-    ap.add_argument("--steps", type=int, default=2000, help="optimizer steps of every rank [2000]")
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup", type=float, default=0.05, help="share of the steps in linear warm-up [0.05]")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps into --log [0: at the end]")
-    ap.add_argument("--log", help="append one JSON line per evaluation (rank 0): t (s since --t0), step, val_loss")
-    ap.add_argument("--t0", type=float, default=None, help="the run's start (time.time()) for --log [now]")
-    ap.add_argument("--slow", type=float, default=1.0, help="take F times as long a step (an emulated slow host) [1]")
+    gpt_torch.add_workload_arguments(ap, who="rank")
     ap.add_argument("--local-steps", type=int, default=10, help="diloco: inner steps a round (H) [10]")
     ap.add_argument("--outer-lr", type=float, default=0.7, help="diloco: outer Nesterov SGD learning rate [0.7]")
     ap.add_argument("--outer-momentum", type=float, default=0.9, help="diloco: outer momentum [0.9]")
@@ -106,10 +91,8 @@ def main():
         outer = torch.optim.SGD(anchor, lr=a.outer_lr, momentum=a.outer_momentum,
                                 nesterov=a.outer_momentum > 0)
 
-    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    warm = max(1, int(a.warmup * a.steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / a.steps))))
+    opt = gpt_torch.adamw(params, a.lr)
+    sched = gpt_torch.schedule(opt, a)
     per_rank = max(1, a.batch // world)
     gen = torch.Generator().manual_seed(1000 * a.seed + me)
     sent = 0  # payload bytes this rank handed to all-reduce
@@ -127,8 +110,7 @@ def main():
     for step in range(a.steps):
         t_step = time.time()
         comm[0] = 0.0
-        starts = torch.randint(0, len(train) - a.context - 1, (per_rank,), generator=gen)
-        w = torch.stack([train[s:s + a.context + 1] for s in starts.tolist()])
+        w = gpt_torch.windows(train, a.context, per_rank, gen)
         loss = F.cross_entropy(net(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1))
         loss.backward()
         if a.system == "ddp":

@@ -104,15 +104,16 @@ def evaluate(model, val, T, batch=64):
     return total / (n * T)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_workload_arguments(ap, who="peer"):
+    """The options of the workload (data, model, steps, schedule, logging),
+    shared with the DDP and DiLoCo baselines of tests/bench/lan_torch_baselines.py."""
     ap.add_argument("--text", default="build/data/brown/brown.txt", help="a text file [the Brown corpus of make data]")
     ap.add_argument("--bytes", type=int, default=1 << 20, help="use the first N bytes of it [1 MiB]")
     ap.add_argument("--val-bytes", type=int, default=64 << 10, help="held out at most [64 KiB]")
     ap.add_argument("--model", default="4:128:4", help="LAYERS:WIDTH:HEADS [4:128:4]")
     ap.add_argument("--context", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=32, help="windows a step, all peers together [32]")
-    ap.add_argument("--steps", type=int, default=2000, help="optimizer steps of every peer [2000]")
+    ap.add_argument("--batch", type=int, default=32, help="windows a step, all %ss together [32]" % who)
+    ap.add_argument("--steps", type=int, default=2000, help="optimizer steps of every %s [2000]" % who)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=float, default=0.05, help="share of the steps in linear warm-up [0.05]")
     ap.add_argument("--seed", type=int, default=1)
@@ -121,6 +122,29 @@ def main():
     ap.add_argument("--log", help="append one JSON line per evaluation: t (s since --t0), step, val_loss")
     ap.add_argument("--t0", type=float, default=None, help="the run's start (time.time()) for --log [now]")
     ap.add_argument("--slow", type=float, default=1.0, help="take F times as long a step (an emulated slow host) [1]")
+
+
+def adamw(params, lr):
+    """The inner optimizer: AdamW with nanoGPT's betas and weight decay."""
+    return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+
+
+def schedule(opt, a):
+    """Linear warm-up over a.warmup of the steps, then cosine decay to zero."""
+    warm = max(1, int(a.warmup * a.steps))
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / a.steps))))
+
+
+def windows(train, context, n, gen):
+    """n random windows of context + 1 bytes of the training set."""
+    starts = torch.randint(0, len(train) - context - 1, (n,), generator=gen)
+    return torch.stack([train[s:s + context + 1] for s in starts.tolist()])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_workload_arguments(ap)
     ap.add_argument("--cluster", help="cluster file: run as one peer of an sgp run")
     ap.add_argument("--id", type=int, default=-1, help="this peer's id [the MPI/Slurm rank]")
     ap.add_argument("--local-steps", type=int, default=1, help="optimizer steps a gossip round [1]")
@@ -132,16 +156,14 @@ def main():
     torch.manual_seed(a.seed)  # the same initial model on every peer
     train, val = load(a.text, a.bytes, a.val_bytes)
     model = GPT(layers, width, heads, a.context)
-    inner = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    inner = adamw(model.parameters(), a.lr)
     opt, me, peers = inner, 0, 1
     if a.cluster:
         import sgp.torch
         opt = sgp.torch.Optimizer(inner, cluster=a.cluster, id=a.id, steps=a.steps, local_steps=a.local_steps,
                                   outer=a.outer, codec=a.codec, model=model)
         me, peers = opt.id, opt.peers
-    warm = max(1, int(a.warmup * a.steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / a.steps))))
+    sched = schedule(opt, a)  # on the wrapper: schedulers drive it as any optimizer
     per_peer = max(1, a.batch // peers)
     gen = torch.Generator().manual_seed(1000 * a.seed + me)
     t0 = time.time() if a.t0 is None else a.t0
@@ -156,8 +178,7 @@ def main():
         me, peers, sum(p.numel() for p in model.parameters()), len(train), len(val)), flush=True)
     for step in range(a.steps):
         t_step = time.time()
-        starts = torch.randint(0, len(train) - a.context - 1, (per_peer,), generator=gen)
-        w = torch.stack([train[s:s + a.context + 1] for s in starts.tolist()])
+        w = windows(train, a.context, per_peer, gen)
         loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1))
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -46,7 +46,10 @@ Errors raise sgp.Error with libsgp's message and errno.
 import ctypes
 import errno as _errno
 import os
-from typing import Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Tuple
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __version__ = "0.2.0"
 __all__ = ["Peer", "TorchPeer", "Error", "load_library", "library_path", "OPTIONS", "__version__"]
