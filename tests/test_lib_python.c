@@ -62,18 +62,6 @@ Test(lib_python, sgp_torch_against_real_peers, .timeout = 900)
     sgp_rm_rf(dir);
 }
 
-/* The value of a key of the summary JSON line of a gpt_torch.py output. */
-static double summary_number(const char *path, const char *key)
-{
-    char *text = sgp_read_file(path);
-    cr_assert(text, "%s", path);
-    const char *s = strstr(text, "summary {");
-    cr_assert(s, "no summary line in %s", path);
-    double v = sgp_json_number(s, key);
-    free(text);
-    return v;
-}
-
 #define GPT_ARGS "--model", "2:64:4", "--steps", "300", "--bytes", "262144", "--batch", "16"
 
 /* The short version of the example's comparison (tests/bench/gpt_torch.sh
@@ -96,7 +84,7 @@ Test(lib_python, gpt_example_four_peers_with_the_recipe_learn_near_alone, .timeo
     char *alone_argv[] = {PYTHON, "peer/python/examples/gpt_torch.py", GPT_ARGS, NULL};
     pid_t pid = sgp_spawn(alone_argv, alone_out);
     cr_assert_eq(sgp_wait_exit(pid, 5 * SGP_EVENT_LIMIT_S), 0, "see %s", alone_out);
-    const double alone = summary_number(alone_out, "validation_loss");
+    const double alone = sgp_file_number(alone_out, "validation_loss");
     cr_assert_lt(alone, 3.0, "alone learns (ln 256 = 5.55 at the start): %.4f (see %s)", alone, alone_out);
 
     char cluster[512], outs[4][512], ids[4][4];
@@ -111,9 +99,9 @@ Test(lib_python, gpt_example_four_peers_with_the_recipe_learn_near_alone, .timeo
     }
     sgp_wait_all_ok(pids, 4, 10 * SGP_EVENT_LIMIT_S, dir);
     for (int i = 0; i < 4; i++) {
-        const double loss = summary_number(outs[i], "validation_loss");
+        const double loss = sgp_file_number(outs[i], "validation_loss");
         cr_assert_lt(loss, 1.2 * alone, "peer %d: %.4f, alone %.4f (see %s)", i, loss, alone, outs[i]);
-        const double bytes = summary_number(outs[i], "bytes_sent"), dim = summary_number(outs[i], "parameters");
+        const double bytes = sgp_file_number(outs[i], "bytes_sent"), dim = sgp_file_number(outs[i], "parameters");
         cr_assert_lt(500.0 * bytes, 300.0 * dim * 4.0, "peer %d sent %.0f bytes (see %s)", i, bytes, outs[i]);
     }
     sgp_rm_rf(dir);
