@@ -672,6 +672,7 @@ int gsp_sync_msg(gsp_peer *g, int dst, gsp_msg *m)
                        .kind = g->codec ? GSP_SYNC : GSP_RAW, .w_total = e->w, .dim = g->dim,
                        .x_total = sync_totals(g, e, TOPO_MAX_OUT),
                        .ref = g->codec ? e->ref : NULL, .incarnation = g->incarnation};
+        g->stats.syncs_sent += g->codec != NULL;
         return 0;
     }
     return -ENOENT;

@@ -12,27 +12,28 @@
 #include "peer/sim/sim_engine.h"
 
 enum {
-    EV_STEP_DONE, /* peer's local step finished: emit */
-    EV_ARRIVE,    /* a PUSH (arg: flight slot) reaches peer */
-    EV_WAKE,      /* the pacing policy asked to be asked again */
-    EV_NACK,      /* peer is asked for a SYNC by arg */
-    EV_TICK,      /* peer's heartbeat timer */
-    EV_HEARTBEAT, /* a HEARTBEAT reaches peer: arg = round * n + sender */
+    EV_STEP_DONE, /* peer's local step finished (arg: which step) */
+    EV_ARRIVE,    /* a frame (arg: flight slot) reaches peer */
+    EV_WAKE,      /* the time peer's engine asked to be woken at */
     EV_UP,        /* peer's connection to arg is up */
     EV_DOWN,      /* peer's connection to arg broke */
-    EV_GOODBYE,   /* arg said it is done */
     EV_CHURN,     /* --churn: peer goes down, or comes back */
     EV_RESUME,    /* a stopped peer runs again */
-    EV_ACK,       /* an ACK reaches peer: arg = seq * n + the peer that took the message in */
+    EV_RELEASE,   /* a peer back from a crash goes on from its round boundary */
 };
 
-/* ---- messages in flight -------------------------------------------------- */
+/* Frames other than shares and models: what the simulator charges a link
+ * for a heartbeat (the others are left out of the link model, as small as
+ * they are). */
+#define SIM_HEARTBEAT_BYTES 32
 
-static long flight_put(sim *s, const gsp_msg *m)
+/* ---- frames in flight -------------------------------------------------------- */
+
+static long flight_put(sim *s, int src, const engine_send *t)
 {
     if (s->n_free == 0) {
         int nc = s->cap_flight ? 2 * s->cap_flight : 256;
-        gsp_msg *f = realloc(s->flight, (size_t)nc * sizeof *f);
+        sim_frame *f = realloc(s->flight, (size_t)nc * sizeof *f);
         if (!f)
             return -ENOMEM;
         s->flight = f;
@@ -45,18 +46,37 @@ static long flight_put(sim *s, const gsp_msg *m)
         s->cap_flight = nc;
     }
     int slot = s->free_slots[--s->n_free];
-    if (gsp_msg_copy(&s->flight[slot], m) < 0) {
+    sim_frame *f = &s->flight[slot];
+    *f = (sim_frame){.s = *t, .src = src};
+    int rc = 0;
+    if (t->kind == ENGINE_PUSH)
+        rc = gsp_msg_copy(&f->s.msg, &t->msg);
+    else if (t->kind == ENGINE_MODEL && (f->model = malloc(t->dim * sizeof(float))))
+        f->s.model = memcpy(f->model, t->model, t->dim * sizeof(float));
+    else if (t->kind == ENGINE_MODEL)
+        rc = -ENOMEM;
+    if (rc < 0) {
         s->n_free++;
-        return -ENOMEM;
+        return rc;
     }
     return slot;
 }
 
 static void flight_release(sim *s, long slot, int free_payload)
 {
-    if (free_payload)
-        gsp_msg_free(&s->flight[slot]);
+    sim_frame *f = &s->flight[slot];
+    if (free_payload && f->s.kind == ENGINE_PUSH)
+        gsp_msg_free(&f->s.msg);
+    free(f->model);
+    f->model = NULL;
     s->free_slots[s->n_free++] = (int)slot;
+}
+
+static size_t frame_bytes(const sim_frame *f)
+{
+    return f->s.kind == ENGINE_PUSH ? gsp_msg_owned_bytes(&f->s.msg)
+           : f->model             ? f->s.dim * sizeof(float)
+                                  : 0;
 }
 
 /* A message of `bytes` on link i -> j: queued behind the link's earlier
@@ -70,14 +90,30 @@ static double link_send(sim *s, int i, int j, double bytes)
     return *free_at;
 }
 
-/* Deliver a gossip message over the link model (loss, duplication, jitter). */
-static int transmit(sim *s, const gsp_msg *m)
+static int deliver(sim *s, int src, const engine_send *t, double at)
+{
+    long slot = flight_put(s, src, t);
+    if (slot < 0)
+        return (int)slot;
+    return sim_queue_push(&s->q, at, EV_ARRIVE, t->peer, slot);
+}
+
+/* A frame from peer i over the link model: shares (PUSH) are lost,
+ * duplicated and reordered as configured; every other frame arrives. */
+static int transmit(sim *s, int i, const engine_send *t)
 {
     const sim_config *c = s->c;
-    const double bytes = (double)gsp_msg_bytes(m);
+    if (t->kind == ENGINE_HEARTBEAT || t->kind == ENGINE_MODEL) {
+        const double bytes = t->kind == ENGINE_MODEL ? (double)t->dim * sizeof(float) : SIM_HEARTBEAT_BYTES;
+        s->r->bytes_sent += (uint64_t)bytes;
+        return deliver(s, i, t, link_send(s, i, t->peer, bytes) + c->latency);
+    }
+    if (t->kind != ENGINE_PUSH)
+        return deliver(s, i, t, s->now + c->latency);
+    const double bytes = (double)gsp_msg_bytes(&t->msg);
     s->r->bytes_sent += (uint64_t)bytes;
     s->r->messages_sent++;
-    double done = link_send(s, m->src, m->dst, bytes);
+    double done = link_send(s, i, t->peer, bytes);
     if (c->loss > 0 && nn_rng_uniform_d(&s->net) < c->loss) {
         s->r->messages_lost++;
         return 0;
@@ -86,18 +122,15 @@ static int transmit(sim *s, const gsp_msg *m)
     s->r->messages_duplicated += (uint64_t)(copies - 1);
     for (int copy = 0; copy < copies; copy++) {
         double jitter = c->jitter > 0 ? c->jitter * nn_rng_uniform_d(&s->net) : 0.0;
-        long slot = flight_put(s, m);
-        if (slot < 0)
-            return (int)slot;
-        if (sim_queue_push(&s->q, done + c->latency + jitter, EV_ARRIVE, m->dst, slot) < 0)
-            return -ENOMEM;
+        int rc = deliver(s, i, t, done + c->latency + jitter);
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
 
 /* ---- the slowest-peer watermark ------------------------------------------- */
 
-static void try_start(sim *s, int i);
 static int rejoin(sim *s, int i);
 
 /* A live peer finished a round (or jumped, left or came back): move the watermark. */
@@ -124,7 +157,24 @@ static void move_round(sim *s, long from, long to)
     s->at_round[to]++;
 }
 
-/* ---- connections, heartbeats, timers ----------------------------------------- */
+/* ---- connections ---------------------------------------------------------------- */
+
+static int gone(const sim_peer *p) { return p->state == P_CRASHED || p->exited; }
+
+/* Tell every neighbour of i, one latency from now, that i's connection
+ * broke (kind EV_DOWN) or is up (EV_UP), as TCP would. */
+static void tell_neighbours(sim *s, int i, int kind)
+{
+    const gsp_pace *pc = &s->p[i].e.rp.pace;
+    for (int k = 0; k < pc->n_nb; k++) {
+        int q = pc->nb[k].peer;
+        if (gone(&s->p[q]))
+            continue;
+        sim_queue_push(&s->q, s->now + s->c->latency, kind, q, i);
+        if (kind == EV_UP) /* and i sees q */
+            sim_queue_push(&s->q, s->now + s->c->latency, EV_UP, i, q);
+    }
+}
 
 static void wake_at(sim *s, int i, double t)
 {
@@ -133,73 +183,6 @@ static void wake_at(sim *s, int i, double t)
         return; /* an earlier wake is pending: it asks again */
     p->wake_at = t;
     sim_queue_push(&s->q, t, EV_WAKE, i, 0);
-}
-
-static void arm_tick(sim *s, int i)
-{
-    sim_peer *p = &s->p[i];
-    if (p->ticking || p->state == P_CRASHED || p->exited)
-        return;
-    p->ticking = 1;
-    sim_queue_push(&s->q, s->now + gsp_pace_heartbeat(&p->rp.pace.c), EV_TICK, i, 0);
-}
-
-/* Tell every neighbour of i, one latency from now, that i's connection
- * broke (kind EV_DOWN) or is up (EV_UP), as TCP would. */
-static void tell_neighbours(sim *s, int i, int kind)
-{
-    const gsp_pace *pc = &s->p[i].rp.pace;
-    for (int k = 0; k < pc->n_nb; k++) {
-        int q = pc->nb[k].peer;
-        if (s->p[q].state == P_CRASHED || s->p[q].exited)
-            continue;
-        sim_queue_push(&s->q, s->now + s->c->latency, kind, q, i);
-        if (kind == EV_UP) /* and i sees q */
-            sim_queue_push(&s->q, s->now + s->c->latency, EV_UP, i, q);
-    }
-}
-
-/* A finished peer stays, taking in its in-neighbours' last shares, until
- * each is done or routed around; then its process ends (gsp_pace_in_done). */
-static void maybe_exit(sim *s, int i)
-{
-    sim_peer *p = &s->p[i];
-    if (p->state != P_DONE || p->exited || !gsp_pace_in_done(&p->rp.pace))
-        return;
-    p->exited = 1;
-    tell_neighbours(s, i, EV_DOWN);
-}
-
-/* A HEARTBEAT from i to q over the link model. */
-static void heartbeat(sim *s, int i, int q)
-{
-    sim_peer *p = &s->p[i];
-    gsp_pace_sent(&p->rp.pace, q, s->now);
-    double done = link_send(s, i, q, 32);
-    s->r->bytes_sent += 32;
-    sim_queue_push(&s->q, done + s->c->latency, EV_HEARTBEAT, q, p->rp.g.round * s->c->n_peers + i);
-}
-
-static void tick(sim *s, int i)
-{
-    sim_peer *p = &s->p[i];
-    p->ticking = 0;
-    if (p->state == P_CRASHED || p->exited)
-        return;
-    gsp_pace *pc = &p->rp.pace;
-    int lost[64];
-    int n_lost = gsp_pace_tick(pc, s->now, lost, 64);
-    for (int k = 0; k < pc->n_nb; k++) {
-        int q = pc->nb[k].peer;
-        if (!gsp_pace_heartbeat_due(pc, q, s->now))
-            continue;
-        heartbeat(s, i, q);
-    }
-    arm_tick(s, i);
-    if (n_lost > 0 && p->state == P_WAITING)
-        try_start(s, i);
-    if (n_lost > 0)
-        maybe_exit(s, i);
 }
 
 /* ---- faults ------------------------------------------------------------------- */
@@ -219,58 +202,29 @@ static void crash(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
     p->state = P_CRASHED;
-    for (int k = 0; k < p->rp.n_inbox; k++)
-        gsp_msg_free(&p->rp.inbox[k]);
-    s->r->messages_lost += (uint64_t)p->rp.n_inbox;
-    p->rp.n_inbox = 0;
+    s->r->messages_lost += (uint64_t)engine_crash(&p->e);
     s->r->crashes++;
-    s->at_round[p->rp.g.round]--;
+    s->at_round[p->e.rp.g.round]--;
     tell_neighbours(s, i, EV_DOWN);
     watermark_advance(s);
 }
 
 /* Back with the state it had at the crash (as if checkpointed every
- * round), as a new process: a new incarnation, in-edges adopting what
- * follows a gap, weight renormalised (gsp_resume), fresh pacing without the
- * round-0 barrier. The pacing policy then catches it up with the run. */
+ * round), as a new process (engine_restart). The pacing policy then
+ * catches it up with the run. */
 static int rejoin(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
-    gsp_restart(&p->rp.g, p->rp.g.incarnation + 1);
-    gsp_resume(&p->rp.g);
-    gsp_pace_config pc = p->rp.pace.c;
-    pc.barrier = 0;
-    gsp_pace_free(&p->rp.pace);
-    int rc = gsp_pace_init(&p->rp.pace, &pc, i, s->now);
+    int rc = engine_restart(&p->e, p->e.rp.g.incarnation + 1, s->now);
     if (rc < 0)
         return rc;
     p->state = P_WAITING;
     p->wake_at = -1;
     s->r->resumes++;
-    s->at_round[p->rp.g.round]++;
+    s->at_round[p->e.rp.g.round]++;
     tell_neighbours(s, i, EV_UP);
-    arm_tick(s, i);
-    wake_at(s, i, s->now + s->c->latency);
+    sim_queue_push(&s->q, s->now + s->c->latency, EV_RELEASE, i, 0);
     return 0;
-}
-
-/* The pacing policy found peer i so far behind that its model is stale
- * (gsp_pace_decision.refresh): it takes the model of the first neighbour, in
- * the policy's order as the networked peer asks, that is running and not
- * itself waiting for one, and keeps its weight; with none it goes on with
- * its own, as the networked peer does when nobody answers. */
-static void refresh(sim *s, int i)
-{
-    round_peer *rp = &s->p[i].rp;
-    for (int k = 0; k < rp->pace.n_nb; k++) {
-        sim_peer *q = &s->p[rp->pace.nb[k].peer];
-        if (q->state != P_CRASHED && !q->exited && s->now >= q->stopped_until && !q->rp.pace.joining) {
-            gsp_adopt(&rp->g, gsp_debias(&q->rp.g));
-            break;
-        }
-    }
-    gsp_pace_joined(&rp->pace);
-    wake_at(s, i, s->now + s->c->latency);
 }
 
 /* --churn F[:D]: each peer alternates between up and down; down periods
@@ -287,7 +241,7 @@ static double churn_wait(sim *s, int down)
 static int churn(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
-    if (p->state == P_DONE)
+    if (p->state == P_DONE || p->exited)
         return 0;
     if (p->state == P_CRASHED) {
         if (!p->churned)
@@ -298,21 +252,12 @@ static int churn(sim *s, int i)
         return rc;
     }
     p->churned = 1;
-    if (p->state == P_COMPUTING)
-        p->state = P_WAITING; /* its step in progress dies with it */
-    crash(s, i);
+    crash(s, i); /* its step in progress dies with it */
     sim_queue_push(&s->q, s->now + churn_wait(s, 1), EV_CHURN, i, 0);
     return 0;
 }
 
-/* ---- rounds -------------------------------------------------------------------- */
-
-/* Over the reverse link: the sender answers with a SYNC (send_sync). */
-static void nack(void *ctx, const gsp_msg *m)
-{
-    sim *s = ctx;
-    sim_queue_push(&s->q, s->now + s->c->latency, EV_NACK, m->src, m->dst);
-}
+/* ---- what an engine asked for ------------------------------------------------------ */
 
 static double step_time(sim *s, sim_peer *p)
 {
@@ -322,51 +267,11 @@ static double step_time(sim *s, sim_peer *p)
     return t;
 }
 
-static void try_start(sim *s, int i)
+/* The round's local steps, computed now and done step_time later. */
+static void compute(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
-    if (p->state != P_WAITING || s->now < p->stopped_until)
-        return;
-    round_peer *rp = &p->rp;
-    int k;
-    if (fault_at(s->c->crash, s->c->n_crash, s->crash_fired, i, rp->g.round) >= 0) {
-        s->running--;
-        crash(s, i);
-        return;
-    }
-    if ((k = fault_at(s->c->stop, s->c->n_stop, s->stop_fired, i, rp->g.round)) >= 0) {
-        /* SIGSTOP: frozen, its connections up; what reaches it waits. */
-        p->stopped_until = s->now + s->c->stop[k].seconds;
-        s->r->stops++;
-        sim_queue_push(&s->q, p->stopped_until, EV_RESUME, i, 0);
-        return;
-    }
-    gsp_pace_decision d;
-    long before = rp->g.round;
-    gsp_pace_action a = round_next(rp, s->now, &d);
-    if (rp->g.round != before) {
-        move_round(s, before, rp->g.round);
-        watermark_advance(s);
-    }
-    if (d.refresh) {
-        refresh(s, i);
-        return;
-    }
-    if (a == GSP_PACE_WAIT) {
-        wake_at(s, i, d.wake_at);
-        return;
-    }
-    if (a == GSP_PACE_DONE) {
-        p->state = P_DONE;
-        s->running--;
-        const gsp_pace *pc = &rp->pace;
-        for (int j = 0; j < pc->n_nb; j++)
-            sim_queue_push(&s->q, s->now + s->c->latency, EV_GOODBYE, pc->nb[j].peer, i);
-        maybe_exit(s, i);
-        return;
-    }
-    gsp_pace_started(&rp->pace, s->now);
-    round_absorb(rp, 0, nack, s);
+    round_peer *rp = &p->e.rp;
     const long steps = rp->steps;
     float loss = round_step(rp, s->c->averaging_only ? NULL : &s->model);
     if (rp->steps > steps) {
@@ -377,65 +282,131 @@ static void try_start(sim *s, int i)
     sim_queue_push(&s->q, s->now + (double)(rp->steps - steps) * step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
 }
 
-static int step_done(sim *s, int i, long step_id)
+/* At a round boundary: a crash or a stop scheduled for this round, or on. */
+static int boundary(sim *s, int i, int *advanced)
 {
     sim_peer *p = &s->p[i];
-    if (p->state != P_COMPUTING || step_id != p->step_id)
-        return 0; /* it crashed meanwhile */
-    gsp_msg msgs[TOPO_MAX_OUT];
-    long round = p->rp.g.round;
-    int n = round_emit(&p->rp, s->now, NULL, msgs);
-    if (n < 0)
-        return n;
-    for (int k = 0; k < n; k++) {
-        gsp_pace_sent(&p->rp.pace, msgs[k].dst, s->now);
-        int rc = transmit(s, &msgs[k]);
-        if (rc < 0)
-            return rc;
+    const long round = p->e.rp.g.round;
+    int k;
+    if (fault_at(s->c->crash, s->c->n_crash, s->crash_fired, i, round) >= 0) {
+        s->running--;
+        crash(s, i);
+        return 0;
     }
-    int probe[TOPO_MAX_OUT];
-    for (int k = gsp_pace_probes(&p->rp.pace, probe, TOPO_MAX_OUT); k-- > 0;)
-        heartbeat(s, i, probe[k]);
-    move_round(s, round, round + 1);
-    s->last_step = s->now;
-    p->state = P_WAITING;
-    watermark_advance(s);
-    try_start(s, i);
+    if ((k = fault_at(s->c->stop, s->c->n_stop, s->stop_fired, i, round)) >= 0) {
+        /* SIGSTOP: frozen, its connections up; what reaches it waits. */
+        p->stopped_until = s->now + s->c->stop[k].seconds;
+        s->r->stops++;
+        sim_queue_push(&s->q, p->stopped_until, EV_RESUME, i, 0);
+        return 0;
+    }
+    engine_advance(&p->e, s->now);
+    *advanced = 1;
     return 0;
 }
 
-/* A receiver lost a compressed delta from i: i answers at once with a SYNC
- * of the edge (its totals and reference), over the same link model. */
-static int send_sync(sim *s, int i, int j)
+/* After every input to peer i's engine: carry its frames over the link
+ * model, follow its round for the watermark, act on its events, and wake it
+ * when it asked. */
+static int pump(sim *s, int i, long round_before)
 {
-    gsp_msg m;
-    if (gsp_sync_msg(&s->p[i].rp.g, j, &m) < 0)
-        return 0;
-    s->r->syncs++;
-    return transmit(s, &m);
+    sim_peer *p = &s->p[i];
+    engine *e = &p->e;
+    for (int again = 1; again && !gone(p);) {
+        again = 0;
+        engine_send t;
+        while (engine_poll_send(e, &t)) {
+            int rc = transmit(s, i, &t);
+            if (rc < 0)
+                return rc;
+        }
+        if (e->rp.g.round != round_before && p->state != P_CRASHED) {
+            move_round(s, round_before, e->rp.g.round);
+            round_before = e->rp.g.round;
+            watermark_advance(s);
+        }
+        engine_event v;
+        while (!gone(p) && engine_poll_event(e, &v)) {
+            int rc = 0;
+            switch (v.kind) {
+            case ENGINE_STEP:
+                compute(s, i);
+                break;
+            case ENGINE_BOUNDARY:
+                s->last_step = s->now;
+                p->state = P_WAITING;
+                rc = boundary(s, i, &again);
+                break;
+            case ENGINE_DONE:
+                p->state = P_DONE;
+                s->running--;
+                break;
+            case ENGINE_FINISHED:
+                if (v.rc == -EDOM || v.rc == -ENOMEM)
+                    return v.rc;
+                if (v.rc < 0) { /* nothing to join: gone for good */
+                    if (p->state != P_DONE)
+                        s->running--;
+                    crash(s, i);
+                    break;
+                }
+                p->exited = 1;
+                tell_neighbours(s, i, EV_DOWN);
+                break;
+            case ENGINE_LOG:
+                break;
+            }
+            if (rc < 0)
+                return rc;
+        }
+    }
+    if (!gone(p)) {
+        double t = engine_wake_at(e, s->now);
+        if (isfinite(t))
+            wake_at(s, i, t);
+    }
+    return 0;
 }
 
 static int arrive(sim *s, int j, long slot)
 {
     sim_peer *p = &s->p[j];
-    gsp_msg *m = &s->flight[slot];
-    if (p->state == P_CRASHED || p->exited) {
-        s->r->messages_lost++;
+    sim_frame *f = &s->flight[slot];
+    engine *e = &p->e;
+    const long round = e->rp.g.round;
+    if (gone(p)) {
+        s->r->messages_lost += f->s.kind == ENGINE_PUSH;
         flight_release(s, slot, 1);
         return 0;
     }
-    gsp_pace_heard(&p->rp.pace, m->src, s->now);
-    gsp_pace_push(&p->rp.pace, &p->rp.g, m->src, m->round);
-    const int src = m->src;
-    const long ack = (long)m->seq * s->c->n_peers + j; /* as the networked peer acknowledges on receipt */
-    int rc = round_inbox_put(&p->rp, m); /* the inbox takes over the payload */
-    if (rc < 0)
-        return rc;
-    flight_release(s, slot, 0);
-    if (sim_queue_push(&s->q, s->now + s->c->latency, EV_ACK, src, ack) < 0)
-        return -ENOMEM;
-    try_start(s, j); /* a finished peer keeps its inbox for the end */
-    return 0;
+    const int q = f->src;
+    int rc = 0;
+    switch (f->s.kind) {
+    case ENGINE_PUSH:
+        rc = engine_push(e, &f->s.msg, s->now); /* the inbox takes over the payload */
+        flight_release(s, slot, 0);
+        return rc < 0 ? rc : pump(s, j, round);
+    case ENGINE_ACK:
+        engine_ack(e, q, f->s.seq, s->now);
+        break;
+    case ENGINE_NACK:
+        engine_nack(e, q, s->now);
+        break;
+    case ENGINE_HEARTBEAT:
+        engine_heartbeat(e, q, f->s.round, s->now);
+        break;
+    case ENGINE_GOODBYE:
+        engine_goodbye(e, q, f->s.done, s->now);
+        break;
+    case ENGINE_MODEL_REQUEST:
+        engine_model_request(e, q, s->now);
+        break;
+    case ENGINE_MODEL:
+        engine_model(e, q, f->s.round, f->model, 1, s->now);
+        break;
+    }
+    flight_release(s, slot, 1);
+    return pump(s, j, round);
 }
 
 /* ---- set-up ------------------------------------------------------------------- */
@@ -552,7 +523,7 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
             nn_model_init_params(&s->model, c->train.seed + 0x9e3779b9ULL * (uint64_t)(i + 1));
             memcpy(x0, s->model.params, dim * sizeof(float));
         }
-        rc = round_peer_init(&p->rp, &s->rc, &s->plan, i, train, x0, dim, 0.0, err, errlen);
+        rc = engine_init(&p->e, &s->rc, &s->plan, i, train, x0, dim, 0.0, err, errlen);
         if (rc < 0) {
             free(x0);
             return rc;
@@ -562,17 +533,16 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
     if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
         for (int i = 0; i < n; i++)
             for (size_t d = 0; d < dim; d++)
-                s->mass0[d] += s->p[i].rp.g.x[d];
+                s->mass0[d] += s->p[i].e.rp.g.x[d];
     s->at_round[0] = n;
     s->running = n;
     nn_rng_seed(&s->net, c->train.seed, 0x6e6574ULL);
     nn_rng_seed(&s->churn, c->train.seed, 0x636875726eULL);
     /* Every connection is up from the start, as after the round-0 barrier. */
     for (int i = 0; i < n; i++) {
-        const gsp_pace *pc = &s->p[i].rp.pace;
+        const gsp_pace *pc = &s->p[i].e.rp.pace;
         for (int k = 0; k < pc->n_nb; k++)
-            gsp_pace_up(&s->p[i].rp.pace, pc->nb[k].peer, 0.0);
-        arm_tick(s, i);
+            engine_link_up(&s->p[i].e, pc->nb[k].peer, 0.0);
         if (c->churn > 0)
             sim_queue_push(&s->q, churn_wait(s, 0), EV_CHURN, i, 0);
     }
@@ -582,11 +552,11 @@ static int setup(sim *s, const sim_config *c, const nn_dataset *train, char *err
 static void teardown(sim *s)
 {
     for (int i = 0; s->p && i < s->c->n_peers; i++)
-        round_peer_free(&s->p[i].rp);
+        engine_free(&s->p[i].e);
     sim_event e;
     while (sim_queue_pop(&s->q, &e))
         if (e.kind == EV_ARRIVE)
-            gsp_msg_free(&s->flight[e.arg]);
+            flight_release(s, e.arg, 1);
     sim_queue_free(&s->q);
     free(s->flight);
     free(s->free_slots);
@@ -597,7 +567,7 @@ static void teardown(sim *s)
     nn_model_free(&s->model);
 }
 
-/* After the last round: what is still in flight goes to live peers, then
+/* After the last round: the shares still in flight go to live peers, then
  * every inbox in (sender, seq) order: the average model is of all the mass
  * the live peers hold (only lost messages' shares are missing). */
 static void finish(sim *s)
@@ -606,16 +576,19 @@ static void finish(sim *s)
     while (sim_queue_pop(&s->q, &e)) {
         if (e.kind != EV_ARRIVE)
             continue;
-        if (s->p[e.peer].state != P_CRASHED && round_inbox_put(&s->p[e.peer].rp, &s->flight[e.arg]) == 0)
+        sim_frame *f = &s->flight[e.arg];
+        if (f->s.kind == ENGINE_PUSH && s->p[e.peer].state != P_CRASHED &&
+            round_inbox_put(&s->p[e.peer].e.rp, &f->s.msg) == 0)
             flight_release(s, e.arg, 0);
         else
             flight_release(s, e.arg, 1);
     }
     for (int i = 0; i < s->c->n_peers; i++) {
+        round_peer *rp = &s->p[i].e.rp;
         if (s->p[i].state != P_CRASHED)
-            round_absorb(&s->p[i].rp, 1, NULL, NULL);
-        s->r->cpu_step_seconds += s->p[i].rp.times.step;
-        s->r->cpu_gossip_seconds += s->p[i].rp.times.gossip;
+            round_absorb(rp, 1, NULL, NULL);
+        s->r->cpu_step_seconds += rp->times.step;
+        s->r->cpu_gossip_seconds += rp->times.gossip;
     }
     sim_final_report(s);
 }
@@ -640,68 +613,49 @@ static int deferred(sim *s, const sim_event *e)
     return 1;
 }
 
+/* The engine's input for an event (its outputs: pump). */
 static int dispatch(sim *s, const sim_event *e)
 {
     sim_peer *p = &s->p[e->peer];
-    const int n = s->c->n_peers;
+    engine *g = &p->e;
+    const long round = g->rp.g.round;
+    int advanced = 0, rc = 0;
     if (deferred(s, e))
+        return 0;
+    if (e->kind == EV_ARRIVE)
+        return arrive(s, e->peer, e->arg);
+    if (e->kind == EV_CHURN)
+        return churn(s, e->peer);
+    if (gone(p))
         return 0;
     switch (e->kind) {
     case EV_STEP_DONE:
-        return step_done(s, e->peer, e->arg);
-    case EV_ARRIVE:
-        return arrive(s, e->peer, e->arg);
+        if (p->state != P_COMPUTING || e->arg != p->step_id)
+            return 0; /* it crashed meanwhile */
+        engine_step_done(g, s->now);
+        break;
     case EV_WAKE:
         if (p->wake_at == e->t)
             p->wake_at = -1;
-        try_start(s, e->peer);
-        return 0;
-    case EV_NACK:
-        return p->state == P_CRASHED ? 0 : send_sync(s, e->peer, (int)e->arg);
-    case EV_TICK:
-        tick(s, e->peer);
-        return 0;
-    case EV_ACK:
-        if (p->state == P_CRASHED || p->exited)
-            return 0;
-        gsp_pace_heard(&p->rp.pace, (int)(e->arg % n), s->now);
-        gsp_pace_acked(&p->rp.pace, (int)(e->arg % n), (uint64_t)(e->arg / n));
-        return 0;
-    case EV_HEARTBEAT:
-        if (p->state == P_CRASHED || p->exited)
-            return 0;
-        gsp_pace_heard(&p->rp.pace, (int)(e->arg % n), s->now);
-        gsp_pace_claim(&p->rp.pace, (int)(e->arg % n), e->arg / n);
-        /* answered with an ACK, a sign of life (as the networked peer does) */
-        sim_queue_push(&s->q, s->now + s->c->latency, EV_ACK, (int)(e->arg % n), e->peer);
-        try_start(s, e->peer);
-        return 0;
+        engine_timer(g, s->now);
+        break;
     case EV_UP:
-    case EV_DOWN:
-        if (p->state == P_CRASHED || p->exited ||
-            (e->kind == EV_UP && (s->p[e->arg].state == P_CRASHED || s->p[e->arg].exited)))
+        if (gone(&s->p[e->arg]))
             return 0;
-        if (e->kind == EV_UP)
-            gsp_pace_up(&p->rp.pace, (int)e->arg, s->now);
-        else
-            gsp_pace_down(&p->rp.pace, (int)e->arg, s->now);
-        try_start(s, e->peer);
-        return 0;
-    case EV_GOODBYE:
-        if (p->state != P_CRASHED && !p->exited) {
-            gsp_pace_goodbye(&p->rp.pace, (int)e->arg, 1);
-            try_start(s, e->peer);
-            maybe_exit(s, e->peer);
-        }
-        return 0;
-    case EV_CHURN:
-        return churn(s, e->peer);
+        engine_link_up(g, (int)e->arg, s->now);
+        break;
+    case EV_DOWN:
+        engine_link_down(g, (int)e->arg, s->now);
+        break;
     case EV_RESUME:
         p->stopped_until = -1;
-        try_start(s, e->peer);
-        return 0;
+        rc = boundary(s, e->peer, &advanced);
+        break;
+    case EV_RELEASE:
+        rc = boundary(s, e->peer, &advanced);
+        break;
     }
-    return 0;
+    return rc < 0 ? rc : pump(s, e->peer, round);
 }
 
 /* Every peer's memory by part, the shared model engine and data sets, and the
@@ -712,10 +666,10 @@ static void measure_memory(sim *s, const nn_dataset *train)
     *m = (mem_parts){.model = s->model.bytes, .data = nn_dataset_bytes(train) + nn_dataset_bytes(s->test),
                      .in_flight = (size_t)s->cap_flight * (sizeof *s->flight + sizeof *s->free_slots)};
     for (int i = 0; i < s->c->n_peers; i++)
-        round_memory(&s->p[i].rp, m);
+        round_memory(&s->p[i].e.rp, m);
     for (size_t k = 0; k < s->q.n; k++) /* the slots in use: those an arrival is pending for */
         if (s->q.heap[k].kind == EV_ARRIVE)
-            m->in_flight += gsp_msg_owned_bytes(&s->flight[s->q.heap[k].arg]);
+            m->in_flight += frame_bytes(&s->flight[s->q.heap[k].arg]);
     mem_measure(m);
 }
 
@@ -739,8 +693,11 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
     round_plan_make(&s.plan, &c->train, train->n, c->n_peers, c->local_steps);
     progress_init(&s.bar, c->progress ? c->progress : stdout, c->progress ? c->progress_bar : 0);
     int rc = setup(&s, c, train, err, errlen);
-    for (int i = 0; rc == 0 && i < c->n_peers; i++)
-        try_start(&s, i);
+    for (int i = 0; rc == 0 && i < c->n_peers; i++) { /* round 0 starts from the hold engine_init leaves */
+        int advanced = 0;
+        if ((rc = boundary(&s, i, &advanced)) == 0)
+            rc = pump(&s, i, 0);
+    }
     sim_event e;
     /* Until no peer can do anything more: every live one done and nobody
      * down that will come back. */

@@ -6,20 +6,27 @@
 
 #include "nn/nn_model.h"
 #include "nn/nn_rng.h"
-#include "peer/core/round.h"
+#include "peer/core/engine.h"
 #include "peer/sim/sim.h"
 #include "peer/sim/sim_queue.h"
 #include "peer/store/progress.h"
 
 enum { P_WAITING, P_COMPUTING, P_CRASHED, P_DONE };
 
+/* A frame on its way from src to dst: what an engine sent, with its own
+ * copies of a PUSH's arrays and a MODEL's floats. */
+typedef struct sim_frame {
+    engine_send s;
+    int src;
+    float *model; /* MODEL: owned */
+} sim_frame;
+
 typedef struct sim_peer {
-    round_peer rp;       /* the round driver every peer runs, simulated or not */
+    engine e;            /* the peer engine every peer runs, simulated or not */
     int state;
     double slow;
     double stopped_until; /* frozen (SIGSTOP) until then */
     double wake_at;       /* the earliest EV_WAKE pending (< 0: none) */
-    int ticking;          /* an EV_TICK is pending */
     int churned;          /* down by --churn: comes back */
     int exited;           /* done, and every in-neighbour done or routed around: its connections closed */
     long step_id;         /* which EV_STEP_DONE is this step's (a crash voids the one pending) */
@@ -34,7 +41,7 @@ typedef struct sim {
     round_plan plan;
     sim_peer *p;
     sim_queue q;
-    gsp_msg *flight; /* messages in flight, by slot */
+    sim_frame *flight; /* frames in flight, by slot */
     int *free_slots, n_free, cap_flight;
     double *link_free; /* n*n: when link i -> j is next idle */
     nn_rng net, churn;

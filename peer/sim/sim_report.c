@@ -20,8 +20,8 @@ void sim_average_model(sim *s, float *avg)
         if (!live(s, i))
             continue;
         for (size_t d = 0; d < dim; d++)
-            acc[d] += s->p[i].rp.g.x[d];
-        w += s->p[i].rp.g.w;
+            acc[d] += s->p[i].e.rp.g.x[d];
+        w += s->p[i].e.rp.g.w;
     }
     for (size_t d = 0; d < dim; d++)
         avg[d] = (float)(acc[d] / w);
@@ -39,7 +39,7 @@ static double consensus_distance(sim *s, const float *avg)
     for (int i = 0; i < s->c->n_peers; i++) {
         if (!live(s, i))
             continue;
-        const float *z = gsp_debias(&s->p[i].rp.g);
+        const float *z = gsp_debias(&s->p[i].e.rp.g);
         double e = 0;
         for (size_t d = 0; d < dim; d++)
             e += ((double)z[d] - avg[d]) * ((double)z[d] - avg[d]);
@@ -54,7 +54,7 @@ static float mean_last_loss(const sim *s)
     int n = 0;
     for (int i = 0; i < s->c->n_peers; i++)
         if (live(s, i))
-            sum += s->p[i].rp.loss, n++;
+            sum += s->p[i].e.rp.loss, n++;
     return n ? (float)(sum / n) : 0.0f;
 }
 
@@ -120,11 +120,11 @@ static void mass_check(sim *s)
         return;
     for (int i = 0; i < n; i++) {
         for (size_t d = 0; d < dim; d++)
-            x[d] += s->p[i].rp.g.x[d];
-        w += s->p[i].rp.g.w;
+            x[d] += s->p[i].e.rp.g.x[d];
+        w += s->p[i].e.rp.g.w;
         for (int j = 0; j < n; j++)
             if (j != i)
-                w += gsp_edge_pending(&s->p[i].rp.g, &s->p[j].rp.g, x);
+                w += gsp_edge_pending(&s->p[i].e.rp.g, &s->p[j].e.rp.g, x);
     }
     double ex = 0, norm = 0;
     for (size_t d = 0; d < dim; d++)
@@ -151,24 +151,24 @@ void sim_final_report(sim *s)
     double acc_sum = 0, loss_sum = 0, stale = 0, absorbed = 0;
     for (int i = 0; i < c->n_peers; i++) {
         sim_peer *p = &s->p[i];
-        const gsp_pace_stats *ps = &p->rp.pace.stats;
+        const gsp_pace_stats *ps = &p->e.rp.pace.stats;
         r->late_marks += ps->late_marks, r->catch_ups += ps->catch_ups, r->refreshes += ps->refreshes, r->rounds_skipped += ps->rounds_skipped;
         r->neighbours_lost += ps->neighbours_lost, r->brakes += ps->brakes;
         r->isolated_rounds += ps->isolated_rounds;
-        r->syncs += p->rp.g.stats.syncs_sent; /* (scheduled ones; immediate ones are counted when sent) */
+        r->syncs += p->e.rp.g.stats.syncs_sent;
         if (!live(s, i))
             continue;
         float acc, loss;
-        const float *z = gsp_debias(&p->rp.g);
+        const float *z = gsp_debias(&p->e.rp.g);
         nn_model_evaluate(&s->model, z, s->test, &loss, &acc);
         r->test_loss_max = fmaxf(r->test_loss_max, loss), loss_sum += loss;
         if (r->peer_models)
             memcpy(r->peer_models + (size_t)i * s->model.n_params, z, s->model.n_params * sizeof(float));
         r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
         acc_sum += acc, r->peers_live++;
-        stale += (double)p->rp.g.stats.stale_sum, absorbed += (double)p->rp.g.stats.absorbed;
-        r->weight_min = fmin(r->weight_min, p->rp.g.w), r->weight_max = fmax(r->weight_max, p->rp.g.w);
-        r->weight_total += p->rp.g.w;
+        stale += (double)p->e.rp.g.stats.stale_sum, absorbed += (double)p->e.rp.g.stats.absorbed;
+        r->weight_min = fmin(r->weight_min, p->e.rp.g.w), r->weight_max = fmax(r->weight_max, p->e.rp.g.w);
+        r->weight_total += p->e.rp.g.w;
     }
     if (r->peers_live == 0)
         r->weight_min = 0;

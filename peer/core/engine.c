@@ -1,0 +1,590 @@
+/* The peer engine: see engine.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/core/engine.h"
+
+/* ---- queued outputs ------------------------------------------------------------ */
+
+static int grow(void **arr, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int nc = *cap ? 2 * *cap : 16;
+    void *a = realloc(*arr, (size_t)nc * size);
+    if (!a)
+        return -ENOMEM;
+    *arr = a, *cap = nc;
+    return 0;
+}
+
+/* Every frame counts as a sign of life to its receiver: the heartbeat is
+ * only for a neighbour nothing else went to lately. */
+static void queue(engine *e, engine_send s, double now)
+{
+    if (e->next_send == e->n_sends)
+        e->next_send = e->n_sends = 0;
+    if (grow((void **)&e->sends, &e->cap_sends, e->n_sends, sizeof *e->sends) < 0) {
+        e->oom = 1;
+        return;
+    }
+    e->sends[e->n_sends++] = s;
+    gsp_pace_sent(&e->rp.pace, s.peer, now);
+}
+
+static void event(engine *e, engine_event v)
+{
+    if (e->next_event == e->n_events)
+        e->next_event = e->n_events = 0;
+    if (grow((void **)&e->events, &e->cap_events, e->n_events, sizeof *e->events) < 0) {
+        e->oom = 1;
+        return;
+    }
+    e->events[e->n_events++] = v;
+}
+
+static void log_event(engine *e, const char *what, int peer, const char *detail)
+{
+    engine_event v = {.kind = ENGINE_LOG, .round = e->rp.g.round, .what = what, .peer = peer};
+    if (detail)
+        snprintf(v.detail, sizeof v.detail, "%s", detail);
+    event(e, v);
+}
+
+int engine_poll_send(engine *e, engine_send *s)
+{
+    if (e->next_send >= e->n_sends)
+        return 0;
+    *s = e->sends[e->next_send++];
+    return 1;
+}
+
+int engine_poll_event(engine *e, engine_event *v)
+{
+    if (e->next_event >= e->n_events)
+        return 0;
+    *v = e->events[e->next_event++];
+    return 1;
+}
+
+/* ---- what a neighbour is to us --------------------------------------------------- */
+
+static int connected(const engine *e, int q)
+{
+    const gsp_pace *pc = &e->rp.pace;
+    const int slot = q >= 0 && q < e->n_peers ? pc->slot[q] : -1;
+    return slot >= 0 && pc->nb[slot].connected;
+}
+
+int engine_is_neighbour(const engine *e, int q) { return gsp_pace_is_neighbour(&e->rp.pace, q); }
+
+/* Any frame but a GOODBYE is a sign of life. */
+static void heard(engine *e, int q, double now)
+{
+    if (gsp_pace_heard(&e->rp.pace, q, now))
+        log_event(e, "neighbour is back", q, NULL);
+}
+
+/* Tell q we have taken in its messages up to the last one received: its
+ * shares keep coming only while we do (gsp_pace_acked). */
+static void send_ack(engine *e, int q, int even_if_sent, double now)
+{
+    if (!connected(e, q) || !(even_if_sent || e->ack_due[q] > e->ack_sent[q]))
+        return;
+    queue(e, (engine_send){.kind = ENGINE_ACK, .peer = q, .seq = e->ack_due[q]}, now);
+    e->ack_sent[q] = e->ack_due[q];
+}
+
+static void send_sync(engine *e, int q, double now)
+{
+    gsp_msg sync;
+    if (gsp_sync_msg(&e->rp.g, q, &sync) == 0)
+        queue(e, (engine_send){.kind = ENGINE_PUSH, .peer = q, .msg = sync}, now);
+}
+
+static void send_heartbeat(engine *e, int q, double now)
+{
+    if (connected(e, q) && !e->busy[q])
+        queue(e, (engine_send){.kind = ENGINE_HEARTBEAT, .peer = q, .round = e->rp.g.round}, now);
+}
+
+/* Our model for a peer that asked (a joiner, or one far behind): z and the
+ * round to enter at. Only between rounds: a running step writes x. */
+static void send_model(engine *e, int q, double now)
+{
+    queue(e, (engine_send){.kind = ENGINE_MODEL, .peer = q, .round = e->rp.g.round, .model = gsp_debias(&e->rp.g),
+                           .dim = e->rp.g.dim},
+          now);
+    e->model_wanted[q] = 0, e->model_queued[q] = 1;
+    log_event(e, "sent its model to joining peer", q, NULL);
+}
+
+/* ---- pulling a neighbour's model --------------------------------------------------- */
+
+static int wants_model(const engine *e) { return e->joining || e->refreshing; }
+
+/* The next connected neighbour, round robin from the last one asked; the
+ * next again after a heartbeat interval without an answer: the one asked
+ * may be waiting for a model itself, and says nothing. */
+static void ask_for_model(engine *e, double now)
+{
+    const gsp_pace *pc = &e->rp.pace;
+    for (int k = 1; k <= pc->n_nb; k++) {
+        const int j = (e->asked + k) % pc->n_nb, q = pc->nb[j].peer;
+        if (connected(e, q)) {
+            queue(e, (engine_send){.kind = ENGINE_MODEL_REQUEST, .peer = q, .dim = e->rp.g.dim}, now);
+            e->asked = j, e->asked_at = now;
+            log_event(e, "asked for the current model: peer", q, NULL);
+            return;
+        }
+    }
+}
+
+static int ask_due(const engine *e, double now)
+{
+    return wants_model(e) && now - e->asked_at > gsp_pace_heartbeat(&e->rp.pace.c);
+}
+
+/* ---- rounds ------------------------------------------------------------------------- */
+
+/* A lost compressed message: ask its sender for a SYNC. */
+static void nack(void *ctx, const gsp_msg *m)
+{
+    engine *e = ctx;
+    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = m->seq - 1}, e->absorb_now);
+}
+
+/* Done (every round, a stop, or a failure): take in what has arrived and
+ * close. */
+static void finish(engine *e, int rc)
+{
+    if (e->finished)
+        return;
+    e->finished = 1;
+    if (!e->joining)
+        round_absorb(&e->rp, 1, NULL, NULL);
+    event(e, (engine_event){.kind = ENGINE_FINISHED, .round = e->rp.g.round, .rc = rc,
+                            .goodbye = e->said_done ? -1 : !e->stopping});
+}
+
+/* Every round is done: say so, and stay to take in what the in-neighbours
+ * still send until each is done too (or routed around). */
+static void done(engine *e, double now)
+{
+    if (!e->rounds_done) {
+        e->rounds_done = 1;
+        event(e, (engine_event){.kind = ENGINE_DONE, .round = e->rp.g.round});
+    }
+    if (!e->said_done) {
+        e->said_done = 1;
+        const gsp_pace *pc = &e->rp.pace;
+        for (int j = 0; j < pc->n_nb; j++)
+            if (connected(e, pc->nb[j].peer))
+                queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = pc->nb[j].peer, .done = 1}, now);
+    }
+    if (gsp_pace_in_done(&e->rp.pace))
+        finish(e, 0);
+}
+
+/* The pacing policy found this peer so far behind that its model is stale:
+ * rounds wait until a neighbour's model comes, or until twice the dead
+ * timeout has passed (then it goes on with its own). */
+static void start_refresh(engine *e, double now)
+{
+    e->refreshing = 1;
+    e->refresh_since = now;
+    log_event(e, "far behind: asking for a neighbour's model", -1, NULL);
+    ask_for_model(e, now);
+}
+
+/* Start the next round if the pacing policy says so. */
+static void try_start(engine *e, double now)
+{
+    if (e->finished || e->computing || e->held)
+        return;
+    if (e->oom || e->stopping) {
+        finish(e, e->oom ? -ENOMEM : 0);
+        return;
+    }
+    gsp_pace_decision d;
+    const gsp_pace_action a = round_next(&e->rp, now, &d);
+    if (d.jumped_from >= 0) {
+        char why[96];
+        snprintf(why, sizeof why, "%ld rounds behind: jumping to round %ld", e->rp.g.round - d.jumped_from,
+                 e->rp.g.round);
+        log_event(e, "catching up", -1, why);
+    }
+    if (d.refresh)
+        start_refresh(e, now);
+    for (int j = 0; j < d.n_late; j++)
+        log_event(e, "not waiting for late neighbour", d.late[j], NULL);
+    if (d.alone != e->alone) {
+        e->alone = d.alone;
+        if (d.alone)
+            log_event(e, "every in-neighbour lost: waiting for one to come back", -1, NULL);
+    }
+    if (a == GSP_PACE_WAIT) {
+        if (e->wait_since < 0)
+            e->wait_since = now;
+        e->wake = d.wake_at;
+        return;
+    }
+    e->wake = INFINITY;
+    if (a == GSP_PACE_DONE) {
+        done(e, now);
+        return;
+    }
+    if (e->wait_since >= 0)
+        e->wait_seconds += now - e->wait_since, e->wait_since = -1;
+    gsp_pace_started(&e->rp.pace, now);
+    e->absorb_now = now;
+    round_absorb(&e->rp, 0, nack, e);
+    e->computing = 1;
+    event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
+}
+
+void engine_step_done(engine *e, double now)
+{
+    if (e->finished || !e->computing)
+        return;
+    e->computing = 0;
+    round_peer *rp = &e->rp;
+    const long round = rp->g.round;
+    const int was_isolated = rp->pace.isolated;
+    gsp_msg msgs[TOPO_MAX_OUT];
+    const int m = round_emit(rp, now, e->busy, msgs);
+    if (rp->pace.isolated != was_isolated)
+        log_event(e, rp->pace.isolated ? "no in-neighbour heard: keeping shares home" : "hearing in-neighbours again",
+                  -1, NULL);
+    if (m < 0) {
+        finish(e, m);
+        return;
+    }
+    for (int j = 0; j < m; j++)
+        queue(e, (engine_send){.kind = ENGINE_PUSH, .peer = msgs[j].dst, .msg = msgs[j]}, now);
+    int probe[TOPO_MAX_OUT];
+    for (int j = gsp_pace_probes(&rp->pace, probe, TOPO_MAX_OUT); j-- > 0;)
+        send_heartbeat(e, probe[j], now);
+    for (int q = 0; q < e->n_peers; q++)
+        if (e->model_wanted[q])
+            send_model(e, q, now);
+    e->held = 1;
+    engine_event v = {.kind = ENGINE_BOUNDARY, .round = round};
+    if (e->checkpoint_every > 0 && now - e->last_ckpt >= e->checkpoint_every)
+        v.checkpoint = 1, e->last_ckpt = now;
+    event(e, v);
+}
+
+void engine_advance(engine *e, double now)
+{
+    e->held = 0;
+    try_start(e, now);
+}
+
+void engine_stop(engine *e, double now)
+{
+    e->stopping = 1;
+    e->said_done = 0; /* a peer lingering after its last round says it stopped: route around it */
+    if (!e->computing)
+        try_start(e, now);
+}
+
+void engine_stop_now(engine *e, double now)
+{
+    e->computing = 0; /* the caller's round: nothing of it is running here */
+    engine_stop(e, now);
+}
+
+/* ---- inputs -------------------------------------------------------------------------- */
+
+int engine_push(engine *e, gsp_msg *m, double now)
+{
+    const int q = m->src;
+    const uint64_t seq = m->seq, incarnation = m->incarnation;
+    heard(e, q, now);
+    gsp_pace_push(&e->rp.pace, &e->rp.g, q, m->round);
+    int rc = round_inbox_put(&e->rp, m);
+    if (rc < 0) {
+        gsp_msg_free(m);
+        return rc;
+    }
+    if (incarnation != e->ack_incarnation[q]) /* the sender restarted: its seqs start again */
+        e->ack_incarnation[q] = incarnation, e->ack_due[q] = e->ack_sent[q] = 0;
+    if (seq > e->ack_due[q])
+        e->ack_due[q] = seq;
+    send_ack(e, q, 0, now);
+    try_start(e, now);
+    return 0;
+}
+
+void engine_ack(engine *e, int q, uint64_t seq, double now)
+{
+    heard(e, q, now);
+    gsp_pace_acked(&e->rp.pace, q, seq);
+    try_start(e, now);
+}
+
+void engine_heartbeat(engine *e, int q, long round, double now)
+{
+    heard(e, q, now);
+    gsp_pace_claim(&e->rp.pace, q, round);
+    send_ack(e, q, 1, now); /* a sign of life for a peer whose shares to us wait for one */
+    try_start(e, now);
+}
+
+void engine_nack(engine *e, int q, double now)
+{
+    heard(e, q, now);
+    send_sync(e, q, now);
+    try_start(e, now);
+}
+
+void engine_goodbye(engine *e, int q, int done_all, double now)
+{
+    if (gsp_pace_goodbye(&e->rp.pace, q, done_all))
+        log_event(e, done_all ? "neighbour is done" : "neighbour said goodbye", q, NULL);
+    try_start(e, now);
+}
+
+void engine_model_request(engine *e, int q, double now)
+{
+    heard(e, q, now);
+    if (wants_model(e) || e->finished)
+        return; /* (no model yet, or a stale one) */
+    if (e->model_queued[q] && e->sending[q])
+        return; /* the asker repeats while our model (hundreds of MB) is still on its way: one is enough */
+    e->model_queued[q] = 0;
+    if (e->computing)
+        e->model_wanted[q] = 1; /* answered at the round boundary */
+    else
+        send_model(e, q, now);
+    try_start(e, now);
+}
+
+/* The side that asked: enter the run at the sender's round (a joiner), or
+ * take the model and keep the weight (a refresh). */
+void engine_model(engine *e, int q, long round, const float *z, int intact, double now)
+{
+    heard(e, q, now);
+    if (!wants_model(e) || e->finished)
+        return; /* (an answer that came after another neighbour's) */
+    if (!intact) {
+        log_event(e, "model failed its hash check: asking another neighbour than", q, NULL);
+        ask_for_model(e, now);
+        return;
+    }
+    if (e->refreshing) {
+        gsp_adopt(&e->rp.g, z);
+        e->refreshing = 0;
+        log_event(e, "took the current model of peer", q, NULL);
+    } else {
+        gsp_join(&e->rp.g, z, round);
+        e->joining = 0;
+        e->start_round = round;
+        log_event(e, "joined with the model of peer", q, NULL);
+    }
+    gsp_pace_joined(&e->rp.pace);
+    try_start(e, now);
+}
+
+/* A reconnected edge starts with a SYNC: whatever was in flight when the
+ * old connection died arrives with it, at once, so the peer waiting for it
+ * need not wait for a deadline. */
+void engine_link_up(engine *e, int q, double now)
+{
+    const gsp_pace *pc = &e->rp.pace;
+    const int slot = pc->slot[q], ever_up = slot >= 0 && pc->nb[slot].ever_up;
+    if (gsp_pace_up(&e->rp.pace, q, now))
+        log_event(e, "neighbour reconnected", q, NULL);
+    if (e->finished)
+        return;
+    if (ever_up)
+        send_sync(e, q, now);
+    e->ack_sent[q] = 0; /* (what the old connection carried may be lost) */
+    send_ack(e, q, 0, now);
+    if (e->said_done) /* (a neighbour back from a restart missed it) */
+        queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = q, .done = 1}, now);
+    if (ask_due(e, now))
+        ask_for_model(e, now);
+    try_start(e, now);
+}
+
+void engine_link_down(engine *e, int q, double now)
+{
+    gsp_pace_down(&e->rp.pace, q, now);
+    try_start(e, now);
+}
+
+void engine_link_state(engine *e, int q, int busy, int sending)
+{
+    if (q >= 0 && q < e->n_peers)
+        e->busy[q] = (uint8_t)(busy != 0), e->sending[q] = (uint8_t)(sending != 0);
+}
+
+/* Every heartbeat interval: route around the neighbours silent or
+ * disconnected for the dead timeout (a stopped process keeps its TCP
+ * connections open, so only silence shows it), say we are here to every
+ * neighbour that has not heard from us lately, and retry or give up what
+ * waits for an answer. */
+static void tick(engine *e, double now)
+{
+    gsp_pace *pc = &e->rp.pace;
+    int lost[64];
+    const int k = gsp_pace_tick(pc, now, lost, 64);
+    for (int j = 0; j < k; j++) {
+        const gsp_pace_nb *b = &pc->nb[pc->slot[lost[j]]];
+        log_event(e, "routing around neighbour", lost[j],
+                  b->connected ? "silent for the dead timeout"
+                  : b->ever_up ? "disconnected for the dead timeout"
+                               : "never connected");
+    }
+    for (int j = 0; j < pc->n_nb; j++) {
+        const int q = pc->nb[j].peer;
+        if (gsp_pace_heartbeat_due(pc, q, now))
+            send_heartbeat(e, q, now);
+        send_ack(e, q, 0, now);
+    }
+    if (ask_due(e, now))
+        ask_for_model(e, now);
+    if (e->refreshing && now - e->refresh_since > 2 * pc->c.dead_timeout) {
+        e->refreshing = 0;
+        gsp_pace_joined(pc);
+        log_event(e, "no neighbour sent its model: going on with its own", -1, NULL);
+    }
+    if (e->joining && now - e->join_since > pc->c.round_timeout)
+        finish(e, -EHOSTUNREACH); /* nobody to join */
+}
+
+void engine_timer(engine *e, double now)
+{
+    if (e->finished)
+        return;
+    if (now >= e->next_tick) {
+        e->next_tick = now + gsp_pace_heartbeat(&e->rp.pace.c);
+        tick(e, now);
+    }
+    try_start(e, now);
+}
+
+double engine_wake_at(const engine *e, double now)
+{
+    (void)now;
+    if (e->finished)
+        return INFINITY;
+    return !e->computing && !e->held && e->wake < e->next_tick ? e->wake : e->next_tick;
+}
+
+void engine_unsent(engine *e, const engine_send *s, int rc)
+{
+    const int q = s->peer;
+    switch (s->kind) {
+    case ENGINE_ACK:
+        e->ack_sent[q] = 0; /* due again: the next tick sends it */
+        break;
+    case ENGINE_MODEL:
+        e->model_queued[q] = 0;
+        e->model_wanted[q] = rc == -EAGAIN; /* try again at the next round boundary */
+        break;
+    case ENGINE_MODEL_REQUEST:
+        e->asked_at = -INFINITY; /* the next tick asks the next neighbour */
+        break;
+    default: /* running sums and a later SYNC make up for a share; the rest is repeated anyway */
+        break;
+    }
+}
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+static void reset(engine *e, double now)
+{
+    const size_t n = (size_t)e->n_peers;
+    memset(e->busy, 0, n), memset(e->sending, 0, n);
+    memset(e->model_wanted, 0, n), memset(e->model_queued, 0, n);
+    memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
+    memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation);
+    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
+    e->joining = e->refreshing = e->asked = e->alone = e->oom = 0;
+    e->held = 1;
+    e->asked_at = e->refresh_since = -INFINITY;
+    e->join_since = e->last_ckpt = now;
+    e->next_tick = now + gsp_pace_heartbeat(&e->rp.pace.c);
+    e->wait_since = -1, e->wake = INFINITY;
+    e->start_round = e->rp.g.round;
+    e->n_sends = e->next_send = e->n_events = e->next_event = 0;
+}
+
+int engine_init(engine *e, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
+                const float *x0, size_t dim, double now, char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    int rc = round_peer_init(&e->rp, c, plan, id, train, x0, dim, now, err, errlen);
+    if (rc < 0)
+        return rc;
+    const size_t n = (size_t)c->n_peers;
+    e->id = id, e->n_peers = c->n_peers;
+    e->busy = calloc(n, 1), e->sending = calloc(n, 1);
+    e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
+    e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
+    e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation);
+    if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
+        !e->ack_incarnation) {
+        engine_free(e);
+        snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    reset(e, now);
+    return 0;
+}
+
+void engine_free(engine *e)
+{
+    if (!e)
+        return;
+    round_peer_free(&e->rp);
+    free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
+    free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation);
+    free(e->sends), free(e->events);
+    memset(e, 0, sizeof *e);
+}
+
+void engine_set_joining(engine *e, double now)
+{
+    e->joining = 1;
+    e->join_since = now;
+    e->asked_at = -INFINITY; /* ask as soon as a neighbour is up */
+    gsp_pace_set_joining(&e->rp.pace);
+}
+
+void engine_set_resumed(engine *e)
+{
+    gsp_pace_joined(&e->rp.pace);
+    e->start_round = e->rp.g.round;
+}
+
+int engine_crash(engine *e)
+{
+    const int lost = e->rp.n_inbox;
+    for (int k = 0; k < e->rp.n_inbox; k++)
+        gsp_msg_free(&e->rp.inbox[k]);
+    e->rp.n_inbox = 0;
+    e->finished = 1;
+    e->n_sends = e->next_send = e->n_events = e->next_event = 0;
+    return lost;
+}
+
+int engine_restart(engine *e, uint64_t incarnation, double now)
+{
+    gsp_restart(&e->rp.g, incarnation);
+    gsp_resume(&e->rp.g);
+    gsp_pace_config pc = e->rp.pace.c;
+    pc.barrier = 0;
+    gsp_pace_free(&e->rp.pace);
+    int rc = gsp_pace_init(&e->rp.pace, &pc, e->id, now);
+    if (rc < 0)
+        return rc;
+    reset(e, now);
+    return 0;
+}
