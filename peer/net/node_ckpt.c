@@ -10,7 +10,7 @@
 static void write_checkpoint(uv_work_t *w)
 {
     node *n = w->data;
-    n->ckpt_rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, &n->rp.local, n->ckpt_err, sizeof n->ckpt_err);
+    n->ckpt_rc = ckpt_save(n->c->checkpoint, &n->run, &n->e.rp.g, &n->e.rp.local, n->ckpt_err, sizeof n->ckpt_err);
 }
 
 /* A checkpoint write's outcome: counted, or one event line (training goes
@@ -43,7 +43,6 @@ void node_checkpoint(node *n)
 {
     if (!n->c->checkpoint || n->ckpt_busy)
         return;
-    n->last_ckpt = clock_now();
     n->ckpt_busy = 1;
     n->ckpt_work.data = n;
     uv_queue_work(&n->loop, &n->ckpt_work, write_checkpoint, checkpoint_written);
@@ -61,7 +60,7 @@ void node_checkpoint_now(node *n)
         return;
     }
     n->ckpt_final = 0;
-    int rc = ckpt_save(n->c->checkpoint, &n->run, &n->rp.g, &n->rp.local, err, sizeof err);
+    int rc = ckpt_save(n->c->checkpoint, &n->run, &n->e.rp.g, &n->e.rp.local, err, sizeof err);
     written_count(n, rc, err);
     if (n->c->ext)
         node_ext_checkpointed(n->c->ext, rc);
@@ -75,21 +74,19 @@ void node_resume(node *n)
 {
     const node_config *c = n->c;
     char used[4400], err[9000];
-    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->rp.g, &n->rp.local, used, sizeof used, err,
+    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->e.rp.g, &n->e.rp.local, used, sizeof used, err,
                                        sizeof err)
                            : -ENOENT;
     if (rc == 0) {
-        const double w_checkpoint = n->rp.g.w;
-        gsp_resume(&n->rp.g);
+        const double w_checkpoint = n->e.rp.g.w;
+        gsp_resume(&n->e.rp.g);
         node_log_resume(n, w_checkpoint);
-        gsp_pace_joined(&n->rp.pace);
-        n->r->start_round = n->rp.g.round;
+        engine_set_resumed(&n->e);
         node_event(n, "resumed from", -1, used);
         return;
     }
     if (rc != -ENOENT)
         node_event(n, "cannot resume", -1, err);
-    n->joining = 1;
-    gsp_pace_set_joining(&n->rp.pace);
+    engine_set_joining(&n->e, clock_now());
     node_event(n, "no checkpoint: will pull the model from a neighbour", -1, NULL);
 }

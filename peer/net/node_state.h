@@ -7,7 +7,7 @@
 #include <uv.h>
 
 #include "nn/nn_model.h"
-#include "peer/core/round.h"
+#include "peer/core/engine.h"
 #include "peer/net/net.h"
 #include "peer/net/node.h"
 #include "peer/store/ckpt.h"
@@ -19,41 +19,43 @@ typedef struct node {
     uv_loop_t loop;
     net net;
     uv_work_t work;
-    uv_timer_t wake_timer;      /* the pacing policy's next question */
-    uv_timer_t heartbeat_timer; /* gsp_pace_tick and heartbeats */
+    uv_timer_t timer;           /* the engine's wake time: heartbeats, deadlines, retries */
     uv_signal_t sigint, sigterm;
     nn_model model;
     round_config cfg;
     round_plan plan;
-    round_peer rp;              /* the round driver: gossip state, pacing, inbox, local step */
-    uint8_t *busy;              /* per peer: its link has not taken our last frames */
-    uint8_t *model_wanted;      /* asked for our model while a step was running */
-    uint8_t *model_queued;      /* our model went to it and frames to it are still queued: a repeated request waits */
-    uint64_t *ack_due, *ack_sent; /* per peer: the highest seq received from it, and acknowledged */
-    uint64_t *ack_incarnation;  /* per peer: the sender's incarnation those seqs belong to */
+    engine e;                   /* every decision: gossip state, pacing, inbox, local step, reactions */
     double slow_pad;            /* --slow: seconds added to each local step (0 until measured) */
-    int joining, asked;         /* --resume without a checkpoint: waiting for a MODEL */
-    int refreshing;             /* far behind after a long stop: waiting for a MODEL to replace its stale one */
-    double asked_at, refresh_since;
-    double last_ckpt;
     ckpt_run run;
     uv_work_t ckpt_work;        /* a periodic checkpoint being written on the thread pool, from the live state:
-                                 * no round starts and nothing is absorbed meanwhile (node_rounds_resume after) */
+                                 * the engine is held at its boundary meanwhile (node_rounds_resume after) */
     int ckpt_busy, ckpt_final, ckpt_rc;
-    int finish_pending;         /* finish() came while a checkpoint was being written */
+    int finish_pending;         /* the engine finished while a checkpoint was being written */
+    int finish_goodbye;         /* what the pending finish says last (engine_event.goodbye) */
     char ckpt_err[512];
     uint8_t *out;               /* one encoded message: room for the usual ones (out_base bytes), grown for a
                                  * whole model or a SYNC and given back after it (node.c: send_push, send_model) */
     size_t out_cap, out_base;
-    int computing, finished, stopping, said_done;
-    int alone;                  /* waiting because every in-neighbour is lost */
+    int closed;                 /* the loop's handles are closing */
     double epoch_loss, t0, round_start;
     double frame_seconds;       /* encoding and sending this peer's shares, decoding what arrives (crypto: net) */
-    double wait_seconds;        /* rounds that could not start yet: waiting for neighbours */
-    double wait_since;          /* when the current wait began, < 0: not waiting */
     long epoch_steps;
     int rc;
 } node;
+
+/* node.c: the step is done (emit, the boundary); stop; close with a
+ * goodbye (engine_event.goodbye). */
+void node_step_done(node *n);
+void node_stop(node *n);
+void node_close(node *n, int goodbye);
+
+/* node_caller.c: the caller takes the local steps (libsgp, node_ext.h). */
+struct node_status;
+void node_caller_status(const node *n, struct node_status *s);
+void node_caller_give(node *n);
+int node_caller_open(node *n);
+void node_caller_close(node *n);
+void node_caller_end(node *n, int rc, const char *err);
 
 /* node_log.c: a fault-handling event (a progress line and a JSON line), a
  * round's JSON line, the push-sum ledger at the end. */

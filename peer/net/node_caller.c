@@ -1,0 +1,81 @@
+/* The networked peer when the caller takes the local steps itself (libsgp):
+ * the loop's side of the hand-off in node_ext.h. The engine's STEP hands
+ * the round's model out; the caller's step coming back is the step done. */
+#include "peer/core/clock.h"
+#include "peer/net/node_ext.h"
+#include "peer/net/node_state.h"
+
+void node_caller_status(const node *n, node_status *s)
+{
+    const gsp_pace *pc = &n->e.rp.pace;
+    const node_result *r = n->r;
+    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = n->e.rp.g.round,
+                       .start_round = n->e.start_round, .local_steps = r->local_steps, .weight = n->e.rp.g.w,
+                       .neighbours = pc->n_nb, .bytes_sent = r->bytes_sent, .bytes_received = r->bytes_received,
+                       .messages_sent = r->messages_sent, .messages_absorbed = n->e.rp.absorbed,
+                       .late_marks = pc->stats.late_marks, .catch_ups = pc->stats.catch_ups,
+                       .neighbours_lost = pc->stats.neighbours_lost, .checkpoints = r->checkpoints};
+    for (int j = 0; j < pc->n_nb; j++)
+        s->neighbours_alive += pc->alive[pc->nb[j].peer];
+}
+
+/* The round has started: its model goes to the caller, who holds the round
+ * until it comes back with its step (H steps from the model handed out:
+ * the outer step brackets them, as round_step's own). */
+void node_caller_give(node *n)
+{
+    node_status s;
+    node_caller_status(n, &s);
+    node_ext_hand_out(n->c->ext, gsp_debias(&n->e.rp.g), &s);
+}
+
+/* The caller asked for something: a stop, a checkpoint, or it is back with
+ * its step for the round it held. */
+static void on_caller(uv_async_t *a)
+{
+    node *n = a->data;
+    node_ext_asks asks;
+    const int holding = n->e.computing && !n->closed;
+    node_ext_take(n->c->ext, &n->e.rp.g, holding, &asks);
+    if (asks.checkpoint && !n->closed)
+        node_checkpoint_now(n); /* answers the caller (after a periodic write in flight) */
+    if (asks.stop && !n->e.stopping) {
+        node_stop(n);
+        return;
+    }
+    if (asks.stepped) {
+        outer_end(&n->e.rp.local.outer, &n->e.rp.g);
+        n->e.rp.steps += n->plan.local_steps; /* (round_step counts the node's own) */
+        node_step_done(n);
+        return;
+    }
+    if (holding)
+        node_caller_give(n); /* the caller is waiting for a round that has already started */
+}
+
+int node_caller_open(node *n)
+{
+    node_ext *x = n->c->ext;
+    int rc = uv_async_init(&n->loop, &x->wake, on_caller);
+    if (rc < 0)
+        return rc;
+    x->wake.data = n;
+    pthread_mutex_lock(&x->mu);
+    x->wake_open = 1;
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
+void node_caller_close(node *n)
+{
+    node_ext_closing(n->c->ext);
+    uv_close((uv_handle_t *)&n->c->ext->wake, NULL);
+}
+
+void node_caller_end(node *n, int rc, const char *err)
+{
+    node_status s = {0};
+    if (n->e.rp.g.dim)
+        node_caller_status(n, &s);
+    node_ext_end(n->c->ext, rc, err, rc == 0 ? n->r->model : NULL, &s);
+}
