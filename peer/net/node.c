@@ -108,16 +108,28 @@ static void send_frame(node *n, const engine_send *s)
         n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
     else {
         n->r->send_refused++; /* running sums / a SYNC make up for a share later */
-        engine_unsent(&n->e, s, rc);
+        engine_unsent(&n->e, s, rc, clock_now());
     }
     n->frame_seconds += clock_now() - t0;
 }
 
 /* ---- the engine's events ------------------------------------------------------ */
 
+/* The transport's view of every neighbour's link, for an input that may
+ * send to any of them (backpressure: a busy link gets no share, no
+ * heartbeat). */
+static void link_states(node *n)
+{
+    const gsp_pace *pc = &n->e.rp.pace;
+    for (int j = 0; j < pc->n_nb; j++)
+        engine_link_state(&n->e, pc->nb[j].peer, net_busy(&n->net, pc->nb[j].peer),
+                          net_sending(&n->net, pc->nb[j].peer));
+}
+
 static void on_wake(uv_timer_t *t)
 {
     node *n = t->data;
+    link_states(n);
     engine_timer(&n->e, clock_now());
     pump(n);
 }
@@ -142,10 +154,7 @@ static void after_step(uv_work_t *w, int status)
 
 void node_step_done(node *n)
 {
-    const gsp_pace *pc = &n->e.rp.pace;
-    for (int j = 0; j < pc->n_nb; j++) /* backpressure: a busy link gets no share this round */
-        engine_link_state(&n->e, pc->nb[j].peer, net_busy(&n->net, pc->nb[j].peer),
-                          net_sending(&n->net, pc->nb[j].peer));
+    link_states(n);
     engine_step_done(&n->e, clock_now());
     pump(n);
 }
