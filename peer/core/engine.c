@@ -565,6 +565,7 @@ void engine_set_joining(engine *e, double now)
     e->join_since = now;
     e->asked_at = -INFINITY; /* ask as soon as a neighbour is up */
     gsp_pace_set_joining(&e->rp.pace);
+    log_event(e, "no checkpoint: will pull the model from a neighbour", -1, NULL);
 }
 
 void engine_set_resumed(engine *e)

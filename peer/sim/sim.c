@@ -27,7 +27,7 @@ void sim_watermark_advance(sim *s)
             sim_progress_round(s);
         for (int k = 0; k < c->n_rejoin; k++)
             if (c->rejoin[k].round == s->slowest && s->p[c->rejoin[k].peer].state == P_CRASHED &&
-                !s->p[c->rejoin[k].peer].churned && sim_rejoin(s, c->rejoin[k].peer) == 0)
+                !s->p[c->rejoin[k].peer].churned && sim_rejoin(s, c->rejoin[k].peer, c->rejoin[k].fresh) == 0)
                 s->running++;
     }
 }
@@ -140,6 +140,9 @@ static int pump(sim *s, int i, long round_before)
                 sim_tell_neighbours(s, i, EV_DOWN);
                 break;
             case ENGINE_LOG:
+                if (s->c->events)
+                    fprintf(s->c->events, "{\"id\": %d, \"event\": \"%s\", \"peer\": %d, \"round\": %ld, \"t\": %.6f}\n", i,
+                            v.what, v.peer, v.round, s->now);
                 break;
             }
             if (rc < 0)

@@ -52,7 +52,8 @@ typedef struct sim_peer {
 
 typedef struct sim {
     const sim_config *c;
-    const nn_dataset *test;
+    const nn_dataset *train, *test;
+    float *x0;          /* where every peer started (the last one's, averaging-only): a fresh rejoin's model */
     nn_model model;
     round_config rc;
     round_plan plan;
@@ -89,7 +90,7 @@ size_t sim_frame_bytes(const sim_frame *f);
  * or on: *advanced), crashes, rejoins, --churn. */
 int sim_boundary(sim *s, int i, int *advanced);
 void sim_crash(sim *s, int i);
-int sim_rejoin(sim *s, int i);
+int sim_rejoin(sim *s, int i, int fresh);
 double sim_churn_wait(sim *s, int down);
 int sim_churn(sim *s, int i);
 

@@ -33,14 +33,24 @@ void sim_crash(sim *s, int i)
     sim_watermark_advance(s);
 }
 
-/* Back with the state it had at the crash (as if checkpointed every
- * round), as a new process (engine_restart). The pacing policy then
- * catches it up with the run. */
-int sim_rejoin(sim *s, int i)
+/* Back as a new process: with the state it had at the crash (as if
+ * checkpointed every round: engine_restart; the pacing policy then catches
+ * it up with the run), or fresh, without state, pulling a neighbour's
+ * model as `sgp peer --resume` without a checkpoint does. */
+int sim_rejoin(sim *s, int i, int fresh)
 {
     sim_peer *p = &s->p[i];
-    int rc = engine_restart(&p->e, p->e.rp.g.incarnation + 1, s->now);
-    if (rc < 0)
+    const uint64_t incarnation = p->e.rp.g.incarnation + 1;
+    int rc;
+    if (fresh) {
+        char err[256];
+        engine_free(&p->e);
+        rc = engine_init(&p->e, &s->rc, &s->plan, i, s->train, s->x0, s->model.n_params, s->now, err, sizeof err);
+        if (rc < 0)
+            return rc;
+        p->e.rp.g.incarnation = incarnation;
+        engine_set_joining(&p->e, s->now);
+    } else if ((rc = engine_restart(&p->e, incarnation, s->now)) < 0)
         return rc;
     p->state = P_WAITING;
     p->wake_at = -1;
@@ -71,7 +81,7 @@ int sim_churn(sim *s, int i)
         if (!p->churned)
             return 0; /* crashed for good by --crash */
         p->churned = 0;
-        int rc = sim_rejoin(s, i);
+        int rc = sim_rejoin(s, i, 0);
         sim_queue_push(&s->q, s->now + sim_churn_wait(s, 0), EV_CHURN, i, 0);
         return rc;
     }

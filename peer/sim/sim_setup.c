@@ -107,9 +107,9 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
     s->link_free = calloc((size_t)n * n, sizeof *s->link_free);
     s->at_round = calloc((size_t)s->plan.total_rounds + 2, sizeof *s->at_round);
     s->r->average_model = calloc(dim, sizeof(float));
-    float *x0 = malloc(dim * sizeof(float));
+    float *x0 = s->x0 = malloc(dim * sizeof(float));
+    s->train = train;
     if (!s->p || !s->link_free || !s->at_round || !s->r->average_model || !x0) {
-        free(x0);
         snprintf(err, errlen, "out of memory for %d peers", n);
         return -ENOMEM;
     }
@@ -124,12 +124,9 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
             memcpy(x0, s->model.params, dim * sizeof(float));
         }
         rc = engine_init(&p->e, &s->rc, &s->plan, i, train, x0, dim, 0.0, err, errlen);
-        if (rc < 0) {
-            free(x0);
+        if (rc < 0)
             return rc;
-        }
     }
-    free(x0);
     if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
         for (int i = 0; i < n; i++)
             for (size_t d = 0; d < dim; d++)
@@ -164,5 +161,6 @@ void sim_teardown(sim *s)
     free(s->link_free);
     free(s->at_round);
     free(s->mass0);
+    free(s->x0);
     nn_model_free(&s->model);
 }
