@@ -22,8 +22,7 @@ TestSuite(peer_engine, .timeout = 60);
  * timeout 1/2 s. */
 typedef struct scene {
     topo t;
-    train_opts train;
-    round_config c;
+    peer_settings c;
     round_plan plan;
     int n;
     engine e[MAX_PEERS];
@@ -34,9 +33,9 @@ static void scene_make_tau(scene *s, const char *kind, int n, long rounds, int t
     memset(s, 0, sizeof *s);
     topo_error te;
     cr_assert_eq(topo_generate(&s->t, kind, n, NULL, &te), 0, "%s", te.msg);
-    train_opts_defaults(&s->train);
-    s->c = (round_config){.train = &s->train, .topology = &s->t, .n_peers = n, .tau = tau, .dead_timeout = 1.0,
-                          .round_timeout = 0.5, .barrier = 1};
+    s->c = (peer_settings){.topology = &s->t, .n_peers = n, .tau = tau, .dead_timeout = 1.0, .round_timeout = 0.5,
+                           .barrier = 1};
+    train_opts_defaults(&s->c.train);
     s->plan = (round_plan){.per_batch = 1, .local_steps = 1, .steps_per_epoch = 1, .rounds_per_epoch = 1,
                            .total_rounds = rounds};
     s->n = n;
@@ -411,19 +410,19 @@ static void reference_equals_simulator(const char *codec_text)
     cr_assert_eq(cmp_spec_parse(&spec, codec_text, err, sizeof err), 0, "%s", err);
     sim_config c;
     sim_config_defaults(&c);
-    c.n_peers = 4, c.topology = &t, c.keep_peer_models = 1;
-    c.codec = strcmp(codec_text, "none") ? &spec : NULL;
-    c.train.model = "mlp:32", c.train.epochs = 2, c.train.progress = 0;
-    train_opts_finish(&c.train);
+    c.peer.n_peers = 4, c.peer.topology = &t, c.keep_peer_models = 1;
+    c.peer.codec = strcmp(codec_text, "none") ? &spec : NULL;
+    c.peer.train.model = "mlp:32", c.peer.train.epochs = 2, c.peer.train.progress = 0;
+    train_opts_finish(&c.peer.train);
     sim_result r;
     cr_assert_eq(sim_run(&c, &train, &test, &r, err, sizeof err), 0, "%s", err);
 
     round_plan plan;
-    round_plan_make(&plan, &c.train, train.n, 4, 1);
-    round_config rc = {.train = &c.train, .topology = &t, .n_peers = 4, .tau = 0, .codec = c.codec,
-                       .dead_timeout = c.dead_timeout, .round_timeout = 30, .barrier = 1};
+    round_plan_make(&plan, &c.peer.train, train.n, 4, 1);
+    peer_settings rc = c.peer; /* the simulator's, with every round waiting as long as it takes */
+    rc.round_timeout = 30, rc.barrier = 1;
     nn_model model;
-    cr_assert_eq(train_opts_model(&c.train, &train, 256, &model, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(train_opts_model(&c.peer.train, &train, 256, &model, err, sizeof err), 0, "%s", err);
     engine peers[4];
     cr_assert_eq(reference_run(&rc, &plan, &train, &model, peers, err, sizeof err), 0, "%s", err);
     for (int i = 0; i < 4; i++) {

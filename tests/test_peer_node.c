@@ -122,19 +122,19 @@ static void sim_equals_network_on(const workload *w, const char *codec_text, con
     cr_assert_eq(cmp_spec_parse(&spec, codec_text, err, sizeof err), 0, "%s", err);
     sim_config c;
     sim_config_defaults(&c);
-    c.n_peers = 4, c.topology = &t, c.codec = &spec, c.keep_peer_models = 1;
-    c.codec_warmup = atof(warmup);
-    c.local_steps = atoi(local_steps);
+    c.peer.n_peers = 4, c.peer.topology = &t, c.peer.codec = &spec, c.keep_peer_models = 1;
+    c.peer.codec_warmup = atof(warmup);
+    c.peer.local_steps = atoi(local_steps);
     outer_opts oo;
     cr_assert_eq(outer_opts_parse(&oo, outer, err, sizeof err), 0, "%s", err);
-    c.outer = &oo;
-    c.train.model = w->model, c.train.epochs = 2, c.train.progress = 0;
-    cr_assert_eq(nn_opt_kind_parse(w->optimizer, &c.train.optimizer), 0);
-    c.train.lr = atof(w->lr), c.train.lr_given = 1;
-    train_opts_finish(&c.train);
+    c.peer.outer = &oo;
+    c.peer.train.model = w->model, c.peer.train.epochs = 2, c.peer.train.progress = 0;
+    cr_assert_eq(nn_opt_kind_parse(w->optimizer, &c.peer.train.optimizer), 0);
+    c.peer.train.lr = atof(w->lr), c.peer.train.lr_given = 1;
+    train_opts_finish(&c.peer.train);
     /* One BLAS thread, as each `sgp peer` runs by default: a threaded sgemm
      * sums in another order, and the models would differ in the last bits. */
-    nn_blas_set_threads((int)c.train.threads);
+    nn_blas_set_threads((int)c.peer.train.threads);
     sim_result r;
     cr_assert_eq(sim_run(&c, &train, &test, &r, err, sizeof err), 0, "%s", err);
     for (int i = 0; i < 4; i++) {

@@ -41,12 +41,12 @@ static void config(sim_config *c, const char *kind, int n)
     topo_free(&t);
     cr_assert_eq(topo_generate(&t, kind, n, NULL, &e), 0, "%s", e.msg);
     sim_config_defaults(c);
-    c->n_peers = n;
-    c->topology = &t;
-    c->train.model = "mlp:32";
-    c->train.epochs = 2;
-    c->train.progress = 0;
-    train_opts_finish(&c->train);
+    c->peer.n_peers = n;
+    c->peer.topology = &t;
+    c->peer.train.model = "mlp:32";
+    c->peer.train.epochs = 2;
+    c->peer.train.progress = 0;
+    train_opts_finish(&c->peer.train);
 }
 
 static void run(const sim_config *c, sim_result *r)
@@ -59,7 +59,7 @@ Test(peer_sim, same_seed_same_model_bit_for_bit)
 {
     sim_config c;
     config(&c, "exponential", 8);
-    c.tau = 1;
+    c.peer.tau = 1;
     c.loss = 0.05;
     c.latency = 0.003; /* arrival order matters with tau > 0 and loss */
     sim_result a, b, d;
@@ -70,7 +70,7 @@ Test(peer_sim, same_seed_same_model_bit_for_bit)
     cr_assert_eq(a.bytes_sent, b.bytes_sent);
     cr_assert_eq(a.messages_lost, b.messages_lost);
     cr_assert_eq(a.simulated_seconds, b.simulated_seconds);
-    c.train.seed = 2;
+    c.peer.train.seed = 2;
     run(&c, &d);
     cr_assert_neq(memcmp(a.average_model, d.average_model, a.parameters * sizeof(float)), 0, "the seed matters");
     sim_result_free(&a), sim_result_free(&b), sim_result_free(&d);
@@ -81,7 +81,7 @@ Test(peer_sim, averaging_only_reaches_consensus)
     sim_config c;
     config(&c, "exponential", 16);
     c.averaging_only = 1;
-    c.train.epochs = 1;
+    c.peer.train.epochs = 1;
     sim_result r;
     run(&c, &r);
     cr_assert_gt(r.rounds, 4);
@@ -94,7 +94,7 @@ Test(peer_sim, loss_still_converges_and_is_counted)
     sim_config c;
     config(&c, "ring", 8);
     c.averaging_only = 1;
-    c.train.epochs = 8;
+    c.peer.train.epochs = 8;
     sim_result clean, r;
     run(&c, &clean);
     c.loss = 0.2;
@@ -109,7 +109,7 @@ Test(peer_sim, training_learns_on_every_peer)
 {
     sim_config c;
     config(&c, "exponential", 4);
-    c.train.epochs = 3;
+    c.peer.train.epochs = 3;
     sim_result r;
     run(&c, &r);
     cr_assert_gt(r.test_accuracy, 0.85, "average model %.3f", r.test_accuracy);
@@ -125,11 +125,11 @@ Test(peer_sim, crash_and_rejoin_finish)
     c.crash[c.n_crash++] = (sim_fault){.peer = 3, .round = 10};
     c.crash[c.n_crash++] = (sim_fault){.peer = 5, .round = 12};
     c.rejoin[c.n_rejoin++] = (sim_fault){.peer = 3, .round = 30};
-    c.dead_timeout = 0.05;
+    c.peer.dead_timeout = 0.05;
     sim_result r;
     run(&c, &r);
     long rounds_per_epoch = (train.n + 63) / 64;
-    cr_assert_eq(r.rounds, rounds_per_epoch * c.train.epochs, "the survivors finish every round");
+    cr_assert_eq(r.rounds, rounds_per_epoch * c.peer.train.epochs, "the survivors finish every round");
     cr_assert_gt(r.messages_lost, 0, "messages to the crashed peers before detection are lost");
     cr_assert_gt(r.test_accuracy_min, 0.8, "the rejoined peer caught up: worst %.3f", r.test_accuracy_min);
     sim_result_free(&r);
@@ -139,9 +139,9 @@ Test(peer_sim, straggler_delays_simulated_time_not_results_when_synchronous)
 {
     sim_config c;
     config(&c, "exponential", 4);
-    c.train.epochs = 1;
+    c.peer.train.epochs = 1;
     c.compute_seconds = 0.01; /* compute, not the links, sets the pace */
-    c.round_deadline = 1e3;   /* wait for late neighbours up to the round timeout: synchronous */
+    c.peer.round_deadline = 1e3;   /* wait for late neighbours up to the round timeout: synchronous */
     sim_result a, b;
     run(&c, &a);
     double slow[4] = {1, 4, 1, 1};
@@ -160,7 +160,7 @@ Test(peer_sim, straggler_is_not_waited_for_with_the_derived_deadline)
 {
     sim_config c;
     config(&c, "exponential", 4);
-    c.train.epochs = 1;
+    c.peer.train.epochs = 1;
     c.compute_seconds = 0.01;
     sim_result a, b;
     run(&c, &a);
@@ -180,7 +180,7 @@ static void averaging_under(double loss, double duplicate, double jitter, sim_re
     sim_config c;
     config(&c, "exponential", 8);
     c.averaging_only = 1;
-    c.train.epochs = 3;
+    c.peer.train.epochs = 3;
     c.loss = loss, c.duplicate = duplicate, c.jitter = jitter;
     c.latency = 0.001;
     run(&c, r);
@@ -223,11 +223,11 @@ Test(peer_sim, sparsity_warmup_starts_dense_and_still_conserves)
     sim_config c;
     config(&c, "exponential", 8);
     c.averaging_only = 1;
-    c.codec = &spec;
-    c.train.epochs = 8;
+    c.peer.codec = &spec;
+    c.peer.train.epochs = 8;
     sim_result plain, warm;
     run(&c, &plain);
-    c.codec_warmup = 2;
+    c.peer.codec_warmup = 2;
     run(&c, &warm);
     /* epochs 0 and 1 send 0.05^(1/3) = 37% and 0.05^(2/3) = 14% of the
      * entries; both runs also send a reference whole (bf16) while it lags its
@@ -248,14 +248,14 @@ Test(peer_sim, stochastic_codec_is_reproducible_by_seed)
     cr_assert_eq(cmp_spec_parse(&spec, "qsgd:16", err, sizeof err), 0, "%s", err);
     sim_config c;
     config(&c, "exponential", 4);
-    c.codec = &spec;
-    c.train.epochs = 1;
+    c.peer.codec = &spec;
+    c.peer.train.epochs = 1;
     sim_result a, b, d;
     run(&c, &a);
     run(&c, &b);
     cr_assert_eq(memcmp(a.average_model, b.average_model, a.parameters * sizeof(float)), 0);
     cr_assert_eq(a.bytes_sent, b.bytes_sent, "qsgd's sizes depend on its random levels: same seed, same bytes");
-    c.train.seed = 9;
+    c.peer.train.seed = 9;
     run(&c, &d);
     cr_assert_neq(memcmp(a.average_model, d.average_model, a.parameters * sizeof(float)), 0);
     sim_result_free(&a), sim_result_free(&b), sim_result_free(&d);
@@ -270,10 +270,10 @@ Test(peer_sim, churn_finishes_with_bounded_weight_and_close_accuracy)
 {
     sim_config c;
     config(&c, "exponential", 32);
-    c.train.model = "mlp";
-    c.train.epochs = 3;
-    train_opts_finish(&c.train);
-    c.dead_timeout = 0.01;
+    c.peer.train.model = "mlp";
+    c.peer.train.epochs = 3;
+    train_opts_finish(&c.peer.train);
+    c.peer.dead_timeout = 0.01;
     sim_result calm, churn;
     run(&c, &calm);
     c.churn = 0.1, c.churn_down = 0.02;
@@ -295,7 +295,7 @@ Test(peer_sim, a_stopped_peer_is_routed_around_and_comes_back)
     sim_config c;
     config(&c, "exponential", 8);
     c.compute_seconds = 0.001;
-    c.dead_timeout = 0.05;
+    c.peer.dead_timeout = 0.05;
     c.stop[c.n_stop++] = (sim_fault){.peer = 3, .round = 40, .seconds = 0.5};
     sim_result r;
     run(&c, &r);
@@ -304,7 +304,7 @@ Test(peer_sim, a_stopped_peer_is_routed_around_and_comes_back)
     cr_assert_gt(r.neighbours_lost, 0, "its neighbours noticed the silence");
     cr_assert_eq(r.peers_live, 8);
     long rounds_per_epoch = (train.n + 63) / 64;
-    cr_assert_eq(r.rounds, rounds_per_epoch * c.train.epochs);
+    cr_assert_eq(r.rounds, rounds_per_epoch * c.peer.train.epochs);
     sim_result_free(&r);
 }
 
@@ -356,10 +356,10 @@ Test(peer_local, local_steps_learn_with_fewer_rounds_and_bytes)
 {
     sim_config c;
     config(&c, "exponential", 8);
-    c.codec = &stc10;
+    c.peer.codec = &stc10;
     sim_result one, three;
     run(&c, &one);
-    c.local_steps = 3;
+    c.peer.local_steps = 3;
     run(&c, &three);
     cr_assert_eq(one.local_steps, three.local_steps, "the same steps: %ld and %ld", one.local_steps, three.local_steps);
     cr_assert_eq(three.local_steps, 8L * 32 * 2);
@@ -379,11 +379,11 @@ Test(peer_local, the_outer_step_keeps_mass_and_consensus_with_the_gradient_off)
 {
     sim_config c;
     config(&c, "exponential", 8);
-    c.local_steps = 4;
+    c.peer.local_steps = 4;
     c.averaging_only = 1; /* peers start apart; the outer step runs on no progress */
-    c.codec = &stc10;
-    c.outer = &nesterov_half;
-    c.train.epochs = 12;
+    c.peer.codec = &stc10;
+    c.peer.outer = &nesterov_half;
+    c.peer.train.epochs = 12;
     sim_result r, plain;
     run(&c, &r);
     cr_assert_lt(r.mass_error_w, 1e-12, "w mass changed by %.3g", r.mass_error_w);
@@ -391,7 +391,7 @@ Test(peer_local, the_outer_step_keeps_mass_and_consensus_with_the_gradient_off)
     /* Random starts are about 2 apart (relative); 96 compressed rounds bring
      * them to 0.017, and the outer step changes that by round-off only. */
     cr_assert_lt(r.consensus_distance, 0.05, "%.3g", r.consensus_distance);
-    c.outer = NULL;
+    c.peer.outer = NULL;
     run(&c, &plain);
     cr_assert_float_eq(r.consensus_distance, plain.consensus_distance, 1e-3 * plain.consensus_distance, "%.6g vs %.6g",
                        r.consensus_distance, plain.consensus_distance);
@@ -402,13 +402,13 @@ Test(peer_local, crash_and_rejoin_with_local_steps_and_the_outer_step)
 {
     sim_config c;
     config(&c, "exponential", 8);
-    c.local_steps = 4;
-    c.codec = &stc10;
-    c.outer = &nesterov_half;
-    c.train.epochs = 3;
+    c.peer.local_steps = 4;
+    c.peer.codec = &stc10;
+    c.peer.outer = &nesterov_half;
+    c.peer.train.epochs = 3;
     c.crash[c.n_crash++] = (sim_fault){.peer = 3, .round = 4};
     c.rejoin[c.n_rejoin++] = (sim_fault){.peer = 3, .round = 12};
-    c.dead_timeout = 0.05;
+    c.peer.dead_timeout = 0.05;
     sim_result r, clean;
     run(&c, &r);
     c.n_crash = c.n_rejoin = 0;

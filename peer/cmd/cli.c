@@ -30,6 +30,15 @@ int cli_long(const char *cmd, const char *opt, const char *arg, long min, long m
     return 0;
 }
 
+int cli_int(const char *cmd, const char *opt, const char *arg, int min, int max, int *out)
+{
+    long v;
+    int rc = cli_long(cmd, opt, arg, min, max, &v);
+    if (rc == 0)
+        *out = (int)v;
+    return rc;
+}
+
 int cli_u64(const char *cmd, const char *opt, const char *arg, uint64_t *out)
 {
     char *end;

@@ -20,6 +20,7 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* Whole-string parses with range checks; on failure print a usage error and
  * return CLI_USAGE, else 0. */
 int cli_long(const char *cmd, const char *opt, const char *arg, long min, long max, long *out);
+int cli_int(const char *cmd, const char *opt, const char *arg, int min, int max, int *out);
 int cli_u64(const char *cmd, const char *opt, const char *arg, uint64_t *out);
 int cli_double(const char *cmd, const char *opt, const char *arg, double min, double max, double *out);
 

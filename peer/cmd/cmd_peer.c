@@ -57,7 +57,7 @@ static int write_summary(const char *path, const node_config *c, const node_resu
 {
     summary_peer s = {
         .id = c->id, .peers = c->cluster->n_peers, .parameters = (int64_t)r->parameters,
-        .epochs = c->train.epochs, .seed = c->train.seed, .test_accuracy = r->test_accuracy,
+        .epochs = c->peer.train.epochs, .seed = c->peer.train.seed, .test_accuracy = r->test_accuracy,
         .test_loss = r->test_loss, .train_loss = r->train_loss, .rounds = r->rounds, .weight = r->weight,
         .bytes_sent = (int64_t)r->bytes_sent, .bytes_received = (int64_t)r->bytes_received,
         .messages_sent = (int64_t)r->messages_sent, .messages_absorbed = (int64_t)r->messages_absorbed,
@@ -73,8 +73,8 @@ static int write_summary(const char *path, const node_config *c, const node_resu
         .memory_data_bytes = (int64_t)r->memory.data, .memory_runtime_bytes = (int64_t)r->memory.runtime,
         .rss_bytes = (int64_t)r->memory.rss, .peak_rss_bytes = (int64_t)r->memory.peak_rss,
     };
-    snprintf(s.model, sizeof s.model, "%s", c->train.model);
-    snprintf(s.codec, sizeof s.codec, "%s", c->codec ? c->codec->text : "exact");
+    snprintf(s.model, sizeof s.model, "%s", c->peer.train.model);
+    snprintf(s.codec, sizeof s.codec, "%s", c->peer.codec ? c->peer.codec->text : "exact");
     char err[512];
     return summary_peer_write(path, &s, err, sizeof err);
 }
@@ -88,7 +88,7 @@ static char *model_summary(const node_config *c, const node_result *r)
     json_int(&j, "id", c->id);
     json_int(&j, "peers", c->cluster->n_peers);
     json_str(&j, "cluster", c->cluster->name);
-    json_str(&j, "codec", c->codec ? c->codec->text : "exact");
+    json_str(&j, "codec", c->peer.codec ? c->peer.codec->text : "exact");
     json_int(&j, "rounds", r->rounds);
     json_num(&j, "weight", r->weight);
     json_num(&j, "test_accuracy", r->test_accuracy);
@@ -121,7 +121,7 @@ int cmd_peer(int argc, char **argv)
     const char *cluster_path = NULL, *key_path = NULL, *log_path = NULL;
     long id = -1;
     gossip_opts go;
-    gossip_opts_defaults(&go);
+    gossip_opts_defaults(&go, &c.peer);
     opterr = 0;
     optind = 1;
     int ch, rc;
@@ -143,18 +143,18 @@ int cmd_peer(int argc, char **argv)
             key_path = optarg, rc = 0;
             break;
         case P_DEAD:
-            rc = cli_double(CMD, "--dead-timeout", optarg, 0.01, 1e6, &c.dead_timeout);
+            rc = cli_double(CMD, "--dead-timeout", optarg, 0.01, 1e6, &c.peer.dead_timeout);
             break;
         case P_ROUND:
-            rc = cli_double(CMD, "--round-timeout", optarg, 0.01, 1e6, &c.round_timeout);
+            rc = cli_double(CMD, "--round-timeout", optarg, 0.01, 1e6, &c.peer.round_timeout);
             break;
         case P_LOG:
             log_path = optarg, rc = 0;
             break;
         case P_DEADLINE:
-            c.round_deadline = 0, rc = 0;
+            c.peer.round_deadline = 0, rc = 0;
             if (strcmp(optarg, "auto") != 0)
-                rc = cli_double(CMD, "--round-deadline", optarg, 0.001, 1e6, &c.round_deadline);
+                rc = cli_double(CMD, "--round-deadline", optarg, 0.001, 1e6, &c.peer.round_deadline);
             break;
         case P_CKPT:
             c.checkpoint = optarg, rc = 0;
@@ -169,9 +169,9 @@ int cmd_peer(int argc, char **argv)
             rc = cli_double(CMD, "--slow", optarg, 1, 1000, &c.slow);
             break;
         default:
-            rc = train_opts_parse(&c.train, CMD, ch, optarg);
+            rc = train_opts_parse(&c.peer.train, CMD, ch, optarg);
             if (rc == 1)
-                rc = gossip_opts_parse(&go, CMD, ch, optarg);
+                rc = gossip_opts_parse(&go, &c.peer, CMD, ch, optarg);
             if (rc == 1)
                 rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
         }
@@ -182,20 +182,12 @@ int cmd_peer(int argc, char **argv)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     if (!cluster_path)
         return cli_usage(CMD, "--cluster FILE is required");
-    int checked = train_opts_check(&c.train, CMD);
+    int checked = train_opts_check(&c.peer.train, CMD);
     if (checked)
         return checked;
-    if (gossip_opts_check(&go, CMD))
+    if (gossip_opts_check(&go, &c.peer, CMD))
         return CLI_USAGE;
     char err[512];
-    c.codec = gossip_opts_codec(&go);
-    c.shard_alpha = go.shard_alpha;
-    c.step = go.step;
-    c.codec_warmup = go.codec_warmup;
-    c.alone_wait = go.alone_wait;
-    c.local_steps = (int)go.local_steps;
-    c.outer = &go.outer;
-    c.tau = (int)go.tau;
 
     member me;
     if ((rc = member_open(&me, cluster_path, id, key_path, err, sizeof err)) < 0) {
@@ -208,25 +200,25 @@ int cmd_peer(int argc, char **argv)
     node_result r = {0};
     nn_model shape = {0};
     FILE *log = NULL;
-    nn_blas_set_threads((int)c.train.threads);
-    if (nn_data_load(c.train.data, (int)c.train.context, &train, &test, err, sizeof err) < 0) {
+    nn_blas_set_threads((int)c.peer.train.threads);
+    if (nn_data_load(c.peer.train.data, (int)c.peer.train.context, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
     /* A bad --model or --init is said now, before any file is written; the
      * model's layers also describe the saved file. */
-    if ((rc = train_opts_model(&c.train, &train, 1, &shape, err, sizeof err)) < 0) {
+    if ((rc = train_opts_model(&c.peer.train, &train, 1, &shape, err, sizeof err)) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
-        status = rc == -EINVAL && !c.train.init ? CLI_USAGE : 1;
+        status = rc == -EINVAL && !c.peer.train.init ? CLI_USAGE : 1;
         goto out;
     }
     if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
         goto out;
     }
-    c.cluster = &me.cluster, c.key = &me.key, c.topology = &me.topology, c.log = log, c.progress = stdout;
+    c.cluster = &me.cluster, c.key = &me.key, c.peer.topology = &me.topology, c.log = log, c.progress = stdout;
     printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", id, me.cluster.n_peers, me.cluster.name,
-           c.train.model, c.codec ? c.codec->text : "exact", me.cluster.peers[id].host, me.cluster.peers[id].port);
+           c.peer.train.model, c.peer.codec ? c.peer.codec->text : "exact", me.cluster.peers[id].host, me.cluster.peers[id].port);
     fflush(stdout);
     rc = node_run(&c, &train, &test, &r, err, sizeof err);
     if (rc < 0) {
@@ -244,16 +236,16 @@ int cmd_peer(int argc, char **argv)
     printf("peer %ld ", id);
     mem_print(stdout, &r.memory, 1);
     status = 0;
-    if (c.train.save_model && !r.model) {
+    if (c.peer.train.save_model && !r.model) {
         fprintf(stderr, "%s: no final model to save (out of memory)\n", CMD);
         status = 1;
-    } else if (c.train.save_model) {
+    } else if (c.peer.train.save_model) {
         char *text = model_summary(&c, &r);
-        status |= train_cli_save_model(&c.train, &shape, r.model, text, CMD);
+        status |= train_cli_save_model(&c.peer.train, &shape, r.model, text, CMD);
         free(text);
     }
-    if (c.train.summary && (rc = write_summary(c.train.summary, &c, &r)) < 0) {
-        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));
+    if (c.peer.train.summary && (rc = write_summary(c.peer.train.summary, &c, &r)) < 0) {
+        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.peer.train.summary, strerror(-rc));
         status = 1;
     }
 out:

@@ -109,21 +109,21 @@ static int add_fault(sim_fault *list, int *n, const char *opt, const char *arg, 
 static void put_summary(json_obj *j, const sim_config *c, const char *topology, const sim_result *r)
 {
     json_str(j, "command", "sim");
-    json_str(j, "model", c->train.model);
+    json_str(j, "model", c->peer.train.model);
     json_str(j, "topology", topology);
-    json_str(j, "codec", c->codec ? c->codec->text : "exact");
-    json_num(j, "step", c->codec ? (c->step > 0 ? c->step : gsp_default_step(c->codec, r->parameters)) : 1.0);
-    json_num(j, "codec_warmup", c->codec_warmup);
-    json_int(j, "local_steps_per_round", c->local_steps);
-    json_str(j, "outer", c->outer ? c->outer->text : "none");
-    json_str(j, "optimizer", nn_opt_kind_name(c->train.optimizer));
-    json_num(j, "lr", c->train.lr);
-    json_int(j, "peers", c->n_peers);
+    json_str(j, "codec", c->peer.codec ? c->peer.codec->text : "exact");
+    json_num(j, "step", c->peer.codec ? (c->peer.step > 0 ? c->peer.step : gsp_default_step(c->peer.codec, r->parameters)) : 1.0);
+    json_num(j, "codec_warmup", c->peer.codec_warmup);
+    json_int(j, "local_steps_per_round", c->peer.local_steps);
+    json_str(j, "outer", c->peer.outer ? c->peer.outer->text : "none");
+    json_str(j, "optimizer", nn_opt_kind_name(c->peer.train.optimizer));
+    json_num(j, "lr", c->peer.train.lr);
+    json_int(j, "peers", c->peer.n_peers);
     json_int(j, "parameters", (long long)r->parameters);
-    json_int(j, "epochs", c->train.epochs);
-    json_int(j, "batch", c->train.batch);
-    json_int(j, "seed", (long long)c->train.seed);
-    json_int(j, "tau", c->tau);
+    json_int(j, "epochs", c->peer.train.epochs);
+    json_int(j, "batch", c->peer.train.batch);
+    json_int(j, "seed", (long long)c->peer.train.seed);
+    json_int(j, "tau", c->peer.tau);
     json_num(j, "test_accuracy", r->test_accuracy);
     json_num(j, "test_loss", r->test_loss);
     json_num(j, "test_accuracy_min", r->test_accuracy_min);
@@ -167,7 +167,7 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_num(j, "wall_seconds_per_round", r->rounds ? r->wall_seconds / r->rounds : 0);
     json_num(j, "cpu_step_seconds", r->cpu_step_seconds);
     json_num(j, "cpu_gossip_seconds", r->cpu_gossip_seconds);
-    json_int(j, "memory_peers", c->n_peers); /* the memory_* keys are of all peers together: divide by it */
+    json_int(j, "memory_peers", c->peer.n_peers); /* the memory_* keys are of all peers together: divide by it */
     mem_json(j, &r->memory);
 }
 
@@ -186,7 +186,7 @@ static int save_model(const sim_config *c, const char *topology, const nn_datase
 {
     nn_model shape = {0};
     char err[700];
-    if (train_opts_model(&c->train, train, 1, &shape, err, sizeof err) < 0) {
+    if (train_opts_model(&c->peer.train, train, 1, &shape, err, sizeof err) < 0) {
         fprintf(stderr, "%s: cannot save the model: %s\n", CMD, err);
         return 1;
     }
@@ -194,7 +194,7 @@ static int save_model(const sim_config *c, const char *topology, const nn_datase
     json_open(&j, "-");
     put_summary(&j, c, topology, r);
     char *text = json_close_text(&j);
-    int status = train_cli_save_model(&c->train, &shape, r->average_model, text, CMD);
+    int status = train_cli_save_model(&c->peer.train, &shape, r->average_model, text, CMD);
     free(text);
     nn_model_free(&shape);
     return status;
@@ -256,7 +256,7 @@ int cmd_sim(int argc, char **argv)
     sim_config_defaults(&c);
     const char *topology = "exponential", *log_path = NULL, *events_path = NULL;
     gossip_opts go;
-    gossip_opts_defaults(&go);
+    gossip_opts_defaults(&go, &c.peer);
     long peers = 8;
     double mbit = 1000;
     struct {
@@ -340,13 +340,13 @@ int cmd_sim(int argc, char **argv)
             rc = cli_double(CMD, "--speed-drift", optarg, 0, 1e3, &c.speed_drift);
             break;
         case S_RTIMEOUT:
-            rc = cli_double(CMD, "--round-timeout", optarg, 1e-6, 1e6, &c.round_timeout);
+            rc = cli_double(CMD, "--round-timeout", optarg, 1e-6, 1e6, &c.peer.round_timeout);
             break;
         case S_RDEADLINE:
-            rc = cli_double(CMD, "--round-deadline", optarg, 1e-6, 1e6, &c.round_deadline);
+            rc = cli_double(CMD, "--round-deadline", optarg, 1e-6, 1e6, &c.peer.round_deadline);
             break;
         case S_DEAD:
-            rc = cli_double(CMD, "--dead-timeout", optarg, 0, 1e6, &c.dead_timeout);
+            rc = cli_double(CMD, "--dead-timeout", optarg, 0, 1e6, &c.peer.dead_timeout);
             break;
         case S_AVG:
             c.averaging_only = 1, rc = 0;
@@ -358,9 +358,9 @@ int cmd_sim(int argc, char **argv)
             events_path = optarg, rc = 0;
             break;
         default:
-            rc = train_opts_parse(&c.train, CMD, ch, optarg);
+            rc = train_opts_parse(&c.peer.train, CMD, ch, optarg);
             if (rc == 1)
-                rc = gossip_opts_parse(&go, CMD, ch, optarg);
+                rc = gossip_opts_parse(&go, &c.peer, CMD, ch, optarg);
             if (rc == 1)
                 rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
         }
@@ -369,20 +369,12 @@ int cmd_sim(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    int checked = train_opts_check(&c.train, CMD);
+    int checked = train_opts_check(&c.peer.train, CMD);
     if (checked)
         return checked;
-    if (gossip_opts_check(&go, CMD))
+    if (gossip_opts_check(&go, &c.peer, CMD))
         return CLI_USAGE;
-    c.codec = gossip_opts_codec(&go);
-    c.shard_alpha = go.shard_alpha;
-    c.step = go.step;
-    c.codec_warmup = go.codec_warmup;
-    c.alone_wait = go.alone_wait;
-    c.local_steps = (int)go.local_steps;
-    c.outer = &go.outer;
-    c.n_peers = (int)peers;
-    c.tau = (int)go.tau;
+    c.peer.n_peers = (int)peers;
     c.bandwidth = mbit * 1e6 / 8;
     for (int k = 0; k < n_slow; k++)
         if (slow[k].peer >= peers)
@@ -412,7 +404,7 @@ int cmd_sim(int argc, char **argv)
         factors[slow[k].peer] = slow[k].factor;
     c.slow = factors;
 
-    nn_blas_set_threads((int)c.train.threads);
+    nn_blas_set_threads((int)c.peer.train.threads);
     topo t = {0};
     nn_dataset train = {0}, test = {0};
     sim_result r = {0};
@@ -422,7 +414,7 @@ int cmd_sim(int argc, char **argv)
     if (status)
         goto out;
     status = 1;
-    if (nn_data_load(c.train.data, (int)c.train.context, &train, &test, err, sizeof err) < 0) {
+    if (nn_data_load(c.peer.train.data, (int)c.peer.train.context, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
@@ -437,13 +429,13 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, events_path, strerror(errno));
         goto out;
     }
-    c.topology = &t;
+    c.peer.topology = &t;
     c.log = log;
     c.progress = stdout;
-    c.progress_bar = c.train.progress < 0 ? isatty(1) : c.train.progress;
+    c.progress_bar = c.peer.train.progress < 0 ? isatty(1) : c.peer.train.progress;
     printf("sgp sim: %d peers on %s (%s), %s, codec %s, per-peer batch %ld, %ld epochs, tau %d, seed %llu\n",
-           c.n_peers, topology, t.kind, c.train.model, c.codec ? c.codec->text : "exact", c.train.batch / peers > 0 ? c.train.batch / peers : 1, c.train.epochs,
-           c.tau, (unsigned long long)c.train.seed);
+           c.peer.n_peers, topology, t.kind, c.peer.train.model, c.peer.codec ? c.peer.codec->text : "exact", c.peer.train.batch / peers > 0 ? c.peer.train.batch / peers : 1, c.peer.train.epochs,
+           c.peer.tau, (unsigned long long)c.peer.train.seed);
     fflush(stdout);
     rc = sim_run(&c, &train, &test, &r, err, sizeof err);
     if (rc < 0) {
@@ -469,13 +461,13 @@ int cmd_sim(int argc, char **argv)
     printf("cpu: local steps %.2f s, gossip %.2f s (all peers; per peer-round %.3g ms and %.3g ms)\n",
            r.cpu_step_seconds, r.cpu_gossip_seconds, r.local_steps ? 1e3 * r.cpu_step_seconds / r.local_steps : 0.0,
            r.local_steps ? 1e3 * r.cpu_gossip_seconds / r.local_steps : 0.0);
-    mem_print(stdout, &r.memory, c.n_peers);
+    mem_print(stdout, &r.memory, c.peer.n_peers);
     status = 0;
-    if (c.train.summary && (rc = write_summary(c.train.summary, &c, topology, &r)) < 0) {
-        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.train.summary, strerror(-rc));
+    if (c.peer.train.summary && (rc = write_summary(c.peer.train.summary, &c, topology, &r)) < 0) {
+        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.peer.train.summary, strerror(-rc));
         status = 1;
     }
-    if (c.train.save_model)
+    if (c.peer.train.save_model)
         status |= save_model(&c, topology, &train, &r);
 out:
     if (log && fclose(log) != 0 && status == 0) {

@@ -4,56 +4,54 @@
 #include "peer/cmd/cli.h"
 #include "peer/cmd/gossip_opts.h"
 
-void gossip_opts_defaults(gossip_opts *o)
+void gossip_opts_defaults(gossip_opts *o, peer_settings *s)
 {
     memset(o, 0, sizeof *o);
     o->codec_text = "none";
     o->outer_text = "none";
-    o->local_steps = 1;
+    s->shard_alpha = 0, s->tau = 0, s->step = 0, s->codec_warmup = 0, s->alone_wait = 0;
+    s->local_steps = 1;
 }
 
-int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg)
+int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, const char *arg)
 {
     switch (c) {
     case GOPT_SHARD:
         if (strcmp(arg, "iid") == 0) {
-            o->shard_alpha = 0;
+            s->shard_alpha = 0;
             return 0;
         }
         if (strncmp(arg, "dirichlet:", 10) == 0)
-            return cli_double(cmd, "--shard dirichlet:ALPHA", arg + 10, 1e-6, 1e6, &o->shard_alpha);
+            return cli_double(cmd, "--shard dirichlet:ALPHA", arg + 10, 1e-6, 1e6, &s->shard_alpha);
         return cli_usage(cmd, "--shard expects iid or dirichlet:ALPHA, got '%s'", arg);
     case GOPT_TAU:
-        return cli_long(cmd, "--tau", arg, 0, 1000, &o->tau);
+        return cli_int(cmd, "--tau", arg, 0, 1000, &s->tau);
     case GOPT_CODEC:
         o->codec_text = arg;
         return 0;
     case GOPT_STEP:
-        return cli_double(cmd, "--step", arg, 1e-6, 1, &o->step);
+        return cli_double(cmd, "--step", arg, 1e-6, 1, &s->step);
     case GOPT_CWARM:
-        return cli_double(cmd, "--codec-warmup", arg, 0, 1e6, &o->codec_warmup);
+        return cli_double(cmd, "--codec-warmup", arg, 0, 1e6, &s->codec_warmup);
     case GOPT_LOCAL:
-        return cli_long(cmd, "--local-steps", arg, 1, 100000, &o->local_steps);
+        return cli_int(cmd, "--local-steps", arg, 1, 100000, &s->local_steps);
     case GOPT_OUTER:
         o->outer_text = arg;
         return 0;
     case GOPT_ALONE:
-        return cli_double(cmd, "--alone-wait", arg, 0, 1e6, &o->alone_wait);
+        return cli_double(cmd, "--alone-wait", arg, 0, 1e6, &s->alone_wait);
     }
     return 1;
 }
 
-int gossip_opts_check(gossip_opts *o, const char *cmd)
+int gossip_opts_check(gossip_opts *o, peer_settings *s, const char *cmd)
 {
     char err[256];
     if (strcmp(o->codec_text, "exact") != 0 && cmp_spec_parse(&o->codec, o->codec_text, err, sizeof err) < 0)
         return cli_usage(cmd, "--codec: %s", err);
     if (outer_opts_parse(&o->outer, o->outer_text, err, sizeof err) < 0)
         return cli_usage(cmd, "--outer %s", err);
+    s->codec = strcmp(o->codec_text, "exact") == 0 ? NULL : &o->codec;
+    s->outer = &o->outer;
     return 0;
-}
-
-const cmp_spec *gossip_opts_codec(const gossip_opts *o)
-{
-    return strcmp(o->codec_text, "exact") == 0 ? NULL : &o->codec;
 }

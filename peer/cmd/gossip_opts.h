@@ -1,27 +1,24 @@
 /* The gossip options `sgp sim` and `sgp peer` share: shards, staleness,
- * codec and consensus step (as peer/core/train_opts.h does for training).
+ * codec, consensus step, local steps, outer optimizer. They are parsed
+ * straight into the peer's settings (peer/core/settings.h); gossip_opts
+ * holds only what the settings point to (the parsed codec and outer
+ * optimizer) and the texts they are parsed from.
  *
  *   gossip_opts g;
- *   gossip_opts_defaults(&g);
+ *   gossip_opts_defaults(&g, &settings);
  *   ... getopt_long over a table that includes GOSSIP_OPTS_LONG ...
- *       if ((rc = gossip_opts_parse(&g, cmd, c, optarg)) != 1) ...
- *   if (gossip_opts_check(&g, cmd)) return CLI_USAGE;   // parses --codec
- *   const cmp_spec *codec = gossip_opts_codec(&g);       // NULL: exact running sums
+ *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != 1) ...
+ *   if (gossip_opts_check(&g, &settings, cmd)) return CLI_USAGE;   // parses --codec and --outer
  */
 #ifndef PEER_GOSSIP_OPTS_H
 #define PEER_GOSSIP_OPTS_H
 
 #include "compress/cmp.h"
 #include "peer/core/outer.h"
+#include "peer/core/settings.h"
 
 typedef struct gossip_opts {
-    double shard_alpha;     /* <= 0 iid, else Dirichlet(alpha) */
-    long tau;               /* staleness bound, rounds */
     const char *codec_text; /* "none" by default; "exact" = uncompressed float64 running sums */
-    double step;            /* consensus step; <= 0: gsp_default_step */
-    double codec_warmup;    /* epochs of sparsity warm-up (DGC) for topk/randk/stc/sketch */
-    double alone_wait;      /* seconds to wait for a lost in-neighbour once all are lost; <= 0: round timeout */
-    long local_steps;       /* H: local steps between exchanges */
     const char *outer_text; /* "none" by default */
     cmp_spec codec;         /* parsed by gossip_opts_check */
     outer_opts outer;       /* parsed by gossip_opts_check */
@@ -54,12 +51,11 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --outer SPEC          outer optimizer on each round's local progress (DiLoCo style):\n"                    \
     "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"
 
-void gossip_opts_defaults(gossip_opts *o);
+void gossip_opts_defaults(gossip_opts *o, peer_settings *s);
 /* 1 if c is not a gossip option, 0 when handled, CLI_USAGE on a bad value. */
-int gossip_opts_parse(gossip_opts *o, const char *cmd, int c, const char *arg);
-/* Parses the codec and outer optimizer specs; CLI_USAGE (message printed)
- * when one is bad. */
-int gossip_opts_check(gossip_opts *o, const char *cmd);
-const cmp_spec *gossip_opts_codec(const gossip_opts *o);
+int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, const char *arg);
+/* Parses the codec and outer optimizer specs into o, and points s at them;
+ * CLI_USAGE (message printed) when one is bad. */
+int gossip_opts_check(gossip_opts *o, peer_settings *s, const char *cmd);
 
 #endif

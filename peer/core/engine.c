@@ -525,7 +525,7 @@ static void reset(engine *e, double now)
     e->n_sends = e->next_send = e->n_events = e->next_event = 0;
 }
 
-int engine_init(engine *e, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
+int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
                 const float *x0, size_t dim, double now, char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);

@@ -10,7 +10,7 @@
  * gossip/GUARANTEES.md; the round's computation is round.h's.
  *
  *   engine e;
- *   engine_init(&e, &config, &plan, id, train, x0, dim, now, err, sizeof err);
+ *   engine_init(&e, &settings, &plan, id, train, x0, dim, now, err, sizeof err);
  *   engine_advance(&e, now);                 // the engine starts held at round 0
  *   for (;;) {
  *       ... feed what happened: engine_push / _ack / _heartbeat / _nack / _goodbye / _model_request /
@@ -105,7 +105,7 @@ typedef struct engine {
 
 /* The round (round_peer_init) and the engine around it, held before round 0.
  * 0, or a negative errno with a message. */
-int engine_init(engine *e, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
+int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
                 const float *x0, size_t dim, double now, char *err, size_t errlen);
 void engine_free(engine *e);
 

@@ -75,7 +75,7 @@ static int run_peer(engine *peers, int i, nn_model *model, double now, int *fini
     return acted;
 }
 
-int reference_run(const round_config *c, const round_plan *plan, const nn_dataset *train, nn_model *model,
+int reference_run(const peer_settings *c, const round_plan *plan, const nn_dataset *train, nn_model *model,
                   engine *peers, char *err, size_t errlen)
 {
     const int n = c->n_peers;

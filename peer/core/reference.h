@@ -5,7 +5,7 @@
  * launch` compute, bit for bit (tests/test_peer_engine.c).
  *
  *   engine peers[N];
- *   reference_run(&config, &plan, train, &model, peers, err, sizeof err);
+ *   reference_run(&settings, &plan, train, &model, peers, err, sizeof err);
  *   ... gsp_debias(&peers[i].rp.g) is peer i's model ...
  *   for (int i = 0; i < N; i++) engine_free(&peers[i]);
  */
@@ -16,7 +16,7 @@
 
 /* c->n_peers engines, all starting from model->params; 0, or a negative
  * errno with a message (the engines are freed then). */
-int reference_run(const round_config *c, const round_plan *plan, const nn_dataset *train, nn_model *model,
+int reference_run(const peer_settings *c, const round_plan *plan, const nn_dataset *train, nn_model *model,
                   engine *peers, char *err, size_t errlen);
 
 #endif

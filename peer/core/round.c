@@ -41,7 +41,7 @@ int round_plan_steps(const round_plan *p, long round, long *first)
  * large enough. */
 static void codec_warmup(round_peer *rp, long round)
 {
-    const round_config *c = rp->c;
+    const peer_settings *c = rp->c;
     /* The codecs that take a fraction (topk, randk, stc, sketch) are the ones it warms up. */
     const int sparse = c->codec->fraction > 0;
     double epoch = (double)round / (double)rp->plan->rounds_per_epoch;
@@ -53,13 +53,13 @@ static void codec_warmup(round_peer *rp, long round)
     rp->g.step = c->step > 0 ? (float)c->step : gsp_default_step(&rp->codec, rp->g.dim);
 }
 
-int round_peer_init(round_peer *rp, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
+int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
                     const float *x0, size_t dim, double now, char *err, size_t errlen)
 {
     memset(rp, 0, sizeof *rp);
     rp->c = c, rp->plan = plan;
     int rc = 0;
-    if (train && (rc = nn_dataset_shard(train, id, c->n_peers, c->shard_alpha, c->train->seed, &rp->shard, err,
+    if (train && (rc = nn_dataset_shard(train, id, c->n_peers, c->shard_alpha, c->train.seed, &rp->shard, err,
                                         errlen)) < 0)
         return rc; /* err says why */
     if (rc == 0)
@@ -67,7 +67,7 @@ int round_peer_init(round_peer *rp, const round_config *c, const round_plan *pla
     if (rc == 0 && c->codec) {
         rp->codec = *c->codec;
         codec_warmup(rp, 0); /* densest first: edge buffers are sized by the first bound */
-        rc = gsp_set_codec(&rp->g, &rp->codec, c->train->seed ^ ROUND_CODEC_SEED, rp->g.step);
+        rc = gsp_set_codec(&rp->g, &rp->codec, c->train.seed ^ ROUND_CODEC_SEED, rp->g.step);
         if (rc == 0 && x0) /* every peer starts from the same model: the references can too */
             rc = gsp_set_origin(&rp->g, x0);
         /* H local steps move z about sqrt(H) times as far between messages
@@ -77,7 +77,7 @@ int round_peer_init(round_peer *rp, const round_config *c, const round_plan *pla
         rp->g.lag_scale = sqrt((double)plan->local_steps);
     }
     if (rc == 0 && train)
-        rc = sgp_local_init(&rp->local, c->train, c->outer, &rp->shard, id, plan->per_batch, dim);
+        rc = sgp_local_init(&rp->local, &c->train, c->outer, &rp->shard, id, plan->per_batch, dim);
     else if (rc == 0)
         rc = sgp_local_init_external(&rp->local, c->outer, dim);
     if (rc == 0) {
@@ -175,7 +175,7 @@ gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d)
 
 float round_step(round_peer *rp, nn_model *model)
 {
-    const train_opts *o = rp->c->train;
+    const train_opts *o = &rp->c->train;
     const double t0 = clock_now();
     long first;
     const int steps = model ? round_plan_steps(rp->plan, rp->g.round, &first) : 0;

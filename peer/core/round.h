@@ -4,9 +4,9 @@
  * messages and time; every decision of a round is made here or in gossip/.
  *
  *   round_plan plan;
- *   round_plan_make(&plan, &train_opts, train->n, n_peers, local_steps);
+ *   round_plan_make(&plan, &settings.train, train->n, n_peers, local_steps);
  *   round_peer rp;
- *   round_peer_init(&rp, &config, &plan, &model, train, x0, now, err, sizeof err);
+ *   round_peer_init(&rp, &settings, &plan, &model, train, x0, now, err, sizeof err);
  *   for (;;) {
  *       ... round_inbox_put(&rp, &msg) for every PUSH that arrives,
  *           gsp_pace_heard / _push / _claim / _up / _down for what the transport saw ...
@@ -36,6 +36,7 @@
 #include "nn/nn_model.h"
 #include "peer/core/memory.h"
 #include "peer/core/sgp_step.h"
+#include "peer/core/settings.h"
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
 
@@ -56,19 +57,6 @@ void round_plan_make(round_plan *p, const train_opts *o, int n_train, int n_peer
  * first step in *first (the learning-rate schedule counts steps). */
 int round_plan_steps(const round_plan *p, long round, long *first);
 
-typedef struct round_config {
-    const train_opts *train;   /* model, optimizer, schedule, seed; batch is the total batch */
-    const topo *topology;
-    int n_peers;
-    double shard_alpha;        /* <= 0 iid, else Dirichlet(alpha) over labels */
-    int tau;
-    const cmp_spec *codec;     /* NULL: uncompressed running sums */
-    double step;               /* consensus step with a codec; <= 0: gsp_default_step */
-    double codec_warmup;       /* epochs of DGC sparsity warm-up (sparse codecs) */
-    double dead_timeout, round_timeout, round_deadline, alone_wait; /* gsp_pace_config */
-    int barrier;               /* round 0 waits for every neighbour's connection */
-    const outer_opts *outer;   /* NULL or lr <= 0: none; else the step on each round's progress (outer.h) */
-} round_config;
 
 /* Where a peer's time went, in seconds of the thread doing it: the parts
  * every driver shares (the networked peer adds framing, crypto and waiting:
@@ -79,7 +67,7 @@ typedef struct round_times {
 } round_times;
 
 typedef struct round_peer {
-    const round_config *c;
+    const peer_settings *c;
     const round_plan *plan;
     gsp_peer g;
     gsp_pace pace;
@@ -100,7 +88,7 @@ typedef struct round_peer {
  * local optimizer (the caller takes its own steps: libsgp; round_step is
  * then not called, and the driver brackets the caller's steps with
  * outer_begin and outer_end on rp->local.outer). 0, or a negative errno with a message. */
-int round_peer_init(round_peer *rp, const round_config *c, const round_plan *plan, int id, const nn_dataset *train,
+int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
                     const float *x0, size_t dim, double now, char *err, size_t errlen);
 void round_peer_free(round_peer *rp);
 

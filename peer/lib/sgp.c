@@ -180,14 +180,14 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
     p->ext.params = params; /* x0, read by node_run's set-up */
     node_config *c = &p->config;
     node_config_defaults(c);
-    c->train.seed = o->seed;
-    c->cluster = &p->me.cluster, c->key = &p->me.key, c->topology = &p->me.topology, c->id = p->me.id;
-    c->tau = o->tau;
-    c->local_steps = o->local_steps;
-    c->outer = p->outer.lr > 0 ? &p->outer : NULL;
-    c->codec = strcmp(codec, "exact") ? &p->codec : NULL;
-    c->step = o->step, c->codec_warmup = o->codec_warmup;
-    c->dead_timeout = o->dead_timeout, c->round_timeout = o->round_timeout, c->round_deadline = o->round_deadline;
+    c->peer.train.seed = o->seed;
+    c->cluster = &p->me.cluster, c->key = &p->me.key, c->peer.topology = &p->me.topology, c->id = p->me.id;
+    c->peer.tau = o->tau;
+    c->peer.local_steps = o->local_steps;
+    c->peer.outer = p->outer.lr > 0 ? &p->outer : NULL;
+    c->peer.codec = strcmp(codec, "exact") ? &p->codec : NULL;
+    c->peer.step = o->step, c->peer.codec_warmup = o->codec_warmup;
+    c->peer.dead_timeout = o->dead_timeout, c->peer.round_timeout = o->round_timeout, c->peer.round_deadline = o->round_deadline;
     c->checkpoint = o->checkpoint, c->checkpoint_every = o->checkpoint_every, c->resume = o->resume;
     c->log = p->log;
     c->progress = o->verbose ? stderr : NULL;

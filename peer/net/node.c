@@ -20,9 +20,9 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sgp peer assumes a li
 void node_config_defaults(node_config *c)
 {
     memset(c, 0, sizeof *c);
-    train_opts_defaults(&c->train);
-    c->dead_timeout = 5.0;
-    c->round_timeout = 30.0;
+    train_opts_defaults(&c->peer.train);
+    c->peer.dead_timeout = 5.0;
+    c->peer.round_timeout = 30.0;
     c->checkpoint_every = 30.0;
     c->slow = 1.0;
 }
@@ -124,7 +124,7 @@ void node_close(node *n, int goodbye)
         uv_close((uv_handle_t *)&n->sigint, NULL);
         uv_close((uv_handle_t *)&n->sigterm, NULL);
     }
-    net_close_after(&n->net, bye >= 0 ? n->out : NULL, bye >= 0 ? (size_t)bye : 0, n->c->dead_timeout);
+    net_close_after(&n->net, bye >= 0 ? n->out : NULL, bye >= 0 ? (size_t)bye : 0, n->c->peer.dead_timeout);
 }
 
 /* After every input: send what the engine queued, act on its events, and
@@ -205,8 +205,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     if (c->ext) /* the caller's parameters and run length; it steps itself */
         node_caller_plan(n, &x0, &dim);
     else {
-        round_plan_make(&n->plan, &c->train, train->n, np, c->local_steps);
-        rc = train_opts_model(&c->train, train, n->plan.per_batch > 256 ? n->plan.per_batch : 256, &n->model, err,
+        round_plan_make(&n->plan, &c->peer.train, train->n, np, c->peer.local_steps);
+        rc = train_opts_model(&c->peer.train, train, n->plan.per_batch > 256 ? n->plan.per_batch : 256, &n->model, err,
                               errlen);
         if (rc < 0)
             return rc;
@@ -218,12 +218,9 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
                  id, dim, (size_t)WIRE_MAX_DIM);
         return -EMSGSIZE;
     }
-    n->cfg = (round_config){.train = &c->train, .topology = c->topology, .n_peers = np, .shard_alpha = c->shard_alpha,
-                           .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
-                           .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
-                           .round_deadline = c->round_deadline, .barrier = !c->resume,
-                           .alone_wait = c->alone_wait, .outer = c->outer};
-    rc = engine_init(&n->e, &n->cfg, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
+    n->settings = c->peer;
+    n->settings.n_peers = np, n->settings.barrier = !c->resume; /* (a resumed peer comes back into a running run) */
+    rc = engine_init(&n->e, &n->settings, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
     if (rc < 0)
         return rc;
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
@@ -231,18 +228,18 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->e.checkpoint_every = c->checkpoint ? c->checkpoint_every : 0;
     /* With a codec the usual message is a DELTA: at most the codec's bound,
      * or a whole model in bf16 (an edge's first message, a refresh). */
-    const size_t payload = c->codec ? cmp_bound(c->codec, dim) : 0,
-                 bf16 = c->codec ? cmp_bound(&n->e.rp.g.first, dim) : 0;
-    n->out_base = c->codec ? wire_push_bound(0, payload > bf16 ? payload : bf16) : wire_push_bound(dim, 0);
+    const size_t payload = c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0,
+                 bf16 = c->peer.codec ? cmp_bound(&n->e.rp.g.first, dim) : 0;
+    n->out_base = c->peer.codec ? wire_push_bound(0, payload > bf16 ? payload : bf16) : wire_push_bound(dim, 0);
     n->out_cap = n->out_base;
     n->out = malloc(n->out_cap);
     if (!n->out_cap || !n->out) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
     }
-    n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->train.model,
+    n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->peer.train.model,
                         .cluster = c->cluster->name,
-                        .codec = c->codec ? c->codec->text : "exact", .seed = c->train.seed};
+                        .codec = c->peer.codec ? c->peer.codec->text : "exact", .seed = c->peer.train.seed};
     cluster_id(c->cluster, n->run.cluster_id); /* a checkpoint of another run is refused */
     if (c->resume)
         node_resume(n);
@@ -260,10 +257,10 @@ static int start_loop(node *n, char *err, size_t errlen)
         return rc;
     }
     const size_t dim = n->e.rp.g.dim;
-    net_set_max_frame(&n->net, wire_push_bound(dim, c->codec ? cmp_bound(c->codec, dim) : 0) + 64);
+    net_set_max_frame(&n->net, wire_push_bound(dim, c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0) + 64);
     /* Heartbeats keep a live link busy every dead_timeout / 4: twice the dead
      * timeout without a frame is a stall (the peer is routed around by then). */
-    net_set_idle_timeout(&n->net, 2 * c->dead_timeout);
+    net_set_idle_timeout(&n->net, 2 * c->peer.dead_timeout);
     /* Everyone we ever send to or hear from, over one period of the schedule. */
     const gsp_pace *pc = &n->e.rp.pace;
     for (int k = 0; k < pc->n_nb; k++)
@@ -290,7 +287,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     memset(r, 0, sizeof *r);
     int rc = 0;
     node *n = NULL;
-    if (!c->cluster || !c->topology || c->topology->n_peers != c->cluster->n_peers || c->id < 0 ||
+    if (!c->cluster || !c->peer.topology || c->peer.topology->n_peers != c->cluster->n_peers || c->id < 0 ||
         c->id >= c->cluster->n_peers) {
         snprintf(err, errlen, "the topology, the cluster and the id do not agree");
         rc = -EINVAL;
@@ -325,7 +322,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
                      "try a lower --lr or --clip", c->id, n->e.rp.g.round);
         else if (rc == -EHOSTUNREACH)
             snprintf(err, errlen, "peer %d: no checkpoint, and no neighbour sent its model within the round timeout "
-                     "(%.0f s): nothing to join", c->id, c->round_timeout);
+                     "(%.0f s): nothing to join", c->id, c->peer.round_timeout);
         else if (rc < 0)
             snprintf(err, errlen, "peer %d: %s", c->id, strerror(-rc));
         else if (n->e.joining) {

@@ -33,28 +33,17 @@
 #include "peer/core/outer.h"
 #include "peer/net/cluster.h"
 #include "peer/sec/sec.h"
-#include "peer/core/train_opts.h"
+#include "peer/core/settings.h"
 #include "topologies/topo.h"
 
 typedef struct node_ext node_ext; /* peer/net/node_ext.h: the caller takes the local steps (libsgp) */
 
 typedef struct node_config {
-    train_opts train;      /* train.batch is the TOTAL batch, as in sgp sim */
+    peer_settings peer;    /* training and gossip, as sgp sim's (n_peers: the cluster's; barrier: unless
+                            * resume) */
     const cluster *cluster;
     const sec_keypair *key;
-    const topo *topology;
     int id;
-    double shard_alpha;
-    int tau;
-    const cmp_spec *codec; /* NULL: uncompressed float64 running sums */
-    double step;           /* consensus step; <= 0: gsp_default_step */
-    double codec_warmup;   /* epochs of sparsity warm-up (as sgp sim --codec-warmup) */
-    int local_steps;       /* H: local steps between exchanges (as sgp sim --local-steps) */
-    const outer_opts *outer; /* NULL: none; else the outer step on each round's progress (peer/core/outer.h) */
-    double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one; <= 0: round_timeout */
-    double dead_timeout;   /* seconds a neighbour may be silent or disconnected before it is routed around */
-    double round_timeout;  /* seconds a round may wait for messages before starting anyway (the cap) */
-    double round_deadline; /* seconds a round waits for a late neighbour; <= 0: derived (node.c, deadline_seconds) */
     const char *checkpoint; /* checkpoint file (peer/store/ckpt.h), or NULL for none */
     double checkpoint_every; /* seconds between periodic checkpoints; <= 0: only when stopping */
     int resume;            /* restore from the checkpoint; without one, pull the model from a neighbour */

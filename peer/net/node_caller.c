@@ -8,7 +8,7 @@
 void node_caller_plan(node *n, const float **x0, size_t *dim)
 {
     const node_ext *x = n->c->ext;
-    const int H = n->c->local_steps > 1 ? n->c->local_steps : 1;
+    const int H = n->c->peer.local_steps > 1 ? n->c->peer.local_steps : 1;
     n->plan = (round_plan){.local_steps = H, .steps_per_epoch = x->rounds_per_epoch * H,
                            .rounds_per_epoch = x->rounds_per_epoch, .total_rounds = x->rounds};
     *x0 = x->params, *dim = x->dim;

@@ -34,7 +34,7 @@ float node_log_epoch(node *n, long epoch)
         else
             snprintf(test, sizeof test, "test %6.2f%%", 100 * acc);
         fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  %s  %.1f MB out  %.1fs\n", n->c->id, epoch,
-                n->c->train.epochs, mean, test, n->r->bytes_sent / 1e6, clock_now() - n->t0);
+                n->c->peer.train.epochs, mean, test, n->r->bytes_sent / 1e6, clock_now() - n->t0);
         fflush(n->c->progress);
     }
     n->r->train_loss = (float)mean;

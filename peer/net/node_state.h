@@ -22,7 +22,7 @@ typedef struct node {
     uv_timer_t timer;           /* the engine's wake time: heartbeats, deadlines, retries */
     uv_signal_t sigint, sigterm;
     nn_model model;
-    round_config cfg;
+    peer_settings settings;    /* the caller's, with the cluster's size and the barrier */
     round_plan plan;
     engine e;                   /* every decision: gossip state, pacing, inbox, local step, reactions */
     double slow_pad;            /* --slow: seconds added to each local step (0 until measured) */

@@ -214,7 +214,7 @@ static void finish(sim *s)
         else
             sim_flight_release(s, e.arg, 1);
     }
-    for (int i = 0; i < s->c->n_peers; i++) {
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
         round_peer *rp = &s->p[i].e.rp;
         if (s->p[i].state != P_CRASHED)
             round_absorb(rp, 1, NULL, NULL);
@@ -227,12 +227,12 @@ static void finish(sim *s)
 void sim_config_defaults(sim_config *c)
 {
     memset(c, 0, sizeof *c);
-    train_opts_defaults(&c->train);
-    c->n_peers = 8;
+    train_opts_defaults(&c->peer.train);
+    c->peer.n_peers = 8;
     c->compute_seconds = SIM_COMPUTE_ESTIMATE;
     c->latency = 1e-4;
     c->bandwidth = 1.25e8; /* 1 Gbit/s */
-    c->dead_timeout = 1.0;
+    c->peer.dead_timeout = 1.0;
 }
 
 /* Events for a frozen peer wait until it runs again, in their order. */
@@ -296,7 +296,7 @@ static void measure_memory(sim *s, const nn_dataset *train)
     mem_parts *m = &s->r->memory;
     *m = (mem_parts){.model = s->model.bytes, .data = nn_dataset_bytes(train) + nn_dataset_bytes(s->test),
                      .in_flight = (size_t)s->cap_flight * (sizeof *s->flight + sizeof *s->free_slots)};
-    for (int i = 0; i < s->c->n_peers; i++)
+    for (int i = 0; i < s->c->peer.n_peers; i++)
         round_memory(&s->p[i].e.rp, m);
     for (size_t k = 0; k < s->q.n; k++) /* the slots in use: those an arrival is pending for */
         if (s->q.heap[k].kind == EV_ARRIVE)
@@ -308,9 +308,9 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
             size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    if (c->n_peers < 1 || !c->topology || c->topology->n_peers != c->n_peers) {
+    if (c->peer.n_peers < 1 || !c->peer.topology || c->peer.topology->n_peers != c->peer.n_peers) {
         snprintf(err, errlen, "the topology is for %d peers, the simulation has %d",
-                 c->topology ? c->topology->n_peers : 0, c->n_peers);
+                 c->peer.topology ? c->peer.topology->n_peers : 0, c->peer.n_peers);
         return -EINVAL;
     }
     if (c->churn < 0 || c->churn >= 1) {
@@ -321,10 +321,10 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
     if (errlen)
         *err = 0;
     s.wall0 = clock_now();
-    round_plan_make(&s.plan, &c->train, train->n, c->n_peers, c->local_steps);
+    round_plan_make(&s.plan, &c->peer.train, train->n, c->peer.n_peers, c->peer.local_steps);
     progress_init(&s.bar, c->progress ? c->progress : stdout, c->progress ? c->progress_bar : 0);
     int rc = sim_setup(&s, c, train, err, errlen);
-    for (int i = 0; rc == 0 && i < c->n_peers; i++) { /* round 0 starts from the hold engine_init leaves */
+    for (int i = 0; rc == 0 && i < c->peer.n_peers; i++) { /* round 0 starts from the hold engine_init leaves */
         int advanced = 0;
         if ((rc = sim_boundary(&s, i, &advanced)) == 0)
             rc = pump(&s, i, 0);

@@ -40,7 +40,7 @@
 #include "nn/nn_data.h"
 #include "peer/core/memory.h"
 #include "peer/core/outer.h"
-#include "peer/core/train_opts.h"
+#include "peer/core/settings.h"
 #include "topologies/topo.h"
 
 #define SIM_MAX_EVENTS 64 /* crash/rejoin entries */
@@ -58,18 +58,12 @@ typedef struct sim_fault {
 } sim_fault;
 
 typedef struct sim_config {
-    train_opts train;   /* model, data, optimizer, epochs, seed; train.batch is the TOTAL batch */
-    int n_peers;
-    const topo *topology;
-    double shard_alpha; /* <= 0 iid, else Dirichlet(alpha) over labels */
-    int tau;            /* staleness bound, rounds */
+    peer_settings peer; /* training and gossip, as sgp peer's (round_timeout <= 0: derived from the step
+                         * and link times) */
     double compute_seconds; /* per local step; SIM_COMPUTE_ESTIMATE or SIM_COMPUTE_MEASURED */
     double latency, bandwidth, loss; /* seconds, bytes/second (0 = infinite), probability */
     double duplicate;                /* probability that a message is delivered twice */
     double jitter;                   /* extra delay uniform in [0, jitter] s: reorders a link's messages */
-    double dead_timeout;             /* seconds of silence or disconnection before a neighbour is routed around */
-    double round_timeout;            /* seconds a round waits at most; <= 0: derived from the step and link times */
-    double round_deadline;           /* seconds a round waits for a late neighbour; <= 0: derived (gsp_pace) */
     double *slow;                    /* n_peers factors (NULL = all 1) */
     double speed_drift;              /* > 0: every peer's speed wanders by up to this fraction (uniform load) */
     sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS], stop[SIM_MAX_EVENTS];
@@ -77,13 +71,6 @@ typedef struct sim_config {
     double churn;                    /* fraction of peers down at any time (random crashes and resumes) */
     double churn_down;               /* mean seconds a churned peer stays down; <= 0: 4 x dead_timeout */
     int averaging_only; /* no gradient: pure push-sum from different starting points */
-    const cmp_spec *codec; /* compressed push-sum with this codec; NULL: uncompressed running sums */
-    double step;           /* consensus step with a codec; <= 0: gsp_default_step */
-    double alone_wait;     /* once every in-neighbour is lost, seconds to wait for one (<= 0: round_timeout) */
-    int local_steps;       /* H: local steps between exchanges (1: every step) */
-    const outer_opts *outer; /* NULL: none; else the outer step on each round's progress (peer/core/outer.h) */
-    double codec_warmup;   /* DGC sparsity warm-up, epochs: topk/randk/stc/sketch start dense and
-                            * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */
     FILE *log;          /* per-round CSV, or NULL */
     FILE *events;       /* every peer's decisions (the engine's log events) as JSON lines, or NULL */

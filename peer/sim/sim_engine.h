@@ -55,7 +55,7 @@ typedef struct sim {
     const nn_dataset *train, *test;
     float *x0;          /* where every peer started (the last one's, averaging-only): a fresh rejoin's model */
     nn_model model;
-    round_config rc;
+    peer_settings settings; /* the caller's, with the round timeout derived */
     round_plan plan;
     sim_peer *p;
     sim_queue q;

@@ -45,7 +45,7 @@ int sim_rejoin(sim *s, int i, int fresh)
     if (fresh) {
         char err[256];
         engine_free(&p->e);
-        rc = engine_init(&p->e, &s->rc, &s->plan, i, s->train, s->x0, s->model.n_params, s->now, err, sizeof err);
+        rc = engine_init(&p->e, &s->settings, &s->plan, i, s->train, s->x0, s->model.n_params, s->now, err, sizeof err);
         if (rc < 0)
             return rc;
         p->e.rp.g.incarnation = incarnation;
@@ -67,7 +67,7 @@ int sim_rejoin(sim *s, int i, int fresh)
 double sim_churn_wait(sim *s, int down)
 {
     const sim_config *c = s->c;
-    double d = c->churn_down > 0 ? c->churn_down : 4 * c->dead_timeout;
+    double d = c->churn_down > 0 ? c->churn_down : 4 * c->peer.dead_timeout;
     double mean = down ? d : d * (1 - c->churn) / c->churn;
     return -mean * log(1.0 - nn_rng_uniform_d(&s->churn));
 }

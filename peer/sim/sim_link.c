@@ -66,7 +66,7 @@ size_t sim_frame_bytes(const sim_frame *f)
 static double link_send(sim *s, int i, int j, double bytes)
 {
     const sim_config *c = s->c;
-    double *free_at = &s->link_free[(size_t)i * c->n_peers + j];
+    double *free_at = &s->link_free[(size_t)i * c->peer.n_peers + j];
     double start = *free_at > s->now ? *free_at : s->now;
     *free_at = start + (c->bandwidth > 0 ? bytes / c->bandwidth : 0.0);
     return *free_at;

@@ -16,7 +16,7 @@ void sim_average_model(sim *s, float *avg)
     double *acc = calloc(dim, sizeof *acc);
     if (!acc)
         return;
-    for (int i = 0; i < s->c->n_peers; i++) {
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
         if (!live(s, i))
             continue;
         for (size_t d = 0; d < dim; d++)
@@ -36,7 +36,7 @@ static double consensus_distance(sim *s, const float *avg)
     int n = 0;
     for (size_t d = 0; d < dim; d++)
         norm += (double)avg[d] * avg[d];
-    for (int i = 0; i < s->c->n_peers; i++) {
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
         if (!live(s, i))
             continue;
         const float *z = gsp_debias(&s->p[i].e.rp.g);
@@ -52,7 +52,7 @@ static float mean_last_loss(const sim *s)
 {
     double sum = 0;
     int n = 0;
-    for (int i = 0; i < s->c->n_peers; i++)
+    for (int i = 0; i < s->c->peer.n_peers; i++)
         if (live(s, i))
             sum += s->p[i].e.rp.loss, n++;
     return n ? (float)(sum / n) : 0.0f;
@@ -72,13 +72,13 @@ void sim_epoch_report(sim *s, long epoch)
         fprintf(c->progress,
                 "epoch %3ld/%ld  loss %.4f  val loss (average model) %.4f (%.3f bits/byte)  consensus %.2e  "
                 "%.1f MB sent  sim %.2fs  wall %.1fs\n",
-                epoch, c->train.epochs, s->r->train_loss, loss, nn_bits_per_byte(loss), cd, s->r->bytes_sent / 1e6,
+                epoch, c->peer.train.epochs, s->r->train_loss, loss, nn_bits_per_byte(loss), cd, s->r->bytes_sent / 1e6,
                 s->now, clock_now() - s->wall0);
     else if (c->progress)
         fprintf(c->progress,
                 "epoch %3ld/%ld  loss %.4f  test (average model) %6.2f%%  consensus %.2e  %.1f MB sent  "
                 "sim %.2fs  wall %.1fs\n",
-                epoch, c->train.epochs, s->r->train_loss, 100 * acc, cd, s->r->bytes_sent / 1e6, s->now,
+                epoch, c->peer.train.epochs, s->r->train_loss, 100 * acc, cd, s->r->bytes_sent / 1e6, s->now,
                 clock_now() - s->wall0);
     if (c->progress)
         fflush(c->progress);
@@ -113,7 +113,7 @@ static void mass_check(sim *s)
     r->mass_error_x = r->mass_error_w = NAN;
     if (!s->mass0 || r->crashes > 0)
         return;
-    const int n = s->c->n_peers;
+    const int n = s->c->peer.n_peers;
     const size_t dim = s->model.n_params;
     double *x = calloc(dim, sizeof *x), w = 0;
     if (!x)
@@ -142,14 +142,14 @@ void sim_final_report(sim *s)
     sim_result *r = s->r;
     float *avg = r->average_model;
     if (c->keep_peer_models)
-        r->peer_models = calloc((size_t)c->n_peers * s->model.n_params, sizeof(float));
+        r->peer_models = calloc((size_t)c->peer.n_peers * s->model.n_params, sizeof(float));
     sim_average_model(s, avg);
     nn_model_evaluate(&s->model, avg, s->test, &r->test_loss, &r->test_accuracy);
     r->consensus_distance = consensus_distance(s, avg);
     r->test_accuracy_min = 1.0f;
     r->weight_min = INFINITY, r->weight_max = 0;
     double acc_sum = 0, loss_sum = 0, stale = 0, absorbed = 0;
-    for (int i = 0; i < c->n_peers; i++) {
+    for (int i = 0; i < c->peer.n_peers; i++) {
         sim_peer *p = &s->p[i];
         const gsp_pace_stats *ps = &p->e.rp.pace.stats;
         r->late_marks += ps->late_marks, r->catch_ups += ps->catch_ups, r->refreshes += ps->refreshes, r->rounds_skipped += ps->rounds_skipped;

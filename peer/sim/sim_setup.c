@@ -48,17 +48,17 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
 {
     const sim_config *c = s->c;
     const double dim = (double)s->model.n_params, f = sizeof(float);
-    const int codec = c->codec != NULL, outer = c->outer && c->outer->lr > 0;
-    const double opt = c->train.optimizer == NN_OPT_ADAMW ? 2 : 1;
+    const int codec = c->peer.codec != NULL, outer = c->peer.outer && c->peer.outer->lr > 0;
+    const double opt = c->peer.train.optimizer == NN_OPT_ADAMW ? 2 : 1;
     double need = (double)(s->model.bytes + nn_dataset_bytes(train) + nn_dataset_bytes(s->test)), edges = 0;
     long n_edges = 0;
-    for (int i = 0; i < c->n_peers; i++) {
+    for (int i = 0; i < c->peer.n_peers; i++) {
         int n_out, n_in;
-        if (topo_degree(c->topology, i, &n_out, &n_in) < 0)
+        if (topo_degree(c->peer.topology, i, &n_out, &n_in) < 0)
             return -ENOMEM;
         n_edges += n_out + n_in;
         edges += (n_out + n_in) * dim * (sizeof(double) + (codec ? f : 0));
-        need += dim * f * (2 + (codec ? 2 : 0) + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->n_peers;
+        need += dim * f * (2 + (codec ? 2 : 0) + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->peer.n_peers;
     }
     need += edges;
     const double total = (double)mem_total(), avail = (double)mem_available();
@@ -66,8 +66,8 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
     snprintf(what, sizeof what,
              "%d peers of %.0f parameters would hold about %.1f GB (a peer %.2f GB, of which its %.1f edges' "
              "references and totals %.2f GB)",
-             c->n_peers, dim, need / 1e9, need / c->n_peers / 1e9, (double)n_edges / c->n_peers,
-             edges / c->n_peers / 1e9);
+             c->peer.n_peers, dim, need / 1e9, need / c->peer.n_peers / 1e9, (double)n_edges / c->peer.n_peers,
+             edges / c->peer.n_peers / 1e9);
     if (total > 0 && need > total) {
         snprintf(err, errlen, "%s; this machine has %.1f GB: fewer peers, a smaller model or a topology with fewer "
                               "edges (ring) would fit",
@@ -81,8 +81,8 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
 
 int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen)
 {
-    const int n = c->n_peers;
-    int rc = train_opts_model(&c->train, train, s->plan.per_batch > 256 ? s->plan.per_batch : 256, &s->model, err,
+    const int n = c->peer.n_peers;
+    int rc = train_opts_model(&c->peer.train, train, s->plan.per_batch > 256 ? s->plan.per_batch : 256, &s->model, err,
                               errlen);
     if (rc < 0)
         return rc;
@@ -95,12 +95,9 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
     /* Round timeout: generous next to a round's compute and transfer, so it
      * only fires for lost messages and dead peers, never for mere slowness. */
     double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
-    s->rc = (round_config){.train = &c->train, .topology = c->topology, .n_peers = n, .shard_alpha = c->shard_alpha,
-                           .tau = c->tau, .codec = c->codec, .step = c->step, .codec_warmup = c->codec_warmup,
-                           .alone_wait = c->alone_wait, .outer = c->outer,
-                           .dead_timeout = c->dead_timeout, .round_deadline = c->round_deadline,
-                           .round_timeout = c->round_timeout > 0 ? c->round_timeout
-                                                                 : 20.0 * (s->plan.local_steps * s->step_seconds + transfer + c->latency) + 1e-3};
+    s->settings = c->peer;
+    if (s->settings.round_timeout <= 0)
+        s->settings.round_timeout = 20.0 * (s->plan.local_steps * s->step_seconds + transfer + c->latency) + 1e-3;
     if ((rc = fits(s, train, err, errlen)) < 0)
         return rc;
     s->p = calloc((size_t)n, sizeof *s->p);
@@ -118,12 +115,12 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
         sim_peer *p = &s->p[i];
         p->slow = c->slow ? c->slow[i] : 1.0;
         p->stopped_until = -1, p->wake_at = -1;
-        nn_rng_seed(&p->speed, c->train.seed, 0x7370656564ULL + (uint64_t)i);
+        nn_rng_seed(&p->speed, c->peer.train.seed, 0x7370656564ULL + (uint64_t)i);
         if (c->averaging_only) { /* different starting points, or there is nothing to average */
-            nn_model_init_params(&s->model, c->train.seed + 0x9e3779b9ULL * (uint64_t)(i + 1));
+            nn_model_init_params(&s->model, c->peer.train.seed + 0x9e3779b9ULL * (uint64_t)(i + 1));
             memcpy(x0, s->model.params, dim * sizeof(float));
         }
-        rc = engine_init(&p->e, &s->rc, &s->plan, i, train, x0, dim, 0.0, err, errlen);
+        rc = engine_init(&p->e, &s->settings, &s->plan, i, train, x0, dim, 0.0, err, errlen);
         if (rc < 0)
             return rc;
     }
@@ -133,8 +130,8 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
                 s->mass0[d] += s->p[i].e.rp.g.x[d];
     s->at_round[0] = n;
     s->running = n;
-    nn_rng_seed(&s->net, c->train.seed, 0x6e6574ULL);
-    nn_rng_seed(&s->churn, c->train.seed, 0x636875726eULL);
+    nn_rng_seed(&s->net, c->peer.train.seed, 0x6e6574ULL);
+    nn_rng_seed(&s->churn, c->peer.train.seed, 0x636875726eULL);
     /* Every connection is up from the start, as after the round-0 barrier. */
     for (int i = 0; i < n; i++) {
         const gsp_pace *pc = &s->p[i].e.rp.pace;
@@ -148,7 +145,7 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
 
 void sim_teardown(sim *s)
 {
-    for (int i = 0; s->p && i < s->c->n_peers; i++)
+    for (int i = 0; s->p && i < s->c->peer.n_peers; i++)
         engine_free(&s->p[i].e);
     sim_event e;
     while (sim_queue_pop(&s->q, &e))

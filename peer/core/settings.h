@@ -1,0 +1,32 @@
+/* How a peer trains and gossips, in one struct: filled once (from the
+ * command line by peer/cmd, from sgp_options by libsgp), carried by both
+ * drivers (node_config.peer, sim_config.peer) and read by the engine; the
+ * pacing policy's own gsp_pace_config is made from it in round.c. */
+#ifndef PEER_CORE_SETTINGS_H
+#define PEER_CORE_SETTINGS_H
+
+#include "compress/cmp.h"
+#include "peer/core/outer.h"
+#include "peer/core/train_opts.h"
+#include "topologies/topo.h"
+
+typedef struct peer_settings {
+    train_opts train;        /* model, data, optimizer, schedule, epochs, seed; train.batch is the TOTAL batch */
+    const topo *topology;
+    int n_peers;
+    double shard_alpha;      /* <= 0 iid, else Dirichlet(alpha) over labels */
+    int tau;                 /* staleness bound, rounds */
+    const cmp_spec *codec;   /* NULL: uncompressed running sums in float64 */
+    double step;             /* consensus step with a codec; <= 0: gsp_default_step */
+    double codec_warmup;     /* epochs of DGC sparsity warm-up: topk/randk/stc/sketch start dense and reach
+                              * their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
+    int local_steps;         /* H: local optimizer steps between two exchanges (1: every step) */
+    const outer_opts *outer; /* NULL or lr <= 0: none; else the outer step on each round's progress (outer.h) */
+    double dead_timeout;     /* seconds of silence or disconnection before a neighbour is routed around */
+    double round_timeout;    /* seconds a round waits at most (the first rounds, the round-0 barrier) */
+    double round_deadline;   /* > 0: seconds a round waits for a late neighbour; else derived (gsp_pace) */
+    double alone_wait;       /* once every in-neighbour is lost, seconds to wait for one; <= 0: round_timeout */
+    int barrier;             /* round 0 waits for every neighbour's connection */
+} peer_settings;
+
+#endif
