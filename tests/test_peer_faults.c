@@ -521,6 +521,51 @@ static int all_reached(const void *arg)
  * dials (WIRE.md "Connections"): peer 0 dials the others as it starts,
  * whereas a joiner with the highest id would wait for the others' redial
  * (up to 0.75 s apart), which a loaded machine could make longer. */
+/* The decisions peer `id` logged (the "event" of its JSON lines; with
+ * id >= 0, only the lines of that "id": the simulator's --events) up to
+ * and including the first `last`, joined by " / ". */
+static void decisions(const char *text, int id, const char *last, char *out, size_t cap)
+{
+    out[0] = 0;
+    char key[32];
+    snprintf(key, sizeof key, "{\"id\": %d,", id);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *ev = strstr(line, "\"event\": \""), *end = strchr(line, '\n');
+        if (!ev || (end && ev > end) || (id >= 0 && strncmp(line, key, strlen(key)) != 0))
+            continue;
+        ev += strlen("\"event\": \"");
+        const char *q = strchr(ev, '"');
+        snprintf(out + strlen(out), cap - strlen(out), "%s%.*s", out[0] ? " / " : "", (int)(q - ev), ev);
+        if (strncmp(ev, last, strlen(last)) == 0)
+            return;
+    }
+}
+
+/* One engine, two drivers: the same late join in `sgp sim` (peer 0
+ * crashes at round 0 and comes back without state at round 50: --crash
+ * 0@0 --join 0@50) makes the same decisions, in the same order, as the
+ * real processes of `dir` did. */
+static void same_decisions_in_the_simulator(const char *dir)
+{
+    char events[600], cmd[1400], path[512];
+    snprintf(events, sizeof events, "%s/sim-events.jsonl", dir);
+    snprintf(cmd, sizeof cmd,
+             "%s sim --peers 4 --topology topologies/exp4.topo --model mlp:64 --seed 1 --codec stc:0.04 --epochs 8 "
+             "--dead-timeout 1 --crash 0@0 --join 0@50 --events %s --no-progress > %s/sim.out 2>&1",
+             sgp_bin(), events, dir);
+    cr_assert_eq(system(cmd), 0, "%s (output in %s/sim.out)", cmd, dir);
+    snprintf(path, sizeof path, "%s/peer0.jsonl", dir);
+    char *real = sgp_read_file(path), *simulated = sgp_read_file(events);
+    cr_assert(real && simulated);
+    char a[600], b[600];
+    decisions(real, -1, "joined with the model of peer", a, sizeof a);
+    decisions(simulated, 0, "joined with the model of peer", b, sizeof b);
+    cr_assert_str_eq(a, "no checkpoint: will pull the model from a neighbour / asked for the current model: peer / "
+                        "joined with the model of peer", "the real joiner (%s)", dir);
+    cr_assert_str_eq(b, a, "the simulated joiner decided otherwise (%s)", events);
+    free(real), free(simulated);
+}
+
 Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
 {
     char dir[] = "/tmp/sgp-faults-join-XXXXXX", topo_path[512], what[600];
@@ -556,6 +601,7 @@ Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
 
     const double start = sgp_peer_number(dir, 0, "start_round");
     cr_assert_geq(start, 50, "peer 0 entered at the round of the peer it joined, not at 0 (%s)", dir);
+    same_decisions_in_the_simulator(dir);
     cr_assert_eq(sgp_peer_number(dir, 0, "rounds"), 1000, "%s", dir);
     cr_assert_geq(sgp_peer_number(dir, 0, "checkpoints"), 1, "a joiner checkpoints like the others (%s)", dir);
     const double acc0 = sgp_peer_number(dir, 0, "test_accuracy"), acc1 = sgp_peer_number(dir, 1, "test_accuracy");

@@ -37,6 +37,8 @@ static void help(void)
           "  --crash PEER@ROUND    PEER crashes when it reaches ROUND (repeatable)\n"
           "  --rejoin PEER@ROUND   a crashed PEER comes back when the slowest peer reaches ROUND,\n"
           "                        with the state it had (a checkpoint) under a new incarnation\n"
+          "  --join PEER@ROUND     as --rejoin, but without its state: it pulls a neighbour's model,\n"
+          "                        as sgp peer --resume does without a checkpoint\n"
           "  --stop PEER@ROUND:S   PEER freezes for S seconds when it reaches ROUND (SIGSTOP)\n"
           "  --churn F[:S]         random crashes and resumes: a fraction F of the peers is down at\n"
           "                        any time, for S seconds on average [S: 4 x --dead-timeout]\n"
@@ -49,6 +51,7 @@ static void help(void)
           "                        quartile of recent rounds, at least 20 ms, at most --round-timeout]\n"
           "  --averaging-only      no gradient: pure push-sum from different starting points\n"
           "  --log FILE            per-round CSV: round, sim time, loss, consensus distance, bytes, lost\n"
+          "  --events FILE         every peer's decisions as JSON lines (the events sgp peer --log writes)\n"
           "\n"
           "--batch is the TOTAL batch: each peer uses batch/N, so a round sees as many\n"
           "samples as one step of 'sgp train'; an epoch is the same number of rounds.\n\n",
@@ -59,7 +62,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
-       S_AVG, S_LOG, S_DUP, S_JITTER, S_STOP, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
+       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_DUP, S_JITTER, S_STOP, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -236,6 +239,8 @@ int cmd_sim(int argc, char **argv)
         {"slow", required_argument, 0, S_SLOW},
         {"crash", required_argument, 0, S_CRASH},
         {"rejoin", required_argument, 0, S_REJOIN},
+        {"join", required_argument, 0, S_JOIN},
+        {"events", required_argument, 0, S_EVENTS},
         {"dead-timeout", required_argument, 0, S_DEAD},
         {"stop", required_argument, 0, S_STOP},
         {"churn", required_argument, 0, S_CHURN},
@@ -249,7 +254,7 @@ int cmd_sim(int argc, char **argv)
     };
     sim_config c;
     sim_config_defaults(&c);
-    const char *topology = "exponential", *log_path = NULL;
+    const char *topology = "exponential", *log_path = NULL, *events_path = NULL;
     gossip_opts go;
     gossip_opts_defaults(&go);
     long peers = 8;
@@ -311,6 +316,10 @@ int cmd_sim(int argc, char **argv)
         case S_REJOIN:
             rc = add_fault(c.rejoin, &c.n_rejoin, "--rejoin", optarg, 0);
             break;
+        case S_JOIN:
+            if ((rc = add_fault(c.rejoin, &c.n_rejoin, "--join", optarg, 0)) == 0)
+                c.rejoin[c.n_rejoin - 1].fresh = 1;
+            break;
         case S_STOP:
             rc = add_fault(c.stop, &c.n_stop, "--stop", optarg, 1);
             break;
@@ -344,6 +353,9 @@ int cmd_sim(int argc, char **argv)
             break;
         case S_LOG:
             log_path = optarg, rc = 0;
+            break;
+        case S_EVENTS:
+            events_path = optarg, rc = 0;
             break;
         default:
             rc = train_opts_parse(&c.train, CMD, ch, optarg);
@@ -387,7 +399,7 @@ int cmd_sim(int argc, char **argv)
         for (int q = 0; q < c.n_crash; q++)
             crashed_before |= c.crash[q].peer == c.rejoin[k].peer && c.crash[q].round < c.rejoin[k].round;
         if (!crashed_before)
-            return cli_usage(CMD, "--rejoin %d@%ld: peer %d has no --crash before round %ld", c.rejoin[k].peer,
+            return cli_usage(CMD, "--rejoin/--join %d@%ld: peer %d has no --crash before round %ld", c.rejoin[k].peer,
                              c.rejoin[k].round, c.rejoin[k].peer, c.rejoin[k].round);
     }
 
@@ -420,6 +432,10 @@ int cmd_sim(int argc, char **argv)
             goto out;
         }
         fputs("round,sim_seconds,train_loss,consensus_distance,bytes_sent,messages_lost\n", log);
+    }
+    if (events_path && !(c.events = fopen(events_path, "w"))) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, events_path, strerror(errno));
+        goto out;
     }
     c.topology = &t;
     c.log = log;
@@ -464,6 +480,10 @@ int cmd_sim(int argc, char **argv)
 out:
     if (log && fclose(log) != 0 && status == 0) {
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
+        status = 1;
+    }
+    if (c.events && fclose(c.events) != 0 && status == 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, events_path, strerror(errno));
         status = 1;
     }
     sim_result_free(&r);

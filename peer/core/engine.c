@@ -126,21 +126,29 @@ static void send_model(engine *e, int q, double now)
 
 static int wants_model(const engine *e) { return e->joining || e->refreshing; }
 
-/* The next connected neighbour, round robin from the last one asked; the
+/* The next connected neighbour, round robin from the last one asked (and
+ * the next at once if the transport refuses the request: ask_left); the
  * next again after a heartbeat interval without an answer: the one asked
  * may be waiting for a model itself, and says nothing. */
-static void ask_for_model(engine *e, double now)
+static void ask_next(engine *e, double now)
 {
     const gsp_pace *pc = &e->rp.pace;
-    for (int k = 1; k <= pc->n_nb; k++) {
+    for (int k = 1; k <= e->ask_left; k++) {
         const int j = (e->asked + k) % pc->n_nb, q = pc->nb[j].peer;
         if (connected(e, q)) {
             queue(e, (engine_send){.kind = ENGINE_MODEL_REQUEST, .peer = q, .dim = e->rp.g.dim}, now);
-            e->asked = j, e->asked_at = now;
+            e->asked = j, e->asked_at = now, e->ask_left -= k;
             log_event(e, "asked for the current model: peer", q, NULL);
             return;
         }
     }
+    e->ask_left = 0;
+}
+
+static void ask_for_model(engine *e, double now)
+{
+    e->ask_left = e->rp.pace.n_nb;
+    ask_next(e, now);
 }
 
 static int ask_due(const engine *e, double now)
@@ -477,7 +485,7 @@ double engine_wake_at(const engine *e, double now)
     return !e->computing && !e->held && e->wake < e->next_tick ? e->wake : e->next_tick;
 }
 
-void engine_unsent(engine *e, const engine_send *s, int rc)
+void engine_unsent(engine *e, const engine_send *s, int rc, double now)
 {
     const int q = s->peer;
     switch (s->kind) {
@@ -489,7 +497,8 @@ void engine_unsent(engine *e, const engine_send *s, int rc)
         e->model_wanted[q] = rc == -EAGAIN; /* try again at the next round boundary */
         break;
     case ENGINE_MODEL_REQUEST:
-        e->asked_at = -INFINITY; /* the next tick asks the next neighbour */
+        e->asked_at = -INFINITY; /* the next one now, or all over again at the next tick */
+        ask_next(e, now);
         break;
     default: /* running sums and a later SYNC make up for a share; the rest is repeated anyway */
         break;
@@ -506,7 +515,7 @@ static void reset(engine *e, double now)
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation);
     e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
-    e->joining = e->refreshing = e->asked = e->alone = e->oom = 0;
+    e->joining = e->refreshing = e->asked = e->ask_left = e->alone = e->oom = 0;
     e->held = 1;
     e->asked_at = e->refresh_since = -INFINITY;
     e->join_since = e->last_ckpt = now;
@@ -556,6 +565,7 @@ void engine_set_joining(engine *e, double now)
     e->join_since = now;
     e->asked_at = -INFINITY; /* ask as soon as a neighbour is up */
     gsp_pace_set_joining(&e->rp.pace);
+    log_event(e, "no checkpoint: will pull the model from a neighbour", -1, NULL);
 }
 
 void engine_set_resumed(engine *e)

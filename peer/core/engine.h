@@ -89,7 +89,7 @@ typedef struct engine {
                                                       * the sender's incarnation they belong to */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
-    int joining, refreshing, asked, alone;
+    int joining, refreshing, asked, ask_left, alone;
     double asked_at, refresh_since, join_since, last_ckpt, next_tick;
     double wait_since, wait_seconds; /* rounds that could not start yet */
     double wake;              /* the pacing policy's next question (INFINITY: none) */
@@ -154,7 +154,7 @@ void engine_stop_now(engine *e, double now);
 
 int engine_poll_send(engine *e, engine_send *s);
 /* A send the transport refused (rc): what it was for stays due. */
-void engine_unsent(engine *e, const engine_send *s, int rc);
+void engine_unsent(engine *e, const engine_send *s, int rc, double now);
 int engine_poll_event(engine *e, engine_event *v);
 /* When to call engine_timer next (the later of nothing: a heartbeat interval). */
 double engine_wake_at(const engine *e, double now);

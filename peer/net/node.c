@@ -1,19 +1,16 @@
-/* The networked peer: the libuv transport of the round driver. Frames in,
- * timers and the thread pool; every decision of a round is the round
- * driver's (peer/core/round.h) and the pacing policy's (gossip/gsp_pace.h),
- * the same code the simulator runs. See node.h. */
+/* The networked peer: the libuv driver of the peer engine
+ * (peer/core/engine.h), which makes every decision, the same code the
+ * simulator runs. Here: set-up, the loop, the engine's outputs (frames:
+ * node_send.c; steps: node_step.c; events), its inputs (frames and links:
+ * node_recv.c; the timer), and the close. See node.h. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <time.h>
 #include <uv.h>
 
-#include <sodium.h>
-
 #include "peer/core/clock.h"
-#include "peer/net/node_ext.h"
 #include "peer/net/node_state.h"
 #include "peer/net/wire.h"
 
@@ -30,163 +27,32 @@ void node_config_defaults(node_config *c)
     c->slow = 1.0;
 }
 
-static void pump(node *n);
-
-/* ---- frames out ------------------------------------------------------------- */
-
-/* n->out with room for need bytes; a big frame's room is given back by out_release. */
-static int out_room(node *n, size_t need)
-{
-    if (need <= n->out_cap)
-        return 0;
-    uint8_t *grown = realloc(n->out, need);
-    if (!grown)
-        return -ENOMEM;
-    n->out = grown, n->out_cap = need;
-    return 0;
-}
-
-static void out_release(node *n)
-{
-    if (n->out_cap <= n->out_base)
-        return;
-    uint8_t *small = realloc(n->out, n->out_base);
-    if (small)
-        n->out = small, n->out_cap = n->out_base;
-}
-
-/* A PUSH (a share, a SYNC, RAW totals) or a MODEL: room for it, then its
- * frame; a MODEL carries the hash of its bytes, and keeps both loops busy
- * long enough that neither side counts the transfer as an idle link. */
-static long encode_big(node *n, const engine_send *s)
-{
-    if (s->kind == ENGINE_PUSH) {
-        const gsp_msg *m = &s->msg;
-        size_t need = m->kind == GSP_DELTA ? wire_push_bound(0, m->payload_len) : wire_push_bound(m->dim, 0);
-        return out_room(n, need) < 0 ? -ENOMEM : wire_encode_push(n->out, n->out_cap, m);
-    }
-    uint8_t hash[WIRE_HASH_LEN];
-    crypto_generichash(hash, sizeof hash, (const uint8_t *)s->model, s->dim * sizeof(float), NULL, 0);
-    net_expect_busy(&n->net, s->peer, s->dim * sizeof(float));
-    if (out_room(n, wire_push_bound(s->dim, 0)) < 0) /* (a model frame is smaller than RAW totals) */
-        return -ENOMEM;
-    return wire_encode_model(n->out, n->out_cap, s->round, s->model, s->dim, hash);
-}
-
-/* One frame the engine queued, in its wire encoding. */
-static void send_frame(node *n, const engine_send *s)
-{
-    const double t0 = clock_now();
-    long len;
-    switch (s->kind) {
-    case ENGINE_PUSH:
-    case ENGINE_MODEL:
-        len = encode_big(n, s);
-        break;
-    case ENGINE_ACK:
-        len = wire_encode_ack(n->out, n->out_cap, s->seq);
-        break;
-    case ENGINE_NACK:
-        len = wire_encode_nack(n->out, n->out_cap, s->seq);
-        break;
-    case ENGINE_HEARTBEAT:
-        len = wire_encode_heartbeat(n->out, n->out_cap, s->round);
-        break;
-    case ENGINE_GOODBYE:
-        len = wire_encode_goodbye(n->out, n->out_cap, s->done ? "done" : "stopped", s->done ? 4 : 7);
-        break;
-    case ENGINE_MODEL_REQUEST:
-        net_expect_busy(&n->net, s->peer, s->dim * sizeof(float)); /* it builds the model frame, we take it in */
-        len = wire_encode_model_request(n->out, n->out_cap, s->dim);
-        break;
-    default:
-        return;
-    }
-    int rc = len < 0 ? (int)len : net_send(&n->net, s->peer, n->out, (size_t)len);
-    out_release(n);
-    if (rc == 0)
-        n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
-    else {
-        n->r->send_refused++; /* running sums / a SYNC make up for a share later */
-        engine_unsent(&n->e, s, rc);
-    }
-    n->frame_seconds += clock_now() - t0;
-}
-
 /* ---- the engine's events ------------------------------------------------------ */
+
+/* The transport's view of every neighbour's link, for an input that may
+ * send to any of them (backpressure: a busy link gets no share, no
+ * heartbeat). */
+static void link_states(node *n)
+{
+    const gsp_pace *pc = &n->e.rp.pace;
+    for (int j = 0; j < pc->n_nb; j++)
+        engine_link_state(&n->e, pc->nb[j].peer, net_busy(&n->net, pc->nb[j].peer),
+                          net_sending(&n->net, pc->nb[j].peer));
+}
 
 static void on_wake(uv_timer_t *t)
 {
     node *n = t->data;
+    link_states(n);
     engine_timer(&n->e, clock_now());
-    pump(n);
-}
-
-static void work_step(uv_work_t *w)
-{
-    node *n = w->data;
-    round_step(&n->e.rp, &n->model);
-    if (n->slow_pad > 0) { /* an emulated slow machine (--slow) */
-        double pad = n->slow_pad;
-        struct timespec ts = {(time_t)pad, (long)((pad - (double)(time_t)pad) * 1e9)};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-        }
-    }
-}
-
-static void after_step(uv_work_t *w, int status)
-{
-    if (status == 0) /* (else cancelled at shutdown) */
-        node_step_done(w->data);
+    node_pump(n);
 }
 
 void node_step_done(node *n)
 {
-    const gsp_pace *pc = &n->e.rp.pace;
-    for (int j = 0; j < pc->n_nb; j++) /* backpressure: a busy link gets no share this round */
-        engine_link_state(&n->e, pc->nb[j].peer, net_busy(&n->net, pc->nb[j].peer),
-                          net_sending(&n->net, pc->nb[j].peer));
+    link_states(n);
     engine_step_done(&n->e, clock_now());
-    pump(n);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* --slow F: once 48 rounds have run at full speed (the first ones are slow:
- * connections, caches), pad every step so that a round takes F times the
- * median of the last ones (a peer at 1/F of its speed: round times here are
- * mostly the cluster's rhythm, not this peer's compute). */
-static void slow_down(node *n)
-{
-    const gsp_pace *pc = &n->e.rp.pace;
-    if (n->c->slow <= 1.0 || n->slow_pad > 0 || pc->n_recent < 48)
-        return;
-    double d[GSP_PACE_RECENT];
-    memcpy(d, pc->recent, sizeof d);
-    qsort(d, GSP_PACE_RECENT, sizeof *d, cmp_double);
-    n->slow_pad = (n->c->slow - 1.0) * d[GSP_PACE_RECENT / 2];
-    char why[64];
-    snprintf(why, sizeof why, "+%.1f ms a step (%.4gx a %.1f ms round)", 1e3 * n->slow_pad, n->c->slow,
-             1e3 * d[GSP_PACE_RECENT / 2]);
-    node_event(n, "slowed down", -1, why);
-}
-
-/* A round has started: its steps are computed on the thread pool, or by the
- * caller (libsgp). */
-static void start_step(node *n)
-{
-    n->round_start = clock_now();
-    if (n->c->ext) {
-        outer_begin(&n->e.rp.local.outer, &n->e.rp.g); /* the caller's H steps start from the model handed out */
-        node_caller_give(n);
-        return;
-    }
-    slow_down(n);
-    uv_queue_work(&n->loop, &n->work, work_step, after_step);
+    node_pump(n);
 }
 
 /* The round `round` is emitted: the epoch's line, the round's log line, a
@@ -196,24 +62,8 @@ static int boundary(node *n, const engine_event *v)
     n->r->local_steps = n->e.rp.steps;
     n->epoch_loss += n->e.rp.loss, n->epoch_steps++;
     float acc = -1.0f;
-    if (!n->c->ext && (v->round + 1) % n->plan.rounds_per_epoch == 0) {
-        float loss;
-        nn_model_evaluate(&n->model, gsp_debias(&n->e.rp.g), n->test, &loss, &acc);
-        if (n->c->progress) {
-            char test[64];
-            if (n->test->text)
-                snprintf(test, sizeof test, "val loss %.4f (%.3f bits/byte)", loss, nn_bits_per_byte(loss));
-            else
-                snprintf(test, sizeof test, "test %6.2f%%", 100 * acc);
-            fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  %s  %.1f MB out  %.1fs\n", n->c->id,
-                    (v->round + 1) / n->plan.rounds_per_epoch, n->c->train.epochs,
-                    n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0, test, n->r->bytes_sent / 1e6,
-                    clock_now() - n->t0);
-            fflush(n->c->progress);
-        }
-        n->r->train_loss = (float)(n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0);
-        n->epoch_loss = 0, n->epoch_steps = 0;
-    }
+    if (!n->c->ext && (v->round + 1) % n->plan.rounds_per_epoch == 0)
+        acc = node_log_epoch(n, (v->round + 1) / n->plan.rounds_per_epoch);
     node_log_round(n, v->round + 1, acc);
     if (v->checkpoint && n->c->checkpoint) {
         node_checkpoint(n);
@@ -229,7 +79,7 @@ void node_rounds_resume(node *n)
         node_close(n, n->finish_goodbye);
     else {
         engine_advance(&n->e, clock_now());
-        pump(n);
+        node_pump(n);
     }
 }
 
@@ -279,18 +129,18 @@ void node_close(node *n, int goodbye)
 
 /* After every input: send what the engine queued, act on its events, and
  * wake it when it asked. */
-static void pump(node *n)
+void node_pump(node *n)
 {
     for (int again = 1; again && !n->closed;) {
         again = 0;
         engine_send s;
         while (engine_poll_send(&n->e, &s))
-            send_frame(n, &s);
+            node_send_frame(n, &s);
         engine_event v;
         while (!n->closed && engine_poll_event(&n->e, &v))
             switch (v.kind) {
             case ENGINE_STEP:
-                start_step(n);
+                node_start_step(n);
                 break;
             case ENGINE_BOUNDARY:
                 again |= boundary(n, &v);
@@ -324,130 +174,13 @@ void node_stop(node *n)
         engine_stop_now(&n->e, clock_now());
     else
         engine_stop(&n->e, clock_now());
-    pump(n);
+    node_pump(n);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
 {
     (void)signum;
     node_stop(s->data);
-}
-
-/* ---- frames in ------------------------------------------------------------------ */
-
-static void on_push(node *n, int peer, const wire_msg *m)
-{
-    /* The message keeps one block of its own: RAW/SYNC tensors are converted
-     * straight into it (one copy out of the frame, not two), a DELTA payload
-     * is copied into it because the frame buffer is the transport's. */
-    const int delta = m->push.kind == GSP_DELTA;
-    size_t cap = delta ? m->push.payload_len : wire_push_scratch_bound(m->push.dim);
-    void *mem = malloc(cap ? cap : 1);
-    gsp_msg view;
-    if (!mem || wire_push_to_gsp(m, &view, mem, cap) < 0) {
-        free(mem);
-        return;
-    }
-    if (delta)
-        view.payload = memcpy(mem, view.payload, view.payload_len);
-    view.owned = mem;
-    view.src = peer, view.dst = n->c->id;
-    engine_push(&n->e, &view, clock_now());
-}
-
-/* A model's size must be ours: nothing of another could be absorbed. */
-static int same_size(node *n, int peer, uint64_t dim, const char *what)
-{
-    if (dim == n->e.rp.g.dim)
-        return 1;
-    char why[64];
-    snprintf(why, sizeof why, "%s for a model of another size", what);
-    net_drop(&n->net, peer, why);
-    return 0;
-}
-
-static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
-{
-    node *n = ctx;
-    wire_msg m;
-    wire_err e;
-    const double now = clock_now();
-    n->r->bytes_received += len;
-    const int bad = wire_decode(&m, buf, len, &e) < 0;
-    n->frame_seconds += clock_now() - now;
-    if (bad) { /* authenticated, yet malformed: a bug or a hostile member */
-        char why[192];
-        snprintf(why, sizeof why, "malformed message (%s: %s, at byte %zu)", e.field ? e.field : "?",
-                 e.why ? e.why : "?", e.offset);
-        net_drop(&n->net, peer, why);
-        return;
-    }
-    engine_link_state(&n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
-    switch (m.type) {
-    case WIRE_GOODBYE:
-        engine_goodbye(&n->e, peer, m.goodbye.len == 4 && memcmp(m.goodbye.reason, "done", 4) == 0, now);
-        break;
-    case WIRE_NACK:
-        engine_nack(&n->e, peer, now);
-        break;
-    case WIRE_HEARTBEAT:
-        engine_heartbeat(&n->e, peer, m.heartbeat.round, now);
-        break;
-    case WIRE_ACK:
-        engine_ack(&n->e, peer, m.ack.seq, now);
-        break;
-    case WIRE_MODEL_REQUEST:
-        if (!same_size(n, peer, m.model_request.dim, "MODEL_REQUEST"))
-            return;
-        engine_model_request(&n->e, peer, now);
-        break;
-    case WIRE_MODEL: {
-        if (!same_size(n, peer, m.model.dim, "MODEL"))
-            return;
-        uint8_t hash[WIRE_HASH_LEN];
-        crypto_generichash(hash, sizeof hash, m.model.payload, m.model.dim * sizeof(float), NULL, 0);
-        engine_model(&n->e, peer, m.model.round, (const float *)m.model.payload,
-                     sodium_memcmp(hash, m.model.hash, sizeof hash) == 0, now);
-        break;
-    }
-    case WIRE_PUSH:
-        if (!same_size(n, peer, m.push.dim, "PUSH"))
-            return;
-        on_push(n, peer, &m);
-        break;
-    default:
-        return;
-    }
-    pump(n);
-}
-
-/* ---- links ----------------------------------------------------------------------- */
-
-static void on_up(void *ctx, int peer)
-{
-    node *n = ctx;
-    if (!engine_is_neighbour(&n->e, peer)) { /* authenticated, but no neighbour of ours */
-        net_drop(&n->net, peer, "not a neighbour under the topology");
-        return;
-    }
-    engine_link_state(&n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
-    engine_link_up(&n->e, peer, clock_now());
-    pump(n);
-}
-
-static void on_down(void *ctx, int peer, int reason)
-{
-    node *n = ctx;
-    (void)reason;
-    engine_link_down(&n->e, peer, clock_now());
-    pump(n);
-}
-
-static void on_log(void *ctx, const char *line)
-{
-    node *n = ctx;
-    if (n->c->progress)
-        fprintf(n->c->progress, "peer %d: %s\n", n->c->id, line);
 }
 
 /* ---- set-up ------------------------------------------------------------------- */
@@ -469,12 +202,9 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     const float *x0;
     size_t dim;
     int rc;
-    if (c->ext) { /* the caller's parameters and run length; it steps itself */
-        n->plan = (round_plan){.local_steps = c->local_steps > 1 ? c->local_steps : 1,
-                               .steps_per_epoch = c->ext->rounds_per_epoch * (c->local_steps > 1 ? c->local_steps : 1),
-                               .rounds_per_epoch = c->ext->rounds_per_epoch, .total_rounds = c->ext->rounds};
-        x0 = c->ext->params, dim = c->ext->dim;
-    } else {
+    if (c->ext) /* the caller's parameters and run length; it steps itself */
+        node_caller_plan(n, &x0, &dim);
+    else {
         round_plan_make(&n->plan, &c->train, train->n, np, c->local_steps);
         rc = train_opts_model(&c->train, train, n->plan.per_batch > 256 ? n->plan.per_batch : 256, &n->model, err,
                               errlen);
@@ -522,7 +252,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
 static int start_loop(node *n, char *err, size_t errlen)
 {
     const node_config *c = n->c;
-    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+    net_callbacks cb;
+    node_net_callbacks(&cb);
     int rc = net_init(&n->net, &n->loop, c->cluster, c->id, c->key, &cb, n);
     if (rc < 0) {
         snprintf(err, errlen, "peer %d: cannot listen on its cluster address: %s", c->id, strerror(-rc));
@@ -569,7 +300,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     }
     if (rc < 0) {
         if (c->ext)
-            node_ext_end(c->ext, rc, err, NULL, &(node_status){0});
+            node_caller_refuse(c, rc, err);
         return rc;
     }
     n->c = c, n->train = train, n->test = test, n->r = r;
@@ -586,7 +317,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     }
     if (rc == 0) {
         engine_advance(&n->e, clock_now()); /* round 0, from the hold engine_init leaves */
-        pump(n);
+        node_pump(n);
         uv_run(&n->loop, UV_RUN_DEFAULT);
         rc = n->rc;
         if (rc == -EDOM)

@@ -5,6 +5,20 @@
 #include "peer/net/node_ext.h"
 #include "peer/net/node_state.h"
 
+void node_caller_plan(node *n, const float **x0, size_t *dim)
+{
+    const node_ext *x = n->c->ext;
+    const int H = n->c->local_steps > 1 ? n->c->local_steps : 1;
+    n->plan = (round_plan){.local_steps = H, .steps_per_epoch = x->rounds_per_epoch * H,
+                           .rounds_per_epoch = x->rounds_per_epoch, .total_rounds = x->rounds};
+    *x0 = x->params, *dim = x->dim;
+}
+
+void node_caller_refuse(const node_config *c, int rc, const char *err)
+{
+    node_ext_end(c->ext, rc, err, NULL, &(node_status){0});
+}
+
 void node_caller_status(const node *n, node_status *s)
 {
     const gsp_pace *pc = &n->e.rp.pace;

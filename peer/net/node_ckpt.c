@@ -88,5 +88,4 @@ void node_resume(node *n)
     if (rc != -ENOENT)
         node_event(n, "cannot resume", -1, err);
     engine_set_joining(&n->e, clock_now());
-    node_event(n, "no checkpoint: will pull the model from a neighbour", -1, NULL);
 }

@@ -22,6 +22,26 @@ void node_event(node *n, const char *what, int peer, const char *detail)
     }
 }
 
+float node_log_epoch(node *n, long epoch)
+{
+    float loss, acc;
+    nn_model_evaluate(&n->model, gsp_debias(&n->e.rp.g), n->test, &loss, &acc);
+    const double mean = n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0;
+    if (n->c->progress) {
+        char test[64];
+        if (n->test->text)
+            snprintf(test, sizeof test, "val loss %.4f (%.3f bits/byte)", loss, nn_bits_per_byte(loss));
+        else
+            snprintf(test, sizeof test, "test %6.2f%%", 100 * acc);
+        fprintf(n->c->progress, "peer %d  epoch %3ld/%ld  loss %.4f  %s  %.1f MB out  %.1fs\n", n->c->id, epoch,
+                n->c->train.epochs, mean, test, n->r->bytes_sent / 1e6, clock_now() - n->t0);
+        fflush(n->c->progress);
+    }
+    n->r->train_loss = (float)mean;
+    n->epoch_loss = 0, n->epoch_steps = 0;
+    return acc;
+}
+
 /* test_accuracy < 0: not evaluated this round. */
 void node_log_round(node *n, long round, float test_accuracy)
 {

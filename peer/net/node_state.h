@@ -43,22 +43,36 @@ typedef struct node {
     int rc;
 } node;
 
-/* node.c: the step is done (emit, the boundary); stop; close with a
- * goodbye (engine_event.goodbye). */
+/* node.c: after every input, act on what the engine queued; the step is
+ * done (emit, the boundary); stop; close with a goodbye
+ * (engine_event.goodbye). */
+void node_pump(node *n);
 void node_step_done(node *n);
 void node_stop(node *n);
 void node_close(node *n, int goodbye);
 
-/* node_caller.c: the caller takes the local steps (libsgp, node_ext.h). */
+/* node_send.c: one frame the engine queued, encoded and sent. */
+void node_send_frame(node *n, const engine_send *s);
+/* node_recv.c: the transport's callbacks (frames in, links up and down). */
+void node_net_callbacks(net_callbacks *cb);
+/* node_step.c: a round has started: its steps on the thread pool, or the caller's. */
+void node_start_step(node *n);
+
+/* node_caller.c: the caller takes the local steps (libsgp, node_ext.h):
+ * its run's plan and parameters, its hand-outs and asks, the end. */
 struct node_status;
+void node_caller_plan(node *n, const float **x0, size_t *dim);
+void node_caller_refuse(const node_config *c, int rc, const char *err);
 void node_caller_status(const node *n, struct node_status *s);
 void node_caller_give(node *n);
 int node_caller_open(node *n);
 void node_caller_close(node *n);
 void node_caller_end(node *n, int rc, const char *err);
 
-/* node_log.c: a fault-handling event (a progress line and a JSON line), a
- * round's JSON line, the push-sum ledger at the end. */
+/* node_log.c: a fault-handling event (a progress line and a JSON line), an
+ * epoch's evaluation and line (returns the test accuracy), a round's JSON
+ * line, the push-sum ledger at the end. */
+float node_log_epoch(node *n, long epoch);
 void node_event(node *n, const char *what, int peer, const char *detail);
 void node_log_round(node *n, long round, float test_accuracy);
 void node_log_ledger(node *n);

@@ -54,6 +54,7 @@ typedef struct sim_fault {
     int peer;
     long round;
     double seconds; /* stop: how long the peer is frozen */
+    int fresh;      /* rejoin: without its state (no checkpoint): it pulls a neighbour's model */
 } sim_fault;
 
 typedef struct sim_config {
@@ -85,6 +86,7 @@ typedef struct sim_config {
                             * reach their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */
     FILE *log;          /* per-round CSV, or NULL */
+    FILE *events;       /* every peer's decisions (the engine's log events) as JSON lines, or NULL */
     FILE *progress;     /* per-epoch lines, or NULL */
     int progress_bar;   /* live bar on progress (a terminal) */
 } sim_config;

@@ -11,6 +11,23 @@
 #include "peer/sim/sim_queue.h"
 #include "peer/store/progress.h"
 
+/* The simulator's events (sim_queue), by kind. */
+enum {
+    EV_STEP_DONE, /* peer's local step finished (arg: which step) */
+    EV_ARRIVE,    /* a frame (arg: flight slot) reaches peer */
+    EV_WAKE,      /* the time peer's engine asked to be woken at */
+    EV_UP,        /* peer's connection to arg is up */
+    EV_DOWN,      /* peer's connection to arg broke */
+    EV_CHURN,     /* --churn: peer goes down, or comes back */
+    EV_RESUME,    /* a stopped peer runs again */
+    EV_RELEASE,   /* a peer back from a crash goes on from its round boundary */
+};
+
+/* Frames other than shares and models: what the simulator charges a link
+ * for a heartbeat (the others are left out of the link model, as small as
+ * they are). */
+#define SIM_HEARTBEAT_BYTES 32
+
 enum { P_WAITING, P_COMPUTING, P_CRASHED, P_DONE };
 
 /* A frame on its way from src to dst: what an engine sent, with its own
@@ -35,7 +52,8 @@ typedef struct sim_peer {
 
 typedef struct sim {
     const sim_config *c;
-    const nn_dataset *test;
+    const nn_dataset *train, *test;
+    float *x0;          /* where every peer started (the last one's, averaging-only): a fresh rejoin's model */
     nn_model model;
     round_config rc;
     round_plan plan;
@@ -57,6 +75,28 @@ typedef struct sim {
     double wall0;
     sim_result *r;
 } sim;
+
+/* sim.c: the event loop and the engines' outputs. */
+int sim_gone(const sim_peer *p);
+void sim_tell_neighbours(sim *s, int i, int kind);
+void sim_watermark_advance(sim *s);
+
+/* sim_link.c: a frame from peer i over the link model; frames in flight. */
+int sim_transmit(sim *s, int i, const engine_send *t);
+void sim_flight_release(sim *s, long slot, int free_payload);
+size_t sim_frame_bytes(const sim_frame *f);
+
+/* sim_faults.c: a peer at its round boundary (a scheduled crash or stop,
+ * or on: *advanced), crashes, rejoins, --churn. */
+int sim_boundary(sim *s, int i, int *advanced);
+void sim_crash(sim *s, int i);
+int sim_rejoin(sim *s, int i, int fresh);
+double sim_churn_wait(sim *s, int down);
+int sim_churn(sim *s, int i);
+
+/* sim_setup.c */
+int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen);
+void sim_teardown(sim *s);
 
 /* sim_report.c */
 void sim_average_model(sim *s, float *avg);

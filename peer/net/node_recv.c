@@ -1,0 +1,130 @@
+/* The networked peer's frames in and link events: each decoded, checked
+ * against this peer's model size, and handed to the engine as its input. */
+#include <stdio.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "peer/core/clock.h"
+#include "peer/net/node_state.h"
+#include "peer/net/wire.h"
+
+static void on_push(node *n, int peer, const wire_msg *m)
+{
+    /* The message keeps one block of its own: RAW/SYNC tensors are converted
+     * straight into it (one copy out of the frame, not two), a DELTA payload
+     * is copied into it because the frame buffer is the transport's. */
+    const int delta = m->push.kind == GSP_DELTA;
+    size_t cap = delta ? m->push.payload_len : wire_push_scratch_bound(m->push.dim);
+    void *mem = malloc(cap ? cap : 1);
+    gsp_msg view;
+    if (!mem || wire_push_to_gsp(m, &view, mem, cap) < 0) {
+        free(mem);
+        return;
+    }
+    if (delta)
+        view.payload = memcpy(mem, view.payload, view.payload_len);
+    view.owned = mem;
+    view.src = peer, view.dst = n->c->id;
+    engine_push(&n->e, &view, clock_now());
+}
+
+/* A model's size must be ours: nothing of another could be absorbed. */
+static int same_size(node *n, int peer, uint64_t dim, const char *what)
+{
+    if (dim == n->e.rp.g.dim)
+        return 1;
+    char why[64];
+    snprintf(why, sizeof why, "%s for a model of another size", what);
+    net_drop(&n->net, peer, why);
+    return 0;
+}
+
+static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
+{
+    node *n = ctx;
+    wire_msg m;
+    wire_err e;
+    const double now = clock_now();
+    n->r->bytes_received += len;
+    const int bad = wire_decode(&m, buf, len, &e) < 0;
+    n->frame_seconds += clock_now() - now;
+    if (bad) { /* authenticated, yet malformed: a bug or a hostile member */
+        char why[192];
+        snprintf(why, sizeof why, "malformed message (%s: %s, at byte %zu)", e.field ? e.field : "?",
+                 e.why ? e.why : "?", e.offset);
+        net_drop(&n->net, peer, why);
+        return;
+    }
+    engine_link_state(&n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
+    switch (m.type) {
+    case WIRE_GOODBYE:
+        engine_goodbye(&n->e, peer, m.goodbye.len == 4 && memcmp(m.goodbye.reason, "done", 4) == 0, now);
+        break;
+    case WIRE_NACK:
+        engine_nack(&n->e, peer, now);
+        break;
+    case WIRE_HEARTBEAT:
+        engine_heartbeat(&n->e, peer, m.heartbeat.round, now);
+        break;
+    case WIRE_ACK:
+        engine_ack(&n->e, peer, m.ack.seq, now);
+        break;
+    case WIRE_MODEL_REQUEST:
+        if (!same_size(n, peer, m.model_request.dim, "MODEL_REQUEST"))
+            return;
+        engine_model_request(&n->e, peer, now);
+        break;
+    case WIRE_MODEL: {
+        if (!same_size(n, peer, m.model.dim, "MODEL"))
+            return;
+        uint8_t hash[WIRE_HASH_LEN];
+        crypto_generichash(hash, sizeof hash, m.model.payload, m.model.dim * sizeof(float), NULL, 0);
+        engine_model(&n->e, peer, m.model.round, (const float *)m.model.payload,
+                     sodium_memcmp(hash, m.model.hash, sizeof hash) == 0, now);
+        break;
+    }
+    case WIRE_PUSH:
+        if (!same_size(n, peer, m.push.dim, "PUSH"))
+            return;
+        on_push(n, peer, &m);
+        break;
+    default:
+        return;
+    }
+    node_pump(n);
+}
+
+/* ---- links ----------------------------------------------------------------------- */
+
+static void on_up(void *ctx, int peer)
+{
+    node *n = ctx;
+    if (!engine_is_neighbour(&n->e, peer)) { /* authenticated, but no neighbour of ours */
+        net_drop(&n->net, peer, "not a neighbour under the topology");
+        return;
+    }
+    engine_link_state(&n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
+    engine_link_up(&n->e, peer, clock_now());
+    node_pump(n);
+}
+
+static void on_down(void *ctx, int peer, int reason)
+{
+    node *n = ctx;
+    (void)reason;
+    engine_link_down(&n->e, peer, clock_now());
+    node_pump(n);
+}
+
+static void on_log(void *ctx, const char *line)
+{
+    node *n = ctx;
+    if (n->c->progress)
+        fprintf(n->c->progress, "peer %d: %s\n", n->c->id, line);
+}
+
+void node_net_callbacks(net_callbacks *cb)
+{
+    *cb = (net_callbacks){.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+}

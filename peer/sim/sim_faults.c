@@ -1,0 +1,115 @@
+/* The simulator's faults: crashes and rejoins (--crash, --rejoin,
+ * --churn) and stops (--stop), injected at a peer's round boundary. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/core/clock.h"
+#include "peer/sim/sim_engine.h"
+
+/* ---- faults ------------------------------------------------------------------- */
+
+/* The first fault of the list for peer i at this round not yet injected. */
+static int fault_at(const sim_fault *f, int n, uint8_t *fired, int i, long round)
+{
+    for (int k = 0; k < n; k++)
+        if (f[k].peer == i && f[k].round == round && !fired[k]) {
+            fired[k] = 1;
+            return k;
+        }
+    return -1;
+}
+
+void sim_crash(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    p->state = P_CRASHED;
+    s->r->messages_lost += (uint64_t)engine_crash(&p->e);
+    s->r->crashes++;
+    s->at_round[p->e.rp.g.round]--;
+    sim_tell_neighbours(s, i, EV_DOWN);
+    sim_watermark_advance(s);
+}
+
+/* Back as a new process: with the state it had at the crash (as if
+ * checkpointed every round: engine_restart; the pacing policy then catches
+ * it up with the run), or fresh, without state, pulling a neighbour's
+ * model as `sgp peer --resume` without a checkpoint does. */
+int sim_rejoin(sim *s, int i, int fresh)
+{
+    sim_peer *p = &s->p[i];
+    const uint64_t incarnation = p->e.rp.g.incarnation + 1;
+    int rc;
+    if (fresh) {
+        char err[256];
+        engine_free(&p->e);
+        rc = engine_init(&p->e, &s->rc, &s->plan, i, s->train, s->x0, s->model.n_params, s->now, err, sizeof err);
+        if (rc < 0)
+            return rc;
+        p->e.rp.g.incarnation = incarnation;
+        engine_set_joining(&p->e, s->now);
+    } else if ((rc = engine_restart(&p->e, incarnation, s->now)) < 0)
+        return rc;
+    p->state = P_WAITING;
+    p->wake_at = -1;
+    s->r->resumes++;
+    s->at_round[p->e.rp.g.round]++;
+    sim_tell_neighbours(s, i, EV_UP);
+    sim_queue_push(&s->q, s->now + s->c->latency, EV_RELEASE, i, 0);
+    return 0;
+}
+
+/* --churn F[:D]: each peer alternates between up and down; down periods
+ * last D seconds on average and up periods D (1 - F) / F, both exponential,
+ * so that a fraction F of the peers is down at any time. */
+double sim_churn_wait(sim *s, int down)
+{
+    const sim_config *c = s->c;
+    double d = c->churn_down > 0 ? c->churn_down : 4 * c->dead_timeout;
+    double mean = down ? d : d * (1 - c->churn) / c->churn;
+    return -mean * log(1.0 - nn_rng_uniform_d(&s->churn));
+}
+
+int sim_churn(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    if (p->state == P_DONE || p->exited)
+        return 0;
+    if (p->state == P_CRASHED) {
+        if (!p->churned)
+            return 0; /* crashed for good by --crash */
+        p->churned = 0;
+        int rc = sim_rejoin(s, i, 0);
+        sim_queue_push(&s->q, s->now + sim_churn_wait(s, 0), EV_CHURN, i, 0);
+        return rc;
+    }
+    p->churned = 1;
+    sim_crash(s, i); /* its step in progress dies with it */
+    sim_queue_push(&s->q, s->now + sim_churn_wait(s, 1), EV_CHURN, i, 0);
+    return 0;
+}
+
+/* At a round boundary: a crash or a stop scheduled for this round, or on. */
+int sim_boundary(sim *s, int i, int *advanced)
+{
+    sim_peer *p = &s->p[i];
+    const long round = p->e.rp.g.round;
+    int k;
+    if (fault_at(s->c->crash, s->c->n_crash, s->crash_fired, i, round) >= 0) {
+        s->running--;
+        sim_crash(s, i);
+        return 0;
+    }
+    if ((k = fault_at(s->c->stop, s->c->n_stop, s->stop_fired, i, round)) >= 0) {
+        /* SIGSTOP: frozen, its connections up; what reaches it waits. */
+        p->stopped_until = s->now + s->c->stop[k].seconds;
+        s->r->stops++;
+        sim_queue_push(&s->q, p->stopped_until, EV_RESUME, i, 0);
+        return 0;
+    }
+    engine_advance(&p->e, s->now);
+    *advanced = 1;
+    return 0;
+}

@@ -1,0 +1,112 @@
+/* The simulator's links: frames in flight, each link's queue at its
+ * bandwidth, latency, and loss, duplication and reordering of shares. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/core/clock.h"
+#include "peer/sim/sim_engine.h"
+
+/* ---- frames in flight -------------------------------------------------------- */
+
+static long flight_put(sim *s, int src, const engine_send *t)
+{
+    if (s->n_free == 0) {
+        int nc = s->cap_flight ? 2 * s->cap_flight : 256;
+        sim_frame *f = realloc(s->flight, (size_t)nc * sizeof *f);
+        if (!f)
+            return -ENOMEM;
+        s->flight = f;
+        int *fs = realloc(s->free_slots, (size_t)nc * sizeof *fs);
+        if (!fs)
+            return -ENOMEM;
+        s->free_slots = fs;
+        for (int i = nc - 1; i >= s->cap_flight; i--)
+            s->free_slots[s->n_free++] = i;
+        s->cap_flight = nc;
+    }
+    int slot = s->free_slots[--s->n_free];
+    sim_frame *f = &s->flight[slot];
+    *f = (sim_frame){.s = *t, .src = src};
+    int rc = 0;
+    if (t->kind == ENGINE_PUSH)
+        rc = gsp_msg_copy(&f->s.msg, &t->msg);
+    else if (t->kind == ENGINE_MODEL && (f->model = malloc(t->dim * sizeof(float))))
+        f->s.model = memcpy(f->model, t->model, t->dim * sizeof(float));
+    else if (t->kind == ENGINE_MODEL)
+        rc = -ENOMEM;
+    if (rc < 0) {
+        s->n_free++;
+        return rc;
+    }
+    return slot;
+}
+
+void sim_flight_release(sim *s, long slot, int free_payload)
+{
+    sim_frame *f = &s->flight[slot];
+    if (free_payload && f->s.kind == ENGINE_PUSH)
+        gsp_msg_free(&f->s.msg);
+    free(f->model);
+    f->model = NULL;
+    s->free_slots[s->n_free++] = (int)slot;
+}
+
+size_t sim_frame_bytes(const sim_frame *f)
+{
+    return f->s.kind == ENGINE_PUSH ? gsp_msg_owned_bytes(&f->s.msg)
+           : f->model             ? f->s.dim * sizeof(float)
+                                  : 0;
+}
+
+/* A message of `bytes` on link i -> j: queued behind the link's earlier
+ * messages, serialised at the bandwidth; returns when it has left. */
+static double link_send(sim *s, int i, int j, double bytes)
+{
+    const sim_config *c = s->c;
+    double *free_at = &s->link_free[(size_t)i * c->n_peers + j];
+    double start = *free_at > s->now ? *free_at : s->now;
+    *free_at = start + (c->bandwidth > 0 ? bytes / c->bandwidth : 0.0);
+    return *free_at;
+}
+
+static int deliver(sim *s, int src, const engine_send *t, double at)
+{
+    long slot = flight_put(s, src, t);
+    if (slot < 0)
+        return (int)slot;
+    return sim_queue_push(&s->q, at, EV_ARRIVE, t->peer, slot);
+}
+
+/* A frame from peer i over the link model: shares (PUSH) are lost,
+ * duplicated and reordered as configured; every other frame arrives. */
+int sim_transmit(sim *s, int i, const engine_send *t)
+{
+    const sim_config *c = s->c;
+    if (t->kind == ENGINE_HEARTBEAT || t->kind == ENGINE_MODEL) {
+        const double bytes = t->kind == ENGINE_MODEL ? (double)t->dim * sizeof(float) : SIM_HEARTBEAT_BYTES;
+        s->r->bytes_sent += (uint64_t)bytes;
+        return deliver(s, i, t, link_send(s, i, t->peer, bytes) + c->latency);
+    }
+    if (t->kind != ENGINE_PUSH)
+        return deliver(s, i, t, s->now + c->latency);
+    const double bytes = (double)gsp_msg_bytes(&t->msg);
+    s->r->bytes_sent += (uint64_t)bytes;
+    s->r->messages_sent++;
+    double done = link_send(s, i, t->peer, bytes);
+    if (c->loss > 0 && nn_rng_uniform_d(&s->net) < c->loss) {
+        s->r->messages_lost++;
+        return 0;
+    }
+    int copies = c->duplicate > 0 && nn_rng_uniform_d(&s->net) < c->duplicate ? 2 : 1;
+    s->r->messages_duplicated += (uint64_t)(copies - 1);
+    for (int copy = 0; copy < copies; copy++) {
+        double jitter = c->jitter > 0 ? c->jitter * nn_rng_uniform_d(&s->net) : 0.0;
+        int rc = deliver(s, i, t, done + c->latency + jitter);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}

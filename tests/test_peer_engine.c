@@ -1,0 +1,444 @@
+/* The peer engine (peer/core/engine.h) on virtual time, without sockets:
+ * one test per reaction both drivers share (what a round does, acks and
+ * heartbeats, a reconnect, pulling and answering a model, a stop), and the
+ * reference loop (peer/core/reference.h) against the simulator. Times are
+ * multiples of MS (1/1024 s, exact in binary). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "peer/core/reference.h"
+#include "peer/sim/sim.h"
+
+TestSuite(peer_engine, .timeout = 60);
+
+#define MAX_PEERS 4
+#define DIM 3
+#define MS (1.0 / 1024)
+
+/* n engines of a DIM-parameter model whose steps the test takes itself (no
+ * data), on topology `kind`; dead timeout 1 s (heartbeat 1/4 s), round
+ * timeout 1/2 s. */
+typedef struct scene {
+    topo t;
+    train_opts train;
+    round_config c;
+    round_plan plan;
+    int n;
+    engine e[MAX_PEERS];
+} scene;
+
+static void scene_make_tau(scene *s, const char *kind, int n, long rounds, int tau)
+{
+    memset(s, 0, sizeof *s);
+    topo_error te;
+    cr_assert_eq(topo_generate(&s->t, kind, n, NULL, &te), 0, "%s", te.msg);
+    train_opts_defaults(&s->train);
+    s->c = (round_config){.train = &s->train, .topology = &s->t, .n_peers = n, .tau = tau, .dead_timeout = 1.0,
+                          .round_timeout = 0.5, .barrier = 1};
+    s->plan = (round_plan){.per_batch = 1, .local_steps = 1, .steps_per_epoch = 1, .rounds_per_epoch = 1,
+                           .total_rounds = rounds};
+    s->n = n;
+    char err[256];
+    for (int i = 0; i < n; i++) {
+        const float x0[DIM] = {(float)i + 1, (float)i + 2, (float)i + 3};
+        cr_assert_eq(engine_init(&s->e[i], &s->c, &s->plan, i, NULL, x0, DIM, 0.0, err, sizeof err), 0, "%s", err);
+    }
+}
+
+static void scene_make(scene *s, const char *kind, int n, long rounds) { scene_make_tau(s, kind, n, rounds, 0); }
+
+static void scene_free(scene *s)
+{
+    for (int i = 0; i < s->n; i++)
+        engine_free(&s->e[i]);
+    topo_free(&s->t);
+}
+
+static void all_up(scene *s, double now)
+{
+    for (int i = 0; i < s->n; i++)
+        for (int k = 0; k < s->e[i].rp.pace.n_nb; k++)
+            engine_link_up(&s->e[i], s->e[i].rp.pace.nb[k].peer, now);
+}
+
+/* What the engine queued since the last look. */
+typedef struct outputs {
+    engine_send s[64];
+    int n_s;
+    engine_event v[64];
+    int n_v;
+} outputs;
+
+static void take(engine *e, outputs *o)
+{
+    memset(o, 0, sizeof *o);
+    while (o->n_s < 64 && engine_poll_send(e, &o->s[o->n_s]))
+        o->n_s++;
+    while (o->n_v < 64 && engine_poll_event(e, &o->v[o->n_v]))
+        o->n_v++;
+}
+
+static int sends(const outputs *o, engine_send_kind kind, int peer)
+{
+    int k = 0;
+    for (int j = 0; j < o->n_s; j++)
+        k += o->s[j].kind == kind && (peer < 0 || o->s[j].peer == peer);
+    return k;
+}
+
+static const engine_send *send_of(const outputs *o, engine_send_kind kind)
+{
+    for (int j = 0; j < o->n_s; j++)
+        if (o->s[j].kind == kind)
+            return &o->s[j];
+    return NULL;
+}
+
+static const engine_event *event_of(const outputs *o, engine_event_kind kind)
+{
+    for (int j = 0; j < o->n_v; j++)
+        if (o->v[j].kind == kind)
+            return &o->v[j];
+    return NULL;
+}
+
+/* Peer i's round: advance from its hold, compute (nothing: the test's steps
+ * are no-ops), emit. Returns the outputs of the emit. */
+static void round_of(scene *s, int i, double now, outputs *o)
+{
+    engine_advance(&s->e[i], now);
+    take(&s->e[i], o);
+    cr_assert_not_null(event_of(o, ENGINE_STEP), "peer %d starts its round", i);
+    engine_step_done(&s->e[i], now);
+    take(&s->e[i], o);
+}
+
+/* Hand peer `to` the PUSH of o addressed to it (a copy, as a transport makes). */
+static void deliver_push(scene *s, const outputs *o, int to, double now)
+{
+    for (int j = 0; j < o->n_s; j++)
+        if (o->s[j].kind == ENGINE_PUSH && o->s[j].peer == to) {
+            gsp_msg m;
+            cr_assert_eq(gsp_msg_copy(&m, &o->s[j].msg), 0);
+            cr_assert_eq(engine_push(&s->e[to], &m, now), 0);
+            return;
+        }
+    cr_assert_fail("no PUSH to peer %d", to);
+}
+
+Test(peer_engine, a_round_steps_emits_and_holds_at_its_boundary_until_advanced)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o, o1;
+    round_of(&s, 0, 0, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "the share goes to the out-neighbour");
+    const engine_event *b = event_of(&o, ENGINE_BOUNDARY);
+    cr_assert_not_null(b);
+    cr_assert_eq(b->round, 0);
+    /* Held: a message that would let round 1 start changes nothing yet. */
+    round_of(&s, 1, 0, &o1);
+    deliver_push(&s, &o1, 0, MS);
+    take(&s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_STEP), "no round starts at a boundary before engine_advance");
+    engine_advance(&s.e[0], 2 * MS);
+    take(&s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_STEP), "round 1 starts once advanced (its in-neighbour's share is in)");
+    cr_assert_eq(s.e[0].rp.g.round, 1);
+    scene_free(&s);
+}
+
+Test(peer_engine, without_the_in_neighbours_share_a_synchronous_round_waits)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o;
+    round_of(&s, 0, 0, &o);
+    engine_advance(&s.e[0], MS);
+    take(&s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_STEP), "tau 0: round 1 waits for peer 1's round-0 share");
+    cr_assert(engine_wake_at(&s.e[0], MS) > MS, "and asks to be woken later");
+    scene_free(&s);
+}
+
+/* Every frame counts as sent: an ACK is a sign of life, so the heartbeat
+ * tick right after it sends none (the simulator used to count shares and
+ * heartbeats only). */
+Test(peer_engine, every_frame_is_a_sign_of_life_so_an_ack_spares_a_heartbeat)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o, o1;
+    round_of(&s, 1, 0, &o1);
+    deliver_push(&s, &o1, 0, 200 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_ACK, 1), 1, "a PUSH is acknowledged");
+    cr_assert_eq(send_of(&o, ENGINE_ACK)->seq, 1);
+    /* The first tick (at 256 ms): 56 ms after the ACK, nothing is due to 1. */
+    engine_timer(&s.e[0], 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_HEARTBEAT, 1), 0, "the ACK counted as sent");
+    /* Peer 1 sent its share at 0: at its first tick a heartbeat is due to 0
+     * (its share counted too, 256 ms ago). */
+    engine_timer(&s.e[1], 256 * MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_HEARTBEAT, 0), 1);
+    scene_free(&s);
+}
+
+Test(peer_engine, a_refused_ack_stays_due_until_the_next_tick)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o, o1;
+    round_of(&s, 1, 0, &o1);
+    deliver_push(&s, &o1, 0, MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_ACK, 1), 1);
+    engine_unsent(&s.e[0], send_of(&o, ENGINE_ACK), -EAGAIN, 2 * MS);
+    engine_timer(&s.e[0], 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_ACK, 1), 1, "the tick sends the ACK that was refused");
+    engine_timer(&s.e[0], 512 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_ACK, 1), 0, "and only once");
+    scene_free(&s);
+}
+
+/* A reconnected edge starts with a SYNC (what was in flight on the old
+ * connection arrives with it), and a peer that said it is done says so
+ * again (the neighbour may have restarted and missed it). */
+Test(peer_engine, a_reconnected_edge_gets_its_totals_and_the_done_goodbye_again)
+{
+    scene s;
+    scene_make_tau(&s, "ring", 2, 2, 1); /* tau 1: peer 0 may finish while peer 1 is a round behind */
+    all_up(&s, 0);
+    outputs o, o1;
+    round_of(&s, 0, 0, &o);
+    round_of(&s, 1, 0, &o1);
+    deliver_push(&s, &o1, 0, MS);
+    round_of(&s, 0, MS, &o);
+    engine_advance(&s.e[0], MS);
+    take(&s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_DONE), "two rounds: done");
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "staying for peer 1's last share");
+    cr_assert_eq(sends(&o, ENGINE_GOODBYE, 1), 1, "done, to the neighbour");
+    engine_link_down(&s.e[0], 1, 2 * MS);
+    engine_link_up(&s.e[0], 1, 3 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "the edge's totals go again");
+    for (int j = 0; j < o.n_s; j++)
+        if (o.s[j].kind == ENGINE_PUSH)
+            cr_assert(o.s[j].msg.kind == GSP_RAW && o.s[j].msg.seq == 2, "the totals as of the last message sent");
+    cr_assert_eq(sends(&o, ENGINE_GOODBYE, 1), 1, "and done, again");
+    scene_free(&s);
+}
+
+Test(peer_engine, a_model_request_during_a_step_is_answered_at_the_boundary)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    all_up(&s, 0);
+    outputs o;
+    engine_advance(&s.e[0], 0);
+    take(&s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_STEP));
+    engine_model_request(&s.e[0], 2, MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, -1), 0, "not while the step writes the model");
+    engine_step_done(&s.e[0], 2 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, 2), 1, "at the boundary");
+    for (int j = 0; j < o.n_s; j++)
+        if (o.s[j].kind == ENGINE_MODEL) {
+            cr_assert_eq(o.s[j].round, 1, "the round the asker enters at");
+            cr_assert_eq(o.s[j].dim, DIM);
+            cr_assert_float_eq(o.s[j].model[0], 1.0f, 1e-6, "z = x / w");
+        }
+    /* Between rounds it answers at once. */
+    engine_model_request(&s.e[0], 1, 3 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, 1), 1);
+    scene_free(&s);
+}
+
+/* A joiner (no state) asks the connected neighbours in turn, the next one
+ * after a heartbeat interval without an answer; a model that fails its
+ * hash makes it ask another; and with no answer for the round timeout it
+ * fails: nothing to join. */
+Test(peer_engine, a_joiner_asks_in_turn_and_fails_after_the_round_timeout)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    outputs o;
+    engine_set_joining(&s.e[0], 0);
+    engine_advance(&s.e[0], 0);
+    engine_link_up(&s.e[0], 1, MS);
+    engine_link_up(&s.e[0], 2, MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 1, "asks as soon as one is up");
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
+    cr_assert_null(event_of(&o, ENGINE_STEP), "no round without a model");
+    engine_timer(&s.e[0], 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 0, "not again within a heartbeat interval");
+    engine_timer(&s.e[0], 512 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 2), 1, "then the next neighbour");
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "half a second: not past the round timeout yet");
+    const float bad[DIM] = {9, 9, 9};
+    engine_model(&s.e[0], 2, 5, bad, 0, 513 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1, "a model failing its hash: ask another");
+    engine_timer(&s.e[0], 768 * MS);
+    take(&s.e[0], &o);
+    const engine_event *f = event_of(&o, ENGINE_FINISHED);
+    cr_assert_not_null(f, "nobody answered for the round timeout");
+    cr_assert_eq(f->rc, -EHOSTUNREACH);
+    scene_free(&s);
+}
+
+Test(peer_engine, a_refused_model_request_goes_to_the_next_neighbour_at_once)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    outputs o;
+    engine_link_up(&s.e[0], 1, 0);
+    engine_link_up(&s.e[0], 2, 0);
+    engine_set_joining(&s.e[0], 0);
+    engine_advance(&s.e[0], 0);
+    engine_timer(&s.e[0], 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 1);
+    const int first = send_of(&o, ENGINE_MODEL_REQUEST)->peer;
+    engine_unsent(&s.e[0], send_of(&o, ENGINE_MODEL_REQUEST), -EAGAIN, 257 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 3 - first), 1, "the next one, without waiting for a tick");
+    engine_unsent(&s.e[0], send_of(&o, ENGINE_MODEL_REQUEST), -EAGAIN, 258 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(o.n_s, 0, "every neighbour tried: the next tick starts over");
+    engine_timer(&s.e[0], 512 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 1);
+    scene_free(&s);
+}
+
+Test(peer_engine, a_joiner_enters_at_the_round_of_the_model_it_gets)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    outputs o;
+    engine_set_joining(&s.e[0], 0);
+    engine_advance(&s.e[0], 0);
+    engine_link_up(&s.e[0], 1, MS);
+    engine_link_up(&s.e[0], 2, MS);
+    const float z[DIM] = {4, 5, 6};
+    engine_model(&s.e[0], 1, 7, z, 1, 2 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(s.e[0].joining, 0);
+    cr_assert_eq(s.e[0].start_round, 7);
+    cr_assert_eq(s.e[0].rp.g.round, 7);
+    cr_assert_float_eq(gsp_debias(&s.e[0].rp.g)[2], 6.0f, 1e-6);
+    scene_free(&s);
+}
+
+Test(peer_engine, a_stop_during_a_step_finishes_after_it_and_says_stopped)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o;
+    engine_advance(&s.e[0], 0);
+    take(&s.e[0], &o);
+    engine_stop(&s.e[0], MS);
+    take(&s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "the running step first");
+    engine_step_done(&s.e[0], 2 * MS);
+    engine_advance(&s.e[0], 2 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "its round's share still goes");
+    const engine_event *f = event_of(&o, ENGINE_FINISHED);
+    cr_assert_not_null(f);
+    cr_assert_eq(f->rc, 0);
+    cr_assert_eq(f->goodbye, 0, "GOODBYE stopped: route around it");
+    scene_free(&s);
+}
+
+/* A silent neighbour is routed around after the dead timeout, with a log
+ * line saying why. */
+Test(peer_engine, a_silent_neighbour_is_routed_around_after_the_dead_timeout)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o;
+    int said = 0;
+    for (double t = 256 * MS; t <= 1536 * MS; t += 256 * MS) {
+        engine_timer(&s.e[0], t);
+        take(&s.e[0], &o);
+        for (int j = 0; j < o.n_v; j++)
+            said += o.v[j].kind == ENGINE_LOG && strcmp(o.v[j].what, "routing around neighbour") == 0 &&
+                    o.v[j].peer == 1 && strcmp(o.v[j].detail, "silent for the dead timeout") == 0;
+    }
+    cr_assert_eq(said, 1);
+    cr_assert_eq(s.e[0].rp.pace.alive[1], 0);
+    scene_free(&s);
+}
+
+/* The reference loop computes what the simulator computes: the same
+ * engine, the same rounds, only the time differs (tau 0: a round takes what
+ * arrived in earlier rounds, in (sender, seq) order, whatever the timing). */
+static void reference_equals_simulator(const char *codec_text)
+{
+    char err[256];
+    nn_dataset full_train = {0}, full_test = {0}, train, test;
+    cr_assert_eq(nn_data_embedded(&full_train, &full_test, err, sizeof err), 0, "%s", err);
+    int idx[1000];
+    for (int i = 0; i < 1000; i++)
+        idx[i] = i;
+    cr_assert_eq(nn_dataset_subset(&full_train, idx, 1000, &train), 0);
+    cr_assert_eq(nn_dataset_subset(&full_test, idx, 200, &test), 0);
+    topo t;
+    topo_error te;
+    cr_assert_eq(topo_generate(&t, "exponential", 4, NULL, &te), 0, "%s", te.msg);
+    cmp_spec spec;
+    cr_assert_eq(cmp_spec_parse(&spec, codec_text, err, sizeof err), 0, "%s", err);
+    sim_config c;
+    sim_config_defaults(&c);
+    c.n_peers = 4, c.topology = &t, c.keep_peer_models = 1;
+    c.codec = strcmp(codec_text, "none") ? &spec : NULL;
+    c.train.model = "mlp:32", c.train.epochs = 2, c.train.progress = 0;
+    train_opts_finish(&c.train);
+    sim_result r;
+    cr_assert_eq(sim_run(&c, &train, &test, &r, err, sizeof err), 0, "%s", err);
+
+    round_plan plan;
+    round_plan_make(&plan, &c.train, train.n, 4, 1);
+    round_config rc = {.train = &c.train, .topology = &t, .n_peers = 4, .tau = 0, .codec = c.codec,
+                       .dead_timeout = c.dead_timeout, .round_timeout = 30, .barrier = 1};
+    nn_model model;
+    cr_assert_eq(train_opts_model(&c.train, &train, 256, &model, err, sizeof err), 0, "%s", err);
+    engine peers[4];
+    cr_assert_eq(reference_run(&rc, &plan, &train, &model, peers, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < 4; i++) {
+        const float *z = gsp_debias(&peers[i].rp.g);
+        cr_assert_eq(peers[i].rp.g.round, plan.total_rounds);
+        cr_assert_eq(memcmp(z, r.peer_models + (size_t)i * r.parameters, r.parameters * sizeof(float)), 0,
+                     "%s: peer %d of the reference loop differs from the simulator's", codec_text, i);
+        engine_free(&peers[i]);
+    }
+    nn_model_free(&model);
+    sim_result_free(&r);
+    topo_free(&t);
+    nn_dataset_free(&train), nn_dataset_free(&test), nn_dataset_free(&full_train), nn_dataset_free(&full_test);
+}
+
+Test(peer_engine, the_reference_loop_equals_the_simulator_bit_for_bit) { reference_equals_simulator("none"); }
+
+Test(peer_engine, the_reference_loop_equals_the_simulator_compressed) { reference_equals_simulator("stc:0.05"); }
