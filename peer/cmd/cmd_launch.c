@@ -13,7 +13,7 @@
 #include "topologies/topo.h"
 
 static const char *CMD = "sgp launch";
-#define LAUNCH_DEFAULT_CODEC "stc:0.04" /* 98x fewer bytes than none at the same accuracy (README) */
+#define LAUNCH_DEFAULT_CODEC "stc:0.04" /* 98x fewer bytes than none at the same accuracy (tests/bench/README.md) */
 #define STR(x) #x
 #define XSTR(x) STR(x)
 
@@ -32,7 +32,7 @@ static void help(void)
           "  --save-model FILE     the average model (also always in DIR/model.safetensors)\n"
           "  --model-format KIND   of --save-model: safetensors or raw [safetensors]\n"
           "  --hosts FILE          run the peers on LAN hosts over ssh instead: one host a line,\n"
-          "                        'ADDRESS [slots=N] [ssh=DEST] [ssh-port=P]' (README has an example)\n"
+          "                        'ADDRESS [slots=N] [ssh=DEST] [ssh-port=P]' (peer/launch/README.md has an example)\n"
           "  --base-port P         with --hosts: peers on a host listen on P, P+1, ... [17000]\n"
           "  --remote-sgp PATH     with --hosts: sgp on the hosts [this executable's path]\n"
           "  --remote-dir DIR      with --hosts: the run directory on the hosts [the local one's path]\n"
