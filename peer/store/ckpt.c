@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "peer/store/atomic.h"
 #include "peer/store/ckpt.h"
+#include "peer/store/wholefile.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
 #define CKPT_VERSION 5u
@@ -40,7 +40,7 @@ static void stream_flush(obuf *b)
     if (b->failed || !b->len)
         return;
     crypto_generichash_update(&b->hash, b->p, b->len);
-    int rc = atomic_fd_write(b->fd, b->p, b->len);
+    int rc = wholefile_fd_write(b->fd, b->p, b->len);
     if (rc < 0)
         b->failed = -rc;
     b->len = 0;
@@ -183,7 +183,7 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckp
     uint8_t hash[CKPT_HASH];
     stream_flush(b);
     crypto_generichash_final(&b->hash, hash, sizeof hash);
-    int rc = b->failed ? 0 : atomic_fd_write(b->fd, hash, sizeof hash);
+    int rc = b->failed ? 0 : wholefile_fd_write(b->fd, hash, sizeof hash);
     if (rc < 0)
         b->failed = -rc;
 }
@@ -267,7 +267,8 @@ int ckpt_write(const char *path, const ckpt_run *run, const gsp_peer *g, const c
      * checkpoint costs no memory (the caller keeps g and l still meanwhile). */
     const ckpt_local none = {0};
     live v = {run, g, l ? l : &none};
-    return atomic_write_with(path, stream_state, &v, 0600, file_is_whole(path) ? ATOMIC_KEEP_PREV : 0, err, errlen);
+    return wholefile_write_with(path, stream_state, &v, 0600, file_is_whole(path) ? WHOLEFILE_KEEP_PREV : 0, err,
+                                errlen);
 }
 
 /* ---- loading ----------------------------------------------------------------- */
