@@ -14,21 +14,23 @@
  * this file knows the format, not the engine.
  *
  * Saved: round, push-sum weight w, parameters x, the in-edges (the sender's
- * incarnation, seq, round, applied totals rho, the codec reference, a pending
- * SYNC), the optimizer's state (SGD velocity or AdamW moments), the outer
- * optimizer's velocity and the batch stream (generator state, permutation,
- * position, epoch). Without an optimizer (libsgp: the caller's own
- * optimizer keeps its state) a zero velocity is saved, and without a batch
- * stream an empty one; loading without them accepts only such a file. Out-edges are NOT saved: a restarted peer
- * sends under a new incarnation, its receivers restart those edges from zero
- * (gossip/GUARANTEES.md, "Leave and join").
+ * incarnation, seq, round, applied totals rho, the codec reference, a
+ * pending SYNC), the optimizer's state (SGD velocity or AdamW moments), the
+ * outer optimizer's velocity and the batch stream (generator state,
+ * permutation, position, epoch). Without an optimizer (libsgp: the caller's
+ * own optimizer keeps its state) a zero SGD velocity is saved, and without a
+ * batch stream an empty one; loading without them skips the file's optimizer
+ * state and accepts only an empty batch stream.
+ * Out-edges are NOT saved: a restarted peer sends under a new incarnation,
+ * its receivers restart those edges from zero (gossip/GUARANTEES.md, "Leave
+ * and join").
  *
- * Whole or nothing (peer/store/wholefile.h): written to PATH.tmp, fsync'ed, the previous
- * PATH renamed to PATH.prev (only if it is whole itself), PATH.tmp renamed to
- * PATH, the directory fsync'ed. A BLAKE2b-256
- * of every preceding byte ends the file, so a torn or altered file is
- * detected; ckpt_read then falls back to PATH.prev (a kill between the two
- * renames leaves only PATH.prev, which it also finds).
+ * Whole or nothing (peer/store/wholefile.h): written to PATH.tmp, fsync'ed,
+ * the previous PATH renamed to PATH.prev (only if it is whole itself),
+ * PATH.tmp renamed to PATH, the directory fsync'ed. A BLAKE2b-256 of every
+ * preceding byte ends the file, so a torn or altered file is detected;
+ * ckpt_read then falls back to PATH.prev (a kill between the two renames
+ * leaves only PATH.prev, which it also finds).
  */
 #ifndef PEER_CKPT_H
 #define PEER_CKPT_H
@@ -56,24 +58,25 @@ typedef struct ckpt_local {
     nn_optimizer *opt;     /* the local optimizer; NULL: the caller steps with one of its own
                             * (written as an SGD velocity of zeros) */
     nn_batcher *batches;   /* the batch stream; NULL: an empty one is written */
-    float *outer_velocity; /* the outer optimizer's momentum (g->dim floats); NULL: no outer optimizer */
+    float *outer_velocity; /* the outer optimizer's momentum (g->dim floats); NULL: none */
 } ckpt_local;
 
 /* 0, or a negative errno with a one-line message. The state is streamed to
  * the file in 1 MiB blocks (no copy of it is made: it is the model times a
- * few), so g and l's parts must stay still until it returns; it may run on another
- * thread than the one that owns them while that one leaves them alone (the
- * networked peer holds its next round: peer/net/node_ckpt.c). l may be NULL:
- * no parts. */
+ * few), so g and l's parts must stay still until it returns; it may run on
+ * another thread than the one that owns them while that one leaves them
+ * alone (the networked peer holds its next round: peer/net/node_ckpt.c).
+ * l may be NULL: no parts. */
 int ckpt_write(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, char *err,
                size_t errlen);
 
-/* Restore into g (made by gsp_init + gsp_set_codec for this run, no messages
- * yet) and l's parts (initialised as for the run that wrote it; NULL: none). Returns 0 and the file used, -ENOENT when
- * neither PATH nor PATH.prev exists, or another negative errno when none is
- * whole or they belong to another run (err says which file and why; g and l's parts
- * are then unchanged). A file is refused when it has an outer velocity and
- * l has none, or the other way round, or was written with another
+/* Restore into g (made by gsp_init + gsp_set_codec for this run, no
+ * messages yet) and l's parts (initialised as for the run that wrote it;
+ * NULL: none). Returns 0 and the file used, -ENOENT when neither PATH nor
+ * PATH.prev exists, or another negative errno when none is whole or they
+ * belong to another run (err says which file and why; g and l's parts are
+ * then unchanged). A file with an outer velocity does not restore into parts
+ * without one, nor the other way round, nor one written with another
  * optimizer than l->opt's kind. */
 int ckpt_read(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_local *l, char *used, size_t usedlen,
               char *err, size_t errlen);

@@ -75,8 +75,8 @@ int wholefile_fd_write(int fd, const void *buf, size_t len)
     return write_all(fd, buf, len);
 }
 
-int wholefile_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags, char *err,
-                      size_t errlen)
+int wholefile_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags,
+                         char *err, size_t errlen)
 {
     if ((flags & WHOLEFILE_NOREPLACE) && (flags & WHOLEFILE_KEEP_PREV)) {
         snprintf(err, errlen, "%s: keeping a previous version of a file that may not be replaced", path);

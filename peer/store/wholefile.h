@@ -5,7 +5,7 @@
  *   char err[512];
  *   int rc = wholefile_write("run/peer3.json", text, len, 0644, 0, err, sizeof err);
  *   rc = wholefile_write("keys/0.key", secret, n, 0600, WHOLEFILE_NOREPLACE, err, sizeof err);   // -EEXIST if there
- *   rc = wholefile_write("run/p.ckpt", buf, len, 0600, WHOLEFILE_KEEP_PREV, err, sizeof err);   // old one: p.ckpt.prev
+ *   rc = wholefile_write("run/p.ckpt", buf, len, 0600, WHOLEFILE_KEEP_PREV, err, sizeof err);  // old: p.ckpt.prev
  *   rc = wholefile_read("run/peer3.json", 1 << 16, &text, &n);   // the whole file, malloc'ed
  *
  * The steps: PATH.tmp is created afresh (a leftover from a crash is removed
@@ -45,8 +45,8 @@ int wholefile_write(const char *path, const void *buf, size_t len, mode_t mode, 
 /* The same with the contents written by fill(fd, ctx) (0 or a negative
  * errno), for a file too big to hold in memory twice: a checkpoint streamed
  * from the live state. */
-int wholefile_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags, char *err,
-                      size_t errlen);
+int wholefile_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags,
+                         char *err, size_t errlen);
 /* write(2) of all len bytes (EINTR retried): for fill callbacks. 0 or -errno. */
 int wholefile_fd_write(int fd, const void *buf, size_t len);
 
