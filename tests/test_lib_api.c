@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "peer/lib/sgp.h"
+#include "peer/store/version.h"
 #include "tests/sgp_run.h"
 
 #define N 1000
@@ -94,6 +95,7 @@ Test(lib_api, bad_calls_return_errors)
     cr_assert_eq(sgp_close((sgp_peer *)&o), -EBADF);
     cr_assert_str_eq(sgp_error(NULL), "not an open sgp peer");
     cr_assert_str_eq(sgp_version(), SGP_VERSION);
+    cr_assert_str_eq(STORE_SGP_VERSION, SGP_VERSION, "peer/store/version.h and peer/lib/sgp.h name one release");
 }
 
 /* ---- two peers of one run, each on a thread of its own ----------------------- */

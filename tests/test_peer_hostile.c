@@ -1,5 +1,5 @@
 /* A hostile or broken cluster member: the test holds peer 0's real key and
- * speaks through the real transport (peer/net/net.c: handshake, encrypted
+ * speaks through the real transport (peer/net/net.h: handshake, encrypted
  * frames) to a real `sgp peer` process, peer 1, and sends it authenticated
  * messages that are malformed. Each must close the connection with a log
  * line saying why (WIRE.md), and the peer must train on to the end. */

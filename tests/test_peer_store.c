@@ -1,4 +1,4 @@
-/* peer/store: atomic_write (replace, never replace, keep the previous
+/* peer/store: wholefile_write (replace, never replace, keep the previous
  * version, exact modes, leftovers, messages that name the file and step);
  * the peer summary and the round log lines: what the writer writes, the
  * reader takes back exactly, and it refuses anything else with the line and
@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "peer/launch/launch_status.h"
-#include "peer/store/atomic.h"
 #include "peer/store/roundlog.h"
 #include "peer/store/summary.h"
+#include "peer/store/wholefile.h"
 
 TestSuite(peer_store, .timeout = 30);
 
@@ -63,10 +63,10 @@ static mode_t mode_of(const char *path)
 
 static int put(const char *path, const char *text, mode_t mode, int flags, char *err, size_t cap)
 {
-    return atomic_write(path, text, strlen(text), mode, flags, err, cap);
+    return wholefile_write(path, text, strlen(text), mode, flags, err, cap);
 }
 
-Test(peer_store, atomic_write_replaces_with_exactly_the_mode_given, .fini = cleanup)
+Test(peer_store, wholefile_write_replaces_with_exactly_the_mode_given, .fini = cleanup)
 {
     char err[512];
     const char *p = in_dir("a.json");
@@ -82,27 +82,27 @@ Test(peer_store, atomic_write_replaces_with_exactly_the_mode_given, .fini = clea
     cr_assert_eq(access(in_dir("a.json.prev"), F_OK), -1, "no .prev unless asked");
 }
 
-Test(peer_store, atomic_write_noreplace_leaves_an_existing_file_alone, .fini = cleanup)
+Test(peer_store, wholefile_write_noreplace_leaves_an_existing_file_alone, .fini = cleanup)
 {
     char err[512];
     const char *p = in_dir("k.key");
-    cr_assert_eq(put(p, "mine\n", 0600, ATOMIC_NOREPLACE, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(put(p, "theirs\n", 0600, ATOMIC_NOREPLACE, err, sizeof err), -EEXIST);
+    cr_assert_eq(put(p, "mine\n", 0600, WHOLEFILE_NOREPLACE, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(put(p, "theirs\n", 0600, WHOLEFILE_NOREPLACE, err, sizeof err), -EEXIST);
     cr_assert(strstr(err, "k.key exists"), "%s", err);
     cr_assert_str_eq(text_of(p), "mine\n");
     cr_assert_eq(access(in_dir("k.key.tmp"), F_OK), -1, "the refused temporary file is gone");
-    cr_assert_eq(put(p, "x", 0600, ATOMIC_NOREPLACE | ATOMIC_KEEP_PREV, err, sizeof err), -EINVAL);
+    cr_assert_eq(put(p, "x", 0600, WHOLEFILE_NOREPLACE | WHOLEFILE_KEEP_PREV, err, sizeof err), -EINVAL);
 }
 
-Test(peer_store, atomic_write_keeps_the_previous_version, .fini = cleanup)
+Test(peer_store, wholefile_write_keeps_the_previous_version, .fini = cleanup)
 {
     char err[512];
     const char *p = in_dir("c.ckpt"), *prev = in_dir("c.ckpt.prev");
-    cr_assert_eq(put(p, "1", 0600, ATOMIC_KEEP_PREV, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(put(p, "1", 0600, WHOLEFILE_KEEP_PREV, err, sizeof err), 0, "%s", err);
     cr_assert_eq(access(prev, F_OK), -1, "nothing to keep the first time");
-    cr_assert_eq(put(p, "2", 0600, ATOMIC_KEEP_PREV, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(put(p, "2", 0600, WHOLEFILE_KEEP_PREV, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(text_of(prev), "1");
-    cr_assert_eq(put(p, "3", 0600, ATOMIC_KEEP_PREV, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(put(p, "3", 0600, WHOLEFILE_KEEP_PREV, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(text_of(prev), "2");
     cr_assert_str_eq(text_of(p), "3");
     cr_assert_eq(put(p, "4", 0600, 0, err, sizeof err), 0, "%s", err);
@@ -111,7 +111,7 @@ Test(peer_store, atomic_write_keeps_the_previous_version, .fini = cleanup)
 
 /* A crash's leftover PATH.tmp, even a symlink planted there, is replaced by
  * a fresh file of ours; the symlink's target is never written. */
-Test(peer_store, atomic_write_never_writes_through_a_leftover_tmp, .fini = cleanup)
+Test(peer_store, wholefile_write_never_writes_through_a_leftover_tmp, .fini = cleanup)
 {
     char err[512];
     const char *p = in_dir("s.key"), *tmp = in_dir("s.key.tmp"), *target = in_dir("elsewhere");
@@ -129,7 +129,7 @@ Test(peer_store, atomic_write_never_writes_through_a_leftover_tmp, .fini = clean
     cr_assert_eq(access(tmp, F_OK), -1);
 }
 
-Test(peer_store, atomic_write_errors_name_the_file_and_the_step, .fini = cleanup)
+Test(peer_store, wholefile_write_errors_name_the_file_and_the_step, .fini = cleanup)
 {
     char err[512];
     cr_assert_eq(put("/nonexistent-dir/x.json", "x", 0644, 0, err, sizeof err), -ENOENT);

@@ -60,3 +60,33 @@ void sgp_local_free(sgp_local *l)
     nn_batcher_free(&l->batches);
     memset(l, 0, sizeof *l);
 }
+
+/* What of l a checkpoint keeps: the optimizer and batches only when they
+ * are ours (a caller stepping itself keeps its own), the outer velocity
+ * whenever there is an outer optimizer. */
+static ckpt_local ckpt_parts(const sgp_local *l)
+{
+    ckpt_local p = {0};
+    if (!l)
+        return p;
+    if (!l->external) {
+        p.opt = (nn_optimizer *)&l->opt;
+        p.batches = (nn_batcher *)&l->batches;
+    }
+    if (outer_on(&l->outer))
+        p.outer_velocity = l->outer.sgd.velocity;
+    return p;
+}
+
+int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)
+{
+    const ckpt_local p = ckpt_parts(l);
+    return ckpt_write(path, run, g, &p, err, errlen);
+}
+
+int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, char *used, size_t usedlen, char *err,
+              size_t errlen)
+{
+    const ckpt_local p = ckpt_parts(l);
+    return ckpt_read(path, run, g, &p, used, usedlen, err, errlen);
+}

@@ -25,6 +25,7 @@
 #include "nn/nn_optim.h"
 #include "peer/core/outer.h"
 #include "peer/core/train_opts.h"
+#include "peer/store/ckpt.h"
 
 typedef struct sgp_local {
     nn_optimizer opt; /* its state stays local to the peer (and goes into its checkpoint) */
@@ -45,5 +46,13 @@ int sgp_local_init_external(sgp_local *l, const outer_opts *outer, size_t n_para
 /* One step at the current round; returns the batch loss (0 for an empty shard). */
 float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
 void sgp_local_free(sgp_local *l);
+
+/* A checkpoint of g and l (peer/store/ckpt.h: the file, what it keeps, the
+ * errors), l's optimizer, batch stream and outer velocity lent to
+ * ckpt_write and ckpt_read; for a caller stepping itself
+ * (sgp_local_init_external) only the outer velocity. l may be NULL. */
+int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen);
+int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, char *used, size_t usedlen, char *err,
+              size_t errlen);
 
 #endif

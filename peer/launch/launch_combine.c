@@ -9,10 +9,10 @@
 #include "peer/core/memory.h"
 #include "peer/launch/launch_combine.h"
 #include "peer/launch/launch_ledger.h"
-#include "peer/store/atomic.h"
 #include "peer/store/json.h"
 #include "peer/store/modelfile.h"
 #include "peer/store/summary.h"
+#include "peer/store/wholefile.h"
 
 /* RUN/peerI.model (sgp peer --save-model) into m's parameters, then z. */
 static int read_model(const char *dir, int i, nn_model *m, float *z, char *err, size_t errlen)

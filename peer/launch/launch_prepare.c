@@ -11,8 +11,8 @@
 
 #include "peer/launch/launch_prepare.h"
 #include "peer/net/cluster.h"
-#include "peer/store/atomic.h"
 #include "peer/sec/sec.h"
+#include "peer/store/wholefile.h"
 #include "topologies/topo.h"
 
 /* Room for `more` file descriptors: the soft limit goes up to the hard one
@@ -71,7 +71,7 @@ static int write_text(const char *dir, const char *name, text_fn fn, const void 
     if (f && fclose(f) != 0 && rc == 0)
         rc = -ENOMEM;
     if (rc == 0)
-        rc = atomic_write(path, buf, len, 0644, 0, err, errlen);
+        rc = wholefile_write(path, buf, len, 0644, 0, err, errlen);
     else
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
     free(buf);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "peer/sec/sec.h"
-#include "peer/store/atomic.h"
+#include "peer/store/wholefile.h"
 
 _Static_assert(SEC_KEY_BYTES == crypto_kx_PUBLICKEYBYTES && SEC_KEY_BYTES == crypto_kx_SECRETKEYBYTES &&
                    SEC_KEY_BYTES == crypto_scalarmult_BYTES && SEC_KEY_BYTES == crypto_scalarmult_SCALARBYTES,
@@ -310,15 +310,15 @@ int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pu
     }
     sodium_bin2base64(text, SEC_KEY_B64, kp->sk, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
     text[SEC_KEY_B64 - 1] = '\n';
-    const int flags = overwrite ? 0 : ATOMIC_NOREPLACE;
-    int rc = atomic_write(key_path, text, SEC_KEY_B64, 0600, flags, err, cap);
+    const int flags = overwrite ? 0 : WHOLEFILE_NOREPLACE;
+    int rc = wholefile_write(key_path, text, SEC_KEY_B64, 0600, flags, err, cap);
     sodium_free(text);
     if (rc < 0 || !pub_path)
         return rc;
     char pub[SEC_KEY_B64 + 1];
     sec_pubkey_encode(kp->pk, pub);
     pub[SEC_KEY_B64 - 1] = '\n';
-    rc = atomic_write(pub_path, pub, SEC_KEY_B64, 0644, flags, err, cap);
+    rc = wholefile_write(pub_path, pub, SEC_KEY_B64, 0644, flags, err, cap);
     if (rc < 0 && !overwrite)
         unlink(key_path); /* ours, written a moment ago: no key without its .pub */
     return rc;

@@ -81,7 +81,7 @@ int sec_keypair_generate(sec_keypair *kp);
 int sec_keypair_load(sec_keypair *kp, const char *key_path, char *err, size_t cap);
 
 /* Write key_path (mode 0600) and pub_path (mode 0644), each one base64 line,
- * atomically (peer/store/atomic.h: PATH.tmp, fsync, rename; with
+ * atomically (peer/store/wholefile.h: PATH.tmp, fsync, rename; with
  * overwrite == 0 an existing file is never replaced: -EEXIST). pub_path may
  * be NULL. 0 or a negative errno with a message. */
 int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "peer/store/atomic.h"
 #include "peer/store/ckpt.h"
+#include "peer/store/wholefile.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
 #define CKPT_VERSION 5u
@@ -40,7 +40,7 @@ static void stream_flush(obuf *b)
     if (b->failed || !b->len)
         return;
     crypto_generichash_update(&b->hash, b->p, b->len);
-    int rc = atomic_fd_write(b->fd, b->p, b->len);
+    int rc = wholefile_fd_write(b->fd, b->p, b->len);
     if (rc < 0)
         b->failed = -rc;
     b->len = 0;
@@ -127,7 +127,7 @@ static int text_is(ibuf *b, const char *s)
 
 /* ---- saving ------------------------------------------------------------------ */
 
-static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp_local *l)
+static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l)
 {
     const size_t dim = g->dim;
     put(b, CKPT_MAGIC, 8);
@@ -144,28 +144,28 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
     put_u64(b, (uint64_t)g->round);
     put_f64(b, g->w);
     put(b, g->x, dim * sizeof(float));
-    if (l && !l->external) {
+    if (l->opt) {
         size_t n;
         long *steps;
-        const float *state = nn_optimizer_state((nn_optimizer *)&l->opt, &n, &steps);
-        put_u32(b, (uint32_t)l->opt.kind);
+        const float *state = nn_optimizer_state(l->opt, &n, &steps);
+        put_u32(b, (uint32_t)l->opt->kind);
         put_u64(b, steps ? (uint64_t)*steps : 0);
         put(b, state, n * sizeof(float));
     } else /* the caller's optimizer keeps its own state (libsgp): written as SGD with a zero velocity */
         put(b, NULL, sizeof(uint32_t) + sizeof(uint64_t) + dim * sizeof(float));
-    const int outer = l && outer_on(&l->outer);
+    const int outer = l->outer_velocity != NULL;
     put_u32(b, (uint32_t)outer);
     if (outer)
-        put(b, l->outer.sgd.velocity, dim * sizeof(float));
-    if (l && !l->external) {
-        const nn_batcher *bt = &l->batches;
+        put(b, l->outer_velocity, dim * sizeof(float));
+    if (l->batches) {
+        const nn_batcher *bt = l->batches;
         put(b, bt->rng.s, sizeof bt->rng.s);
         put_u64(b, (uint64_t)bt->pos);
         put_u64(b, (uint64_t)bt->epoch);
         put_u64(b, (uint64_t)bt->d->n);
         put(b, bt->perm, (size_t)bt->d->n * sizeof(int));
     } else /* and an empty batch stream */
-        put(b, NULL, sizeof l->batches.rng.s + 3 * sizeof(uint64_t));
+        put(b, NULL, sizeof l->batches->rng.s + 3 * sizeof(uint64_t));
     put_u32(b, (uint32_t)g->n_in);
     for (int k = 0; k < g->n_in; k++) {
         const gsp_edge *e = &g->in[k];
@@ -183,7 +183,7 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const sgp
     uint8_t hash[CKPT_HASH];
     stream_flush(b);
     crypto_generichash_final(&b->hash, hash, sizeof hash);
-    int rc = b->failed ? 0 : atomic_fd_write(b->fd, hash, sizeof hash);
+    int rc = b->failed ? 0 : wholefile_fd_write(b->fd, hash, sizeof hash);
     if (rc < 0)
         b->failed = -rc;
 }
@@ -245,7 +245,7 @@ static int file_is_whole(const char *path)
 typedef struct live {
     const ckpt_run *run;
     const gsp_peer *g;
-    const sgp_local *l;
+    const ckpt_local *l;
 } live;
 
 static int stream_state(int fd, void *ctx)
@@ -260,12 +260,15 @@ static int stream_state(int fd, void *ctx)
     return b.failed ? -b.failed : 0;
 }
 
-int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)
+int ckpt_write(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, char *err,
+               size_t errlen)
 {
     /* Streamed from the state itself in blocks: no copy of it is made, so a
      * checkpoint costs no memory (the caller keeps g and l still meanwhile). */
-    live v = {run, g, l};
-    return atomic_write_with(path, stream_state, &v, 0600, file_is_whole(path) ? ATOMIC_KEEP_PREV : 0, err, errlen);
+    const ckpt_local none = {0};
+    live v = {run, g, l ? l : &none};
+    return wholefile_write_with(path, stream_state, &v, 0600, file_is_whole(path) ? WHOLEFILE_KEEP_PREV : 0, err,
+                                errlen);
 }
 
 /* ---- loading ----------------------------------------------------------------- */
@@ -278,12 +281,9 @@ static void run_name(char *out, size_t cap, const char *name, size_t name_len, c
     snprintf(out, cap, "'%.*s' (cluster id %02x%02x%02x%02x...)", (int)name_len, name, id[0], id[1], id[2], id[3]);
 }
 
-static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *local, const char **why,
+static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_local *l, const char **why,
                     char *detail, size_t detail_len)
 {
-    /* l: the local optimizer and batches, which a caller stepping itself
-     * keeps on its own (its outer optimizer is still restored from local) */
-    sgp_local *l = local && !local->external ? local : NULL;
     uint8_t *data = NULL;
     size_t len = 0;
     int rc = map_whole(path, &data, &len);
@@ -348,10 +348,10 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     if (version >= 3)
         opt_kind = get_u32(&b), opt_steps = get_u64(&b);
     const size_t opt_n = (opt_kind == NN_OPT_ADAMW ? 2 : 1) * dim;
-    if (!b.failed && (opt_kind > NN_OPT_ADAMW || (l && opt_kind != (uint32_t)l->opt.kind))) {
+    if (!b.failed && (opt_kind > NN_OPT_ADAMW || (l->opt && opt_kind != (uint32_t)l->opt->kind))) {
         snprintf(detail, detail_len, "written with another optimizer (%s; this run uses %s)",
                  opt_kind > NN_OPT_ADAMW ? "unknown" : nn_opt_kind_name((nn_opt_kind)opt_kind),
-                 l ? nn_opt_kind_name(l->opt.kind) : "sgd");
+                 l->opt ? nn_opt_kind_name(l->opt->kind) : "sgd");
         *why = detail;
         rc = -ESTALE;
         goto out;
@@ -362,7 +362,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     b.p += opt_n * sizeof(float);
     /* Version 5 on: the outer optimizer's velocity, if the run has one. */
     const uint32_t outer = version >= 5 ? get_u32(&b) : 0;
-    if (!b.failed && outer != (uint32_t)(local && outer_on(&local->outer))) {
+    if (!b.failed && outer != (uint32_t)(l->outer_velocity != NULL)) {
         *why = outer ? "written with an outer optimizer (--outer); this run has none"
                      : "written without an outer optimizer; this run has one (--outer)";
         rc = -ESTALE;
@@ -375,7 +375,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     nn_rng rng;
     get(&b, rng.s, sizeof rng.s);
     uint64_t pos = get_u64(&b), epoch = get_u64(&b), perm_n = get_u64(&b);
-    const uint64_t shard_n = l ? (uint64_t)l->batches.d->n : 0;
+    const uint64_t shard_n = l->batches ? (uint64_t)l->batches->d->n : 0;
     if (b.failed || perm_n != shard_n || pos > perm_n || round < 0 || !(w > 0)) {
         *why = b.failed ? "truncated" : "inconsistent header (shard size, position, round or weight)";
         goto out;
@@ -410,19 +410,21 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, sgp_loca
     /* Whole and ours: restore. */
     g->round = round, g->since = round, g->w = w;
     memcpy(g->x, x, dim * sizeof(float));
-    if (l) {
+    if (l->opt) {
         size_t n;
         long *steps;
-        float *state = nn_optimizer_state(&l->opt, &n, &steps);
+        float *state = nn_optimizer_state(l->opt, &n, &steps);
         memcpy(state, opt_state, n * sizeof(float));
         if (steps)
             *steps = (long)opt_steps;
-        l->batches.rng = rng;
-        l->batches.pos = (int)pos, l->batches.epoch = (long)epoch;
-        memcpy(l->batches.perm, perm, perm_n * sizeof(int));
+    }
+    if (l->batches) {
+        l->batches->rng = rng;
+        l->batches->pos = (int)pos, l->batches->epoch = (long)epoch;
+        memcpy(l->batches->perm, perm, perm_n * sizeof(int));
     }
     if (outer)
-        memcpy(local->outer.sgd.velocity, outer_velocity, dim * sizeof(float));
+        memcpy(l->outer_velocity, outer_velocity, dim * sizeof(float));
     ibuf eb = {edges, b.end, 0};
     for (uint32_t k = 0; k < n_in; k++) {
         gsp_edge *e = gsp_in_edge(g, (int)get_u32(&eb));
@@ -453,9 +455,12 @@ out:
     return rc;
 }
 
-int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, char *used, size_t usedlen, char *err,
-              size_t errlen)
+int ckpt_read(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_local *l, char *used, size_t usedlen,
+              char *err, size_t errlen)
 {
+    const ckpt_local none = {0};
+    if (!l)
+        l = &none;
     char prev[4200];
     snprintf(prev, sizeof prev, "%s.prev", path);
     const char *why_cur = NULL, *why_prev = NULL;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/store/atomic.h"
 #include "peer/store/json.h"
+#include "peer/store/wholefile.h"
 
 /* What goes before the first member, between members, and after the last. */
 static const struct {
@@ -124,7 +124,7 @@ int json_close(json_obj *j)
     if (rc < 0)
         snprintf(j->err, sizeof j->err, "%.400s: out of memory", j->path);
     else
-        rc = atomic_write(j->path, j->buf, j->len, 0644, 0, j->err, sizeof j->err);
+        rc = wholefile_write(j->path, j->buf, j->len, 0644, 0, j->err, sizeof j->err);
     free(j->buf);
     j->buf = NULL;
     return rc;

@@ -2,7 +2,7 @@
  * reader that takes back exactly what the writer wrote.
  *
  *   json_obj j;                                  // a summary file, written atomically
- *   json_open(&j, "out.json");                   // (peer/store/atomic.h)
+ *   json_open(&j, "out.json");                   // (peer/store/wholefile.h)
  *   json_num(&j, "test_accuracy", 0.97);
  *   json_str(&j, "model", "lenet");
  *   rc = json_close(&j);                         // < 0: j.err says which file and step

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/lib/sgp.h"
-#include "peer/store/atomic.h"
 #include "peer/store/modelfile.h"
 #include "peer/store/safetensors.h"
+#include "peer/store/version.h"
+#include "peer/store/wholefile.h"
 
 int modelfile_kind_parse(const char *text, modelfile_kind *kind)
 {
@@ -32,7 +32,7 @@ int modelfile_save(const char *path, const nn_model *m, const float *params, con
     snprintf(classes, sizeof classes, "%d", m->n_classes);
     snprintf(count, sizeof count, "%zu", m->n_params);
     int rc = st_writer_meta(&w, "format", MODELFILE_FORMAT);
-    rc = rc ? rc : st_writer_meta(&w, "sgp_version", SGP_VERSION);
+    rc = rc ? rc : st_writer_meta(&w, "sgp_version", STORE_SGP_VERSION);
     rc = rc ? rc : st_writer_meta(&w, "spec", m->spec);
     rc = rc ? rc : st_writer_meta(&w, "input_shape", shape);
     rc = rc ? rc : st_writer_meta(&w, "input", "float32 NCHW; image pixels as value/255 in [0, 1]");
@@ -58,7 +58,7 @@ int modelfile_save(const char *path, const nn_model *m, const float *params, con
 
 int modelfile_save_raw(const char *path, const nn_model *m, const float *params, char *err, size_t errlen)
 {
-    return atomic_write(path, params ? params : m->params, m->n_params * sizeof(float), 0644, 0, err, errlen);
+    return wholefile_write(path, params ? params : m->params, m->n_params * sizeof(float), 0644, 0, err, errlen);
 }
 
 int modelfile_write(modelfile_kind kind, const char *path, const nn_model *m, const float *params, const char *data,

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/store/atomic.h"
 #include "peer/store/safetensors.h"
+#include "peer/store/wholefile.h"
 
 static const struct {
     const char *name;
@@ -410,7 +410,7 @@ int st_read(const char *path, size_t max_bytes, st_file *f, char *err, size_t er
     char *buf;
     size_t len;
     memset(f, 0, sizeof *f);
-    int rc = atomic_read(path, max_bytes, &buf, &len);
+    int rc = wholefile_read(path, max_bytes, &buf, &len);
     if (rc < 0) {
         if (rc == -EFBIG)
             snprintf(err, errlen, "%s: larger than %zu bytes", path, max_bytes);
@@ -580,7 +580,7 @@ int st_writer_save(const st_writer *w, const char *path, char *err, size_t errle
         snprintf(err, errlen, "%s: out of memory", path);
         return rc;
     }
-    rc = atomic_write(path, buf, len, 0644, 0, err, errlen);
+    rc = wholefile_write(path, buf, len, 0644, 0, err, errlen);
     free(buf);
     return rc;
 }

@@ -80,7 +80,7 @@ int st_writer_meta(st_writer *w, const char *key, const char *value);
 int st_writer_tensor(st_writer *w, const char *name, const int64_t *dims, int ndim, const float *data);
 /* The file's bytes (malloc'ed into *out). */
 int st_writer_encode(const st_writer *w, char **out, size_t *len);
-/* Encodes and writes PATH atomically (peer/store/atomic.h); err names the file. */
+/* Encodes and writes PATH atomically (peer/store/wholefile.h); err names the file. */
 int st_writer_save(const st_writer *w, const char *path, char *err, size_t errlen);
 void st_writer_free(st_writer *w);
 

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/store/atomic.h"
 #include "peer/store/json.h"
 #include "peer/store/summary.h"
+#include "peer/store/wholefile.h"
 
 #define SUMMARY_MAX_BYTES (64 * 1024)
 
@@ -71,7 +71,7 @@ int summary_peer_read(const char *path, summary_peer *s, char *err, size_t errle
 {
     char *text;
     size_t len;
-    int rc = atomic_read(path, SUMMARY_MAX_BYTES, &text, &len);
+    int rc = wholefile_read(path, SUMMARY_MAX_BYTES, &text, &len);
     if (rc < 0) {
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
         return rc;

@@ -4,7 +4,7 @@
  *
  *   summary_peer s = {.id = 3, .peers = 8, .rounds = 375, ...};
  *   snprintf(s.model, sizeof s.model, "%s", "mlp:256");
- *   if (summary_peer_write("run/peer3.json", &s, err, sizeof err) < 0) ...   // atomic (peer/store/atomic.h)
+ *   if (summary_peer_write("run/peer3.json", &s, err, sizeof err) < 0) ...   // atomic (peer/store/wholefile.h)
  *
  *   summary_peer back;
  *   if (summary_peer_read("run/peer3.json", &back, err, sizeof err) < 0)

@@ -6,7 +6,7 @@
  * makes no others).
  *
  *   make fuzz   (or: clang -g -O1 -fsanitize=fuzzer,address -I. tests/fuzz/fuzz_safetensors.c
- *                peer/store/safetensors.c peer/store/atomic.c -o fz && ./fz tests/fuzz/corpus/safetensors)
+ *                peer/store/safetensors.c peer/store/wholefile.c -o fz && ./fz tests/fuzz/corpus/safetensors)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* open_memstream under -std=c17 */

@@ -1,4 +1,4 @@
-/* Atomic file replacement; see atomic.h for the steps and why each is there. */
+/* Whole-file replacement; see wholefile.h for the steps and why each is there. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "peer/store/atomic.h"
+#include "peer/store/wholefile.h"
 
 static int write_all(int fd, const unsigned char *p, size_t n)
 {
@@ -64,21 +64,21 @@ static int write_whole(int fd, void *ctx)
     return write_all(fd, w->buf, w->len);
 }
 
-int atomic_write(const char *path, const void *buf, size_t len, mode_t mode, int flags, char *err, size_t errlen)
+int wholefile_write(const char *path, const void *buf, size_t len, mode_t mode, int flags, char *err, size_t errlen)
 {
     whole w = {buf, len};
-    return atomic_write_with(path, write_whole, &w, mode, flags, err, errlen);
+    return wholefile_write_with(path, write_whole, &w, mode, flags, err, errlen);
 }
 
-int atomic_fd_write(int fd, const void *buf, size_t len)
+int wholefile_fd_write(int fd, const void *buf, size_t len)
 {
     return write_all(fd, buf, len);
 }
 
-int atomic_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags, char *err,
-                      size_t errlen)
+int wholefile_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ctx, mode_t mode, int flags,
+                         char *err, size_t errlen)
 {
-    if ((flags & ATOMIC_NOREPLACE) && (flags & ATOMIC_KEEP_PREV)) {
+    if ((flags & WHOLEFILE_NOREPLACE) && (flags & WHOLEFILE_KEEP_PREV)) {
         snprintf(err, errlen, "%s: keeping a previous version of a file that may not be replaced", path);
         return -EINVAL;
     }
@@ -101,12 +101,12 @@ int atomic_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ct
         step = "fsync", rc = -errno;
     if (fd >= 0 && close(fd) < 0 && rc == 0)
         step = "close", rc = -errno;
-    if (rc == 0 && (flags & ATOMIC_KEEP_PREV) && rename(path, prev) < 0 && errno != ENOENT)
+    if (rc == 0 && (flags & WHOLEFILE_KEEP_PREV) && rename(path, prev) < 0 && errno != ENOENT)
         step = "rename", from = path, to = prev, rc = -errno;
     int renamed = 0;
     if (rc == 0) {
         step = "rename", from = tmp, to = path;
-        rc = flags & ATOMIC_NOREPLACE ? rename_noreplace(tmp, path) : rename(tmp, path) < 0 ? -errno : 0;
+        rc = flags & WHOLEFILE_NOREPLACE ? rename_noreplace(tmp, path) : rename(tmp, path) < 0 ? -errno : 0;
         renamed = rc == 0;
     }
     if (rc == 0 && (rc = fsync_dir_of(path)) < 0)
@@ -121,7 +121,7 @@ int atomic_write_with(const char *path, int (*fill)(int fd, void *ctx), void *ct
     return rc;
 }
 
-int atomic_read(const char *path, size_t max, char **buf, size_t *len)
+int wholefile_read(const char *path, size_t max, char **buf, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)

@@ -1,0 +1,170 @@
+/* Making connections (net_impl.h, WIRE.md "Connections"): the lower id
+ * dials the higher and redials with exponential backoff and jitter; inbound
+ * connections are admitted within the limits on handshakes waiting (per
+ * stranger, per member address, in all) before their handshake starts. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "peer/net/net_addr.h"
+#include "peer/net/net_impl.h"
+
+#define NET_CONNECT_TIMEOUT_MS 3000
+#define NET_HS_TIMEOUT_MS 5000 /* WIRE.md "Handshake": Limits */
+/* Unauthenticated inbound connections cost memory and a timer each; a
+ * cluster has few members, so more than this at once is an attack or a bug. */
+#define NET_MAX_PENDING 64
+/* Of the unauthenticated connections, at most this many from addresses that
+ * are no member's in the cluster file, and this many from any one of them:
+ * a flood from elsewhere can never take the room a member needs to come back. */
+#define NET_MAX_STRANGERS 16
+#define NET_MAX_PER_STRANGER 4
+#define NET_MAX_PER_MEMBER_ADDR (NET_MAX_PENDING / 2)
+/* An inbound connection must finish its handshake this fast (the whole
+ * exchange is three small flights). */
+#define NET_PREAUTH_MS 2000
+
+static uint64_t rng_next(net *n)
+{
+    uint64_t z = (n->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+    net_conn *c = req->data;
+    if (status == UV_ECANCELED || c->state == C_CLOSING)
+        return;
+    if (status < 0) {
+        char why[96];
+        snprintf(why, sizeof why, "connect: %s", uv_strerror(status));
+        net_conn_close(c, status, why);
+        return;
+    }
+    c->state = C_HS;
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_timer_start(&c->timer, net_deadline_cb, NET_HS_TIMEOUT_MS, 0);
+    int r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
+    if (r < 0) {
+        net_conn_close(c, r, "read_start failed");
+        return;
+    }
+    net_hs_pump(c);
+}
+
+void net_dial(net *n, int peer)
+{
+    net_peer *p = &n->peers[peer];
+    if (n->closing || p->dial || p->up)
+        return;
+    struct sockaddr_storage sa;
+    int r = net_addr_of(&n->c->peers[peer], &sa);
+    if (r < 0) {
+        net_log(n, "peer %d: cannot dial %s: %s", peer, n->c->peers[peer].host,
+                r == -EAFNOSUPPORT ? "not an IP address" : uv_strerror(r));
+        return; /* a bad address stays bad: no retry */
+    }
+    net_conn *c = net_conn_new(n, SEC_INITIATOR);
+    if (!c) {
+        net_log(n, "peer %d: out of memory for a connection", peer);
+        net_retry_schedule(n, peer);
+        return;
+    }
+    c->peer = peer;
+    p->dial = c;
+    r = sec_hs_init(&c->hs, SEC_INITIATOR, (uint32_t)n->my_id, (uint32_t)peer, n->kp, cluster_pubkey_lookup,
+                    (void *)n->c, n->cid);
+    if (r < 0) {
+        net_conn_close(c, r, "handshake init failed");
+        return;
+    }
+    uv_timer_start(&c->timer, net_deadline_cb, NET_CONNECT_TIMEOUT_MS, 0);
+    r = uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr *)&sa, connect_cb);
+    if (r < 0) {
+        char why[96];
+        snprintf(why, sizeof why, "connect: %s", uv_strerror(r));
+        net_conn_close(c, r, why);
+    }
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+    net_retry *rt = (net_retry *)t;
+    net_dial(rt->n, rt->peer);
+}
+
+void net_retry_schedule(net *n, int peer)
+{
+    net_peer *p = &n->peers[peer];
+    if (n->closing || !p->want || !p->retry || p->dial || p->up)
+        return;
+    uint64_t delay = p->backoff_ms + rng_next(n) % (p->backoff_ms / 2 + 1);
+    p->backoff_ms = p->backoff_ms * 2 > NET_BACKOFF_MAX_MS ? NET_BACKOFF_MAX_MS : p->backoff_ms * 2;
+    uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
+}
+
+/* NULL if c may wait for its handshake, else why not. */
+static const char *admission(const net *n, const net_conn *c, char *why, size_t cap)
+{
+    if (n->n_pending >= NET_MAX_PENDING)
+        return "too many handshakes in progress";
+    int strangers = 0, same = 0;
+    for (const net_conn *o = n->conns; o; o = o->next)
+        if (o != c && o->pending) {
+            strangers += o->stranger;
+            same += net_addr_same_host(&o->from, &c->from);
+        }
+    char host[64];
+    net_addr_name(&c->from, host, sizeof host);
+    if (c->stranger && strangers >= NET_MAX_STRANGERS)
+        snprintf(why, cap, "too many handshakes from addresses outside the cluster (%s)", host);
+    else if (c->stranger && same >= NET_MAX_PER_STRANGER)
+        snprintf(why, cap, "too many handshakes from %s", host);
+    else if (!c->stranger && same >= NET_MAX_PER_MEMBER_ADDR)
+        snprintf(why, cap, "too many handshakes from member address %s", host);
+    else
+        return NULL;
+    return why;
+}
+
+void net_on_connection(uv_stream_t *server, int status)
+{
+    net *n = server->data;
+    if (status < 0) {
+        net_log(n, "accept: %s", uv_strerror(status));
+        return;
+    }
+    net_conn *c = net_conn_new(n, SEC_RESPONDER);
+    if (!c) {
+        net_log(n, "out of memory for an inbound connection");
+        return;
+    }
+    int r = uv_accept(server, (uv_stream_t *)&c->tcp);
+    if (r < 0) {
+        net_conn_close(c, r, "accept failed");
+        return;
+    }
+    int len = (int)sizeof c->from;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->from, &len) < 0)
+        memset(&c->from, 0, sizeof c->from);
+    c->stranger = !net_addr_is_member(n->c, n->my_id, &c->from);
+    char why[160];
+    if (admission(n, c, why, sizeof why)) {
+        net_conn_close(c, -EBUSY, why);
+        return;
+    }
+    c->pending = 1;
+    n->n_pending++;
+    r = sec_hs_init(&c->hs, SEC_RESPONDER, (uint32_t)n->my_id, SEC_ANY_PEER, n->kp, cluster_pubkey_lookup,
+                    (void *)n->c, n->cid);
+    if (r == 0)
+        r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
+    if (r < 0) {
+        net_conn_close(c, r, "handshake init failed");
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_timer_start(&c->timer, net_deadline_cb, NET_PREAUTH_MS, 0);
+}

@@ -1,0 +1,134 @@
+/* The transport's insides, shared by its files; internal to peer/net (the
+ * API is net.h). One job per file:
+ *
+ *   net.c        the public calls over the peer table, and the log
+ *   net_conn.c   a connection's life: made, closed once, freed
+ *   net_dial.c   dialling and redialling with backoff; accepting and admission
+ *   net_hs.c     the handshake pump (peer/sec) and a connection coming up
+ *   net_frame.c  frames: write slots and backpressure, reading and opening,
+ *                the last writes of a close that drains (net_close_after)
+ *   net_idle.c   deadlines on the connection's timer: connect, handshake,
+ *                idle, drain
+ *
+ * Every connection owns two libuv handles (its socket and its timer) and is
+ * freed when the second one's close callback has run; libuv calls pending
+ * connect and write callbacks (with UV_ECANCELED) before that, so they may
+ * still touch the connection.
+ */
+#ifndef PEER_NET_NET_IMPL_H
+#define PEER_NET_NET_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "peer/net/net.h"
+
+#define NET_BACKOFF_MIN_MS 100
+/* A redial is cheap (a refused connect, or one handshake), and a neighbour
+ * that comes back should have its edge again within a second. */
+#define NET_BACKOFF_MAX_MS 500
+#define NET_RBUF_INIT 16384
+/* The initiator may have its first message and its AUTH flight in flight at
+ * once; they get their own slots so they never take the frames' ones. */
+#define NET_HS_SLOTS 2
+#define NET_SLOTS (NET_QUEUE_FRAMES + NET_HS_SLOTS)
+
+typedef struct net_slot {
+    uv_write_t req; /* first: write_cb gets back to the slot from the request */
+    uint8_t *buf;
+    size_t cap;
+    int busy;
+} net_slot;
+
+enum { C_CONNECTING, C_HS, C_UP, C_CLOSING };
+
+typedef struct net_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* connect timeout, then handshake deadline, then (up) the idle limit */
+    uv_connect_t connect;
+    net *n;
+    struct net_conn *prev, *next;
+    int peer; /* -1 until the handshake names it (inbound) */
+    int role, state, open_handles, pending, paused;
+    int draining; /* inside net_frames_drain: on_frame may resume reading */
+    sec_hs hs;
+    sec_session s;
+    uint8_t *rbuf; /* received bytes not yet used: rlen of rcap */
+    size_t rlen, rcap;
+    uint8_t *pt; /* the plaintext of the last frame */
+    size_t pt_cap;
+    size_t idle_bytes; /* received since the idle limit was last re-armed */
+    uint64_t busy_until; /* uv_now before which silence is expected (net_expect_busy): not idle */
+    struct sockaddr_storage from; /* inbound: the other end's address */
+    int stranger;      /* inbound from an address that is no member's */
+    int closing_after; /* net_close_after: closes once its slots are written (and n->last sent) */
+    int last_sent;
+    net_slot slot[NET_SLOTS];
+} net_conn;
+
+/* Bytes of a frame still arriving that count as progress (a large frame on a
+ * slow link is not a stall). */
+#define NET_IDLE_PROGRESS (64u << 10)
+
+typedef struct net_retry {
+    uv_timer_t timer; /* first: the close callback frees the struct */
+    net *n;
+    int peer;
+} net_retry;
+
+typedef struct net_peer {
+    int want;
+    net_conn *up;      /* the authenticated connection */
+    net_conn *dial;    /* our attempt in progress (higher ids only) */
+    net_retry *retry;  /* heap, made by net_want for higher ids */
+    uint32_t backoff_ms;
+} net_peer;
+
+/* net.c: one line through on_log (stderr when NULL). */
+void net_log(net *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* net_conn.c: a connection in its first state, on n's list; NULL when out of
+ * memory. */
+net_conn *net_conn_new(net *n, int role);
+/* Close c once: its log line (none when why is NULL: shutdown), on_down if it
+ * was up, a redial if it was ours. Its memory goes with its handles. */
+void net_conn_close(net_conn *c, int reason, const char *why);
+
+/* net_dial.c */
+void net_dial(net *n, int peer);
+/* The next redial of peer after the backoff, if it is still wanted. */
+void net_retry_schedule(net *n, int peer);
+/* The listener's connection callback. */
+void net_on_connection(uv_stream_t *server, int status);
+
+/* net_hs.c: feed what was received to the handshake and send what it
+ * answers, until it needs more input or is done (the connection is then up).
+ * 0, or -1 when the connection was closed. */
+int net_hs_pump(net_conn *c);
+
+/* net_frame.c */
+/* *buf at least need bytes (grown, never shrunk). 0 or -ENOMEM. */
+int net_buf_grow(uint8_t **buf, size_t *cap, size_t need);
+/* Hand s's first len bytes to the kernel; s is busy until they are taken. */
+int net_slot_write(net_conn *c, net_slot *s, size_t len);
+/* A slot of c in [lo, hi) not busy, or NULL. */
+net_slot *net_slot_find_free(net_conn *c, int lo, int hi);
+/* The socket's read callbacks. */
+void net_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+void net_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+/* Open and deliver every whole frame received (until paused or closed). */
+void net_frames_drain(net_conn *c);
+/* A connection closing after its writes: n->last into the first free slot,
+ * then close once no slot is busy. */
+void net_drain_step(net_conn *c);
+
+/* net_idle.c */
+/* An up connection made progress: the idle limit starts again. */
+void net_idle_rearm(net_conn *c);
+/* The connect or handshake time limit ran out. */
+void net_deadline_cb(uv_timer_t *t);
+/* net_close_after's limit ran out. */
+void net_drain_deadline_cb(uv_timer_t *t);
+
+#endif
