@@ -16,7 +16,7 @@
 #include "gossip/gsp.h"
 #include "nn/nn_data.h"
 #include "peer/store/ckpt.h"
-#include "peer/core/sgp_step.h"
+#include "peer/core/local_step.h"
 #include "topologies/topo.h"
 
 TestSuite(peer_ckpt, .timeout = 120);
@@ -42,7 +42,7 @@ static void shard_init(void)
 /* One peer's state as a node holds it. */
 typedef struct state {
     gsp_peer g;
-    sgp_local l;
+    local_state l;
 } state;
 
 static const cmp_spec *g_codec;
@@ -63,13 +63,13 @@ static void state_init(state *s, int id, size_t dim, uint64_t incarnation)
     if (g_codec)
         cr_assert_eq(gsp_set_codec(&s->g, g_codec, 5, 0.5f), 0);
     s->g.incarnation = incarnation;
-    cr_assert_eq(sgp_local_init(&s->l, &o, g_outer, &g_shard, id, 8, dim), 0);
+    cr_assert_eq(local_init(&s->l, &o, g_outer, &g_shard, id, 8, dim), 0);
 }
 
 static void state_free(state *s)
 {
     gsp_free(&s->g);
-    sgp_local_free(&s->l);
+    local_free(&s->l);
 }
 
 static ckpt_run run_of(int id, size_t dim)

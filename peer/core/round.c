@@ -77,9 +77,9 @@ int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *pl
         rp->g.lag_scale = sqrt((double)plan->local_steps);
     }
     if (rc == 0 && train)
-        rc = sgp_local_init(&rp->local, &c->train, c->outer, &rp->shard, id, plan->per_batch, dim);
+        rc = local_init(&rp->local, &c->train, c->outer, &rp->shard, id, plan->per_batch, dim);
     else if (rc == 0)
-        rc = sgp_local_init_external(&rp->local, c->outer, dim);
+        rc = local_init_external(&rp->local, c->outer, dim);
     if (rc == 0) {
         gsp_pace_config pc = {.topology = c->topology, .total_rounds = plan->total_rounds, .tau = c->tau,
                               .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
@@ -102,7 +102,7 @@ void round_peer_free(round_peer *rp)
         gsp_msg_free(&rp->inbox[k]);
     free(rp->inbox);
     gsp_pace_free(&rp->pace);
-    sgp_local_free(&rp->local);
+    local_free(&rp->local);
     gsp_free(&rp->g);
     nn_dataset_free(&rp->shard);
     memset(rp, 0, sizeof *rp);
@@ -184,7 +184,7 @@ float round_step(round_peer *rp, nn_model *model)
     for (int s = 0; s < steps; s++) {
         float lr = nn_lr_at(&o->schedule, first + s, rp->plan->steps_per_epoch);
         int correct, B;
-        loss += sgp_local_step(&rp->local, model, &rp->g, lr, &correct, &B);
+        loss += local_step(&rp->local, model, &rp->g, lr, &correct, &B);
     }
     outer_end(&rp->local.outer, &rp->g);
     rp->steps += steps;

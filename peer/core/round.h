@@ -35,7 +35,7 @@
 #include "nn/nn_data.h"
 #include "nn/nn_model.h"
 #include "peer/core/memory.h"
-#include "peer/core/sgp_step.h"
+#include "peer/core/local_step.h"
 #include "peer/core/settings.h"
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
@@ -71,7 +71,7 @@ typedef struct round_peer {
     const round_plan *plan;
     gsp_peer g;
     gsp_pace pace;
-    sgp_local local;
+    local_state local;
     nn_dataset shard;
     cmp_spec codec;            /* this peer's copy: the warm-up changes its fraction by round */
     gsp_msg *inbox;            /* arrived, not yet absorbed; owned */

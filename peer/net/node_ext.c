@@ -98,7 +98,7 @@ void node_ext_take(node_ext *e, struct gsp_peer *g, int holding, node_ext_asks *
     a->stepped = 0;
     if (holding && e->stepped && e->params) {
         /* The caller stepped from z = x / w: x moves by w times its step, as
-         * sgp_local_step moves it (so a peer whose weight has shrunk does not
+         * local_step moves it (so a peer whose weight has shrunk does not
          * take steps of 1 / w on its model). */
         const float *z = gsp_debias(g);
         const float w = (float)g->w;

@@ -9,8 +9,8 @@
  *   int rc = ckpt_read("run/peer3.ckpt", &run, &g, &parts, used, sizeof used, err, sizeof err);
  *   // 0: restored from `used`; -ENOENT: no checkpoint at all; else err says why
  *
- * The round engine saves and loads its own local state (sgp_local) through
- * ckpt_save and ckpt_load (peer/core/sgp_step.h), which lend its parts here:
+ * The round engine saves and loads its own local state (local_state) through
+ * ckpt_save and ckpt_load (peer/core/local_step.h), which lend its parts here:
  * this file knows the format, not the engine.
  *
  * Saved: round, push-sum weight w, parameters x, the in-edges (the sender's

@@ -2,9 +2,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "peer/core/sgp_step.h"
+#include "peer/core/local_step.h"
 
-int sgp_local_init(sgp_local *l, const train_opts *o, const outer_opts *outer, const nn_dataset *shard, int peer,
+int local_init(local_state *l, const train_opts *o, const outer_opts *outer, const nn_dataset *shard, int peer,
                    int batch, size_t n_params)
 {
     memset(l, 0, sizeof *l);
@@ -17,18 +17,18 @@ int sgp_local_init(sgp_local *l, const train_opts *o, const outer_opts *outer, c
     if (rc == 0)
         rc = nn_batcher_init(&l->batches, shard, batch, o->seed, (uint64_t)peer + 1);
     if (rc < 0)
-        sgp_local_free(l);
+        local_free(l);
     return rc;
 }
 
-int sgp_local_init_external(sgp_local *l, const outer_opts *outer, size_t n_params)
+int local_init_external(local_state *l, const outer_opts *outer, size_t n_params)
 {
     memset(l, 0, sizeof *l);
     l->external = 1;
     return outer_init(&l->outer, outer, n_params);
 }
 
-float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size)
+float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size)
 {
     int B = nn_batcher_next(&l->batches);
     *batch_size = B;
@@ -51,7 +51,7 @@ float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *corr
     return loss;
 }
 
-void sgp_local_free(sgp_local *l)
+void local_free(local_state *l)
 {
     if (!l)
         return;
@@ -64,7 +64,7 @@ void sgp_local_free(sgp_local *l)
 /* What of l a checkpoint keeps: the optimizer and batches only when they
  * are ours (a caller stepping itself keeps its own), the outer velocity
  * whenever there is an outer optimizer. */
-static ckpt_local ckpt_parts(const sgp_local *l)
+static ckpt_local ckpt_parts(const local_state *l)
 {
     ckpt_local p = {0};
     if (!l)
@@ -78,13 +78,13 @@ static ckpt_local ckpt_parts(const sgp_local *l)
     return p;
 }
 
-int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen)
+int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const local_state *l, char *err, size_t errlen)
 {
     const ckpt_local p = ckpt_parts(l);
     return ckpt_write(path, run, g, &p, err, errlen);
 }
 
-int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, char *used, size_t usedlen, char *err,
+int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, local_state *l, char *used, size_t usedlen, char *err,
               size_t errlen)
 {
     const ckpt_local p = ckpt_parts(l);

@@ -6,18 +6,18 @@
  * (the step of z itself is the optimizer's step, SGD or AdamW, whatever w
  * has become)
  *
- *   sgp_local l;
- *   sgp_local_init(&l, &opts, &shard, peer_id, n_peers, n_params);
- *   float loss = sgp_local_step(&l, &model, &gossip_peer, lr, &correct);
- *   sgp_local_free(&l);
+ *   local_state l;
+ *   local_init(&l, &opts, &shard, peer_id, n_peers, n_params);
+ *   float loss = local_step(&l, &model, &gossip_peer, lr, &correct);
+ *   local_free(&l);
  *
  * The model is only a compute engine here: its parameter pointer is pointed
  * at z for the step, so one nn_model serves any number of simulated peers.
  * Weight decay is applied at z (the real parameters), not at the numerator x:
  * SGD adds wd * z to the gradient, AdamW subtracts lr * wd * z (decoupled).
  */
-#ifndef PEER_SGP_STEP_H
-#define PEER_SGP_STEP_H
+#ifndef PEER_CORE_LOCAL_STEP_H
+#define PEER_CORE_LOCAL_STEP_H
 
 #include "gossip/gsp.h"
 #include "nn/nn_batch.h"
@@ -27,32 +27,32 @@
 #include "peer/core/train_opts.h"
 #include "peer/store/ckpt.h"
 
-typedef struct sgp_local {
+typedef struct local_state {
     nn_optimizer opt; /* its state stays local to the peer (and goes into its checkpoint) */
     outer_state outer; /* --outer: the step on each round's progress (outer.h); its velocity is checkpointed */
     nn_batcher batches;
     double clip;    /* gradient norm limit (0: none), before weight decay */
     int batch;      /* this peer's mini-batch */
     int external;   /* the caller takes the steps with an optimizer of its own (libsgp): only outer is set */
-} sgp_local;
+} local_state;
 
 /* batch: this peer's mini-batch size. Streams are seeded by (seed, peer).
  * outer: NULL or an outer optimizer (outer.h). */
-int sgp_local_init(sgp_local *l, const train_opts *o, const outer_opts *outer, const nn_dataset *shard, int peer,
+int local_init(local_state *l, const train_opts *o, const outer_opts *outer, const nn_dataset *shard, int peer,
                    int batch, size_t n_params);
 /* For a caller that steps itself (libsgp): no optimizer and no batches
  * here, only the outer optimizer (outer may be NULL). -ENOMEM. */
-int sgp_local_init_external(sgp_local *l, const outer_opts *outer, size_t n_params);
+int local_init_external(local_state *l, const outer_opts *outer, size_t n_params);
 /* One step at the current round; returns the batch loss (0 for an empty shard). */
-float sgp_local_step(sgp_local *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
-void sgp_local_free(sgp_local *l);
+float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
+void local_free(local_state *l);
 
 /* A checkpoint of g and l (peer/store/ckpt.h: the file, what it keeps, the
  * errors), l's optimizer, batch stream and outer velocity lent to
  * ckpt_write and ckpt_read; for a caller stepping itself
- * (sgp_local_init_external) only the outer velocity. l may be NULL. */
-int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const sgp_local *l, char *err, size_t errlen);
-int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, sgp_local *l, char *used, size_t usedlen, char *err,
+ * (local_init_external) only the outer velocity. l may be NULL. */
+int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const local_state *l, char *err, size_t errlen);
+int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, local_state *l, char *used, size_t usedlen, char *err,
               size_t errlen);
 
 #endif
