@@ -741,7 +741,7 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
         if (receiver->in[j].peer == sender->id)
             r = &receiver->in[j];
     const int codec = sender->codec != NULL;
-    for (size_t i = 0; i < sender->dim; i++) {
+    for (size_t i = 0; acc_x && i < sender->dim; i++) {
         double sent = codec ? s->w * (double)s->ref[i] - s->x[i] : s->x[i];
         double applied = !r ? 0.0 : codec ? r->w * (double)r->ref[i] - r->x[i] : r->x[i];
         acc_x[i] += sent - applied;

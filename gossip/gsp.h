@@ -264,7 +264,7 @@ int gsp_missing(const gsp_peer *g, const topo *t, const uint8_t *alive, const gs
 
 /* Mass this peer has sent on its out-edges and the receivers have not applied
  * yet is sigma - rho: for invariant checks the driver sums, over all edges,
- * gsp_edge_pending(sender, receiver) (sigma - rho, x into acc, w returned). */
+ * gsp_edge_pending(sender, receiver) (sigma - rho, x into acc unless NULL, w returned). */
 double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double *acc_x);
 
 /* Bytes this peer holds, by part: its push-sum state (x, z, the origin, every

@@ -13,6 +13,11 @@ static gsp_pace_nb *nb_of(const gsp_pace *p, int q)
     return &p->nb[p->slot[q]];
 }
 
+/* An in-neighbour: of the schedule, or one whose shares reach us by
+ * routing around (so a side of a partition, or the survivors of dead peers,
+ * count each other as heard and hold each other back from racing ahead). */
+static int sends_here(const gsp_pace_nb *b) { return b->is_in || b->pushing; }
+
 static int add_nb(gsp_pace *p, int q, int is_in, double now)
 {
     if (q == p->id)
@@ -124,6 +129,7 @@ void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
         return;
     if (r + 1 > b->pushed_round)
         b->pushed_round = r + 1;
+    b->pushing = 1;
     gsp_pace_claim(p, q, r + 1);
     /* On time: it arrived before (or while) a round needs it. Nearly on
      * time, for a neighbour late only once since it was last on time: within
@@ -201,7 +207,7 @@ int gsp_pace_goodbye(gsp_pace *p, int q, int done)
 int gsp_pace_in_done(const gsp_pace *p)
 {
     for (int k = 0; k < p->n_nb; k++)
-        if (p->nb[k].is_in && p->alive[p->nb[k].peer] && !p->nb[k].done)
+        if (sends_here(&p->nb[k]) && p->alive[p->nb[k].peer] && !p->nb[k].done)
             return 0;
     return 1;
 }
@@ -230,6 +236,7 @@ int gsp_pace_tick(gsp_pace *p, double now, int *lost, int max)
         if (!gone)
             continue;
         p->alive[b->peer] = 0; /* route around it, stop waiting for it */
+        b->pushing = 0;
         p->stats.neighbours_lost++;
         if (n < max)
             lost[n] = b->peer;
@@ -249,23 +256,33 @@ int gsp_pace_heartbeat_due(const gsp_pace *p, int q, double now)
 /* An in-neighbour we hear from: connected, not routed around, and a frame
  * within two heartbeat intervals (a killed peer's connection is gone, a
  * stopped one falls silent). */
+/* Connected and heard within two heartbeat intervals. */
+static int heard_lately(const gsp_pace *p, const gsp_pace_nb *b, double now)
+{
+    return p->alive[b->peer] && b->connected && b->last_heard >= now - 2 * gsp_pace_heartbeat(&p->c);
+}
+
 static int hearing(const gsp_pace *p, const gsp_pace_nb *b, double now)
 {
-    return b->is_in && p->alive[b->peer] &&
-           (b->done || (b->connected && b->last_heard >= now - 2 * gsp_pace_heartbeat(&p->c)));
+    return sends_here(b) && p->alive[b->peer] && (b->done || heard_lately(p, b, now));
 }
 
 #define HEARD_MAX (TOPO_MAX_OUT * 8)
 
 /* The rounds the heard in-neighbours last reported, sorted (into r, at most
  * HEARD_MAX); silent: count one that has reported nothing as round -1.
- * *last: the last one counted. */
+ * *last: the last one counted. With no in-neighbour heard, the other heard
+ * neighbours are the run as far as this peer knows (a side of a partition
+ * before routing around has brought their shares here): it is held within
+ * reach of them, and catches up with them, rather than racing ahead alone. */
 static int heard_rounds(const gsp_pace *p, double now, int silent, long *r, const gsp_pace_nb **last)
 {
-    int k = 0;
+    int k = 0, any_in = 0;
+    for (int j = 0; j < p->n_nb && !any_in; j++)
+        any_in = hearing(p, &p->nb[j], now);
     for (int j = 0; j < p->n_nb && k < HEARD_MAX; j++) {
         const gsp_pace_nb *b = &p->nb[j];
-        if (!hearing(p, b, now) || (!silent && b->known_round < 0))
+        if (!(any_in ? hearing(p, b, now) : heard_lately(p, b, now)) || (!silent && b->known_round < 0))
             continue;
         *last = b;
         int i = k++;
@@ -337,22 +354,29 @@ static int past(const gsp_pace *p, const gsp_peer *g, const gsp_pace_nb *b)
     return b->known_round >= g->round - p->c.tau;
 }
 
-/* It has in-neighbours and hears none of them: each is routed around, or
- * was up and is silent or disconnected, not yet for the dead timeout (a done
- * one is heard: it finished, it did not leave; one never connected yet is
- * the round-0 barrier's and the dead timeout's business). */
+/* It has in-neighbours and hears none of them (each is routed around, or
+ * was up and is silent or disconnected, not yet for the dead timeout; a
+ * done one is heard: it finished, it did not leave; one never connected yet
+ * is the round-0 barrier's and the dead timeout's business), and either one
+ * of them is not yet routed around or it hears no other neighbour either.
+ * So it waits while the silent ones may still come back (going on would
+ * race: nothing reaches it yet, and nothing holds it), and once they are
+ * routed around a live neighbour it still hears is company: that
+ * neighbour's shares reach it by routing around, and the two train on as
+ * a side of their own (a partition, or the survivors of dead peers). */
 static int hears_no_in_neighbour(const gsp_pace *p, double now)
 {
-    int has_in = 0;
+    int has_in = 0, silent = 0, company = 0;
     for (int k = 0; k < p->n_nb; k++) {
         const gsp_pace_nb *b = &p->nb[k];
-        if (b->is_in) {
-            if (hearing(p, b, now) || (p->alive[b->peer] && !b->ever_up))
-                return 0;
-            has_in = 1;
-        }
+        if (hearing(p, b, now) || (b->is_in && p->alive[b->peer] && !b->ever_up))
+            return 0;
+        if (sends_here(b))
+            has_in = 1, silent |= p->alive[b->peer];
+        else
+            company |= heard_lately(p, b, now);
     }
-    return has_in;
+    return has_in && (silent || !company);
 }
 
 static int barrier(gsp_pace *p, double now)
@@ -426,7 +450,13 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
     if (g->round < c->total_rounds && hears_no_in_neighbour(p, now)) {
         if (p->alone_since < 0)
             p->alone_since = now, p->stats.alone_waits++;
-        const double until = p->alone_since + (c->alone_wait > 0 ? c->alone_wait : c->round_timeout);
+        /* By default at least until the dead timeout has routed the silent
+         * ones around (and two heartbeats more): only then do the live
+         * neighbours' shares reach it by routing around, and a side of a
+         * partition trains on as a cluster of its own. */
+        const double until =
+            p->alone_since + (c->alone_wait > 0 ? c->alone_wait
+                                                : fmax(c->round_timeout, c->dead_timeout + 2 * gsp_pace_heartbeat(c)));
         if (now < until) {
             d->wake_at = fmin(until, now + gsp_pace_heartbeat(c));
             d->alone = 1;
@@ -482,7 +512,7 @@ void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, t
      * the lag of the references would be amplified as w shrinks. */
     int heard = 0, has_in = 0;
     for (int k = 0; k < p->n_nb; k++)
-        has_in |= p->nb[k].is_in, heard |= hearing(p, &p->nb[k], now);
+        has_in |= sends_here(&p->nb[k]), heard |= hearing(p, &p->nb[k], now);
     p->isolated = has_in && !heard;
     /* A link that is down, or has not taken our last frames, gets no share
      * this round: its weight stays home (nothing is sent into the void

@@ -66,6 +66,8 @@ typedef struct gsp_pace_stats {
 typedef struct gsp_pace_nb {
     int peer;
     uint8_t is_in;         /* sends to us in some phase */
+    uint8_t pushing;       /* a share of it arrived: it sends to us, if only by routing around dead peers (one
+                            * side of a partition: peer 1 of 0..3 on exp4 sends to 0 once 2 and 3 are gone) */
     uint8_t connected;     /* the transport says up (the simulator: the process is there) */
     uint8_t ever_up;
     uint8_t late;          /* missed a deadline: not waited for until it is on time again */

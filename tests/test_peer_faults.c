@@ -374,20 +374,21 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
 
 /* Peer 0's in-neighbours on the exponential graph of 4 are 3 and 2: both are
  * killed (kill -9) at their round 500 of 1,000 and started again with
- * --resume a second later. Peer 0 hears neither and waits for them
- * (gsp_pace_decision.alone; --alone-wait, by default the round timeout of
- * 30 s) instead of racing through its remaining rounds alone, which left
- * nobody for them to rejoin; peer 1 (in-neighbours 0 and 3) is held by the
- * brake at peer 0's round. They come back from their checkpoints, and the
- * run ends with every peer at its last round and in agreement.
+ * --resume a second later, well within the dead timeout (3 s). Peer 0 hears
+ * neither and waits for them (gsp_pace_decision.alone) instead of racing
+ * through its remaining rounds, which left nobody for them to rejoin; peer 1
+ * (in-neighbours 0 and 3) is held by the brake at peer 0's round. They come
+ * back from their checkpoints, and the run ends with every peer at its last
+ * round and in agreement.
  *
- * (On a larger graph the peers that still hear in-neighbours go on, as
- * they must for a dropout; a lone waiting survivor is then a straggler to
- * them, and it and the restarted peers catch up by the usual rules.) */
+ * (Had they stayed away past the dead timeout, peers 0 and 1 would have
+ * gone on together once 2 and 3 were routed around, as a side of a
+ * partition does: gossip_pace/a_peer_that_hears_no_in_neighbour_waits_before_the_dead_timeout_too.
+ * A peer that hears nobody at all waits up to --alone-wait.) */
 Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
 {
     char dir[] = "/tmp/sgp-faults-alone-XXXXXX";
-    launch(dir, (char *[]){"--peers", "4", "--epochs", "8", "--dead-timeout", "1", "--checkpoint-every", "0.1",
+    launch(dir, (char *[]){"--peers", "4", "--epochs", "8", "--dead-timeout", "3", "--checkpoint-every", "0.1",
                            "--restart", "3@500:1", "--restart", "2@500:1", NULL});
     char run[256], sum[256];
     snprintf(run, sizeof run, "%s/run", dir);

@@ -40,6 +40,8 @@ static void help(void)
           "  --join PEER@ROUND     as --rejoin, but without its state: it pulls a neighbour's model,\n"
           "                        as sgp peer --resume does without a checkpoint\n"
           "  --stop PEER@ROUND:S   PEER freezes for S seconds when it reaches ROUND (SIGSTOP)\n"
+          "  --partition P,Q,..@T:S  the links between these peers and all others are cut at\n"
+          "                        simulated second T for S seconds (repeatable)\n"
           "  --churn F[:S]         random crashes and resumes: a fraction F of the peers is down at\n"
           "                        any time, for S seconds on average [S: 4 x --dead-timeout]\n"
           "  --speed-drift D       uniform load: each step takes (1 + D x Exp(1)) times as long,\n"
@@ -62,7 +64,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
-       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_DUP, S_JITTER, S_STOP, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
+       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_DUP, S_JITTER, S_STOP, S_CUT, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -106,6 +108,50 @@ static int add_fault(sim_fault *list, int *n, const char *opt, const char *arg, 
     return rc;
 }
 
+/* --partition P,Q,...@T:S: the side (peers P, Q, ...), from simulated
+ * second T for S seconds. */
+static int parse_cut(const char *arg, long peers, sim_cut *cut)
+{
+    const char *at = strchr(arg, '@'), *colon = at ? strchr(at, ':') : NULL;
+    if (!at || !colon)
+        return cli_usage(CMD, "--partition expects PEER,PEER,...@SECOND:SECONDS, got '%s'", arg);
+    uint8_t *side = calloc((size_t)peers, 1);
+    if (!side)
+        return 1;
+    cut->side = side;
+    char num[32];
+    for (const char *p = arg; p < at;) {
+        const char *end = memchr(p, ',', (size_t)(at - p));
+        if (!end)
+            end = at;
+        long q;
+        if ((size_t)(end - p) >= sizeof num || end == p)
+            return cli_usage(CMD, "--partition: bad peer list in '%s'", arg);
+        memcpy(num, p, (size_t)(end - p));
+        num[end - p] = 0;
+        int rc = cli_long(CMD, "--partition", num, 0, peers - 1, &q);
+        if (rc)
+            return rc;
+        side[q] = 1;
+        p = end < at ? end + 1 : at;
+    }
+    if ((size_t)(colon - at - 1) >= sizeof num)
+        return cli_usage(CMD, "--partition: bad time in '%s'", arg);
+    memcpy(num, at + 1, (size_t)(colon - at - 1));
+    num[colon - at - 1] = 0;
+    int rc = cli_double(CMD, "--partition (start)", num, 0, 1e9, &cut->at);
+    if (rc == 0)
+        rc = cli_double(CMD, "--partition (seconds)", colon + 1, 0, 1e9, &cut->seconds);
+    return rc;
+}
+
+static void free_cuts(sim_config *c)
+{
+    for (int k = 0; k < c->n_cut; k++)
+        free((void *)c->cut[k].side);
+    c->n_cut = 0;
+}
+
 static void put_summary(json_obj *j, const sim_config *c, const char *topology, const sim_result *r)
 {
     json_str(j, "command", "sim");
@@ -140,6 +186,8 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_int(j, "bytes_sent", (long long)r->bytes_sent);
     json_int(j, "messages_sent", (long long)r->messages_sent);
     json_int(j, "messages_lost", (long long)r->messages_lost);
+    json_int(j, "messages_cut", (long long)r->messages_cut);
+    json_int(j, "partitions", r->cuts);
     json_int(j, "messages_duplicated", (long long)r->messages_duplicated);
     json_int(j, "syncs", (long long)r->syncs);
     json_num(j, "mean_staleness", r->mean_staleness);
@@ -161,6 +209,7 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_num(j, "weight_min", r->weight_min);
     json_num(j, "weight_max", r->weight_max);
     json_num(j, "weight_total", r->weight_total);
+    json_num(j, "weight_in_flight", r->weight_in_flight);
     json_num(j, "simulated_seconds", r->simulated_seconds);
     json_num(j, "step_seconds", r->step_seconds);
     json_num(j, "wall_seconds", r->wall_seconds);
@@ -243,6 +292,7 @@ int cmd_sim(int argc, char **argv)
         {"events", required_argument, 0, S_EVENTS},
         {"dead-timeout", required_argument, 0, S_DEAD},
         {"stop", required_argument, 0, S_STOP},
+        {"partition", required_argument, 0, S_CUT},
         {"churn", required_argument, 0, S_CHURN},
         {"speed-drift", required_argument, 0, S_DRIFT},
         {"round-timeout", required_argument, 0, S_RTIMEOUT},
@@ -254,6 +304,8 @@ int cmd_sim(int argc, char **argv)
     };
     sim_config c;
     sim_config_defaults(&c);
+    const char *cut_text[SIM_MAX_CUTS];
+    int n_cut = 0;
     const char *topology = "exponential", *log_path = NULL, *events_path = NULL;
     gossip_opts go;
     gossip_opts_defaults(&go, &c.peer);
@@ -319,6 +371,11 @@ int cmd_sim(int argc, char **argv)
         case S_JOIN:
             if ((rc = add_fault(c.rejoin, &c.n_rejoin, "--join", optarg, 0)) == 0)
                 c.rejoin[c.n_rejoin - 1].fresh = 1;
+            break;
+        case S_CUT:
+            if (n_cut == SIM_MAX_CUTS)
+                return cli_usage(CMD, "at most %d --partition options", SIM_MAX_CUTS);
+            cut_text[n_cut++] = optarg, rc = 0;
             break;
         case S_STOP:
             rc = add_fault(c.stop, &c.n_stop, "--stop", optarg, 1);
@@ -395,9 +452,16 @@ int cmd_sim(int argc, char **argv)
                              c.rejoin[k].round, c.rejoin[k].peer, c.rejoin[k].round);
     }
 
+    for (int k = 0; k < n_cut; k++)
+        if ((rc = parse_cut(cut_text[k], peers, &c.cut[c.n_cut++])) != 0) {
+            free_cuts(&c);
+            return rc;
+        }
     double *factors = n_slow ? calloc((size_t)peers, sizeof(double)) : NULL;
-    if (n_slow && !factors)
+    if (n_slow && !factors) {
+        free_cuts(&c);
         return 1;
+    }
     for (int i = 0; factors && i < peers; i++)
         factors[i] = 1.0;
     for (int k = 0; k < n_slow; k++)
@@ -451,13 +515,16 @@ int cmd_sim(int argc, char **argv)
     else
         printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n",
                100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance);
-    printf("%llu rounds, %.1f MB sent in %llu messages (%llu lost), %.2f simulated s (%.3g ms a step), %.1f wall s\n",
+    printf("%llu rounds, %.1f MB sent in %llu messages (%llu lost, %llu on connections a partition closed), %.2f "
+           "simulated s (%.3g ms a step), %.1f wall s\n",
            (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
-           (unsigned long long)r.messages_lost, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
+           (unsigned long long)r.messages_lost, (unsigned long long)r.messages_cut, r.simulated_seconds,
+           1e3 * r.step_seconds, r.wall_seconds);
     printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped, %ld with a neighbour's model), %ld neighbours lost, "
-           "%ld brakes; %ld crashes, %ld resumes, %ld stops; %d peers live, weight %.3g..%.3g (total %.4g)\n",
+           "%ld brakes; %ld crashes, %ld resumes, %ld stops, %ld partitions; %d peers live, weight %.3g..%.3g (total %.4g held, "
+           "%.3g in flight at the end)\n",
            r.local_steps, r.late_marks, r.catch_ups, r.rounds_skipped, r.refreshes, r.neighbours_lost, r.brakes, r.crashes,
-           r.resumes, r.stops, r.peers_live, r.weight_min, r.weight_max, r.weight_total);
+           r.resumes, r.stops, r.cuts, r.peers_live, r.weight_min, r.weight_max, r.weight_total, r.weight_in_flight);
     printf("cpu: local steps %.2f s, gossip %.2f s (all peers; per peer-round %.3g ms and %.3g ms)\n",
            r.cpu_step_seconds, r.cpu_gossip_seconds, r.local_steps ? 1e3 * r.cpu_step_seconds / r.local_steps : 0.0,
            r.local_steps ? 1e3 * r.cpu_gossip_seconds / r.local_steps : 0.0);
@@ -478,6 +545,7 @@ out:
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, events_path, strerror(errno));
         status = 1;
     }
+    free_cuts(&c);
     sim_result_free(&r);
     nn_dataset_free(&train);
     nn_dataset_free(&test);

@@ -163,12 +163,21 @@ static int arrive(sim *s, int j, long slot)
     sim_frame *f = &s->flight[slot];
     engine *e = &p->e;
     const long round = e->rp.g.round;
+    const int q = f->src;
+    int k;
+    if (!sim_gone(p) && sim_cut_between(s, q, j, &k)) {
+        const sim_cut *c = &s->c->cut[k];
+        if (c->seconds <= 2 * s->c->peer.dead_timeout) /* the connection holds: TCP delivers it at the heal */
+            return sim_queue_push(&s->q, c->at + c->seconds + s->c->latency, EV_ARRIVE, j, slot);
+        s->r->messages_cut += f->s.kind == ENGINE_PUSH; /* on a connection the cut closes */
+        sim_flight_release(s, slot, 1);
+        return 0;
+    }
     if (sim_gone(p)) {
         s->r->messages_lost += f->s.kind == ENGINE_PUSH;
         sim_flight_release(s, slot, 1);
         return 0;
     }
-    const int q = f->src;
     int rc = 0;
     switch (f->s.kind) {
     case ENGINE_PUSH:
@@ -251,6 +260,10 @@ static int dispatch(sim *s, const sim_event *e)
     engine *g = &p->e;
     const long round = g->rp.g.round;
     int advanced = 0, rc = 0;
+    if (e->kind == EV_CUT || e->kind == EV_CUT_CLOSE || e->kind == EV_HEAL) {
+        sim_cut_event(s, e->kind, (int)e->arg);
+        return 0;
+    }
     if (deferred(s, e))
         return 0;
     if (e->kind == EV_ARRIVE)

@@ -57,6 +57,18 @@ typedef struct sim_fault {
     int fresh;      /* rejoin: without its state (no checkpoint): it pulls a neighbour's model */
 } sim_fault;
 
+/* A partition: every link between a peer of `side` and a peer outside it
+ * stops carrying frames at simulated time `at`, for `seconds`. The
+ * connections outlive a cut of at most twice the dead timeout (what TCP
+ * would retransmit arrives at the heal); a longer one closes them at twice
+ * the dead timeout, as the transport's idle limit does, losing what they
+ * held, and they come back up at the heal. */
+typedef struct sim_cut {
+    const uint8_t *side; /* n_peers flags */
+    double at, seconds;
+} sim_cut;
+#define SIM_MAX_CUTS 16
+
 typedef struct sim_config {
     peer_settings peer; /* training and gossip, as sgp peer's (round_timeout <= 0: derived from the step
                          * and link times) */
@@ -68,6 +80,8 @@ typedef struct sim_config {
     double speed_drift;              /* > 0: every peer's speed wanders by up to this fraction (uniform load) */
     sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS], stop[SIM_MAX_EVENTS];
     int n_crash, n_rejoin, n_stop;
+    sim_cut cut[SIM_MAX_CUTS];
+    int n_cut;
     double churn;                    /* fraction of peers down at any time (random crashes and resumes) */
     double churn_down;               /* mean seconds a churned peer stays down; <= 0: 4 x dead_timeout */
     int averaging_only; /* no gradient: pure push-sum from different starting points */
@@ -82,6 +96,7 @@ typedef struct sim_result {
     long rounds;                 /* rounds completed by the slowest live peer */
     double simulated_seconds, wall_seconds;
     uint64_t bytes_sent, messages_sent, messages_lost;
+    uint64_t messages_cut;       /* shares on connections a partition closed */
     float test_accuracy, test_loss; /* of the average model sum x / sum w */
     float test_accuracy_min, test_accuracy_mean; /* over live peers' z */
     float test_loss_max, test_loss_mean;         /* the same for the loss: the worst peer is the highest */
@@ -101,7 +116,9 @@ typedef struct sim_result {
     float *peer_models;          /* keep_peer_models: n_peers * params, each peer's final z (crashed: zeros) */
     /* The fault counters a networked peer reports, summed over peers. */
     long local_steps, late_marks, catch_ups, refreshes, rounds_skipped, neighbours_lost, brakes, isolated_rounds;
-    long crashes, resumes, stops;
+    long crashes, resumes, stops, cuts;
+    double weight_in_flight;     /* sent between live peers and not applied at the end (a partition that outlasts
+                                  * the run, shares to a peer that had finished): weight_total + this is the run's */
     double weight_min, weight_max, weight_total; /* over live peers at the end */
     int peers_live;
     /* Real seconds of this process, summed over peers: local steps, and

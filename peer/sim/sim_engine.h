@@ -21,6 +21,9 @@ enum {
     EV_CHURN,     /* --churn: peer goes down, or comes back */
     EV_RESUME,    /* a stopped peer runs again */
     EV_RELEASE,   /* a peer back from a crash goes on from its round boundary */
+    EV_CUT,       /* partition arg begins (peer unused) */
+    EV_CUT_CLOSE, /* partition arg has lasted twice the dead timeout: its connections close */
+    EV_HEAL,      /* partition arg ends */
 };
 
 /* Frames other than shares and models: what the simulator charges a link
@@ -67,6 +70,7 @@ typedef struct sim {
     long *at_round; /* live peers per completed round count, for the slowest-peer watermark */
     int running;    /* peers that can still act: waiting, computing, or down and coming back */
     uint8_t crash_fired[SIM_MAX_EVENTS], stop_fired[SIM_MAX_EVENTS];
+    uint8_t cut_on[SIM_MAX_CUTS], cut_closed[SIM_MAX_CUTS];
     long slowest;
     double epoch_loss;
     long epoch_steps;
@@ -93,6 +97,10 @@ void sim_crash(sim *s, int i);
 int sim_rejoin(sim *s, int i, int fresh);
 double sim_churn_wait(sim *s, int down);
 int sim_churn(sim *s, int i);
+/* Partitions: the events of cut k; whether the link i - j is cut now (and
+ * which cut: *k). */
+void sim_cut_event(sim *s, int kind, int k);
+int sim_cut_between(const sim *s, int i, int j, int *k);
 
 /* sim_setup.c */
 int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen);

@@ -113,3 +113,50 @@ int sim_boundary(sim *s, int i, int *advanced)
     *advanced = 1;
     return 0;
 }
+
+/* ---- partitions -------------------------------------------------------------- */
+
+int sim_cut_between(const sim *s, int i, int j, int *k)
+{
+    for (int c = 0; c < s->c->n_cut; c++)
+        if (s->cut_on[c] && s->c->cut[c].side[i] != s->c->cut[c].side[j]) {
+            *k = c;
+            return 1;
+        }
+    return 0;
+}
+
+/* Every pair of neighbours across cut k that are both running hears at
+ * `delay` that their connection broke (EV_DOWN) or is back (EV_UP). */
+static void cut_links(sim *s, int k, int kind, double delay)
+{
+    const uint8_t *side = s->c->cut[k].side;
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
+        const gsp_pace *pc = &s->p[i].e.rp.pace;
+        for (int n = 0; n < pc->n_nb; n++) {
+            const int j = pc->nb[n].peer;
+            if (side[i] != side[j] && !sim_gone(&s->p[i]) && !sim_gone(&s->p[j]))
+                sim_queue_push(&s->q, s->now + delay, kind, i, j);
+        }
+    }
+}
+
+void sim_cut_event(sim *s, int kind, int k)
+{
+    const sim_cut *c = &s->c->cut[k];
+    if (kind == EV_CUT) {
+        s->cut_on[k] = 1;
+        s->r->cuts++;
+        if (c->seconds > 2 * s->c->peer.dead_timeout)
+            sim_queue_push(&s->q, s->now + 2 * s->c->peer.dead_timeout, EV_CUT_CLOSE, 0, k);
+    } else if (kind == EV_CUT_CLOSE) {
+        s->cut_closed[k] = 1;
+        cut_links(s, k, EV_DOWN, 0.0);
+    } else { /* EV_HEAL */
+        s->cut_on[k] = 0;
+        if (s->cut_closed[k])
+            cut_links(s, k, EV_UP, s->c->latency); /* the redial */
+        s->cut_closed[k] = 0;
+    }
+}
+

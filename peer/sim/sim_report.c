@@ -134,6 +134,21 @@ static void mass_check(sim *s)
     free(x);
 }
 
+/* What live peers sent each other and have not applied at the end: the
+ * weight a partition still cuts off, or shares that reached a peer after it
+ * had finished. */
+static double weight_in_flight(const sim *s)
+{
+    double w = 0;
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
+        const gsp_peer *g = &s->p[i].e.rp.g;
+        for (int k = 0; live(s, i) && k < g->n_out; k++)
+            if (live(s, g->out[k].peer))
+                w += gsp_edge_pending(g, &s->p[g->out[k].peer].e.rp.g, NULL);
+    }
+    return w;
+}
+
 /* Every message has gone in: evaluate the average model and every live
  * peer's own, and sum the counters. */
 void sim_final_report(sim *s)
@@ -175,6 +190,7 @@ void sim_final_report(sim *s)
     r->test_accuracy_mean = r->peers_live ? (float)(acc_sum / r->peers_live) : 0.0f;
     r->test_loss_mean = r->peers_live ? (float)(loss_sum / r->peers_live) : 0.0f;
     mass_check(s);
+    r->weight_in_flight = weight_in_flight(s);
     r->mean_staleness = absorbed ? stale / absorbed : 0.0;
     r->rounds = s->slowest;
     r->simulated_seconds = s->last_step; /* not the idle timers that trail it */

@@ -140,6 +140,10 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
         if (c->churn > 0)
             sim_queue_push(&s->q, sim_churn_wait(s, 0), EV_CHURN, i, 0);
     }
+    for (int k = 0; k < c->n_cut; k++) {
+        sim_queue_push(&s->q, c->cut[k].at, EV_CUT, 0, k);
+        sim_queue_push(&s->q, c->cut[k].at + c->cut[k].seconds, EV_HEAL, 0, k);
+    }
     return 0;
 }
 
