@@ -90,8 +90,8 @@ int sim_transmit(sim *s, int i, const engine_send *t)
         s->r->bytes_sent += (uint64_t)bytes;
         return deliver(s, i, t, link_send(s, i, t->peer, bytes) + c->latency);
     }
-    if (t->kind != ENGINE_PUSH)
-        return deliver(s, i, t, s->now + c->latency);
+    if (t->kind != ENGINE_PUSH) /* small: no serialisation time, but in order behind what the link holds */
+        return deliver(s, i, t, link_send(s, i, t->peer, 0) + c->latency);
     const double bytes = (double)gsp_msg_bytes(&t->msg);
     s->r->bytes_sent += (uint64_t)bytes;
     s->r->messages_sent++;
