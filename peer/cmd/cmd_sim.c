@@ -54,6 +54,9 @@ static void help(void)
           "  --averaging-only      no gradient: pure push-sum from different starting points\n"
           "  --log FILE            per-round CSV: round, sim time, loss, consensus distance, bytes, lost\n"
           "  --events FILE         every peer's decisions as JSON lines (the events sgp peer --log writes)\n"
+          "  --check               check the invariants after every event (push-sum weight moves only at a\n"
+          "                        crash or a comeback, weights positive, models finite, progress): a\n"
+          "                        violation ends the run with an error (sgp dst runs random fault schedules)\n"
           "\n"
           "--batch is the TOTAL batch: each peer uses batch/N, so a round sees as many\n"
           "samples as one step of 'sgp train'; an epoch is the same number of rounds.\n\n",
@@ -64,7 +67,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
-       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_DUP, S_JITTER, S_STOP, S_CUT, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
+       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_CHECK, S_DUP, S_JITTER, S_STOP, S_CUT, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -290,6 +293,7 @@ int cmd_sim(int argc, char **argv)
         {"rejoin", required_argument, 0, S_REJOIN},
         {"join", required_argument, 0, S_JOIN},
         {"events", required_argument, 0, S_EVENTS},
+        {"check", no_argument, 0, S_CHECK},
         {"dead-timeout", required_argument, 0, S_DEAD},
         {"stop", required_argument, 0, S_STOP},
         {"partition", required_argument, 0, S_CUT},
@@ -413,6 +417,9 @@ int cmd_sim(int argc, char **argv)
             break;
         case S_EVENTS:
             events_path = optarg, rc = 0;
+            break;
+        case S_CHECK:
+            c.check = 1, rc = 0;
             break;
         default:
             rc = train_opts_parse(&c.peer.train, CMD, ch, optarg);

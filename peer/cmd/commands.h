@@ -6,6 +6,7 @@
 int cmd_train(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_dst(int argc, char **argv);
 int cmd_peer(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);

@@ -17,6 +17,7 @@ static const struct {
     {"sample", cmd_sample, "generate text with a saved language model (gpt:L:C:H)"},
     {"topo", cmd_topo, "check, show, draw, generate and analyse topology files"},
     {"sim", cmd_sim, "simulate N peers training with SGP on a virtual clock"},
+    {"dst", cmd_dst, "random fault schedules in the simulator, invariants checked (deterministic simulation testing)"},
     {"peer", cmd_peer, "run one networked peer of a cluster"},
     {"launch", cmd_launch, "run N peers as processes on this machine, with one progress view"},
     {"keygen", cmd_keygen, "make a peer's long-term key pair"},

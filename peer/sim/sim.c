@@ -121,6 +121,8 @@ static int pump(sim *s, int i, long round_before)
             case ENGINE_BOUNDARY:
                 s->last_step = s->now;
                 p->state = P_WAITING;
+                if (s->c->check && (rc = sim_check_model(s, i, s->err, sizeof s->err)) < 0)
+                    return rc;
                 rc = sim_boundary(s, i, &again);
                 break;
             case ENGINE_DONE:
@@ -345,13 +347,24 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
     sim_event e;
     /* Until no peer can do anything more: every live one done and nobody
      * down that will come back. */
+    if (rc == 0 && c->check) {
+        s.mass_ref = sim_weight(&s);
+        s.check_until = 1000.0 + 100.0 * s.plan.total_rounds * (s.step_seconds * s.plan.local_steps + c->latency +
+                                                               4.0 * s.model.n_params / (c->bandwidth > 0 ? c->bandwidth : 1e12));
+    }
     while (rc == 0 && s.running > 0 && sim_queue_pop(&s.q, &e)) {
         s.now = e.t;
         rc = dispatch(&s, &e);
+        if (rc == 0 && c->check)
+            rc = sim_check_event(&s, err, errlen);
     }
+    if (rc == 0 && c->check)
+        rc = sim_check_end(&s, err, errlen);
     if (rc == 0)
         measure_memory(&s, train);
-    if (rc == -EDOM)
+    if (rc == -EPROTO && s.err[0])
+        snprintf(err, errlen, "%s", s.err);
+    else if (rc == -EDOM)
         snprintf(err, errlen, "the model diverged (NaN or infinity in the parameters): try a lower --lr or --clip");
     else if (rc < 0 && !*err) /* (set-up says what failed itself) */
         snprintf(err, errlen, "simulation failed: %s", strerror(-rc));

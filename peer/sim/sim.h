@@ -88,6 +88,7 @@ typedef struct sim_config {
     int keep_peer_models; /* fill sim_result.peer_models (for comparing with networked runs) */
     FILE *log;          /* per-round CSV, or NULL */
     FILE *events;       /* every peer's decisions (the engine's log events) as JSON lines, or NULL */
+    int check;          /* check the invariants after every event (sim_check.c); a violation ends the run */
     FILE *progress;     /* per-epoch lines, or NULL */
     int progress_bar;   /* live bar on progress (a terminal) */
 } sim_config;

@@ -51,6 +51,7 @@ typedef struct sim_peer {
     int exited;           /* done, and every in-neighbour done or routed around: its connections closed */
     long step_id;         /* which EV_STEP_DONE is this step's (a crash voids the one pending) */
     nn_rng speed;         /* --speed-drift */
+    int was_joining;      /* --check: joining at the last event (a join changes the run's weight) */
 } sim_peer;
 
 typedef struct sim {
@@ -75,6 +76,10 @@ typedef struct sim {
     double epoch_loss;
     long epoch_steps;
     double *mass0; /* averaging-only: total x at the start (double), for the mass check */
+    double mass_ref;   /* --check: the run's push-sum weight after the last event */
+    int mass_changed;  /* --check: a crash or a comeback changed it on purpose in this event */
+    double check_until; /* --check: simulated seconds past which the run is stuck (livelock) */
+    char err[512];      /* why an invariant failed inside an event */
     progress bar;
     double wall0;
     sim_result *r;
@@ -101,6 +106,16 @@ int sim_churn(sim *s, int i);
  * which cut: *k). */
 void sim_cut_event(sim *s, int kind, int k);
 int sim_cut_between(const sim *s, int i, int j, int *k);
+
+/* sim_check.c: the invariants of --check, after every event: the run's
+ * push-sum weight (held, pending on every edge, adopted as a baseline)
+ * moves only at a crash or a comeback, every live peer's weight is positive
+ * and finite, the simulation makes progress; at a boundary, the peer's x is
+ * finite. 0, or -EPROTO with the violation in err. */
+double sim_weight(const sim *s);
+int sim_check_event(sim *s, char *err, size_t errlen);
+int sim_check_model(const sim *s, int i, char *err, size_t errlen);
+int sim_check_end(const sim *s, char *err, size_t errlen);
 
 /* sim_setup.c */
 int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen);

@@ -26,6 +26,7 @@ void sim_crash(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
     p->state = P_CRASHED;
+    s->mass_changed = 1;
     s->r->messages_lost += (uint64_t)engine_crash(&p->e);
     s->r->crashes++;
     s->at_round[p->e.rp.g.round]--;
@@ -41,6 +42,7 @@ int sim_rejoin(sim *s, int i, int fresh)
 {
     sim_peer *p = &s->p[i];
     const uint64_t incarnation = p->e.rp.g.incarnation + 1;
+    s->mass_changed = 1;
     int rc;
     if (fresh) {
         char err[256];

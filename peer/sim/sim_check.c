@@ -1,0 +1,79 @@
+/* The simulator's invariants (--check): see sim_engine.h. The weight is the
+ * one push-sum conserves through every round, routing around, loss,
+ * duplication, catch-up and refresh: what the live peers hold, plus what
+ * every edge has sent and its receiver not applied (in flight, lost and
+ * owed by the running sums, or sent to a peer that is down), plus what
+ * comebacks adopted as a baseline (gsp_stats.w_adopted). Only a crash
+ * (its weight leaves) and a comeback (gsp_resume, gsp_restart, a join)
+ * change it, and the simulator says when (sim_engine.h: mass_changed). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "peer/sim/sim_engine.h"
+
+double sim_weight(const sim *s)
+{
+    double w = 0;
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
+        const gsp_peer *g = &s->p[i].e.rp.g;
+        if (s->p[i].state != P_CRASHED)
+            w += g->w + g->stats.w_adopted;
+        for (int k = 0; k < g->n_out; k++)
+            w += gsp_edge_pending(g, &s->p[g->out[k].peer].e.rp.g, NULL);
+    }
+    return w;
+}
+
+int sim_check_event(sim *s, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->c->peer.n_peers; i++) { /* a joiner taking its model: one unit of weight more */
+        s->mass_changed |= s->p[i].was_joining && !s->p[i].e.joining;
+        s->p[i].was_joining = s->p[i].e.joining;
+    }
+    const double w = sim_weight(s);
+    if (!s->mass_changed && !(fabs(w - s->mass_ref) <= 1e-9 * fmax(1.0, fabs(w)))) {
+        snprintf(err, errlen, "invariant: the run's push-sum weight went from %.15g to %.15g at %.6f s with no crash "
+                              "or comeback",
+                 s->mass_ref, w, s->now);
+        return -EPROTO;
+    }
+    s->mass_ref = w, s->mass_changed = 0;
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
+        const double wi = s->p[i].e.rp.g.w;
+        if (s->p[i].state != P_CRASHED && !(wi > 0 && isfinite(wi))) {
+            snprintf(err, errlen, "invariant: peer %d's weight is %g at %.6f s", i, wi, s->now);
+            return -EPROTO;
+        }
+    }
+    if (s->now > s->check_until) {
+        snprintf(err, errlen, "invariant: no progress: %.3f simulated s and %d peers still running (slowest at round "
+                              "%ld of %ld)",
+                 s->now, s->running, s->slowest, s->plan.total_rounds);
+        return -EPROTO;
+    }
+    return 0;
+}
+
+int sim_check_model(const sim *s, int i, char *err, size_t errlen)
+{
+    const gsp_peer *g = &s->p[i].e.rp.g;
+    for (size_t d = 0; d < g->dim; d++)
+        if (!isfinite(g->x[d])) {
+            snprintf(err, errlen, "invariant: peer %d's x[%zu] is %g at round %ld (%.6f s)", i, d, (double)g->x[d],
+                     g->round, s->now);
+            return -EPROTO;
+        }
+    return 0;
+}
+
+int sim_check_end(const sim *s, char *err, size_t errlen)
+{
+    if (s->running > 0) {
+        snprintf(err, errlen, "invariant: deadlock: %d peers can still act and nothing is scheduled (%.3f s, slowest at "
+                              "round %ld of %ld)",
+                 s->running, s->now, s->slowest, s->plan.total_rounds);
+        return -EPROTO;
+    }
+    return 0;
+}
