@@ -738,8 +738,8 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
     if (!s)
         return 0.0;
     for (int j = 0; j < receiver->n_in && !r; j++)
-        if (receiver->in[j].peer == sender->id)
-            r = &receiver->in[j];
+        if (receiver->in[j].peer == sender->id && receiver->in[j].incarnation == sender->incarnation)
+            r = &receiver->in[j]; /* (totals of an earlier run of the sender: nothing of this run applied yet) */
     const int codec = sender->codec != NULL;
     for (size_t i = 0; acc_x && i < sender->dim; i++) {
         double sent = codec ? s->w * (double)s->ref[i] - s->x[i] : s->x[i];

@@ -369,6 +369,22 @@ Test(peer_engine, a_stop_during_a_step_finishes_after_it_and_says_stopped)
     scene_free(&s);
 }
 
+/* Found by sgp dst (a peer stopped past its heartbeat tick): a wake time
+ * already past is now, or a driver would go back in time (the simulator
+ * did, and its peers then routed around each other at times gone by). */
+Test(peer_engine, a_wake_time_already_past_is_now)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o;
+    engine_advance(&s.e[0], 0);
+    take(&s.e[0], &o);
+    cr_assert_eq(engine_wake_at(&s.e[0], 0), 256 * MS, "the first heartbeat tick");
+    cr_assert_eq(engine_wake_at(&s.e[0], 5.0), 5.0, "frozen past it: the tick is due now, not then");
+    scene_free(&s);
+}
+
 /* A silent neighbour is routed around after the dead timeout, with a log
  * line saying why. */
 Test(peer_engine, a_silent_neighbour_is_routed_around_after_the_dead_timeout)

@@ -477,12 +477,14 @@ void engine_timer(engine *e, double now)
     try_start(e, now);
 }
 
+/* A time already past (a timer due while the peer was frozen or its loop
+ * busy) is now: a driver must never be asked to go back in time. */
 double engine_wake_at(const engine *e, double now)
 {
-    (void)now;
     if (e->finished)
         return INFINITY;
-    return !e->computing && !e->held && e->wake < e->next_tick ? e->wake : e->next_tick;
+    const double at = !e->computing && !e->held && e->wake < e->next_tick ? e->wake : e->next_tick;
+    return at > now ? at : now;
 }
 
 void engine_unsent(engine *e, const engine_send *s, int rc, double now)

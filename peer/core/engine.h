@@ -156,7 +156,8 @@ int engine_poll_send(engine *e, engine_send *s);
 /* A send the transport refused (rc): what it was for stays due. */
 void engine_unsent(engine *e, const engine_send *s, int rc, double now);
 int engine_poll_event(engine *e, engine_event *v);
-/* When to call engine_timer next (the later of nothing: a heartbeat interval). */
+/* When to call engine_timer next (at least a heartbeat interval away when
+ * nothing else is due; never before now). */
 double engine_wake_at(const engine *e, double now);
 
 /* Is q a neighbour under the topology (anyone else is refused)? */

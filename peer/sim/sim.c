@@ -91,6 +91,30 @@ static void compute(sim *s, int i)
     sim_queue_push(&s->q, s->now + (double)(rp->steps - steps) * step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
 }
 
+/* Peer i's engine has absorbed (a round started, or it finished): a share
+ * of a dead run among what it took in changed the run's weight. */
+static void absorbed(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    if (!p->stale_inbox)
+        return;
+    s->mass_changed = 1;
+    p->stale_inbox = 0;
+    for (int k = 0; k < p->e.rp.n_inbox; k++) /* (kept for a later round: tau = 0) */
+        p->stale_inbox |= p->e.rp.inbox[k].incarnation < s->p[p->e.rp.inbox[k].src].e.rp.g.incarnation;
+}
+
+/* Peer i's round moved (a step, a catch-up, a join): the watermark follows. */
+static void follow_round(sim *s, int i, long *before)
+{
+    const long now = s->p[i].e.rp.g.round;
+    if (now == *before || s->p[i].state == P_CRASHED)
+        return;
+    move_round(s, *before, now);
+    *before = now;
+    sim_watermark_advance(s);
+}
+
 /* After every input to peer i's engine: carry its frames over the link
  * model, follow its round for the watermark, act on its events, and wake it
  * when it asked. */
@@ -106,16 +130,13 @@ static int pump(sim *s, int i, long round_before)
             if (rc < 0)
                 return rc;
         }
-        if (e->rp.g.round != round_before && p->state != P_CRASHED) {
-            move_round(s, round_before, e->rp.g.round);
-            round_before = e->rp.g.round;
-            sim_watermark_advance(s);
-        }
+        follow_round(s, i, &round_before);
         engine_event v;
         while (!sim_gone(p) && engine_poll_event(e, &v)) {
             int rc = 0;
             switch (v.kind) {
             case ENGINE_STEP:
+                absorbed(s, i);
                 compute(s, i);
                 break;
             case ENGINE_BOUNDARY:
@@ -130,6 +151,7 @@ static int pump(sim *s, int i, long round_before)
                 s->running--;
                 break;
             case ENGINE_FINISHED:
+                absorbed(s, i);
                 if (v.rc == -EDOM || v.rc == -ENOMEM)
                     return v.rc;
                 if (v.rc < 0) { /* nothing to join: gone for good */
@@ -151,6 +173,7 @@ static int pump(sim *s, int i, long round_before)
                 return rc;
         }
     }
+    follow_round(s, i, &round_before); /* (a jump just before it finished, too) */
     if (!sim_gone(p)) {
         double t = engine_wake_at(e, s->now);
         if (isfinite(t))
@@ -183,6 +206,11 @@ static int arrive(sim *s, int j, long slot)
     int rc = 0;
     switch (f->s.kind) {
     case ENGINE_PUSH:
+        /* A share of a run of q that has since crashed and come back: its
+         * edge's totals went with that run, so the weight it brings when it is
+         * absorbed is the comeback's (gossip/GUARANTEES.md, "Mass at
+         * comebacks"), which --check does not hold to conservation. */
+        p->stale_inbox |= f->s.msg.incarnation < s->p[q].e.rp.g.incarnation;
         rc = engine_push(e, &f->s.msg, s->now); /* the inbox takes over the payload */
         sim_flight_release(s, slot, 0);
         return rc < 0 ? rc : pump(s, j, round);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "peer/sim/sim_engine.h"
 
@@ -32,6 +33,15 @@ int sim_check_event(sim *s, char *err, size_t errlen)
         s->p[i].was_joining = s->p[i].e.joining;
     }
     const double w = sim_weight(s);
+    if (getenv("SGP_DEBUG_MASS")) {
+        for (int i = 0; i < s->c->peer.n_peers; i++) {
+            const gsp_peer *g = &s->p[i].e.rp.g;
+            fprintf(stderr, "t=%.6f peer %d state %d w %.6f adopted %.6f inc %llu join %d:", s->now, i, s->p[i].state, g->w, g->stats.w_adopted, (unsigned long long)g->incarnation, s->p[i].e.joining);
+            for (int k = 0; k < g->n_out; k++)
+                fprintf(stderr, " ->%d %.6f", g->out[k].peer, gsp_edge_pending(g, &s->p[g->out[k].peer].e.rp.g, NULL));
+            fprintf(stderr, "\n");
+        }
+    }
     if (!s->mass_changed && !(fabs(w - s->mass_ref) <= 1e-9 * fmax(1.0, fabs(w)))) {
         snprintf(err, errlen, "invariant: the run's push-sum weight went from %.15g to %.15g at %.6f s with no crash "
                               "or comeback",

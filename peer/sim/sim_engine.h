@@ -52,6 +52,7 @@ typedef struct sim_peer {
     long step_id;         /* which EV_STEP_DONE is this step's (a crash voids the one pending) */
     nn_rng speed;         /* --speed-drift */
     int was_joining;      /* --check: joining at the last event (a join changes the run's weight) */
+    int stale_inbox;      /* --check: its inbox holds a share of a run that crashed and came back */
 } sim_peer;
 
 typedef struct sim {

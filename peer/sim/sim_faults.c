@@ -43,6 +43,9 @@ int sim_rejoin(sim *s, int i, int fresh)
     sim_peer *p = &s->p[i];
     const uint64_t incarnation = p->e.rp.g.incarnation + 1;
     s->mass_changed = 1;
+    for (int j = 0; j < s->c->peer.n_peers; j++) /* shares of its dead run waiting in inboxes (sim.c: absorbed) */
+        for (int k = 0; k < s->p[j].e.rp.n_inbox; k++)
+            s->p[j].stale_inbox |= s->p[j].e.rp.inbox[k].src == i;
     int rc;
     if (fresh) {
         char err[256];
