@@ -66,7 +66,7 @@ FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test-deps data demo test bench check bench-run clean fuzz install uninstall
+.PHONY: all deps test-deps data demo test bench check bench-run clean fuzz install uninstall soak-dst
 all: $(SGP) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 
 # Without the packages' flags a file could still compile against another
@@ -204,6 +204,13 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang and libclang-rt-dev"; exit 1; }
 	@for f in $^; do n=$${f##*/fuzz_}; mkdir -p tests/fuzz/corpus/$$n; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) tests/fuzz/corpus/$$n || exit 1; done
+
+# make soak-dst [DST_SCHEDULES=10000 DST_SEED=1]: deterministic simulation
+# testing at length (peer/sim/README.md); make test runs 200 schedules.
+DST_SCHEDULES ?= 10000
+DST_SEED ?= 1
+soak-dst: $(SGP)
+	$(SGP) dst --schedules $(DST_SCHEDULES) --seed $(DST_SEED)
 
 bench: deps
 	@$(MAKE) --no-print-directory $(SGP) $(BENCH_BIN) bench-run
