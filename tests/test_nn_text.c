@@ -19,25 +19,13 @@ TestSuite(nn_text);
 static char g_dir[] = "/tmp/sgp-text-XXXXXX";
 
 static void setup(void) { cr_assert_not_null(mkdtemp(g_dir)); }
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { sgp_rm_rf(g_dir); }
 
 /* DIR/name holding len bytes of a fixed pseudo-random text (printable and not). */
 static const char *write_text(const char *name, size_t len, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    uint32_t s = 12345;
-    for (size_t i = 0; i < len; i++) {
-        s = s * 1664525u + 1013904223u;
-        fputc((int)(s >> 24), f);
-    }
-    cr_assert_eq(fclose(f), 0);
+    sgp_write_noise(path, len);
     return path;
 }
 

@@ -6,7 +6,6 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,19 +17,9 @@
 
 static char g_dir[64];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
+static void setup(void) { sgp_tmp_dir(g_dir, sizeof g_dir, "/tmp/test_topo_parse_XXXXXX"); }
 
-static void setup(void)
-{
-    strcpy(g_dir, "/tmp/test_topo_parse_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void) { nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { sgp_rm_rf(g_dir); }
 
 TestSuite(topo_parse, .init = setup, .fini = teardown, .timeout = 120);
 
@@ -494,27 +483,12 @@ Test(topo_parse, format_weight_reads_back_exactly)
 
 static sgp_out o;
 
-static char *tpath(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 256, "%s/%s", g_dir, name);
-    return p;
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
+static char *tpath(const char *name) { return sgp_path_in(g_dir, name); }
 
 Test(topo_parse, cli_check_prints_file_line_and_exits_1)
 {
     char *bad = tpath("bad.topo");
-    write_text(bad, "peers 4\nphase\n0 -> 1\n1 -> 7\n");
+    sgp_write_text(bad, "peers 4\nphase\n0 -> 1\n1 -> 7\n");
     sgp_run(&o, "topo", "check", bad, NULL);
     cr_assert_eq(o.status, 1, "%s", o.err);
     cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
@@ -523,7 +497,7 @@ Test(topo_parse, cli_check_prints_file_line_and_exits_1)
     cr_assert_str_eq(o.err, want);
 
     char *disc = tpath("disc.topo");
-    write_text(disc, "peers 4\n0 -> 1\n1 -> 0\n2 -> 3\n3 -> 2\n");
+    sgp_write_text(disc, "peers 4\n0 -> 1\n1 -> 0\n2 -> 3\n3 -> 2\n");
     sgp_run(&o, "topo", "mix", disc, NULL);
     cr_assert_eq(o.status, 1);
     snprintf(want, sizeof want, "%s: not strongly connected", disc);
