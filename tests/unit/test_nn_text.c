@@ -4,7 +4,7 @@
  * meets it. */
 #include "nn/nn_batch.h"
 #include "nn/nn_data.h"
-#include "sgp_run.h"
+#include "tests/sgp_run.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
