@@ -124,7 +124,11 @@ $(BUILD)/tests/obj/%.o: tests/%.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_CFLAGS) -c $< -o $@
 
+# (No unit test may include tests/sgp_run.h, the helpers that run processes:
+# the compiler's dependency files say which do.)
 $(UNIT): $(UNIT_OBJ) $(LIBSGP)
+	@! grep -l 'tests/sgp_run\.h' $(UNIT_OBJ:.o=.d) /dev/null || \
+	  { echo "$@: these include tests/sgp_run.h: their tests belong in tests/process/"; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(SGP_LIBS)
 
