@@ -1,5 +1,5 @@
-/* What the gradient-check suites share (tests/test_nn_grad.c,
- * tests/test_nn_seq.c): a relative error with a floor, random and garbage
+/* What the gradient-check suites share (tests/unit/test_nn_grad.c,
+ * tests/unit/test_nn_seq.c): a relative error with a floor, random and garbage
  * buffers (backward kernels overwrite their outputs, so garbage there shows
  * an entry that was skipped or accumulated), and a widening copy for the
  * double-precision references. */
