@@ -3,6 +3,7 @@
 #   make            build build/sgp and the library (build/libsgp.so, build/libsgp.a, peer/lib/sgp.h)
 #   make demo       install what is missing, build, run the main job
 #   make test       install what is missing, fetch the data (make data), build, run every test
+#   make unit       build and run only the fast tests (tests/unit: no process, no socket)
 #   make bench      benchmarks in tests/bench (installs PyTorch for the reference)
 #   make deps       install the Debian packages the build needs (apt-get; sudo if not root)
 #   make install [PREFIX=/usr/local] [DESTDIR=]   sgp, libsgp.so, libsgp.a, sgp.h and sgp.pc
@@ -48,8 +49,14 @@ MODULES  := nn compress topologies gossip peer
 LIB_SRC  := $(filter-out peer/cmd/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c $(m)/*/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 EMBED_OBJ := $(BUILD)/nn/embedded_blob.o
-TEST_SRC := $(wildcard tests/test_*.c)
-TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+# Two Criterion binaries, one per folder (see "the tests" below). A test file
+# left directly in tests/ (from a branch older than the folders) goes into the
+# process binary, so that it still runs.
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+PROCESS_SRC := $(wildcard tests/process/test_*.c tests/test_*.c)
+UNIT_OBJ := $(UNIT_SRC:tests/%.c=$(BUILD)/tests/obj/%.o)
+PROCESS_OBJ := $(PROCESS_SRC:tests/%.c=$(BUILD)/tests/obj/%.o)
+TEST_OBJ := $(UNIT_OBJ) $(PROCESS_OBJ)
 
 SGP      := $(BUILD)/sgp
 # Every module in one archive, for sgp itself, the tests and the benchmarks.
@@ -61,18 +68,20 @@ LIB_A    := $(BUILD)/libsgp.a
 EXAMPLE_SRC := $(wildcard peer/lib/examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:peer/lib/examples/%.c=$(BUILD)/examples/%)
 UNIT     := $(BUILD)/tests/unit
+PROCESS  := $(BUILD)/tests/process
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test-deps data demo test bench check bench-run clean fuzz install uninstall soak-dst
+.PHONY: all deps test-deps data demo test bench check unit bench-run clean fuzz install uninstall soak-dst
 all: $(SGP) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 
 # Without the packages' flags a file could still compile against another
 # header of the same name (netlib's cblas.h) and crash at run time.
+NEED_PKGS = $(if $(PKG_CFLAGS),,$(error pkg-config does not find all of $(PKGS): run `make deps` (or `make demo` / `make test`, which run it)))
 $(BUILD)/%.o: %.c Makefile
-	$(if $(PKG_CFLAGS),,$(error pkg-config does not find all of $(PKGS): run `make deps` (or `make demo` / `make test`, which run it)))
+	$(NEED_PKGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_CFLAGS) -c $< -o $@
 
@@ -109,7 +118,21 @@ $(BUILD)/examples/%: peer/lib/examples/%.c peer/lib/sgp.h $(LIB_SO)
 $(SGP): $(BUILD)/peer/cmd/main.o $(LIBSGP)
 	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(SGP_LIBS)
 
-$(UNIT): $(TEST_OBJ) $(LIBSGP)
+# Test objects live under tests/obj/, as the binaries take the folders' names.
+$(BUILD)/tests/obj/%.o: tests/%.c Makefile
+	$(NEED_PKGS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SGP_CFLAGS) -c $< -o $@
+
+# (No unit test may include tests/sgp_run.h, the helpers that run processes:
+# the compiler's dependency files say which do.)
+$(UNIT): $(UNIT_OBJ) $(LIBSGP)
+	@! grep -l 'tests/sgp_run\.h' $(UNIT_OBJ:.o=.d) /dev/null || \
+	  { echo "$@: these include tests/sgp_run.h: their tests belong in tests/process/"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(SGP_LIBS)
+
+$(PROCESS): $(PROCESS_OBJ) $(LIBSGP)
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(SGP_LIBS)
 
@@ -193,11 +216,36 @@ test: deps
 	@$(MAKE) --no-print-directory data
 	@$(MAKE) --no-print-directory check
 
-check: $(SGP) $(UNIT) $(FUZZ_REPLAY) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
+# ---- the tests ----------------------------------------------------------------
+# Two Criterion binaries, one per folder of tests/, each file
+# tests/<folder>/test_<module>_<topic>.c with suites named after the module
+# (nn_, compress_, topo_, gossip_, peer_<sub-folder or topic>, lib_):
+#   $(UNIT)     tests/unit/: the pure modules, the peer engine, the simulator,
+#               parsers, codecs: in this process only (no sgp process, no
+#               socket, no Python), seconds in all. `make unit` runs just it.
+#   $(PROCESS)  tests/process/: what runs build/sgp, other programs (python3,
+#               cc, nm, mpirun, sshd) or real sockets: minutes.
+# A topic with tests of both kinds has a file of the same name in each folder
+# (tests/unit/test_topo_parse.c, tests/process/test_topo_parse.c: the parser,
+# then `sgp topo`), both of the same suite. `make check` replays the fuzz
+# corpora, then runs the unit binary (it stops there on a failure), then the
+# process one. Either binary takes Criterion's options:
+# `build/tests/unit --filter 'nn_grad/*'`, `build/tests/process --list`.
+# TEST_JOBS: tests run at once (make check TEST_JOBS=1 to run them one by one).
+TEST_JOBS ?= 2
+TEST_ENV = SGP_BIN=$(abspath $(SGP)) SGP_BUILD=$(abspath $(BUILD)) SGP_SANITIZER=$(SANITIZER) \
+           LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp)
+
+unit: $(UNIT)
+	$(TEST_ENV) $(UNIT) --jobs $(TEST_JOBS)
+
+check: $(SGP) $(UNIT) $(PROCESS) $(FUZZ_REPLAY) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN)
 	@for f in $(FUZZ_REPLAY); do n=$${f##*/fuzz_}; out=$$($$f tests/fuzz/corpus/$$n) || exit 1; \
 	  echo "fuzz corpus $$n: $$out"; done
-	SGP_BIN=$(abspath $(SGP)) SGP_BUILD=$(abspath $(BUILD)) SGP_SANITIZER=$(SANITIZER) \
-	  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) $(UNIT) --jobs 2
+	$(TEST_ENV) $(UNIT) --jobs $(TEST_JOBS)
+	$(TEST_ENV) $(PROCESS) --jobs $(TEST_JOBS)
+	bash tests/check_includes.sh
+	bash tests/check_includes.sh --self-test
 
 # make fuzz [FUZZ_SECONDS=60]: run every fuzz target with libFuzzer, growing its corpus.
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)

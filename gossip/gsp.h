@@ -34,7 +34,7 @@
  * running total). A lost compressed message breaks the shared reference: the
  * receiver sees the gap in seq, ignores deltas and asks for a SYNC, which
  * carries sigma and r uncompressed, so the lost mass arrives then. Guarantees
- * in gossip/GUARANTEES.md, tested in tests/test_gossip_*.c and test_peer_sim.c.
+ * in gossip/GUARANTEES.md, tested in tests/unit/test_gossip_*.c and test_peer_sim.c.
  * Totals are double so that their growth over many rounds does not eat the
  * float precision of the differences.
  */

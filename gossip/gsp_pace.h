@@ -25,7 +25,7 @@
  *
  * The rules, with the reasons for each, are in gossip/GUARANTEES.md
  * ("Stragglers, leave and join"); each has a unit test on virtual time in
- * tests/test_gossip_pace.c.
+ * tests/unit/test_gossip_pace.c.
  */
 #ifndef GSP_PACE_H
 #define GSP_PACE_H

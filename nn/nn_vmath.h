@@ -1,7 +1,7 @@
 /* Elementwise functions written for GCC's vectoriser: libm's expf and erff
  * are calls per element, and in a GPT step they cost more than a quarter of
  * the time (GELU's erf and exp, the softmax's exp). Accuracy is stated per
- * function; both are checked against libm in tests/test_nn_seq.c.
+ * function; both are checked against libm in tests/unit/test_nn_seq.c.
  *
  *   for (i = 0; i < n; i++) y[i] = nn_vexp_neg(x[i]);   // x <= 0
  */

@@ -16,30 +16,38 @@ static inline int sgp_free_port(void)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    getsockname(fd, (struct sockaddr *)&a, &len);
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
     close(fd);
     return ntohs(a.sin_port);
+}
+
+/* Keys of peer ID in DIR (`sgp keygen`: DIR/ID.key, DIR/ID.pub); the public
+ * key, base64, into PUB. */
+static inline void sgp_keygen(const char *dir, int id, char *pub, size_t cap)
+{
+    char path[256], idtxt[16];
+    snprintf(idtxt, sizeof idtxt, "%d", id);
+    sgp_out o;
+    sgp_run(&o, "keygen", "--out", dir, "--id", idtxt, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    snprintf(path, sizeof path, "%s/%d.pub", dir, id);
+    FILE *p = fopen(path, "r");
+    cr_assert(p && fgets(pub, (int)cap, p), "%s", path);
+    fclose(p);
+    pub[strcspn(pub, "\n")] = 0;
 }
 
 /* Keys and dir/cluster.conf for n peers on 127.0.0.1, cluster `name`. */
 static inline void sgp_make_cluster(const char *dir, const char *name, int n, const char *topology)
 {
-    char path[256], pub[128], idtxt[16];
+    char path[256], pub[128];
     snprintf(path, sizeof path, "%s/cluster.conf", dir);
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fprintf(f, "cluster %s\ntopology %s\n", name, topology);
     for (int i = 0; i < n; i++) {
-        snprintf(idtxt, sizeof idtxt, "%d", i);
-        sgp_out o;
-        sgp_run(&o, "keygen", "--out", dir, "--id", idtxt, NULL);
-        cr_assert_eq(o.status, 0, "%s", o.err);
-        snprintf(path, sizeof path, "%s/%d.pub", dir, i);
-        FILE *p = fopen(path, "r");
-        cr_assert(p && fgets(pub, sizeof pub, p), "%s", path);
-        fclose(p);
-        pub[strcspn(pub, "\n")] = 0;
+        sgp_keygen(dir, i, pub, sizeof pub);
         fprintf(f, "peer %d 127.0.0.1:%d %s\n", i, sgp_free_port(), pub);
     }
     fclose(f);

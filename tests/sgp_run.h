@@ -10,7 +10,10 @@
  *
  * The machine may be busy (make test runs suites in parallel, users run it
  * on machines that do other work): a limit here only turns a hang into a
- * failure, so it is far above the time the event takes on an idle machine. */
+ * failure, so it is far above the time the event takes on an idle machine.
+ *
+ * Files (a log's text, a summary's numbers, a scratch directory) are
+ * tests/sgp_files.h's, which this includes. */
 #ifndef TESTS_SGP_RUN_H
 #define TESTS_SGP_RUN_H
 
@@ -26,6 +29,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tests/sgp_files.h"
 
 /* How long a test waits for an event (a process starting, a log line, an
  * exit) before it calls it a hang. */
@@ -68,6 +73,15 @@ static inline void sgp_python_env(void)
         setenv("LD_PRELOAD", lib, 1);
         setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
     }
+}
+
+/* 1 if Debian's Python (/usr/bin/python3: make deps and make test install
+ * NumPy and PyTorch for it) imports MODULE. */
+static inline int sgp_python_has(const char *module)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import %s' >/dev/null 2>&1", module);
+    return system(cmd) == 0;
 }
 
 static inline void sgp_slurp(int fd, char *buf, size_t cap)
@@ -118,7 +132,6 @@ static inline void sgp_run(sgp_out *o, ...)
     unlink(outp), unlink(errp);
 }
 
-/* Lines in s (a trailing newline does not start a new one). */
 /* A fresh run of n peers in dir (sgp launch --prepare: keys, cluster file,
  * topology; starts nothing): the cluster file's path into cluster. */
 static inline void sgp_prepare_cluster(const char *dir, int n, char *cluster, size_t cap)
@@ -133,6 +146,7 @@ static inline void sgp_prepare_cluster(const char *dir, int n, char *cluster, si
     snprintf(cluster, cap, "%s/cluster.conf", dir);
 }
 
+/* Lines in s (a trailing newline does not start a new one). */
 static inline int sgp_lines(const char *s)
 {
     int n = 0;
@@ -206,74 +220,6 @@ static inline int sgp_wait_exit(pid_t pid, double limit)
         }
         sgp_poll_pause();
     }
-}
-
-/* The whole file at PATH, NUL-terminated (malloc'ed), or NULL if it cannot be read. */
-static inline char *sgp_read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0, r;
-    char *s = malloc(cap);
-    cr_assert(s);
-    while ((r = fread(s + n, 1, cap - 1 - n, f)) > 0)
-        if ((n += r) == cap - 1)
-            cr_assert((s = realloc(s, cap *= 2)));
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-/* The number after "KEY": in a summary's text; NaN when text is NULL or
- * has no KEY (summaries are flat: peer/store/json.h). */
-static inline double sgp_json_number(const char *text, const char *key)
-{
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = text ? strstr(text, pat) : NULL;
-    return p ? strtod(p + strlen(pat), NULL) : __builtin_nan("");
-}
-
-/* KEY of the JSON file at PATH; the file must exist and have it. */
-static inline double sgp_file_number(const char *path, const char *key)
-{
-    char *text = sgp_read_file(path);
-    cr_assert(text, "%s is missing", path);
-    double v = sgp_json_number(text, key);
-    free(text);
-    cr_assert(v == v, "%s has no \"%s\"", path, key);
-    return v;
-}
-
-/* KEY of DIR/peerI.json (a peer's summary). */
-static inline double sgp_peer_number(const char *dir, int i, const char *key)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/peer%d.json", dir, i);
-    return sgp_file_number(path, key);
-}
-
-/* Removes a passing test's directory (SGP_TEST_KEEP=1 keeps it, to look at
- * the logs of a run that passed). */
-static inline void sgp_rm_rf(const char *dir)
-{
-    if (getenv("SGP_TEST_KEEP") && *getenv("SGP_TEST_KEEP") == '1') {
-        cr_log_info("kept %s", dir);
-        return;
-    }
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-/* 1 if the file at PATH exists and contains NEEDLE. */
-static inline int sgp_file_has(const char *path, const char *needle)
-{
-    char *text = sgp_read_file(path);
-    int has = text && strstr(text, needle);
-    free(text);
-    return has;
 }
 
 /* 1 if PID has exited (*status as sgp_status), without reaping it: a later

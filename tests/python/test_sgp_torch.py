@@ -1,6 +1,6 @@
 """sgp.torch against real libsgp peers: two peers of one run on loopback,
 each on a thread of this process (real sockets, real crypto), driven the way
-a PyTorch user drives them. Run by tests/test_lib_python.c:
+a PyTorch user drives them. Run by tests/process/test_lib_python.c:
 
     SGP_LIB=build/libsgp.so python3 -m unittest tests/python/test_sgp_torch.py
 

@@ -11,21 +11,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "sgp_run.h"
+#include "tests/sgp_cluster.h"
 
 static sgp_out o, o2;
-
-/* A port nobody listens on now (the kernel's choice for a bind to port 0). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static int can_bind(int port)
 {
@@ -98,15 +86,6 @@ static int mux_dirs(void)
     return n;
 }
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-    chmod(path, mode);
-}
-
 Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .timeout = 600)
 {
     if (geteuid() != 0 || access("/usr/sbin/sshd", X_OK) != 0 || access("/usr/bin/ssh", X_OK) != 0 ||
@@ -119,7 +98,7 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
              "ssh-keygen -q -t ed25519 -N '' -f %s/id",
              dir, dir, dir);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
-    const int port = free_port();
+    const int port = sgp_free_port();
     snprintf(path, sizeof path, "%s/sshd_config", dir);
     snprintf(text, sizeof text,
              "Port %d\nListenAddress 127.0.0.1\nHostKey %s/hostkey\nAuthorizedKeysFile %s/id.pub\n"
@@ -127,20 +106,20 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
              "UsePAM no\nStrictModes no\nPidFile none\nLogLevel INFO\nMaxStartups 64\nMaxSessions 64\n"
              "Subsystem sftp internal-sftp\n",
              port, dir, dir);
-    write_file(path, text, 0600);
+    sgp_write_text_mode(path, text, 0600);
     snprintf(path, sizeof path, "%s/ssh_config", dir);
     snprintf(text, sizeof text,
              "Host *\n  User root\n  Port %d\n  IdentityFile %s/id\n  IdentitiesOnly yes\n"
              "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n",
              port, dir);
-    write_file(path, text, 0600);
+    sgp_write_text_mode(path, text, 0600);
     /* sgp launch runs ssh and scp from PATH: these add the config above */
     snprintf(path, sizeof path, "%s/bin/ssh", dir);
     snprintf(text, sizeof text, "#!/bin/sh\nexec /usr/bin/ssh -F %s/ssh_config \"$@\"\n", dir);
-    write_file(path, text, 0755);
+    sgp_write_text_mode(path, text, 0755);
     snprintf(path, sizeof path, "%s/bin/scp", dir);
     snprintf(text, sizeof text, "#!/bin/sh\nexec /usr/bin/scp -S /usr/bin/ssh -F %s/ssh_config \"$@\"\n", dir);
-    write_file(path, text, 0755);
+    sgp_write_text_mode(path, text, 0755);
 
     char conf[256], log[256];
     snprintf(conf, sizeof conf, "%s/sshd_config", dir);
@@ -158,7 +137,7 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
 
     char hosts[256], run[256], remote[256], summary[256], base[16];
     snprintf(hosts, sizeof hosts, "%s/hosts", dir);
-    write_file(hosts, "127.0.0.1 slots=2 ssh=root@127.0.0.1\n127.0.0.2 slots=2 ssh=root@127.0.0.1\n", 0644);
+    sgp_write_text_mode(hosts, "127.0.0.1 slots=2 ssh=root@127.0.0.1\n127.0.0.2 slots=2 ssh=root@127.0.0.1\n", 0644);
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(remote, sizeof remote, "%s/remote", dir);
     snprintf(summary, sizeof summary, "%s/summary.json", dir);
@@ -204,6 +183,5 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
      * between two commands on a very slow machine. */
     cr_assert(logins >= 1 && logins <= 4, "%d ssh logins (sshd log %s)", logins, log);
     cr_assert_eq(mux_dirs(), dirs_before, "the control socket directory was left in /tmp");
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    sgp_rm_rf(dir);
 }

@@ -5,7 +5,6 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,37 +13,19 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "tests/sgp_files.h"
+
 static char g_dir[64];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
+static void setup(void) { sgp_tmp_dir(g_dir, sizeof g_dir, "/tmp/test_nn_data_XXXXXX"); }
 
-static void setup(void)
-{
-    strcpy(g_dir, "/tmp/test_nn_data_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void)
-{
-    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
+static void teardown(void) { sgp_rm_rf(g_dir); }
 
 TestSuite(nn_data, .init = setup, .fini = teardown);
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static char *tpath(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 256, "%s/%s", g_dir, name);
-    return p;
-}
+static char *tpath(const char *name) { return sgp_path_in(g_dir, name); }
 
 static void gzip_mem(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len)
 {

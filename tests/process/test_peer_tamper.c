@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/sgp_run.h"
+#include "tests/sgp_cluster.h"
 
 static int listen_on(int *port)
 {
@@ -28,13 +28,6 @@ static int listen_on(int *port)
     getsockname(fd, (struct sockaddr *)&a, &len);
     *port = ntohs(a.sin_port);
     return fd;
-}
-
-static int free_port(void)
-{
-    int p, fd = listen_on(&p);
-    close(fd);
-    return p;
 }
 
 /* Forwards connections from lfd to 127.0.0.1:to; in the first connection
@@ -84,33 +77,15 @@ static void proxy(int lfd, int to, long flip)
     }
 }
 
-static void read_line(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "%s", path);
-    cr_assert(fgets(buf, (int)cap, f));
-    buf[strcspn(buf, "\n")] = 0;
-    fclose(f);
-}
-
 Test(peer_tamper, flipped_bit_closes_the_connection_and_training_goes_on, .timeout = 240)
 {
     char dir[] = "/tmp/sgp-tamper-XXXXXX", path[256], pub[2][128];
     cr_assert(mkdtemp(dir));
-    for (int i = 0; i < 2; i++) {
-        char id[8];
-        snprintf(id, sizeof id, "%d", i);
-        sgp_out o;
-        sgp_run(&o, "keygen", "--out", dir, "--id", id, NULL);
-        cr_assert_eq(o.status, 0, "%s", o.err);
-        snprintf(path, sizeof path, "%s/%d.pub", dir, i);
-        read_line(path, pub[i], sizeof pub[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        sgp_keygen(dir, i, pub[i], sizeof pub[i]);
     snprintf(path, sizeof path, "%s/ring2.topo", dir);
-    FILE *t = fopen(path, "w");
-    fprintf(t, "peers 2\ngenerator ring\n");
-    fclose(t);
-    int p0 = free_port(), p1 = free_port(), pproxy;
+    sgp_write_text(path, "peers 2\ngenerator ring\n");
+    int p0 = sgp_free_port(), p1 = sgp_free_port(), pproxy;
     int lfd = listen_on(&pproxy);
     for (int view = 0; view < 2; view++) { /* view 0: peer 0's file (peer 1 behind the proxy) */
         snprintf(path, sizeof path, "%s/cluster%d.conf", dir, view);
@@ -151,7 +126,5 @@ Test(peer_tamper, flipped_bit_closes_the_connection_and_training_goes_on, .timeo
     acc = strtod(at + 14, NULL);
     cr_assert_gt(acc, 85.0, "training went on after the attack: %.2f%%", acc);
     free(log);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    sgp_rm_rf(dir);
 }

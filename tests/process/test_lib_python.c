@@ -11,16 +11,9 @@
 
 #define PYTHON "/usr/bin/python3"
 
-static int python_has(const char *module)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, PYTHON " -c 'import %s' >/dev/null 2>&1", module);
-    return system(cmd) == 0;
-}
-
 Test(lib_python, pip_install_into_a_fresh_venv_then_import_from_another_directory, .timeout = 600)
 {
-    if (!python_has("venv") || !python_has("setuptools"))
+    if (!sgp_python_has("venv") || !sgp_python_has("setuptools"))
         cr_skip_test("no python3-venv or python3-setuptools (make test installs them)");
     char dir[] = "/tmp/sgp-pip-XXXXXX";
     cr_assert(mkdtemp(dir));
@@ -48,7 +41,7 @@ Test(lib_python, pip_install_into_a_fresh_venv_then_import_from_another_director
 
 Test(lib_python, sgp_torch_against_real_peers, .timeout = 900)
 {
-    if (!python_has("torch"))
+    if (!sgp_python_has("torch"))
         cr_skip_test("no python3-torch (make test installs it)");
     char dir[] = "/tmp/sgp-torch-XXXXXX";
     cr_assert(mkdtemp(dir));
@@ -72,7 +65,7 @@ Test(lib_python, sgp_torch_against_real_peers, .timeout = 900)
  * it). */
 Test(lib_python, gpt_example_four_peers_with_the_recipe_learn_near_alone, .timeout = 900)
 {
-    if (!python_has("torch"))
+    if (!sgp_python_has("torch"))
         cr_skip_test("no python3-torch (make test installs it)");
     if (access("build/data/brown/brown.txt", R_OK) != 0)
         cr_skip_test("no build/data/brown/brown.txt (make test runs make data)");

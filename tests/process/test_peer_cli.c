@@ -157,13 +157,8 @@ static double last_number(const char *key) { return sgp_json_number(last_summary
 
 static double summary_number(const char *path, const char *key)
 {
-    char *text = last_summary;
-    const size_t cap = sizeof last_summary;
-    FILE *f = fopen(path, "r");
-    cr_assert(f);
-    text[fread(text, 1, cap - 1, f)] = 0;
-    fclose(f);
-    return sgp_json_number(text, key);
+    cr_assert(sgp_read_text(path, last_summary, sizeof last_summary));
+    return sgp_json_number(last_summary, key);
 }
 
 /* Runs "sgp CMD ARGS... --summary FILE" and returns the summary's KEY. */
@@ -328,9 +323,7 @@ Test(peer_cli, launch_eight_peers_trains_and_summarises, .timeout = 300)
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
     cr_assert_eq(st.st_mode & 077, 0, "key mode %o", st.st_mode & 0777);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    sgp_rm_rf(dir);
 }
 
 /* Operator errors: every peer fails before training. The launcher shows the
@@ -362,9 +355,7 @@ Test(peer_cli, launch_with_a_bad_option_says_why_and_keeps_nothing, .timeout = 3
     cr_assert_eq(o.status, 2, "%s", o.err);
     struct stat st;
     cr_assert_neq(stat(log, &st), 0, "no log file is left by a usage error");
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    sgp_rm_rf(dir);
 }
 
 /* A topology of another size than the cluster: both files and both counts named. */
@@ -376,14 +367,9 @@ Test(peer_cli, peer_names_the_files_and_counts_that_disagree)
     cr_assert_eq(o.status, 0, "%s", o.err);
     snprintf(cluster, sizeof cluster, "%s/cluster.conf", dir);
     snprintf(topo, sizeof topo, "%s/topology.topo", dir);
-    FILE *f = fopen(topo, "w");
-    cr_assert(f);
-    fputs("peers 8\ngenerator exponential\n", f);
-    fclose(f);
+    sgp_write_text(topo, "peers 8\ngenerator exponential\n");
     sgp_run(&o, "peer", "--cluster", cluster, "--id", "0", NULL);
     cr_assert_eq(o.status, 1, "%s", o.err);
     cr_assert(strstr(o.err, "topology.topo is for 8 peers") && strstr(o.err, "cluster.conf lists 4"), "%s", o.err);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    sgp_rm_rf(dir);
 }

@@ -43,16 +43,6 @@ static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len) { (void)
 static void on_log(void *ctx, const char *line) { (void)ctx, (void)line; }
 
 /* Occurrences of needle in the file. */
-static int count_in(const char *path, const char *needle)
-{
-    char *text = sgp_read_file(path);
-    int n = 0;
-    for (const char *s = text; s && (s = strstr(s, needle)); s++)
-        n++;
-    free(text);
-    return n;
-}
-
 /* One real `sgp peer` (the target) in a cluster made by sgp launch
  * --prepare, and the test holding another member's key on a loop of its own. */
 typedef struct scene {
@@ -144,18 +134,19 @@ static void pump_until(scene *sc, int want, cond_fn cond, const char *what)
 static int is_up(member_side *s, const char *out, int want) { return (void)out, (void)want, s->up; }
 static int stalled(member_side *s, const char *out, int want)
 {
-    return s->downs >= want && count_in(out, "peer 0: connection closed: no complete frame for 1 s") >= want;
+    return s->downs >= want && sgp_file_count(out, "peer 0: connection closed: no complete frame for 1 s") >= want;
 }
 static int refused(member_side *s, const char *out, int want)
 {
-    return s->downs >= want && count_in(out, "peer 0: connection closed: not a neighbour under the topology") >= want;
+    return s->downs >= want &&
+           sgp_file_count(out, "peer 0: connection closed: not a neighbour under the topology") >= want;
 }
-static int epochs_done(member_side *s, const char *out, int want) { return (void)s, count_in(out, " epoch ") >= want; }
+static int epochs_done(member_side *s, const char *out, int want) { return (void)s, sgp_file_count(out, " epoch ") >= want; }
 /* Peer 1 logged its want-th drop, and our side has seen that connection close
  * (so the next message goes on a new one). */
 static int dropped(member_side *s, const char *out, int want)
 {
-    return s->downs >= want && count_in(out, "peer 0: connection closed: malformed message") >= want;
+    return s->downs >= want && sgp_file_count(out, "peer 0: connection closed: malformed message") >= want;
 }
 
 Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on, .timeout = 300)
@@ -200,10 +191,10 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
 
     /* Peer 0 is gone for good: peer 1 routes around it and trains on (two
      * more epochs), then stops cleanly when told. */
-    pump_until(&sc, count_in(out, " epoch ") + 2, epochs_done, "two more epochs");
+    pump_until(&sc, sgp_file_count(out, " epoch ") + 2, epochs_done, "two more epochs");
     scene_end(&sc);
     cr_assert(sgp_file_has(out, "test accuracy"), "see %s", out);
-    cr_assert_eq(count_in(out, "connection closed: malformed message"), k, "one line per bad message (see %s)", out);
+    cr_assert_eq(sgp_file_count(out, "connection closed: malformed message"), k, "one line per bad message (see %s)", out);
     cr_assert(sgp_file_has(out, "(type: unknown message type"), "see %s", out);
     cr_assert(sgp_file_has(out, "trailing bytes"), "see %s", out);
     cr_assert(sgp_file_has(out, "(w_total: "), "the NaN weight is named (see %s)", out);
@@ -241,12 +232,12 @@ Test(peer_hostile, a_member_that_is_no_neighbour_is_disconnected_and_adds_no_mas
     net_send(&sc.n, 2, buf, (size_t)len); /* (may find the connection closed already) */
     free(buf), free(x);
     pump_until(&sc, 1, refused, "the member refused");
-    pump_until(&sc, count_in(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
+    pump_until(&sc, sgp_file_count(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
     scene_end(&sc);
     char *s = sgp_read_file(sc.summary);
-    const char *w = s ? strstr(s, "\"weight\": ") : NULL;
-    cr_assert(w, "no weight in %s", sc.summary);
-    cr_assert_eq(atof(w + 10), 1.0, "peer 2's weight moved: %s", w);
+    const double w = sgp_json_number(s, "weight");
+    cr_assert(w == w, "no weight in %s", sc.summary);
+    cr_assert_eq(w, 1.0, "peer 2's weight moved: %s", s);
     free(s);
 }
 
@@ -368,7 +359,7 @@ static long rss_kib(pid_t pid)
 static int flooded(member_side *s, const char *out, int want)
 {
     (void)s;
-    return count_in(out, "inbound connection closed: ") + count_in(out, "more inbound connections closed") >= want;
+    return sgp_file_count(out, "inbound connection closed: ") + sgp_file_count(out, "more inbound connections closed") >= want;
 }
 
 /* A held flood of unauthenticated connections from an address outside the

@@ -53,12 +53,7 @@ static int out_count(const char *dir, int i, const char *needle)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/peer%d.out", dir, i);
-    char *text = sgp_read_file(path);
-    int n = 0;
-    for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    free(text);
-    return n;
+    return sgp_file_count(path, needle);
 }
 
 /* ROWS rows of "label,784 features", labels 0..9 in turn (every class in
@@ -142,8 +137,7 @@ static void join_big_model(const char *dead_timeout)
     char dir[] = "/tmp/sgp-big-XXXXXX", path[512];
     cr_assert(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/two.topo", dir);
-    FILE *t = fopen(path, "w");
-    cr_assert(t && fputs("peers 2\ngenerator exponential\n", t) >= 0 && fclose(t) == 0, "%s", path);
+    sgp_write_text(path, "peers 2\ngenerator exponential\n");
     sgp_make_cluster(dir, "big-model", 2, path);
     snprintf(path, sizeof path, "%s/train.csv", dir);
     write_csv(path, TRAIN_ROWS);

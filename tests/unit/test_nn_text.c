@@ -1,10 +1,10 @@
 /* Text data: the loader's split and its refusals (empty, a directory, a
  * missing file, shorter than one window), random-window batches, evaluation
- * windows and text shards; and `sgp train` on a bad text file, as a user
- * meets it. */
+ * windows and text shards. (`sgp train` on text files:
+ * tests/process/test_nn_text.c.) */
 #include "nn/nn_batch.h"
 #include "nn/nn_data.h"
-#include "sgp_run.h"
+#include "tests/sgp_files.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -19,25 +19,13 @@ TestSuite(nn_text);
 static char g_dir[] = "/tmp/sgp-text-XXXXXX";
 
 static void setup(void) { cr_assert_not_null(mkdtemp(g_dir)); }
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { sgp_rm_rf(g_dir); }
 
 /* DIR/name holding len bytes of a fixed pseudo-random text (printable and not). */
 static const char *write_text(const char *name, size_t len, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    uint32_t s = 12345;
-    for (size_t i = 0; i < len; i++) {
-        s = s * 1664525u + 1013904223u;
-        fputc((int)(s >> 24), f);
-    }
-    cr_assert_eq(fclose(f), 0);
+    sgp_write_noise(path, len);
     return path;
 }
 
@@ -205,40 +193,4 @@ Test(nn_text, shards_are_contiguous_disjoint_and_cover_the_text)
     cr_assert_lt(nn_dataset_shard(&d, 0, 200, 0, 99, &s, err, sizeof err), 0, "5-byte shards hold no window");
     cr_assert(strstr(err, "shorter than one window"), "%s", err);
     nn_dataset_free(&d);
-}
-
-Test(nn_text, sgp_train_names_a_bad_text_file, .init = setup, .fini = teardown)
-{
-    char path[300];
-    write_text("tiny.txt", 40, path, sizeof path);
-    char spec[400];
-    snprintf(spec, sizeof spec, "text:%s", path);
-    sgp_out o;
-    sgp_run(&o, "train", "--model", "gpt:1:8:2", "--data", spec, "--context", "32", NULL);
-    cr_assert_eq(o.status, 1, "exit 1 for a data file: %s", o.err);
-    cr_assert(strstr(o.err, path), "%s", o.err);
-    cr_assert_eq(strchr(o.err, '\n'), o.err + strlen(o.err) - 1, "one line: %s", o.err);
-    sgp_run(&o, "train", "--model", "gpt:1:8:2", "--data", "text:/nonexistent/x.txt", NULL);
-    cr_assert_eq(o.status, 1);
-    cr_assert(strstr(o.err, "/nonexistent/x.txt"), "%s", o.err);
-    sgp_run(&o, "train", "--model", "gpt:1:8:2", "--data", spec, "--context", "0", NULL);
-    cr_assert_eq(o.status, 2, "a bad --context is a usage error: %s", o.err);
-}
-
-Test(nn_text, init_from_a_language_model_takes_its_context, .init = setup, .fini = teardown)
-{
-    char path[300], spec[400], model[400];
-    write_text("t.txt", 3000, path, sizeof path);
-    snprintf(spec, sizeof spec, "text:%s", path);
-    snprintf(model, sizeof model, "%s/lm.safetensors", g_dir);
-    sgp_out o;
-    sgp_run(&o, "train", "--model", "gpt:1:8:2", "--data", spec, "--context", "16", "--epochs", "1",
-            "--save-model", model, "--no-progress", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    sgp_run(&o, "train", "--init", model, "--data", spec, "--epochs", "1", "--no-progress", NULL);
-    cr_assert_eq(o.status, 0, "--init without --context trains at the file's 16: %s", o.err);
-    cr_assert(strstr(o.out, "context 16"), "%s", o.out);
-    sgp_run(&o, "train", "--init", model, "--data", spec, "--context", "32", "--epochs", "1", "--no-progress", NULL);
-    cr_assert_eq(o.status, 1, "another --context does not fit the file's model: %s", o.err);
-    cr_assert(strstr(o.err, "1x1x16"), "%s", o.err);
 }

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/exact_copy.h"
+
 TestSuite(peer_wire, .timeout = 120);
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -32,16 +34,6 @@ static uint64_t rnd(void) /* splitmix64: the test's own stream */
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
-}
-
-/* A copy in a block of exactly len bytes: reading one byte more is an ASan error. */
-static uint8_t *exact_copy(const uint8_t *src, size_t len)
-{
-    uint8_t *p = malloc(len ? len : 1);
-    cr_assert_not_null(p);
-    if (len)
-        memcpy(p, src, len);
-    return p;
 }
 
 /* Decode from an exactly-sized copy. The message is a view into that copy:

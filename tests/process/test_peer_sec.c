@@ -9,7 +9,6 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,16 +42,9 @@ static table g_tab;
 static uint8_t g_cid[SEC_CLUSTER_ID_BYTES];
 static char g_dir[64];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
-    strcpy(g_dir, "/tmp/test_peer_sec_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
+    sgp_tmp_dir(g_dir, sizeof g_dir, "/tmp/test_peer_sec_XXXXXX");
     g_tab.n = NPEERS;
     for (int i = 0; i < NPEERS; i++) {
         cr_assert_eq(sec_keypair_generate(&g_kp[i]), 0);
@@ -65,7 +57,7 @@ static void teardown(void)
 {
     for (int i = 0; i < NPEERS; i++)
         sec_keypair_free(&g_kp[i]);
-    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    sgp_rm_rf(g_dir);
 }
 
 TestSuite(peer_sec, .init = setup, .fini = teardown, .timeout = 120);
@@ -770,23 +762,7 @@ Test(peer_sec, frame_limits_and_small_buffers)
 
 /* ---- keys and key files ---------------------------------------------------- */
 
-static char *path_in(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 256, "%s/%s", g_dir, name);
-    return p;
-}
-
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(chmod(path, mode), 0);
-}
+static char *path_in(const char *name) { return sgp_path_in(g_dir, name); }
 
 static mode_t mode_of(const char *path)
 {
@@ -846,7 +822,7 @@ Test(peer_sec, key_save_load_round_trip)
     fclose(src);
     line[44] = 0;
     strcat(line, "\r\n");
-    write_file(path_in("crlf.key"), line, 0600);
+    sgp_write_text_mode(path_in("crlf.key"), line, 0600);
     cr_assert_eq(sec_keypair_load(&k, path_in("crlf.key"), err, sizeof err), 0, "%s", err);
     cr_assert_eq(memcmp(k.pk, g_kp[0].pk, SEC_KEY_BYTES), 0);
     sec_keypair_free(&k);
@@ -903,7 +879,7 @@ Test(peer_sec, secret_key_file_permissions_are_enforced)
     char b64[SEC_KEY_B64 + 1];
     sec_pubkey_encode(g_kp[2].pk, b64);
     strcat(b64, "\n");
-    write_file(path_in("p.pub"), b64, 0644);
+    sgp_write_text_mode(path_in("p.pub"), b64, 0644);
     cr_assert_eq(sec_pubkey_load(pk, path_in("p.pub"), err, sizeof err), 0, "%s", err);
 }
 
@@ -926,12 +902,12 @@ Test(peer_sec, malformed_key_files_are_refused)
          "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"), /* over the size limit */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        write_file(path_in("bad.key"), bad[i], 0600);
+        sgp_write_text_mode(path_in("bad.key"), bad[i], 0600);
         cr_assert_eq(sec_keypair_load(&k, path_in("bad.key"), err, sizeof err), -EBADMSG, "case %zu", i);
         cr_assert(strstr(err, "bad.key"), "%s", err);
         cr_assert_null(k.sk);
     }
-    write_file(path_in("ok.key"), "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", 0600);
+    sgp_write_text_mode(path_in("ok.key"), "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", 0600);
     cr_assert_eq(sec_keypair_load(&k, path_in("ok.key"), err, sizeof err), 0, "no final newline: %s", err);
     sec_keypair_free(&k);
 

@@ -16,6 +16,7 @@
 #include "peer/store/roundlog.h"
 #include "peer/store/summary.h"
 #include "peer/store/wholefile.h"
+#include "tests/sgp_files.h"
 
 TestSuite(peer_store, .timeout = 30);
 
@@ -23,34 +24,22 @@ static char g_dir[64];
 
 static const char *in_dir(const char *name)
 {
-    static char buf[4][160];
-    static int k;
-    if (!g_dir[0]) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/sgp-store-XXXXXX");
-        cr_assert_not_null(mkdtemp(g_dir));
-    }
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
+    if (!g_dir[0])
+        sgp_tmp_dir(g_dir, sizeof g_dir, "/tmp/sgp-store-XXXXXX");
+    return sgp_path_in(g_dir, name);
 }
 
 static void cleanup(void)
 {
-    char cmd[96];
-    if (g_dir[0]) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-        cr_assert_eq(system(cmd), 0);
-    }
+    if (g_dir[0])
+        sgp_rm_rf(g_dir);
 }
 
 /* The file's text ("" if it cannot be read). */
 static const char *text_of(const char *path)
 {
     static char buf[256];
-    FILE *f = fopen(path, "r");
-    buf[f ? fread(buf, 1, sizeof buf - 1, f) : 0] = 0;
-    if (f)
-        fclose(f);
+    sgp_read_text(path, buf, sizeof buf);
     return buf;
 }
 
@@ -115,11 +104,7 @@ Test(peer_store, wholefile_write_never_writes_through_a_leftover_tmp, .fini = cl
 {
     char err[512];
     const char *p = in_dir("s.key"), *tmp = in_dir("s.key.tmp"), *target = in_dir("elsewhere");
-    FILE *f = fopen(target, "w");
-    cr_assert_not_null(f);
-    fputs("untouched", f);
-    fclose(f);
-    cr_assert_eq(chmod(target, 0644), 0);
+    sgp_write_text_mode(target, "untouched", 0644);
     cr_assert_eq(symlink(target, tmp), 0);
     cr_assert_eq(put(p, "secret\n", 0600, 0, err, sizeof err), 0, "%s", err);
     cr_assert_str_eq(text_of(target), "untouched");
@@ -187,15 +172,11 @@ static void expect_refused(const char *from, const char *to, int want, const cha
     const char *p = in_dir("edit.json");
     summary_peer s = sample();
     cr_assert_eq(summary_peer_write(p, &s, err, sizeof err), 0, "%s", err);
-    FILE *f = fopen(p, "r");
-    text[fread(text, 1, sizeof text - 1, f)] = 0;
-    fclose(f);
+    sgp_read_text(p, text, sizeof text);
     char *at = strstr(text, from), edited[4200];
     cr_assert_not_null(at, "%s", from);
     snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
-    f = fopen(p, "w");
-    fputs(edited, f);
-    fclose(f);
+    sgp_write_text(p, edited);
     summary_peer back = sample();
     back.id = 99;
     cr_assert_eq(summary_peer_read(p, &back, err, sizeof err), want, "'%s' -> '%s': %s", from, to, err);

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "torch_fixture.h"
+#include "tests/torch_fixture.h"
 
 TestSuite(nn_torch_gpt);
 

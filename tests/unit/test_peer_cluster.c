@@ -6,7 +6,6 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,21 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/sgp_files.h"
+
 static char g_dir[64];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
+static void setup(void) { sgp_tmp_dir(g_dir, sizeof g_dir, "/tmp/test_peer_cluster_XXXXXX"); }
 
-static void setup(void)
-{
-    strcpy(g_dir, "/tmp/test_peer_cluster_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void) { nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { sgp_rm_rf(g_dir); }
 
 TestSuite(peer_cluster, .init = setup, .fini = teardown, .timeout = 120);
 
@@ -109,14 +100,6 @@ static void same_cluster(const cluster *a, const cluster *b)
     }
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s", path);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* ---- good files ------------------------------------------------------------ */
 
 Test(peer_cluster, good_file_with_every_kind_of_address)
@@ -179,7 +162,7 @@ Test(peer_cluster, load_resolves_the_topology_against_the_file_directory)
     cr_assert_eq(mkdir(sub, 0700), 0);
     snprintf(path, sizeof path, "%s/cluster.conf", sub);
     snprintf(text, sizeof text, "cluster a\ntopology topo/x.topo\npeer 0 h:1 %s\n", key(0));
-    write_text(path, text);
+    sgp_write_text(path, text);
     cluster c;
     cluster_error e;
     cr_assert_eq(cluster_load(&c, path, &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
@@ -189,7 +172,7 @@ Test(peer_cluster, load_resolves_the_topology_against_the_file_directory)
     cluster_free(&c);
 
     snprintf(text, sizeof text, "cluster a\ntopology /abs/x.topo\npeer 0 h:1 %s\n", key(0));
-    write_text(path, text);
+    sgp_write_text(path, text);
     cr_assert_eq(cluster_load(&c, path, &e), 0, "%s", e.msg);
     cr_assert_str_eq(c.topology_path, "/abs/x.topo", "absolute paths stay");
     cluster_free(&c);

@@ -33,26 +33,6 @@ static double *dalloc(size_t n)
     return d;
 }
 
-/* max |got - want| / max |want| */
-static double max_err_f(const float *got, const double *want, size_t n)
-{
-    double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(got[i] - want[i]), a = fabs(want[i]);
-        diff = d > diff ? d : diff;
-        scale = a > scale ? a : scale;
-    }
-    return diff / scale;
-}
-
-static double dot(const double *a, const double *b, size_t n)
-{
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
 typedef double (*objective_fn)(void *ctx);
 
 static double grad_err(objective_fn f, void *ctx, double *v, const float *g, size_t n)

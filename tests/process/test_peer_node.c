@@ -19,7 +19,7 @@
 TestSuite(peer_node, .timeout = 180);
 
 
-/* Start `sgp peer` for every id, wait for all (killing them after limit s). */
+/* Start `sgp peer` for every id, wait for all (killing them after SGP_EVENT_LIMIT_S). */
 static void run_peers(const char *dir, int n, char *const extra[])
 {
     pid_t pids[16];
@@ -35,33 +35,9 @@ static void run_peers(const char *dir, int n, char *const extra[])
         for (int k = 0; extra[k] && a < 38; k++)
             argv[a++] = extra[k];
         argv[a] = NULL;
-        pids[i] = fork();
-        cr_assert(pids[i] >= 0);
-        if (pids[i] == 0) {
-            int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(fd, 1), dup2(fd, 2);
-            execv(argv[0], argv);
-            _exit(127);
-        }
+        pids[i] = sgp_spawn(argv, out);
     }
-    time_t start = time(NULL);
-    int left = n, failed = 0;
-    while (left > 0) {
-        int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
-        if (p > 0) {
-            left--;
-            failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-            continue;
-        }
-        if (time(NULL) - start > 120) {
-            for (int i = 0; i < n; i++)
-                kill(pids[i], SIGKILL);
-            cr_assert_fail("peers did not finish in 120 s (logs in %s)", dir);
-        }
-        usleep(20000);
-    }
-    cr_assert(!failed, "a peer failed (logs in %s)", dir);
+    sgp_wait_all_ok(pids, n, SGP_EVENT_LIMIT_S, dir);
 }
 
 static float *read_model(const char *dir, int i, size_t n)
@@ -150,9 +126,7 @@ static void sim_equals_network_on(const workload *w, const char *codec_text, con
     topo_free(&t);
     nn_dataset_free(&train);
     nn_dataset_free(&test);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    sgp_rm_rf(dir);
 }
 
 static void sim_equals_network(const char *codec_text, const char *warmup, const char *local_steps, const char *outer)
@@ -214,6 +188,5 @@ Test(peer_node, mpirun_ranks_train)
     }
     fclose(f);
     cr_assert_eq(ranks, 0xf, "every rank 0..3 trained (seen: 0x%x)", ranks);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    sgp_rm_rf(dir);
 }

@@ -1,15 +1,14 @@
 /* Deterministic simulation testing (peer/sim/sim_dst.h): a few hundred
  * random fault schedules, each with the simulator's invariants checked
  * after every event; a failure prints the sgp sim command line that replays
- * it. Also: a schedule is the same from its seed, a failing one shrinks to
- * its cause, and the printed command line replays the same run. `make
- * soak-dst` runs 10,000. */
+ * it. Also: a schedule is the same from its seed, and a failing one
+ * shrinks to its cause (tests/process/test_peer_dst.c: the printed command
+ * line replays the same run). `make soak-dst` runs 10,000. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "peer/sim/sim_dst.h"
-#include "tests/sgp_run.h"
 
 TestSuite(peer_sim_dst, .timeout = 600);
 
@@ -97,35 +96,5 @@ Test(peer_sim_dst, a_failing_schedule_shrinks_to_its_cause)
     char cmd[2048];
     dst_command(&s, cmd, sizeof cmd);
     cr_assert(strstr(cmd, "--crash 0@2 --crash 1@3") && !strstr(cmd, "--stop") && !strstr(cmd, "--slow"), "%s", cmd);
-    dst_world_free(&w);
-}
-
-/* The printed command line is the schedule: `sgp sim` of it computes the
- * run dst_run did, to the last digit printed. */
-Test(peer_sim_dst, the_printed_command_line_replays_the_run)
-{
-    char err[256];
-    dst_world w;
-    cr_assert_eq(dst_world_init(&w, err, sizeof err), 0, "%s", err);
-    dst_schedule s;
-    uint64_t seed = 1;
-    for (dst_draw(&s, seed); s.n_faults < 3; dst_draw(&s, ++seed)) /* one with several faults */
-        ;
-    dst_outcome o;
-    cr_assert_eq(dst_run(&w, &s, &o), 0, "%s", o.why);
-    char cmd[2048];
-    dst_command(&s, cmd, sizeof cmd);
-    char *sgp = strchr(cmd, ' ') + 1; /* after "sgp" */
-    char full[2400];
-    snprintf(full, sizeof full, "%s %s", sgp_bin(), sgp);
-    FILE *p = popen(full, "r");
-    cr_assert(p);
-    char line[512], want[64];
-    snprintf(want, sizeof want, "test accuracy %.2f%% (average model)", 100 * o.accuracy);
-    int found = 0;
-    while (fgets(line, sizeof line, p))
-        found |= strstr(line, want) != NULL;
-    cr_assert_eq(pclose(p), 0, "%s failed", full);
-    cr_assert(found, "%s does not print \"%s\"", full, want);
     dst_world_free(&w);
 }

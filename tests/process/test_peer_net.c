@@ -27,6 +27,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/sgp_cluster.h"
+
 #define MAXP 4   /* cluster members */
 #define MAXI 6   /* net instances in one test (a restarted peer is a new one) */
 #define MAXRAW 2 /* raw TCP clients */
@@ -72,18 +74,6 @@ struct world {
 
 /* ---- fixture -------------------------------------------------------------- */
 
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static uint64_t now_ms(world *w) { return uv_now(&w->loop); }
 
 static void guard_cb(uv_timer_t *t)
@@ -109,7 +99,7 @@ static void world_start(world *w, int npeers, void (*on_tick)(world *), uint64_t
     for (int i = 0; i < MAXP + 2; i++)
         cr_assert_eq(sec_keypair_generate(&w->kp[i]), 0);
     for (int i = 0; i < npeers; i++)
-        cr_assert_eq(cluster_add_peer(&w->c, "127.0.0.1", free_port(), w->kp[i].pk), i);
+        cr_assert_eq(cluster_add_peer(&w->c, "127.0.0.1", sgp_free_port(), w->kp[i].pk), i);
     uv_timer_init(&w->loop, &w->guard);
     uv_timer_init(&w->loop, &w->tick);
     w->guard.data = w->tick.data = w;
@@ -434,12 +424,12 @@ Test(peer_net, impostors_are_refused_while_the_good_link_keeps_working)
      * cluster id), another address for "0" so it can listen. */
     cluster c1;
     cr_assert_eq(cluster_init(&c1, "net-test", "t.topo"), 0);
-    cr_assert_eq(cluster_add_peer(&c1, "127.0.0.1", free_port(), w.kp[0].pk), 0);
+    cr_assert_eq(cluster_add_peer(&c1, "127.0.0.1", sgp_free_port(), w.kp[0].pk), 0);
     cr_assert_eq(cluster_add_peer(&c1, "127.0.0.1", w.c.peers[1].port, w.kp[1].pk), 1);
     /* Mallory 2 writes itself into its own cluster file as id 0. */
     cluster c2;
     cr_assert_eq(cluster_init(&c2, "net-test", "t.topo"), 0);
-    cr_assert_eq(cluster_add_peer(&c2, "127.0.0.1", free_port(), w.kp[MAXP + 1].pk), 0);
+    cr_assert_eq(cluster_add_peer(&c2, "127.0.0.1", sgp_free_port(), w.kp[MAXP + 1].pk), 0);
     cr_assert_eq(cluster_add_peer(&c2, "127.0.0.1", w.c.peers[1].port, w.kp[1].pk), 1);
 
     inst *a = start(&w, 0), *b = start(&w, 1);

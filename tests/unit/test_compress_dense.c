@@ -19,6 +19,7 @@
 
 #include "compress/bitio.h"
 #include "compress/cmp_rng.h"
+#include "tests/exact_copy.h"
 
 TestSuite(compress_dense, .timeout = 300);
 
@@ -105,15 +106,6 @@ static uint8_t *encode(const char *spec, const float *x, size_t n, uint64_t seed
     cr_assert_geq(*len, 0, "%s n=%zu: encode returned %ld", spec, n, *len);
     cr_assert_leq((size_t)*len, cap, "%s n=%zu: %ld > bound %zu", spec, n, *len, cap);
     return msg;
-}
-
-static uint8_t *exact_copy(const uint8_t *src, size_t len)
-{
-    uint8_t *p = malloc(len ? len : 1);
-    cr_assert_not_null(p);
-    if (len)
-        memcpy(p, src, len);
-    return p;
 }
 
 static int is_qsgd(const char *spec) { return strncmp(spec, "qsgd", 4) == 0; }

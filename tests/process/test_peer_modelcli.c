@@ -21,12 +21,8 @@ TestSuite(peer_modelcli, .timeout = 300);
 
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot read %s", path);
     static char text[1 << 20];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = 0;
-    fclose(f);
+    cr_assert(sgp_read_text(path, text, sizeof text), "cannot read %s", path);
     return text;
 }
 
@@ -94,7 +90,7 @@ Test(peer_modelcli, eval_agrees_with_training_and_writes_a_confusion_matrix)
 
 Test(peer_modelcli, numpy_alone_reads_the_file_and_predicts_the_same)
 {
-    if (system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)
+    if (!sgp_python_has("numpy"))
         cr_skip_test("no /usr/bin/python3 with numpy (make deps installs python3-numpy)");
     char dir[] = "/tmp/sgp-mcli-XXXXXX", model[128], preds[128], out[128];
     trained(dir, model, sizeof model);
@@ -195,9 +191,7 @@ Test(peer_modelcli, predict_reads_idx_pgm_and_csv)
     cr_assert(strstr(o.out, "[0]: ") && strstr(o.out, "  then "), "%.300s", o.out);
 
     /* an input of another shape, and one that is no input at all: named, the others still answered */
-    f = fopen(csv, "w");
-    fprintf(f, "0.5,0.5\n");
-    fclose(f);
+    sgp_write_text(csv, "0.5,0.5\n");
     sgp_run(&o, "predict", "--model-file", model, csv, pgm, model, NULL);
     cr_assert_eq(o.status, 1);
     cr_assert(strstr(o.err, "rows.csv:1: 2 values; the model takes 784"), "%s", o.err);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/exact_copy.h"
+
 TestSuite(compress_bitio, .timeout = 120);
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -40,16 +42,6 @@ static size_t edge_values(uint64_t *v)
     v[n++] = ~0ULL - 1;
     v[n++] = ~0ULL;
     return n;
-}
-
-/* A copy in a block of exactly len bytes: reading one byte more is an ASan error. */
-static uint8_t *exact_copy(const uint8_t *src, size_t len)
-{
-    uint8_t *p = malloc(len ? len : 1);
-    cr_assert_not_null(p);
-    if (len)
-        memcpy(p, src, len);
-    return p;
 }
 
 enum code { C_BITS, C_UNARY, C_GAMMA, C_DELTA, C_RICE };

@@ -35,19 +35,6 @@ TestSuite(nn_grad);
 #define MODEL_SAMPLES 200 /* parameters checked per model view */
 
 
-/* Normwise relative error of a float kernel's output against the double
- * reference: max |got - want| / max |want|. */
-static double max_err_f(const float *got, const double *want, size_t n)
-{
-    double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(got[i] - want[i]), a = fabs(want[i]);
-        diff = d > diff ? d : diff;
-        scale = a > scale ? a : scale;
-    }
-    return diff / scale;
-}
-
 /* ---- double-precision references ------------------------------------------ */
 
 static void ref_dense(const double *x, int B, int in, int out, const double *W, const double *b, double *y)
@@ -134,14 +121,6 @@ static double ref_xent(const double *z, const int *y, int B, int K, double *prob
                 probs[(size_t)n * K + j] = exp(r[j] - mx) / sum;
     }
     return loss / B;
-}
-
-static double dot(const double *a, const double *b, size_t n)
-{
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
 }
 
 /* ---- central differences ----------------------------------------------------- */

@@ -363,9 +363,9 @@ static void load_local(void)
     cr_assert_eq(outer_opts_parse(&nesterov_half, "nesterov:0.5:0.5", err, sizeof err), 0, "%s", err);
 }
 
-TestSuite(peer_local, .init = load_local, .fini = unload, .timeout = 120);
+TestSuite(peer_sim_local, .init = load_local, .fini = unload, .timeout = 120);
 
-Test(peer_local, every_epoch_takes_the_steps_of_one_epoch_of_sgp_train)
+Test(peer_sim_local, every_epoch_takes_the_steps_of_one_epoch_of_sgp_train)
 {
     train_opts o;
     train_opts_defaults(&o);
@@ -391,7 +391,7 @@ Test(peer_local, every_epoch_takes_the_steps_of_one_epoch_of_sgp_train)
     }
 }
 
-Test(peer_local, local_steps_learn_with_fewer_rounds_and_bytes)
+Test(peer_sim_local, local_steps_learn_with_fewer_rounds_and_bytes)
 {
     sim_config c;
     config(&c, "exponential", 8);
@@ -414,7 +414,7 @@ Test(peer_local, local_steps_learn_with_fewer_rounds_and_bytes)
     sim_result_free(&one), sim_result_free(&three);
 }
 
-Test(peer_local, the_outer_step_keeps_mass_and_consensus_with_the_gradient_off)
+Test(peer_sim_local, the_outer_step_keeps_mass_and_consensus_with_the_gradient_off)
 {
     sim_config c;
     config(&c, "exponential", 8);
@@ -437,7 +437,7 @@ Test(peer_local, the_outer_step_keeps_mass_and_consensus_with_the_gradient_off)
     sim_result_free(&r), sim_result_free(&plain);
 }
 
-Test(peer_local, crash_and_rejoin_with_local_steps_and_the_outer_step)
+Test(peer_sim_local, crash_and_rejoin_with_local_steps_and_the_outer_step)
 {
     sim_config c;
     config(&c, "exponential", 8);

@@ -1,12 +1,11 @@
 /* The .topo parser: every example file loads; every rule of
  * topologies/FORMAT.md ("Validation") fails with the documented line;
- * write-then-parse gives the same edges bit for bit; and `sgp topo` reports
- * parse errors as file:line (exit 1) and usage errors as one line (exit 2). */
+ * write-then-parse gives the same edges bit for bit. (`sgp topo`, which
+ * reports what the parser finds: tests/process/test_topo_parse.c.) */
 #include "topologies/topo.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,25 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tests/sgp_run.h"
+#include "tests/topo_check.h"
 
-static char g_dir[64];
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void setup(void)
-{
-    strcpy(g_dir, "/tmp/test_topo_parse_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void teardown(void) { nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
-
-TestSuite(topo_parse, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(topo_parse, .timeout = 120);
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -58,23 +41,6 @@ static void expect_ok(topo *t, const char *text)
     topo_error e;
     int rc = parse(t, text, &e);
     cr_assert_eq(rc, 0, "%s:%d: %s\n---\n%s", e.file, e.line, e.msg, text);
-}
-
-static size_t n_edges(const topo *t) { return t->phase_at[t->n_phases]; }
-
-static void assert_same_edges(const topo *a, const topo *b, const char *what)
-{
-    cr_assert_eq(a->n_peers, b->n_peers, "%s", what);
-    cr_assert_eq(a->n_phases, b->n_phases, "%s", what);
-    cr_assert_eq(a->weighted, b->weighted, "%s", what);
-    for (int p = 0; p <= a->n_phases; p++)
-        cr_assert_eq(a->phase_at[p], b->phase_at[p], "%s: phase %d", what, p);
-    for (size_t k = 0; k < n_edges(a); k++) {
-        cr_assert_eq(a->edges[k].src, b->edges[k].src, "%s: edge %zu", what, k);
-        cr_assert_eq(a->edges[k].dst, b->edges[k].dst, "%s: edge %zu", what, k);
-        cr_assert(memcmp(&a->edges[k].weight, &b->edges[k].weight, sizeof(double)) == 0,
-                  "%s: edge %zu weight %.17g vs %.17g", what, k, a->edges[k].weight, b->edges[k].weight);
-    }
 }
 
 /* topo_write into memory, then topo_parse that text. */
@@ -488,145 +454,4 @@ Test(topo_parse, format_weight_reads_back_exactly)
     cr_assert_eq(strtod(buf, NULL), w, "%s", buf);
     topo_format_weight(2.0 / 7, buf, sizeof buf);
     cr_assert_str_eq(buf, "2/7");
-}
-
-/* ---- the command line ------------------------------------------------------------ */
-
-static sgp_out o;
-
-static char *tpath(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    char *p = buf[k++ % 4];
-    snprintf(p, 256, "%s/%s", g_dir, name);
-    return p;
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-Test(topo_parse, cli_check_prints_file_line_and_exits_1)
-{
-    char *bad = tpath("bad.topo");
-    write_text(bad, "peers 4\nphase\n0 -> 1\n1 -> 7\n");
-    sgp_run(&o, "topo", "check", bad, NULL);
-    cr_assert_eq(o.status, 1, "%s", o.err);
-    cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
-    char want[300];
-    snprintf(want, sizeof want, "%s:4: peer 7 out of range 0..3\n", bad);
-    cr_assert_str_eq(o.err, want);
-
-    char *disc = tpath("disc.topo");
-    write_text(disc, "peers 4\n0 -> 1\n1 -> 0\n2 -> 3\n3 -> 2\n");
-    sgp_run(&o, "topo", "mix", disc, NULL);
-    cr_assert_eq(o.status, 1);
-    snprintf(want, sizeof want, "%s: not strongly connected", disc);
-    cr_assert(!strncmp(o.err, want, strlen(want)), "%s", o.err);
-
-    sgp_run(&o, "topo", "show", "/nonexistent/x.topo", NULL);
-    cr_assert_eq(o.status, 1);
-    cr_assert(strstr(o.err, "/nonexistent/x.topo: No such file"), "%s", o.err);
-}
-
-Test(topo_parse, cli_check_describes_a_valid_file)
-{
-    sgp_run(&o, "topo", "check", "topologies/exp8.topo", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert(strstr(o.out, "valid"), "%s", o.out);
-    cr_assert(strstr(o.out, "3 phases"), "%s", o.out);
-    cr_assert(strstr(o.out, "uniform"), "%s", o.out);
-    cr_assert(strstr(o.out, "strongly connected"), "%s", o.out);
-    cr_assert_null(strstr(o.out, "note"), "8 is a power of two: %s", o.out);
-    sgp_run(&o, "topo", "check", "exponential", "--peers", "12", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert(strstr(o.out, "not a power of two"), "%s", o.out);
-}
-
-Test(topo_parse, cli_usage_errors_are_one_line_status_2)
-{
-    const char *cases[][6] = {
-        {"topo", NULL},
-        {"topo", "bogus", NULL},
-        {"topo", "check", NULL},
-        {"topo", "check", "a", "b", NULL},
-        {"topo", "check", "--bogus", "x", NULL},
-        {"topo", "mix", "topologies/exp8.topo", "--tol", "abc", NULL},
-        {"topo", "show", "topologies/exp8.topo", "--dead", "9", NULL},
-        {"topo", "gen", "ring", NULL},
-        {"topo", "gen", "--peers", "8", NULL},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        sgp_run(&o, cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4], cases[i][5], NULL);
-        cr_assert_eq(o.status, 2, "case %zu: status %d: %s", i, o.status, o.err);
-        cr_assert_eq(sgp_lines(o.err), 1, "case %zu: %s", i, o.err);
-    }
-    sgp_run(&o, "topo", "gen", "torus", "--peers", "16", "--rows", "3", NULL);
-    cr_assert_eq(o.status, 2, "%s", o.err);
-    cr_assert(strstr(o.err, "rows=3 does not divide"), "%s", o.err);
-    sgp_run(&o, "topo", "check", "bogus", "--peers", "8", NULL);
-    cr_assert_eq(o.status, 2, "%s", o.err);
-    cr_assert(strstr(o.err, "unknown generator 'bogus'"), "%s", o.err);
-}
-
-Test(topo_parse, cli_every_subcommand_has_help)
-{
-    const char *subs[] = {"check", "show", "dot", "gen", "mix"};
-    sgp_run(&o, "topo", "--help", NULL);
-    cr_assert_eq(o.status, 0);
-    for (size_t i = 0; i < 5; i++)
-        cr_assert(strstr(o.out, subs[i]), "topo --help lacks %s", subs[i]);
-    for (size_t i = 0; i < 5; i++) {
-        sgp_run(&o, "topo", subs[i], "--help", NULL);
-        cr_assert_eq(o.status, 0, "%s --help", subs[i]);
-        cr_assert(strstr(o.out, "usage: sgp topo "), "%s", o.out);
-    }
-    sgp_run(&o, "--help", NULL);
-    cr_assert(strstr(o.out, "topo"), "sgp --help lists topo: %s", o.out);
-}
-
-Test(topo_parse, cli_gen_writes_a_file_that_checks_and_round_trips)
-{
-    char *f1 = tpath("t.topo"), *f2 = tpath("t-explicit.topo");
-    sgp_run(&o, "topo", "gen", "random", "--peers", "10", "--out", "3", "--seed", "77", "--phases", "2", "-o", f1, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    sgp_run(&o, "topo", "gen", "random", "--peers", "10", "out=3", "seed=77", "phases=2", "--explicit", "-o", f2,
-            NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    topo a, b;
-    topo_error e;
-    cr_assert_eq(topo_load(&a, f1, &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
-    cr_assert_eq(topo_load(&b, f2, &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
-    cr_assert_str_eq(a.kind, "random out=3 seed=77 phases=2");
-    cr_assert_str_eq(b.kind, "explicit");
-    assert_same_edges(&a, &b, "gen vs gen --explicit");
-    topo_free(&a);
-    topo_free(&b);
-    sgp_run(&o, "topo", "check", f2, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-}
-
-Test(topo_parse, cli_mix_show_and_dot)
-{
-    sgp_run(&o, "topo", "mix", "topologies/exp8.topo", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert(strstr(o.out, ": 3 rounds to relative error 1e-06"), "%s", o.out);
-    sgp_run(&o, "topo", "mix", "topologies/ring8.topo", "--max-rounds", "10", NULL);
-    cr_assert_eq(o.status, 1, "ring8 cannot average in 10 rounds: %s", o.out);
-
-    sgp_run(&o, "topo", "show", "topologies/exp8.topo", "--rounds", "4", "--dead", "3", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert(strstr(o.out, "round 3 (phase 0)"), "%s", o.out);
-    cr_assert(strstr(o.out, "  2 -> 4:0.5   keeps 0.5   (routed around dead 3)"), "%s", o.out);
-    cr_assert_null(strstr(o.out, "  3 ->"), "a dead peer sends nothing: %s", o.out);
-
-    sgp_run(&o, "topo", "dot", "topologies/exp8.topo", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert(!strncmp(o.out, "digraph", 7), "%s", o.out);
-    cr_assert(strstr(o.out, "0 -> 4 [label=\"2\"];"), "%s", o.out);
 }
