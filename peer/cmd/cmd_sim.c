@@ -190,6 +190,7 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_int(j, "messages_sent", (long long)r->messages_sent);
     json_int(j, "messages_lost", (long long)r->messages_lost);
     json_int(j, "messages_cut", (long long)r->messages_cut);
+    json_int(j, "messages_after_end", (long long)r->messages_after_end);
     json_int(j, "partitions", r->cuts);
     json_int(j, "messages_duplicated", (long long)r->messages_duplicated);
     json_int(j, "syncs", (long long)r->syncs);
@@ -522,11 +523,11 @@ int cmd_sim(int argc, char **argv)
     else
         printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n",
                100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance);
-    printf("%llu rounds, %.1f MB sent in %llu messages (%llu lost, %llu on connections a partition closed), %.2f "
-           "simulated s (%.3g ms a step), %.1f wall s\n",
+    printf("%llu rounds, %.1f MB sent in %llu messages (%llu lost, %llu on connections a partition closed, %llu after "
+           "their receiver had finished), %.2f simulated s (%.3g ms a step), %.1f wall s\n",
            (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
-           (unsigned long long)r.messages_lost, (unsigned long long)r.messages_cut, r.simulated_seconds,
-           1e3 * r.step_seconds, r.wall_seconds);
+           (unsigned long long)r.messages_lost, (unsigned long long)r.messages_cut,
+           (unsigned long long)r.messages_after_end, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
     printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped, %ld with a neighbour's model), %ld neighbours lost, "
            "%ld brakes; %ld crashes, %ld resumes, %ld stops, %ld partitions; %d peers live, weight %.3g..%.3g (total %.4g held, "
            "%.3g in flight at the end)\n",

@@ -147,6 +147,8 @@ void node_pump(node *n)
                 break;
             case ENGINE_FINISHED:
                 n->rc = v.rc;
+                while (engine_poll_send(&n->e, &s)) /* what it said last (GOODBYE "done") before the close */
+                    node_send_frame(n, &s);
                 node_close(n, v.goodbye);
                 break;
             case ENGINE_LOG:

@@ -152,6 +152,9 @@ static int pump(sim *s, int i, long round_before)
                 break;
             case ENGINE_FINISHED:
                 absorbed(s, i);
+                for (engine_send t; engine_poll_send(e, &t);) /* what it said last (GOODBYE "done") */
+                    if ((rc = sim_transmit(s, i, &t)) < 0)
+                        return rc;
                 if (v.rc == -EDOM || v.rc == -ENOMEM)
                     return v.rc;
                 if (v.rc < 0) { /* nothing to join: gone for good */
@@ -198,8 +201,9 @@ static int arrive(sim *s, int j, long slot)
         sim_flight_release(s, slot, 1);
         return 0;
     }
-    if (sim_gone(p)) {
-        s->r->messages_lost += f->s.kind == ENGINE_PUSH;
+    if (sim_gone(p)) { /* lost with a crash; after the end, to a peer that finished (in flight at the end) */
+        if (f->s.kind == ENGINE_PUSH)
+            ++*(p->exited ? &s->r->messages_after_end : &s->r->messages_lost);
         sim_flight_release(s, slot, 1);
         return 0;
     }

@@ -98,6 +98,8 @@ typedef struct sim_result {
     double simulated_seconds, wall_seconds;
     uint64_t bytes_sent, messages_sent, messages_lost;
     uint64_t messages_cut;       /* shares on connections a partition closed */
+    uint64_t messages_after_end; /* shares that reached a peer after it had finished (their weight: in flight at
+                                  * the end) */
     float test_accuracy, test_loss; /* of the average model sum x / sum w */
     float test_accuracy_min, test_accuracy_mean; /* over live peers' z */
     float test_loss_max, test_loss_mean;         /* the same for the loss: the worst peer is the highest */

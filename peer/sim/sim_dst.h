@@ -59,6 +59,7 @@ typedef struct dst_outcome {
     double accuracy, baseline;    /* the average model's, and the same run's without faults */
     double bound;                 /* accuracy >= baseline - bound */
     double absent;                /* the fraction of the run's local steps not taken (crashes, catch-ups) */
+    double apart;                 /* the fraction of the run's simulated time under a partition */
     double simulated_seconds, wall_seconds;
 } dst_outcome;
 
