@@ -179,7 +179,7 @@ sub in_dir { my ($d, $p) = @_; return normal($d eq "" ? $p : "$d/$p"); }
 
 # Criterion tests: suite -> [names].
 my %tests;
-for my $f (grep { m{^tests/[^/]+\.c$} } @tree) {
+for my $f (grep { m{^tests/(?:unit/|process/)?[^/]+\.c$} } @tree) {
     my $s = slurp($f) // next;
     while ($s =~ /\b(?:Test|ParameterizedTest|Theory)\s*\(\s*(\w+)\s*,\s*(\w+)/g) { push @{$tests{$1}}, $2; }
 }
@@ -220,8 +220,8 @@ sub check_word {
     if ($t =~ $TEST_RE && !$top{$1}) {
         my ($s, $n) = ($1, $2);
         $n_tests++;
-        if ($tests{$s}) { problem($md, $ln, "no test $t in tests/*.c") unless test_ok($s, $n); }
-        elsif ($in_code && $s =~ /_/ && $n =~ /_|\*/) { problem($md, $ln, "no test suite $s in tests/*.c (named in $t)"); }
+        if ($tests{$s}) { problem($md, $ln, "no test $t in tests/{unit,process}/*.c") unless test_ok($s, $n); }
+        elsif ($in_code && $s =~ /_/ && $n =~ /_|\*/) { problem($md, $ln, "no test suite $s in tests/{unit,process}/*.c (named in $t)"); }
         return;
     }
     return unless $t =~ m{^[A-Za-z0-9_.][A-Za-z0-9_.+*?/-]*$} && $t =~ m{/};

@@ -6,7 +6,7 @@
  * Nothing in here calls back into a driver, reads a clock or touches a
  * socket; so a finding in the simulator holds for real peers by
  * construction, and each rule has a unit test on virtual time
- * (tests/test_peer_engine.c). The rules and their reasons are in
+ * (tests/unit/test_peer_engine.c). The rules and their reasons are in
  * gossip/GUARANTEES.md; the round's computation is round.h's.
  *
  *   engine e;

@@ -2,7 +2,7 @@
  * one process, over links without latency, each step computed as soon as
  * it is asked for. It is the readable description of a round, and a test
  * of the engine: with tau = 0 it computes the model `sgp sim` and `sgp
- * launch` compute, bit for bit (tests/test_peer_engine.c).
+ * launch` compute, bit for bit (tests/unit/test_peer_engine.c).
  *
  *   engine peers[N];
  *   reference_run(&settings, &plan, train, &model, peers, err, sizeof err);
