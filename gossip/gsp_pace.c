@@ -136,8 +136,10 @@ void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
      * late_slack rounds of the round needed (a healthy peer held up once,
      * by scheduling, closes the gap by itself). */
     const long need = g->round - 1 - p->c.tau;
-    if (r >= need)
-        b->late = 0, b->late_count = 0;
+    if (r >= need && b->debt > 1)
+        b->debt--;
+    else if (r >= need)
+        b->late = 0, b->late_count = 0, b->debt = 0;
     else if (b->late && b->late_count <= 1 && r >= need - p->late_slack)
         b->late = 0;
 }
@@ -487,6 +489,7 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
             b->late = 1;
             if (b->late_count < 255)
                 b->late_count++;
+            b->debt = b->debt < 251 ? b->debt + 4 : 255;
             p->stats.late_marks++;
         }
         p->forced = 1;

@@ -72,6 +72,9 @@ typedef struct gsp_pace_nb {
     uint8_t ever_up;
     uint8_t late;          /* missed a deadline: not waited for until it is on time again */
     uint8_t late_count;    /* deadlines missed since it was last strictly on time */
+    uint8_t debt;          /* two for each deadline missed, one off for each share on time: a peer that keeps
+                            * missing them (a straggler catching up by jumps) is awaited again only after
+                            * it has been on time twice as often as it was late */
     uint8_t done;          /* said it finished every round: still takes shares, sends none */
     long known_round;      /* the latest round it said it is at (-1: none yet) */
     long pushed_round;     /* the round after the latest of its shares that reached us (-1: none yet) */
