@@ -91,19 +91,6 @@ static void compute(sim *s, int i)
     sim_queue_push(&s->q, s->now + (double)(rp->steps - steps) * step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
 }
 
-/* Peer i's engine has absorbed (a round started, or it finished): a share
- * of a dead run among what it took in changed the run's weight. */
-static void absorbed(sim *s, int i)
-{
-    sim_peer *p = &s->p[i];
-    if (!p->stale_inbox)
-        return;
-    s->mass_changed = 1;
-    p->stale_inbox = 0;
-    for (int k = 0; k < p->e.rp.n_inbox; k++) /* (kept for a later round: tau = 0) */
-        p->stale_inbox |= p->e.rp.inbox[k].incarnation < s->p[p->e.rp.inbox[k].src].e.rp.g.incarnation;
-}
-
 /* Peer i's round moved (a step, a catch-up, a join): the watermark follows. */
 static void follow_round(sim *s, int i, long *before)
 {
@@ -118,7 +105,7 @@ static void follow_round(sim *s, int i, long *before)
 /* After every input to peer i's engine: carry its frames over the link
  * model, follow its round for the watermark, act on its events, and wake it
  * when it asked. */
-static int pump(sim *s, int i, long round_before)
+int sim_pump(sim *s, int i, long round_before)
 {
     sim_peer *p = &s->p[i];
     engine *e = &p->e;
@@ -136,7 +123,7 @@ static int pump(sim *s, int i, long round_before)
             int rc = 0;
             switch (v.kind) {
             case ENGINE_STEP:
-                absorbed(s, i);
+                sim_check_absorbed(s, i);
                 compute(s, i);
                 break;
             case ENGINE_BOUNDARY:
@@ -151,7 +138,7 @@ static int pump(sim *s, int i, long round_before)
                 s->running--;
                 break;
             case ENGINE_FINISHED:
-                absorbed(s, i);
+                sim_check_absorbed(s, i);
                 for (engine_send t; engine_poll_send(e, &t);) /* what it said last (GOODBYE "done") */
                     if ((rc = sim_transmit(s, i, &t)) < 0)
                         return rc;
@@ -183,62 +170,6 @@ static int pump(sim *s, int i, long round_before)
             wake_at(s, i, t);
     }
     return 0;
-}
-
-static int arrive(sim *s, int j, long slot)
-{
-    sim_peer *p = &s->p[j];
-    sim_frame *f = &s->flight[slot];
-    engine *e = &p->e;
-    const long round = e->rp.g.round;
-    const int q = f->src;
-    int k;
-    if (!sim_gone(p) && sim_cut_between(s, q, j, &k)) {
-        const sim_cut *c = &s->c->cut[k];
-        if (c->seconds <= 2 * s->c->peer.dead_timeout) /* the connection holds: TCP delivers it at the heal */
-            return sim_queue_push(&s->q, c->at + c->seconds + s->c->latency, EV_ARRIVE, j, slot);
-        s->r->messages_cut += f->s.kind == ENGINE_PUSH; /* on a connection the cut closes */
-        sim_flight_release(s, slot, 1);
-        return 0;
-    }
-    if (sim_gone(p)) { /* lost with a crash; after the end, to a peer that finished (in flight at the end) */
-        if (f->s.kind == ENGINE_PUSH)
-            ++*(p->exited ? &s->r->messages_after_end : &s->r->messages_lost);
-        sim_flight_release(s, slot, 1);
-        return 0;
-    }
-    int rc = 0;
-    switch (f->s.kind) {
-    case ENGINE_PUSH:
-        /* A share of a run of q that has since crashed and come back: its
-         * edge's totals went with that run, so the weight it brings when it is
-         * absorbed is the comeback's (gossip/GUARANTEES.md, "Mass at
-         * comebacks"), which --check does not hold to conservation. */
-        p->stale_inbox |= f->s.msg.incarnation < s->p[q].e.rp.g.incarnation;
-        rc = engine_push(e, &f->s.msg, s->now); /* the inbox takes over the payload */
-        sim_flight_release(s, slot, 0);
-        return rc < 0 ? rc : pump(s, j, round);
-    case ENGINE_ACK:
-        engine_ack(e, q, f->s.seq, s->now);
-        break;
-    case ENGINE_NACK:
-        engine_nack(e, q, s->now);
-        break;
-    case ENGINE_HEARTBEAT:
-        engine_heartbeat(e, q, f->s.round, s->now);
-        break;
-    case ENGINE_GOODBYE:
-        engine_goodbye(e, q, f->s.done, s->now);
-        break;
-    case ENGINE_MODEL_REQUEST:
-        engine_model_request(e, q, s->now);
-        break;
-    case ENGINE_MODEL:
-        engine_model(e, q, f->s.round, f->model, 1, s->now);
-        break;
-    }
-    sim_flight_release(s, slot, 1);
-    return pump(s, j, round);
 }
 
 /* After the last round: the shares still in flight go to live peers, then
@@ -301,7 +232,7 @@ static int dispatch(sim *s, const sim_event *e)
     if (deferred(s, e))
         return 0;
     if (e->kind == EV_ARRIVE)
-        return arrive(s, e->peer, e->arg);
+        return sim_arrive(s, e->peer, e->arg);
     if (e->kind == EV_CHURN)
         return sim_churn(s, e->peer);
     if (sim_gone(p))
@@ -333,7 +264,7 @@ static int dispatch(sim *s, const sim_event *e)
         rc = sim_boundary(s, e->peer, &advanced);
         break;
     }
-    return rc < 0 ? rc : pump(s, e->peer, round);
+    return rc < 0 ? rc : sim_pump(s, e->peer, round);
 }
 
 /* Every peer's memory by part, the shared model engine and data sets, and the
@@ -374,7 +305,7 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
     for (int i = 0; rc == 0 && i < c->peer.n_peers; i++) { /* round 0 starts from the hold engine_init leaves */
         int advanced = 0;
         if ((rc = sim_boundary(&s, i, &advanced)) == 0)
-            rc = pump(&s, i, 0);
+            rc = sim_pump(&s, i, 0);
     }
     sim_event e;
     /* Until no peer can do anything more: every live one done and nobody

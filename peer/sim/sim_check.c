@@ -87,3 +87,16 @@ int sim_check_end(const sim *s, char *err, size_t errlen)
     }
     return 0;
 }
+
+/* Peer i's engine has absorbed (a round started, or it finished): a share
+ * of a dead run among what it took in changed the run's weight. */
+void sim_check_absorbed(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    if (!p->stale_inbox)
+        return;
+    s->mass_changed = 1;
+    p->stale_inbox = 0;
+    for (int k = 0; k < p->e.rp.n_inbox; k++) /* (kept for a later round: tau = 0) */
+        p->stale_inbox |= p->e.rp.inbox[k].incarnation < s->p[p->e.rp.inbox[k].src].e.rp.g.incarnation;
+}

@@ -86,12 +86,16 @@ typedef struct sim {
     sim_result *r;
 } sim;
 
-/* sim.c: the event loop and the engines' outputs. */
+/* sim.c: the event loop and the engines' outputs (after every input to
+ * peer i's engine: its frames, its round for the watermark, its events). */
+int sim_pump(sim *s, int i, long round_before);
 int sim_gone(const sim_peer *p);
 void sim_tell_neighbours(sim *s, int i, int kind);
 void sim_watermark_advance(sim *s);
 
-/* sim_link.c: a frame from peer i over the link model; frames in flight. */
+/* sim_link.c: a frame from peer i over the link model; a frame reaching
+ * peer j; frames in flight. */
+int sim_arrive(sim *s, int j, long slot);
 int sim_transmit(sim *s, int i, const engine_send *t);
 void sim_flight_release(sim *s, long slot, int free_payload);
 size_t sim_frame_bytes(const sim_frame *f);
@@ -117,6 +121,9 @@ double sim_weight(const sim *s);
 int sim_check_event(sim *s, char *err, size_t errlen);
 int sim_check_model(const sim *s, int i, char *err, size_t errlen);
 int sim_check_end(const sim *s, char *err, size_t errlen);
+/* Peer i absorbed (a round started, or it finished): a share of a dead run
+ * among what it took in changed the run's weight on purpose. */
+void sim_check_absorbed(sim *s, int i);
 
 /* sim_setup.c */
 int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen);

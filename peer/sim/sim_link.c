@@ -110,3 +110,61 @@ int sim_transmit(sim *s, int i, const engine_send *t)
     }
     return 0;
 }
+
+/* A frame reaches peer j: held or dropped by a partition, lost with a
+ * crash, or the engine's input. */
+int sim_arrive(sim *s, int j, long slot)
+{
+    sim_peer *p = &s->p[j];
+    sim_frame *f = &s->flight[slot];
+    engine *e = &p->e;
+    const long round = e->rp.g.round;
+    const int q = f->src;
+    int k;
+    if (!sim_gone(p) && sim_cut_between(s, q, j, &k)) {
+        const sim_cut *c = &s->c->cut[k];
+        if (c->seconds <= 2 * s->c->peer.dead_timeout) /* the connection holds: TCP delivers it at the heal */
+            return sim_queue_push(&s->q, c->at + c->seconds + s->c->latency, EV_ARRIVE, j, slot);
+        s->r->messages_cut += f->s.kind == ENGINE_PUSH; /* on a connection the cut closes */
+        sim_flight_release(s, slot, 1);
+        return 0;
+    }
+    if (sim_gone(p)) { /* lost with a crash; after the end, to a peer that finished (in flight at the end) */
+        if (f->s.kind == ENGINE_PUSH)
+            ++*(p->exited ? &s->r->messages_after_end : &s->r->messages_lost);
+        sim_flight_release(s, slot, 1);
+        return 0;
+    }
+    int rc = 0;
+    switch (f->s.kind) {
+    case ENGINE_PUSH:
+        /* A share of a run of q that has since crashed and come back: its
+         * edge's totals went with that run, so the weight it brings when it is
+         * absorbed is the comeback's (gossip/GUARANTEES.md, "Mass at
+         * comebacks"), which --check does not hold to conservation. */
+        p->stale_inbox |= f->s.msg.incarnation < s->p[q].e.rp.g.incarnation;
+        rc = engine_push(e, &f->s.msg, s->now); /* the inbox takes over the payload */
+        sim_flight_release(s, slot, 0);
+        return rc < 0 ? rc : sim_pump(s, j, round);
+    case ENGINE_ACK:
+        engine_ack(e, q, f->s.seq, s->now);
+        break;
+    case ENGINE_NACK:
+        engine_nack(e, q, s->now);
+        break;
+    case ENGINE_HEARTBEAT:
+        engine_heartbeat(e, q, f->s.round, s->now);
+        break;
+    case ENGINE_GOODBYE:
+        engine_goodbye(e, q, f->s.done, s->now);
+        break;
+    case ENGINE_MODEL_REQUEST:
+        engine_model_request(e, q, s->now);
+        break;
+    case ENGINE_MODEL:
+        engine_model(e, q, f->s.round, f->model, 1, s->now);
+        break;
+    }
+    sim_flight_release(s, slot, 1);
+    return sim_pump(s, j, round);
+}
