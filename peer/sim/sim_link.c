@@ -1,5 +1,7 @@
 /* The simulator's links: frames in flight, each link's queue at its
- * bandwidth, latency, and loss, duplication and reordering of shares. */
+ * bandwidth, latency, and loss, duplication and reordering of shares; a
+ * frame's arrival (held or dropped by a partition, lost with a crash, or
+ * its peer engine's input). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
