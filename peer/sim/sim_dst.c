@@ -80,7 +80,7 @@ void dst_draw(dst_schedule *s, uint64_t seed)
     s->dead_timeout = 0.02;
     const long R = rounds_of(s);
     const double T = (double)R * (s->compute * s->local_steps + 0.001); /* about the run's simulated length */
-    int gone_for_good = 0;
+    int crashing = 0;
     const int n = (int)nn_rng_below(&r, 5);
     for (int k = 0; k < n; k++) {
         dst_fault f = {.kind = (dst_kind)nn_rng_below(&r, 6), .peer = (int)nn_rng_below(&r, (uint64_t)s->peers)};
@@ -88,12 +88,15 @@ void dst_draw(dst_schedule *s, uint64_t seed)
         case DST_CRASH:
         case DST_REJOIN:
         case DST_JOIN:
-            /* One crash a peer, and two peers that stay: the run has someone to finish it. */
-            if (crashes(s, f.peer) || (f.kind == DST_CRASH && gone_for_good + 2 >= s->peers))
+            /* One crash a peer, and two peers that never crash: the run has
+             * someone to finish it and a joiner someone to pull a model from
+             * (two joiners back at once with nobody else up find nothing to
+             * join, as they must: schedule 2499 of the first soak). */
+            if (crashes(s, f.peer) || crashing + 2 >= s->peers)
                 continue;
+            crashing++;
             f.a = (long)nn_rng_below(&r, (uint64_t)(R / 2));
             f.b = f.a + 1 + (long)nn_rng_below(&r, (uint64_t)(R / 2 - 1));
-            gone_for_good += f.kind == DST_CRASH;
             break;
         case DST_STOP:
             f.a = (long)nn_rng_below(&r, (uint64_t)R);
