@@ -17,9 +17,9 @@
 #include <string.h>
 #include <uv.h>
 
-#include "peer/net/member.h"
+#include "peer/config/member.h"
 #include "peer/net/net.h"
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 #include "tests/sgp_run.h"
 
 typedef struct member_side {

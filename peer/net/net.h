@@ -1,5 +1,5 @@
 /* The transport: one TCP connection per pair of peers, the handshake and the
- * encrypted frames of peer/net/WIRE.md (Connections, Handshake, Frames) put on
+ * encrypted frames of peer/wire/WIRE.md (Connections, Handshake, Frames) put on
  * libuv sockets. No gossip here: it moves opaque plaintext messages.
  *
  *   static void up(void *ctx, int peer) { ... }                 // authenticated
@@ -59,8 +59,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "peer/net/cluster.h"
-#include "peer/sec/sec.h"
+#include "peer/config/cluster.h"
+#include "peer/wire/sec.h"
 
 #define NET_QUEUE_FRAMES 8 /* frames per connection handed to the kernel but not yet taken */
 

@@ -15,7 +15,7 @@
 #include "peer/core/clock.h"
 #include "peer/net/node_ext.h"
 #include "peer/net/node_state.h"
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 
 /* MODEL carries the model's little-endian bytes and their hash: this host's floats as they are. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sgp peer assumes a little-endian host");

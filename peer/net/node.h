@@ -31,8 +31,8 @@
 #include "nn/nn_data.h"
 #include "peer/core/memory.h"
 #include "peer/core/outer.h"
-#include "peer/net/cluster.h"
-#include "peer/sec/sec.h"
+#include "peer/config/cluster.h"
+#include "peer/wire/sec.h"
 #include "peer/core/train_opts.h"
 #include "topologies/topo.h"
 

@@ -1,4 +1,4 @@
-/* The cluster file parser (format in peer/net/CLUSTER.md). Line by line, in the
+/* The cluster file parser (format in peer/config/CLUSTER.md). Line by line, in the
  * manner of wg(8)'s config parser: the first problem in file order is
  * reported with its line, and problems of the whole file (a missing line)
  * with line 0. Lines, comments and tokens come from topologies/topo_lex.h,
@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/net/cluster.h"
+#include "peer/config/cluster.h"
+#include "peer/config/keyfile.h"
 #include "topologies/topo_lex.h"
 
 typedef struct parser {
@@ -334,7 +335,7 @@ static int parse_peer(parser *P, topo_span *tok, int nt)
     if (rc < 0)
         return rc;
     const char *why;
-    if (sec_pubkey_decode(p->pk, tok[3].p, tok[3].n, &why) < 0)
+    if (keyfile_pub_decode(p->pk, tok[3].p, tok[3].n, &why) < 0)
         return perr(P, "peer %lu: bad key: %s", id, why);
     if (P->seen[id >> 3] & (1u << (id & 7))) {
         for (int k = 0; k < c->n_peers; k++)
@@ -597,9 +598,9 @@ int cluster_write(const cluster *c, FILE *f, const char *comment)
     }
     fprintf(f, "#    id   %-*s  public key\n", width, "host:port");
     for (int i = 0; i < c->n_peers; i++) {
-        char key[SEC_KEY_B64];
+        char key[KEYFILE_B64];
         cluster_peer_addr(&c->peers[i], addr, sizeof addr);
-        sec_pubkey_encode(c->peers[i].pk, key);
+        keyfile_pub_encode(c->peers[i].pk, key);
         fprintf(f, "peer %-4u %-*s  %s\n", (unsigned)c->peers[i].id, width, addr, key);
     }
     return ferror(f) ? -EIO : 0;

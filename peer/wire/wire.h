@@ -1,4 +1,4 @@
-/* The message layer of the sgp wire (peer/net/WIRE.md, "Messages"): plaintext
+/* The message layer of the sgp wire (peer/wire/WIRE.md, "Messages"): plaintext
  * msgpack bytes in and out. No sockets, no crypto, no allocation.
  *
  *   // sending: one buffer, sized once, holds any message this peer sends

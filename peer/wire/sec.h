@@ -1,10 +1,12 @@
-/* Peer keys, the handshake and encrypted frames (peer/net/WIRE.md: Keys,
+/* Peer keys, the handshake and encrypted frames (peer/wire/WIRE.md: Keys,
  * Handshake, Frames), as pure functions over byte buffers: no sockets, no
- * clock. The transport feeds received bytes in and writes out what comes out.
+ * clock, no files. The transport feeds received bytes in and writes out what
+ * comes out; key files are peer/config/keyfile.h's. The handshake is in
+ * sec_hs.c, sessions and frames in sec_frame.c.
  *
  *   sec_keypair me = {0};
  *   char err[256];
- *   if (sec_keypair_load(&me, "keys/0.key", err, sizeof err) < 0) ...
+ *   if (keyfile_load(&me, "keys/0.key", err, sizeof err) < 0) ...   // peer/config/keyfile.h
  *
  *   sec_hs hs = {0};                      // dialling peer 3 (the lower id dials)
  *   sec_hs_init(&hs, SEC_INITIATOR, 0, 3, &me, cluster_pubkey_lookup, &cluster, cid);
@@ -30,14 +32,13 @@
  * that has failed once fails every later call, because the connection must
  * close anyway and an attacker should get one try per connection.
  */
-#ifndef PEER_SEC_H
-#define PEER_SEC_H
+#ifndef PEER_WIRE_SEC_H
+#define PEER_WIRE_SEC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define SEC_KEY_BYTES 32       /* X25519 public and secret keys */
-#define SEC_KEY_B64 45         /* base64 text of a key with its NUL: 44 + 1 */
 #define SEC_CLUSTER_ID_BYTES 32
 #define SEC_VERSION 3
 
@@ -74,29 +75,8 @@ int sec_init(void);
 /* A fresh long-term key pair. 0, -ENOMEM or -EIO. */
 int sec_keypair_generate(sec_keypair *kp);
 
-/* Read a secret key file (one base64 line) and derive its public key.
- * Refuses, like ssh, a file that its group or others may read or write
- * (-EACCES), as well as one that is not a regular file. 0, or a negative
- * errno with a one-line message in err (which names the path). */
-int sec_keypair_load(sec_keypair *kp, const char *key_path, char *err, size_t cap);
-
-/* Write key_path (mode 0600) and pub_path (mode 0644), each one base64 line,
- * atomically (peer/store/atomic.h: PATH.tmp, fsync, rename; with
- * overwrite == 0 an existing file is never replaced: -EEXIST). pub_path may
- * be NULL. 0 or a negative errno with a message. */
-int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
-                     size_t cap);
-
 /* Wipes and releases the secret key; safe on a zeroed struct. */
 void sec_keypair_free(sec_keypair *kp);
-
-/* Public keys as text: standard base64 with padding (44 characters), as in
- * .pub files and the cluster file. decode accepts exactly one spelling per key
- * (no whitespace, no non-canonical padding bits): 0 or -EINVAL, and with a
- * non-NULL why, a short reason ("not base64", "decodes to 31 bytes, not 32"). */
-void sec_pubkey_encode(const uint8_t pk[SEC_KEY_BYTES], char out[SEC_KEY_B64]);
-int sec_pubkey_decode(uint8_t pk[SEC_KEY_BYTES], const char *text, size_t len, const char **why);
-int sec_pubkey_load(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t cap);
 
 /* ---- sessions -------------------------------------------------------------- */
 
