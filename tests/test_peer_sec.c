@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "peer/config/cluster.h"
+#include "peer/wire/wire.h"
 
 /* ---- fixture: four peers' keys, a cluster table ---------------------------- */
 
@@ -149,6 +150,15 @@ static void expect_open(sec_session *s, frame f, const void *msg, size_t len)
     free(out);
 }
 
+/* "SGP1" and the version, as every handshake message of any version opens. */
+static const uint8_t *head(unsigned version)
+{
+    static uint8_t h[SEC_HEAD_BYTES];
+    memcpy(h, "SGP1", 4);
+    h[4] = (uint8_t)version, h[5] = (uint8_t)(version >> 8);
+    return h;
+}
+
 static void fill(uint8_t *b, size_t n, unsigned seed)
 {
     for (size_t k = 0; k < n; k++)
@@ -167,9 +177,11 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(memcmp(log.b[0], "SGP1\x03\x00", 6), 0);
+    cr_assert_eq(SGP_PROTOCOL_VERSION, 4, "WIRE.md's version");
+    cr_assert_eq(memcmp(log.b[0], head(SGP_PROTOCOL_VERSION), 6), 0, "the one version constant goes out");
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
-    cr_assert_eq(memcmp(log.b[1], "SGP1\x03\x00\x01\x00\x00\x00", 10), 0, "responder id 1, little-endian");
+    cr_assert_eq(memcmp(log.b[1], head(SGP_PROTOCOL_VERSION), 6), 0);
+    cr_assert_eq(memcmp(log.b[1] + 6, "\x01\x00\x00\x00", 4), 0, "responder id 1, little-endian");
     cr_assert_eq(sec_hs_want(&i), 0);
     cr_assert_eq(sec_hs_want(&r), 0);
     sec_session a, b;
@@ -384,6 +396,57 @@ Test(peer_sec, wrong_magic_version_cluster_or_id_is_refused_at_the_first_message
     memset(good + 42, 0, 32);
     cr_assert_eq(respond_to(good, 1, g_cid, &r), -EPROTO);
     cr_assert(strstr(r.msg, "low-order"), "%s", r.msg);
+    sec_hs_free(&r);
+}
+
+/* WIRE.md "Handshake", Limits: a peer of another version is refused from
+ * the first 6 bytes of its message (another version's messages may have
+ * other sizes), with a message naming both versions; the responder's one
+ * answer is our own magic and version, the initiator answers nothing. */
+Test(peer_sec, another_version_is_refused_from_six_bytes_and_answered_with_ours)
+{
+    const unsigned others[] = {0, 1, 3, SGP_PROTOCOL_VERSION + 1, 0xffff};
+    char want[96];
+    uint8_t out[SEC_HS_OUT_MAX];
+    for (size_t k = 0; k < sizeof others / sizeof *others; k++) {
+        const unsigned v = others[k];
+        snprintf(want, sizeof want, "protocol version %u, this peer %d: refused", v, SGP_PROTOCOL_VERSION);
+        /* responder: byte by byte, nothing is decided before the sixth */
+        sec_hs r;
+        cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+        uint8_t h[SEC_HEAD_BYTES];
+        memcpy(h, head(v), sizeof h);
+        for (int b = 0; b < SEC_HEAD_BYTES - 1; b++)
+            cr_assert_eq(sec_hs_consume(&r, h + b, 1), 1, "version %u, byte %d", v, b);
+        cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), 0, "nothing before the version is in");
+        cr_assert_eq(sec_hs_consume(&r, h + SEC_HEAD_BYTES - 1, 1), -EPROTONOSUPPORT, "version %u", v);
+        cr_assert(strstr(r.msg, want), "version %u: %s", v, r.msg);
+        cr_assert_eq(sec_hs_produce(&r, out, sizeof out), -EPROTONOSUPPORT, "sticky");
+        cr_assert_eq(sec_hs_want(&r), 0);
+        cr_assert_eq(sec_hs_refusal(&r, out, SEC_HEAD_BYTES - 1), -ENOBUFS);
+        cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), SEC_HEAD_BYTES);
+        cr_assert_eq(memcmp(out, head(SGP_PROTOCOL_VERSION), SEC_HEAD_BYTES), 0, "our magic and version");
+        cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), 0, "once");
+        cr_assert_null(r.sec, "no secret outlives the refusal");
+        sec_hs_free(&r);
+
+        /* initiator: the reply's head is enough */
+        sec_hs i;
+        cr_assert_eq(sec_hs_init(&i, SEC_INITIATOR, 0, 2, &g_kp[0], table_lookup, &g_tab, g_cid), 0);
+        cr_assert_eq(sec_hs_produce(&i, out, sizeof out), SEC_MSG1_BYTES);
+        cr_assert_eq(sec_hs_consume(&i, head(v), SEC_HEAD_BYTES), -EPROTONOSUPPORT, "version %u", v);
+        snprintf(want, sizeof want, "peer 2 speaks protocol version %u, this peer %d: refused", v,
+                 SGP_PROTOCOL_VERSION);
+        cr_assert(strstr(i.msg, want), "%s", i.msg);
+        cr_assert_eq(sec_hs_refusal(&i, out, sizeof out), 0, "the dialler answers nothing");
+        cr_assert_not(sec_hs_done(&i));
+        sec_hs_free(&i);
+    }
+    /* Another magic is no sgp peer: no answer at all. */
+    sec_hs r;
+    cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+    cr_assert_eq(sec_hs_consume(&r, (const uint8_t *)"SSH-2.", 6), -EPROTO);
+    cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), 0);
     sec_hs_free(&r);
 }
 

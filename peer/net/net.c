@@ -20,6 +20,10 @@
 /* A redial is cheap (a refused connect, or one handshake), and a neighbour
  * that comes back should have its edge again within a second. */
 #define NET_BACKOFF_MAX_MS 500
+/* After a neighbour answered that it speaks another protocol version: that
+ * lasts until someone restarts a peer with another build, so redialling
+ * every half second would only fill both logs (WIRE.md "Handshake"). */
+#define NET_VERSION_RETRY_MS 10000
 /* Unauthenticated inbound connections cost memory and a timer each; a
  * cluster has few members, so more than this at once is an attack or a bug. */
 #define NET_MAX_PENDING 64
@@ -71,6 +75,7 @@ typedef struct net_conn {
     struct sockaddr_storage from; /* inbound: the other end's address */
     int stranger;      /* inbound from an address that is no member's */
     int closing_after; /* net_close_after: closes once its slots are written (and n->last sent) */
+    int refused;       /* the handshake's error, once its refusal answer is written: then it closes */
     int last_sent;
     net_slot slot[NET_SLOTS];
 } net_conn;
@@ -132,7 +137,7 @@ static int grow(uint8_t **buf, size_t *cap, size_t need)
 
 /* ---- connection lifetime ---------------------------------------------------- */
 
-static void schedule_retry(net *n, int peer);
+static void schedule_retry(net *n, int peer, int reason);
 
 static void conn_free(net_conn *c)
 {
@@ -193,8 +198,9 @@ static net_conn *conn_new(net *n, int role)
 }
 
 /* A line about an inbound connection that never authenticated, rate
- * limited: a flood must not fill the disk. */
-static void log_inbound(net *n, const char *why)
+ * limited: a flood must not fill the disk. from: the other end, for one
+ * that got as far as its handshake (nothing then says which member it is). */
+static void log_inbound(net *n, const char *why, const struct sockaddr_storage *from)
 {
     const uint64_t now = uv_now(n->loop);
     if (now - n->log_window_start >= NET_LOG_WINDOW_MS) {
@@ -203,8 +209,11 @@ static void log_inbound(net *n, const char *why)
                     (unsigned long)n->log_suppressed, (double)(now - n->log_window_start) / 1e3);
         n->log_window_start = now, n->log_in_window = 0, n->log_suppressed = 0;
     }
+    char host[64] = "";
+    if (from)
+        net_addr_name(from, host, sizeof host);
     if (n->log_in_window++ < NET_LOG_BURST)
-        net_log(n, "inbound connection closed: %s", why);
+        net_log(n, "inbound connection closed: %s%s%s%s", why, from ? " (from " : "", host, from ? ")" : "");
     else
         n->log_suppressed++;
 }
@@ -216,6 +225,7 @@ static void conn_close(net_conn *c, int reason, const char *why)
         return;
     net *n = c->n;
     c->state = C_CLOSING;
+    const int was_pending = c->pending;
     if (c->pending) {
         n->n_pending--;
         c->pending = 0;
@@ -224,7 +234,7 @@ static void conn_close(net_conn *c, int reason, const char *why)
         if (c->peer >= 0)
             net_log(n, "peer %d: connection closed: %s", c->peer, why);
         else if (c->role == SEC_RESPONDER)
-            log_inbound(n, why);
+            log_inbound(n, why, was_pending ? &c->from : NULL);
         else
             net_log(n, "connection closed: %s", why);
     }
@@ -243,7 +253,7 @@ static void conn_close(net_conn *c, int reason, const char *why)
             n->cb.on_down(n->ctx, c->peer, reason);
     }
     if (c->role == SEC_INITIATOR)
-        schedule_retry(n, c->peer);
+        schedule_retry(n, c->peer, reason);
 }
 
 static void idle_rearm(net_conn *c);
@@ -311,6 +321,10 @@ static void write_cb(uv_write_t *req, int status)
     if (s->cap > NET_KEEP_BYTES) {
         free(s->buf);
         s->buf = NULL, s->cap = 0;
+    }
+    if (c->refused) { /* the refusal's answer is out (or cannot go): close, saying why it was refused */
+        conn_close(c, c->refused, c->hs.msg);
+        return;
     }
     if (status < 0 && status != UV_ECANCELED) {
         char why[96];
@@ -442,14 +456,32 @@ static void conn_up(net_conn *c)
         n->cb.on_up(n->ctx, c->peer);
 }
 
+/* The handshake refused what it read. A refusal for another version has
+ * one answer for the wire (sec_hs_refusal), written before the connection
+ * closes (write_cb closes it); every other refusal closes at once, silently. */
+static void hs_refuse(net_conn *c, int rc)
+{
+    net_slot *s = free_slot(c, NET_QUEUE_FRAMES, NET_SLOTS);
+    int n = s ? sec_hs_refusal(&c->hs, s->buf, s->cap) : 0;
+    if (n > 0) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        if (slot_write(c, s, (size_t)n) == 0) {
+            c->refused = rc;
+            return;
+        }
+    }
+    conn_close(c, rc, c->hs.msg[0] ? c->hs.msg : "handshake refused");
+}
+
 /* Feed what was received to the handshake and send what it answers, until it
- * needs more input or is done. 0, or -1 when the connection was closed. */
+ * needs more input or is done. 0, or -1 when the connection was closed (or
+ * closes once its refusal is written). */
 static int hs_pump(net_conn *c)
 {
     for (;;) {
         int used = sec_hs_consume(&c->hs, c->rbuf, c->rlen);
         if (used < 0) {
-            conn_close(c, used, c->hs.msg[0] ? c->hs.msg : "handshake refused");
+            hs_refuse(c, used);
             return -1;
         }
         memmove(c->rbuf, c->rbuf + used, c->rlen - (size_t)used);
@@ -544,7 +576,7 @@ static void dial(net *n, int peer)
     net_conn *c = conn_new(n, SEC_INITIATOR);
     if (!c) {
         net_log(n, "peer %d: out of memory for a connection", peer);
-        schedule_retry(n, peer);
+        schedule_retry(n, peer, -ENOMEM);
         return;
     }
     c->peer = peer;
@@ -570,12 +602,14 @@ static void retry_cb(uv_timer_t *t)
     dial(rt->n, rt->peer);
 }
 
-static void schedule_retry(net *n, int peer)
+/* reason: why the last attempt ended (-errno). */
+static void schedule_retry(net *n, int peer, int reason)
 {
     net_peer *p = &n->peers[peer];
     if (n->closing || !p->want || !p->retry || p->dial || p->up)
         return;
-    uint64_t delay = p->backoff_ms + rng_next(n) % (p->backoff_ms / 2 + 1);
+    const uint64_t base = reason == -EPROTONOSUPPORT ? NET_VERSION_RETRY_MS : p->backoff_ms;
+    uint64_t delay = base + rng_next(n) % (base / 2 + 1);
     p->backoff_ms = p->backoff_ms * 2 > NET_BACKOFF_MAX_MS ? NET_BACKOFF_MAX_MS : p->backoff_ms * 2;
     uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
 }

@@ -40,9 +40,11 @@
 
 #define SEC_KEY_BYTES 32       /* X25519 public and secret keys */
 #define SEC_CLUSTER_ID_BYTES 32
-#define SEC_VERSION 3
 
-/* Handshake message sizes (WIRE.md "Handshake"). */
+/* Handshake message sizes (WIRE.md "Handshake"). Both messages open with
+ * magic and version (SGP_PROTOCOL_VERSION, peer/wire/wire.h), which are
+ * checked as soon as they are in: another version may have other sizes. */
+#define SEC_HEAD_BYTES 6       /* magic "SGP1", version u16 */
 #define SEC_MSG1_BYTES 74      /* magic, version, cluster id, initiator id, e_I */
 #define SEC_MSG2_BYTES 42      /* magic, version, responder id, e_R */
 #define SEC_HEADER_BYTES 24    /* secretstream header */
@@ -132,10 +134,20 @@ int sec_hs_produce(sec_hs *hs, uint8_t *out, size_t cap);
 /* Takes received bytes, any split. Returns how many it used (fewer than len
  * once the handshake needs no more input: the rest are frames), or an error:
  * -EPROTO (wrong magic, cluster, peer id, a dial from the higher id, a bad
- * key), -EPROTONOSUPPORT (another version), -EBADMSG (the peer's AUTH frame
- * fails authentication: it does not hold the secret key of the id it claims,
- * or the bytes were tampered with or replayed). hs->msg says which. */
+ * key), -EPROTONOSUPPORT (another protocol version, decided from the first
+ * SEC_HEAD_BYTES of the peer's message; hs->msg names both versions),
+ * -EBADMSG (the peer's AUTH frame fails authentication: it does not hold the
+ * secret key of the id it claims, or the bytes were tampered with or
+ * replayed). hs->msg says which. */
 int sec_hs_consume(sec_hs *hs, const uint8_t *in, size_t len);
+
+/* The one answer a refusal has (WIRE.md "Handshake", Limits): after a
+ * responder refused a first message for its version, copies our magic and
+ * version (SEC_HEAD_BYTES) into out and returns SEC_HEAD_BYTES, once; the
+ * transport sends them and then closes, so the dialler can name both
+ * versions and wait longer before it dials again. 0 after any other outcome
+ * (every other refusal is a silent close), -ENOBUFS if cap is too small. */
+int sec_hs_refusal(sec_hs *hs, uint8_t *out, size_t cap);
 
 /* Bytes the handshake needs before it can progress (0 when it needs none). */
 size_t sec_hs_want(const sec_hs *hs);

@@ -36,6 +36,14 @@ static const size_t STAGE_BYTES[] = {
     [ST_AUTH] = SEC_AUTH_BYTES + SEC_ABYTES,
 };
 
+/* Magic and version: what every version's first message and answer open
+ * with (WIRE.md "Handshake"). */
+static void hs_head(uint8_t *o)
+{
+    memcpy(o, MAGIC, 4);
+    sec_put_u16(o + 4, SGP_PROTOCOL_VERSION);
+}
+
 int sec_init(void) { return sodium_init() < 0 ? -EIO : 0; }
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -101,8 +109,7 @@ int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const se
     if (lookup(lookup_ctx, peer_id, hs->peer_pk) < 0)
         return hs_fail(hs, -ENOENT, "peer %u is not in the cluster", (unsigned)peer_id);
     uint8_t *m = hs->out;
-    memcpy(m, MAGIC, 4);
-    sec_put_u16(m + 4, SEC_VERSION);
+    hs_head(m);
     memcpy(m + 6, cluster_id, SEC_CLUSTER_ID_BYTES);
     sec_put_u32(m + 38, my_id);
     memcpy(m + 42, hs->e_pk, SEC_KEY_BYTES);
@@ -167,22 +174,34 @@ static int hs_derive(sec_hs *hs, const uint8_t e_peer[SEC_KEY_BYTES])
     return 0;
 }
 
+/* The first SEC_HEAD_BYTES of the peer's message, as soon as they are in:
+ * a peer of another version may send messages of other sizes, so nothing
+ * after them may be waited for, let alone read. */
 static int hs_check_head(sec_hs *hs, const uint8_t *m)
 {
     if (memcmp(m, MAGIC, 4) != 0)
         return hs_fail(hs, -EPROTO, "not an sgp peer (bad magic)");
     unsigned v = sec_get_u16(m + 4);
-    if (v != SEC_VERSION)
-        return hs_fail(hs, -EPROTONOSUPPORT, "peer speaks wire version %u, we speak %d", v, SEC_VERSION);
-    return 0;
+    if (v == SGP_PROTOCOL_VERSION)
+        return 0;
+    if (hs->role == SEC_INITIATOR)
+        return hs_fail(hs, -EPROTONOSUPPORT, "peer %u speaks protocol version %u, this peer %d: refused",
+                       (unsigned)hs->peer_id, v, SGP_PROTOCOL_VERSION);
+    /* The claimed id lies beyond the head, where another version may put
+     * something else: the transport names the address instead. */
+    hs_fail(hs, -EPROTONOSUPPORT, "a peer speaks protocol version %u, this peer %d: refused", v,
+            SGP_PROTOCOL_VERSION);
+    /* The refusal's one answer (sec_hs_refusal): a version is no secret,
+     * and without it the dialler could only redial every half second. */
+    hs_head(hs->out);
+    hs->out_len = SEC_HEAD_BYTES;
+    return hs->err;
 }
 
 static int hs_msg1(sec_hs *hs)
 {
-    const uint8_t *m = hs->in;
-    int rc = hs_check_head(hs, m);
-    if (rc < 0)
-        return rc;
+    const uint8_t *m = hs->in; /* magic and version passed hs_check_head */
+    int rc;
     if (memcmp(m + 6, hs->cluster_id, SEC_CLUSTER_ID_BYTES) != 0)
         return hs_fail(hs, -EPROTO, "cluster id differs: the peer's cluster file is not ours");
     uint32_t id = sec_get_u32(m + 38);
@@ -199,8 +218,7 @@ static int hs_msg1(sec_hs *hs)
     memcpy(hs->transcript, m, SEC_MSG1_BYTES);
 
     uint8_t *o = hs->out + hs->out_len;
-    memcpy(o, MAGIC, 4);
-    sec_put_u16(o + 4, SEC_VERSION);
+    hs_head(o);
     sec_put_u32(o + 6, hs->my_id);
     memcpy(o + 10, hs->e_pk, SEC_KEY_BYTES);
     memcpy(hs->transcript + SEC_MSG1_BYTES, o, SEC_MSG2_BYTES);
@@ -213,10 +231,8 @@ static int hs_msg1(sec_hs *hs)
 
 static int hs_msg2(sec_hs *hs)
 {
-    const uint8_t *m = hs->in;
-    int rc = hs_check_head(hs, m);
-    if (rc < 0)
-        return rc;
+    const uint8_t *m = hs->in; /* magic and version passed hs_check_head */
+    int rc;
     uint32_t id = sec_get_u32(m + 6);
     if (id != hs->peer_id)
         return hs_fail(hs, -EPROTO, "dialled peer %u, but peer %u answered", (unsigned)hs->peer_id, (unsigned)id);
@@ -291,7 +307,13 @@ int sec_hs_consume(sec_hs *hs, const uint8_t *in, size_t len)
     while (used < len && hs->stage != ST_DONE) {
         size_t need = STAGE_BYTES[hs->stage] - hs->have, take = len - used < need ? len - used : need;
         memcpy(hs->in + hs->have, in + used, take);
+        const size_t had = hs->have;
         hs->have += take, used += take;
+        if ((hs->stage == ST_MSG1 || hs->stage == ST_MSG2) && had < SEC_HEAD_BYTES && hs->have >= SEC_HEAD_BYTES) {
+            int rc = hs_check_head(hs, hs->in);
+            if (rc < 0)
+                return rc;
+        }
         if (hs->have < STAGE_BYTES[hs->stage])
             break;
         hs->have = 0;
@@ -309,6 +331,19 @@ int sec_hs_produce(sec_hs *hs, uint8_t *out, size_t cap)
     if (hs->err)
         return hs->err;
     if (!hs->out_len)
+        return 0;
+    if (!out || cap < hs->out_len)
+        return -ENOBUFS;
+    int n = (int)hs->out_len;
+    memcpy(out, hs->out, hs->out_len);
+    hs->out_len = 0;
+    return n;
+}
+
+int sec_hs_refusal(sec_hs *hs, uint8_t *out, size_t cap)
+{
+    /* Only hs_check_head leaves bytes to send on a failed handshake. */
+    if (!hs || hs->err != -EPROTONOSUPPORT || !hs->out_len)
         return 0;
     if (!out || cap < hs->out_len)
         return -ENOBUFS;
