@@ -8,7 +8,7 @@
 #include "gossip/gsp.h"
 
 /* Fixed part of a message on the wire: src, dst, round, seq, kind, w_total,
- * gain, lengths (peer/net/WIRE.md frames it; this is what the simulator counts). */
+ * gain, lengths (peer/wire/WIRE.md frames it; this is what the simulator counts). */
 #define GSP_HEADER_BYTES 48
 
 /* A reference further than this (relative, in norm) from the model is sent

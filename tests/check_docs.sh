@@ -34,7 +34,7 @@
 #     whose suite has an underscore must match some `Test(suite, test_name`
 #     in tests/*.c. In prose only suites that exist are looked at; in code
 #     spans and code blocks an unknown suite is reported too.
-# (c) The protocol version. The number peer/net/WIRE.md states as its version
+# (c) The protocol version. The number peer/wire/WIRE.md states as its version
 #     (in its title, "..., version N", or else on a line of its own such as
 #     "Version: N") and every "version u16 = N" of its handshake table must
 #     equal every constant named *PROTOCOL_VERSION, *WIRE_VERSION or
@@ -335,8 +335,8 @@ for my $md (sort grep { /\.md$/ && !m{^tests/fixtures/} && !m{^tests/fuzz/corpus
 }
 
 # (c) The protocol version: WIRE.md against the constants the handshake may send.
-my $wire = "peer/net/WIRE.md";
-if ($file{$wire}) {
+my ($wire) = grep { $file{$_} } ("peer/wire/WIRE.md", "peer/net/WIRE.md");
+if ($wire) {
     my @w = split /\n/, slurp($wire);
     my ($doc, $doc_ln);
     for my $i (0 .. $#w) {

@@ -1,5 +1,5 @@
 /* A localhost cluster for tests that run real `sgp peer` processes: free
- * ports, keys from `sgp keygen`, and the cluster file (peer/net/CLUSTER.md).
+ * ports, keys from `sgp keygen`, and the cluster file (peer/config/CLUSTER.md).
  * Header-only, like sgp_run.h, which it uses. */
 #ifndef TESTS_SGP_CLUSTER_H
 #define TESTS_SGP_CLUSTER_H

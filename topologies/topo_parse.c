@@ -1,10 +1,11 @@
 /* The .topo parser (grammar in topologies/FORMAT.md). Line by line, in the
  * manner of wg(8)'s config parser: every problem that belongs to one line is
  * reported with that line; only whole-schedule problems (connectivity) are
- * reported with line 0. The input is untrusted (it is fuzzed): no token is
- * assumed NUL-terminated and every count is bounded before it is allocated. */
+ * reported with line 0. Lines, comments and tokens come from topo_lex.h,
+ * which the cluster file shares. The input is untrusted (it is fuzzed): no
+ * token is assumed NUL-terminated and every count is bounded before it is
+ * allocated. */
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,18 +13,15 @@
 #include <string.h>
 
 #include "topologies/topo_impl.h"
+#include "topologies/topo_lex.h"
 
 #define WEIGHT_TOL 1e-6        /* same as the validator's */
 #define MAX_FILE (64L << 20)   /* a .topo is hand-sized; this only stops accidents */
 
-typedef struct span {
-    const char *p;
-    size_t n;
-} span;
-
 typedef struct parser {
     topo_error *e;
-    int line;
+    topo_lex L;
+    int line; /* for messages: the line being parsed (L.line), or the one a problem belongs to */
     int n;                   /* peer count, 0 until the peers line */
     int peers_line, gen_line;
     char gen[200];           /* the generator line after the keyword */
@@ -53,44 +51,9 @@ static int nomem(parser *P)
     return -ENOMEM;
 }
 
-/* A token as it may be quoted in a message: short and printable, since the
- * input may be anything. */
-static const char *quote(span t, char *buf, size_t cap)
-{
-    size_t k = 0, lim = cap - 4;
-    for (size_t i = 0; i < t.n && k < lim; i++)
-        buf[k++] = t.p[i] >= 0x20 && t.p[i] < 0x7f ? t.p[i] : '?';
-    if (t.n > lim)
-        buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
-    buf[k] = 0;
-    return buf;
-}
-
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' || c == ','; }
-
-/* Next whitespace- (or comma-) separated token of [*s, end); 0 at the end. */
-static int token(const char **s, const char *end, span *t)
-{
-    const char *p = *s;
-    while (p < end && is_space(*p))
-        p++;
-    if (p == end) {
-        *s = p;
-        return 0;
-    }
-    t->p = p;
-    while (p < end && !is_space(*p))
-        p++;
-    t->n = (size_t)(p - t->p);
-    *s = p;
-    return 1;
-}
-
-static int span_is(span t, const char *word) { return t.n == strlen(word) && !memcmp(t.p, word, t.n); }
-
 /* An optionally negative decimal integer; magnitude saturates (the caller
  * range-checks and quotes the token, not the value). */
-static int parse_int(span t, long *v)
+static int parse_int(topo_span t, long *v)
 {
     size_t i = 0;
     int neg = 0;
@@ -141,7 +104,7 @@ static int parse_decimal(const char *p, size_t n, double *v)
 }
 
 /* "0.25" or "1/4". */
-static int parse_weight(span t, double *w)
+static int parse_weight(topo_span t, double *w)
 {
     const char *slash = memchr(t.p, '/', t.n);
     double num, den = 1;
@@ -258,17 +221,17 @@ static int parse_edge_line(parser *P, const char *s, const char *end)
             arrow = p;
     if (!arrow)
         return perr(P, "expected 'SRC -> DST ...' or a keyword (peers, generator, phase)");
-    span t;
+    topo_span t;
     const char *l = s;
-    if (!token(&l, arrow, &t))
+    if (!topo_lex_token(&P->L, &l, arrow, &t))
         return perr(P, "missing sender before '->'");
     long src;
     if (parse_int(t, &src))
-        return perr(P, "bad sender '%s' (expected a peer id)", quote(t, q, sizeof q));
+        return perr(P, "bad sender '%s' (expected a peer id)", topo_span_quote(t, q, sizeof q));
     if (src < 0 || src >= P->n)
-        return perr(P, "peer %s out of range 0..%d", quote(t, q, sizeof q), P->n - 1);
-    if (token(&l, arrow, &t))
-        return perr(P, "one sender per line before '->', got also '%s'", quote(t, q, sizeof q));
+        return perr(P, "peer %s out of range 0..%d", topo_span_quote(t, q, sizeof q), P->n - 1);
+    if (topo_lex_token(&P->L, &l, arrow, &t))
+        return perr(P, "one sender per line before '->', got also '%s'", topo_span_quote(t, q, sizeof q));
     if (P->n_phases == 0 && (rc = start_phase(P)))
         return rc;
     const int cur = P->n_phases;
@@ -277,15 +240,15 @@ static int parse_edge_line(parser *P, const char *s, const char *end)
 
     const char *r = arrow + 2;
     int targets = 0;
-    while (token(&r, end, &t)) {
+    while (topo_lex_token(&P->L, &r, end, &t)) {
         targets++;
         const char *colon = memchr(t.p, ':', t.n);
-        span id = {t.p, colon ? (size_t)(colon - t.p) : t.n};
+        topo_span id = {t.p, colon ? (size_t)(colon - t.p) : t.n};
         long dst;
         if (parse_int(id, &dst))
-            return perr(P, "bad target '%s' (expected a peer id, or id:weight)", quote(id, q, sizeof q));
+            return perr(P, "bad target '%s' (expected a peer id, or id:weight)", topo_span_quote(id, q, sizeof q));
         if (dst < 0 || dst >= P->n)
-            return perr(P, "peer %s out of range 0..%d", quote(id, q, sizeof q), P->n - 1);
+            return perr(P, "peer %s out of range 0..%d", topo_span_quote(id, q, sizeof q), P->n - 1);
         int has = colon != NULL;
         if (P->weighted < 0)
             P->weighted = has, P->weight_line = P->line;
@@ -294,12 +257,12 @@ static int parse_edge_line(parser *P, const char *s, const char *end)
                         src, dst, has ? "has" : "lacks", P->weight_line, has ? "do not" : "do");
         double w = -1;
         if (has) {
-            span ws = {colon + 1, t.n - id.n - 1};
+            topo_span ws = {colon + 1, t.n - id.n - 1};
             if (parse_weight(ws, &w))
                 return perr(P, "bad weight '%s' (expected a number like 0.25 or a fraction like 1/4)",
-                            quote(ws, q, sizeof q));
+                            topo_span_quote(ws, q, sizeof q));
             if (!(w > 0 && w <= 1))
-                return perr(P, "weight %s of edge %ld -> %ld out of range (0, 1]", quote(ws, q, sizeof q), src, dst);
+                return perr(P, "weight %s of edge %ld -> %ld out of range (0, 1]", topo_span_quote(ws, q, sizeof q), src, dst);
         } else if (dst == src) {
             return perr(P, "self-edge %ld -> %ld without a weight: with uniform mixing the kept share is implicit",
                         src, dst);
@@ -321,23 +284,23 @@ static int parse_edge_line(parser *P, const char *s, const char *end)
     return 0;
 }
 
-static int parse_keyword(parser *P, span kw, const char *s, const char *end)
+static int parse_keyword(parser *P, topo_span kw, const char *s, const char *end)
 {
     char q[40];
-    span t;
+    topo_span t;
     int rc;
-    if (span_is(kw, "peers")) {
+    if (topo_span_is(kw, "peers")) {
         if (P->n)
             return perr(P, "peers given twice (first on line %d)", P->peers_line);
-        if (!token(&s, end, &t))
+        if (!topo_lex_token(&P->L, &s, end, &t))
             return perr(P, "peers needs a count, e.g. 'peers 8'");
         long n;
         if (parse_int(t, &n))
-            return perr(P, "bad peer count '%s' (expected an integer)", quote(t, q, sizeof q));
+            return perr(P, "bad peer count '%s' (expected an integer)", topo_span_quote(t, q, sizeof q));
         if (n < 1 || n > TOPO_MAX_PEERS)
-            return perr(P, "peer count %s out of range 1..%d", quote(t, q, sizeof q), TOPO_MAX_PEERS);
-        if (token(&s, end, &t))
-            return perr(P, "unexpected '%s' after the peer count", quote(t, q, sizeof q));
+            return perr(P, "peer count %s out of range 1..%d", topo_span_quote(t, q, sizeof q), TOPO_MAX_PEERS);
+        if (topo_lex_token(&P->L, &s, end, &t))
+            return perr(P, "unexpected '%s' after the peer count", topo_span_quote(t, q, sizeof q));
         P->n = (int)n;
         P->peers_line = P->line;
         P->head = malloc((size_t)n * sizeof *P->head);
@@ -347,7 +310,7 @@ static int parse_keyword(parser *P, span kw, const char *s, const char *end)
             return nomem(P);
         return 0;
     }
-    if (span_is(kw, "generator")) {
+    if (topo_span_is(kw, "generator")) {
         if ((rc = need_peers(P, "generator")))
             return rc;
         if (P->gen_line)
@@ -355,9 +318,9 @@ static int parse_keyword(parser *P, span kw, const char *s, const char *end)
         if (P->n_phases)
             return perr(P, "a generator and explicit phases (line %d) in one file: use one or the other",
                         P->phase_line);
-        while (s < end && is_space(*s))
+        while (s < end && topo_lex_space(&P->L, *s))
             s++;
-        while (end > s && is_space(end[-1]))
+        while (end > s && topo_lex_space(&P->L, end[-1]))
             end--;
         if (s == end)
             return perr(P, "generator needs a name, e.g. 'generator exponential'");
@@ -370,39 +333,37 @@ static int parse_keyword(parser *P, span kw, const char *s, const char *end)
         P->gen_line = P->line;
         return 0;
     }
-    if (span_is(kw, "phase")) {
+    if (topo_span_is(kw, "phase")) {
         if ((rc = need_peers(P, "phase")))
             return rc;
         if (P->gen_line)
             return perr(P, "explicit phases and a generator (line %d) in one file: use one or the other",
                         P->gen_line);
-        if (token(&s, end, &t)) {
+        if (topo_lex_token(&P->L, &s, end, &t)) {
             long label;
             if (parse_int(t, &label))
-                return perr(P, "bad phase number '%s'", quote(t, q, sizeof q));
+                return perr(P, "bad phase number '%s'", topo_span_quote(t, q, sizeof q));
             if (label != P->n_phases)
-                return perr(P, "phase %s out of order: this is phase %d", quote(t, q, sizeof q), P->n_phases);
-            if (token(&s, end, &t))
-                return perr(P, "unexpected '%s' after the phase number", quote(t, q, sizeof q));
+                return perr(P, "phase %s out of order: this is phase %d", topo_span_quote(t, q, sizeof q), P->n_phases);
+            if (topo_lex_token(&P->L, &s, end, &t))
+                return perr(P, "unexpected '%s' after the phase number", topo_span_quote(t, q, sizeof q));
         }
         if ((rc = close_phase(P)))
             return rc;
         return start_phase(P);
     }
     return perr(P, "unknown keyword '%s' (expected peers, generator, phase or an edge 'SRC -> DST')",
-                quote(kw, q, sizeof q));
+                topo_span_quote(kw, q, sizeof q));
 }
 
+/* One line, its comment already cut off by the lexer. */
 static int parse_line(parser *P, const char *s, const char *end)
 {
-    const char *hash = memchr(s, '#', (size_t)(end - s));
-    if (hash)
-        end = hash;
     if (memchr(s, 0, (size_t)(end - s)))
         return perr(P, "NUL byte");
-    span kw;
+    topo_span kw;
     const char *r = s;
-    if (!token(&r, end, &kw))
+    if (!topo_lex_token(&P->L, &r, end, &kw))
         return 0;
     char c = kw.p[0];
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
@@ -456,20 +417,15 @@ int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_err
         return -EINVAL;
     }
     parser P = {.e = e, .weighted = -1};
+    topo_lex_init(&P.L, text, len, TOPO_LEX_COMMA);
     int rc = 0;
-    const char *s = text, *end = text + len;
-    while (rc == 0 && s < end) {
-        const char *eol = memchr(s, '\n', (size_t)(end - s));
-        if (!eol)
-            eol = end;
-        if (P.line == INT_MAX) {
-            rc = perr(&P, "too many lines");
-            break;
-        }
-        P.line++;
-        rc = parse_line(&P, s, eol);
-        s = eol + (eol < end);
+    const char *s, *end;
+    while (rc == 0 && (rc = topo_lex_line(&P.L, &s, &end)) > 0) {
+        P.line = P.L.line;
+        rc = parse_line(&P, s, end);
     }
+    if (rc == -ERANGE)
+        rc = perr(&P, "too many lines");
     if (rc == 0)
         rc = finish(&P, t, name);
     parser_free(&P);
@@ -491,43 +447,15 @@ int topo_load(topo *t, const char *path, topo_error *e)
         return -EINVAL;
     }
     snprintf(e->file, sizeof e->file, "%s", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int err = errno;
-        topo_err(e, 0, "%s", strerror(err));
-        return -err;
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= (size_t)MAX_FILE) {
-                topo_err(e, 0, "larger than %ld MiB: not a topology file", MAX_FILE >> 20);
-                rc = -EFBIG;
-                break;
-            }
-            cap = cap ? 2 * cap : 4096;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                topo_err(e, 0, "out of memory");
-                rc = -ENOMEM;
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                int err = errno ? errno : EIO;
-                topo_err(e, 0, "%s", strerror(err));
-                rc = -err;
-            }
-            break;
-        }
-    }
-    fclose(f);
+    char *buf;
+    size_t len;
+    int rc = topo_lex_read_file(path, MAX_FILE, &buf, &len);
+    if (rc == -EFBIG)
+        topo_err(e, 0, "larger than %ld MiB: not a topology file", MAX_FILE >> 20);
+    else if (rc == -ENOMEM)
+        topo_err(e, 0, "out of memory");
+    else if (rc < 0)
+        topo_err(e, 0, "%s", strerror(-rc));
     if (rc == 0)
         rc = topo_parse(t, buf, len, path, e);
     free(buf);

@@ -13,7 +13,7 @@
 
 #include "peer/cmd/cli.h"
 #include "peer/cmd/commands.h"
-#include "peer/sec/sec.h"
+#include "peer/config/keyfile.h"
 
 static const char *CMD = "sgp keygen";
 
@@ -132,12 +132,12 @@ int cmd_keygen(int argc, char **argv)
         fprintf(stderr, "%s: cannot make a key: %s\n", CMD, strerror(-rc));
         goto out;
     }
-    rc = sec_keypair_save(&kp, key_path, pub_path, force, err, sizeof err);
+    rc = keyfile_save(&kp, key_path, pub_path, force, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "%s: %s%s\n", CMD, err, rc == -EEXIST ? " (use --force to replace it)" : "");
     } else {
-        char b64[SEC_KEY_B64];
-        sec_pubkey_encode(kp.pk, b64);
+        char b64[KEYFILE_B64];
+        keyfile_pub_encode(kp.pk, b64);
         printf("%s\n", b64);
         status = 0;
     }

@@ -10,9 +10,10 @@
 #include <unistd.h>
 
 #include "peer/launch/launch_prepare.h"
-#include "peer/net/cluster.h"
-#include "peer/sec/sec.h"
+#include "peer/config/cluster.h"
+#include "peer/config/keyfile.h"
 #include "peer/store/wholefile.h"
+#include "peer/wire/sec.h"
 #include "topologies/topo.h"
 
 /* Room for `more` file descriptors: the soft limit goes up to the hard one
@@ -113,7 +114,7 @@ static int write_cluster(const char *dir, int n, const launch_host *where, char 
         snprintf(pub, sizeof pub, "%.1024s/%d.pub", dir, i);
         if ((rc = sec_keypair_generate(&kp)) < 0)
             snprintf(err, errlen, "cannot make a key pair: %s", strerror(-rc));
-        else if ((rc = sec_keypair_save(&kp, key, pub, 1, err, errlen)) == 0 &&
+        else if ((rc = keyfile_save(&kp, key, pub, 1, err, errlen)) == 0 &&
                  (rc = cluster_add_peer(&c, where[i].addr, (unsigned)where[i].port, kp.pk)) < 0)
             snprintf(err, errlen, "peer %d at %s:%d: %s", i, where[i].addr, where[i].port, strerror(-rc));
         rc = rc < 0 ? rc : 0; /* cluster_add_peer returns the new peer's id */

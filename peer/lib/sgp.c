@@ -11,7 +11,7 @@
 
 #include "compress/cmp.h"
 #include "peer/lib/sgp.h"
-#include "peer/net/member.h"
+#include "peer/config/member.h"
 #include "peer/net/node.h"
 #include "peer/net/node_ext.h"
 

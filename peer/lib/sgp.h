@@ -96,7 +96,7 @@ typedef struct sgp_peer sgp_peer;
 
 typedef struct sgp_options {
     size_t size;             /* sizeof(sgp_options), set by sgp_options_init: a header of another version is refused */
-    const char *cluster;     /* the cluster file (peer/net/CLUSTER.md): required */
+    const char *cluster;     /* the cluster file (peer/config/CLUSTER.md): required */
     int id;                  /* this peer; -1: from OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID [-1] */
     const char *key;         /* this peer's secret key file; NULL: ID.key beside the cluster file */
     long rounds;             /* steps every peer of the run takes: required, >= 1 */

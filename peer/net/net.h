@@ -1,5 +1,5 @@
 /* The transport: one TCP connection per pair of peers, the handshake and the
- * encrypted frames of peer/net/WIRE.md (Connections, Handshake, Frames) put on
+ * encrypted frames of peer/wire/WIRE.md (Connections, Handshake, Frames) put on
  * libuv sockets. No gossip here: it moves opaque plaintext messages.
  *
  *   static void up(void *ctx, int peer) { ... }                 // authenticated
@@ -20,7 +20,8 @@
  * Only the lower id dials (WIRE.md "Connections"): net_want(j) for j > my_id
  * connects to j and keeps reconnecting with exponential backoff (100 ms
  * doubling to 500 ms, plus up to 50 % jitter from a generator seeded by the
- * cluster id and my_id) for as long as the run lasts; for j < my_id it only
+ * cluster id and my_id; 10 s after j answered that it speaks another
+ * protocol version) for as long as the run lasts; for j < my_id it only
  * records the wish, and j dials us. Inbound connections from any cluster
  * member are accepted; one whose AUTH verifies replaces an older connection
  * with the same peer. Connect attempts time out after 3 s, our handshakes
@@ -31,7 +32,10 @@
  * about closed inbound connections are rate limited (5 per 10 s, then a
  * count). Any failure (handshake, authentication, an oversize length prefix, a
  * socket error) closes that connection only, with a one-line reason through
- * on_log (stderr when NULL); the process keeps running.
+ * on_log (stderr when NULL; an inbound connection's line names the address it
+ * came from once its handshake began); the process keeps running. A first
+ * message of another protocol version is answered with ours before the
+ * close (sec_hs_refusal); every other refusal is a silent close.
  *
  * Backpressure: each connection has NET_QUEUE_FRAMES write slots. A frame
  * holds its slot until the kernel has taken all of its bytes, so at most
@@ -59,8 +63,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "peer/net/cluster.h"
-#include "peer/sec/sec.h"
+#include "peer/config/cluster.h"
+#include "peer/wire/sec.h"
 
 #define NET_QUEUE_FRAMES 8 /* frames per connection handed to the kernel but not yet taken */
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "peer/net/cluster.h"
+#include "peer/config/cluster.h"
 
 /* The member's address and port; 0, or -EAFNOSUPPORT (a host name) or -EINVAL. */
 int net_addr_of(const cluster_peer *p, struct sockaddr_storage *sa);

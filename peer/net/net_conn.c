@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "peer/net/net_addr.h"
 #include "peer/net/net_impl.h"
 
 /* Lines about refused or failed inbound connections: at most this many per
@@ -71,8 +72,9 @@ net_conn *net_conn_new(net *n, int role)
 }
 
 /* A line about an inbound connection that never authenticated, rate
- * limited: a flood must not fill the disk. */
-static void log_inbound(net *n, const char *why)
+ * limited: a flood must not fill the disk. from: the other end, for one
+ * that got as far as its handshake (nothing then says which member it is). */
+static void log_inbound(net *n, const char *why, const struct sockaddr_storage *from)
 {
     const uint64_t now = uv_now(n->loop);
     if (now - n->log_window_start >= NET_LOG_WINDOW_MS) {
@@ -81,8 +83,11 @@ static void log_inbound(net *n, const char *why)
                     (unsigned long)n->log_suppressed, (double)(now - n->log_window_start) / 1e3);
         n->log_window_start = now, n->log_in_window = 0, n->log_suppressed = 0;
     }
+    char host[64] = "";
+    if (from)
+        net_addr_name(from, host, sizeof host);
     if (n->log_in_window++ < NET_LOG_BURST)
-        net_log(n, "inbound connection closed: %s", why);
+        net_log(n, "inbound connection closed: %s%s%s%s", why, from ? " (from " : "", host, from ? ")" : "");
     else
         n->log_suppressed++;
 }
@@ -94,6 +99,7 @@ void net_conn_close(net_conn *c, int reason, const char *why)
         return;
     net *n = c->n;
     c->state = C_CLOSING;
+    const int was_pending = c->pending;
     if (c->pending) {
         n->n_pending--;
         c->pending = 0;
@@ -102,7 +108,7 @@ void net_conn_close(net_conn *c, int reason, const char *why)
         if (c->peer >= 0)
             net_log(n, "peer %d: connection closed: %s", c->peer, why);
         else if (c->role == SEC_RESPONDER)
-            log_inbound(n, why);
+            log_inbound(n, why, was_pending ? &c->from : NULL);
         else
             net_log(n, "connection closed: %s", why);
     }
@@ -121,5 +127,5 @@ void net_conn_close(net_conn *c, int reason, const char *why)
             n->cb.on_down(n->ctx, c->peer, reason);
     }
     if (c->role == SEC_INITIATOR)
-        net_retry_schedule(n, c->peer);
+        net_retry_schedule(n, c->peer, reason);
 }

@@ -69,7 +69,7 @@ void net_dial(net *n, int peer)
     net_conn *c = net_conn_new(n, SEC_INITIATOR);
     if (!c) {
         net_log(n, "peer %d: out of memory for a connection", peer);
-        net_retry_schedule(n, peer);
+        net_retry_schedule(n, peer, -ENOMEM);
         return;
     }
     c->peer = peer;
@@ -95,12 +95,13 @@ static void retry_cb(uv_timer_t *t)
     net_dial(rt->n, rt->peer);
 }
 
-void net_retry_schedule(net *n, int peer)
+void net_retry_schedule(net *n, int peer, int reason)
 {
     net_peer *p = &n->peers[peer];
     if (n->closing || !p->want || !p->retry || p->dial || p->up)
         return;
-    uint64_t delay = p->backoff_ms + rng_next(n) % (p->backoff_ms / 2 + 1);
+    const uint64_t base = reason == -EPROTONOSUPPORT ? NET_VERSION_RETRY_MS : p->backoff_ms;
+    uint64_t delay = base + rng_next(n) % (base / 2 + 1);
     p->backoff_ms = p->backoff_ms * 2 > NET_BACKOFF_MAX_MS ? NET_BACKOFF_MAX_MS : p->backoff_ms * 2;
     uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
 }

@@ -35,6 +35,10 @@ static void write_cb(uv_write_t *req, int status)
         free(s->buf);
         s->buf = NULL, s->cap = 0;
     }
+    if (c->refused) { /* the refusal's answer is out (or cannot go): close, saying why it was refused */
+        net_conn_close(c, c->refused, c->hs.msg);
+        return;
+    }
     if (status < 0 && status != UV_ECANCELED) {
         char why[96];
         snprintf(why, sizeof why, "write: %s", uv_strerror(status));

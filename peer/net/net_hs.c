@@ -1,5 +1,5 @@
 /* The handshake on a connection (net_impl.h, WIRE.md "Handshake"):
- * peer/sec's state machine fed with what arrives and its answers written
+ * peer/wire's handshake (sec_hs.c) fed with what arrives and its answers written
  * through the two handshake slots; when it is done the connection comes up
  * for the peer it authenticated, replacing an older one. */
 #include <errno.h>
@@ -42,14 +42,33 @@ static void conn_up(net_conn *c)
         n->cb.on_up(n->ctx, c->peer);
 }
 
+/* The handshake refused what it read. A refusal for another version has
+ * one answer for the wire (sec_hs_refusal), written before the connection
+ * closes (the write's callback closes it); every other refusal closes at
+ * once, silently. */
+static void hs_refuse(net_conn *c, int rc)
+{
+    net_slot *s = net_slot_find_free(c, NET_QUEUE_FRAMES, NET_SLOTS);
+    int n = s ? sec_hs_refusal(&c->hs, s->buf, s->cap) : 0;
+    if (n > 0) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        if (net_slot_write(c, s, (size_t)n) == 0) {
+            c->refused = rc;
+            return;
+        }
+    }
+    net_conn_close(c, rc, c->hs.msg[0] ? c->hs.msg : "handshake refused");
+}
+
 /* Feed what was received to the handshake and send what it answers, until it
- * needs more input or is done. 0, or -1 when the connection was closed. */
+ * needs more input or is done. 0, or -1 when the connection was closed (or
+ * closes once its refusal is written). */
 int net_hs_pump(net_conn *c)
 {
     for (;;) {
         int used = sec_hs_consume(&c->hs, c->rbuf, c->rlen);
         if (used < 0) {
-            net_conn_close(c, used, c->hs.msg[0] ? c->hs.msg : "handshake refused");
+            hs_refuse(c, used);
             return -1;
         }
         memmove(c->rbuf, c->rbuf + used, c->rlen - (size_t)used);

@@ -4,7 +4,7 @@
  *   net.c        the public calls over the peer table, and the log
  *   net_conn.c   a connection's life: made, closed once, freed
  *   net_dial.c   dialling and redialling with backoff; accepting and admission
- *   net_hs.c     the handshake pump (peer/sec) and a connection coming up
+ *   net_hs.c     the handshake pump (peer/wire/sec_hs.c) and a connection coming up
  *   net_frame.c  frames: write slots and backpressure, reading and opening,
  *                the last writes of a close that drains (net_close_after)
  *   net_idle.c   deadlines on the connection's timer: connect, handshake,
@@ -28,6 +28,10 @@
 /* A redial is cheap (a refused connect, or one handshake), and a neighbour
  * that comes back should have its edge again within a second. */
 #define NET_BACKOFF_MAX_MS 500
+/* After a neighbour answered that it speaks another protocol version: that
+ * lasts until someone restarts a peer with another build, so redialling
+ * every half second would only fill both logs (WIRE.md "Handshake"). */
+#define NET_VERSION_RETRY_MS 10000
 #define NET_RBUF_INIT 16384
 /* The initiator may have its first message and its AUTH flight in flight at
  * once; they get their own slots so they never take the frames' ones. */
@@ -63,6 +67,7 @@ typedef struct net_conn {
     struct sockaddr_storage from; /* inbound: the other end's address */
     int stranger;      /* inbound from an address that is no member's */
     int closing_after; /* net_close_after: closes once its slots are written (and n->last sent) */
+    int refused;       /* the handshake's error, once its refusal answer is written: then it closes */
     int last_sent;
     net_slot slot[NET_SLOTS];
 } net_conn;
@@ -98,7 +103,8 @@ void net_conn_close(net_conn *c, int reason, const char *why);
 /* net_dial.c */
 void net_dial(net *n, int peer);
 /* The next redial of peer after the backoff, if it is still wanted. */
-void net_retry_schedule(net *n, int peer);
+/* reason: why the last attempt ended (-errno). */
+void net_retry_schedule(net *n, int peer, int reason);
 /* The listener's connection callback. */
 void net_on_connection(uv_stream_t *server, int status);
 

@@ -12,7 +12,7 @@
 
 #include "peer/core/clock.h"
 #include "peer/net/node_state.h"
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 
 /* MODEL carries the model's little-endian bytes and their hash: this host's floats as they are. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sgp peer assumes a little-endian host");
@@ -216,7 +216,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     }
     if (dim > WIRE_MAX_DIM) { /* no PUSH, SYNC or MODEL of it would go out: refuse rather than train alone */
         snprintf(err, errlen, "peer %d: a model of %zu parameters is more than a peer can exchange (at most %zu: a SYNC "
-                              "of 12 bytes a parameter must fit one frame, peer/net/WIRE.md)",
+                              "of 12 bytes a parameter must fit one frame, peer/wire/WIRE.md)",
                  id, dim, (size_t)WIRE_MAX_DIM);
         return -EMSGSIZE;
     }

@@ -31,9 +31,9 @@
 #include "nn/nn_data.h"
 #include "peer/core/memory.h"
 #include "peer/core/outer.h"
-#include "peer/net/cluster.h"
-#include "peer/sec/sec.h"
+#include "peer/config/cluster.h"
 #include "peer/core/settings.h"
+#include "peer/wire/sec.h"
 #include "topologies/topo.h"
 
 typedef struct node_ext node_ext; /* peer/net/node_ext.h: the caller takes the local steps (libsgp) */

@@ -7,7 +7,7 @@
 
 #include "peer/core/clock.h"
 #include "peer/net/node_state.h"
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 
 static void on_push(node *n, int peer, const wire_msg *m)
 {

@@ -1,5 +1,5 @@
 /* The networked peer's frames out: what the engine queued, in wire
- * encoding (peer/net/WIRE.md), into one buffer sized for the usual message
+ * encoding (peer/wire/WIRE.md), into one buffer sized for the usual message
  * and grown only for a whole model or a SYNC. */
 #include <errno.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "peer/core/clock.h"
 #include "peer/net/node_state.h"
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 
 /* n->out with room for need bytes; a big frame's room is given back by out_release. */
 static int out_room(node *n, size_t need)

@@ -5,7 +5,8 @@
  * and addresses) and must survive write-then-parse unchanged, cluster id
  * included (the zstd habit: fuzz targets that round-trip).
  *
- *   clang -g -O1 -fsanitize=fuzzer,address -I. tests/fuzz/fuzz_cluster.c peer/net/cluster.c peer/sec/sec.c -lsodium -o fz
+ *   clang -g -O1 -fsanitize=fuzzer,address -I. tests/fuzz/fuzz_cluster.c peer/config/cluster.c \
+ *     peer/config/keyfile.c peer/store/atomic.c peer/wire/sec_hs.c topologies/topo_lex.c -lsodium -o fz
  *   ./fz tests/fuzz/corpus/cluster
  */
 #ifndef _GNU_SOURCE
@@ -17,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/net/cluster.h"
+#include "peer/config/cluster.h"
 
 /* A broken invariant is a finding: say which one, then abort so libFuzzer
  * saves the input. */

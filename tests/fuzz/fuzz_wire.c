@@ -1,4 +1,4 @@
-/* Fuzz target for the wire's message decoder (peer/net/wire.h). Any bytes must
+/* Fuzz target for the wire's message decoder (peer/wire/wire.h). Any bytes must
  * decode or fail with -EBADMSG (saying where) without reading out of bounds.
  * What decodes must re-encode into a message that decodes to the same thing,
  * is no longer than the input (the encoder writes the shortest forms; the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 
 static int same(const wire_msg *a, const wire_msg *b)
 {

@@ -1,6 +1,6 @@
 /* A whole model of at least 50M parameters between two real `sgp peer`
  * processes on loopback: the MODEL frame that a joiner without a checkpoint
- * pulls from its neighbour (peer/net/WIRE.md, MODEL_REQUEST and MODEL) is
+ * pulls from its neighbour (peer/wire/WIRE.md, MODEL_REQUEST and MODEL) is
  * 4 bytes a parameter, here 200 MB, and must go through, with the
  * heartbeats of the default dead timeout, without either side routing the
  * other around as silent while it is in transit.

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <uv.h>
 
-#include "peer/net/member.h"
+#include "peer/config/member.h"
 #include "peer/net/net.h"
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 #include "tests/sgp_run.h"
 
 typedef struct member_side {
@@ -257,6 +257,78 @@ Test(peer_hostile, a_silent_connection_is_closed_and_redialled, .timeout = 300)
     }
     pump_until(&sc, 0, is_up, "the connection to peer 1 again");
     scene_end(&sc);
+}
+
+/* A peer of another protocol version dials the target with a first message
+ * made by hand (magic, version, cluster id, its id, an ephemeral key) over a
+ * plain socket, and reads what comes back until the target closes. Returns
+ * the number of bytes answered (at most cap). */
+static size_t dial_as_version(scene *s, int target, unsigned version, uint8_t *answer, size_t cap)
+{
+    uint8_t m[SEC_MSG1_BYTES];
+    memcpy(m, "SGP1", 4);
+    m[4] = (uint8_t)version, m[5] = (uint8_t)(version >> 8);
+    cluster_id(&s->me.cluster, m + 6);
+    const uint32_t id = (uint32_t)s->me.id;
+    for (int i = 0; i < 4; i++)
+        m[38 + i] = (uint8_t)(id >> 8 * i);
+    memset(m + 42, 0x55, SEC_KEY_BYTES);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(s->me.cluster.peers[target].port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = -1;
+    const double limit = sgp_now() + SGP_EVENT_LIMIT_S;
+    for (;;) { /* until the target listens */
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        cr_assert(fd >= 0);
+        struct sockaddr_in me;
+        socklen_t len = sizeof me;
+        /* Connected to itself, when the kernel picked the target's port as
+         * ours (TCP simultaneous open) while nothing listened there yet. */
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            !(getsockname(fd, (struct sockaddr *)&me, &len) == 0 && me.sin_port == a.sin_port))
+            break;
+        close(fd);
+        int st;
+        cr_assert(!sgp_has_exited(s->peer, &st), "the peer exited (status %d); see %s", sgp_exit_status(st), s->out);
+        cr_assert_lt(sgp_now(), limit, "peer %d never listened; see %s", target, s->out);
+        sgp_poll_pause();
+    }
+    cr_assert_eq(write(fd, m, sizeof m), (ssize_t)sizeof m);
+    size_t got = 0;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        cr_assert_eq(poll(&p, 1, (int)(SGP_EVENT_LIMIT_S * 1000)), 1, "peer %d neither answered nor closed", target);
+        ssize_t r = read(fd, answer + got, cap - got);
+        if (r <= 0 || (got += (size_t)r) == cap)
+            break;
+    }
+    close(fd);
+    return got;
+}
+
+/* A peer of protocol version 3 (a build from before version 4) is refused at
+ * its first message: the target answers with its own magic and version,
+ * closes, and says so naming both versions; then the member of the right
+ * version connects and the target trains on. */
+Test(peer_hostile, a_peer_of_another_version_is_refused_at_its_first_message, .timeout = 300)
+{
+    scene sc;
+    scene_start(&sc, "version", "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", NULL});
+    uint8_t answer[64];
+    size_t n = dial_as_version(&sc, 1, 3, answer, sizeof answer);
+    const uint8_t ours[SEC_HEAD_BYTES] = {'S', 'G', 'P', '1', SGP_PROTOCOL_VERSION & 0xff, SGP_PROTOCOL_VERSION >> 8};
+    cr_assert_eq(n, SEC_HEAD_BYTES, "the answer is magic and version, then the close (got %zu bytes)", n);
+    cr_assert_eq(memcmp(answer, ours, SEC_HEAD_BYTES), 0, "the target's own magic and version");
+    char line[128];
+    snprintf(line, sizeof line, "inbound connection closed: a peer speaks protocol version 3, this peer %d: refused "
+                                "(from 127.0.0.1)", SGP_PROTOCOL_VERSION);
+    sgp_await_text(sc.out, line, &sc.peer, 1, SGP_EVENT_LIMIT_S);
+    scene_connect(&sc, 1);
+    pump_until(&sc, 0, is_up, "the member of the right version");
+    pump_until(&sc, sgp_file_count(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
+    scene_end(&sc);
+    cr_assert_eq(sgp_file_count(sc.out, "speaks protocol version"), 1, "one refusal, one line (see %s)", sc.out);
 }
 
 /* A listening socket on 127.0.0.1:port that accepts n connections and closes

@@ -15,6 +15,7 @@
  * the loop's clock between the events they bound. The guard (GUARD_MS) only
  * turns a hang into a failure. */
 #include "peer/net/net.h"
+#include "peer/wire/wire.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -32,7 +33,7 @@
 #define MAXP 4   /* cluster members */
 #define MAXI 6   /* net instances in one test (a restarted peer is a new one) */
 #define MAXRAW 2 /* raw TCP clients */
-#define GUARD_MS 30000 /* a scenario not done by then hangs (each takes well under 10 s) */
+#define GUARD_MS 30000 /* a scenario not done by then hangs (each takes well under 10 s, one 10 to 15 s) */
 
 typedef struct world world;
 
@@ -44,8 +45,8 @@ typedef struct inst {
     uint64_t t_down[MAXP]; /* loop time of the last on_down */
     int frames[MAXP], bad[MAXP]; /* frames received from each peer, and how many did not match */
     size_t frame_bytes[MAXP];
-    int logs, refused_inbound, refused_connect, oversize;
-    char last_log[320];
+    int logs, refused_inbound, refused_connect, oversize, other_version;
+    char last_log[320], version_line[320];
 } inst;
 
 typedef struct raw {
@@ -172,6 +173,10 @@ static void on_log(void *ctx, const char *line)
         x->refused_connect++;
     if (strstr(line, "over the limit"))
         x->oversize++;
+    if (strstr(line, "speaks protocol version")) {
+        x->other_version++;
+        snprintf(x->version_line, sizeof x->version_line, "%s", line);
+    }
     if (getenv("NET_TEST_VERBOSE"))
         fprintf(stderr, "[%d] %s\n", x->id, line);
 }
@@ -755,6 +760,131 @@ Test(peer_net, closing_after_writes_delivers_what_the_slots_held_and_the_last_fr
     cr_assert_eq(b->bad[0], 0, "in order, every byte");
     cr_assert_eq(b->frame_bytes[0], (size_t)g_accepted * BIG + 64);
     (void)a;
+    world_free(&w);
+}
+
+/* ---- a neighbour of another protocol version ------------------------------------- */
+
+/* Peer 1 as a build of the next protocol version answers: it listens on
+ * peer 1's address, reads each first message whole, answers with its own
+ * magic and version (WIRE.md "Handshake", Limits) and closes. */
+typedef struct newer {
+    uv_tcp_t server;
+    uv_tcp_t *conn; /* the one being answered, if any */
+    uv_write_t wreq;
+    uint8_t in[SEC_MSG1_BYTES], answer[SEC_HEAD_BYTES];
+    size_t have;
+    int accepts, heads_ours; /* first messages that opened with our magic and version */
+    uint64_t t_accept[4];
+    world *w;
+} newer;
+
+static newer g_newer;
+
+static void newer_closed(uv_handle_t *h) { free(h); }
+
+static void newer_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
+{
+    (void)h, (void)s;
+    *b = uv_buf_init((char *)g_newer.in + g_newer.have, (unsigned)(sizeof g_newer.in - g_newer.have));
+}
+
+static void newer_written(uv_write_t *req, int status)
+{
+    (void)status;
+    uv_close((uv_handle_t *)req->handle, newer_closed);
+    g_newer.conn = NULL;
+}
+
+static void newer_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    (void)b;
+    newer *v = &g_newer;
+    if (n < 0) {
+        uv_close((uv_handle_t *)s, newer_closed);
+        v->conn = NULL;
+        return;
+    }
+    if ((v->have += (size_t)n) < sizeof v->in)
+        return;
+    uv_read_stop(s);
+    const uint8_t ours[SEC_HEAD_BYTES] = {'S', 'G', 'P', '1', SGP_PROTOCOL_VERSION & 0xff, SGP_PROTOCOL_VERSION >> 8};
+    v->heads_ours += memcmp(v->in, ours, sizeof ours) == 0;
+    uv_buf_t out = uv_buf_init((char *)v->answer, sizeof v->answer);
+    uv_write(&v->wreq, s, &out, 1, newer_written);
+}
+
+static void newer_accept(uv_stream_t *server, int status)
+{
+    newer *v = &g_newer;
+    if (status < 0 || v->conn)
+        return;
+    v->conn = malloc(sizeof *v->conn);
+    uv_tcp_init(server->loop, v->conn);
+    if (uv_accept(server, (uv_stream_t *)v->conn) < 0) {
+        uv_close((uv_handle_t *)v->conn, newer_closed);
+        v->conn = NULL;
+        return;
+    }
+    if (v->accepts < 4)
+        v->t_accept[v->accepts] = now_ms(v->w);
+    v->accepts++;
+    v->have = 0;
+    uv_read_start((uv_stream_t *)v->conn, newer_alloc, newer_read);
+}
+
+static void newer_tick(world *w)
+{
+    inst *a = &w->in[0];
+    newer *v = &g_newer;
+    switch (w->step) {
+    case 0:
+        if (v->accepts == 1 && a->other_version == 1)
+            next(w);
+        break;
+    case 1:
+        /* The redial, 10 s later (the guard fails the test if it never
+         * comes): a refusal for the version is no reason to give up. */
+        if (v->accepts == 2) {
+            if (v->conn)
+                uv_close((uv_handle_t *)v->conn, newer_closed);
+            uv_close((uv_handle_t *)&v->server, NULL);
+            finish(w);
+        }
+        break;
+    }
+}
+
+/* Peer 0 dials a peer 1 that speaks the next protocol version: the answer
+ * makes it log both versions and wait 10 s before it dials again, instead
+ * of every half second (WIRE.md "Connections"). */
+Test(peer_net, an_answer_of_another_version_is_logged_and_slows_the_redials)
+{
+    world w;
+    world_start(&w, 2, newer_tick, GUARD_MS);
+    memset(&g_newer, 0, sizeof g_newer);
+    g_newer.w = &w;
+    memcpy(g_newer.answer, "SGP1", 4);
+    g_newer.answer[4] = SGP_PROTOCOL_VERSION + 1, g_newer.answer[5] = 0;
+    uv_tcp_init(&w.loop, &g_newer.server);
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", w.c.peers[1].port, &sa);
+    cr_assert_eq(uv_tcp_bind(&g_newer.server, (struct sockaddr *)&sa, 0), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)&g_newer.server, 4, newer_accept), 0);
+    inst *a = start(&w, 0);
+    world_run(&w);
+    char want[96];
+    snprintf(want, sizeof want, "peer 1 speaks protocol version %d, this peer %d: refused", SGP_PROTOCOL_VERSION + 1,
+             SGP_PROTOCOL_VERSION);
+    cr_assert(strstr(a->version_line, want), "'%s' is not '%s'", a->version_line, want);
+    cr_assert_eq(g_newer.heads_ours, 2, "each dial opened with SGP_PROTOCOL_VERSION");
+    cr_assert_eq(a->ups[1], 0);
+    const uint64_t gap = g_newer.t_accept[1] - g_newer.t_accept[0];
+    cr_log_info("redial %llu ms after an answer of another version", (unsigned long long)gap);
+    /* 10 s plus up to 5 s of jitter on the loop's clock (the loop's own
+     * timer: a busy machine makes it later, never earlier). */
+    cr_assert_geq(gap, 10000, "redialled %llu ms after the refusal", (unsigned long long)gap);
+    cr_assert_lt(gap, 25000, "redialled %llu ms after the refusal", (unsigned long long)gap);
     world_free(&w);
 }
 

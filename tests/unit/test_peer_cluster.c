@@ -1,8 +1,9 @@
-/* The cluster file (peer/net/CLUSTER.md): a good file loads with every kind of
+/* The cluster file (peer/config/CLUSTER.md): a good file loads with every kind of
  * address; every rule fails with the documented line and message (the first
  * problem in file order wins); a failed parse leaves the cluster zeroed; and
  * write-then-load gives the same cluster. */
-#include "peer/net/cluster.h"
+#include "peer/config/cluster.h"
+#include "peer/config/keyfile.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -35,12 +36,12 @@ static void key_of(int i, uint8_t pk[SEC_KEY_BYTES])
 
 static const char *key(int i)
 {
-    static char buf[8][SEC_KEY_B64];
+    static char buf[8][KEYFILE_B64];
     static int n;
     char *b = buf[n++ % 8];
     uint8_t pk[SEC_KEY_BYTES];
     key_of(i, pk);
-    sec_pubkey_encode(pk, b);
+    keyfile_pub_encode(pk, b);
     return b;
 }
 
@@ -334,8 +335,8 @@ Test(peer_cluster, keys)
 {
     uint8_t pk[SEC_KEY_BYTES];
     key_of(0, pk);
-    char k[SEC_KEY_B64];
-    sec_pubkey_encode(pk, k);
+    char k[KEYFILE_B64];
+    keyfile_pub_encode(pk, k);
     expect_error(with_header("peer 0 h:1 %.43s\n", k), 3, "peer 0: bad key: not base64");
     expect_error(with_header("peer 0 h:1 %.40s\n", k), 3, "peer 0: bad key: wrong length");
     expect_error(with_header("peer 0 h:1 %s%s\n", k, "AAAA"), 3, "peer 0: bad key: not base64");

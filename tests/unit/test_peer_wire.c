@@ -1,4 +1,4 @@
-/* The wire's message layer (peer/net/wire.h, peer/net/WIRE.md "Messages"), version 2
+/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 2
  * (PUSH carries the sender's incarnation; MODEL_REQUEST and MODEL): every type
  * round-trips bit for bit; what the encoder writes is msgpack that msgpack-c's
  * own unpacker reads as the schema says; the decoder rejects with -EBADMSG
@@ -8,8 +8,8 @@
  * heap blocks, so ASan sees any over-read); decoded PUSHes drive gossip/ to
  * exactly the state the original messages do. msgpack-c's unpacker is used
  * here only, as an independent reader of what we write. */
-#include "peer/net/wire.h"
-#include "peer/sec/sec.h"
+#include "peer/wire/wire.h"
+#include "peer/wire/sec.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-/* The message layer of peer/net/WIRE.md: msgpack-c's packer for encoding (into
+/* The message layer of peer/wire/WIRE.md: msgpack-c's packer for encoding (into
  * the caller's buffer), a bounded reader of our own for decoding. */
-#include "peer/net/wire.h"
+#include "peer/wire/wire.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,9 +1,10 @@
-/* The cluster file parser (format in peer/net/CLUSTER.md). Line by line, in the
+/* The cluster file parser (format in peer/config/CLUSTER.md). Line by line, in the
  * manner of wg(8)'s config parser: the first problem in file order is
  * reported with its line, and problems of the whole file (a missing line)
- * with line 0. The input is untrusted (it is fuzzed): tokens are spans, not
- * NUL-terminated strings, and memory grows with the lines read, never with a
- * number read. */
+ * with line 0. Lines, comments and tokens come from topologies/topo_lex.h,
+ * the .topo parser's lexer, so both files are written by the same rules. The
+ * input is untrusted (it is fuzzed): tokens are spans, not NUL-terminated
+ * strings, and memory grows with the lines read, never with a number read. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <sodium.h>
@@ -12,17 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/net/cluster.h"
-
-typedef struct span {
-    const char *p;
-    size_t n;
-} span;
+#include "peer/config/cluster.h"
+#include "peer/config/keyfile.h"
+#include "topologies/topo_lex.h"
 
 typedef struct parser {
     cluster *c;
     cluster_error *e;
-    int line;
+    topo_lex L;
+    int line; /* for messages: the line being parsed (L.line), or the one a problem belongs to */
     int name_line, topo_line;
     uint8_t *seen;        /* bitmap over ids 0..CLUSTER_MAX_PEERS-1 */
     uint32_t *keys, *addrs; /* open-addressing sets of peer index + 1 (0: empty) */
@@ -47,45 +46,11 @@ static int nomem(parser *P)
     return -ENOMEM;
 }
 
-/* A token as it may be quoted in a message: short and printable, since the
- * input may be anything. */
-static const char *quote(span t, char *buf, size_t cap)
-{
-    size_t k = 0, lim = cap - 4;
-    for (size_t i = 0; i < t.n && k < lim; i++)
-        buf[k++] = t.p[i] >= 0x20 && t.p[i] < 0x7f ? t.p[i] : '?';
-    if (t.n > lim)
-        buf[k++] = '.', buf[k++] = '.', buf[k++] = '.';
-    buf[k] = 0;
-    return buf;
-}
-
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-static int token(const char **s, const char *end, span *t)
-{
-    const char *p = *s;
-    while (p < end && is_space(*p))
-        p++;
-    if (p == end) {
-        *s = p;
-        return 0;
-    }
-    t->p = p;
-    while (p < end && !is_space(*p))
-        p++;
-    t->n = (size_t)(p - t->p);
-    *s = p;
-    return 1;
-}
-
-static int span_is(span t, const char *word) { return t.n == strlen(word) && !memcmp(t.p, word, t.n); }
-
 static int is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* Decimal digits only, value at most max. */
-static int parse_uint(span t, unsigned long max, unsigned long *v)
+static int parse_uint(topo_span t, unsigned long max, unsigned long *v)
 {
     if (!t.n || t.n > 10)
         return -1;
@@ -314,17 +279,17 @@ static int grow_peers(cluster *c)
 }
 
 /* "HOST:PORT" or "[IPV6]:PORT" into p->host, p->port, p->family. */
-static int parse_addr(parser *P, span t, uint32_t id, cluster_peer *p)
+static int parse_addr(parser *P, topo_span t, uint32_t id, cluster_peer *p)
 {
     char q[64], qp[16];
-    span host, port;
+    topo_span host, port;
     int bracketed = t.n && t.p[0] == '[';
     if (bracketed) {
         const char *rb = memchr(t.p, ']', t.n);
         if (!rb || (size_t)(rb - t.p) + 1 == t.n || rb[1] != ':')
-            return perr(P, "peer %u: '%s' is not [IPV6]:PORT", (unsigned)id, quote(t, q, sizeof q));
-        host = (span){t.p + 1, (size_t)(rb - t.p) - 1};
-        port = (span){rb + 2, t.n - (size_t)(rb - t.p) - 2};
+            return perr(P, "peer %u: '%s' is not [IPV6]:PORT", (unsigned)id, topo_span_quote(t, q, sizeof q));
+        host = (topo_span){t.p + 1, (size_t)(rb - t.p) - 1};
+        port = (topo_span){rb + 2, t.n - (size_t)(rb - t.p) - 2};
     } else {
         const char *colon = NULL;
         for (size_t i = t.n; i > 0; i--)
@@ -333,30 +298,32 @@ static int parse_addr(parser *P, span t, uint32_t id, cluster_peer *p)
                 break;
             }
         if (!colon)
-            return perr(P, "peer %u: '%s' is not HOST:PORT", (unsigned)id, quote(t, q, sizeof q));
-        host = (span){t.p, (size_t)(colon - t.p)};
-        port = (span){colon + 1, t.n - (size_t)(colon - t.p) - 1};
+            return perr(P, "peer %u: '%s' is not HOST:PORT", (unsigned)id, topo_span_quote(t, q, sizeof q));
+        host = (topo_span){t.p, (size_t)(colon - t.p)};
+        port = (topo_span){colon + 1, t.n - (size_t)(colon - t.p) - 1};
     }
     const char *why;
     if (host_check(host.p, host.n, bracketed, &p->family, &why) < 0)
-        return perr(P, "peer %u: %s '%s'", (unsigned)id, why, quote(host, q, sizeof q));
+        return perr(P, "peer %u: %s '%s'", (unsigned)id, why, topo_span_quote(host, q, sizeof q));
     unsigned long v;
     if (parse_uint(port, 65535, &v) < 0 || v == 0)
-        return perr(P, "peer %u: port '%s' is not a number from 1 to 65535", (unsigned)id, quote(port, qp, sizeof qp));
+        return perr(P, "peer %u: port '%s' is not a number from 1 to 65535", (unsigned)id,
+                    topo_span_quote(port, qp, sizeof qp));
     memcpy(p->host, host.p, host.n);
     p->host[host.n] = 0;
     p->port = (uint16_t)v;
     return 0;
 }
 
-static int parse_peer(parser *P, span *tok, int nt)
+static int parse_peer(parser *P, topo_span *tok, int nt)
 {
     char q[64];
     if (nt != 4)
         return perr(P, "expected 'peer ID HOST:PORT KEY'%s", nt > 4 ? ", found more" : "");
     unsigned long id;
     if (parse_uint(tok[1], CLUSTER_MAX_PEERS - 1, &id) < 0)
-        return perr(P, "peer id '%s' is not a number from 0 to %d", quote(tok[1], q, sizeof q), CLUSTER_MAX_PEERS - 1);
+        return perr(P, "peer id '%s' is not a number from 0 to %d", topo_span_quote(tok[1], q, sizeof q),
+                    CLUSTER_MAX_PEERS - 1);
     cluster *c = P->c;
     if (grow_peers(c) < 0)
         return nomem(P);
@@ -368,7 +335,7 @@ static int parse_peer(parser *P, span *tok, int nt)
     if (rc < 0)
         return rc;
     const char *why;
-    if (sec_pubkey_decode(p->pk, tok[3].p, tok[3].n, &why) < 0)
+    if (keyfile_pub_decode(p->pk, tok[3].p, tok[3].n, &why) < 0)
         return perr(P, "peer %lu: bad key: %s", id, why);
     if (P->seen[id >> 3] & (1u << (id & 7))) {
         for (int k = 0; k < c->n_peers; k++)
@@ -392,43 +359,44 @@ static int parse_peer(parser *P, span *tok, int nt)
 
 static int parse_line(parser *P, const char *s, const char *end)
 {
-    span tok[5];
+    topo_span tok[5];
     int nt = 0;
-    while (nt < 5 && token(&s, end, &tok[nt]))
+    while (nt < 5 && topo_lex_token(&P->L, &s, end, &tok[nt]))
         nt++;
     if (!nt)
         return 0;
     char q[64];
     cluster *c = P->c;
-    if (span_is(tok[0], "cluster")) {
+    if (topo_span_is(tok[0], "cluster")) {
         if (nt != 2)
             return perr(P, "expected 'cluster NAME'");
         if (P->name_line)
             return perr(P, "'cluster' given twice (first on line %d)", P->name_line);
         if (!name_ok(tok[1].p, tok[1].n))
             return perr(P, "cluster name '%s' must be 1 to %d letters, digits, '.', '_' or '-'",
-                        quote(tok[1], q, sizeof q), CLUSTER_NAME_MAX);
+                        topo_span_quote(tok[1], q, sizeof q), CLUSTER_NAME_MAX);
         memcpy(c->name, tok[1].p, tok[1].n);
         c->name[tok[1].n] = 0;
         P->name_line = P->line;
         return 0;
     }
-    if (span_is(tok[0], "topology")) {
+    if (topo_span_is(tok[0], "topology")) {
         if (nt != 2)
             return perr(P, "expected 'topology PATH' (a path without spaces)");
         if (P->topo_line)
             return perr(P, "'topology' given twice (first on line %d)", P->topo_line);
         if (!path_ok(tok[1].p, tok[1].n))
             return perr(P, "topology path '%s' is longer than %d bytes or has control characters",
-                        quote(tok[1], q, sizeof q), CLUSTER_PATH_MAX);
+                        topo_span_quote(tok[1], q, sizeof q), CLUSTER_PATH_MAX);
         memcpy(c->topology, tok[1].p, tok[1].n);
         c->topology[tok[1].n] = 0;
         P->topo_line = P->line;
         return 0;
     }
-    if (span_is(tok[0], "peer"))
+    if (topo_span_is(tok[0], "peer"))
         return parse_peer(P, tok, nt);
-    return perr(P, "unknown keyword '%s' (expected cluster, topology or peer)", quote(tok[0], q, sizeof q));
+    return perr(P, "unknown keyword '%s' (expected cluster, topology or peer)",
+                topo_span_quote(tok[0], q, sizeof q));
 }
 
 static char *resolve(const char *dir, const char *path)
@@ -491,13 +459,16 @@ int cluster_parse(cluster *c, const char *text, size_t len, const char *name, co
         rc = nomem(&P);
         goto out;
     }
-    for (const char *p = text, *end = text + len; p < end;) {
-        P.line++;
-        const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
-        const char *hash = memchr(p, '#', (size_t)(le - p));
-        if ((rc = parse_line(&P, p, hash ? hash : le)) < 0)
+    topo_lex_init(&P.L, text, len, 0);
+    const char *s, *end;
+    while ((rc = topo_lex_line(&P.L, &s, &end)) > 0) {
+        P.line = P.L.line;
+        if ((rc = parse_line(&P, s, end)) < 0)
             goto out;
-        p = nl ? nl + 1 : end;
+    }
+    if (rc < 0) { /* 2^31 lines cannot fit under CLUSTER_FILE_MAX; the lexer says so all the same */
+        rc = perr(&P, "too many lines");
+        goto out;
     }
     P.line = 0;
     if (!P.name_line)
@@ -530,43 +501,15 @@ int cluster_load(cluster *c, const char *path, cluster_error *e)
         return -EINVAL;
     }
     snprintf(e->file, sizeof e->file, "%s", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int err = errno;
-        snprintf(e->msg, sizeof e->msg, "%s", strerror(err));
-        return -err;
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (len == cap) {
-            if (cap > (size_t)CLUSTER_FILE_MAX) {
-                snprintf(e->msg, sizeof e->msg, "larger than %ld MiB: not a cluster file", CLUSTER_FILE_MAX >> 20);
-                rc = -EFBIG;
-                break;
-            }
-            cap = cap ? 2 * cap : 4096;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                snprintf(e->msg, sizeof e->msg, "out of memory");
-                rc = -ENOMEM;
-                break;
-            }
-            buf = nb;
-        }
-        errno = 0;
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                rc = errno ? -errno : -EIO; /* a directory opens, then fails here with EISDIR */
-                snprintf(e->msg, sizeof e->msg, "%s", strerror(-rc));
-            }
-            break;
-        }
-    }
-    fclose(f);
+    char *buf;
+    size_t len;
+    int rc = topo_lex_read_file(path, CLUSTER_FILE_MAX, &buf, &len);
+    if (rc == -EFBIG)
+        snprintf(e->msg, sizeof e->msg, "larger than %ld MiB: not a cluster file", CLUSTER_FILE_MAX >> 20);
+    else if (rc == -ENOMEM)
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+    else if (rc < 0)
+        snprintf(e->msg, sizeof e->msg, "%s", strerror(-rc));
     if (rc == 0) {
         char *copy = strdup(path), *slash = copy ? strrchr(copy, '/') : NULL;
         if (!copy) {
@@ -655,9 +598,9 @@ int cluster_write(const cluster *c, FILE *f, const char *comment)
     }
     fprintf(f, "#    id   %-*s  public key\n", width, "host:port");
     for (int i = 0; i < c->n_peers; i++) {
-        char key[SEC_KEY_B64];
+        char key[KEYFILE_B64];
         cluster_peer_addr(&c->peers[i], addr, sizeof addr);
-        sec_pubkey_encode(c->peers[i].pk, key);
+        keyfile_pub_encode(c->peers[i].pk, key);
         fprintf(f, "peer %-4u %-*s  %s\n", (unsigned)c->peers[i].id, width, addr, key);
     }
     return ferror(f) ? -EIO : 0;

@@ -1,5 +1,5 @@
 /* The cluster file: who takes part in a run, where each peer listens and
- * which public key it must prove it holds (format: peer/net/CLUSTER.md).
+ * which public key it must prove it holds (format: peer/config/CLUSTER.md).
  *
  *   cluster c = {0};
  *   cluster_error e;
@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "peer/sec/sec.h"
+#include "peer/wire/sec.h"
 
 #define CLUSTER_MAX_PEERS 65536 /* as topologies/ (TOPO_MAX_PEERS) */
 #define CLUSTER_NAME_MAX 64

@@ -12,13 +12,13 @@
  *   ... node_config c = {.cluster = &m.cluster, .id = m.id, .key = &m.key, .topology = &m.topology, ...}
  *   member_close(&m);
  */
-#ifndef PEER_NET_MEMBER_H
-#define PEER_NET_MEMBER_H
+#ifndef PEER_CONFIG_MEMBER_H
+#define PEER_CONFIG_MEMBER_H
 
 #include <stddef.h>
 
-#include "peer/net/cluster.h"
-#include "peer/sec/sec.h"
+#include "peer/config/cluster.h"
+#include "peer/wire/sec.h"
 #include "topologies/topo.h"
 
 typedef struct member {

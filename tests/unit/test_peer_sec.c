@@ -1,25 +1,22 @@
-/* peer/sec: the handshake between two in-memory parties, and everything an
- * attacker on the path (or a peer with the wrong key) can try against it:
- * impostors fail at AUTH, any altered byte of the handshake or of a frame is
- * refused, replayed/reordered/truncated frames and replayed whole sessions
- * fail, a 4 GiB length prefix is refused from its 4 bytes. Plus key files:
- * round trip, permissions, atomic no-clobber writes, and `sgp keygen`. */
-#include "peer/sec/sec.h"
+/* peer/wire/sec.h: the handshake between two in-memory parties, and
+ * everything an attacker on the path (or a peer with the wrong key) can try
+ * against it: impostors fail at AUTH, any altered byte of the handshake or of
+ * a frame is refused, replayed/reordered/truncated frames and replayed whole
+ * sessions fail, a 4 GiB length prefix is refused from its 4 bytes. Key files
+ * and `sgp keygen` are tests/test_peer_keyfile.c's. */
+#include "peer/wire/sec.h"
 
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "peer/net/cluster.h"
-#include "tests/sgp_run.h"
+#include "peer/config/cluster.h"
+#include "peer/wire/wire.h"
 
-/* ---- fixture: four peers' keys, a cluster table, a temp dir --------------- */
+/* ---- fixture: four peers' keys, a cluster table ---------------------------- */
 
 #define NPEERS 4
 
@@ -40,11 +37,9 @@ static int table_lookup(void *ctx, uint32_t id, uint8_t pk[SEC_KEY_BYTES])
 static sec_keypair g_kp[NPEERS];
 static table g_tab;
 static uint8_t g_cid[SEC_CLUSTER_ID_BYTES];
-static char g_dir[64];
 
 static void setup(void)
 {
-    sgp_tmp_dir(g_dir, sizeof g_dir, "/tmp/test_peer_sec_XXXXXX");
     g_tab.n = NPEERS;
     for (int i = 0; i < NPEERS; i++) {
         cr_assert_eq(sec_keypair_generate(&g_kp[i]), 0);
@@ -57,7 +52,6 @@ static void teardown(void)
 {
     for (int i = 0; i < NPEERS; i++)
         sec_keypair_free(&g_kp[i]);
-    sgp_rm_rf(g_dir);
 }
 
 TestSuite(peer_sec, .init = setup, .fini = teardown, .timeout = 120);
@@ -156,6 +150,15 @@ static void expect_open(sec_session *s, frame f, const void *msg, size_t len)
     free(out);
 }
 
+/* "SGP1" and the version, as every handshake message of any version opens. */
+static const uint8_t *head(unsigned version)
+{
+    static uint8_t h[SEC_HEAD_BYTES];
+    memcpy(h, "SGP1", 4);
+    h[4] = (uint8_t)version, h[5] = (uint8_t)(version >> 8);
+    return h;
+}
+
 static void fill(uint8_t *b, size_t n, unsigned seed)
 {
     for (size_t k = 0; k < n; k++)
@@ -174,9 +177,11 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(memcmp(log.b[0], "SGP1\x03\x00", 6), 0);
+    cr_assert_eq(SGP_PROTOCOL_VERSION, 4, "WIRE.md's version");
+    cr_assert_eq(memcmp(log.b[0], head(SGP_PROTOCOL_VERSION), 6), 0, "the one version constant goes out");
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
-    cr_assert_eq(memcmp(log.b[1], "SGP1\x03\x00\x01\x00\x00\x00", 10), 0, "responder id 1, little-endian");
+    cr_assert_eq(memcmp(log.b[1], head(SGP_PROTOCOL_VERSION), 6), 0);
+    cr_assert_eq(memcmp(log.b[1] + 6, "\x01\x00\x00\x00", 4), 0, "responder id 1, little-endian");
     cr_assert_eq(sec_hs_want(&i), 0);
     cr_assert_eq(sec_hs_want(&r), 0);
     sec_session a, b;
@@ -391,6 +396,57 @@ Test(peer_sec, wrong_magic_version_cluster_or_id_is_refused_at_the_first_message
     memset(good + 42, 0, 32);
     cr_assert_eq(respond_to(good, 1, g_cid, &r), -EPROTO);
     cr_assert(strstr(r.msg, "low-order"), "%s", r.msg);
+    sec_hs_free(&r);
+}
+
+/* WIRE.md "Handshake", Limits: a peer of another version is refused from
+ * the first 6 bytes of its message (another version's messages may have
+ * other sizes), with a message naming both versions; the responder's one
+ * answer is our own magic and version, the initiator answers nothing. */
+Test(peer_sec, another_version_is_refused_from_six_bytes_and_answered_with_ours)
+{
+    const unsigned others[] = {0, 1, 3, SGP_PROTOCOL_VERSION + 1, 0xffff};
+    char want[96];
+    uint8_t out[SEC_HS_OUT_MAX];
+    for (size_t k = 0; k < sizeof others / sizeof *others; k++) {
+        const unsigned v = others[k];
+        snprintf(want, sizeof want, "protocol version %u, this peer %d: refused", v, SGP_PROTOCOL_VERSION);
+        /* responder: byte by byte, nothing is decided before the sixth */
+        sec_hs r;
+        cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+        uint8_t h[SEC_HEAD_BYTES];
+        memcpy(h, head(v), sizeof h);
+        for (int b = 0; b < SEC_HEAD_BYTES - 1; b++)
+            cr_assert_eq(sec_hs_consume(&r, h + b, 1), 1, "version %u, byte %d", v, b);
+        cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), 0, "nothing before the version is in");
+        cr_assert_eq(sec_hs_consume(&r, h + SEC_HEAD_BYTES - 1, 1), -EPROTONOSUPPORT, "version %u", v);
+        cr_assert(strstr(r.msg, want), "version %u: %s", v, r.msg);
+        cr_assert_eq(sec_hs_produce(&r, out, sizeof out), -EPROTONOSUPPORT, "sticky");
+        cr_assert_eq(sec_hs_want(&r), 0);
+        cr_assert_eq(sec_hs_refusal(&r, out, SEC_HEAD_BYTES - 1), -ENOBUFS);
+        cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), SEC_HEAD_BYTES);
+        cr_assert_eq(memcmp(out, head(SGP_PROTOCOL_VERSION), SEC_HEAD_BYTES), 0, "our magic and version");
+        cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), 0, "once");
+        cr_assert_null(r.sec, "no secret outlives the refusal");
+        sec_hs_free(&r);
+
+        /* initiator: the reply's head is enough */
+        sec_hs i;
+        cr_assert_eq(sec_hs_init(&i, SEC_INITIATOR, 0, 2, &g_kp[0], table_lookup, &g_tab, g_cid), 0);
+        cr_assert_eq(sec_hs_produce(&i, out, sizeof out), SEC_MSG1_BYTES);
+        cr_assert_eq(sec_hs_consume(&i, head(v), SEC_HEAD_BYTES), -EPROTONOSUPPORT, "version %u", v);
+        snprintf(want, sizeof want, "peer 2 speaks protocol version %u, this peer %d: refused", v,
+                 SGP_PROTOCOL_VERSION);
+        cr_assert(strstr(i.msg, want), "%s", i.msg);
+        cr_assert_eq(sec_hs_refusal(&i, out, sizeof out), 0, "the dialler answers nothing");
+        cr_assert_not(sec_hs_done(&i));
+        sec_hs_free(&i);
+    }
+    /* Another magic is no sgp peer: no answer at all. */
+    sec_hs r;
+    cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+    cr_assert_eq(sec_hs_consume(&r, (const uint8_t *)"SSH-2.", 6), -EPROTO);
+    cr_assert_eq(sec_hs_refusal(&r, out, sizeof out), 0);
     sec_hs_free(&r);
 }
 
@@ -758,238 +814,4 @@ Test(peer_sec, frame_limits_and_small_buffers)
     cr_assert_eq(sec_open(&b, buf, (size_t)n, out, sizeof out), -EMSGSIZE);
     sec_session_free(&a);
     sec_session_free(&b);
-}
-
-/* ---- keys and key files ---------------------------------------------------- */
-
-static char *path_in(const char *name) { return sgp_path_in(g_dir, name); }
-
-static mode_t mode_of(const char *path)
-{
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0, "%s", path);
-    return st.st_mode & 07777;
-}
-
-static int files_in_dir(void)
-{
-    DIR *d = opendir(g_dir);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-Test(peer_sec, key_save_load_round_trip)
-{
-    char err[512];
-    const char *key = path_in("0.key"), *pub = path_in("0.pub");
-    cr_assert_eq(sec_keypair_save(&g_kp[0], key, pub, 0, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(mode_of(key), 0600);
-    cr_assert_eq(mode_of(pub), 0644);
-    cr_assert_eq(files_in_dir(), 2, "no temporary file left behind");
-    FILE *f = fopen(pub, "r");
-    char line[128];
-    cr_assert_not_null(fgets(line, sizeof line, f));
-    fclose(f);
-    char b64[SEC_KEY_B64];
-    sec_pubkey_encode(g_kp[0].pk, b64);
-    cr_assert_eq(strlen(line), 45);
-    cr_assert_eq(strncmp(line, b64, 44), 0);
-
-    sec_keypair k;
-    cr_assert_eq(sec_keypair_load(&k, key, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(memcmp(k.pk, g_kp[0].pk, SEC_KEY_BYTES), 0, "the public key is derived from the secret");
-    uint8_t pk[SEC_KEY_BYTES];
-    cr_assert_eq(sec_pubkey_load(pk, pub, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(memcmp(pk, g_kp[0].pk, SEC_KEY_BYTES), 0);
-
-    /* the loaded key does the handshake as peer 0 */
-    sec_hs i, r;
-    cr_assert_eq(sec_hs_init(&i, SEC_INITIATOR, 0, 1, &k, table_lookup, &g_tab, g_cid), 0);
-    cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
-    cr_assert_eq(pump(&i, &r, NULL, NULL, NULL, NULL), 0);
-    cr_assert(sec_hs_done(&i) && sec_hs_done(&r));
-    sec_hs_free(&i);
-    sec_hs_free(&r);
-    sec_keypair_free(&k);
-    cr_assert_null(k.sk);
-
-    /* A CRLF line ending is fine too. */
-    FILE *src = fopen(key, "r");
-    cr_assert_not_null(fgets(line, sizeof line, src));
-    fclose(src);
-    line[44] = 0;
-    strcat(line, "\r\n");
-    sgp_write_text_mode(path_in("crlf.key"), line, 0600);
-    cr_assert_eq(sec_keypair_load(&k, path_in("crlf.key"), err, sizeof err), 0, "%s", err);
-    cr_assert_eq(memcmp(k.pk, g_kp[0].pk, SEC_KEY_BYTES), 0);
-    sec_keypair_free(&k);
-}
-
-Test(peer_sec, save_never_replaces_a_key_unless_told)
-{
-    char err[512];
-    const char *key = path_in("a.key"), *pub = path_in("a.pub");
-    cr_assert_eq(sec_keypair_save(&g_kp[0], key, pub, 0, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(sec_keypair_save(&g_kp[1], key, pub, 0, err, sizeof err), -EEXIST);
-    cr_assert(strstr(err, "a.key exists"), "%s", err);
-    sec_keypair k;
-    cr_assert_eq(sec_keypair_load(&k, key, err, sizeof err), 0);
-    cr_assert_eq(memcmp(k.pk, g_kp[0].pk, SEC_KEY_BYTES), 0, "untouched");
-    sec_keypair_free(&k);
-    /* only the .pub present: still no */
-    cr_assert_eq(unlink(key), 0);
-    cr_assert_eq(sec_keypair_save(&g_kp[1], key, pub, 0, err, sizeof err), -EEXIST);
-    cr_assert_eq(access(key, F_OK), -1, "no key written next to someone else's .pub");
-    cr_assert_eq(sec_keypair_save(&g_kp[1], key, pub, 1, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(sec_keypair_load(&k, key, err, sizeof err), 0);
-    cr_assert_eq(memcmp(k.pk, g_kp[1].pk, SEC_KEY_BYTES), 0, "replaced with overwrite");
-    sec_keypair_free(&k);
-    cr_assert_eq(mode_of(key), 0600);
-    cr_assert_eq(files_in_dir(), 2);
-    cr_assert_eq(sec_keypair_save(&g_kp[1], "/nonexistent-dir/x.key", NULL, 0, err, sizeof err), -ENOENT);
-}
-
-Test(peer_sec, secret_key_file_permissions_are_enforced)
-{
-    char err[512];
-    const char *key = path_in("p.key");
-    cr_assert_eq(sec_keypair_save(&g_kp[2], key, NULL, 0, err, sizeof err), 0, "%s", err);
-    static const mode_t bad[] = {0640, 0604, 0660, 0644, 0602, 0620, 0610};
-    sec_keypair k;
-    for (size_t m = 0; m < sizeof bad / sizeof *bad; m++) {
-        cr_assert_eq(chmod(key, bad[m]), 0);
-        memset(&k, 0x5a, sizeof k);
-        cr_assert_eq(sec_keypair_load(&k, key, err, sizeof err), -EACCES, "mode %04o", (unsigned)bad[m]);
-        char want[32];
-        snprintf(want, sizeof want, "permissions %04o", (unsigned)bad[m]);
-        cr_assert(strstr(err, want) && strstr(err, "chmod 600") && strstr(err, key), "%s", err);
-        cr_assert_null(k.sk, "a refused key is not kept");
-    }
-    static const mode_t good[] = {0600, 0400};
-    for (size_t m = 0; m < sizeof good / sizeof *good; m++) {
-        cr_assert_eq(chmod(key, good[m]), 0);
-        cr_assert_eq(sec_keypair_load(&k, key, err, sizeof err), 0, "mode %04o: %s", (unsigned)good[m], err);
-        sec_keypair_free(&k);
-    }
-    /* The public key file has no such rule. */
-    uint8_t pk[SEC_KEY_BYTES];
-    char b64[SEC_KEY_B64 + 1];
-    sec_pubkey_encode(g_kp[2].pk, b64);
-    strcat(b64, "\n");
-    sgp_write_text_mode(path_in("p.pub"), b64, 0644);
-    cr_assert_eq(sec_pubkey_load(pk, path_in("p.pub"), err, sizeof err), 0, "%s", err);
-}
-
-Test(peer_sec, malformed_key_files_are_refused)
-{
-    char err[512];
-    sec_keypair k;
-    cr_assert_eq(sec_keypair_load(&k, path_in("missing.key"), err, sizeof err), -ENOENT);
-    cr_assert(strstr(err, "missing.key"), "%s", err);
-    cr_assert_eq(sec_keypair_load(&k, g_dir, err, sizeof err), -EINVAL, "a directory");
-    static const char *bad[] = {
-        "",
-        "not base64 at all!!!!!!!!!!!!!!!!!!!!!!!!!!\n",
-        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==\n", /* 31 bytes */
-        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n", /* 33 bytes */
-        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB=\n", /* non-zero padding bits */
-        " AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
-        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n",
-        ("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"
-         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"), /* over the size limit */
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        sgp_write_text_mode(path_in("bad.key"), bad[i], 0600);
-        cr_assert_eq(sec_keypair_load(&k, path_in("bad.key"), err, sizeof err), -EBADMSG, "case %zu", i);
-        cr_assert(strstr(err, "bad.key"), "%s", err);
-        cr_assert_null(k.sk);
-    }
-    sgp_write_text_mode(path_in("ok.key"), "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", 0600);
-    cr_assert_eq(sec_keypair_load(&k, path_in("ok.key"), err, sizeof err), 0, "no final newline: %s", err);
-    sec_keypair_free(&k);
-
-    uint8_t pk[SEC_KEY_BYTES];
-    const char *why = NULL;
-    cr_assert_eq(sec_pubkey_decode(pk, "AAAA", 4, &why), -EINVAL);
-    cr_assert(strstr(why, "length"), "%s", why);
-    cr_assert_eq(sec_pubkey_decode(pk, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA*=", 44, &why), -EINVAL);
-    cr_assert_str_eq(why, "not base64");
-    cr_assert_eq(sec_pubkey_decode(pk, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB=", 44, &why), -EINVAL);
-    cr_assert(strstr(why, "canonical"), "%s", why);
-    char b64[SEC_KEY_B64];
-    sec_pubkey_encode(g_kp[3].pk, b64);
-    cr_assert_eq(sec_pubkey_decode(pk, b64, 44, NULL), 0);
-    cr_assert_eq(memcmp(pk, g_kp[3].pk, SEC_KEY_BYTES), 0);
-}
-
-/* ---- sgp keygen ------------------------------------------------------------ */
-
-static sgp_out o;
-
-Test(peer_sec, keygen_writes_both_files_and_prints_the_public_key)
-{
-    sgp_run(&o, "keygen", "--out", g_dir, "--id", "3", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert_eq(sgp_lines(o.out), 1, "%s", o.out);
-    cr_assert_eq(strlen(o.out), 45);
-    const char *key = path_in("3.key"), *pub = path_in("3.pub");
-    cr_assert_eq(mode_of(key), 0600);
-    cr_assert_eq(mode_of(pub), 0644);
-    char err[512], b64[SEC_KEY_B64];
-    sec_keypair k;
-    cr_assert_eq(sec_keypair_load(&k, key, err, sizeof err), 0, "%s", err);
-    sec_pubkey_encode(k.pk, b64);
-    cr_assert_eq(strncmp(o.out, b64, 44), 0, "stdout is the public key of the key file");
-    sec_keypair_free(&k);
-
-    /* no silent replacement */
-    sgp_run(&o, "keygen", "--out", g_dir, "--id", "3", NULL);
-    cr_assert_eq(o.status, 1);
-    cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
-    cr_assert(strstr(o.err, "3.key exists") && strstr(o.err, "--force"), "%s", o.err);
-    cr_assert_eq(o.out[0], 0);
-    sgp_run(&o, "keygen", "--out", g_dir, "--id", "3", "--force", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert_neq(strncmp(o.out, b64, 44), 0, "a new key");
-
-    sgp_run(&o, "keygen", "-o", g_dir, "-n", "alice", NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    cr_assert_eq(access(path_in("alice.key"), F_OK), 0);
-    cr_assert_eq(files_in_dir(), 4);
-}
-
-Test(peer_sec, keygen_usage_errors)
-{
-    static const char *cases[][5] = {
-        {"keygen", NULL},
-        {"keygen", "--id", "1", "--name", "x"},
-        {"keygen", "--id", "-1", NULL},
-        {"keygen", "--id", "65536", NULL},
-        {"keygen", "--name", "../evil", NULL},
-        {"keygen", "--name", ".hidden", NULL},
-        {"keygen", "--bogus", NULL},
-        {"keygen", "--id", "1", "extra", NULL},
-        {"keygen", "--out", NULL},
-    };
-    static const char *needle[] = {"--id N or --name", "not both", "--id", "--id", "--name", "--name",
-                                   "--bogus",          "extra",    "--out"};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        sgp_run(&o, cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4], NULL);
-        cr_assert_eq(o.status, 2, "case %zu: %d %s", i, o.status, o.err);
-        cr_assert_eq(sgp_lines(o.err), 1, "case %zu: %s", i, o.err);
-        cr_assert(strstr(o.err, needle[i]), "case %zu: expected '%s' in %s", i, needle[i], o.err);
-    }
-    sgp_run(&o, "keygen", "--help", NULL);
-    cr_assert_eq(o.status, 0);
-    static const char *opts[] = {"--out", "--id", "--name", "--force", "0600"};
-    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
-        cr_assert(strstr(o.out, opts[i]), "--help does not mention %s", opts[i]);
-    sgp_run(&o, "keygen", "--out", path_in("nowhere"), "--id", "0", NULL);
-    cr_assert_eq(o.status, 1);
-    cr_assert(strstr(o.err, "nowhere"), "%s", o.err);
-    sgp_run(&o, "--help", NULL);
-    cr_assert(strstr(o.out, "keygen"), "listed in sgp --help");
 }

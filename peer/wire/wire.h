@@ -1,4 +1,4 @@
-/* The message layer of the sgp wire (peer/net/WIRE.md, "Messages"): plaintext
+/* The message layer of the sgp wire (peer/wire/WIRE.md, "Messages"): plaintext
  * msgpack bytes in and out. No sockets, no crypto, no allocation.
  *
  *   // sending: one buffer, sized once, holds any message this peer sends
@@ -45,7 +45,12 @@
 
 #include "gossip/gsp.h"
 
-#define WIRE_VERSION 4
+/* The one version of everything WIRE.md specifies: handshake, frames and
+ * messages. The handshake sends it and refuses a peer that sends another
+ * (sec_hs.c), so peers that would misread each other's messages never get
+ * as far as a message. Bump it with any change to WIRE.md that a peer of the
+ * previous version would misread. */
+#define SGP_PROTOCOL_VERSION 4
 
 /* Largest dim a PUSH may declare. WIRE.md caps a frame just under 2 GiB and
  * a SYNC carries 12 bytes per parameter, so 2^27 (134M parameters, a SYNC of

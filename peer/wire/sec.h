@@ -1,10 +1,12 @@
-/* Peer keys, the handshake and encrypted frames (peer/net/WIRE.md: Keys,
+/* Peer keys, the handshake and encrypted frames (peer/wire/WIRE.md: Keys,
  * Handshake, Frames), as pure functions over byte buffers: no sockets, no
- * clock. The transport feeds received bytes in and writes out what comes out.
+ * clock, no files. The transport feeds received bytes in and writes out what
+ * comes out; key files are peer/config/keyfile.h's. The handshake is in
+ * sec_hs.c, sessions and frames in sec_frame.c.
  *
  *   sec_keypair me = {0};
  *   char err[256];
- *   if (sec_keypair_load(&me, "keys/0.key", err, sizeof err) < 0) ...
+ *   if (keyfile_load(&me, "keys/0.key", err, sizeof err) < 0) ...   // peer/config/keyfile.h
  *
  *   sec_hs hs = {0};                      // dialling peer 3 (the lower id dials)
  *   sec_hs_init(&hs, SEC_INITIATOR, 0, 3, &me, cluster_pubkey_lookup, &cluster, cid);
@@ -30,18 +32,19 @@
  * that has failed once fails every later call, because the connection must
  * close anyway and an attacker should get one try per connection.
  */
-#ifndef PEER_SEC_H
-#define PEER_SEC_H
+#ifndef PEER_WIRE_SEC_H
+#define PEER_WIRE_SEC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define SEC_KEY_BYTES 32       /* X25519 public and secret keys */
-#define SEC_KEY_B64 45         /* base64 text of a key with its NUL: 44 + 1 */
 #define SEC_CLUSTER_ID_BYTES 32
-#define SEC_VERSION 3
 
-/* Handshake message sizes (WIRE.md "Handshake"). */
+/* Handshake message sizes (WIRE.md "Handshake"). Both messages open with
+ * magic and version (SGP_PROTOCOL_VERSION, peer/wire/wire.h), which are
+ * checked as soon as they are in: another version may have other sizes. */
+#define SEC_HEAD_BYTES 6       /* magic "SGP1", version u16 */
 #define SEC_MSG1_BYTES 74      /* magic, version, cluster id, initiator id, e_I */
 #define SEC_MSG2_BYTES 42      /* magic, version, responder id, e_R */
 #define SEC_HEADER_BYTES 24    /* secretstream header */
@@ -74,29 +77,8 @@ int sec_init(void);
 /* A fresh long-term key pair. 0, -ENOMEM or -EIO. */
 int sec_keypair_generate(sec_keypair *kp);
 
-/* Read a secret key file (one base64 line) and derive its public key.
- * Refuses, like ssh, a file that its group or others may read or write
- * (-EACCES), as well as one that is not a regular file. 0, or a negative
- * errno with a one-line message in err (which names the path). */
-int sec_keypair_load(sec_keypair *kp, const char *key_path, char *err, size_t cap);
-
-/* Write key_path (mode 0600) and pub_path (mode 0644), each one base64 line,
- * atomically (peer/store/wholefile.h: PATH.tmp, fsync, rename; with
- * overwrite == 0 an existing file is never replaced: -EEXIST). pub_path may
- * be NULL. 0 or a negative errno with a message. */
-int sec_keypair_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
-                     size_t cap);
-
 /* Wipes and releases the secret key; safe on a zeroed struct. */
 void sec_keypair_free(sec_keypair *kp);
-
-/* Public keys as text: standard base64 with padding (44 characters), as in
- * .pub files and the cluster file. decode accepts exactly one spelling per key
- * (no whitespace, no non-canonical padding bits): 0 or -EINVAL, and with a
- * non-NULL why, a short reason ("not base64", "decodes to 31 bytes, not 32"). */
-void sec_pubkey_encode(const uint8_t pk[SEC_KEY_BYTES], char out[SEC_KEY_B64]);
-int sec_pubkey_decode(uint8_t pk[SEC_KEY_BYTES], const char *text, size_t len, const char **why);
-int sec_pubkey_load(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t cap);
 
 /* ---- sessions -------------------------------------------------------------- */
 
@@ -152,10 +134,20 @@ int sec_hs_produce(sec_hs *hs, uint8_t *out, size_t cap);
 /* Takes received bytes, any split. Returns how many it used (fewer than len
  * once the handshake needs no more input: the rest are frames), or an error:
  * -EPROTO (wrong magic, cluster, peer id, a dial from the higher id, a bad
- * key), -EPROTONOSUPPORT (another version), -EBADMSG (the peer's AUTH frame
- * fails authentication: it does not hold the secret key of the id it claims,
- * or the bytes were tampered with or replayed). hs->msg says which. */
+ * key), -EPROTONOSUPPORT (another protocol version, decided from the first
+ * SEC_HEAD_BYTES of the peer's message; hs->msg names both versions),
+ * -EBADMSG (the peer's AUTH frame fails authentication: it does not hold the
+ * secret key of the id it claims, or the bytes were tampered with or
+ * replayed). hs->msg says which. */
 int sec_hs_consume(sec_hs *hs, const uint8_t *in, size_t len);
+
+/* The one answer a refusal has (WIRE.md "Handshake", Limits): after a
+ * responder refused a first message for its version, copies our magic and
+ * version (SEC_HEAD_BYTES) into out and returns SEC_HEAD_BYTES, once; the
+ * transport sends them and then closes, so the dialler can name both
+ * versions and wait longer before it dials again. 0 after any other outcome
+ * (every other refusal is a silent close), -ENOBUFS if cap is too small. */
+int sec_hs_refusal(sec_hs *hs, uint8_t *out, size_t cap);
 
 /* Bytes the handshake needs before it can progress (0 when it needs none). */
 size_t sec_hs_want(const sec_hs *hs);

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/net/member.h"
+#include "peer/config/member.h"
+#include "peer/config/keyfile.h"
 
 /* The rank an MPI or Slurm launcher gives: 1 and *id, 0 when there is none,
  * -EINVAL (err says which variable) when it is not a number. */
@@ -60,7 +61,7 @@ int member_open(member *m, const char *cluster_path, long id, const char *key_pa
         snprintf(keybuf, sizeof keybuf, "%s/%ld.key", dirname(dir), id);
         key_path = keybuf;
     }
-    if ((rc = sec_keypair_load(&m->key, key_path, err, errlen)) < 0)
+    if ((rc = keyfile_load(&m->key, key_path, err, errlen)) < 0)
         goto fail;
     if (memcmp(m->key.pk, m->cluster.peers[id].pk, sizeof m->key.pk) != 0) {
         snprintf(err, errlen, "%s is not the key %s lists for peer %ld", key_path, cluster_path, id);

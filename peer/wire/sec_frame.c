@@ -1,0 +1,103 @@
+/* Sessions and encrypted frames (peer/wire/WIRE.md "Frames"): what the
+ * handshake hands over, one crypto_secretstream per direction. The input is
+ * untrusted: a length prefix is checked from its 4 bytes before anything is
+ * read or allocated, and a frame that fails once ends the session. */
+#include <errno.h>
+#include <limits.h>
+#include <sodium.h>
+#include <string.h>
+
+#include "peer/wire/sec.h"
+#include "peer/wire/sec_secret.h"
+
+_Static_assert(SEC_ABYTES == crypto_secretstream_xchacha20poly1305_ABYTES, "stream overhead");
+_Static_assert(SEC_FRAME_MAX <= INT_MAX - 4, "frame sizes are returned as int");
+
+int sec_session_set_max(sec_session *s, size_t max_frame)
+{
+    if (!s || max_frame < SEC_FRAME_MIN || max_frame > SEC_FRAME_MAX)
+        return -EINVAL;
+    s->max_frame = max_frame;
+    return 0;
+}
+
+int sec_frame_need(const uint8_t *buf, size_t have, size_t max)
+{
+    if (max < SEC_FRAME_MIN || (!buf && have))
+        return -EINVAL;
+    if (max > SEC_FRAME_MAX)
+        max = SEC_FRAME_MAX;
+    if (have < 4)
+        return 4;
+    uint32_t n = sec_get_u32(buf);
+    if (n > max)
+        return -EMSGSIZE;
+    if (n < SEC_FRAME_MIN)
+        return -EBADMSG;
+    return (int)(4 + n);
+}
+
+/* A failed frame ends the session: record why, for every later call. */
+static int sess_fail(sec_session *s, int rc)
+{
+    s->err = rc;
+    return rc;
+}
+
+int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap)
+{
+    static const uint8_t empty[1];
+    if (!s || !s->st || (!pt && len) || !out)
+        return -EINVAL;
+    if (s->err)
+        return s->err;
+    if (len > s->max_frame - SEC_ABYTES)
+        return -EMSGSIZE;
+    if (cap < sec_seal_bound(len))
+        return -ENOBUFS;
+    sec_put_u32(out, (uint32_t)(len + SEC_ABYTES));
+    crypto_secretstream_xchacha20poly1305_push(&s->st->tx, out + 4, NULL, len ? pt : empty, len, NULL, 0,
+                                               crypto_secretstream_xchacha20poly1305_TAG_MESSAGE);
+    s->sent++;
+    return (int)sec_seal_bound(len);
+}
+
+int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap)
+{
+    uint8_t empty[1];
+    if (!s || !s->st || (!in && len))
+        return -EINVAL;
+    if (s->err)
+        return s->err;
+    int need = sec_frame_need(in, len, s->max_frame);
+    if (need < 0)
+        return sess_fail(s, need);
+    if ((size_t)need != len) /* a short frame is a truncated one; extra bytes are not ours */
+        return sess_fail(s, -EBADMSG);
+    size_t plen = len - 4 - SEC_ABYTES;
+    if (cap < plen || (!out && plen))
+        return -ENOBUFS;
+    unsigned char tag = 0;
+    /* The MAC is checked before anything is decrypted into out, and a
+     * failure leaves the stream's nonce where it was; the session dies all
+     * the same. The stream's counter makes a replayed or reordered frame
+     * fail here too. */
+    if (crypto_secretstream_xchacha20poly1305_pull(&s->st->rx, plen ? out : empty, NULL, &tag, in + 4, len - 4, NULL,
+                                                   0) != 0)
+        return sess_fail(s, -EBADMSG);
+    if (tag != crypto_secretstream_xchacha20poly1305_TAG_MESSAGE) {
+        if (plen)
+            sodium_memzero(out, plen);
+        return sess_fail(s, -EPROTO);
+    }
+    s->received++;
+    return (int)plen;
+}
+
+void sec_session_free(sec_session *s)
+{
+    if (!s)
+        return;
+    sodium_free(s->st);
+    memset(s, 0, sizeof *s);
+}
