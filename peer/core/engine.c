@@ -21,8 +21,11 @@ static int grow(void **arr, int *cap, int n, size_t size)
     return 0;
 }
 
-/* Every frame counts as a sign of life to its receiver: the heartbeat is
- * only for a neighbour nothing else went to lately. */
+/* A frame that tells our round (a share, a heartbeat, a goodbye, a model)
+ * spares the heartbeat: it goes to a neighbour that got none of those for
+ * an interval. An ACK is a sign of life too, but says no round, and the
+ * neighbours' rounds are what the brake and the catch-up go by (a side of a
+ * partition whose only traffic to a peer was ACKs let that peer race). */
 static void queue(engine *e, engine_send s, double now)
 {
     if (e->next_send == e->n_sends)
@@ -32,7 +35,8 @@ static void queue(engine *e, engine_send s, double now)
         return;
     }
     e->sends[e->n_sends++] = s;
-    gsp_pace_sent(&e->rp.pace, s.peer, now);
+    if (s.kind != ENGINE_ACK && s.kind != ENGINE_NACK && s.kind != ENGINE_MODEL_REQUEST)
+        gsp_pace_sent(&e->rp.pace, s.peer, now);
 }
 
 static void event(engine *e, engine_event v)

@@ -164,10 +164,11 @@ Test(peer_engine, without_the_in_neighbours_share_a_synchronous_round_waits)
     scene_free(&s);
 }
 
-/* Every frame counts as sent: an ACK is a sign of life, so the heartbeat
- * tick right after it sends none (the simulator used to count shares and
- * heartbeats only). */
-Test(peer_engine, every_frame_is_a_sign_of_life_so_an_ack_spares_a_heartbeat)
+/* A heartbeat goes to every neighbour that got no round from us for an
+ * interval: an ACK says no round (a side of a partition whose only traffic
+ * to a peer was ACKs let that peer race, not knowing the side's round);
+ * a share does. */
+Test(peer_engine, a_heartbeat_goes_where_no_round_went_an_ack_says_none)
 {
     scene s;
     scene_make(&s, "ring", 2, 10);
@@ -178,12 +179,14 @@ Test(peer_engine, every_frame_is_a_sign_of_life_so_an_ack_spares_a_heartbeat)
     take(&s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_ACK, 1), 1, "a PUSH is acknowledged");
     cr_assert_eq(send_of(&o, ENGINE_ACK)->seq, 1);
-    /* The first tick (at 256 ms): 56 ms after the ACK, nothing is due to 1. */
     engine_timer(&s.e[0], 256 * MS);
     take(&s.e[0], &o);
-    cr_assert_eq(sends(&o, ENGINE_HEARTBEAT, 1), 0, "the ACK counted as sent");
-    /* Peer 1 sent its share at 0: at its first tick a heartbeat is due to 0
-     * (its share counted too, 256 ms ago). */
+    cr_assert_eq(sends(&o, ENGINE_HEARTBEAT, 1), 1, "the ACK told peer 1 no round: a heartbeat does");
+    /* Peer 1's share at 0 told its round: its first tick sends none... */
+    engine_timer(&s.e[1], 128 * MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_HEARTBEAT, 0), 0);
+    /* ...and the next, a heartbeat interval after the share, does. */
     engine_timer(&s.e[1], 256 * MS);
     take(&s.e[1], &o);
     cr_assert_eq(sends(&o, ENGINE_HEARTBEAT, 0), 1);
