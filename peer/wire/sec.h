@@ -30,7 +30,9 @@
  * stream states) lives in sodium_malloc memory and is wiped when no longer
  * needed. Errors are negative errno values and sticky: a handshake or session
  * that has failed once fails every later call, because the connection must
- * close anyway and an attacker should get one try per connection.
+ * close anyway and an attacker should get one try per connection. The
+ * handshake and the frame reader take bytes from anyone before they
+ * authenticate anybody: tests/fuzz/fuzz_handshake.c fuzzes both.
  */
 #ifndef PEER_WIRE_SEC_H
 #define PEER_WIRE_SEC_H
