@@ -19,7 +19,7 @@ typedef struct cmdline {
 /* The directory of this launch's ssh control sockets ("" when not shared):
  * every command to a host goes over one connection, so a host costs one key
  * exchange and login, not one for each of mkdir, copy, start and fetch. */
-static char mux_dir[32];
+static char mux_dir[80];
 static char mux_path[sizeof mux_dir + 32];
 
 static void cmd_begin(cmdline *c, const launch_host *h, int scp)
@@ -45,9 +45,14 @@ static void cmd_begin(cmdline *c, const launch_host *h, int scp)
 
 static void cmd_add(cmdline *c, char *arg) { c->argv[c->n++] = arg; }
 
+/* In $TMPDIR (or /tmp): short enough that the control socket's path, 40
+ * characters more, fits a unix socket's 108. */
 void launch_ssh_mux_open(void)
 {
-    strcpy(mux_dir, "/tmp/sgp-ssh-XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp || strlen(tmp) > 48)
+        tmp = "/tmp";
+    snprintf(mux_dir, sizeof mux_dir, "%s/sgp-ssh-XXXXXX", tmp);
     if (!mkdtemp(mux_dir)) { /* each command logs in on its own, as without */
         mux_dir[0] = 0;
         return;

@@ -75,9 +75,9 @@ static int count_lines(const char *path, const char *text)
     return n;
 }
 
-static int mux_dirs(void)
+static int mux_dirs(const char *tmp)
 {
-    DIR *d = opendir("/tmp");
+    DIR *d = opendir(tmp);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));)
         n += !strncmp(e->d_name, "sgp-ssh-", 8);
@@ -145,7 +145,11 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
     const char *old_path = getenv("PATH");
     snprintf(text, sizeof text, "%s/bin:%s", dir, old_path ? old_path : "/usr/bin:/bin");
     setenv("PATH", text, 1);
-    const int dirs_before = mux_dirs();
+    /* The control socket directory goes to $TMPDIR: one of this test's own,
+     * so that another launch on the machine meanwhile does not count. */
+    char tmp[64];
+    sgp_tmp_dir(tmp, sizeof tmp, "/tmp/sgp-ssh-test-XXXXXX");
+    setenv("TMPDIR", tmp, 1);
     sgp_run(&o, "launch", "--peers", "4", "--hosts", hosts, "--base-port", base, "--model", "mlp:32", "--epochs",
             "1", "--run-dir", run, "--remote-dir", remote, "--summary", summary, NULL);
     cr_assert_eq(o.status, 0, "%s\n%s", o.out, o.err);
@@ -182,6 +186,8 @@ Test(peer_launch_ssh, four_peers_on_two_hosts_over_one_ssh_connection_each, .tim
      * more (24 measured). The margin covers a connection that timed out
      * between two commands on a very slow machine. */
     cr_assert(logins >= 1 && logins <= 4, "%d ssh logins (sshd log %s)", logins, log);
-    cr_assert_eq(mux_dirs(), dirs_before, "the control socket directory was left in /tmp");
+    unsetenv("TMPDIR");
+    cr_assert_eq(mux_dirs(tmp), 0, "the control socket directory was left in %s", tmp);
+    sgp_rm_rf(tmp);
     sgp_rm_rf(dir);
 }
