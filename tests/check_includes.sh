@@ -208,7 +208,7 @@ self_test() {
     plant peer/core/clock.c '#include "no/such/header.h"' '@: cannot find "no/such/header.h"'
     plant peer/core/clock.c '#include "gossip/gsp.h"' ''
     plant peer/cmd/main.c '#include "peer/launch/launch.h"' ''
-    plant tests/test_peer_store.c '#include "peer/cmd/cli.h"' ''
+    plant tests/unit/test_peer_store.c '#include "peer/cmd/cli.h"' ''
     plant peer/store/json.c ' *   #include "peer/cmd/cli.h"   (a comment)' ''
     cd "$root" || die "cannot return to $root"
     after=$(git status --porcelain 2>/dev/null; git diff 2>/dev/null | cksum)
