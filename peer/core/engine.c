@@ -178,8 +178,10 @@ static void finish(engine *e, int rc)
     e->finished = 1;
     if (!e->joining)
         round_absorb(&e->rp, 1, NULL, NULL);
+    /* A failure says "stopped", not "done": its neighbours must route around
+     * it, not take it for finished at the last round. */
     event(e, (engine_event){.kind = ENGINE_FINISHED, .round = e->rp.g.round, .rc = rc,
-                            .goodbye = e->said_done ? -1 : !e->stopping});
+                            .goodbye = e->said_done && rc == 0 ? -1 : !e->stopping && rc == 0});
 }
 
 /* Every round is done: say so, and stay to take in what the in-neighbours
