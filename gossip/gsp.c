@@ -34,9 +34,24 @@ int gsp_init(gsp_peer *g, int id, int n_peers, size_t dim, int tau, const float 
     return 0;
 }
 
+/* Forget the kept changes of the messages up to seq (all: UINT64_MAX). */
+static void log_trim(gsp_edge *e, uint64_t seq)
+{
+    int k = 0;
+    while (k < e->n_log && e->log[k].seq <= seq) {
+        free(e->log[k].idx), free(e->log[k].old);
+        k++;
+    }
+    if (k)
+        memmove(e->log, e->log + k, (size_t)(e->n_log - k) * sizeof *e->log);
+    e->n_log -= k;
+}
+
 static void free_edges(gsp_edge *e, int n)
 {
     for (int i = 0; i < n; i++) {
+        log_trim(&e[i], UINT64_MAX);
+        free(e[i].log);
         free(e[i].x);
         free(e[i].ref);
     }
@@ -172,13 +187,13 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
     e->peer = peer;
     e->round = -1;
     e->adopt = !outgoing && g->adopt;
-    e->x = calloc(dim ? dim : 1, sizeof(double));
     if (g->codec) {
         e->ref = malloc((dim ? dim : 1) * sizeof(float));
         if (e->ref)
             ref_start(g, e->ref);
-    }
-    if (!e->x || (g->codec && !e->ref)) {
+    } else
+        e->x = calloc(dim ? dim : 1, sizeof(double));
+    if (g->codec ? !e->ref : !e->x) {
         free(e->x), free(e->ref);
         return NULL;
     }
@@ -189,9 +204,11 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
 /* Totals back to zero for a sender's new incarnation. */
 static void edge_restart(const gsp_peer *g, gsp_edge *e, uint64_t incarnation)
 {
-    memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));
+    if (e->x)
+        memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));
     if (e->ref)
         ref_start(g, e->ref);
+    log_trim(e, UINT64_MAX);
     e->w = 0, e->seq = 0, e->round = -1, e->sync = 0, e->adopt = 0;
     e->incarnation = incarnation;
 }
@@ -210,68 +227,91 @@ gsp_edge *gsp_in_edge(gsp_peer *g, int src)
     return edge(g, &g->in, &g->n_in, &g->cap_in, src, 0);
 }
 
-/* The totals of a codec edge are w * ref - d (gsp.h): materialised only for
- * a SYNC, a checkpoint or a ledger. */
-void gsp_edge_totals(const gsp_peer *g, const gsp_edge *e, double *tot)
-{
-    if (!g->codec) {
-        memcpy(tot, e->x, g->dim * sizeof(double));
-        return;
-    }
-    for (size_t i = 0; i < g->dim; i++)
-        tot[i] = e->w * (double)e->ref[i] - e->x[i];
-}
-
-void gsp_edge_set_totals(const gsp_peer *g, gsp_edge *e, const double *tot)
-{
-    if (!g->codec) {
-        memmove(e->x, tot, g->dim * sizeof(double));
-        return;
-    }
-    for (size_t i = 0; i < g->dim; i++)
-        e->x[i] = e->w * (double)e->ref[i] - tot[i];
-}
-
 enum { PREFETCH = 16 }; /* sparse updates: how many positions ahead to fetch */
 
 /* A message moves edge e's reference: r += gain * c at the message's
  * non-zeros (idx NULL: c is dense, n values), the one expression both ends
- * evaluate so that their references stay bit for bit equal. The totals
- * w * r - d must not move with r (they move with w), so d takes w_before
- * times the change; with x given, x also takes xm times it (the sender: it
- * gave up moved times the old reference already, and gives up the rest
- * here). */
-static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n, float gain, double w_before,
-                      float *x, double xm)
+ * evaluate so that their references stay bit for bit equal. The sender
+ * (x given) also gives up xm times the change (it gave up moved times the
+ * old reference already, and gives up the rest here) and keeps the old
+ * values in `old` for a SYNC. */
+static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n, float gain, float *x, double xm,
+                      float *old)
 {
     float *restrict ref = e->ref;
-    double *restrict d = e->x;
     if (!idx) { /* a dense message (the first of an edge, a refresh, the dense codecs): one vectorised pass */
+        if (old)
+            memcpy(old, ref, n * sizeof(float));
         for (size_t i = 0; i < n; i++) {
-            const float old = ref[i];
+            const float before = ref[i];
             ref[i] += gain * c[i];
-            const double change = (double)ref[i] - (double)old;
-            d[i] += w_before * change;
             if (x)
-                x[i] = (float)((double)x[i] + xm * change);
+                x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
         }
         return;
     }
     for (size_t j = 0; j < n; j++) {
         const size_t i = idx[j];
-        if (j + PREFETCH < n) { /* d is cold (touched only here), and the stride too irregular for the hardware */
-            __builtin_prefetch(&d[idx[j + PREFETCH]], 1);
+        if (j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
             __builtin_prefetch(&ref[idx[j + PREFETCH]], 1);
             if (x)
                 __builtin_prefetch(&x[idx[j + PREFETCH]], 1);
         }
-        const float old = ref[i];
+        const float before = ref[i];
         ref[i] += gain * c[j];
-        const double change = (double)ref[i] - (double)old;
-        d[i] += w_before * change;
+        if (old)
+            old[j] = before;
         if (x)
-            x[i] = (float)((double)x[i] + xm * change);
+            x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
     }
+}
+
+/* A new entry at the end of e's log for its next message: n changed
+ * positions (idx NULL: all of them). NULL on -ENOMEM. */
+static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size_t n)
+{
+    if (e->n_log == e->cap_log) {
+        int nc = e->cap_log ? 2 * e->cap_log : 4;
+        gsp_sent *grown = realloc(e->log, (size_t)nc * sizeof *grown);
+        if (!grown)
+            return NULL;
+        e->log = grown, e->cap_log = nc;
+    }
+    gsp_sent *s = &e->log[e->n_log];
+    *s = (gsp_sent){.seq = e->seq + 1, .w_before = w_before, .n = n};
+    s->old = malloc((n ? n : 1) * sizeof(float));
+    s->idx = idx ? malloc((n ? n : 1) * sizeof(uint32_t)) : NULL;
+    if (!s->old || (idx && !s->idx)) {
+        free(s->old), free(s->idx);
+        return NULL;
+    }
+    if (idx)
+        memcpy(s->idx, idx, n * sizeof(uint32_t));
+    e->n_log++;
+    return s;
+}
+
+/* The corrections of e's messages after `base` into d[0..dim): the sum over
+ * them of w_before * (r after - r before), the r of each rebuilt by rolling
+ * the reference back from where it stands (in cur, a dim-float scratch).
+ * A base older than the log starts from the oldest entry; returns the base
+ * used. */
+static uint64_t corrections_since(const gsp_peer *g, const gsp_edge *e, uint64_t base, float *cur, double *d)
+{
+    const uint64_t first = e->n_log ? e->log[0].seq : e->seq + 1;
+    if (base + 1 < first)
+        base = first - 1;
+    memset(d, 0, g->dim * sizeof(double));
+    memcpy(cur, e->ref, g->dim * sizeof(float));
+    for (int k = e->n_log - 1; k >= 0 && e->log[k].seq > base; k--) {
+        const gsp_sent *s = &e->log[k];
+        for (size_t j = 0; j < s->n; j++) {
+            const size_t i = s->idx ? s->idx[j] : j;
+            d[i] += s->w_before * ((double)cur[i] - (double)s->old[j]);
+            cur[i] = s->old[j];
+        }
+    }
+    return base;
 }
 
 /* The norms below only choose between the codec and a whole (bf16) message:
@@ -389,7 +429,10 @@ static int compress_share(gsp_peer *g, gsp_edge *e, uint8_t *buf, size_t *len_ou
     double vc, cc;
     dot_norm(g->v, idx, c, (size_t)k, &vc, &cc);
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
-    edge_move(e, idx, c, (size_t)k, gain, w_before, g->x, -moved);
+    gsp_sent *kept = log_add(e, w_before, idx, (size_t)k);
+    if (!kept)
+        return -ENOMEM;
+    edge_move(e, idx, c, (size_t)k, gain, g->x, -moved, kept->old);
     *gain_out = gain;
     return 0;
 }
@@ -453,15 +496,16 @@ static double *msg_tot(gsp_peer *g, int k)
     return g->msg_tot[k];
 }
 
-/* The totals of out-edge e for a SYNC: the running sums themselves, or with
- * a codec materialised into the k-th totals buffer. */
-static const double *sync_totals(gsp_peer *g, const gsp_edge *e, int k)
+/* m becomes the SYNC of out-edge e from `base`: its reference, and the
+ * corrections since base in the k-th totals buffer (g->v is the roll-back
+ * scratch: free between emits, and after an emit's messages are encoded). */
+static void sync_fill(gsp_peer *g, const gsp_edge *e, uint64_t base, int k, gsp_msg *m)
 {
-    if (!g->codec)
-        return e->x;
-    double *tot = g->msg_tot[k];
-    gsp_edge_totals(g, e, tot);
-    return tot;
+    m->kind = GSP_SYNC, m->ref = e->ref;
+    m->base = corrections_since(g, e, base, g->v, g->msg_tot[k]);
+    m->x_total = g->msg_tot[k];
+    m->payload = NULL, m->payload_len = 0, m->gain = 0, m->step = 0, m->origin = 0;
+    g->stats.syncs_sent++;
 }
 
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
@@ -516,9 +560,8 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         *m = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
                        .dim = g->dim, .kind = GSP_RAW, .x_total = e->x, .incarnation = g->incarnation};
         if (g->codec && e->sync) {
-            m->kind = GSP_SYNC, m->ref = e->ref, m->x_total = sync_totals(g, e, k);
+            sync_fill(g, e, e->sync_base, k, m);
             e->sync = 0;
-            g->stats.syncs_sent++;
         } else if (g->codec) {
             m->kind = GSP_DELTA, m->x_total = NULL;
             m->payload = bufs[k], m->payload_len = lens[k], m->gain = gains[k], m->step = g->step;
@@ -552,27 +595,45 @@ static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges)
         g->x[i] = (float)((double)g->x[i] * kept);
 }
 
-/* x += a - rho, rho = a: the running-sum step of RAW and SYNC messages.
- * With a codec rho = w * ref - d, and the SYNC's reference and weight total
- * come with it. */
+/* x += a - rho, rho = a: the running-sum step of RAW messages. */
 static void apply_totals(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
 {
     float *restrict x = g->x;
     double *restrict rho = e->x;
     const double *restrict a = m->x_total;
-    if (!g->codec) {
-        for (size_t i = 0; i < g->dim; i++) {
-            x[i] = (float)((double)x[i] + (a[i] - rho[i]));
-            rho[i] = a[i];
-        }
-        return;
-    }
-    float *restrict ref = e->ref;
     for (size_t i = 0; i < g->dim; i++) {
-        x[i] = (float)((double)x[i] + (a[i] - (e->w * (double)ref[i] - rho[i])));
-        ref[i] = m->ref[i];
-        rho[i] = m->w_total * (double)ref[i] - a[i];
+        x[i] = (float)((double)x[i] + (a[i] - rho[i]));
+        rho[i] = a[i];
     }
+}
+
+/* A SYNC from the seq this edge applied last: the sender's totals grew by
+ * w_total * its ref - (our w) * (our ref) - the corrections since then, which
+ * is the mass of every message we missed; then its reference is ours. */
+static void apply_sync(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
+{
+    float *restrict x = g->x, *restrict ref = e->ref;
+    const float *restrict r = m->ref;
+    const double *restrict d = m->x_total;
+    const double wt = m->w_total, wa = e->w;
+    for (size_t i = 0; i < g->dim; i++) {
+        x[i] = (float)((double)x[i] + (wt * (double)r[i] - wa * (double)ref[i] - d[i]));
+        ref[i] = r[i];
+    }
+}
+
+/* Totals meant for an earlier holder of this id, or mass we lost: a
+ * baseline (nothing applied), from which the edge carries on. */
+static void adopt_baseline(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
+{
+    if (m->kind == GSP_SYNC)
+        memcpy(e->ref, m->ref, g->dim * sizeof(float));
+    else
+        memcpy(e->x, m->x_total, g->dim * sizeof(double));
+    g->stats.w_adopted += m->w_total - e->w;
+    e->w = m->w_total, e->seq = m->seq, e->round = m->round;
+    e->adopt = 0, e->sync = 0;
+    g->stats.ignored++;
 }
 
 int gsp_absorb(gsp_peer *g, const gsp_msg *m)
@@ -602,18 +663,22 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
             e->sync = 1;
             return GSP_NEED_SYNC;
         }
-        if (m->kind == GSP_SYNC)
-            memcpy(e->ref, m->ref, g->dim * sizeof(float));
-        g->stats.w_adopted += m->w_total - e->w;
-        e->w = m->w_total, e->seq = m->seq, e->round = m->round;
-        gsp_edge_set_totals(g, e, m->x_total);
-        e->adopt = 0, e->sync = 0;
-        g->stats.ignored++;
+        adopt_baseline(g, e, m);
         return 0;
     }
     e->adopt = 0;
     if (m->seq <= e->seq) { /* its mass arrived with this or a later message */
         g->stats.ignored++;
+        return 0;
+    }
+    if (m->kind == GSP_SYNC && m->base != e->seq) {
+        if (m->base < e->seq) { /* (from before messages we applied since: ask again from here) */
+            e->sync = 1;
+            return GSP_NEED_SYNC;
+        }
+        /* The sender no longer keeps what we lack: we lost messages we had
+         * acknowledged (a crash). Their mass is gone; the rest continues. */
+        adopt_baseline(g, e, m);
         return 0;
     }
     /* (An immediate SYNC repeats the seq of the delta the receiver lost or
@@ -632,17 +697,17 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         long k = decode_msg(g, m->payload, m->payload_len, &idx, &c);
         if (k < 0)
             return (int)k;
-        edge_move(e, idx, c, (size_t)k, m->gain, e->w, NULL, 0.0);
+        edge_move(e, idx, c, (size_t)k, m->gain, NULL, 0.0, NULL);
         float *restrict x = g->x;
         const float *restrict ref = e->ref;
         const double moved = m->w_total - e->w; /* the sender's `moved`, bit for bit */
         for (size_t i = 0; i < g->dim; i++)
             x[i] = (float)((double)x[i] + moved * (double)ref[i]);
-    } else {
+    } else if (m->kind == GSP_SYNC) {
+        apply_sync(g, e, m);
+        e->sync = 0;
+    } else
         apply_totals(g, e, m);
-        if (m->kind == GSP_SYNC)
-            e->sync = 0;
-    }
     g->w += m->w_total - e->w;
     e->w = m->w_total;
     e->seq = m->seq;
@@ -652,30 +717,43 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     return 1;
 }
 
-void gsp_request_sync(gsp_peer *g, int dst)
+static gsp_edge *out_edge(const gsp_peer *g, int dst)
 {
     for (int j = 0; j < g->n_out; j++)
         if (g->out[j].peer == dst)
-            g->out[j].sync = 1;
+            return &g->out[j];
+    return NULL;
 }
 
-int gsp_sync_msg(gsp_peer *g, int dst, gsp_msg *m)
+void gsp_request_sync(gsp_peer *g, int dst, uint64_t base)
 {
-    for (int j = 0; j < g->n_out; j++) {
-        gsp_edge *e = &g->out[j];
-        if (e->peer != dst || e->seq == 0)
-            continue;
-        if (g->codec && !msg_tot(g, TOPO_MAX_OUT))
-            return -ENOMEM;
-        /* Without a codec the totals alone are a complete message: resend them. */
-        *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq,
-                       .kind = g->codec ? GSP_SYNC : GSP_RAW, .w_total = e->w, .dim = g->dim,
-                       .x_total = sync_totals(g, e, TOPO_MAX_OUT),
-                       .ref = g->codec ? e->ref : NULL, .incarnation = g->incarnation};
-        g->stats.syncs_sent += g->codec != NULL;
-        return 0;
-    }
-    return -ENOENT;
+    gsp_edge *e = out_edge(g, dst);
+    if (e && (!e->sync || base < e->sync_base))
+        e->sync = 1, e->sync_base = base;
+}
+
+int gsp_sync_msg(gsp_peer *g, int dst, uint64_t base, gsp_msg *m)
+{
+    gsp_edge *e = out_edge(g, dst);
+    if (!e || e->seq == 0)
+        return -ENOENT;
+    if (g->codec && base >= e->seq)
+        return -EALREADY;
+    if (g->codec && !msg_tot(g, TOPO_MAX_OUT))
+        return -ENOMEM;
+    /* Without a codec the totals alone are a complete message: resend them. */
+    *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq, .kind = GSP_RAW, .w_total = e->w,
+                   .dim = g->dim, .x_total = e->x, .incarnation = g->incarnation};
+    if (g->codec)
+        sync_fill(g, e, base, TOPO_MAX_OUT, m);
+    return 0;
+}
+
+void gsp_acked(gsp_peer *g, int dst, uint64_t seq)
+{
+    gsp_edge *e = out_edge(g, dst);
+    if (e)
+        log_trim(e, seq);
 }
 
 size_t gsp_msg_bytes(const gsp_msg *m)
@@ -740,11 +818,19 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
     for (int j = 0; j < receiver->n_in && !r; j++)
         if (receiver->in[j].peer == sender->id && receiver->in[j].incarnation == sender->incarnation)
             r = &receiver->in[j]; /* (totals of an earlier run of the sender: nothing of this run applied yet) */
-    const int codec = sender->codec != NULL;
-    for (size_t i = 0; acc_x && i < sender->dim; i++) {
-        double sent = codec ? s->w * (double)s->ref[i] - s->x[i] : s->x[i];
-        double applied = !r ? 0.0 : codec ? r->w * (double)r->ref[i] - r->x[i] : r->x[i];
-        acc_x[i] += sent - applied;
+    if (acc_x && !sender->codec)
+        for (size_t i = 0; i < sender->dim; i++)
+            acc_x[i] += s->x[i] - (r ? r->x[i] : 0.0);
+    if (acc_x && sender->codec) {
+        /* What a SYNC from the receiver's seq would bring (gsp_sync_msg), when the sender still keeps it. */
+        const size_t n = sender->dim ? sender->dim : 1;
+        float *cur = malloc(n * sizeof(float));
+        double *d = malloc(n * sizeof(double));
+        const uint64_t a = r ? r->seq : 0;
+        if (cur && d && a < s->seq && corrections_since(sender, s, a, cur, d) == a)
+            for (size_t i = 0; i < sender->dim; i++)
+                acc_x[i] += s->w * (double)s->ref[i] - (r ? r->w * (double)r->ref[i] : 0.0) - d[i];
+        free(cur), free(d);
     }
     return s->w - (r ? r->w : 0.0);
 }
@@ -759,7 +845,9 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
         cs += (g->msg_buf[k] ? edge_buf_bytes(g) : 0) + (g->msg_tot[k] ? dv : 0);
     for (int k = 0; k < g->n_out + g->n_in; k++) {
         const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
-        st += (e->x ? dv : 0) + (e->ref ? fv : 0);
+        st += (e->x ? dv : 0) + (e->ref ? fv : 0) + (size_t)e->cap_log * sizeof *e->log;
+        for (int j = 0; j < e->n_log; j++)
+            st += e->log[j].n * (sizeof(float) + (e->log[j].idx ? sizeof(uint32_t) : 0));
     }
     *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge);
     *codec = cs;

@@ -32,11 +32,17 @@
  * every codec, biased or not, shrink ||share - r|| (for topk and scaled sign
  * it is 1; for randk it undoes the n/k scaling). w always travels exact (as a
  * running total). A lost compressed message breaks the shared reference: the
- * receiver sees the gap in seq, ignores deltas and asks for a SYNC, which
- * carries sigma and r uncompressed, so the lost mass arrives then. Guarantees
- * in gossip/GUARANTEES.md, tested in tests/unit/test_gossip_*.c and test_peer_sim.c.
- * Totals are double so that their growth over many rounds does not eat the
- * float precision of the differences.
+ * receiver sees the gap in seq, ignores deltas and asks for a SYNC from the
+ * last seq it applied (its base), which carries r and what the totals grew
+ * by since the base beyond w * r (the corrections), so the lost mass arrives
+ * then. Neither end keeps the totals of a compressed edge: the receiver's are
+ * w * r (of the base) minus the sender's corrections up to it, and the
+ * sender keeps, until the receiver acknowledges them, what each message
+ * changed in r (gsp_sent), from which it rebuilds the corrections since any
+ * base still unacknowledged. So an edge holds one float vector at each end.
+ * Guarantees in gossip/GUARANTEES.md, tested in tests/unit/test_gossip_*.c
+ * and test_peer_sim.c. RAW totals are double so that their growth over many
+ * rounds does not eat the float precision of the differences.
  */
 #ifndef GSP_H
 #define GSP_H
@@ -51,7 +57,7 @@
 typedef enum gsp_kind {
     GSP_RAW,   /* no codec: x_total = sigma_x */
     GSP_DELTA, /* codec: payload = q, gain */
-    GSP_SYNC,  /* codec, after a gap: x_total = sigma_x and ref = r, uncompressed */
+    GSP_SYNC,  /* codec, after a gap: ref = r, x_total = the corrections since `base`, uncompressed */
 } gsp_kind;
 
 /* What gsp_absorb returns when a compressed edge lost a message: the driver
@@ -68,7 +74,9 @@ typedef struct gsp_msg {
     gsp_kind kind;
     double w_total;        /* sigma_w: w always travels exact */
     size_t dim;
-    const double *x_total; /* RAW, SYNC: sigma_x, dim values */
+    const double *x_total; /* RAW: sigma_x, dim values. SYNC: the corrections of the messages after base:
+                            * the receiver adds w_total * ref - (its applied w) * (its ref) - x_total */
+    uint64_t base;         /* SYNC: the seq its corrections start after (the receiver's last applied) */
     const float *ref;      /* SYNC: the reference r after this message */
     const uint8_t *payload; /* DELTA: the codec's message (compress/FORMAT.md) */
     size_t payload_len;
@@ -80,16 +88,29 @@ typedef struct gsp_msg {
     void *owned;           /* non-NULL when this message owns its arrays (gsp_msg_copy) */
 } gsp_msg;
 
+/* What one compressed message changed in its edge's reference, kept by the
+ * sender until the receiver acknowledges it: the positions (idx NULL: all
+ * dim of them), the values before, and the edge's weight total before. The
+ * corrections of the messages after a base are rebuilt from these (a SYNC). */
+typedef struct gsp_sent {
+    uint64_t seq;
+    double w_before;
+    size_t n;
+    uint32_t *idx;
+    float *old;
+} gsp_sent;
+
 /* One directed edge: sent totals (out-edges) or applied totals (in-edges). */
 typedef struct gsp_edge {
     int peer;       /* the other end */
     uint64_t seq;   /* last sent / last applied */
     long round;     /* round of that message */
     double w;       /* sigma_w or rho_w */
-    double *x;      /* without a codec: sigma_x or rho_x, dim values. With one: the corrections d, such that
-                     * the totals are w * ref - d (gsp_edge_totals); d moves only where the reference does, so
-                     * a sparse message costs the edge time in proportion to what it carries */
+    double *x;      /* without a codec: sigma_x or rho_x, dim values; NULL with one */
     float *ref;     /* codec: the reference both ends hold */
+    gsp_sent *log;  /* codec, out-edges: the messages not acknowledged yet, in seq order */
+    int n_log, cap_log;
+    uint64_t sync_base; /* out: the base of the SYNC the next emit sends */
     int sync;       /* out: next message is a SYNC; in: waiting for one */
     uint64_t incarnation; /* in-edges: the sender's incarnation these totals belong to */
     int adopt;      /* in-edges after a comeback: totals after a gap in seq are a baseline, not mass */
@@ -229,20 +250,25 @@ double gsp_resume(gsp_peer *g);
  * NULL on -ENOMEM or a bad src. */
 gsp_edge *gsp_in_edge(gsp_peer *g, int src);
 
-/* The receiver `dst` asked for a SYNC: the next message to it is one. */
-void gsp_request_sync(gsp_peer *g, int dst);
+/* The receiver `dst` holds this peer's messages up to seq `base` and asked
+ * for the rest: the next message to it is a SYNC from there. */
+void gsp_request_sync(gsp_peer *g, int dst, uint64_t base);
 
-/* Or answer at once: a SYNC of the edge to `dst` as it stands (its totals and
- * reference after the last message, same seq), without waiting for the
- * schedule to use the edge again; without a codec, the same totals as a RAW
- * message. Also what a reconnecting driver sends first on each edge. Returns
- * 0, -ENOENT if nothing was ever sent to dst, or -ENOMEM. */
-int gsp_sync_msg(gsp_peer *g, int dst, gsp_msg *m);
+/* Or answer at once: a SYNC of the edge to `dst` as it stands (its reference
+ * after the last message, same seq, and the corrections since `base`),
+ * without waiting for the schedule to use the edge again; without a codec,
+ * the totals as a RAW message. Also what a driver sends a reconnected
+ * neighbour that says what it holds. Returns 0, -EALREADY when the receiver
+ * holds everything (base >= the last seq sent), -ENOENT if nothing was ever
+ * sent to dst, or -ENOMEM. A base older than the messages kept (acknowledged
+ * since: the receiver lost them in a crash) gives a SYNC from the oldest
+ * kept, which the receiver takes as a baseline. */
+int gsp_sync_msg(gsp_peer *g, int dst, uint64_t base, gsp_msg *m);
 
-/* An edge's running totals (sigma_x or rho_x) into tot[0..dim), and the
- * inverse (after the edge's w and ref are set; tot may be e->x itself). */
-void gsp_edge_totals(const gsp_peer *g, const gsp_edge *e, double *tot);
-void gsp_edge_set_totals(const gsp_peer *g, gsp_edge *e, const double *tot);
+/* The receiver `dst` acknowledged this peer's messages up to `seq` (it holds
+ * them, or they are on their way into it in order): their reference changes
+ * are no longer kept. */
+void gsp_acked(gsp_peer *g, int dst, uint64_t seq);
 
 /* Bytes this message takes on the wire: a fixed header plus the payload
  * (RAW and SYNC carry doubles, and SYNC the float reference too). */
@@ -268,7 +294,7 @@ int gsp_missing(const gsp_peer *g, const topo *t, const uint8_t *alive, const gs
 double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double *acc_x);
 
 /* Bytes this peer holds, by part: its push-sum state (x, z, the origin, every
- * edge's totals or corrections and reference) into *state, the codec's
+ * edge's totals or reference and the changes kept for a SYNC) into *state, the codec's
  * scratch (v, c, the sparse lists, the workspace, message buffers) into
  * *codec. What the memory breakdown of a summary reports. */
 void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec);

@@ -102,10 +102,11 @@ static void send_ack(engine *e, int q, int even_if_sent, double now)
     e->ack_sent[q] = e->ack_due[q];
 }
 
-static void send_sync(engine *e, int q, double now)
+/* What q lacks of our messages after `base`, as one SYNC (nothing if it holds them all). */
+static void send_sync(engine *e, int q, uint64_t base, double now)
 {
     gsp_msg sync;
-    if (gsp_sync_msg(&e->rp.g, q, &sync) == 0)
+    if (gsp_sync_msg(&e->rp.g, q, base, &sync) == 0)
         queue(e, (engine_send){.kind = ENGINE_PUSH, .peer = q, .msg = sync}, now);
 }
 
@@ -162,11 +163,12 @@ static int ask_due(const engine *e, double now)
 
 /* ---- rounds ------------------------------------------------------------------------- */
 
-/* A lost compressed message: ask its sender for a SYNC. */
+/* A lost compressed message: ask its sender for a SYNC from what we applied. */
 static void nack(void *ctx, const gsp_msg *m)
 {
     engine *e = ctx;
-    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = m->seq - 1}, e->absorb_now);
+    const gsp_edge *in = gsp_in_edge(&e->rp.g, m->src);
+    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = in ? in->seq : 0}, e->absorb_now);
 }
 
 /* Done (every round, a stop, or a failure): take in what has arrived and
@@ -317,7 +319,7 @@ void engine_stop_now(engine *e, double now)
 int engine_push(engine *e, gsp_msg *m, double now)
 {
     const int q = m->src;
-    const uint64_t seq = m->seq, incarnation = m->incarnation;
+    const uint64_t incarnation = m->incarnation;
     heard(e, q, now);
     gsp_pace_push(&e->rp.pace, &e->rp.g, q, m->round);
     int rc = round_inbox_put(&e->rp, m);
@@ -327,8 +329,11 @@ int engine_push(engine *e, gsp_msg *m, double now)
     }
     if (incarnation != e->ack_incarnation[q]) /* the sender restarted: its seqs start again */
         e->ack_incarnation[q] = incarnation, e->ack_due[q] = e->ack_sent[q] = 0;
-    if (seq > e->ack_due[q])
-        e->ack_due[q] = seq;
+    /* Acknowledged is what we hold in order (the sender forgets what it
+     * needs for a SYNC up to there), not simply the highest seq come in. */
+    const uint64_t held = round_held(&e->rp, q, incarnation);
+    if (held > e->ack_due[q])
+        e->ack_due[q] = held;
     send_ack(e, q, 0, now);
     try_start(e, now);
     return 0;
@@ -338,6 +343,7 @@ void engine_ack(engine *e, int q, uint64_t seq, double now)
 {
     heard(e, q, now);
     gsp_pace_acked(&e->rp.pace, q, seq);
+    gsp_acked(&e->rp.g, q, seq);
     try_start(e, now);
 }
 
@@ -349,10 +355,10 @@ void engine_heartbeat(engine *e, int q, long round, double now)
     try_start(e, now);
 }
 
-void engine_nack(engine *e, int q, double now)
+void engine_nack(engine *e, int q, uint64_t seq, double now)
 {
     heard(e, q, now);
-    send_sync(e, q, now);
+    send_sync(e, q, seq, now);
     try_start(e, now);
 }
 
@@ -404,9 +410,9 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
     try_start(e, now);
 }
 
-/* A reconnected edge starts with a SYNC: whatever was in flight when the
- * old connection died arrives with it, at once, so the peer waiting for it
- * need not wait for a deadline. */
+/* A reconnected neighbour is told what we hold of its messages (a NACK),
+ * and answers with a SYNC of whatever was in flight when the old connection
+ * died, at once, so the peer waiting for it need not wait for a deadline. */
 void engine_link_up(engine *e, int q, double now)
 {
     const gsp_pace *pc = &e->rp.pace;
@@ -416,7 +422,8 @@ void engine_link_up(engine *e, int q, double now)
     if (e->finished)
         return;
     if (ever_up)
-        send_sync(e, q, now);
+        queue(e, (engine_send){.kind = ENGINE_NACK, .peer = q, .seq = round_held(&e->rp, q, e->ack_incarnation[q])},
+              now);
     e->ack_sent[q] = 0; /* (what the old connection carried may be lost) */
     send_ack(e, q, 0, now);
     if (e->said_done) /* (a neighbour back from a restart missed it) */

@@ -39,8 +39,8 @@
 
 typedef enum engine_send_kind {
     ENGINE_PUSH,          /* a share, a SYNC or RAW totals: msg */
-    ENGINE_ACK,           /* seq: the highest seq of the peer's edge to us taken in */
-    ENGINE_NACK,          /* seq: the last seq received whole; the peer answers with a SYNC */
+    ENGINE_ACK,           /* seq: we hold the peer's messages up to seq, in order */
+    ENGINE_NACK,          /* seq: the same, and we want the rest: the peer answers with a SYNC from there */
     ENGINE_HEARTBEAT,     /* round: ours */
     ENGINE_GOODBYE,       /* done: finished every round (else stopped) */
     ENGINE_MODEL_REQUEST, /* we want the peer's model (joining, or far behind) */
@@ -129,7 +129,7 @@ int engine_crash(engine *e);
 int engine_push(engine *e, gsp_msg *m, double now);
 void engine_ack(engine *e, int peer, uint64_t seq, double now);
 void engine_heartbeat(engine *e, int peer, long round, double now);
-void engine_nack(engine *e, int peer, double now);
+void engine_nack(engine *e, int peer, uint64_t seq, double now);
 void engine_goodbye(engine *e, int peer, int done, double now);
 void engine_model_request(engine *e, int peer, double now);
 /* A MODEL of round `round`; intact: its bytes matched their hash. */

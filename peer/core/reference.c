@@ -21,7 +21,7 @@ static int deliver(engine *peers, int from, const engine_send *s, double now)
         engine_ack(to, from, s->seq, now);
         return 0;
     case ENGINE_NACK:
-        engine_nack(to, from, now);
+        engine_nack(to, from, s->seq, now);
         return 0;
     case ENGINE_HEARTBEAT:
         engine_heartbeat(to, from, s->round, now);

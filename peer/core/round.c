@@ -134,6 +134,42 @@ int round_inbox_put(round_peer *rp, gsp_msg *m)
     return 0;
 }
 
+/* Would m apply right after `held` (the edge waiting for a SYNC or not)? */
+static int follows(const gsp_peer *g, const gsp_msg *m, uint64_t held, int waiting)
+{
+    switch (m->kind) {
+    case GSP_RAW: /* (totals: a later one is complete) */
+        return m->seq > held;
+    case GSP_SYNC:
+        return m->base == held && m->seq > held;
+    case GSP_DELTA:
+        break;
+    }
+    return !waiting && m->seq == held + 1 && !(m->seq == 1 && m->origin != g->origin_id);
+}
+
+uint64_t round_held(const round_peer *rp, int src, uint64_t incarnation)
+{
+    const gsp_peer *g = &rp->g;
+    const gsp_edge *e = NULL;
+    for (int j = 0; j < g->n_in && !e; j++)
+        if (g->in[j].peer == src && g->in[j].incarnation == incarnation)
+            e = &g->in[j];
+    uint64_t held = e ? e->seq : 0;
+    int waiting = e && e->sync, moved = 1;
+    while (moved) {
+        moved = 0;
+        for (int k = 0; k < rp->n_inbox; k++) {
+            const gsp_msg *m = &rp->inbox[k];
+            if (m->src == src && m->incarnation == incarnation && follows(g, m, held, waiting)) {
+                held = m->seq, waiting = 0, moved = 1;
+                break;
+            }
+        }
+    }
+    return held;
+}
+
 static int cmp_msg(const void *a, const void *b)
 {
     const gsp_msg *x = a, *y = b;

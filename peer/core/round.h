@@ -100,6 +100,11 @@ void round_memory(const round_peer *rp, mem_parts *m);
 /* The inbox takes the message over (its arrays included); -ENOMEM. */
 int round_inbox_put(round_peer *rp, gsp_msg *m);
 
+/* The seq up to which this peer holds src's messages of `incarnation` in
+ * order: what it applied, and what waits in the inbox and will apply after
+ * it (the seq an ACK or a NACK says). */
+uint64_t round_held(const round_peer *rp, int src, uint64_t incarnation);
+
 /* What a lost compressed message makes the receiver ask of its sender: the
  * driver tells src (a NACK), whose next message on the edge is a SYNC. */
 typedef void (*round_nack_fn)(void *ctx, const gsp_msg *m);

@@ -62,7 +62,7 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
         engine_goodbye(&n->e, peer, m.goodbye.len == 4 && memcmp(m.goodbye.reason, "done", 4) == 0, now);
         break;
     case WIRE_NACK:
-        engine_nack(&n->e, peer, now);
+        engine_nack(&n->e, peer, m.nack.seq, now);
         break;
     case WIRE_HEARTBEAT:
         engine_heartbeat(&n->e, peer, m.heartbeat.round, now);

@@ -152,7 +152,7 @@ int sim_arrive(sim *s, int j, long slot)
         engine_ack(e, q, f->s.seq, s->now);
         break;
     case ENGINE_NACK:
-        engine_nack(e, q, s->now);
+        engine_nack(e, q, f->s.seq, s->now);
         break;
     case ENGINE_HEARTBEAT:
         engine_heartbeat(e, q, f->s.round, s->now);

@@ -15,7 +15,7 @@
 #include "peer/store/wholefile.h"
 
 #define CKPT_MAGIC "SGPCKPT\0"
-#define CKPT_VERSION 5u
+#define CKPT_VERSION 6u
 #define CKPT_ENDIAN 0x01020304u /* read back as another value on a host of the other byte order */
 #define CKPT_HASH 32
 #define CKPT_MAX_TEXT 512 /* a model spec: NN_SPEC_MAX_LEN */
@@ -175,7 +175,8 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckp
         put_u64(b, (uint64_t)e->round);
         put_f64(b, e->w);
         put_u32(b, (uint32_t)(e->sync | e->adopt << 1));
-        put(b, e->x, dim * sizeof(double));
+        if (!g->codec) /* (a compressed edge keeps no totals: gsp.h) */
+            put(b, e->x, dim * sizeof(double));
         if (g->codec)
             put(b, e->ref, dim * sizeof(float));
     }
@@ -393,7 +394,9 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
         }
     }
     uint32_t n_in = get_u32(&b);
-    const size_t edge_bytes = 4 + 8 + 8 + 8 + 8 + 4 + dim * sizeof(double) + (g->codec ? dim * sizeof(float) : 0);
+    /* (before version 6 a compressed edge's totals or corrections too, which it no longer keeps) */
+    const size_t x_bytes = !g->codec || version < 6 ? dim * sizeof(double) : 0;
+    const size_t edge_bytes = 4 + 8 + 8 + 8 + 8 + 4 + x_bytes + (g->codec ? dim * sizeof(float) : 0);
     if (b.failed || n_in > (uint32_t)run->n_peers || (size_t)(b.end - b.p) != n_in * edge_bytes) {
         *why = b.failed ? "truncated" : "in-edge table does not match its count";
         goto out;
@@ -439,11 +442,12 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
         e->w = get_f64(&eb);
         uint32_t flags = get_u32(&eb);
         e->sync = flags & 1, e->adopt = flags >> 1 & 1;
-        get(&eb, e->x, dim * sizeof(double));
+        if (!g->codec)
+            get(&eb, e->x, dim * sizeof(double));
+        else
+            eb.p += x_bytes; /* (the table's size was checked above) */
         if (g->codec)
             get(&eb, e->ref, dim * sizeof(float));
-        if (version < 4) /* totals, where version 4 keeps what the edge keeps (gsp.h: corrections with a codec) */
-            gsp_edge_set_totals(g, e, e->x);
     }
     rc = 0;
     goto out;

@@ -16,7 +16,7 @@
 /* Elements of each message type's array, indexed by type. The decoder
  * accepts exactly this count (more or fewer is malformed however many bytes
  * follow), so no count from the wire ever sizes anything. */
-static const uint32_t wire_fields[] = {2, 11, 2, 2, 2, 2, 5, 2};
+static const uint32_t wire_fields[] = {2, 12, 2, 2, 2, 2, 5, 2};
 #define WIRE_N_TYPES (sizeof wire_fields / sizeof *wire_fields)
 
 const char *wire_type_name(int type)
@@ -32,9 +32,9 @@ const char *wire_type_name(int type)
 _Static_assert(GSP_RAW == 0 && GSP_DELTA == 1 && GSP_SYNC == 2, "PUSH kind numbers are gsp_kind's");
 
 /* PUSH fields in array order (0 is the type); a check names the one at fault. */
-enum { F_TYPE, F_ROUND, F_SEQ, F_INC, F_KIND, F_W, F_GAIN, F_STEP, F_ORIGIN, F_DIM, F_PAYLOAD, F_N };
-static const char *const push_field_names[F_N] = {"type", "round",  "seq", "incarnation", "kind",   "w_total",
-                                                  "gain", "step", "origin", "dim",    "payload"};
+enum { F_TYPE, F_ROUND, F_SEQ, F_INC, F_KIND, F_W, F_GAIN, F_STEP, F_ORIGIN, F_BASE, F_DIM, F_PAYLOAD, F_N };
+static const char *const push_field_names[F_N] = {"type", "round",  "seq",  "incarnation", "kind", "w_total",
+                                                  "gain", "step", "origin", "base", "dim",  "payload"};
 
 /* What a receiver can check of a PUSH without looking at tensor values
  * (a NaN in a diverged peer's totals is its model, not a malformed message:
@@ -67,6 +67,9 @@ static int push_check(const wire_push *p, const char **why)
     /* gsp_set_codec only ever uses a consensus step in (0, 1]. */
     if (p->kind == GSP_DELTA && !(p->step > 0.0f && p->step <= 1.0f))
         return *why = "DELTA step outside (0, 1]", F_STEP;
+    /* A SYNC brings what follows its base, up to its seq. */
+    if (p->kind == GSP_SYNC && p->base >= p->seq)
+        return *why = "SYNC base not below seq", F_BASE;
     if (p->dim > WIRE_MAX_DIM)
         return *why = "above WIRE_MAX_DIM", F_DIM;
     /* RAW and SYNC tensors are dim values exactly: a receiver copies
@@ -232,6 +235,7 @@ static long encode_push(uint8_t *out, size_t cap, const wire_push *p, const doub
     msgpack_pack_float(&pk, p->gain);
     msgpack_pack_float(&pk, p->step);
     msgpack_pack_uint64(&pk, p->origin);
+    msgpack_pack_uint64(&pk, p->base);
     msgpack_pack_uint64(&pk, p->dim);
     msgpack_pack_bin(&pk, p->payload_len);
     uint8_t *body = wr_take(&w, p->payload_len);
@@ -252,7 +256,8 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
     if (!m || (!out && cap))
         return -EINVAL;
     wire_push p = {.round = m->round, .seq = m->seq, .incarnation = m->incarnation, .kind = m->kind,
-                   .w_total = m->w_total, .gain = m->gain, .step = m->step, .origin = m->origin, .dim = m->dim};
+                   .w_total = m->w_total, .gain = m->gain, .step = m->step, .origin = m->origin,
+                   .base = m->kind == GSP_SYNC ? m->base : 0, .dim = m->dim};
     const char *why;
     if (p.dim > WIRE_MAX_DIM || (unsigned)p.kind > GSP_SYNC)
         return -EINVAL;
@@ -620,6 +625,9 @@ static int decode_push(wire_rd *r, wire_push *p)
     at[F_ORIGIN] = r->p;
     if (rd_uint(r, "origin", UINT64_MAX, &p->origin) < 0)
         return -EBADMSG;
+    at[F_BASE] = r->p;
+    if (rd_uint(r, "base", UINT64_MAX, &p->base) < 0)
+        return -EBADMSG;
     at[F_DIM] = r->p;
     if (rd_uint(r, "dim", WIRE_MAX_DIM, &v) < 0)
         return -EBADMSG;
@@ -755,7 +763,7 @@ int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scra
     const wire_push *p = &m->push;
     gsp_msg g = {.src = -1, .dst = -1, .round = p->round, .seq = p->seq, .kind = p->kind,
                  .w_total = p->w_total, .dim = p->dim, .gain = p->gain, .step = p->step,
-                 .incarnation = p->incarnation, .origin = p->origin};
+                 .incarnation = p->incarnation, .origin = p->origin, .base = p->base};
     if (p->kind == GSP_DELTA) {
         g.payload = p->payload, g.payload_len = p->payload_len;
         *out = g;

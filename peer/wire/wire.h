@@ -50,7 +50,7 @@
  * (sec_hs.c), so peers that would misread each other's messages never get
  * as far as a message. Bump it with any change to WIRE.md that a peer of the
  * previous version would misread. */
-#define SGP_PROTOCOL_VERSION 4
+#define SGP_PROTOCOL_VERSION 5
 
 /* Largest dim a PUSH may declare. WIRE.md caps a frame just under 2 GiB and
  * a SYNC carries 12 bytes per parameter, so 2^27 (134M parameters, a SYNC of
@@ -62,8 +62,8 @@
 #define WIRE_HASH_LEN 32
 /* Largest encoding of a PUSH without its payload bytes: array header, type,
  * round, seq, incarnation (uint64 each at worst), kind, w_total (float64),
- * gain, step (float32), origin, dim (uint64), bin32 header. */
-#define WIRE_PUSH_HEADER_MAX 72
+ * gain, step (float32), origin, base, dim (uint64), bin32 header. */
+#define WIRE_PUSH_HEADER_MAX 81
 
 typedef enum wire_type {
     WIRE_AUTH = 0,
@@ -87,6 +87,7 @@ typedef struct wire_push {
     double w_total;
     float gain, step;
     uint64_t origin; /* DELTA with seq 1: the reference the edge started from (gsp_msg.origin) */
+    uint64_t base;   /* SYNC: the seq its corrections start after (gsp_msg.base); 0 otherwise */
     size_t dim;
     const uint8_t *payload;
     size_t payload_len;
@@ -106,7 +107,7 @@ typedef struct wire_msg {
             long round;
         } heartbeat;
         struct {
-            uint64_t seq; /* the highest seq of the edge the receiver has taken in */
+            uint64_t seq; /* the receiver holds the edge's messages up to seq, in order */
         } ack;
         struct {
             const char *reason; /* len bytes of UTF-8, NOT NUL-terminated */
