@@ -725,6 +725,14 @@ static gsp_edge *out_edge(const gsp_peer *g, int dst)
     return NULL;
 }
 
+uint64_t gsp_in_seq(const gsp_peer *g, int src)
+{
+    for (int j = 0; j < g->n_in; j++)
+        if (g->in[j].peer == src)
+            return g->in[j].seq;
+    return 0;
+}
+
 void gsp_request_sync(gsp_peer *g, int dst, uint64_t base)
 {
     gsp_edge *e = out_edge(g, dst);
@@ -737,7 +745,7 @@ int gsp_sync_msg(gsp_peer *g, int dst, uint64_t base, gsp_msg *m)
     gsp_edge *e = out_edge(g, dst);
     if (!e || e->seq == 0)
         return -ENOENT;
-    if (g->codec && base >= e->seq)
+    if (base >= e->seq)
         return -EALREADY;
     if (g->codec && !msg_tot(g, TOPO_MAX_OUT))
         return -ENOMEM;

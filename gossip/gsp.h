@@ -250,6 +250,10 @@ double gsp_resume(gsp_peer *g);
  * NULL on -ENOMEM or a bad src. */
 gsp_edge *gsp_in_edge(gsp_peer *g, int src);
 
+/* The last seq applied on the in-edge from src (0: none): the base a SYNC
+ * request names. */
+uint64_t gsp_in_seq(const gsp_peer *g, int src);
+
 /* The receiver `dst` holds this peer's messages up to seq `base` and asked
  * for the rest: the next message to it is a SYNC from there. */
 void gsp_request_sync(gsp_peer *g, int dst, uint64_t base);

@@ -167,8 +167,7 @@ static int ask_due(const engine *e, double now)
 static void nack(void *ctx, const gsp_msg *m)
 {
     engine *e = ctx;
-    const gsp_edge *in = gsp_in_edge(&e->rp.g, m->src);
-    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = in ? in->seq : 0}, e->absorb_now);
+    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = gsp_in_seq(&e->rp.g, m->src)}, e->absorb_now);
 }
 
 /* Done (every round, a stop, or a failure): take in what has arrived and

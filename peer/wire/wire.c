@@ -655,7 +655,7 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
     if (rd_array(&r, &n) < 0)
         goto fail;
     /* Known counts only, before reading anything else. */
-    if (n != 2 && n != 5 && n != 11) {
+    if (n != 2 && n != 5 && n != 12) {
         rc = rd_fail(&r, r.start, "array", "element count of no message type");
         goto fail;
     }

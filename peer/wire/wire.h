@@ -101,7 +101,8 @@ typedef struct wire_msg {
         } auth;
         wire_push push;
         struct {
-            uint64_t seq; /* the last seq the receiver applied (0: none yet) */
+            uint64_t seq; /* the receiver holds the edge's messages up to seq, in order (0: none):
+                           * the base of the SYNC it asks for */
         } nack;
         struct {
             long round;
@@ -165,8 +166,8 @@ long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, siz
 long wire_encode(uint8_t *out, size_t cap, const wire_msg *m);
 
 /* Decode exactly one message from buf[0 .. len). Returns 0, -EBADMSG (the
- * bytes are not a valid version-1 message; *m is zeroed and err, if not NULL,
- * says where), or -EINVAL (NULL m, or NULL buf with len > 0). Never reads
+ * bytes are not a valid message of this SGP_PROTOCOL_VERSION; *m is zeroed
+ * and err, if not NULL, says where), or -EINVAL (NULL m, or NULL buf with len > 0). Never reads
  * outside buf, never allocates, and costs O(len) at most (O(1) past the
  * header for PUSH: tensor bytes are not looked at). */
 int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err);

@@ -25,7 +25,9 @@ static int same(const wire_msg *a, const wire_msg *b)
         const wire_push *p = &a->push, *q = &b->push;
         return p->round == q->round && p->seq == q->seq && p->incarnation == q->incarnation && p->kind == q->kind &&
                !memcmp(&p->w_total, &q->w_total, sizeof p->w_total) && !memcmp(&p->gain, &q->gain, sizeof p->gain) &&
-               !memcmp(&p->step, &q->step, sizeof p->step) && p->dim == q->dim && p->payload_len == q->payload_len &&
+               !memcmp(&p->step, &q->step, sizeof p->step) && p->origin == q->origin &&
+               (p->kind != GSP_SYNC || p->base == q->base) && /* (the encoder writes base 0 for the others) */
+               p->dim == q->dim && p->payload_len == q->payload_len &&
                (!p->payload_len || !memcmp(p->payload, q->payload, p->payload_len));
     }
     case WIRE_NACK:

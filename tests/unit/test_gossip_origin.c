@@ -96,7 +96,7 @@ Test(gossip_origin, peers_that_started_apart_sync_and_lose_no_mass)
         peer(&a, 0, x0, cases[k].a), peer(&b, 1, y0, cases[k].b);
         double w0, m0 = mass(&a, &b, &w0);
         cr_assert_eq(send(&a, &b), GSP_NEED_SYNC, "case %zu: another origin is not applied", k);
-        gsp_request_sync(&a, 1);
+        gsp_request_sync(&a, 1, gsp_in_seq(&b, 0));
         cr_assert_eq(send(&a, &b), 1, "case %zu: the SYNC is", k);
         cr_assert_eq(send(&a, &b), 1, "case %zu: and the deltas after it", k);
         cr_assert_eq(send(&b, &a), GSP_NEED_SYNC, "case %zu: the reverse edge checks its own", k);

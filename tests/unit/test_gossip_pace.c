@@ -1077,8 +1077,8 @@ Test(gossip_pace, restart_starts_out_edges_from_zero_and_the_receiver_counts_no_
     cr_assert_eq(s.g[0].incarnation, 5);
     for (int k = 0; k < s.g[0].n_out; k++) {
         const gsp_edge *e = &s.g[0].out[k];
-        cr_assert(e->w == 0 && e->seq == 0 && e->incarnation == 5);
-        for (int d = 0; d < DIM; d++)
+        cr_assert(e->w == 0 && e->seq == 0 && e->incarnation == 5 && e->n_log == 0);
+        for (int d = 0; e->x && d < DIM; d++)
             cr_assert(e->x[d] == 0);
     }
     const double share = s.g[0].w / 2;

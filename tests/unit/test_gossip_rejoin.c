@@ -103,7 +103,7 @@ Test(gossip_rejoin, a_joiner_with_a_codec_asks_for_a_sync_and_adopts_it)
     cr_assert_eq(m.kind, GSP_DELTA);
     cr_assert_eq(gsp_absorb(&b, &m), GSP_NEED_SYNC, "a delta against a reference the joiner lacks cannot be adopted");
     gsp_msg sync;
-    cr_assert_eq(gsp_sync_msg(&a, 1, &sync), 0);
+    cr_assert_eq(gsp_sync_msg(&a, 1, gsp_in_seq(&b, 0), &sync), 0);
     cr_assert_eq(gsp_absorb(&b, &sync), 0, "the SYNC is adopted");
     cr_assert(b.w == 1.0);
     cr_assert_eq(memcmp(b.in[0].ref, a.out[0].ref, DIM * sizeof(float)), 0, "both ends hold the same reference");

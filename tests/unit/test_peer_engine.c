@@ -216,7 +216,9 @@ Test(peer_engine, a_refused_ack_stays_due_until_the_next_tick)
 /* A reconnected edge starts with a SYNC (what was in flight on the old
  * connection arrives with it), and a peer that said it is done says so
  * again (the neighbour may have restarted and missed it). */
-Test(peer_engine, a_reconnected_edge_gets_its_totals_and_the_done_goodbye_again)
+/* A reconnect: each end says what it holds of the other's messages (a
+ * NACK), and the other sends what follows, if anything (gossip/GUARANTEES.md). */
+Test(peer_engine, a_reconnected_edge_gets_what_its_neighbour_lacks_and_the_done_goodbye_again)
 {
     scene s;
     scene_make_tau(&s, "ring", 2, 2, 1); /* tau 1: peer 0 may finish while peer 1 is a round behind */
@@ -234,11 +236,20 @@ Test(peer_engine, a_reconnected_edge_gets_its_totals_and_the_done_goodbye_again)
     engine_link_down(&s.e[0], 1, 2 * MS);
     engine_link_up(&s.e[0], 1, 3 * MS);
     take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_NACK, 1), 1, "what it holds of peer 1's messages");
+    for (int j = 0; j < o.n_s; j++)
+        if (o.s[j].kind == ENGINE_NACK)
+            cr_assert_eq(o.s[j].seq, 1, "peer 1's first message, taken in");
+    cr_assert_eq(sends(&o, ENGINE_GOODBYE, 1), 1, "and done, again");
+    engine_nack(&s.e[0], 1, 1, 4 * MS); /* peer 1 holds the first of our two */
+    take(&s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "the edge's totals go again");
     for (int j = 0; j < o.n_s; j++)
         if (o.s[j].kind == ENGINE_PUSH)
             cr_assert(o.s[j].msg.kind == GSP_RAW && o.s[j].msg.seq == 2, "the totals as of the last message sent");
-    cr_assert_eq(sends(&o, ENGINE_GOODBYE, 1), 1, "and done, again");
+    engine_nack(&s.e[0], 1, 2, 5 * MS); /* and one that holds both */
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 0, "nothing to send");
     scene_free(&s);
 }
 

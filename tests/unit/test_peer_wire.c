@@ -1,5 +1,6 @@
-/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 2
- * (PUSH carries the sender's incarnation; MODEL_REQUEST and MODEL): every type
+/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 5
+ * (PUSH carries the sender's incarnation, a DELTA's origin and a SYNC's base;
+ * MODEL_REQUEST, MODEL and ACK): every type
  * round-trips bit for bit; what the encoder writes is msgpack that msgpack-c's
  * own unpacker reads as the schema says; the decoder rejects with -EBADMSG
  * every strict prefix, trailing bytes, wrong types, out-of-range integers,
@@ -102,6 +103,7 @@ static void push_make(push_case *c, gsp_kind kind, size_t dim)
     }
     c->m.x_total = c->x;
     if (kind == GSP_SYNC) {
+        c->m.base = rnd() % c->m.seq; /* what the receiver held: below seq, 0 included */
         c->ref = malloc((dim ? dim : 1) * sizeof *c->ref);
         for (size_t i = 0; i < dim; i++) {
             uint32_t u = (uint32_t)rnd();
@@ -145,7 +147,7 @@ static int msg_equal(const wire_msg *a, const wire_msg *b)
     case WIRE_PUSH: {
         const wire_push *p = &a->push, *q = &b->push;
         return p->round == q->round && p->seq == q->seq && p->incarnation == q->incarnation && p->kind == q->kind &&
-               same_bits64(p->w_total, q->w_total) &&
+               p->origin == q->origin && p->base == q->base && same_bits64(p->w_total, q->w_total) &&
                same_bits32(p->gain, q->gain) && same_bits32(p->step, q->step) && p->dim == q->dim &&
                p->payload_len == q->payload_len && (!p->payload_len || !memcmp(p->payload, q->payload, p->payload_len));
     }
@@ -326,18 +328,19 @@ static int decode_items(const item *it, size_t n_items, wire_msg *m, wire_err *e
     return rc;
 }
 
-/* A valid PUSH as items (12: array header + 11 fields) with an all-zero
- * payload; the indices of its fields: */
-enum { P_TYPE = 1, P_ROUND, P_SEQ, P_INC, P_KIND, P_W, P_GAIN, P_STEP, P_ORIGIN, P_DIM, P_PAYLOAD, P_ITEMS };
+/* A valid PUSH as items (13: array header + 12 fields) with an all-zero
+ * payload (seq 4, base 0: a valid SYNC too); the indices of its fields: */
+enum { P_TYPE = 1, P_ROUND, P_SEQ, P_INC, P_KIND, P_W, P_GAIN, P_STEP, P_ORIGIN, P_BASE, P_DIM, P_PAYLOAD, P_ITEMS };
 static uint8_t zeros[4096];
 
 static void push_items(item *it, gsp_kind kind, size_t dim)
 {
     size_t plen = kind == GSP_RAW ? 8 * dim : kind == GSP_SYNC ? 12 * dim : 6;
     cr_assert_leq(plen, sizeof zeros);
-    it[0] = A(11), it[P_TYPE] = U(WIRE_PUSH), it[P_ROUND] = U(17), it[P_SEQ] = U(4), it[P_INC] = U(9);
+    it[0] = A(12), it[P_TYPE] = U(WIRE_PUSH), it[P_ROUND] = U(17), it[P_SEQ] = U(4), it[P_INC] = U(9);
     it[P_KIND] = U((uint64_t)kind), it[P_W] = D(1.5), it[P_GAIN] = F(kind == GSP_DELTA ? 0.75 : 0.0);
-    it[P_STEP] = F(kind == GSP_DELTA ? 0.5 : 0.0), it[P_ORIGIN] = U(0), it[P_DIM] = U(dim), it[P_PAYLOAD] = B(zeros, plen);
+    it[P_STEP] = F(kind == GSP_DELTA ? 0.5 : 0.0), it[P_ORIGIN] = U(0), it[P_BASE] = U(0), it[P_DIM] = U(dim);
+    it[P_PAYLOAD] = B(zeros, plen);
 }
 
 /* A valid MODEL as items (6: array header + 5 fields), all-zero hash and z. */
@@ -437,8 +440,12 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 push_make(&c, (gsp_kind)kind, dims[d]);
                 if (rep == 1) /* a first incarnation (the simulator's) */
                     c.m.incarnation = 0;
-                if (rep == 2) /* extremes of the integer fields */
+                if (rep == 2) { /* extremes of the integer fields (a base only a SYNC carries, below its seq) */
                     c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX, c.m.origin = UINT64_MAX;
+                    c.m.base = kind == GSP_SYNC ? UINT64_MAX - 1 : UINT64_MAX;
+                }
+                /* What a SYNC says of its base; RAW and DELTA carry 0 whatever gsp_msg.base holds. */
+                uint64_t base = kind == GSP_SYNC ? c.m.base : 0;
                 size_t len;
                 uint8_t *buf = encode_push(&c.m, &len);
                 uint8_t *in = exact_copy(buf, len);
@@ -451,6 +458,7 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 cr_assert_eq(p->seq, c.m.seq);
                 cr_assert_eq(p->incarnation, c.m.incarnation);
                 cr_assert_eq(p->origin, c.m.origin);
+                cr_assert_eq(p->base, base);
                 cr_assert_eq(p->kind, c.m.kind);
                 cr_assert(same_bits64(p->w_total, c.m.w_total));
                 cr_assert(same_bits32(p->gain, c.m.gain));
@@ -470,6 +478,7 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                 cr_assert_eq(g.seq, c.m.seq);
                 cr_assert_eq(g.incarnation, c.m.incarnation);
                 cr_assert_eq(g.origin, c.m.origin);
+                cr_assert_eq(g.base, base);
                 cr_assert_eq(g.kind, c.m.kind);
                 cr_assert(same_bits64(g.w_total, c.m.w_total));
                 cr_assert(same_bits32(g.gain, c.m.gain) && same_bits32(g.step, c.m.step));
@@ -558,6 +567,138 @@ Test(peer_wire, push_incarnation_round_trips_at_every_integer_width)
         it[P_INC] = inc_bad[k];
         cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), -EBADMSG, "variant %zu accepted", k);
         cr_assert_str_eq(e.field, "incarnation");
+    }
+}
+
+static void push_field_rejects(gsp_kind kind, int f, const item *bad, size_t n_bad, const char *field); /* below */
+
+/* A SYNC's base (the last seq of the edge the receiver holds, as its NACK
+ * said: the corrections it carries start after it) at every msgpack integer
+ * width, through decode and into the gsp_msg, like the incarnation. */
+Test(peer_wire, sync_base_round_trips_at_every_integer_width)
+{
+    static const uint64_t v[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 0xffffffffULL, 0x100000000ULL,
+                                 (uint64_t)LONG_MAX, (uint64_t)LONG_MAX + 1, UINT64_MAX - 1};
+    /* msgpack sizes of each: fixint, uint8, uint16, uint32, uint64. */
+    static const size_t width[] = {1, 1, 1, 2, 2, 3, 3, 5, 5, 9, 9, 9, 9};
+    for (size_t k = 0; k < sizeof v / sizeof *v; k++)
+        for (int tight = 0; tight <= 1; tight++) {
+            push_case c;
+            push_make(&c, GSP_SYNC, 7);
+            /* Any seq above the base: the largest, and the smallest (base + 1: all but the last was held). */
+            c.m.seq = tight ? v[k] + 1 : UINT64_MAX;
+            c.m.base = v[k];
+            size_t len;
+            uint8_t *buf = encode_push(&c.m, &len);
+            c.m.base = 0; /* the same message at the narrowest width: the difference is the field */
+            size_t len0;
+            uint8_t *buf0 = encode_push(&c.m, &len0);
+            c.m.base = v[k];
+            cr_assert_eq(len - len0, width[k] - 1, "base %llu: %zu bytes", (unsigned long long)v[k], len - len0 + 1);
+            wire_msg m;
+            wire_err e;
+            uint8_t *in;
+            cr_assert_eq(decode_copy(&m, buf, len, &e, &in), 0, "base %llu seq %llu: %s: %s", (unsigned long long)v[k],
+                         (unsigned long long)c.m.seq, e.field, e.why);
+            cr_assert_eq(m.type, WIRE_PUSH);
+            cr_assert_eq(m.push.base, v[k]);
+            cr_assert_eq(m.push.seq, c.m.seq);
+            cr_assert_eq(m.push.origin, c.m.origin, "the fields around it are where they were");
+            cr_assert_eq(m.push.dim, 7);
+            cr_assert_eq(m.push.payload_len, 7 * 12);
+            reencode_check(&m);
+            size_t sl = wire_push_scratch_bound(m.push.dim);
+            void *scratch = malloc(sl);
+            gsp_msg g;
+            memset(&g, 0x5a, sizeof g);
+            cr_assert_eq(wire_push_to_gsp(&m, &g, scratch, sl), 0);
+            cr_assert_eq(g.base, v[k]);
+            cr_assert_eq(g.seq, c.m.seq);
+            cr_assert_eq(memcmp(g.ref, c.ref, 7 * sizeof(float)), 0);
+            free(scratch);
+            free(in);
+            free(buf0);
+            free(buf);
+            push_free(&c);
+        }
+    /* RAW and DELTA carry base 0 whatever gsp_msg.base holds (gossip/ fills it
+     * for a SYNC only): the same bytes as with base 0, the field one byte. */
+    for (int kind = GSP_RAW; kind <= GSP_DELTA; kind++) {
+        push_case c;
+        push_make(&c, (gsp_kind)kind, 7);
+        c.m.base = UINT64_MAX;
+        size_t len, len0;
+        uint8_t *buf = encode_push(&c.m, &len);
+        c.m.base = 0;
+        uint8_t *buf0 = encode_push(&c.m, &len0);
+        cr_assert_eq(len, len0, "kind %d", kind);
+        cr_assert_eq(memcmp(buf, buf0, len), 0, "kind %d", kind);
+        wire_msg m;
+        cr_assert_eq(decode_exact(&m, buf, len, NULL), 0);
+        cr_assert_eq(m.push.base, 0);
+        free(buf0);
+        free(buf);
+        push_free(&c);
+    }
+    /* Other forms of a non-negative base are the same integer (int8, int64 and
+     * uint64 holding 3, under seq 4); a negative one is not a seq, whatever the kind. */
+    item it[P_ITEMS];
+    wire_msg m;
+    wire_err e;
+    static const uint8_t int8_3[] = {0xd0, 3}, int64_3[] = {0xd3, 0, 0, 0, 0, 0, 0, 0, 3},
+                         uint64_3[] = {0xcf, 0, 0, 0, 0, 0, 0, 0, 3};
+    const item three[] = {RAWB(int8_3, sizeof int8_3), RAWB(int64_3, sizeof int64_3), RAWB(uint64_3, sizeof uint64_3)};
+    for (size_t k = 0; k < sizeof three / sizeof *three; k++) {
+        push_items(it, GSP_SYNC, 2);
+        it[P_BASE] = three[k];
+        cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "form %zu: %s: %s", k, e.field, e.why);
+        cr_assert_eq(m.push.base, 3);
+    }
+    const item base_bad[] = {I(-1), I(-200), I(INT64_MIN), D(1.0), F(1.0), S("1", 1), B("1", 1), NIL};
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++)
+        push_field_rejects((gsp_kind)kind, P_BASE, base_bad, sizeof base_bad / sizeof *base_bad, "base");
+}
+
+/* A SYNC brings the corrections of the messages after its base up to its
+ * seq, so its base is below its seq: one at or above it is rejected naming
+ * "base" (and never written by the encoder). On RAW and DELTA the base means
+ * nothing and any value is read. */
+Test(peer_wire, sync_base_not_below_seq_is_rejected)
+{
+    static const struct {
+        uint64_t seq, base;
+    } bad[] = {{1, 1}, {4, 4}, {4, 5}, {4, UINT64_MAX}, {1000, (uint64_t)1 << 40}, {UINT64_MAX, UINT64_MAX}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        item it[P_ITEMS];
+        wire_msg m;
+        wire_err e = {0};
+        push_items(it, GSP_SYNC, 2);
+        it[P_SEQ] = U(bad[k].seq), it[P_BASE] = U(bad[k].base);
+        cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), -EBADMSG, "case %zu accepted", k);
+        cr_assert_str_eq(e.field, "base", "case %zu: %s: %s", k, e.field, e.why);
+        cr_assert_str_eq(e.why, "SYNC base not below seq", "case %zu", k);
+        for (int kind = GSP_RAW; kind <= GSP_DELTA; kind++) {
+            push_items(it, (gsp_kind)kind, 2);
+            it[P_SEQ] = U(bad[k].seq), it[P_BASE] = U(bad[k].base);
+            cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "kind %d case %zu: %s: %s", kind, k, e.field, e.why);
+            cr_assert_eq(m.push.base, bad[k].base);
+        }
+        /* Neither encoder writes such a SYNC. */
+        push_case c;
+        push_make(&c, GSP_SYNC, 3);
+        uint8_t buf[256];
+        c.m.seq = bad[k].seq, c.m.base = bad[k].base;
+        cr_assert_eq(wire_encode_push(buf, sizeof buf, &c.m), -EINVAL, "case %zu", k);
+        c.m.base = bad[k].seq - 1;
+        long n = wire_encode_push(buf, sizeof buf, &c.m);
+        cr_assert_gt(n, 0, "case %zu: base seq - 1 is a SYNC", k);
+        uint8_t *in, again[256];
+        cr_assert_eq(decode_copy(&m, buf, (size_t)n, &e, &in), 0, "case %zu: %s: %s", k, e.field, e.why);
+        cr_assert_eq(wire_encode(again, sizeof again, &m), n);
+        m.push.base = bad[k].base; /* the decoded message, its base moved up to the seq or past it */
+        cr_assert_eq(wire_encode(again, sizeof again, &m), -EINVAL, "case %zu", k);
+        free(in);
+        push_free(&c);
     }
 }
 
@@ -757,7 +898,7 @@ static void absorb_through_the_wire(const char *codec)
         for (int i = 0; i < DIM; i++) /* a stand-in for the optimizer step */
             a.x[i] += (float)((int)(rnd() % 200) - 100) / 1000.0f;
         if (codec && r == ROUNDS / 2)
-            gsp_request_sync(&a, 1);
+            gsp_request_sync(&a, 1, gsp_in_seq(&b1, 0));
         topo_out out;
         topo_route(&t, a.round, 0, NULL, &out);
         gsp_msg ms[TOPO_MAX_OUT];
@@ -772,6 +913,7 @@ static void absorb_through_the_wire(const char *codec)
         g.src = 0, g.dst = 1;
         cr_assert_eq(ms[0].incarnation, a.incarnation);
         cr_assert_eq(g.incarnation, ms[0].incarnation);
+        cr_assert_eq(g.base, ms[0].kind == GSP_SYNC ? ms[0].base : 0, "a SYNC's base travels with it");
         seen[g.kind]++;
         int rc1 = gsp_absorb(&b1, &ms[0]), rc2 = gsp_absorb(&b2, &g);
         cr_assert_eq(rc1, 1);
@@ -861,11 +1003,13 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
     for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
         push_case c;
         push_make(&c, (gsp_kind)kind, 300);
+        if (kind != GSP_SYNC)
+            c.m.base = 12345; /* only a SYNC's goes out: the others write 0 */
         size_t len;
         uint8_t *pb = encode_push(&c.m, &len);
         unpack_whole(&u, pb, len);
         o = u.data.via.array.ptr;
-        cr_assert_eq(u.data.via.array.size, 11);
+        cr_assert_eq(u.data.via.array.size, 12);
         cr_assert_eq(o[0].via.u64, 1);
         for (int f = 1; f <= 4; f++)
             cr_assert_eq(o[f].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
@@ -882,14 +1026,16 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
         cr_assert_eq(o[8].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
         cr_assert_eq(o[8].via.u64, c.m.origin);
         cr_assert_eq(o[9].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
-        cr_assert_eq(o[9].via.u64, 300);
-        cr_assert_eq(o[10].type, MSGPACK_OBJECT_BIN);
-        const uint8_t *bin = (const uint8_t *)o[10].via.bin.ptr;
+        cr_assert_eq(o[9].via.u64, kind == GSP_SYNC ? c.m.base : 0);
+        cr_assert_eq(o[10].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+        cr_assert_eq(o[10].via.u64, 300);
+        cr_assert_eq(o[11].type, MSGPACK_OBJECT_BIN);
+        const uint8_t *bin = (const uint8_t *)o[11].via.bin.ptr;
         if (kind == GSP_DELTA) {
-            cr_assert_eq(o[10].via.bin.size, c.m.payload_len);
+            cr_assert_eq(o[11].via.bin.size, c.m.payload_len);
             cr_assert_eq(memcmp(bin, c.m.payload, c.m.payload_len), 0);
         } else {
-            cr_assert_eq(o[10].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
+            cr_assert_eq(o[11].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
             /* Little-endian, read here byte by byte: independent of the host. */
             for (size_t i = 0; i < 300; i++) {
                 uint64_t v = 0, w;
@@ -909,7 +1055,7 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
         free(pb);
         push_free(&c);
     }
-    /* An incarnation that needs all 64 bits is read back as such. */
+    /* An incarnation that needs all 64 bits is read back as such; so is a SYNC's base. */
     push_case c;
     push_make(&c, GSP_RAW, 1);
     c.m.incarnation = UINT64_MAX;
@@ -917,9 +1063,20 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
     uint8_t *pb = encode_push(&c.m, &len);
     unpack_whole(&u, pb, len);
     o = u.data.via.array.ptr;
-    cr_assert_eq(u.data.via.array.size, 11);
+    cr_assert_eq(u.data.via.array.size, 12);
     cr_assert_eq(o[3].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
     cr_assert_eq(o[3].via.u64, UINT64_MAX);
+    msgpack_unpacked_destroy(&u);
+    free(pb);
+    push_free(&c);
+    push_make(&c, GSP_SYNC, 1);
+    c.m.seq = UINT64_MAX, c.m.base = UINT64_MAX - 1;
+    pb = encode_push(&c.m, &len);
+    unpack_whole(&u, pb, len);
+    o = u.data.via.array.ptr;
+    cr_assert_eq(u.data.via.array.size, 12);
+    cr_assert_eq(o[9].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+    cr_assert_eq(o[9].via.u64, UINT64_MAX - 1);
     msgpack_unpacked_destroy(&u);
     free(pb);
     push_free(&c);
@@ -992,9 +1149,10 @@ Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
         push_case c;
         push_make(&c, (gsp_kind)kind, 20000);
         c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX, c.m.origin = UINT64_MAX;
+        c.m.base = UINT64_MAX - 1; /* a SYNC's, below its seq; RAW and DELTA write 0 */
         size_t len;
         uint8_t *b = encode_push(&c.m, &len);
-        /* Only dim (3 bytes, not 9) is shorter than the worst case. */
+        /* In the SYNC, only dim (3 bytes, not 9) is shorter than the worst case. */
         cr_assert_leq(len, wire_push_bound(20000, 0));
         if (kind == GSP_SYNC)
             cr_assert_eq(wire_push_bound(20000, 0) - len, 6);
@@ -1100,16 +1258,23 @@ Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
 {
     static const uint8_t array32[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00};
     static const uint8_t array16[] = {0xdc, 0xff, 0xff, 0x01, 0x00};
-    /* A PUSH's 11 elements for a HEARTBEAT. */
-    static const uint8_t array32_10[] = {0xdd, 0x00, 0x00, 0x00, 0x0b, 0x03, 0x00};
+    /* A PUSH's 12 elements for a HEARTBEAT; a version-4 PUSH's 11. */
+    static const uint8_t array32_12[] = {0xdd, 0x00, 0x00, 0x00, 0x0c, 0x03, 0x00};
+    static const uint8_t array32_11[] = {0xdd, 0x00, 0x00, 0x00, 0x0b, 0x01, 0x00};
     static const uint8_t array32_9[] = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x01, 0x00}; /* a version-1 PUSH's 9 */
     static const uint8_t auth_bin32[] = {0x92, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
-    /* PUSH RAW (incarnation 7), dim 2, payload bin32 claiming 4 GiB - 1. */
-    static const uint8_t push_bin32[] = {0x9b, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
-                                         0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0x00, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
+    /* PUSH RAW (incarnation 7, origin 0, base 0), dim 2, payload bin32 claiming 4 GiB - 1. */
+    static const uint8_t push_bin32[] = {0x9c, 0x01, 0x00, 0x01, 0x07, 0x00,             /* type .. kind */
+                                         0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,             /* w_total 1.0 */
+                                         0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0,             /* gain, step */
+                                         0x00, 0x00, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, /* origin, base, dim, bin32 */
+                                         0};
     /* The same claiming 2^63 values: dim out of range before the payload. */
-    static const uint8_t push_dim[] = {0x9b, 0x01, 0x00, 0x01, 0x07, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
-                                       0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0, 0x00, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc4, 0};
+    static const uint8_t push_dim[] = {0x9c, 0x01, 0x00, 0x01, 0x07, 0x00,
+                                       0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+                                       0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0,
+                                       0x00, 0x00, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, /* origin, base, dim uint64 */
+                                       0xc4, 0};
     /* MODEL round 1, dim 2, a hash bin32 claiming 4 GiB - 1. */
     static const uint8_t model_hash32[] = {0x95, 0x06, 0x01, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
     /* MODEL round 1, dim 2, a good hash, then a payload bin32 claiming 4 GiB - 1 (not 8 bytes). */
@@ -1124,7 +1289,8 @@ Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
         size_t n;
         const char *field;
     } cases[] = {{array32, sizeof array32, "array"},     {array16, sizeof array16, "array"},
-                 {array32_10, sizeof array32_10, "array"}, {array32_9, sizeof array32_9, "array"},
+                 {array32_12, sizeof array32_12, "array"}, {array32_11, sizeof array32_11, "array"},
+                 {array32_9, sizeof array32_9, "array"},
                  {auth_bin32, sizeof auth_bin32, "hash"},   {push_bin32, sizeof push_bin32, "payload"},
                  {push_dim, sizeof push_dim, "dim"},        {goodbye_str8, sizeof goodbye_str8, "reason"},
                  {model_hash32, sizeof model_hash32, "hash"}, {model_bin32, sizeof model_bin32, "payload"},
@@ -1158,10 +1324,12 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
     uint8_t auth[2 + 5 + WIRE_HASH_LEN] = {0x92, 0x00, 0xc6, 0, 0, 0, WIRE_HASH_LEN};
     cr_assert_eq(decode_exact(&m, auth, sizeof auth, NULL), 0);
     cr_assert_eq(m.type, WIRE_AUTH);
-    /* PUSH as array16, round uint16, seq int8, incarnation uint64 holding 5, origin uint16 0, dim uint8 0, RAW. */
-    static const uint8_t push[] = {0xdc, 0, 11,   0x01, 0xcd, 0, 17, 0xd0, 4, 0xcf, 0, 0, 0, 0, 0, 0, 0, 5, 0x00,
-                                   0xcb, 0x3f,    0xf8, 0,    0, 0,  0,    0, 0, 0xca, 0, 0, 0, 0, 0xca, 0, 0,
-                                   0,    0,    0xcd, 0, 0, 0xcc, 0,    0xc4, 0};
+    /* PUSH as array16, round uint16, seq int8, incarnation uint64 holding 5, origin uint16 0, base uint32 0,
+     * dim uint8 0, RAW. */
+    static const uint8_t push[] = {0xdc, 0,    12,   0x01, 0xcd, 0,    17,   0xd0, 4,    0xcf, 0,    0,    0,
+                                   0,    0,    0,    0,    5,    0x00, 0xcb, 0x3f, 0xf8, 0,    0,    0,    0,
+                                   0,    0,    0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0xcd,
+                                   0,    0,    0xce, 0,    0,    0,    0,    0xcc, 0,    0xc4, 0};
     wire_err e;
     cr_assert_eq(decode_exact(&m, push, sizeof push, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.type, WIRE_PUSH);
@@ -1171,10 +1339,19 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
     cr_assert_eq(m.push.kind, GSP_RAW);
     cr_assert_eq(m.push.dim, 0);
     /* The incarnation as int16 too. */
-    static const uint8_t push16[] = {0x9b, 0x01, 0x11, 0x04, 0xd1, 0x01, 0x00, 0x00, 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0,
-                                     0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0x00, 0x00, 0xc4, 0};
+    static const uint8_t push16[] = {0x9c, 0x01, 0x11, 0x04, 0xd1, 0x01, 0x00, 0x00, 0xcb, 0x3f, 0xf8, 0,    0,
+                                     0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,
+                                     0,    0x00, 0x00, 0x00, 0xc4, 0};
     cr_assert_eq(decode_exact(&m, push16, sizeof push16, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.push.incarnation, 256);
+    /* A SYNC (dim 0) whose seq 5 is an int16 and whose base 4 an int64. */
+    static const uint8_t sync64[] = {0x9c, 0x01, 0x11, 0xd1, 0x00, 0x05, 0x07, 0x02, 0xcb, 0x3f, 0xf8, 0, 0,
+                                     0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0xca, 0,    0, 0,
+                                     0,    0x00, 0xd3, 0,    0,    0,    0,    0,    0,    0,    4,    0, 0xc4, 0};
+    cr_assert_eq(decode_exact(&m, sync64, sizeof sync64, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.push.kind, GSP_SYNC);
+    cr_assert_eq(m.push.seq, 5);
+    cr_assert_eq(m.push.base, 4);
     /* MODEL_REQUEST with dim as uint32; MODEL with round int16, dim uint16, hash bin16, payload bin32. */
     static const uint8_t req[] = {0x92, 0x05, 0xce, 0, 0, 0, 3};
     cr_assert_eq(decode_exact(&m, req, sizeof req, &e), 0, "%s: %s", e.field, e.why);
@@ -1245,6 +1422,9 @@ Test(peer_wire, wrong_field_types_are_rejected)
     push_field_rejects(GSP_RAW, P_INC, not_int, 7, "incarnation");
     push_field_rejects(GSP_DELTA, P_INC, not_int, 7, "incarnation");
     push_field_rejects(GSP_RAW, P_KIND, not_int, 7, "kind");
+    push_field_rejects(GSP_DELTA, P_ORIGIN, not_int, 7, "origin");
+    push_field_rejects(GSP_RAW, P_BASE, not_int, 7, "base");
+    push_field_rejects(GSP_SYNC, P_BASE, not_int, 7, "base");
     push_field_rejects(GSP_RAW, P_DIM, not_int, 7, "dim");
     const item not_f64[] = {F(1.5), U(1), S("1.5", 3), NIL, B(zeros, 8)};
     push_field_rejects(GSP_RAW, P_W, not_f64, 5, "w_total");
@@ -1306,9 +1486,19 @@ Test(peer_wire, wrong_field_types_are_rejected)
     cr_assert_eq(decode_items(push_v1, 10, &m, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "array");
     cr_assert_eq(e.offset, 0);
-    /* Nor a version-3 PUSH (10 elements, no origin) a version-4 one. */
+    /* Nor a version-3 PUSH (10 elements, no origin) a version-5 one. */
     const item push_v3[] = {A(10), U(1), U(17), U(4), U(7), U(0), D(1.5), F(0.0), F(0.0), U(2), B(zeros, 16)};
     cr_assert_eq(decode_items(push_v3, 11, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(e.offset, 0);
+    /* Nor a version-4 PUSH (11 elements, no base): its dim would be read as a
+     * base and its payload as a dim, so the count alone must refuse it. */
+    const item push_v4[] = {A(11), U(1), U(17), U(4), U(7), U(0), D(1.5), F(0.0), F(0.0), U(0), U(2), B(zeros, 16)};
+    cr_assert_eq(decode_items(push_v4, 12, &m, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "array");
+    cr_assert_eq(e.offset, 0);
+    const item sync_v4[] = {A(11), U(1), U(17), U(4), U(7), U(2), D(1.5), F(0.0), F(0.0), U(0), U(2), B(zeros, 24)};
+    cr_assert_eq(decode_items(sync_v4, 12, &m, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "array");
     cr_assert_eq(e.offset, 0);
     const item empty[] = {A(0)};
@@ -1329,6 +1519,9 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     push_field_rejects(GSP_RAW, P_KIND, kind_bad, 4, "kind");
     const item dim_bad[] = {U(WIRE_MAX_DIM + 1), U(UINT64_MAX), I(-2)};
     push_field_rejects(GSP_RAW, P_DIM, dim_bad, 3, "dim");
+    const item base_bad[] = {I(-1), I(-200), I(INT64_MIN)}; /* a seq: nothing negative */
+    push_field_rejects(GSP_RAW, P_BASE, base_bad, 3, "base");
+    push_field_rejects(GSP_SYNC, P_BASE, base_bad, 3, "base");
     static const uint64_t types_bad[] = {8, 9, 127, 128, 0xffff, UINT64_MAX}; /* 5, 6, 7: MODEL_REQUEST, MODEL, ACK */
     for (size_t k = 0; k < sizeof types_bad / sizeof *types_bad; k++) {
         const item it[] = {A(2), U(types_bad[k]), U(1)};
@@ -1354,7 +1547,9 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     item it[P_ITEMS];
     push_items(it, GSP_SYNC, 2);
     it[P_ROUND] = U((uint64_t)LONG_MAX), it[P_SEQ] = U(UINT64_MAX), it[P_INC] = U(UINT64_MAX);
+    it[P_ORIGIN] = U(UINT64_MAX), it[P_BASE] = U(UINT64_MAX - 1);
     cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.push.base, UINT64_MAX - 1);
 }
 
 Test(peer_wire, push_payload_length_must_match_dim)
@@ -1588,6 +1783,16 @@ Test(peer_wire, errors_say_where)
     cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "w_total");
     cr_assert_eq(e.offset, 6);
+    free(b);
+    /* A SYNC's base at or above its seq is found once all is read, and named where it stands:
+     * after w_total (9 bytes at 6), gain and step (5 each) and origin 0 (byte 25), at byte 26. */
+    push_items(it, GSP_SYNC, 2);
+    it[P_BASE] = U(4);
+    b = build(it, P_ITEMS, &len);
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "base");
+    cr_assert_str_eq(e.why, "SYNC base not below seq");
+    cr_assert_eq(e.offset, 26);
     free(b);
     /* MODEL: fixarray, type, round 12, dim 2, then the hash at byte 4 and the payload after its 34 bytes. */
     item mi[M_ITEMS];
