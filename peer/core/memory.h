@@ -18,7 +18,7 @@
 
 typedef struct mem_parts {
     size_t model;     /* parameters, gradients, activations, optimizer state (local and outer) */
-    size_t gossip;    /* push-sum state: x, z, edge totals or corrections, references, origin */
+    size_t gossip;    /* push-sum state: x, z, edge references (codec) or totals, changes kept for a SYNC, origin */
     size_t codec;     /* codec scratch: the difference, decoded values, sparse lists, message buffers */
     size_t in_flight; /* messages held: arrived and not absorbed, queued to send, transport buffers */
     size_t data;      /* training and test sets, this peer's shard, the batch buffers */
