@@ -10,7 +10,7 @@
 #   bash tests/bench/big_model.sh                     # mlp:9000,10400: 100.8M parameters
 #   BIG_MODEL=mlp:4096,4096 bash tests/bench/big_model.sh
 #
-# Memory: each peer holds the model times (3 + 3 x its edges + a few) here
+# Memory: each peer holds the model times (3 + its edges + a few) here
 # (tests/bench/README.md, "Memory"); the default runs on the ring, the graph
 # with the fewest edges, which is what fits 4 peers of 100M in 24 GB. The
 # script refuses to start when MemAvailable is below BIG_NEED_GB (20).
