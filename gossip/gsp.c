@@ -93,12 +93,30 @@ void gsp_free(gsp_peer *g)
     free(g->work);
     free(g->sp_idx);
     free(g->sp_val);
-    free(g->origin);
+    free(g->origin_copy);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
         free(g->msg_buf[k]), free(g->msg_tot[k]);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
+}
+
+int gsp_share_origin(gsp_peer *g, const float *x0)
+{
+    if (!g->codec || g->n_out || g->n_in || !x0)
+        return -EINVAL;
+    /* FNV-1a over the bits: agreement, not secrecy (peers are authenticated). */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const uint8_t *b = (const uint8_t *)x0;
+    for (size_t i = 0; i < g->dim * sizeof(float); i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    if (x0 != g->origin_copy) {
+        free(g->origin_copy);
+        g->origin_copy = NULL;
+    }
+    g->origin = x0;
+    g->origin_id = h ? h : 1;
+    return 0;
 }
 
 int gsp_set_origin(gsp_peer *g, const float *x0)
@@ -109,15 +127,9 @@ int gsp_set_origin(gsp_peer *g, const float *x0)
     if (!o)
         return -ENOMEM;
     memcpy(o, x0, g->dim * sizeof(float));
-    /* FNV-1a over the bits: agreement, not secrecy (peers are authenticated). */
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const uint8_t *b = (const uint8_t *)o;
-    for (size_t i = 0; i < g->dim * sizeof(float); i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    free(g->origin);
-    g->origin = o;
-    g->origin_id = h ? h : 1;
-    return 0;
+    free(g->origin_copy);
+    g->origin_copy = o;
+    return gsp_share_origin(g, o);
 }
 
 /* Where an edge's reference starts: the origin both ends hold, or zeros. */
@@ -846,7 +858,7 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
 void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
 {
     const size_t n = g->dim ? g->dim : 1, fv = n * sizeof(float), dv = n * sizeof(double);
-    size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin ? fv : 0);
+    size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin_copy ? fv : 0);
     size_t cs = (g->v ? fv : 0) + (g->c ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
                 g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)

@@ -153,7 +153,8 @@ typedef struct gsp_peer {
     size_t sp_cap;
     void *work;            /* codec workspace */
     uint64_t incarnation;  /* this run of the peer's process; sent with every message (0 in the simulator) */
-    float *origin;         /* codec: where every edge's reference starts (gsp_set_origin), or NULL: zeros */
+    const float *origin;   /* codec: where every edge's reference starts (gsp_set_origin), or NULL: zeros */
+    float *origin_copy;    /* origin when this peer holds its own copy (NULL when it borrows it) */
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
 } gsp_peer;
@@ -181,6 +182,9 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
  * nothing but the bytes of one SYNC per edge. After gsp_set_codec, before
  * the first message. -ENOMEM, -EINVAL. */
 int gsp_set_origin(gsp_peer *g, const float *x0);
+/* The same without a copy: x0 must stay as it is while g lives (peers of one
+ * process that all start from it, the simulator's, share one). */
+int gsp_share_origin(gsp_peer *g, const float *x0);
 
 /* A consensus step for `codec` on vectors of dim values that measured stable
  * on the ring and the exponential graph (gossip/GUARANTEES.md has the table). */

@@ -27,6 +27,8 @@ typedef struct peer_settings {
     double round_deadline;   /* > 0: seconds a round waits for a late neighbour; else derived (gsp_pace) */
     double alone_wait;       /* once every in-neighbour is lost, seconds to wait for one; <= 0: round_timeout */
     int barrier;             /* round 0 waits for every neighbour's connection */
+    int share_origin;        /* x0 stays as it is while the peers live (one process holds them all): their
+                              * references start from it without a copy each (gsp_share_origin) */
 } peer_settings;
 
 #endif

@@ -42,8 +42,9 @@ static double measure_step_seconds(sim *s, const nn_dataset *train)
  * when that is more than this machine's memory (it would swap for hours or
  * be killed), noted when more than what is free now. A peer holds x and z,
  * with a codec v and the origin, its optimizer's state (and the outer
- * one's), its shard, and per edge its totals (double) and with a codec its
- * reference (gossip/gsp.h); the model engine and the data are shared. */
+ * one's), its shard, and per edge its reference with a codec, its totals
+ * (double) without (gossip/gsp.h); the model engine and the data are
+ * shared. */
 static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
 {
     const sim_config *c = s->c;
@@ -57,7 +58,7 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
         if (topo_degree(c->peer.topology, i, &n_out, &n_in) < 0)
             return -ENOMEM;
         n_edges += n_out + n_in;
-        edges += (n_out + n_in) * dim * (sizeof(double) + (codec ? f : 0));
+        edges += (n_out + n_in) * dim * (codec ? f : sizeof(double));
         need += dim * f * (2 + (codec ? 2 : 0) + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->peer.n_peers;
     }
     need += edges;
@@ -65,9 +66,9 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
     char what[320];
     snprintf(what, sizeof what,
              "%d peers of %.0f parameters would hold about %.1f GB (a peer %.2f GB, of which its %.1f edges' "
-             "references and totals %.2f GB)",
+             "%s %.2f GB)",
              c->peer.n_peers, dim, need / 1e9, need / c->peer.n_peers / 1e9, (double)n_edges / c->peer.n_peers,
-             edges / c->peer.n_peers / 1e9);
+             codec ? "references" : "totals", edges / c->peer.n_peers / 1e9);
     if (total > 0 && need > total) {
         snprintf(err, errlen, "%s; this machine has %.1f GB: fewer peers, a smaller model or a topology with fewer "
                               "edges (ring) would fit",
@@ -96,6 +97,7 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
      * only fires for lost messages and dead peers, never for mere slowness. */
     double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
     s->settings = c->peer;
+    s->settings.share_origin = !c->averaging_only; /* (s->x0 is every peer's start, kept to the end) */
     if (s->settings.round_timeout <= 0)
         s->settings.round_timeout = 20.0 * (s->plan.local_steps * s->step_seconds + transfer + c->latency) + 1e-3;
     if ((rc = fits(s, train, err, errlen)) < 0)
