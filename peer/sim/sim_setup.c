@@ -41,10 +41,10 @@ static double measure_step_seconds(sim *s, const nn_dataset *train)
  * are made at first use), estimated before anything is allocated: refused
  * when that is more than this machine's memory (it would swap for hours or
  * be killed), noted when more than what is free now. A peer holds x and z,
- * with a codec v and the origin, its optimizer's state (and the outer
- * one's), its shard, and per edge its reference with a codec, its totals
- * (double) without (gossip/gsp.h); the model engine and the data are
- * shared. */
+ * with a codec v (and the origin, shared unless the peers start apart),
+ * its optimizer's state (and the outer one's), its shard, and per edge its
+ * reference with a codec, its totals (double) without (gossip/gsp.h); the
+ * model engine and the data are shared. */
 static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
 {
     const sim_config *c = s->c;
@@ -59,8 +59,10 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
             return -ENOMEM;
         n_edges += n_out + n_in;
         edges += (n_out + n_in) * dim * (codec ? f : sizeof(double));
-        need += dim * f * (2 + (codec ? 2 : 0) + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->peer.n_peers;
+        need += dim * f * (2 + (codec ? 1 : 0) + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->peer.n_peers;
     }
+    if (codec) /* the origin: one shared (gsp_share_origin), or each peer's own when they start apart */
+        need += dim * f * (c->averaging_only ? c->peer.n_peers : 1);
     need += edges;
     const double total = (double)mem_total(), avail = (double)mem_available();
     char what[320];
