@@ -46,26 +46,28 @@ static size_t stc_bound(const cmp_spec *s, size_t n)
     return varint_len(k) + 1 + 4 + (size_t)((cmp_select_rice_bits_max(n, k) + k + 7) / 8);
 }
 
+/* After the selection's workspace the encoder leaves what it selected: k
+ * positions, then the k values at them (gathered once: x is far bigger than
+ * the cache, and the mean, the signs and cmp_encoded_sparse all read them). */
 static size_t stc_work(const cmp_spec *s, size_t n)
 {
-    return cmp_select_work(n) + cmp_select_k(s->fraction, n) * sizeof(uint32_t);
+    return cmp_select_work(n) + cmp_select_k(s->fraction, n) * (sizeof(uint32_t) + sizeof(float));
 }
 
 /* The mean magnitude of the selected values. In double: k f32 magnitudes
  * cannot overflow it or lose the small ones, and a finite sum of floats has
  * a finite mean. */
-static float stc_mu(const float *x, const uint32_t *idx, size_t k)
+static float stc_mu(const float *val, size_t k)
 {
     double sum = 0;
     for (size_t j = 0; j < k; j++)
-        sum += fabsf(x[idx[j]]);
+        sum += fabsf(val[j]);
     return (float)(sum / (double)k);
 }
 
 static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
                        size_t cap)
 {
-    (void)seed;
     size_t k = cmp_select_k(s->fraction, n);
     size_t h = varint_len(k) + 1 + 4;
     if (cap < h)
@@ -75,10 +77,15 @@ static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t see
         return 6;
     }
     uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
-    int rc = cmp_select_topk(x, n, k, work, idx);
+    float *val = (float *)(idx + k);
+    /* The sampled threshold selects the same set as the exact search (a
+     * pure function of x and k), in one collecting pass instead of two. */
+    int rc = cmp_select_topk_sampled(x, n, k, seed, work, idx);
     if (rc < 0)
         return rc;
-    float mu = stc_mu(x, idx, k);
+    for (size_t j = 0; j < k; j++)
+        val[j] = x[idx[j]];
+    float mu = stc_mu(val, k);
     /* Any NaN or inf in x is among the top k (they rank highest) and makes
      * the mean non-finite. */
     if (!isfinite(mu))
@@ -95,7 +102,7 @@ static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t see
     uint32_t next = 0;
     for (size_t j = 0; j < k; j++) {
         uint32_t u;
-        memcpy(&u, x + idx[j], sizeof u);
+        memcpy(&u, val + j, sizeof u);
         cmp_bitw_rice_then(&w, idx[j] - next, b, u >> 31, 1);
         next = idx[j] + 1;
     }
@@ -168,11 +175,13 @@ static long stc_encoded_sparse(const cmp_spec *s, const float *x, size_t n, cons
         return -ENOSPC;
     if (k == 0)
         return 0;
+    (void)x;
     const uint32_t *sel = (const uint32_t *)((const uint8_t *)work + cmp_select_work(n));
-    const float mu = stc_mu(x, sel, k);
+    const float *sv = (const float *)(sel + k);
+    const float mu = stc_mu(sv, k);
     for (size_t j = 0; j < k; j++) {
         idx[j] = sel[j];
-        val[j] = signbit(x[sel[j]]) ? -mu : mu;
+        val[j] = signbit(sv[j]) ? -mu : mu;
     }
     return (long)k;
 }
