@@ -92,17 +92,44 @@ void gsp_free(gsp_peer *g)
         return;
     free(g->x);
     free(g->z);
-    free(g->v);
     free(g->c);
-    free(g->work);
-    free(g->sp_idx);
-    free(g->sp_val);
+    if (!g->scratch_shared)
+        free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
     free(g->origin_copy);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
         free(g->msg_buf[k]), free(g->msg_tot[k]);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
+}
+
+int gsp_share_scratch(gsp_peer *g, gsp_scratch *s)
+{
+    if (!g->codec || g->scratch_shared)
+        return -EINVAL;
+    const size_t work = cmp_work_size(g->codec, g->dim);
+    if (!s->v) { /* the first: s takes this peer's */
+        *s = (gsp_scratch){.v = g->v, .work = g->work, .sp_idx = g->sp_idx, .sp_val = g->sp_val,
+                           .sp_cap = g->sp_cap, .work_bytes = work, .dim = g->dim};
+    } else {
+        if (s->dim != g->dim || s->sp_cap != g->sp_cap || s->work_bytes != work)
+            return -EINVAL;
+        free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
+        g->v = s->v, g->work = s->work, g->sp_idx = s->sp_idx, g->sp_val = s->sp_val;
+    }
+    g->scratch_shared = 1;
+    return 0;
+}
+
+size_t gsp_scratch_bytes(const gsp_scratch *s)
+{
+    return s->v ? s->dim * sizeof(float) + s->work_bytes + s->sp_cap * (sizeof *s->sp_idx + sizeof *s->sp_val) : 0;
+}
+
+void gsp_scratch_free(gsp_scratch *s)
+{
+    free(s->v), free(s->work), free(s->sp_idx), free(s->sp_val);
+    memset(s, 0, sizeof *s);
 }
 
 int gsp_share_origin(gsp_peer *g, const float *x0)
@@ -907,8 +934,10 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
 {
     const size_t n = g->dim ? g->dim : 1, fv = n * sizeof(float), dv = n * sizeof(double);
     size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin_copy ? fv : 0);
-    size_t cs = (g->v ? fv : 0) + (g->c ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
-                g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
+    size_t cs = g->c ? fv : 0;
+    if (!g->scratch_shared)
+        cs += (g->v ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
+              g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
         cs += (g->msg_buf[k] ? edge_buf_bytes(g) : 0) + (g->msg_tot[k] ? dv : 0);
     for (int k = 0; k < g->n_out + g->n_in; k++) {

@@ -157,7 +157,19 @@ typedef struct gsp_peer {
     float *origin_copy;    /* origin when this peer holds its own copy (NULL when it borrows it) */
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
+    int scratch_shared;    /* v, work, sp_idx and sp_val belong to a gsp_scratch (gsp_share_scratch) */
 } gsp_peer;
+
+/* Codec scratch for peers of one process that never emit or absorb at the
+ * same time (the simulator's): the difference v, the codec's workspace and
+ * the sparse lists, a copy and a half of the model a peer otherwise. */
+typedef struct gsp_scratch {
+    float *v;
+    void *work;
+    uint32_t *sp_idx;
+    float *sp_val;
+    size_t sp_cap, work_bytes, dim;
+} gsp_scratch;
 
 /* x = x0 (zeros if NULL), w = 1. tau >= 0 is the staleness bound in rounds.
  * Edges are allocated for the peer's scheduled neighbours at first use. */
@@ -185,6 +197,15 @@ int gsp_set_origin(gsp_peer *g, const float *x0);
 /* The same without a copy: x0 must stay as it is while g lives (peers of one
  * process that all start from it, the simulator's, share one). */
 int gsp_share_origin(gsp_peer *g, const float *x0);
+
+/* g's codec scratch becomes s's: the first peer gives s its own, the
+ * others free theirs and use s's. After gsp_set_codec; s ({0} at first)
+ * must outlive every peer that shares it, and they must not emit or absorb
+ * concurrently. -EINVAL if g's codec needs other sizes than s holds. */
+int gsp_share_scratch(gsp_peer *g, gsp_scratch *s);
+/* What s holds (gsp_bytes counts a sharing peer's scratch as none). */
+size_t gsp_scratch_bytes(const gsp_scratch *s);
+void gsp_scratch_free(gsp_scratch *s);
 
 /* A consensus step for `codec` on vectors of dim values that measured stable
  * on the ring and the exponential graph (gossip/GUARANTEES.md has the table). */

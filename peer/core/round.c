@@ -70,6 +70,8 @@ int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *pl
         rc = gsp_set_codec(&rp->g, &rp->codec, c->train.seed ^ ROUND_CODEC_SEED, rp->g.step);
         if (rc == 0 && x0) /* every peer starts from the same model: the references can too */
             rc = c->share_origin ? gsp_share_origin(&rp->g, x0) : gsp_set_origin(&rp->g, x0);
+        if (rc == 0 && c->share_scratch)
+            rc = gsp_share_scratch(&rp->g, c->share_scratch);
         /* H local steps move z about sqrt(H) times as far between messages
          * (the steps' noise adds up like a random walk): the codec's normal
          * lag grows as much (measured: at most 0.17 of the norm at H = 1,

@@ -29,6 +29,8 @@ typedef struct peer_settings {
     int barrier;             /* round 0 waits for every neighbour's connection */
     int share_origin;        /* x0 stays as it is while the peers live (one process holds them all): their
                               * references start from it without a copy each (gsp_share_origin) */
+    struct gsp_scratch *share_scratch; /* non-NULL: the peers run one at a time in this process and share one
+                                 * codec scratch (gsp_share_scratch); its owner frees it after them */
 } peer_settings;
 
 #endif

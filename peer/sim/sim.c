@@ -274,6 +274,7 @@ static void measure_memory(sim *s, const nn_dataset *train)
     mem_parts *m = &s->r->memory;
     *m = (mem_parts){.model = s->model.bytes, .data = nn_dataset_bytes(train) + nn_dataset_bytes(s->test),
                      .in_flight = (size_t)s->cap_flight * (sizeof *s->flight + sizeof *s->free_slots)};
+    m->codec += gsp_scratch_bytes(&s->scratch);
     for (int i = 0; i < s->c->peer.n_peers; i++)
         round_memory(&s->p[i].e.rp, m);
     for (size_t k = 0; k < s->q.n; k++) /* the slots in use: those an arrival is pending for */

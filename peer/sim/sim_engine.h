@@ -61,6 +61,7 @@ typedef struct sim {
     float *x0;          /* where every peer started (the last one's, averaging-only): a fresh rejoin's model */
     nn_model model;
     peer_settings settings; /* the caller's, with the round timeout derived */
+    gsp_scratch scratch;    /* the codec scratch every peer uses in turn (settings.share_scratch) */
     round_plan plan;
     sim_peer *p;
     sim_queue q;

@@ -41,10 +41,10 @@ static double measure_step_seconds(sim *s, const nn_dataset *train)
  * are made at first use), estimated before anything is allocated: refused
  * when that is more than this machine's memory (it would swap for hours or
  * be killed), noted when more than what is free now. A peer holds x and z,
- * with a codec v (and the origin, shared unless the peers start apart),
  * its optimizer's state (and the outer one's), its shard, and per edge its
  * reference with a codec, its totals (double) without (gossip/gsp.h); the
- * model engine and the data are shared. */
+ * model engine, the data, the codec's scratch (one peer computes at a time)
+ * and the origin (unless the peers start apart) are shared. */
 static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
 {
     const sim_config *c = s->c;
@@ -59,10 +59,10 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
             return -ENOMEM;
         n_edges += n_out + n_in;
         edges += (n_out + n_in) * dim * (codec ? f : sizeof(double));
-        need += dim * f * (2 + (codec ? 1 : 0) + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->peer.n_peers;
+        need += dim * f * (2 + opt + (outer ? 2 : 0)) + (double)nn_dataset_bytes(train) / c->peer.n_peers;
     }
-    if (codec) /* the origin: one shared (gsp_share_origin), or each peer's own when they start apart */
-        need += dim * f * (c->averaging_only ? c->peer.n_peers : 1);
+    if (codec) /* v, shared (gsp_share_scratch); the origin: shared (gsp_share_origin), or each peer's own */
+        need += dim * f * (1 + (c->averaging_only ? c->peer.n_peers : 1));
     need += edges;
     const double total = (double)mem_total(), avail = (double)mem_available();
     char what[320];
@@ -100,6 +100,7 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
     double transfer = c->bandwidth > 0 ? 4.0 * dim / c->bandwidth : 0.0; /* an fp32 message */
     s->settings = c->peer;
     s->settings.share_origin = !c->averaging_only; /* (s->x0 is every peer's start, kept to the end) */
+    s->settings.share_scratch = &s->scratch;        /* one event at a time: one peer computes at once */
     if (s->settings.round_timeout <= 0)
         s->settings.round_timeout = 20.0 * (s->plan.local_steps * s->step_seconds + transfer + c->latency) + 1e-3;
     if ((rc = fits(s, train, err, errlen)) < 0)
@@ -167,5 +168,6 @@ void sim_teardown(sim *s)
     free(s->at_round);
     free(s->mass0);
     free(s->x0);
+    gsp_scratch_free(&s->scratch);
     nn_model_free(&s->model);
 }
