@@ -1,8 +1,10 @@
 /* Edges whose references start at the run's common model (gsp_set_origin):
  * the first message is an ordinary compressed difference, and a receiver
  * that started elsewhere asks for a SYNC instead of taking it, losing no
- * mass (gossip/GUARANTEES.md, "Local steps"). */
+ * mass (gossip/GUARANTEES.md, "Local steps"). Peers of one process may also
+ * share one codec scratch (gsp_share_scratch). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,4 +107,51 @@ Test(gossip_origin, peers_that_started_apart_sync_and_lose_no_mass)
         cr_assert_float_eq(m1, m0, 1e-6 * m0, "case %zu: x mass %.9g -> %.9g", k, m0, m1);
         gsp_free(&a), gsp_free(&b);
     }
+}
+
+/* The simulator's peers compute one at a time and share one codec scratch
+ * (gsp_share_scratch): the same messages and models as with a scratch each,
+ * the scratch counted once, and a peer whose codec needs other sizes refused. */
+Test(gossip_origin, peers_that_share_one_scratch_send_what_they_send_alone)
+{
+    float x0[DIM];
+    start(x0, 0);
+    gsp_peer a, b, c, d;
+    gsp_scratch s = {0};
+    peer(&a, 0, x0, x0), peer(&b, 1, x0, x0);
+    peer(&c, 0, x0, x0), peer(&d, 1, x0, x0);
+    size_t state, own, shared;
+    gsp_bytes(&a, &state, &own);
+    cr_assert_eq(gsp_share_scratch(&c, &s), 0);
+    cr_assert_eq(gsp_share_scratch(&d, &s), 0);
+    cr_assert_eq(gsp_share_scratch(&d, &s), -EINVAL, "twice");
+    gsp_bytes(&d, &state, &shared);
+    cr_assert_eq(own - shared, gsp_scratch_bytes(&s), "%zu - %zu vs %zu", own, shared, gsp_scratch_bytes(&s));
+    cr_assert_gt(gsp_scratch_bytes(&s), DIM * sizeof(float));
+    for (int r = 0; r < 6; r++) {
+        gsp_peer *from = r % 2 ? &b : &a, *to = r % 2 ? &a : &b;
+        gsp_peer *from2 = r % 2 ? &d : &c, *to2 = r % 2 ? &c : &d;
+        topo_out out = {.n = 1, .peer = {to->id}, .weight = {0.5}};
+        gsp_msg m, n;
+        cr_assert_eq(gsp_emit(from, &out, &m), 1);
+        cr_assert_eq(gsp_emit(from2, &out, &n), 1);
+        cr_assert_eq(m.payload_len, n.payload_len, "round %d", r);
+        cr_assert_eq(memcmp(m.payload, n.payload, m.payload_len), 0, "round %d: the same message", r);
+        cr_assert_eq(gsp_absorb(to, &m), 1);
+        cr_assert_eq(gsp_absorb(to2, &n), 1);
+    }
+    cr_assert_eq(memcmp(a.x, c.x, sizeof(float) * DIM), 0);
+    cr_assert_eq(memcmp(b.x, d.x, sizeof(float) * DIM), 0);
+
+    cmp_spec wider;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&wider, "stc:0.2", err, sizeof err), 0, "%s", err);
+    gsp_peer e;
+    cr_assert_eq(gsp_init(&e, 0, 2, DIM, 0, x0), 0);
+    cr_assert_eq(gsp_set_codec(&e, &wider, 9, 0.1f), 0);
+    cr_assert_eq(gsp_share_scratch(&e, &s), -EINVAL, "another codec's sizes");
+    gsp_free(&e);
+    gsp_free(&a), gsp_free(&b), gsp_free(&c), gsp_free(&d);
+    cr_assert_not_null(s.v, "the peers leave the scratch to its owner");
+    gsp_scratch_free(&s);
 }
