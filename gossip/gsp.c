@@ -362,12 +362,6 @@ static uint64_t corrections_since(const gsp_peer *g, const gsp_edge *e, uint64_t
  * up in double. */
 enum { LANES = 8, BLK = 256 };
 
-/* v = z - ref with ||v||^2 and ||z||^2, where z = x * inv (inv 1: x is the
- * model itself, x * 1.0f is x bit for bit). With `give` (the one out-edge of
- * a round, straight from x: z = x / w is never stored), x also gives up
- * moved times the reference as it stands (as split_x does), block by block
- * while the block is in L1: a separate plain loop, since a double update in
- * the lanes loop keeps the compiler from vectorising either. */
 /* One block of diff_norms: lane l of fa and fb sums the squares of v and z
  * at the positions = l mod LANES. Written with SSE2 where there is SSE2:
  * GCC left the plain loop scalar, its sums spilled to the stack, and it took
@@ -399,6 +393,12 @@ static size_t diff_block(const float *x, float inv, const float *restrict ref, f
     return i;
 }
 
+/* v = z - ref with ||v||^2 and ||z||^2, where z = x * inv (inv 1: x is the
+ * model itself, x * 1.0f is x bit for bit). With `give` (the one out-edge of
+ * a round, straight from x: z = x / w is never stored), x also gives up
+ * moved times the reference as it stands (as split_x does), block by block
+ * while the block is in L1: a separate plain loop, since a double update in
+ * the lanes loop keeps the compiler from vectorising either. */
 static void diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n,
                        double *vv, double *zz, float *give, double moved)
 {
