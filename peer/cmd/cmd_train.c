@@ -1,6 +1,7 @@
 /* sgp train: one model, one process. The baseline every decentralized run is
  * compared against, and the smallest end-to-end use of nn/. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +65,11 @@ static void put_summary(json_obj *j, const train_opts *o, const nn_model *m, con
     mem_json(j, &r->memory);
 }
 
-static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher *b, const nn_dataset *test,
-                train_result *r)
+/* Trains o->epochs epochs, printing each; -EDOM at the first step whose loss
+ * is not finite (the model diverged: nothing after it can learn), with the
+ * epoch and step in *at_epoch, *at_step. */
+static int run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher *b, const nn_dataset *test,
+               train_result *r, long *at_epoch, int *at_step)
 {
     progress bar;
     progress_init(&bar, stdout, o->progress);
@@ -78,6 +82,11 @@ static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher 
         for (int s = 0; s < per_epoch; s++, step++) {
             int B = nn_batcher_next(b), hits;
             float loss = nn_model_grad(m, b->x, b->y, B, &hits);
+            if (!isfinite(loss)) {
+                progress_clear(&bar);
+                *at_epoch = e + 1, *at_step = s + 1;
+                return -EDOM;
+            }
             if (o->clip > 0)
                 nn_clip_norm(m->grads, m->n_params, o->clip);
             nn_optimizer_step(opt, m->params, m->grads, nn_lr_at(&o->schedule, step, per_epoch), m->params);
@@ -103,6 +112,7 @@ static void run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher 
                    seen / dt, dt);
         fflush(stdout);
     }
+    return 0;
 }
 
 int cmd_train(int argc, char **argv)
@@ -181,7 +191,13 @@ int cmd_train(int argc, char **argv)
                " (unset it to let OpenBLAS choose)\n",
                nn_blas_core(), getenv("OPENBLAS_CORETYPE") ? " because OPENBLAS_CORETYPE is set" : "");
     fflush(stdout);
-    run(&o, &m, &opt, &b, &test, &r);
+    long bad_epoch;
+    int bad_step;
+    if (run(&o, &m, &opt, &b, &test, &r, &bad_epoch, &bad_step) < 0) {
+        fprintf(stderr, "%s: the model diverged at epoch %ld, step %d (the loss is NaN or infinite): try a lower --lr "
+                "or --clip\n", CMD, bad_epoch, bad_step);
+        goto out;
+    }
     r.wall_seconds = clock_now() - t_start;
     if (nn_model_is_seq(&m))
         printf("validation loss %.4f nats/token, %.4f bits/byte, next byte %.2f%%  %.0f tokens/s  %.1fs wall\n",

@@ -75,6 +75,15 @@ Test(peer_cli, missing_data_names_the_file)
     cr_assert(strstr(o.err, "/nonexistent/data_batch_1.bin"), "%s", o.err);
 }
 
+Test(peer_cli, a_diverging_train_stops_at_the_first_bad_loss_and_says_what_to_try)
+{
+    sgp_run(&o, "train", "--lr", "1000", "--epochs", "3", NULL);
+    cr_assert_eq(o.status, 1, "%s", o.err);
+    cr_assert(strstr(o.err, "the model diverged at epoch 1, step "), "%s", o.err);
+    cr_assert(strstr(o.err, "try a lower --lr or --clip"), "%s", o.err);
+    cr_assert_null(strstr(o.out, "epoch   1/3"), "no epoch of NaN is reported as trained: %s", o.out);
+}
+
 Test(peer_cli, fashion_missing_is_one_line_saying_make_data)
 {
     cr_assert_eq(setenv("SGP_DATA_DIR", "/nonexistent", 1), 0); /* this test's own process */
