@@ -4,12 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "compress/cmp_rng.h"
 #include "gossip/gsp.h"
+#include "gossip/gsp_kernels.h"
 
 /* Fixed part of a message on the wire: src, dst, round, seq, kind, w_total,
  * gain, lengths (peer/wire/WIRE.md frames it; this is what the simulator counts). */
@@ -270,7 +267,6 @@ gsp_edge *gsp_in_edge(gsp_peer *g, int src)
     return edge(g, &g->in, &g->n_in, &g->cap_in, src, 0);
 }
 
-enum { PREFETCH = 16 }; /* sparse updates: how many positions ahead to fetch */
 
 /* A message moves edge e's reference: r += gain * c at the message's
  * non-zeros (idx NULL: c is dense, n values), the one expression both ends
@@ -357,87 +353,6 @@ static uint64_t corrections_since(const gsp_peer *g, const gsp_edge *e, uint64_t
     return base;
 }
 
-/* The norms below only choose between the codec and a whole (bf16) message:
- * float sums over blocks of BLK (vectorised, error ~BLK ulps at worst), added
- * up in double. */
-enum { LANES = 8, BLK = 256 };
-
-/* One block of diff_norms: lane l of fa and fb sums the squares of v and z
- * at the positions = l mod LANES. Written with SSE2 where there is SSE2:
- * GCC left the plain loop scalar, its sums spilled to the stack, and it took
- * a pass of memory's time three times over. Same operations in the same
- * order per lane either way, so the same sums bit for bit. Returns i + BLK. */
-static size_t diff_block(const float *x, float inv, const float *restrict ref, float *restrict v, size_t i,
-                         float fa[LANES], float fb[LANES])
-{
-#if defined(__SSE2__)
-    const __m128 s = _mm_set1_ps(inv);
-    __m128 a0 = _mm_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-    for (const size_t e = i + BLK; i < e; i += LANES) {
-        const __m128 z0 = _mm_mul_ps(_mm_loadu_ps(x + i), s), z1 = _mm_mul_ps(_mm_loadu_ps(x + i + 4), s);
-        const __m128 v0 = _mm_sub_ps(z0, _mm_loadu_ps(ref + i)), v1 = _mm_sub_ps(z1, _mm_loadu_ps(ref + i + 4));
-        _mm_storeu_ps(v + i, v0), _mm_storeu_ps(v + i + 4, v1);
-        a0 = _mm_add_ps(a0, _mm_mul_ps(v0, v0)), a1 = _mm_add_ps(a1, _mm_mul_ps(v1, v1));
-        b0 = _mm_add_ps(b0, _mm_mul_ps(z0, z0)), b1 = _mm_add_ps(b1, _mm_mul_ps(z1, z1));
-    }
-    _mm_storeu_ps(fa, a0), _mm_storeu_ps(fa + 4, a1), _mm_storeu_ps(fb, b0), _mm_storeu_ps(fb + 4, b1);
-#else
-    for (const size_t e = i + BLK; i < e; i += LANES)
-        for (int l = 0; l < LANES; l++) {
-            const float zi = x[i + l] * inv, vi = zi - ref[i + l];
-            v[i + l] = vi;
-            fa[l] += vi * vi;
-            fb[l] += zi * zi;
-        }
-#endif
-    return i;
-}
-
-/* v = z - ref with ||v||^2 and ||z||^2, where z = x * inv (inv 1: x is the
- * model itself, x * 1.0f is x bit for bit). With `give` (the one out-edge of
- * a round, straight from x: z = x / w is never stored), x also gives up
- * moved times the reference as it stands (as split_x does), block by block
- * while the block is in L1: a separate plain loop, since a double update in
- * the lanes loop keeps the compiler from vectorising either. */
-static void diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n,
-                       double *vv, double *zz, float *give, double moved)
-{
-    double a = 0, b = 0;
-    for (size_t i = 0; i < n;) {
-        const size_t s = i, e = i + BLK <= n ? i + BLK : n;
-        float fa[LANES] = {0}, fb[LANES] = {0};
-        if (e - i == BLK)
-            i = diff_block(x, inv, ref, v, i, fa, fb);
-        for (; i < e; i++) {
-            const float zi = x[i] * inv;
-            v[i] = zi - ref[i];
-            fa[0] += v[i] * v[i];
-            fb[0] += zi * zi;
-        }
-        for (int l = 0; l < LANES; l++)
-            a += fa[l], b += fb[l];
-        if (give)
-            for (size_t j = s; j < e; j++)
-                give[j] = (float)((double)give[j] - moved * (double)ref[j]);
-    }
-    *vv = a, *zz = b;
-}
-
-/* <v, c> and ||c||^2 at c's non-zeros (idx NULL: c dense, n values). */
-static void dot_norm(const float *v, const uint32_t *idx, const float *c, size_t n, double *vc, double *cc)
-{
-    double a[4] = {0}, b[4] = {0};
-    for (size_t j = 0; j < n; j++) {
-        if (idx && j + PREFETCH < n) /* the positions are scattered over a v far bigger than the cache */
-            __builtin_prefetch(&v[idx[j + PREFETCH]]);
-        const float vi = v[idx ? idx[j] : j];
-        a[j & 3] += (double)vi * c[j];
-        b[j & 3] += (double)c[j] * c[j];
-    }
-    *vc = (a[0] + a[1]) + (a[2] + a[3]);
-    *cc = (b[0] + b[1]) + (b[2] + b[3]);
-}
-
 /* A message's decoded values: its non-zeros into the sparse scratch when the
  * codec is sparse and they fit (*idx set, count returned), else all n values
  * into g->c (*idx NULL, n returned). -EBADMSG if it does not decode, -ENOMEM. */
@@ -462,7 +377,7 @@ static long decode_msg(gsp_peer *g, const uint8_t *msg, size_t len, const uint32
 /* Compress v = z - e->ref (in g->v, with its norm vv and the model's zz)
  * into buf (*len bytes) and move e->ref; the edge then carries `moved` (the weight it
  * moves this round) times the new reference. x has given up moved times the
- * old one already (split_x, diff_norms) and gives up the change here. Returns
+ * old one already (split_x, gsp_diff_norms) and gives up the change here. Returns
  * 0 or a negative errno. */
 static int compress_share(gsp_peer *g, gsp_edge *e, uint8_t *buf, size_t *len_out, double vv, double zz,
                           double w_before, double moved, float *gain_out)
@@ -497,7 +412,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, uint8_t *buf, size_t *len_ou
     if (k < 0 && (k = decode_msg(g, buf, *len_out, &idx, &c)) < 0)
         return k == -ENOMEM ? -ENOMEM : -EPROTO;
     double vc, cc;
-    dot_norm(g->v, idx, c, (size_t)k, &vc, &cc);
+    gsp_dot_norm(g->v, idx, c, (size_t)k, &vc, &cc);
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
     gsp_sent *kept = log_add(e, w_before, idx, (size_t)k);
     if (!kept)
@@ -610,12 +525,12 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
          * peer that gossips faster or slower than its neighbours). */
         double vv = 0, zz = 0;
         if (out->n == 1)
-            diff_norms(g->x, (float)(1.0 / g->w), edges[0]->ref, g->v, g->dim, &vv, &zz, g->x, moved[0]);
+            gsp_diff_norms(g->x, (float)(1.0 / g->w), edges[0]->ref, g->v, g->dim, &vv, &zz, g->x, moved[0]);
         else
             split_x(g, edges, moved, out->n);
         for (int k = 0; k < out->n; k++) {
             if (out->n > 1)
-                diff_norms(g->z, 1.0f, edges[k]->ref, g->v, g->dim, &vv, &zz, NULL, 0.0);
+                gsp_diff_norms(g->z, 1.0f, edges[k]->ref, g->v, g->dim, &vv, &zz, NULL, 0.0);
             int rc = compress_share(g, edges[k], bufs[k], &lens[k], vv, zz, before[k], moved[k], &gains[k]);
             if (rc < 0)
                 return rc;

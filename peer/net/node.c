@@ -242,7 +242,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->peer.train.model,
                         .cluster = c->cluster->name,
                         .codec = c->peer.codec ? c->peer.codec->text : "exact", .seed = c->peer.train.seed};
-    cluster_id(c->cluster, n->run.cluster_id); /* a checkpoint of another run is refused */
+    cluster_id(c->cluster, n->run.cluster_digest); /* a checkpoint of another run is refused */
     if (c->resume)
         node_resume(n);
     return 0;

@@ -140,7 +140,7 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckp
     put_text(b, run->model);
     put_text(b, run->codec);
     put_text(b, run->cluster ? run->cluster : "");
-    put(b, run->cluster_id, sizeof run->cluster_id);
+    put(b, run->cluster_digest, sizeof run->cluster_digest);
     put_u64(b, (uint64_t)g->round);
     put_f64(b, g->w);
     put(b, g->x, dim * sizeof(float));
@@ -319,18 +319,18 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
     {
         uint32_t name_len = get_u32(&b);
         const char *name = (const char *)b.p;
-        if (b.failed || name_len > CKPT_MAX_TEXT || (size_t)(b.end - b.p) < name_len + sizeof run->cluster_id) {
+        if (b.failed || name_len > CKPT_MAX_TEXT || (size_t)(b.end - b.p) < name_len + sizeof run->cluster_digest) {
             rc = -EBADMSG;
             *why = "truncated";
             goto out;
         }
         const uint8_t *cid = b.p + name_len;
-        b.p += name_len + sizeof run->cluster_id;
-        if (memcmp(cid, run->cluster_id, sizeof run->cluster_id) != 0) {
+        b.p += name_len + sizeof run->cluster_digest;
+        if (memcmp(cid, run->cluster_digest, sizeof run->cluster_digest) != 0) {
             char theirs[CKPT_MAX_TEXT + 48], ours[CKPT_MAX_TEXT + 48];
             const char *me = run->cluster ? run->cluster : "";
             run_name(theirs, sizeof theirs, name, name_len, cid);
-            run_name(ours, sizeof ours, me, strlen(me), run->cluster_id);
+            run_name(ours, sizeof ours, me, strlen(me), run->cluster_digest);
             snprintf(detail, detail_len, "written by another run: run %s, this is run %s", theirs, ours);
             *why = detail;
             goto out;

@@ -48,8 +48,8 @@ typedef struct ckpt_run {
     size_t dim;
     const char *model, *codec; /* codec: "exact" without one */
     uint64_t seed;
-    const char *cluster;       /* the cluster's name, and its id (cluster_id: the name and every */
-    uint8_t cluster_id[32];    /* member's key), which tells one run from another of the same name */
+    const char *cluster;        /* the cluster's name, and its digest of the name and every member's key, */
+    uint8_t cluster_digest[32]; /* which tells one run from another of the same name */
 } ckpt_run;
 
 /* The local state a checkpoint keeps beside g, as plain parts; every one may

@@ -76,7 +76,7 @@ static ckpt_run run_of(int id, size_t dim)
 {
     ckpt_run r = {.id = id, .n_peers = N_PEERS, .dim = dim, .model = "mlp:8",
                   .codec = g_codec ? g_codec->text : "exact", .seed = 1, .cluster = "ckpt-test"};
-    memset(r.cluster_id, 0xc1, sizeof r.cluster_id);
+    memset(r.cluster_digest, 0xc1, sizeof r.cluster_digest);
     return r;
 }
 
@@ -325,7 +325,7 @@ Test(peer_ckpt, another_runs_checkpoint_is_refused)
     other[1].model = "mlp:9";
     other[2].codec = "stc:0.1";
     other[3].id = 2;
-    other[4].cluster_id[0] ^= 1; /* the same settings and cluster name, other keys: another launch */
+    other[4].cluster_digest[0] ^= 1; /* the same settings and cluster name, other keys: another launch */
     for (int k = 0; k < 5; k++) {
         state_init(&back, other[k].id, dim, 8);
         cr_assert_eq(ckpt_load(path, &other[k], &back.g, &back.l, used, sizeof used, err, sizeof err), -ESTALE,

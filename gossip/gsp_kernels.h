@@ -1,0 +1,24 @@
+/* The vector loops of a compressed emit that stream the whole model or
+ * gather from it (gsp.c calls them): the difference from a reference with
+ * its norms, and <v, c> at a message's non-zeros. Internal to gossip/. */
+#ifndef GSP_KERNELS_H
+#define GSP_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    PREFETCH = 16, /* sparse updates and gathers: how many positions ahead to fetch */
+    LANES = 8,     /* the norms' float lanes */
+    BLK = 256      /* values per block: the norms' float sums, absorb's sweep */
+};
+
+/* v = z - ref with ||v||^2 and ||z||^2 (z = x * inv); with `give`, x also
+ * gives up moved times ref (gsp_kernels.c says how). */
+void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n, double *vv,
+                    double *zz, float *give, double moved);
+
+/* <v, c> and ||c||^2 at c's non-zeros (idx NULL: c dense, n values). */
+void gsp_dot_norm(const float *v, const uint32_t *idx, const float *c, size_t n, double *vc, double *cc);
+
+#endif
