@@ -196,7 +196,7 @@ void json_in_init(json_in *r, json_layout layout, const char *name, const char *
 }
 
 /* The separator and "KEY": of the next member. */
-static int member(json_in *r, const char *key)
+static int expect_key(json_in *r, const char *key)
 {
     if (r->err)
         return r->err;
@@ -217,7 +217,7 @@ static int member(json_in *r, const char *key)
 int json_in_next_is(const json_in *r, const char *key)
 {
     json_in peek = *r;
-    return !r->err && member(&peek, key) == 0;
+    return !r->err && expect_key(&peek, key) == 0;
 }
 
 static const char *digits(const char *p, const char *end)
@@ -259,7 +259,7 @@ static size_t number_len(const char *p, const char *end, int integer)
 static int number(json_in *r, const char *key, int integer, char *tok, size_t cap)
 {
     char q[64];
-    if (member(r, key) < 0)
+    if (expect_key(r, key) < 0)
         return r->err;
     if (!integer && literal(r, "null") == 0)
         return 1;
@@ -313,7 +313,7 @@ static int hex(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <
 int json_in_str(json_in *r, const char *key, char *out, size_t cap)
 {
     char q[64];
-    if (member(r, key) < 0)
+    if (expect_key(r, key) < 0)
         return r->err;
     if (literal(r, "\"") < 0)
         return fail(r, -EBADMSG, "\"%s\": expected a string, found %s", key, found(r, q, sizeof q));
