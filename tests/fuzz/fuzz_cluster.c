@@ -19,16 +19,7 @@
 #include <string.h>
 
 #include "peer/config/cluster.h"
-
-/* A broken invariant is a finding: say which one, then abort so libFuzzer
- * saves the input. */
-#define check(ok)                                                                                  \
-    do {                                                                                           \
-        if (!(ok)) {                                                                               \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #ok);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 static void same(const cluster *a, const cluster *b)
 {

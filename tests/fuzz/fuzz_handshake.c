@@ -28,14 +28,7 @@
 
 #include "peer/wire/sec.h"
 #include "peer/wire/wire.h"
-
-#define check(ok)                                                                                  \
-    do {                                                                                           \
-        if (!(ok)) {                                                                               \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #ok);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 #define NKEYS 3
 

@@ -17,14 +17,7 @@
 #include <string.h>
 
 #include "peer/store/safetensors.h"
-
-#define check(ok)                                                                                  \
-    do {                                                                                           \
-        if (!(ok)) {                                                                               \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #ok);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

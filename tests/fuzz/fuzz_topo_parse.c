@@ -16,16 +16,7 @@
 #include <string.h>
 
 #include "topologies/topo.h"
-
-/* A broken invariant is a finding: say which one, then abort so libFuzzer
- * saves the input. */
-#define check(ok)                                                                                  \
-    do {                                                                                           \
-        if (!(ok)) {                                                                               \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #ok);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
