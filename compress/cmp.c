@@ -135,3 +135,37 @@ long cmp_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void 
 {
     return s->ops->encoded_sparse ? s->ops->encoded_sparse(s, x, n, work, idx, val, cap) : -ENOTSUP;
 }
+
+int cmp_stream_begin(const cmp_spec *s, size_t n, uint64_t seed, void *work, cmp_list *c)
+{
+    if (!s->ops->encode_list || n == 0)
+        return -ENOTSUP;
+    return cmp_select_stream(n, cmp_select_k(s->fraction, n), seed, work, c);
+}
+
+int cmp_stream_threshold(const cmp_spec *s, cmp_list *c, size_t n, void *work, uint32_t *t)
+{
+    return cmp_select_stream_threshold(c, n, cmp_select_k(s->fraction, n), work, t);
+}
+
+long cmp_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap)
+{
+    if (!s->ops->encode_list || n > CMP_MAX_N)
+        return -EINVAL;
+    if (cap < cmp_bound(s, n))
+        return -ENOSPC;
+    out[0] = s->ops->id;
+    size_t h = 1 + cmp_varint_put(out + 1, n);
+    long body = s->ops->encode_list(s, c, n, work, out + h, cap - h);
+    return body < 0 ? body : (long)h + body;
+}
+
+/* The top-k codecs' workspace is the selection's, then the k positions,
+ * then the k values at them (codec_topk.c, codec_stc.c). */
+const float *cmp_selected_values(const cmp_spec *s, size_t n, const void *work)
+{
+    if (!s->ops->encode_list || n == 0)
+        return NULL;
+    const size_t k = cmp_select_k(s->fraction, n);
+    return (const float *)((const uint8_t *)work + cmp_select_work(n) + k * sizeof(uint32_t));
+}

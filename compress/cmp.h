@@ -24,8 +24,27 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct cmp_spec cmp_spec;
+
+/* Candidates a caller collects for a top-k codec while it streams the
+ * values (cmp_stream_begin below): positions ascending, and each value's
+ * bit pattern. */
+typedef struct cmp_list {
+    uint32_t *pos, *key;
+    size_t m, cap;
+} cmp_list;
+
+/* A list entry's bit pattern, and the key the selection ranks by (the
+ * magnitude's bits, so that NaN > inf > every finite magnitude). */
+static inline uint32_t cmp_list_bits(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+static inline uint32_t cmp_list_key(float v) { return cmp_list_bits(v) & 0x7fffffffu; }
 
 typedef struct cmp_ops {
     const char *name; /* "topk" */
@@ -49,6 +68,10 @@ typedef struct cmp_ops {
      * this work area, read from the work area instead of the message. */
     long (*encoded_sparse)(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx,
                            float *val, size_t cap);
+    /* Top-k codecs only (topk, stc; NULL for the rest): the message encode would make from x, made
+     * from a list of candidates that holds every position whose key reaches some threshold
+     * (cmp_encode_list). */
+    long (*encode_list)(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap);
 } cmp_ops;
 
 struct cmp_spec {
@@ -99,5 +122,32 @@ long cmp_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, f
  * of what it sent). -ENOTSUP for a dense codec, -ENOSPC beyond cap. */
 long cmp_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx, float *val,
                         size_t cap);
+
+/* Top-k codecs (topk, stc) for a caller that computes the values as it
+ * streams them and never stores them (gossip's z - r, one pass instead of
+ * writing the difference and reading it again): the same message as
+ * cmp_encode from x, from the candidates the caller collects.
+ *
+ *   cmp_list c;
+ *   uint32_t t;
+ *   if (cmp_stream_begin(s, n, seed, work, &c) == 0) {   // -ENOTSUP: another codec, or n too small
+ *       for (size_t j = 0; j < c.m; j++) c.key[j] = cmp_list_bits(x[c.pos[j]]);
+ *       if (cmp_stream_threshold(s, &c, n, work, &t) == 0) {
+ *           ... one pass: positions with cmp_list_key(x_i) >= t into the list (cmp_select.h);
+ *               a list that would pass c.cap: cmp_encode from x instead ...
+ *           len = cmp_encode_list(s, &c, n, work, out, cap);   // -EAGAIN: fewer than k
+ *       }
+ *   }
+ *   // any failure: cmp_encode(s, x, ...) as usual
+ *
+ * Afterwards (either way) cmp_encoded_sparse gives what was sent, with x
+ * NULL, and cmp_selected_values the k values of x it was made from. */
+int cmp_stream_begin(const cmp_spec *s, size_t n, uint64_t seed, void *work, cmp_list *c);
+int cmp_stream_threshold(const cmp_spec *s, cmp_list *c, size_t n, void *work, uint32_t *t);
+long cmp_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap);
+/* A top-k codec's last encode: the values of x at the positions it
+ * selected, in the order of those positions (its workspace holds them);
+ * NULL for other codecs. */
+const float *cmp_selected_values(const cmp_spec *s, size_t n, const void *work);
 
 #endif

@@ -252,8 +252,11 @@ static void find_threshold(const float *x, sel_list *l, size_t k, const sel_work
     *ties = need;
 }
 
-/* Everything above t, and the first `ties` entries equal to t. */
-static void emit(const float *x, const sel_list *l, uint32_t t, size_t ties, uint32_t *out, size_t k)
+/* Everything above t, and the first `ties` entries equal to t. A list's
+ * keys may carry the value's sign in bit 31 (a streamed list, see
+ * cmp_list): the comparisons mask it off, and with `bits` each
+ * selected entry's key goes out as it is, the value's bit pattern. */
+static void emit(const float *x, const sel_list *l, uint32_t t, size_t ties, uint32_t *out, size_t k, float *bits)
 {
     enum { B = 64 };
     const size_t m = l->m;
@@ -272,17 +275,22 @@ static void emit(const float *x, const sel_list *l, uint32_t t, size_t ties, uin
          * k/n is large. */
         if (o + B <= k) {
             for (size_t j = i; j < e; j++) {
-                uint32_t id = l->idx ? l->idx[j] : (uint32_t)j, u = l->idx ? l->key[j] : mag(x, j);
+                uint32_t id = l->idx ? l->idx[j] : (uint32_t)j, u = l->idx ? l->key[j] & 0x7fffffffu : mag(x, j);
                 size_t tie = (u == t) & (ties > 0);
                 out[o] = id;
+                if (bits)
+                    memcpy(&bits[o], &l->key[j], sizeof *bits);
                 o += (u > t) | tie;
                 ties -= tie;
             }
         } else {
             for (size_t j = i; j < e; j++) {
-                uint32_t id = l->idx ? l->idx[j] : (uint32_t)j, u = l->idx ? l->key[j] : mag(x, j);
-                if (u > t || (u == t && ties && ties--))
+                uint32_t id = l->idx ? l->idx[j] : (uint32_t)j, u = l->idx ? l->key[j] & 0x7fffffffu : mag(x, j);
+                if (u > t || (u == t && ties && ties--)) {
+                    if (bits)
+                        memcpy(&bits[o], &l->key[j], sizeof *bits);
                     out[o++] = id;
+                }
             }
         }
     }
@@ -348,7 +356,7 @@ static int select_blocks(const float *x, size_t n, size_t k, size_t len, const s
     uint32_t t;
     l = (sel_list){w->cand, w->ckey, m};
     find_threshold(x, &l, k, w, 0, &t, &ties);
-    emit(x, &l, t, ties, out, k);
+    emit(x, &l, t, ties, out, k, NULL);
     return 0;
 }
 
@@ -371,7 +379,7 @@ int cmp_select_topk(const float *x, size_t n, size_t k, void *work, uint32_t *id
     size_t ties;
     uint32_t t;
     find_threshold(x, &l, k, &w, 1, &t, &ties);
-    emit(x, &l, t, ties, idx_out, k);
+    emit(x, &l, t, ties, idx_out, k, NULL);
     return 0;
 }
 
@@ -384,45 +392,98 @@ static inline uint64_t mulhi64(uint64_t a, uint64_t b)
     return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
 }
 
+/* The stratified sample (one value per stretch of x, so that every layer of
+ * a gradient is represented in proportion) as an ascending list: positions
+ * in cand, keys left for the caller. Its length, or 0 when sampling does not
+ * pay (below ~64k values a sample saves nothing over the exact first pass). */
+static size_t sample_positions(size_t n, size_t k, uint64_t seed, const sel_work *w)
+{
+    if (n < 65536 || k == 0 || k >= n)
+        return 0;
+    size_t ms = n / 128 > 8192 ? n / 128 : 8192;
+    size_t stride = n / ms;
+    for (size_t j = 0; j < ms; j++)
+        w->cand[j] = (uint32_t)(j * stride + mulhi64(cmp_rng_at(seed, j), stride));
+    return ms;
+}
+
+/* The threshold estimate from the sample's ms keys: aim below the true
+ * threshold by four standard deviations of the sample count (plus a
+ * little), so the collected list holds the top k with overwhelming
+ * probability; overshooting only costs candidates. -ERANGE when that rank
+ * is beyond the sample (k too large a share of n to sample). */
+static int estimate(const sel_work *w, size_t ms, size_t n, size_t k, uint32_t *t)
+{
+    double mu = (double)k * (double)ms / (double)n;
+    double r = ceil(mu + 4 * sqrt(mu) + 16);
+    if (r >= (double)ms)
+        return -ERANGE;
+    sel_list l = {w->cand, w->ckey, ms};
+    size_t ties;
+    find_threshold(NULL, &l, (size_t)r, w, 0, t, &ties);
+    return 0;
+}
+
 int cmp_select_topk_sampled(const float *x, size_t n, size_t k, uint64_t seed, void *work, uint32_t *idx_out)
 {
     if (k > n || n > UINT32_MAX)
         return -EINVAL;
-    /* Below ~64k values a sample saves nothing over the exact first pass. */
-    if (n < 65536 || k == n)
-        return cmp_select_topk(x, n, k, work, idx_out);
-    if (k == 0)
-        return 0;
     const sel_work w = work_at(work, n);
-
-    /* A stratified sample (one value per stretch of x) so that every layer of
-     * a gradient is represented in proportion; ascending, so it is a valid
-     * candidate list for find_threshold. */
-    size_t ms = n / 128 > 8192 ? n / 128 : 8192;
-    size_t stride = n / ms;
-    for (size_t j = 0; j < ms; j++) {
-        w.cand[j] = (uint32_t)(j * stride + mulhi64(cmp_rng_at(seed, j), stride));
-        w.ckey[j] = mag(x, w.cand[j]);
-    }
-
-    /* Aim below the true threshold by four standard deviations of the sample
-     * count (plus a little), so the collected list holds the top k with
-     * overwhelming probability; overshooting only costs candidates. */
-    double mu = (double)k * (double)ms / (double)n;
-    double r = ceil(mu + 4 * sqrt(mu) + 16);
-    if (r >= (double)ms)
+    const size_t ms = sample_positions(n, k, seed, &w);
+    if (ms == 0)
         return cmp_select_topk(x, n, k, work, idx_out);
-    sel_list l = {w.cand, w.ckey, ms};
-    size_t ties;
+    for (size_t j = 0; j < ms; j++)
+        w.ckey[j] = mag(x, w.cand[j]);
     uint32_t t;
-    find_threshold(x, &l, (size_t)r, &w, 0, &t, &ties);
-
+    if (estimate(&w, ms, n, k, &t) < 0)
+        return cmp_select_topk(x, n, k, work, idx_out);
     size_t m = collect(x, n, t, &w);
     if (m == SIZE_MAX || m < k)
         return cmp_select_topk(x, n, k, work, idx_out);
-    l = (sel_list){w.cand, w.ckey, m};
+    sel_list l = {w.cand, w.ckey, m};
+    size_t ties;
     find_threshold(x, &l, k, &w, 0, &t, &ties);
-    emit(x, &l, t, ties, idx_out, k);
+    emit(x, &l, t, ties, idx_out, k, NULL);
+    return 0;
+}
+
+int cmp_select_stream(size_t n, size_t k, uint64_t seed, void *work, cmp_list *c)
+{
+    if (k > n || n > UINT32_MAX)
+        return -EINVAL;
+    const sel_work w = work_at(work, n);
+    const size_t ms = sample_positions(n, k, seed, &w);
+    if (ms == 0)
+        return -ENOTSUP;
+    *c = (cmp_list){.pos = w.cand, .key = w.ckey, .m = ms, .cap = w.cap};
+    return 0;
+}
+
+int cmp_select_stream_threshold(cmp_list *c, size_t n, size_t k, void *work, uint32_t *t)
+{
+    const sel_work w = work_at(work, n);
+    if (c->pos != w.cand || c->m > w.cap)
+        return -EINVAL;
+    if (estimate(&w, c->m, n, k, t) < 0)
+        return -ENOTSUP;
+    c->m = 0;
+    return 0;
+}
+
+int cmp_select_topk_list(const cmp_list *c, size_t n, size_t k, void *work, uint32_t *idx_out, float *val_out)
+{
+    const sel_work w = work_at(work, n);
+    if (k > n || c->pos != w.cand || c->m > w.cap)
+        return -EINVAL;
+    if (c->m < k)
+        return -EAGAIN;
+    if (k == 0)
+        return 0;
+    sel_list l = {w.cand, w.ckey, c->m};
+    size_t ties;
+    uint32_t t;
+    find_threshold(NULL, &l, k, &w, 0, &t, &ties);
+    emit(NULL, &l, t, ties, idx_out, k, val_out);
     return 0;
 }
 

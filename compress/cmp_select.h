@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compress/cmp.h"
+
 /* k = max(1, floor(fraction * n + 0.5)) for n >= 1 (round half up), capped at n; 0 for n == 0. */
 size_t cmp_select_k(double fraction, size_t n);
 
@@ -48,6 +50,36 @@ int cmp_select_topk(const float *x, size_t n, size_t k, void *work, uint32_t *id
  * (the sample count expected above the true threshold, plus four standard
  * deviations), so that it undershoots the threshold all but always. */
 int cmp_select_topk_sampled(const float *x, size_t n, size_t k, uint64_t seed, void *work, uint32_t *idx_out);
+
+/* The same selection for a caller that computes x as it streams it and
+ * never stores it (gossip's z - r): it evaluates a seeded sample, gets a
+ * threshold key from it, and in one pass collects every value whose key
+ * reaches the threshold into the workspace's candidate list (cmp_list,
+ * compress/cmp.h); the top k of that list are the top k of x whenever it
+ * holds at least k.
+ *
+ *   cmp_list c;
+ *   if (cmp_select_stream(n, k, seed, work, &c) == 0) {    // -ENOTSUP: sampling does not pay, select from x
+ *       for (size_t j = 0; j < c.m; j++)
+ *           c.key[j] = cmp_list_bits(x[c.pos[j]]);          // the sample, positions ascending
+ *       uint32_t t;
+ *       cmp_select_stream_threshold(&c, n, k, work, &t);     // c.m = 0, ready to collect
+ *       for (i ascending) if (cmp_list_key(x_i) >= t) {     // c.m == c.cap first: too many, select from x
+ *           c.pos[c.m] = i, c.key[c.m++] = cmp_list_bits(x_i);
+ *       }
+ *       cmp_select_topk_list(&c, n, k, work, idx, val);      // -EAGAIN: fewer than k, select from x
+ *   }
+ *
+ * The threshold is cmp_select_topk_sampled's estimate, the sample the
+ * same. The list's keys are the values' bit patterns, sign included. */
+int cmp_select_stream(size_t n, size_t k, uint64_t seed, void *work, cmp_list *c);
+/* The estimate from the c->m sampled keys; then c->m = 0. -ENOTSUP when k
+ * is too large a share of n to estimate from a sample. */
+int cmp_select_stream_threshold(cmp_list *c, size_t n, size_t k, void *work, uint32_t *t);
+/* The k largest magnitudes of the list: positions ascending into idx_out,
+ * their values into val_out (NULL: not wanted). -EAGAIN if the list holds
+ * fewer than k. */
+int cmp_select_topk_list(const cmp_list *c, size_t n, size_t k, void *work, uint32_t *idx_out, float *val_out);
 
 /* Positions idx[0..k) (ascending, < n) travel as gaps g_0 = idx_0,
  * g_j = idx_j - idx_{j-1} - 1, each Golomb-Rice coded with parameter b

@@ -61,47 +61,38 @@ static size_t topk_bound(const cmp_spec *s, size_t n)
     return varint_len(k) + 1 + 4 * k + (size_t)((cmp_select_rice_bits_max(n, k) + 7) / 8);
 }
 
-/* Selection scratch, then the k indices. */
+/* Selection scratch, then the k indices and the k values at them (gathered
+ * once: the message and cmp_encoded_sparse read them, and x is far bigger
+ * than the cache). */
 static size_t topk_work(const cmp_spec *s, size_t n)
 {
-    return cmp_select_work(n) + cmp_select_k(s->fraction, n) * sizeof(uint32_t);
+    return cmp_select_work(n) + cmp_select_k(s->fraction, n) * (sizeof(uint32_t) + sizeof(float));
 }
 
-static long topk_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
-                        size_t cap)
+/* The message for the k selected positions idx (ascending) with their
+ * values val. */
+static long topk_write(const uint32_t *idx, const float *val, size_t k, size_t n, uint8_t *out, size_t cap)
 {
-    size_t k = cmp_select_k(s->fraction, n);
-    size_t h = varint_len(k) + 1;
-    if (cap < h + 4 * k)
-        return -ENOSPC;
-    if (k == 0) { /* n == 0: no selection, and work may be NULL */
-        out[0] = 0;
-        out[1] = 0;
-        return 2;
-    }
-    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
-    int rc = s->sampled ? cmp_select_topk_sampled(x, n, k, seed, work, idx) : cmp_select_topk(x, n, k, work, idx);
-    if (rc < 0)
-        return rc;
-    uint8_t *val = out + h;
+    const size_t h = varint_len(k) + 1;
+    uint8_t *vb = out + h;
     for (size_t j = 0; j < k; j++) {
         uint32_t u;
-        memcpy(&u, x + idx[j], sizeof u);
+        memcpy(&u, val + j, sizeof u);
         /* NaN and inf rank above every finite magnitude, so if x has any the
          * top k holds one: this check covers all of x. */
         if (!finite_bits(u))
             return -EINVAL;
-        val[4 * j + 0] = (uint8_t)u;
-        val[4 * j + 1] = (uint8_t)(u >> 8);
-        val[4 * j + 2] = (uint8_t)(u >> 16);
-        val[4 * j + 3] = (uint8_t)(u >> 24);
+        vb[4 * j + 0] = (uint8_t)u;
+        vb[4 * j + 1] = (uint8_t)(u >> 8);
+        vb[4 * j + 2] = (uint8_t)(u >> 16);
+        vb[4 * j + 3] = (uint8_t)(u >> 24);
     }
     uint64_t bits;
     int b = cmp_select_rice(idx, k, n, &bits);
     out[cmp_varint_put(out, k)] = (uint8_t)b;
 
     cmp_bitw w;
-    cmp_bitw_init(&w, val + 4 * k, cap - h - 4 * k);
+    cmp_bitw_init(&w, vb + 4 * k, cap - h - 4 * k);
     uint32_t next = 0;
     for (size_t j = 0; j < k; j++) {
         cmp_bitw_rice(&w, idx[j] - next, b);
@@ -109,6 +100,41 @@ static long topk_encode(const cmp_spec *s, const float *x, size_t n, uint64_t se
     }
     long len = cmp_bitw_finish(&w);
     return len < 0 ? len : (long)(h + 4 * k) + len;
+}
+
+/* n == 0 (no selection, and work may be NULL): k = 0, b = 0. 1 if written,
+ * 0 if there is something to select. */
+static int topk_empty(size_t k, uint8_t *out) { return k == 0 ? (out[0] = 0, out[1] = 0, 1) : 0; }
+
+static long topk_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
+                        size_t cap)
+{
+    size_t k = cmp_select_k(s->fraction, n);
+    if (cap < varint_len(k) + 1 + 4 * k)
+        return -ENOSPC;
+    if (topk_empty(k, out))
+        return 2;
+    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
+    float *val = (float *)(idx + k);
+    int rc = s->sampled ? cmp_select_topk_sampled(x, n, k, seed, work, idx) : cmp_select_topk(x, n, k, work, idx);
+    if (rc < 0)
+        return rc;
+    for (size_t j = 0; j < k; j++)
+        val[j] = x[idx[j]];
+    return topk_write(idx, val, k, n, out, cap);
+}
+
+static long topk_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap)
+{
+    size_t k = cmp_select_k(s->fraction, n);
+    if (cap < varint_len(k) + 1 + 4 * k)
+        return -ENOSPC;
+    if (topk_empty(k, out))
+        return 2;
+    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
+    float *val = (float *)(idx + k);
+    int rc = cmp_select_topk_list(c, n, k, work, idx, val);
+    return rc < 0 ? rc : topk_write(idx, val, k, n, out, cap);
 }
 
 /* The header: k and Rice parameter b, the k values checked finite; *val and
@@ -182,9 +208,11 @@ static long topk_encoded_sparse(const cmp_spec *s, const float *x, size_t n, con
         return -ENOSPC;
     if (k == 0) /* n == 0: work may be NULL */
         return 0;
+    (void)x;
     const uint32_t *sel = (const uint32_t *)((const uint8_t *)work + cmp_select_work(n));
+    const float *sv = (const float *)(sel + k);
     for (size_t j = 0; j < k; j++)
-        idx[j] = sel[j], val[j] = x[sel[j]];
+        idx[j] = sel[j], val[j] = sv[j];
     return (long)k;
 }
 
@@ -200,4 +228,5 @@ const cmp_ops cmp_topk = {
     .decode_add = topk_decode_add,
     .decode_sparse = topk_decode_sparse,
     .encoded_sparse = topk_encoded_sparse,
+    .encode_list = topk_encode_list,
 };

@@ -67,15 +67,14 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
     if (cmp_spec_parse(&g->first, "bf16", err, sizeof err) < 0)
         return -EINVAL;
     g->step = step;
-    size_t n = g->dim ? g->dim : 1, work = cmp_work_size(codec, g->dim);
-    g->v = malloc(n * sizeof(float));
+    size_t work = cmp_work_size(codec, g->dim);
     g->work = work ? malloc(work) : NULL;
     g->sp_cap = cmp_sparse_bound(codec, g->dim);
     g->sp_idx = malloc((g->sp_cap ? g->sp_cap : 1) * sizeof *g->sp_idx);
     g->sp_val = malloc((g->sp_cap ? g->sp_cap : 1) * sizeof *g->sp_val);
-    if (!g->v || (work && !g->work) || !g->sp_idx || !g->sp_val) {
-        free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
-        g->v = g->sp_val = NULL, g->work = NULL, g->sp_idx = NULL, g->sp_cap = 0;
+    if ((work && !g->work) || !g->sp_idx || !g->sp_val) {
+        free(g->work), free(g->sp_idx), free(g->sp_val);
+        g->sp_val = NULL, g->work = NULL, g->sp_idx = NULL, g->sp_cap = 0;
         return -ENOMEM;
     }
     g->codec = codec;
@@ -90,7 +89,7 @@ void gsp_free(gsp_peer *g)
     free(g->x);
     free(g->z);
     free(g->c);
-    if (!g->scratch_shared)
+    if (!g->scratch)
         free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
     free(g->origin_copy);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
@@ -102,25 +101,27 @@ void gsp_free(gsp_peer *g)
 
 int gsp_share_scratch(gsp_peer *g, gsp_scratch *s)
 {
-    if (!g->codec || g->scratch_shared)
+    if (!g->codec || g->scratch)
         return -EINVAL;
     const size_t work = cmp_work_size(g->codec, g->dim);
-    if (!s->v) { /* the first: s takes this peer's */
+    if (!s->sp_idx) { /* the first: s takes this peer's */
         *s = (gsp_scratch){.v = g->v, .work = g->work, .sp_idx = g->sp_idx, .sp_val = g->sp_val,
                            .sp_cap = g->sp_cap, .work_bytes = work, .dim = g->dim};
     } else {
         if (s->dim != g->dim || s->sp_cap != g->sp_cap || s->work_bytes != work)
             return -EINVAL;
         free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
-        g->v = s->v, g->work = s->work, g->sp_idx = s->sp_idx, g->sp_val = s->sp_val;
+        g->work = s->work, g->sp_idx = s->sp_idx, g->sp_val = s->sp_val;
     }
-    g->scratch_shared = 1;
+    g->v = NULL; /* the difference, where it is needed at all, is s->v (diff_buf) */
+    g->scratch = s;
     return 0;
 }
 
 size_t gsp_scratch_bytes(const gsp_scratch *s)
 {
-    return s->v ? s->dim * sizeof(float) + s->work_bytes + s->sp_cap * (sizeof *s->sp_idx + sizeof *s->sp_val) : 0;
+    return (s->v ? s->dim * sizeof(float) : 0) +
+           (s->sp_idx ? s->work_bytes + s->sp_cap * (sizeof *s->sp_idx + sizeof *s->sp_val) : 0);
 }
 
 void gsp_scratch_free(gsp_scratch *s)
@@ -271,37 +272,49 @@ gsp_edge *gsp_in_edge(gsp_peer *g, int src)
 /* A message moves edge e's reference: r += gain * c at the message's
  * non-zeros (idx NULL: c is dense, n values), the one expression both ends
  * evaluate so that their references stay bit for bit equal. The sender
- * (x given) also gives up xm times the change (it gave up moved times the
- * old reference already, and gives up the rest here) and keeps the old
- * values in `old` for a SYNC. */
+ * (x given) also gives up -xm times the change and keeps the old values in
+ * `old` for a SYNC. With `give` (the round's one out-edge), x first gives up
+ * -xm times the old reference at every one of the dim positions: a sparse
+ * message then goes block by block in one sweep, its scattered updates
+ * landing in lines the dense pass has just brought in. */
 static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n, float gain, float *x, double xm,
-                      float *old)
+                      float *old, int give, size_t dim)
 {
     float *restrict ref = e->ref;
+    const double moved = -xm;
     if (!idx) { /* a dense message (the first of an edge, a refresh, the dense codecs): one vectorised pass */
         if (old)
             memcpy(old, ref, n * sizeof(float));
         for (size_t i = 0; i < n; i++) {
             const float before = ref[i];
+            if (give)
+                x[i] = (float)((double)x[i] - moved * (double)before);
             ref[i] += gain * c[i];
             if (x)
                 x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
         }
         return;
     }
-    for (size_t j = 0; j < n; j++) {
-        const size_t i = idx[j];
-        if (j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
-            __builtin_prefetch(&ref[idx[j + PREFETCH]], 1);
+    size_t j = 0;
+    for (size_t s = 0; s < (give ? dim : 1); s += BLK) {
+        const size_t end = give ? (s + BLK < dim ? s + BLK : dim) : SIZE_MAX;
+        if (give)
+            for (size_t i = s; i < end; i++)
+                x[i] = (float)((double)x[i] - moved * (double)ref[i]);
+        for (; j < n && idx[j] < end; j++) {
+            const size_t i = idx[j];
+            if (!give && j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
+                __builtin_prefetch(&ref[idx[j + PREFETCH]], 1);
+                if (x)
+                    __builtin_prefetch(&x[idx[j + PREFETCH]], 1);
+            }
+            const float before = ref[i];
+            ref[i] += gain * c[j];
+            if (old)
+                old[j] = before;
             if (x)
-                __builtin_prefetch(&x[idx[j + PREFETCH]], 1);
+                x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
         }
-        const float before = ref[i];
-        ref[i] += gain * c[j];
-        if (old)
-            old[j] = before;
-        if (x)
-            x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
     }
 }
 
@@ -374,13 +387,59 @@ static long decode_msg(gsp_peer *g, const uint8_t *msg, size_t len, const uint32
     return (long)g->dim;
 }
 
-/* Compress v = z - e->ref (in g->v, with its norm vv and the model's zz)
- * into buf (*len bytes) and move e->ref; the edge then carries `moved` (the weight it
- * moves this round) times the new reference. x has given up moved times the
- * old one already (split_x, gsp_diff_norms) and gives up the change here. Returns
- * 0 or a negative errno. */
-static int compress_share(gsp_peer *g, gsp_edge *e, uint8_t *buf, size_t *len_out, double vv, double zz,
-                          double w_before, double moved, float *gain_out)
+/* Room for the dense difference v = z - r, at first use: only dense codecs,
+ * whole messages, a top-k codec whose candidates missed, and a SYNC's
+ * roll-back need it (in the peers' shared scratch where there is one). */
+static float *diff_buf(gsp_peer *g)
+{
+    float **v = g->scratch ? &g->scratch->v : &g->v;
+    if (!*v)
+        *v = malloc((g->dim ? g->dim : 1) * sizeof(float));
+    return *v;
+}
+
+/* Whether a reference lags the model by more than GSP_MAX_LAG (times
+ * lag_scale) of its norm (vv = ||z - r||^2, zz = ||z||^2): then z goes whole.
+ * Each emit moves z away from r by (moved / w) of the lag, and a lag that
+ * big (a peer whose z jumped, e.g. a small weight taking in a large share)
+ * compounds into divergence faster than a sparse codec closes it (seen in a
+ * 10-minute soak). */
+static int lagging(const gsp_peer *g, double vv, double zz)
+{
+    const double max_lag = GSP_MAX_LAG * g->lag_scale;
+    return vv > max_lag * max_lag * zz;
+}
+
+/* A top-k codec's message for v = src * inv - ref without storing v: the
+ * threshold from a sample of v, then one pass that takes the norms and
+ * collects the candidates (gsp_diff_collect). Its length, or -EAGAIN when
+ * this codec or size does not stream or the candidates missed (then v is
+ * made and encoded as usual: the same message either way). */
+static long encode_streamed(gsp_peer *g, const float *src, float inv, const float *ref, uint64_t seed, uint8_t *buf)
+{
+    const size_t n = g->dim;
+    cmp_list c;
+    uint32_t t;
+    double vv, zz;
+    if (cmp_stream_begin(g->codec, n, seed, g->work, &c) < 0)
+        return -EAGAIN;
+    for (size_t j = 0; j < c.m; j++)
+        c.key[j] = cmp_list_bits(src[c.pos[j]] * inv - ref[c.pos[j]]);
+    if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 ||
+        gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c) < 0 || lagging(g, vv, zz)) /* lagging: sent whole */
+        return -EAGAIN;
+    long len = cmp_encode_list(g->codec, &c, n, g->work, buf, edge_buf_bytes(g));
+    return len == -EAGAIN || len >= 0 ? len : -EPROTO;
+}
+
+/* Compress v = z - e->ref, z = src * inv (x / w straight from x for a
+ * round's one out-edge, split_x's z for several), into buf (*len bytes) and
+ * move e->ref; the edge then carries `moved` (the weight it moves this
+ * round) times the new reference. x gives up moved times the old reference
+ * here when `give` (else split_x did), and the change of it in any case.
+ * Returns 0 or a negative errno. */
+static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv, int give, uint8_t *buf,
+                          size_t *len_out, double w_before, double moved, float *gain_out)
 {
     const size_t n = g->dim;
     uint64_t seed = cmp_rng_at(g->seed ^ ((uint64_t)g->id << 32 | (uint32_t)e->peer), e->seq + 1); /* the message's seq */
@@ -389,17 +448,23 @@ static int compress_share(gsp_peer *g, gsp_edge *e, uint8_t *buf, size_t *len_ou
      * w at once and x only as fast as the codec fills the reference in
      * (z = x / w blows up for the rounds that takes: a restarted peer's model
      * was ruined that way). 2 bytes a value, once per edge. With one, the
-     * reference starts at the run's common start, and the lag rule below
+     * reference starts at the run's common start, and the lag rule
      * decides (a restarted peer far from it still sends z whole). */
-    /* Also when the reference lags the model by more than GSP_MAX_LAG (times
-     * lag_scale) of its norm: each emit moves z away from r by (moved / w) of the lag, and a
-     * lag that big (a peer whose z jumped, e.g. a small weight taking in a
-     * large share) compounds into divergence faster than a sparse codec
-     * closes it (seen in a 10-minute soak). */
-    const double max_lag = GSP_MAX_LAG * g->lag_scale;
-    const int lagging = vv > max_lag * max_lag * zz;
-    const cmp_spec *codec = (e->seq == 0 && !g->origin) || g->refresh || lagging ? &g->first : g->codec;
-    long len = cmp_encode(codec, g->v, n, seed, g->work, buf, edge_buf_bytes(g));
+    const int whole = (e->seq == 0 && !g->origin) || g->refresh;
+    const cmp_spec *codec = g->codec;
+    long len = whole ? -EAGAIN : encode_streamed(g, src, inv, e->ref, seed, buf);
+    const float *v = NULL; /* the dense difference, where it was made */
+    if (len == -EAGAIN) {
+        float *d = diff_buf(g);
+        if (!d)
+            return -ENOMEM;
+        double vv, zz;
+        gsp_diff_norms(src, inv, e->ref, d, n, &vv, &zz);
+        v = d;
+        if (whole || lagging(g, vv, zz))
+            codec = &g->first;
+        len = cmp_encode(codec, v, n, seed, g->work, buf, edge_buf_bytes(g));
+    }
     if (len < 0)
         return (int)len;
     *len_out = (size_t)len;
@@ -407,17 +472,20 @@ static int compress_share(gsp_peer *g, gsp_edge *e, uint8_t *buf, size_t *len_ou
      * anything else is decoded. */
     const uint32_t *idx = g->sp_idx;
     const float *c = g->sp_val;
-    long k = codec == g->codec && g->sp_cap ? cmp_encoded_sparse(codec, g->v, n, g->work, g->sp_idx, g->sp_val, g->sp_cap)
+    long k = codec == g->codec && g->sp_cap ? cmp_encoded_sparse(codec, v, n, g->work, g->sp_idx, g->sp_val, g->sp_cap)
                                             : -ENOTSUP;
     if (k < 0 && (k = decode_msg(g, buf, *len_out, &idx, &c)) < 0)
         return k == -ENOMEM ? -ENOMEM : -EPROTO;
+    /* <v, c> from the values a top-k codec selected (the same values in
+     * the same order as gathered from v at the message's positions). */
+    const float *vs = codec == g->codec ? cmp_selected_values(codec, n, g->work) : NULL;
     double vc, cc;
-    gsp_dot_norm(g->v, idx, c, (size_t)k, &vc, &cc);
+    gsp_dot_norm(vs ? vs : v, vs ? NULL : idx, c, (size_t)k, &vc, &cc);
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
     gsp_sent *kept = log_add(e, w_before, idx, (size_t)k);
     if (!kept)
         return -ENOMEM;
-    edge_move(e, idx, c, (size_t)k, gain, g->x, -moved, kept->old);
+    edge_move(e, idx, c, (size_t)k, gain, g->x, -moved, kept->old, give, n);
     *gain_out = gain;
     return 0;
 }
@@ -482,12 +550,12 @@ static double *msg_tot(gsp_peer *g, int k)
 }
 
 /* m becomes the SYNC of out-edge e from `base`: its reference, and the
- * corrections since base in the k-th totals buffer (g->v is the roll-back
+ * corrections since base in the k-th totals buffer (diff_buf the roll-back
  * scratch: free between emits, and after an emit's messages are encoded). */
 static void sync_fill(gsp_peer *g, const gsp_edge *e, uint64_t base, int k, gsp_msg *m)
 {
     m->kind = GSP_SYNC, m->ref = e->ref;
-    m->base = corrections_since(g, e, base, g->v, g->msg_tot[k]);
+    m->base = corrections_since(g, e, base, diff_buf(g), g->msg_tot[k]);
     m->x_total = g->msg_tot[k];
     m->payload = NULL, m->payload_len = 0, m->gain = 0, m->step = 0, m->origin = 0;
     g->stats.syncs_sent++;
@@ -502,7 +570,8 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     size_t lens[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)) ||
-            (g->codec && !(bufs[k] = msg_buf(g, k))) || (g->codec && edges[k]->sync && !msg_tot(g, k)))
+            (g->codec && !(bufs[k] = msg_buf(g, k))) ||
+            (g->codec && edges[k]->sync && (!msg_tot(g, k) || !diff_buf(g))))
             return -ENOMEM;
     /* Weight first. With a codec each edge moves step * weight * w (the
      * consensus step), without one weight * w. `moved` is the difference of
@@ -523,15 +592,14 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
          * is the (lagging) model, never a lagging share of a weight that has
          * changed since. So z = x / w stays a model however fast w moves (a
          * peer that gossips faster or slower than its neighbours). */
-        double vv = 0, zz = 0;
-        if (out->n == 1)
-            gsp_diff_norms(g->x, (float)(1.0 / g->w), edges[0]->ref, g->v, g->dim, &vv, &zz, g->x, moved[0]);
-        else
+        /* One out-edge (the exponential graphs' rounds): z straight from x,
+         * never stored. */
+        const int one = out->n == 1;
+        if (!one)
             split_x(g, edges, moved, out->n);
         for (int k = 0; k < out->n; k++) {
-            if (out->n > 1)
-                gsp_diff_norms(g->z, 1.0f, edges[k]->ref, g->v, g->dim, &vv, &zz, NULL, 0.0);
-            int rc = compress_share(g, edges[k], bufs[k], &lens[k], vv, zz, before[k], moved[k], &gains[k]);
+            int rc = compress_share(g, edges[k], one ? g->x : g->z, one ? (float)(1.0 / g->w) : 1.0f, one, bufs[k],
+                                    &lens[k], before[k], moved[k], &gains[k]);
             if (rc < 0)
                 return rc;
         }
@@ -632,7 +700,7 @@ static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const fl
     float *restrict x = g->x, *restrict ref = e->ref;
     const size_t n = g->dim;
     if (!idx)
-        edge_move(e, NULL, c, k, gain, NULL, 0.0, NULL);
+        edge_move(e, NULL, c, k, gain, NULL, 0.0, NULL, 0, n);
     size_t j = 0;
     for (size_t s = 0; s < n; s += BLK) {
         const size_t end = s + BLK < n ? s + BLK : n;
@@ -749,7 +817,7 @@ int gsp_sync_msg(gsp_peer *g, int dst, uint64_t base, gsp_msg *m)
         return -ENOENT;
     if (base >= e->seq)
         return -EALREADY;
-    if (g->codec && !msg_tot(g, TOPO_MAX_OUT))
+    if (g->codec && (!msg_tot(g, TOPO_MAX_OUT) || !diff_buf(g)))
         return -ENOMEM;
     /* Without a codec the totals alone are a complete message: resend them. */
     *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq, .kind = GSP_RAW, .w_total = e->w,
@@ -850,7 +918,7 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
     const size_t n = g->dim ? g->dim : 1, fv = n * sizeof(float), dv = n * sizeof(double);
     size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin_copy ? fv : 0);
     size_t cs = g->c ? fv : 0;
-    if (!g->scratch_shared)
+    if (!g->scratch)
         cs += (g->v ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
               g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)

@@ -144,7 +144,9 @@ typedef struct gsp_peer {
                             * unusually large weight, so that what x gives up is the model, not a lagging copy */
     float step;            /* consensus step: the share of r that moves each round */
     uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
-    float *v, *c;          /* codec scratch: share - r, decoded q (dense codecs and whole messages: at first use) */
+    float *v, *c;          /* codec scratch, at first use: the difference z - r (dense codecs, whole messages, a
+                            * top-k codec's rare misses, a SYNC's roll-back), a decoded q (dense codecs, whole
+                            * messages) */
     uint8_t *msg_buf[TOPO_MAX_OUT + 1]; /* codec: the k-th message of an emit, encoded (at first use); the
                                           * last slot is gsp_sync_msg's */
     double *msg_tot[TOPO_MAX_OUT + 1];  /* codec: a SYNC's totals, materialised (at the first SYNC) */
@@ -157,12 +159,13 @@ typedef struct gsp_peer {
     float *origin_copy;    /* origin when this peer holds its own copy (NULL when it borrows it) */
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
-    int scratch_shared;    /* v, work, sp_idx and sp_val belong to a gsp_scratch (gsp_share_scratch) */
+    struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
 } gsp_peer;
 
 /* Codec scratch for peers of one process that never emit or absorb at the
  * same time (the simulator's): the difference v, the codec's workspace and
- * the sparse lists, a copy and a half of the model a peer otherwise. */
+ * the sparse lists (the difference only where a peer needs it: at first
+ * use, gsp_peer.v). */
 typedef struct gsp_scratch {
     float *v;
     void *work;

@@ -1,4 +1,5 @@
 /* The dense and gathered vector loops of a compressed emit: see gsp_kernels.h. */
+#include <errno.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -9,18 +10,19 @@
  * float sums over blocks of BLK (vectorised, error ~BLK ulps at worst), added
  * up in double. */
 
-/* One block of diff_norms: lane l of fa and fb sums the squares of v and z
- * at the positions = l mod LANES. Written with SSE2 where there is SSE2:
- * GCC left the plain loop scalar, its sums spilled to the stack, and it took
- * a pass of memory's time three times over. Same operations in the same
- * order per lane either way, so the same sums bit for bit. Returns i + BLK. */
-static size_t diff_block(const float *x, float inv, const float *restrict ref, float *restrict v, size_t i,
-                         float fa[LANES], float fb[LANES])
+/* One block of the difference: lane l of fa and fb sums the squares of v
+ * and z at the positions = l mod LANES; v[j] is the block's j-th value.
+ * Written with SSE2 where there is SSE2: GCC left the plain loop scalar,
+ * its sums spilled to the stack, and it took a pass of memory's time three
+ * times over. Same operations in the same order per lane either way, so the
+ * same sums bit for bit. */
+static void diff_block(const float *x, float inv, const float *restrict ref, float *restrict v, float fa[LANES],
+                       float fb[LANES])
 {
 #if defined(__SSE2__)
     const __m128 s = _mm_set1_ps(inv);
     __m128 a0 = _mm_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-    for (const size_t e = i + BLK; i < e; i += LANES) {
+    for (size_t i = 0; i < BLK; i += LANES) {
         const __m128 z0 = _mm_mul_ps(_mm_loadu_ps(x + i), s), z1 = _mm_mul_ps(_mm_loadu_ps(x + i + 4), s);
         const __m128 v0 = _mm_sub_ps(z0, _mm_loadu_ps(ref + i)), v1 = _mm_sub_ps(z1, _mm_loadu_ps(ref + i + 4));
         _mm_storeu_ps(v + i, v0), _mm_storeu_ps(v + i + 4, v1);
@@ -29,7 +31,7 @@ static size_t diff_block(const float *x, float inv, const float *restrict ref, f
     }
     _mm_storeu_ps(fa, a0), _mm_storeu_ps(fa + 4, a1), _mm_storeu_ps(fb, b0), _mm_storeu_ps(fb + 4, b1);
 #else
-    for (const size_t e = i + BLK; i < e; i += LANES)
+    for (size_t i = 0; i < BLK; i += LANES)
         for (int l = 0; l < LANES; l++) {
             const float zi = x[i + l] * inv, vi = zi - ref[i + l];
             v[i + l] = vi;
@@ -37,37 +39,86 @@ static size_t diff_block(const float *x, float inv, const float *restrict ref, f
             fb[l] += zi * zi;
         }
 #endif
-    return i;
+}
+
+/* v[0..e-s) = z - ref over [s, e), at most BLK values, its squares added to
+ * *a and *b: a whole block in lanes, a shorter tail in order. */
+static void diff_span(const float *x, float inv, const float *restrict ref, float *restrict v, size_t s, size_t e,
+                      double *a, double *b)
+{
+    float fa[LANES] = {0}, fb[LANES] = {0};
+    if (e - s == BLK)
+        diff_block(x + s, inv, ref + s, v, fa, fb);
+    else
+        for (size_t i = s; i < e; i++) {
+            const float zi = x[i] * inv;
+            v[i - s] = zi - ref[i];
+            fa[0] += v[i - s] * v[i - s];
+            fb[0] += zi * zi;
+        }
+    for (int l = 0; l < LANES; l++)
+        *a += fa[l], *b += fb[l];
 }
 
 /* v = z - ref with ||v||^2 and ||z||^2, where z = x * inv (inv 1: x is the
- * model itself, x * 1.0f is x bit for bit). With `give` (the one out-edge of
- * a round, straight from x: z = x / w is never stored), x also gives up
- * moved times the reference as it stands (as split_x does), block by block
- * while the block is in L1: a separate plain loop, since a double update in
- * the lanes loop keeps the compiler from vectorising either. */
+ * model itself, x * 1.0f is x bit for bit). */
 void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n,
-                    double *vv, double *zz, float *give, double moved)
+                    double *vv, double *zz)
 {
     double a = 0, b = 0;
-    for (size_t i = 0; i < n;) {
-        const size_t s = i, e = i + BLK <= n ? i + BLK : n;
-        float fa[LANES] = {0}, fb[LANES] = {0};
-        if (e - i == BLK)
-            i = diff_block(x, inv, ref, v, i, fa, fb);
-        for (; i < e; i++) {
-            const float zi = x[i] * inv;
-            v[i] = zi - ref[i];
-            fa[0] += v[i] * v[i];
-            fb[0] += zi * zi;
-        }
-        for (int l = 0; l < LANES; l++)
-            a += fa[l], b += fb[l];
-        if (give)
-            for (size_t j = s; j < e; j++)
-                give[j] = (float)((double)give[j] - moved * (double)ref[j]);
-    }
+    for (size_t s = 0; s < n; s += BLK)
+        diff_span(x, inv, ref, v + s, s, s + BLK <= n ? s + BLK : n, &a, &b);
     *vv = a, *zz = b;
+}
+
+/* Bit l set where the key of v[l] (its magnitude's bits) is >= t, for 64
+ * values: a vector compare per four (keys and t are below 2^31, so a signed
+ * compare is exact, and key >= t is key > t - 1). */
+static uint64_t key_mask(const float *v, uint32_t t)
+{
+    uint64_t m = 0;
+#if defined(__SSE2__)
+    const __m128i absm = _mm_set1_epi32(0x7fffffff), below = _mm_set1_epi32((int32_t)t - 1);
+    for (int l = 0; l < 64; l += 4) {
+        __m128i u = _mm_and_si128(_mm_loadu_si128((const __m128i *)(const void *)(v + l)), absm);
+        m |= (uint64_t)(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(u, below))) << l;
+    }
+#else
+    for (int l = 0; l < 64; l++)
+        m |= (uint64_t)(cmp_list_key(v[l]) >= t) << l;
+#endif
+    return m;
+}
+
+/* The norms of gsp_diff_norms with v never stored: each block of v lives in
+ * L1 only, long enough to append the values whose key reaches t to c. */
+int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_t n, double *vv, double *zz,
+                     uint32_t t, cmp_list *c)
+{
+    float vb[BLK];
+    double a = 0, b = 0;
+    size_t m = c->m;
+    for (size_t s = 0; s < n; s += BLK) {
+        const size_t e = s + BLK <= n ? s + BLK : n, len = e - s;
+        diff_span(x, inv, ref, vb, s, e, &a, &b);
+        size_t j = 0;
+        for (; j + 64 <= len; j += 64)
+            for (uint64_t mask = key_mask(vb + j, t); mask; mask &= mask - 1) {
+                const size_t l = j + (size_t)__builtin_ctzll(mask);
+                if (m == c->cap)
+                    return -ENOSPC;
+                c->pos[m] = (uint32_t)(s + l), c->key[m++] = cmp_list_bits(vb[l]);
+            }
+        for (; j < len; j++)
+            if (cmp_list_key(vb[j]) >= t) {
+                if (m == c->cap)
+                    return -ENOSPC;
+                c->pos[m] = (uint32_t)(s + j), c->key[m++] = cmp_list_bits(vb[j]);
+            }
+    }
+    c->m = m;
+    *vv = a, *zz = b;
+    return 0;
 }
 
 /* <v, c> and ||c||^2 at c's non-zeros (idx NULL: c dense, n values). */

@@ -7,16 +7,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compress/cmp.h"
+
 enum {
     PREFETCH = 16, /* sparse updates and gathers: how many positions ahead to fetch */
     LANES = 8,     /* the norms' float lanes */
     BLK = 256      /* values per block: the norms' float sums, absorb's sweep */
 };
 
-/* v = z - ref with ||v||^2 and ||z||^2 (z = x * inv); with `give`, x also
- * gives up moved times ref (gsp_kernels.c says how). */
+/* v = z - ref with ||v||^2 and ||z||^2 (z = x * inv). */
 void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n, double *vv,
-                    double *zz, float *give, double moved);
+                    double *zz);
+
+/* The same norms without storing v: every position whose value of v has a
+ * key (cmp_list_key) of at least t is appended to c, with the value's bits
+ * (a top-k codec's candidates, compress/cmp.h). 0, or -ENOSPC when more
+ * than c->cap reach t. */
+int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_t n, double *vv, double *zz,
+                     uint32_t t, cmp_list *c);
 
 /* <v, c> and ||c||^2 at c's non-zeros (idx NULL: c dense, n values). */
 void gsp_dot_norm(const float *v, const uint32_t *idx, const float *c, size_t n, double *vc, double *cc);

@@ -1077,3 +1077,123 @@ Test(compress_sparse, bad_specs)
         cr_assert_str_eq(s.text, good[i].text);
     }
 }
+
+/* ---- a caller that streams its values (cmp_stream_begin) ------------------- */
+
+/* Collects the list as a streaming caller does; 0, or -ENOSPC past the cap. */
+static int collect_list(const float *x, size_t n, uint32_t t, cmp_list *c)
+{
+    for (size_t i = 0; i < n; i++)
+        if (cmp_list_key(x[i]) >= t) {
+            if (c->m == c->cap)
+                return -ENOSPC;
+            c->pos[c->m] = (uint32_t)i, c->key[c->m++] = cmp_list_bits(x[i]);
+        }
+    return 0;
+}
+
+/* topk and stc made from a list the caller collected send the same bytes as
+ * from x itself, and leave the same sender's view (cmp_encoded_sparse with
+ * x NULL) and the values they chose (cmp_selected_values); a list that
+ * holds fewer than k is refused with -EAGAIN, and codecs without a top-k
+ * selection, or too few values to sample, do not stream. */
+Test(compress_sparse, a_streamed_list_encodes_what_x_encodes)
+{
+    const size_t n = 200000;
+    const double fr[] = {0.001, 0.01, 0.04, 0.1};
+    const char *codecs[] = {"topk", "stc"};
+    float *x = malloc(n * sizeof *x);
+    size_t cap = 0, streamed = 0;
+    for (size_t c = 0; c < 2; c++)
+        for (size_t f = 0; f < sizeof fr / sizeof *fr; f++) {
+            cmp_spec s;
+            char name[48], err[128];
+            spec_name(name, sizeof name, codecs[c], fr[f], 0);
+            cr_assert_eq(cmp_spec_parse(&s, name, err, sizeof err), 0, "%s", err);
+            size_t bound = cmp_bound(&s, n), k = cmp_select_k(fr[f], n);
+            uint8_t *want = malloc(bound), *got = malloc(bound);
+            void *work = malloc(cmp_work_size(&s, n));
+            uint32_t *ia = malloc(k * sizeof *ia), *ib = malloc(k * sizeof *ib);
+            float *va = malloc(k * sizeof *va), *vb = malloc(k * sizeof *vb);
+            for (int pat = 0; pat < PAT_COUNT; pat++) {
+                fill(x, n, pat, 11 + (uint64_t)pat);
+                long lw = cmp_encode(&s, x, n, 5, work, want, bound);
+                cr_assert_gt(lw, 0, "%s %s", name, pat_name[pat]);
+                cr_assert_eq(cmp_encoded_sparse(&s, x, n, work, ia, va, k), (long)k);
+                cmp_list l;
+                uint32_t t;
+                cr_assert_eq(cmp_stream_begin(&s, n, 5, work, &l), 0, "%s", name);
+                for (size_t j = 0; j < l.m; j++)
+                    l.key[j] = cmp_list_bits(x[l.pos[j]]);
+                if (cmp_stream_threshold(&s, &l, n, work, &t) < 0 || collect_list(x, n, t, &l) < 0) {
+                    cap++; /* the threshold needs too large a sample, or too many tie with it */
+                    continue;
+                }
+                long lg = cmp_encode_list(&s, &l, n, work, got, bound);
+                cr_assert_eq(lg, lw, "%s %s: %ld bytes from the list, %ld from x", name, pat_name[pat], lg, lw);
+                cr_assert_eq(memcmp(got, want, (size_t)lw), 0, "%s %s", name, pat_name[pat]);
+                cr_assert_eq(cmp_encoded_sparse(&s, NULL, n, work, ib, vb, k), (long)k);
+                cr_assert_eq(memcmp(ia, ib, k * sizeof *ia), 0, "%s %s: positions", name, pat_name[pat]);
+                cr_assert_eq(memcmp(va, vb, k * sizeof *va), 0, "%s %s: values", name, pat_name[pat]);
+                const float *sel = cmp_selected_values(&s, n, work);
+                for (size_t j = 0; j < k; j++)
+                    cr_assert_eq(cmp_list_bits(sel[j]), cmp_list_bits(x[ib[j]]), "%s %s: value %zu", name,
+                                 pat_name[pat], j);
+                streamed++;
+
+                /* A threshold above the k-th largest: too few. */
+                size_t m = l.m;
+                l.m = 0;
+                cr_assert_eq(collect_list(x, n, cmp_list_key(x[ib[0]]) + 1, &l), 0);
+                if (l.m < k)
+                    cr_assert_eq(cmp_encode_list(&s, &l, n, work, got, bound), -EAGAIN, "%s %s", name,
+                                 pat_name[pat]);
+                l.m = m;
+            }
+            free(want), free(got), free(work), free(ia), free(ib), free(va), free(vb);
+        }
+    cr_assert_geq(streamed, 2 * 4 * 3, "streamed %zu of %d cases (%zu could not)", streamed, 2 * 4 * PAT_COUNT, cap);
+
+    /* A NaN ranks first and is refused either way. */
+    fill(x, n, PAT_GAUSS, 3);
+    x[777] = NAN;
+    for (size_t c = 0; c < 2; c++) {
+        cmp_spec s;
+        char name[48], err[128];
+        spec_name(name, sizeof name, codecs[c], 0.01, 0);
+        cr_assert_eq(cmp_spec_parse(&s, name, err, sizeof err), 0, "%s", err);
+        uint8_t *out = malloc(cmp_bound(&s, n));
+        void *work = malloc(cmp_work_size(&s, n));
+        cmp_list l;
+        uint32_t t;
+        cr_assert_eq(cmp_encode(&s, x, n, 5, work, out, cmp_bound(&s, n)), -EINVAL);
+        cr_assert_eq(cmp_stream_begin(&s, n, 5, work, &l), 0);
+        for (size_t j = 0; j < l.m; j++)
+            l.key[j] = cmp_list_bits(x[l.pos[j]]);
+        cr_assert_eq(cmp_stream_threshold(&s, &l, n, work, &t), 0);
+        cr_assert_eq(collect_list(x, n, t, &l), 0);
+        cr_assert_eq(cmp_encode_list(&s, &l, n, work, out, cmp_bound(&s, n)), -EINVAL, "%s", name);
+        free(out), free(work);
+    }
+
+    /* Who streams. */
+    const char *others[] = {"randk:0.01", "sketch:0.05", "bf16", "qsgd:16"};
+    for (size_t c = 0; c < sizeof others / sizeof *others; c++) {
+        cmp_spec s;
+        char err[128];
+        cmp_list l;
+        cr_assert_eq(cmp_spec_parse(&s, others[c], err, sizeof err), 0, "%s", err);
+        void *work = malloc(cmp_work_size(&s, n) + 1);
+        cr_assert_eq(cmp_stream_begin(&s, n, 5, work, &l), -ENOTSUP, "%s", others[c]);
+        cr_assert_null(cmp_selected_values(&s, n, work));
+        free(work);
+    }
+    cmp_spec s;
+    char err[128];
+    cmp_list l;
+    cr_assert_eq(cmp_spec_parse(&s, "stc:0.01", err, sizeof err), 0, "%s", err);
+    void *work = malloc(cmp_work_size(&s, 60000));
+    cr_assert_eq(cmp_stream_begin(&s, 60000, 5, work, &l), -ENOTSUP, "too few values to sample");
+    free(work);
+    free(x);
+}

@@ -5,6 +5,7 @@
  * share one codec scratch (gsp_share_scratch). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,4 +155,66 @@ Test(gossip_origin, peers_that_share_one_scratch_send_what_they_send_alone)
     gsp_free(&a), gsp_free(&b), gsp_free(&c), gsp_free(&d);
     cr_assert_not_null(s.v, "the peers leave the scratch to its owner");
     gsp_scratch_free(&s);
+}
+
+/* A top-k codec's emit on a model large enough to sample (gsp.c,
+ * encode_streamed) sends the bytes cmp_encode makes of the difference
+ * z - r that the test forms itself, while the peer never allocates that
+ * difference; a whole message (a refresh) still works, and the pair
+ * conserves its mass throughout. */
+Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
+{
+    enum { N = 100000 };
+    const char *codecs[] = {"stc:0.04", "topk:0.01"};
+    for (int c = 0; c < 2; c++) {
+        cmp_spec s;
+        char err[128];
+        cr_assert_eq(cmp_spec_parse(&s, codecs[c], err, sizeof err), 0, "%s", err);
+        float *x0 = malloc(N * sizeof *x0), *xa = malloc(N * sizeof *xa), *v = malloc(N * sizeof *v);
+        const size_t cap = cmp_bound(&bf16, N); /* a whole message's: the larger */
+        uint8_t *want = malloc(cap);
+        void *work = malloc(cmp_work_size(&s, N));
+        for (int i = 0; i < N; i++) {
+            x0[i] = 0.01f * (float)(i % 101) - 0.5f;
+            xa[i] = x0[i] + 1e-3f * (float)((i * 7919) % 113 - 56);
+        }
+        gsp_peer a, b;
+        cr_assert_eq(gsp_init(&a, 0, 2, N, 0, xa), 0);
+        cr_assert_eq(gsp_init(&b, 1, 2, N, 0, x0), 0);
+        /* (a small step: z runs from a reference that only the codec moves by
+         * 1 / (1 - step / 2) a round, and past the lag rule it goes whole) */
+        cr_assert_eq(gsp_set_codec(&a, &s, 9, 0.1f), 0);
+        cr_assert_eq(gsp_set_codec(&b, &s, 9, 0.1f), 0);
+        cr_assert_eq(gsp_set_origin(&a, x0), 0);
+        cr_assert_eq(gsp_set_origin(&b, x0), 0);
+        double m0 = 0;
+        for (int i = 0; i < N; i++)
+            m0 += (double)xa[i] + (double)x0[i];
+        for (int r = 0; r < 8; r++) {
+            const int whole = r == 5;
+            a.refresh = whole;
+            /* z = x / w as the emit forms it, and the reference it starts from */
+            const float inv = (float)(1.0 / a.w), *ref = a.n_out ? a.out[0].ref : x0;
+            for (int i = 0; i < N; i++)
+                v[i] = a.x[i] * inv - ref[i];
+            long len = cmp_encode(whole ? &bf16 : &s, v, N, 1, work, want, cap);
+            cr_assert_gt(len, 0);
+            topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
+            gsp_msg m;
+            cr_assert_eq(gsp_emit(&a, &out, &m), 1, "%s round %d", codecs[c], r);
+            cr_assert_eq(m.payload_len, (size_t)len, "%s round %d: %zu bytes, want %ld", codecs[c], r, m.payload_len, len);
+            cr_assert_eq(memcmp(m.payload, want, (size_t)len), 0, "%s round %d: the same message", codecs[c], r);
+            cr_assert_eq(a.v == NULL, r < 5, "%s round %d: the difference is made only for the whole one", codecs[c],
+                         r);
+            cr_assert_eq(gsp_absorb(&b, &m), 1);
+            double mass = 0;
+            for (int i = 0; i < N; i++)
+                mass += (double)a.x[i] + (double)b.x[i];
+            cr_assert_float_eq(mass, m0, 1e-6 * fabs(m0) + 1e-3, "%s round %d: %.9g -> %.9g", codecs[c], r, m0,
+                               mass);
+            cr_assert_float_eq(a.w + b.w, 2.0, 1e-12);
+        }
+        gsp_free(&a), gsp_free(&b);
+        free(x0), free(xa), free(v), free(want), free(work);
+    }
 }
