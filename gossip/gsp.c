@@ -130,21 +130,27 @@ void gsp_scratch_free(gsp_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
+/* FNV-1a over the bits (never 0): agreement, not secrecy (peers are authenticated). */
+static uint64_t origin_hash(const float *x0, size_t dim)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const uint8_t *b = (const uint8_t *)x0;
+    for (size_t i = 0; i < dim * sizeof(float); i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h ? h : 1;
+}
+
 int gsp_share_origin(gsp_peer *g, const float *x0)
 {
     if (!g->codec || g->n_out || g->n_in || !x0)
         return -EINVAL;
-    /* FNV-1a over the bits: agreement, not secrecy (peers are authenticated). */
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const uint8_t *b = (const uint8_t *)x0;
-    for (size_t i = 0; i < g->dim * sizeof(float); i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
     if (x0 != g->origin_copy) {
         free(g->origin_copy);
         g->origin_copy = NULL;
     }
     g->origin = x0;
-    g->origin_id = h ? h : 1;
+    g->origin_fill = NULL;
+    g->origin_id = origin_hash(x0, g->dim);
     return 0;
 }
 
@@ -161,10 +167,30 @@ int gsp_set_origin(gsp_peer *g, const float *x0)
     return gsp_share_origin(g, o);
 }
 
+int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx)
+{
+    if (!g->origin_copy || g->origin != g->origin_copy || g->n_out || g->n_in || !fill)
+        return -EINVAL;
+    float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
+    if (!o)
+        return -ENOMEM;
+    fill(ctx, o);
+    const int same = memcmp(o, g->origin_copy, g->dim * sizeof(float)) == 0;
+    free(o);
+    if (!same)
+        return -EINVAL;
+    free(g->origin_copy);
+    g->origin = NULL, g->origin_copy = NULL;
+    g->origin_fill = fill, g->origin_ctx = ctx;
+    return 0;
+}
+
 /* Where an edge's reference starts: the origin both ends hold, or zeros. */
 static void ref_start(const gsp_peer *g, float *ref)
 {
-    if (g->origin)
+    if (g->origin_fill)
+        g->origin_fill(g->origin_ctx, ref);
+    else if (g->origin)
         memcpy(ref, g->origin, g->dim * sizeof(float));
     else
         memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
@@ -450,7 +476,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
      * was ruined that way). 2 bytes a value, once per edge. With one, the
      * reference starts at the run's common start, and the lag rule
      * decides (a restarted peer far from it still sends z whole). */
-    const int whole = (e->seq == 0 && !g->origin) || g->refresh;
+    const int whole = (e->seq == 0 && !g->origin_id) || g->refresh;
     const cmp_spec *codec = g->codec;
     long len = whole ? -EAGAIN : encode_streamed(g, src, inv, e->ref, seed, buf);
     const float *v = NULL; /* the dense difference, where it was made */

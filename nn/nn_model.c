@@ -382,9 +382,8 @@ static double seq_std(const nn_model *m, int i)
     return 0.02;
 }
 
-void nn_model_init_params(nn_model *m, uint64_t seed)
+void nn_model_fill_params(const nn_model *m, uint64_t seed, float *dst)
 {
-    m->seed = seed, m->steps = 0;
     const int seq = nn_model_is_seq(m);
     /* One stream per layer, so adding a layer does not reshuffle the others. */
     for (int i = 0; i < m->n_layers; i++) {
@@ -393,18 +392,24 @@ void nn_model_init_params(nn_model *m, uint64_t seed)
             continue;
         if (l->kind == NN_NORM) { /* the identity at first: gamma 1, beta 0 */
             for (size_t j = 0; j < l->w_n; j++)
-                m->params[l->w_off + j] = 1.0f;
-            memset(m->params + l->b_off, 0, l->b_n * sizeof(float));
+                dst[l->w_off + j] = 1.0f;
+            memset(dst + l->b_off, 0, l->b_n * sizeof(float));
             continue;
         }
         nn_rng r;
         nn_rng_seed(&r, seed, 0x6e6e0000u + (uint64_t)i);
         double std = seq ? seq_std(m, i) : sqrt(2.0 / (double)(l->w_n / l->b_n)); /* He: keeps ReLU's scale */
-        float *W = m->params + l->w_off;
+        float *W = dst + l->w_off;
         for (size_t j = 0; j < l->w_n; j++)
             W[j] = (float)(std * nn_rng_normal(&r));
-        memset(m->params + l->b_off, 0, l->b_n * sizeof(float));
+        memset(dst + l->b_off, 0, l->b_n * sizeof(float));
     }
+}
+
+void nn_model_init_params(nn_model *m, uint64_t seed)
+{
+    m->seed = seed, m->steps = 0;
+    nn_model_fill_params(m, seed, m->params);
 }
 
 static const float *layer_input(const nn_model *m, int i, const float *x)

@@ -112,6 +112,9 @@ void nn_model_free(nn_model *m);
 
 /* Re-draw the parameters from seed (as nn_model_init does). */
 void nn_model_init_params(nn_model *m, uint64_t seed);
+/* The same parameters into dst (n_params floats), m untouched: a peer makes
+ * its run's starting model again where it needs it instead of keeping it. */
+void nn_model_fill_params(const nn_model *m, uint64_t seed, float *dst);
 
 /* Forward pass of B <= max_batch samples (inference: dropout off); returns
  * the logits [B][n_classes]. */

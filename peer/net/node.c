@@ -197,6 +197,13 @@ static uint64_t new_incarnation(void)
     return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
 }
 
+/* The run's starting model, as nn_model_init drew it (gsp_set_origin_fill). */
+static void draw_origin(void *ctx, float *dst)
+{
+    const node *n = ctx;
+    nn_model_fill_params(&n->model, n->c->peer.train.seed, dst);
+}
+
 static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
 {
     const node_config *c = n->c;
@@ -225,6 +232,11 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     rc = engine_init(&n->e, &n->settings, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
     if (rc < 0)
         return rc;
+    /* A model drawn from the seed can be drawn again where an edge starts:
+     * the gossip keeps no copy of the run's starting model then (with
+     * --init or the caller's parameters it keeps its copy). */
+    if (!c->ext && !c->peer.train.init && c->peer.codec)
+        (void)gsp_set_origin_fill(&n->e.rp.g, draw_origin, n);
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
     n->e.rp.g.incarnation = new_incarnation();
     n->e.checkpoint_every = c->checkpoint ? c->checkpoint_every : 0;

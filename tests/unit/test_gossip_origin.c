@@ -218,3 +218,49 @@ Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
         free(x0), free(xa), free(v), free(want), free(work);
     }
 }
+
+/* What a fill writes: the start (ctx) or, for the wrong one, the start moved. */
+static void fill_start(void *ctx, float *dst) { memcpy(dst, ctx, DIM * sizeof(float)); }
+static void fill_other(void *ctx, float *dst)
+{
+    fill_start(ctx, dst);
+    dst[DIM - 1] += 1.0f;
+}
+
+/* A peer that makes its origin again where an edge starts
+ * (gsp_set_origin_fill) holds no copy of it and sends and takes what a peer
+ * with the copy does; a fill that does not write the origin is refused and
+ * the copy kept. */
+Test(gossip_origin, an_origin_made_again_per_edge_is_the_kept_one_without_the_copy)
+{
+    float x0[DIM];
+    start(x0, 0);
+    gsp_peer a, b, c, d;
+    peer(&a, 0, x0, x0), peer(&b, 1, x0, x0); /* a and b keep their copies */
+    peer(&c, 0, x0, x0), peer(&d, 1, x0, x0); /* c and d make theirs again */
+    size_t state_kept, state, codec;
+    gsp_bytes(&c, &state_kept, &codec);
+    cr_assert_eq(gsp_set_origin_fill(&c, fill_other, x0), -EINVAL);
+    cr_assert_not_null(c.origin_copy, "a wrong fill leaves the copy");
+    cr_assert_eq(gsp_set_origin_fill(&c, fill_start, x0), 0);
+    cr_assert_eq(gsp_set_origin_fill(&d, fill_start, x0), 0);
+    cr_assert_null(c.origin_copy);
+    gsp_bytes(&c, &state, &codec);
+    cr_assert_eq(state_kept - state, DIM * sizeof(float), "one copy fewer: %zu -> %zu", state_kept, state);
+    for (int r = 0; r < 6; r++) {
+        gsp_peer *from = r % 2 ? &b : &a, *to = r % 2 ? &a : &b;
+        gsp_peer *from2 = r % 2 ? &d : &c, *to2 = r % 2 ? &c : &d;
+        topo_out out = {.n = 1, .peer = {to->id}, .weight = {0.5}};
+        gsp_msg m, n;
+        cr_assert_eq(gsp_emit(from, &out, &m), 1);
+        cr_assert_eq(gsp_emit(from2, &out, &n), 1);
+        cr_assert_eq(m.origin, n.origin, "round %d: the same origin id", r);
+        cr_assert_eq(m.payload_len, n.payload_len, "round %d", r);
+        cr_assert_eq(memcmp(m.payload, n.payload, m.payload_len), 0, "round %d: the same message", r);
+        cr_assert_eq(gsp_absorb(to, &m), 1);
+        cr_assert_eq(gsp_absorb(to2, &n), 1, "round %d: taken (the same origin)", r);
+    }
+    cr_assert_eq(memcmp(a.x, c.x, sizeof(float) * DIM), 0);
+    cr_assert_eq(memcmp(b.x, d.x, sizeof(float) * DIM), 0);
+    gsp_free(&a), gsp_free(&b), gsp_free(&c), gsp_free(&d);
+}
