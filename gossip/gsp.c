@@ -324,9 +324,8 @@ static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n
     size_t j = 0;
     for (size_t s = 0; s < (give ? dim : 1); s += BLK) {
         const size_t end = give ? (s + BLK < dim ? s + BLK : dim) : SIZE_MAX;
-        if (give)
-            for (size_t i = s; i < end; i++)
-                x[i] = (float)((double)x[i] - moved * (double)ref[i]);
+        if (give) /* x - moved r as x + (-moved) r: the same float, negation is exact */
+            gsp_add_scaled(x + s, ref + s, end - s, -moved);
         for (; j < n && idx[j] < end; j++) {
             const size_t i = idx[j];
             if (!give && j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
@@ -732,8 +731,7 @@ static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const fl
         const size_t end = s + BLK < n ? s + BLK : n;
         for (; idx && j < k && idx[j] < end; j++)
             ref[idx[j]] += gain * c[j];
-        for (size_t i = s; i < end; i++)
-            x[i] = (float)((double)x[i] + moved * (double)ref[i]);
+        gsp_add_scaled(x + s, ref + s, end - s, moved);
     }
 }
 

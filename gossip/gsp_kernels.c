@@ -121,6 +121,19 @@ int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_
     return 0;
 }
 
+/* x += m * r in double, rounded to float once per value. Elementwise, so
+ * every vector width gives the same floats: a CPU with AVX2 converts twice
+ * as many values an instruction (the loop is bound by the conversions, not
+ * by memory, on SSE2). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void gsp_add_scaled(float *restrict x, const float *restrict r, size_t n, double m)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)x[i] + m * (double)r[i]);
+}
+
 /* <v, c> and ||c||^2 at c's non-zeros (idx NULL: c dense, n values). */
 void gsp_dot_norm(const float *v, const uint32_t *idx, const float *c, size_t n, double *vc, double *cc)
 {

@@ -26,6 +26,10 @@ void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float 
 int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_t n, double *vv, double *zz,
                      uint32_t t, cmp_list *c);
 
+/* x += m * r, in double, rounded to float once per value (what x takes
+ * from an in-edge, and with m < 0 what it gives up to an out-edge). */
+void gsp_add_scaled(float *restrict x, const float *restrict r, size_t n, double m);
+
 /* <v, c> and ||c||^2 at c's non-zeros (idx NULL: c dense, n values). */
 void gsp_dot_norm(const float *v, const uint32_t *idx, const float *c, size_t n, double *vc, double *cc);
 
