@@ -81,6 +81,12 @@ int cmp_select_stream_threshold(cmp_list *c, size_t n, size_t k, void *work, uin
  * fewer than k. */
 int cmp_select_topk_list(const cmp_list *c, size_t n, size_t k, void *work, uint32_t *idx_out, float *val_out);
 
+/* What the top-k codecs select, with the values: from x (with the sampled
+ * or the exact search: the same set) or, x NULL, from the list c; k
+ * positions ascending into idx, the values at them into val. */
+int cmp_select_topk_values(const float *x, const cmp_list *c, size_t n, size_t k, uint64_t seed, int sampled,
+                           void *work, uint32_t *idx, float *val);
+
 /* Positions idx[0..k) (ascending, < n) travel as gaps g_0 = idx_0,
  * g_j = idx_j - idx_{j-1} - 1, each Golomb-Rice coded with parameter b
  * (g >> b in unary, then the b low bits): 1 + b + (g >> b) bits.

@@ -95,41 +95,34 @@ static long stc_write(const uint32_t *idx, const float *val, size_t k, size_t n,
     return len < 0 ? len : (long)h + len;
 }
 
-/* n == 0 (no selection, and work may be NULL): k = 0, b = 0, mu = +0. 1 if
- * written, 0 if there is something to select. */
-static int stc_empty(size_t k, uint8_t *out) { return k == 0 ? (memset(out, 0, 6), 1) : 0; }
-
-static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
-                       size_t cap)
+/* The message of x, or (x NULL) of the candidate list c. */
+static long stc_select(const cmp_spec *s, const float *x, const cmp_list *c, size_t n, uint64_t seed, void *work,
+                       uint8_t *out, size_t cap)
 {
     size_t k = cmp_select_k(s->fraction, n);
     if (cap < varint_len(k) + 1 + 4)
         return -ENOSPC;
-    if (stc_empty(k, out))
+    if (k == 0) { /* n == 0: no selection, and work may be NULL */
+        memset(out, 0, 6); /* k = 0, b = 0, mu = +0 */
         return 6;
+    }
     uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
     float *val = (float *)(idx + k);
     /* The sampled threshold selects the same set as the exact search (a
      * pure function of x and k), in one collecting pass instead of two. */
-    int rc = cmp_select_topk_sampled(x, n, k, seed, work, idx);
-    if (rc < 0)
-        return rc;
-    for (size_t j = 0; j < k; j++)
-        val[j] = x[idx[j]];
-    return stc_write(idx, val, k, n, out, cap);
+    int rc = cmp_select_topk_values(x, c, n, k, seed, 1, work, idx, val);
+    return rc < 0 ? rc : stc_write(idx, val, k, n, out, cap);
+}
+
+static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
+                       size_t cap)
+{
+    return stc_select(s, x, NULL, n, seed, work, out, cap);
 }
 
 static long stc_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap)
 {
-    size_t k = cmp_select_k(s->fraction, n);
-    if (cap < varint_len(k) + 1 + 4)
-        return -ENOSPC;
-    if (stc_empty(k, out))
-        return 6;
-    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
-    float *val = (float *)(idx + k);
-    int rc = cmp_select_topk_list(c, n, k, work, idx, val);
-    return rc < 0 ? rc : stc_write(idx, val, k, n, out, cap);
+    return stc_select(s, NULL, c, n, 0, work, out, cap);
 }
 
 /* The header: k, Rice parameter b, mu; *h is where the positions start. */

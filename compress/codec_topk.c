@@ -102,39 +102,33 @@ static long topk_write(const uint32_t *idx, const float *val, size_t k, size_t n
     return len < 0 ? len : (long)(h + 4 * k) + len;
 }
 
-/* n == 0 (no selection, and work may be NULL): k = 0, b = 0. 1 if written,
- * 0 if there is something to select. */
-static int topk_empty(size_t k, uint8_t *out) { return k == 0 ? (out[0] = 0, out[1] = 0, 1) : 0; }
+/* The message of x, or (x NULL) of the candidate list c. */
+static long topk_select(const cmp_spec *s, const float *x, const cmp_list *c, size_t n, uint64_t seed, void *work,
+                        uint8_t *out, size_t cap)
+{
+    size_t k = cmp_select_k(s->fraction, n);
+    if (cap < varint_len(k) + 1 + 4 * k)
+        return -ENOSPC;
+    if (k == 0) { /* n == 0: no selection, and work may be NULL */
+        out[0] = 0;
+        out[1] = 0;
+        return 2;
+    }
+    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
+    float *val = (float *)(idx + k);
+    int rc = cmp_select_topk_values(x, c, n, k, seed, s->sampled, work, idx, val);
+    return rc < 0 ? rc : topk_write(idx, val, k, n, out, cap);
+}
 
 static long topk_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
                         size_t cap)
 {
-    size_t k = cmp_select_k(s->fraction, n);
-    if (cap < varint_len(k) + 1 + 4 * k)
-        return -ENOSPC;
-    if (topk_empty(k, out))
-        return 2;
-    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
-    float *val = (float *)(idx + k);
-    int rc = s->sampled ? cmp_select_topk_sampled(x, n, k, seed, work, idx) : cmp_select_topk(x, n, k, work, idx);
-    if (rc < 0)
-        return rc;
-    for (size_t j = 0; j < k; j++)
-        val[j] = x[idx[j]];
-    return topk_write(idx, val, k, n, out, cap);
+    return topk_select(s, x, NULL, n, seed, work, out, cap);
 }
 
 static long topk_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap)
 {
-    size_t k = cmp_select_k(s->fraction, n);
-    if (cap < varint_len(k) + 1 + 4 * k)
-        return -ENOSPC;
-    if (topk_empty(k, out))
-        return 2;
-    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
-    float *val = (float *)(idx + k);
-    int rc = cmp_select_topk_list(c, n, k, work, idx, val);
-    return rc < 0 ? rc : topk_write(idx, val, k, n, out, cap);
+    return topk_select(s, NULL, c, n, 0, work, out, cap);
 }
 
 /* The header: k and Rice parameter b, the k values checked finite; *val and

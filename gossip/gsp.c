@@ -167,9 +167,9 @@ int gsp_set_origin(gsp_peer *g, const float *x0)
     return gsp_share_origin(g, o);
 }
 
-int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx)
+int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges)
 {
-    if (!g->origin_copy || g->origin != g->origin_copy || g->n_out || g->n_in || !fill)
+    if (!g->origin_copy || g->origin != g->origin_copy || g->n_out || g->n_in || !fill || edges < 1)
         return -EINVAL;
     float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
     if (!o)
@@ -179,19 +179,17 @@ int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *
     free(o);
     if (!same)
         return -EINVAL;
-    free(g->origin_copy);
-    g->origin = NULL, g->origin_copy = NULL;
-    g->origin_fill = fill, g->origin_ctx = ctx;
+    g->origin_fill = fill, g->origin_ctx = ctx, g->origin_edges = edges;
     return 0;
 }
 
 /* Where an edge's reference starts: the origin both ends hold, or zeros. */
 static void ref_start(const gsp_peer *g, float *ref)
 {
-    if (g->origin_fill)
-        g->origin_fill(g->origin_ctx, ref);
-    else if (g->origin)
+    if (g->origin)
         memcpy(ref, g->origin, g->dim * sizeof(float));
+    else if (g->origin_fill)
+        g->origin_fill(g->origin_ctx, ref);
     else
         memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
 }
@@ -236,7 +234,7 @@ static size_t edge_buf_bytes(const gsp_peer *g)
 /* The edge to/from `peer`, created on first use. Edges are few (the
  * neighbours a schedule ever uses, plus reroutes), so a linear scan is the
  * fastest lookup; creation happens once per edge, not per round. */
-static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int peer, int outgoing)
+static gsp_edge *edge(gsp_peer *g, gsp_edge **list, int *n, int *cap, int peer, int outgoing)
 {
     const size_t dim = g->dim;
     for (int i = 0; i < *n; i++)
@@ -254,7 +252,10 @@ static gsp_edge *edge(const gsp_peer *g, gsp_edge **list, int *n, int *cap, int 
     e->peer = peer;
     e->round = -1;
     e->adopt = !outgoing && g->adopt;
-    if (g->codec) {
+    if (g->codec && g->origin_fill && g->origin_copy && g->n_out + g->n_in + 1 >= g->origin_edges) {
+        e->ref = g->origin_copy; /* the last edge the schedule has: it takes the copy, later ones draw it */
+        g->origin = NULL, g->origin_copy = NULL;
+    } else if (g->codec) {
         e->ref = malloc((dim ? dim : 1) * sizeof(float));
         if (e->ref)
             ref_start(g, e->ref);
@@ -295,6 +296,18 @@ gsp_edge *gsp_in_edge(gsp_peer *g, int src)
 }
 
 
+/* One non-zero of a message: ref[i] += d, the old value into *old, and x
+ * (given) takes xm times the change. */
+static inline void move_at(float *restrict ref, float *x, size_t i, float d, double xm, float *old)
+{
+    const float before = ref[i];
+    ref[i] += d;
+    if (old)
+        *old = before;
+    if (x)
+        x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
+}
+
 /* A message moves edge e's reference: r += gain * c at the message's
  * non-zeros (idx NULL: c is dense, n values), the one expression both ends
  * evaluate so that their references stay bit for bit equal. The sender
@@ -307,40 +320,36 @@ static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n
                       float *old, int give, size_t dim)
 {
     float *restrict ref = e->ref;
-    const double moved = -xm;
     if (!idx) { /* a dense message (the first of an edge, a refresh, the dense codecs): one vectorised pass */
         if (old)
             memcpy(old, ref, n * sizeof(float));
         for (size_t i = 0; i < n; i++) {
             const float before = ref[i];
             if (give)
-                x[i] = (float)((double)x[i] - moved * (double)before);
+                x[i] = (float)((double)x[i] + xm * (double)before);
             ref[i] += gain * c[i];
             if (x)
                 x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
         }
         return;
     }
-    size_t j = 0;
-    for (size_t s = 0; s < (give ? dim : 1); s += BLK) {
-        const size_t end = give ? (s + BLK < dim ? s + BLK : dim) : SIZE_MAX;
-        if (give) /* x - moved r as x + (-moved) r: the same float, negation is exact */
-            gsp_add_scaled(x + s, ref + s, end - s, -moved);
-        for (; j < n && idx[j] < end; j++) {
-            const size_t i = idx[j];
-            if (!give && j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
+    if (give) { /* (x - moved r is x + (-moved) r: the same float, negation is exact) */
+        size_t j = 0;
+        for (size_t s = 0; s < dim; s += BLK) {
+            const size_t end = s + BLK < dim ? s + BLK : dim;
+            gsp_add_scaled(x + s, ref + s, end - s, xm);
+            for (; j < n && idx[j] < end; j++)
+                move_at(ref, x, idx[j], gain * c[j], xm, old ? &old[j] : NULL);
+        }
+    } else
+        for (size_t j = 0; j < n; j++) {
+            if (j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
                 __builtin_prefetch(&ref[idx[j + PREFETCH]], 1);
                 if (x)
                     __builtin_prefetch(&x[idx[j + PREFETCH]], 1);
             }
-            const float before = ref[i];
-            ref[i] += gain * c[j];
-            if (old)
-                old[j] = before;
-            if (x)
-                x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
+            move_at(ref, x, idx[j], gain * c[j], xm, old ? &old[j] : NULL);
         }
-    }
 }
 
 /* A new entry at the end of e's log for its next message: n changed

@@ -159,6 +159,7 @@ typedef struct gsp_peer {
     float *origin_copy;    /* origin when this peer holds its own copy (NULL when it borrows it) */
     void (*origin_fill)(void *ctx, float *dst); /* or this makes it again where an edge starts */
     void *origin_ctx;
+    int origin_edges;      /* with origin_fill: the edge that takes the copy (the schedule's last) */
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
     struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
@@ -202,12 +203,15 @@ int gsp_set_origin(gsp_peer *g, const float *x0);
 /* The same without a copy: x0 must stay as it is while g lives (peers of one
  * process that all start from it, the simulator's, share one). */
 int gsp_share_origin(gsp_peer *g, const float *x0);
-/* After gsp_set_origin: the origin is made again where an edge starts
- * (fill(ctx, dst) writes it into the new reference) instead of kept, one
- * copy of the model fewer for a process that can make it (a model
- * initialised from its seed). fill is tried once here, and the copy freed
- * if it writes the origin bit for bit; else -EINVAL, and the copy stays. */
-int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx);
+/* After gsp_set_origin: the copy of the origin goes, as its reference, to
+ * the `edges`-th edge that starts (the last the schedule has: topo_degree),
+ * and any edge that starts or restarts after that gets the origin made
+ * again (fill(ctx, dst) writes it into the new reference): one copy of the
+ * model fewer for a process that can make it (a model initialised from its
+ * seed), without drawing it for the schedule's own edges. fill is tried
+ * once here: -EINVAL if what it writes is not the origin bit for bit (the
+ * copy then stays). */
+int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges);
 
 /* g's codec scratch becomes s's: the first peer gives s its own, the
  * others free theirs and use s's. After gsp_set_codec; s ({0} at first)

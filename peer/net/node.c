@@ -233,10 +233,12 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     /* A model drawn from the seed can be drawn again where an edge starts:
-     * the gossip keeps no copy of the run's starting model then (with
-     * --init or the caller's parameters it keeps its copy). */
-    if (!c->ext && !c->peer.train.init && c->peer.codec)
-        (void)gsp_set_origin_fill(&n->e.rp.g, draw_origin, n);
+     * the copy of the run's starting model becomes the schedule's last
+     * edge's reference, and edges after it (a neighbour that restarts) draw
+     * it (with --init or the caller's parameters the copy stays). */
+    int n_out, n_in;
+    if (!c->ext && !c->peer.train.init && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0)
+        (void)gsp_set_origin_fill(&n->e.rp.g, draw_origin, n, n_out + n_in);
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
     n->e.rp.g.incarnation = new_incarnation();
     n->e.checkpoint_every = c->checkpoint ? c->checkpoint_every : 0;

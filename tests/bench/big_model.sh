@@ -10,10 +10,10 @@
 #   bash tests/bench/big_model.sh                     # mlp:9000,10400: 100.8M parameters
 #   BIG_MODEL=mlp:4096,4096 bash tests/bench/big_model.sh
 #
-# Memory: each peer holds the model times (3 + its edges + a few) here
+# Memory: each peer holds the model times (2 + its edges + a few) here
 # (tests/bench/README.md, "Memory"); the default runs on the ring, the graph
-# with the fewest edges (4 peers of 100M: about 3.9 GB each, up to 8.7 GB
-# while a whole-model message is built or taken in). The script refuses to
+# with the fewest edges (4 peers of 100M: about 3.1 GB each, more while a
+# whole-model message is built or taken in). The script refuses to
 # start when MemAvailable is below BIG_NEED_GB (20).
 # Knobs: BIG_MODEL, BIG_ROUNDS (20), BIG_TOPOLOGY (ring), BIG_PEERS (4),
 # BIG_CODEC (stc:0.04), BIG_RUNS ("plain join resume"), SGP_BIN (build/sgp).

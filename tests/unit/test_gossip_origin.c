@@ -110,6 +110,28 @@ Test(gossip_origin, peers_that_started_apart_sync_and_lose_no_mass)
     }
 }
 
+/* Pair (a, b) and pair (c, d) exchange the same rounds, alternately one
+ * way and the other: each message of c and d is the one a and b send (the
+ * same origin, the same bytes) and is taken, and the models end equal. */
+static void twin_rounds(gsp_peer *a, gsp_peer *b, gsp_peer *c, gsp_peer *d, int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        gsp_peer *from = r % 2 ? b : a, *to = r % 2 ? a : b;
+        gsp_peer *from2 = r % 2 ? d : c, *to2 = r % 2 ? c : d;
+        topo_out out = {.n = 1, .peer = {to->id}, .weight = {0.5}};
+        gsp_msg m, n;
+        cr_assert_eq(gsp_emit(from, &out, &m), 1);
+        cr_assert_eq(gsp_emit(from2, &out, &n), 1);
+        cr_assert_eq(m.origin, n.origin, "round %d: the same origin id", r);
+        cr_assert_eq(m.payload_len, n.payload_len, "round %d", r);
+        cr_assert_eq(memcmp(m.payload, n.payload, m.payload_len), 0, "round %d: the same message", r);
+        cr_assert_eq(gsp_absorb(to, &m), 1);
+        cr_assert_eq(gsp_absorb(to2, &n), 1, "round %d: taken", r);
+    }
+    cr_assert_eq(memcmp(a->x, c->x, sizeof(float) * DIM), 0);
+    cr_assert_eq(memcmp(b->x, d->x, sizeof(float) * DIM), 0);
+}
+
 /* The simulator's peers compute one at a time and share one codec scratch
  * (gsp_share_scratch): the same messages and models as with a scratch each,
  * the scratch counted once, and a peer whose codec needs other sizes refused. */
@@ -129,20 +151,7 @@ Test(gossip_origin, peers_that_share_one_scratch_send_what_they_send_alone)
     gsp_bytes(&d, &state, &shared);
     cr_assert_eq(own - shared, gsp_scratch_bytes(&s), "%zu - %zu vs %zu", own, shared, gsp_scratch_bytes(&s));
     cr_assert_gt(gsp_scratch_bytes(&s), DIM * sizeof(float));
-    for (int r = 0; r < 6; r++) {
-        gsp_peer *from = r % 2 ? &b : &a, *to = r % 2 ? &a : &b;
-        gsp_peer *from2 = r % 2 ? &d : &c, *to2 = r % 2 ? &c : &d;
-        topo_out out = {.n = 1, .peer = {to->id}, .weight = {0.5}};
-        gsp_msg m, n;
-        cr_assert_eq(gsp_emit(from, &out, &m), 1);
-        cr_assert_eq(gsp_emit(from2, &out, &n), 1);
-        cr_assert_eq(m.payload_len, n.payload_len, "round %d", r);
-        cr_assert_eq(memcmp(m.payload, n.payload, m.payload_len), 0, "round %d: the same message", r);
-        cr_assert_eq(gsp_absorb(to, &m), 1);
-        cr_assert_eq(gsp_absorb(to2, &n), 1);
-    }
-    cr_assert_eq(memcmp(a.x, c.x, sizeof(float) * DIM), 0);
-    cr_assert_eq(memcmp(b.x, d.x, sizeof(float) * DIM), 0);
+    twin_rounds(&a, &b, &c, &d, 6);
 
     cmp_spec wider;
     char err[128];
@@ -219,48 +228,52 @@ Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
     }
 }
 
-/* What a fill writes: the start (ctx) or, for the wrong one, the start moved. */
-static void fill_start(void *ctx, float *dst) { memcpy(dst, ctx, DIM * sizeof(float)); }
+/* What a fill writes: the start, or for the wrong one the start moved; it
+ * counts its calls. */
+typedef struct drawn {
+    const float *x0;
+    int calls;
+} drawn;
+
+static void fill_start(void *ctx, float *dst)
+{
+    drawn *d = ctx;
+    memcpy(dst, d->x0, DIM * sizeof(float));
+    d->calls++;
+}
+
 static void fill_other(void *ctx, float *dst)
 {
     fill_start(ctx, dst);
     dst[DIM - 1] += 1.0f;
 }
 
-/* A peer that makes its origin again where an edge starts
- * (gsp_set_origin_fill) holds no copy of it and sends and takes what a peer
- * with the copy does; a fill that does not write the origin is refused and
- * the copy kept. */
+/* A peer whose origin can be made again (gsp_set_origin_fill) gives its
+ * copy to the schedule's last edge and draws the origin for any edge after
+ * that: it sends and takes what a peer that keeps the copy does, holding one
+ * copy fewer; a fill that does not write the origin is refused and the copy
+ * kept. */
 Test(gossip_origin, an_origin_made_again_per_edge_is_the_kept_one_without_the_copy)
 {
     float x0[DIM];
     start(x0, 0);
     gsp_peer a, b, c, d;
+    drawn dc = {x0, 0}, dd = {x0, 0};
     peer(&a, 0, x0, x0), peer(&b, 1, x0, x0); /* a and b keep their copies */
-    peer(&c, 0, x0, x0), peer(&d, 1, x0, x0); /* c and d make theirs again */
-    size_t state_kept, state, codec;
-    gsp_bytes(&c, &state_kept, &codec);
-    cr_assert_eq(gsp_set_origin_fill(&c, fill_other, x0), -EINVAL);
-    cr_assert_not_null(c.origin_copy, "a wrong fill leaves the copy");
-    cr_assert_eq(gsp_set_origin_fill(&c, fill_start, x0), 0);
-    cr_assert_eq(gsp_set_origin_fill(&d, fill_start, x0), 0);
+    peer(&c, 0, x0, x0), peer(&d, 1, x0, x0); /* c and d give theirs to their first edge */
+    cr_assert_eq(gsp_set_origin_fill(&c, fill_other, &dc, 1), -EINVAL);
+    cr_assert_eq(gsp_set_origin_fill(&c, fill_start, &dc, 0), -EINVAL, "no edge to give it to");
+    cr_assert_eq(gsp_set_origin_fill(&c, fill_start, &dc, 1), 0);
+    cr_assert_eq(gsp_set_origin_fill(&d, fill_start, &dd, 1), 0);
+    cr_assert_not_null(c.origin_copy, "kept until an edge takes it");
+    dc.calls = dd.calls = 0;
+    twin_rounds(&a, &b, &c, &d, 6);
     cr_assert_null(c.origin_copy);
-    gsp_bytes(&c, &state, &codec);
-    cr_assert_eq(state_kept - state, DIM * sizeof(float), "one copy fewer: %zu -> %zu", state_kept, state);
-    for (int r = 0; r < 6; r++) {
-        gsp_peer *from = r % 2 ? &b : &a, *to = r % 2 ? &a : &b;
-        gsp_peer *from2 = r % 2 ? &d : &c, *to2 = r % 2 ? &c : &d;
-        topo_out out = {.n = 1, .peer = {to->id}, .weight = {0.5}};
-        gsp_msg m, n;
-        cr_assert_eq(gsp_emit(from, &out, &m), 1);
-        cr_assert_eq(gsp_emit(from2, &out, &n), 1);
-        cr_assert_eq(m.origin, n.origin, "round %d: the same origin id", r);
-        cr_assert_eq(m.payload_len, n.payload_len, "round %d", r);
-        cr_assert_eq(memcmp(m.payload, n.payload, m.payload_len), 0, "round %d: the same message", r);
-        cr_assert_eq(gsp_absorb(to, &m), 1);
-        cr_assert_eq(gsp_absorb(to2, &n), 1, "round %d: taken (the same origin)", r);
-    }
-    cr_assert_eq(memcmp(a.x, c.x, sizeof(float) * DIM), 0);
-    cr_assert_eq(memcmp(b.x, d.x, sizeof(float) * DIM), 0);
+    cr_assert_eq(dc.calls, 1, "c's second edge drew the origin (%d)", dc.calls);
+    cr_assert_eq(dd.calls, 1, "d's second edge drew the origin (%d)", dd.calls);
+    size_t kept, drew, codec;
+    gsp_bytes(&a, &kept, &codec);
+    gsp_bytes(&c, &drew, &codec);
+    cr_assert_eq(kept - drew, DIM * sizeof(float), "one copy fewer: %zu -> %zu", kept, drew);
     gsp_free(&a), gsp_free(&b), gsp_free(&c), gsp_free(&d);
 }
