@@ -446,9 +446,10 @@ static int lagging(const gsp_peer *g, double vv, double zz)
 
 /* A top-k codec's message for v = src * inv - ref without storing v: the
  * threshold from a sample of v, then one pass that takes the norms and
- * collects the candidates (gsp_diff_collect). Its length, or -EAGAIN when
- * this codec or size does not stream or the candidates missed (then v is
- * made and encoded as usual: the same message either way). */
+ * collects the candidates (gsp_diff_collect). Its length, -EINVAL for a NaN
+ * or an infinity in z (as cmp_encode), or -EAGAIN when this codec or size
+ * does not stream, the candidates missed or z lags (then v is made and
+ * encoded as usual: the same message either way). */
 static long encode_streamed(gsp_peer *g, const float *src, float inv, const float *ref, uint64_t seed, uint8_t *buf)
 {
     const size_t n = g->dim;
@@ -462,8 +463,7 @@ static long encode_streamed(gsp_peer *g, const float *src, float inv, const floa
     if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 ||
         gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c) < 0 || lagging(g, vv, zz)) /* lagging: sent whole */
         return -EAGAIN;
-    long len = cmp_encode_list(g->codec, &c, n, g->work, buf, edge_buf_bytes(g));
-    return len == -EAGAIN || len >= 0 ? len : -EPROTO;
+    return cmp_encode_list(g->codec, &c, n, g->work, buf, edge_buf_bytes(g)); /* -EINVAL: a NaN or inf in z */
 }
 
 /* Compress v = z - e->ref, z = src * inv (x / w straight from x for a
