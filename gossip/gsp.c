@@ -7,6 +7,7 @@
 #include "compress/cmp_rng.h"
 #include "gossip/gsp.h"
 #include "gossip/gsp_kernels.h"
+#include "gossip/gsp_origin.h"
 
 /* Fixed part of a message on the wire: src, dst, round, seq, kind, w_total,
  * gain, lengths (peer/wire/WIRE.md frames it; this is what the simulator counts). */
@@ -130,70 +131,6 @@ void gsp_scratch_free(gsp_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-/* FNV-1a over the bits (never 0): agreement, not secrecy (peers are authenticated). */
-static uint64_t origin_hash(const float *x0, size_t dim)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    const uint8_t *b = (const uint8_t *)x0;
-    for (size_t i = 0; i < dim * sizeof(float); i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h ? h : 1;
-}
-
-int gsp_share_origin(gsp_peer *g, const float *x0)
-{
-    if (!g->codec || g->n_out || g->n_in || !x0)
-        return -EINVAL;
-    if (x0 != g->origin_copy) {
-        free(g->origin_copy);
-        g->origin_copy = NULL;
-    }
-    g->origin = x0;
-    g->origin_fill = NULL;
-    g->origin_id = origin_hash(x0, g->dim);
-    return 0;
-}
-
-int gsp_set_origin(gsp_peer *g, const float *x0)
-{
-    if (!g->codec || g->n_out || g->n_in || !x0)
-        return -EINVAL;
-    float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
-    if (!o)
-        return -ENOMEM;
-    memcpy(o, x0, g->dim * sizeof(float));
-    free(g->origin_copy);
-    g->origin_copy = o;
-    return gsp_share_origin(g, o);
-}
-
-int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges)
-{
-    if (!g->origin_copy || g->origin != g->origin_copy || g->n_out || g->n_in || !fill || edges < 1)
-        return -EINVAL;
-    float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
-    if (!o)
-        return -ENOMEM;
-    fill(ctx, o);
-    const int same = memcmp(o, g->origin_copy, g->dim * sizeof(float)) == 0;
-    free(o);
-    if (!same)
-        return -EINVAL;
-    g->origin_fill = fill, g->origin_ctx = ctx, g->origin_edges = edges;
-    return 0;
-}
-
-/* Where an edge's reference starts: the origin both ends hold, or zeros. */
-static void ref_start(const gsp_peer *g, float *ref)
-{
-    if (g->origin)
-        memcpy(ref, g->origin, g->dim * sizeof(float));
-    else if (g->origin_fill)
-        g->origin_fill(g->origin_ctx, ref);
-    else
-        memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
-}
-
 float gsp_default_step(const cmp_spec *codec, size_t dim)
 {
     /* Stable when the step is about the share of ||share - r|| one message
@@ -252,14 +189,9 @@ static gsp_edge *edge(gsp_peer *g, gsp_edge **list, int *n, int *cap, int peer, 
     e->peer = peer;
     e->round = -1;
     e->adopt = !outgoing && g->adopt;
-    if (g->codec && g->origin_fill && g->origin_copy && g->n_out + g->n_in + 1 >= g->origin_edges) {
-        e->ref = g->origin_copy; /* the last edge the schedule has: it takes the copy, later ones draw it */
-        g->origin = NULL, g->origin_copy = NULL;
-    } else if (g->codec) {
-        e->ref = malloc((dim ? dim : 1) * sizeof(float));
-        if (e->ref)
-            ref_start(g, e->ref);
-    } else
+    if (g->codec)
+        e->ref = gsp_ref_new(g);
+    else
         e->x = calloc(dim ? dim : 1, sizeof(double));
     if (g->codec ? !e->ref : !e->x) {
         free(e->x), free(e->ref);
@@ -275,7 +207,7 @@ static void edge_restart(const gsp_peer *g, gsp_edge *e, uint64_t incarnation)
     if (e->x)
         memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));
     if (e->ref)
-        ref_start(g, e->ref);
+        gsp_ref_start(g, e->ref);
     log_trim(e, UINT64_MAX);
     e->w = 0, e->seq = 0, e->round = -1, e->sync = 0, e->adopt = 0;
     e->incarnation = incarnation;

@@ -1,0 +1,84 @@
+/* Where an edge's reference starts: the run's common model (the origin),
+ * held, borrowed or drawn again, or zeros (gsp.h, gsp_origin.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gsp.h"
+#include "gossip/gsp_origin.h"
+
+/* FNV-1a over the bits (never 0): agreement, not secrecy (peers are authenticated). */
+static uint64_t origin_hash(const float *x0, size_t dim)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const uint8_t *b = (const uint8_t *)x0;
+    for (size_t i = 0; i < dim * sizeof(float); i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h ? h : 1;
+}
+
+int gsp_share_origin(gsp_peer *g, const float *x0)
+{
+    if (!g->codec || g->n_out || g->n_in || !x0)
+        return -EINVAL;
+    if (x0 != g->origin_copy) {
+        free(g->origin_copy);
+        g->origin_copy = NULL;
+    }
+    g->origin = x0;
+    g->origin_fill = NULL;
+    g->origin_id = origin_hash(x0, g->dim);
+    return 0;
+}
+
+int gsp_set_origin(gsp_peer *g, const float *x0)
+{
+    if (!g->codec || g->n_out || g->n_in || !x0)
+        return -EINVAL;
+    float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
+    if (!o)
+        return -ENOMEM;
+    memcpy(o, x0, g->dim * sizeof(float));
+    free(g->origin_copy);
+    g->origin_copy = o;
+    return gsp_share_origin(g, o);
+}
+
+int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges)
+{
+    if (!g->origin_copy || g->origin != g->origin_copy || g->n_out || g->n_in || !fill || edges < 1)
+        return -EINVAL;
+    float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
+    if (!o)
+        return -ENOMEM;
+    fill(ctx, o);
+    const int same = memcmp(o, g->origin_copy, g->dim * sizeof(float)) == 0;
+    free(o);
+    if (!same)
+        return -EINVAL;
+    g->origin_fill = fill, g->origin_ctx = ctx, g->origin_edges = edges;
+    return 0;
+}
+
+void gsp_ref_start(const gsp_peer *g, float *ref)
+{
+    if (g->origin)
+        memcpy(ref, g->origin, g->dim * sizeof(float));
+    else if (g->origin_fill)
+        g->origin_fill(g->origin_ctx, ref);
+    else
+        memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
+}
+
+float *gsp_ref_new(gsp_peer *g)
+{
+    if (g->origin_fill && g->origin_copy && g->n_out + g->n_in + 1 >= g->origin_edges) {
+        float *ref = g->origin_copy; /* the last edge the schedule has: it takes the copy, later ones draw it */
+        g->origin = NULL, g->origin_copy = NULL;
+        return ref;
+    }
+    float *ref = malloc((g->dim ? g->dim : 1) * sizeof(float));
+    if (ref)
+        gsp_ref_start(g, ref);
+    return ref;
+}
