@@ -37,11 +37,16 @@ int gsp_init(gsp_peer *g, int id, int n_peers, size_t dim, int tau, const float 
 }
 
 /* Forget the kept changes of the messages up to seq (all: UINT64_MAX). */
-static void log_trim(gsp_edge *e, uint64_t seq)
+static void log_trim(gsp_edge *e, uint64_t seq, gsp_sent *spare)
 {
     int k = 0;
     while (k < e->n_log && e->log[k].seq <= seq) {
-        free(e->log[k].idx), free(e->log[k].old);
+        gsp_sent *s = &e->log[k];
+        if (spare && s->idx && s->cap > spare->cap) { /* kept as the spare (the larger) */
+            free(spare->idx), free(spare->old);
+            *spare = *s;
+        } else
+            free(s->idx), free(s->old);
         k++;
     }
     if (k)
@@ -52,7 +57,7 @@ static void log_trim(gsp_edge *e, uint64_t seq)
 static void free_edges(gsp_edge *e, int n)
 {
     for (int i = 0; i < n; i++) {
-        log_trim(&e[i], UINT64_MAX);
+        log_trim(&e[i], UINT64_MAX, NULL);
         free(e[i].log);
         free(e[i].x);
         free(e[i].ref);
@@ -93,6 +98,7 @@ void gsp_free(gsp_peer *g)
     if (!g->scratch)
         free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
     free(g->origin_copy);
+    free(g->spare.idx), free(g->spare.old);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
         free(g->msg_buf[k]), free(g->msg_tot[k]);
     free_edges(g->out, g->n_out);
@@ -208,7 +214,7 @@ static void edge_restart(const gsp_peer *g, gsp_edge *e, uint64_t incarnation)
         memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));
     if (e->ref)
         gsp_ref_start(g, e->ref);
-    log_trim(e, UINT64_MAX);
+    log_trim(e, UINT64_MAX, NULL);
     e->w = 0, e->seq = 0, e->round = -1, e->sync = 0, e->adopt = 0;
     e->incarnation = incarnation;
 }
@@ -286,7 +292,7 @@ static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n
 
 /* A new entry at the end of e's log for its next message: n changed
  * positions (idx NULL: all of them). NULL on -ENOMEM. */
-static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size_t n)
+static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size_t n, gsp_sent *spare)
 {
     if (e->n_log == e->cap_log) {
         int nc = e->cap_log ? 2 * e->cap_log : 4;
@@ -296,9 +302,14 @@ static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size
         e->log = grown, e->cap_log = nc;
     }
     gsp_sent *s = &e->log[e->n_log];
-    *s = (gsp_sent){.seq = e->seq + 1, .w_before = w_before, .n = n};
-    s->old = malloc((n ? n : 1) * sizeof(float));
-    s->idx = idx ? malloc((n ? n : 1) * sizeof(uint32_t)) : NULL;
+    *s = (gsp_sent){.seq = e->seq + 1, .w_before = w_before, .n = n, .cap = n ? n : 1};
+    if (idx && spare->idx && spare->cap >= n) { /* the spare's room, already in memory */
+        s->idx = spare->idx, s->old = spare->old, s->cap = spare->cap;
+        *spare = (gsp_sent){0};
+    } else {
+        s->old = malloc(s->cap * sizeof(float));
+        s->idx = idx ? malloc(s->cap * sizeof(uint32_t)) : NULL;
+    }
     if (!s->old || (idx && !s->idx)) {
         free(s->old), free(s->idx);
         return NULL;
@@ -448,7 +459,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     double vc, cc;
     gsp_dot_norm(vs ? vs : v, vs ? NULL : idx, c, (size_t)k, &vc, &cc);
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
-    gsp_sent *kept = log_add(e, w_before, idx, (size_t)k);
+    gsp_sent *kept = log_add(e, w_before, idx, (size_t)k, &g->spare);
     if (!kept)
         return -ENOMEM;
     edge_move(e, idx, c, (size_t)k, gain, g->x, -moved, kept->old, give, n);
@@ -796,7 +807,7 @@ void gsp_acked(gsp_peer *g, int dst, uint64_t seq)
 {
     gsp_edge *e = out_edge(g, dst);
     if (e)
-        log_trim(e, seq);
+        log_trim(e, seq, &g->spare);
 }
 
 size_t gsp_msg_bytes(const gsp_msg *m)
@@ -892,8 +903,9 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
         const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
         st += (e->x ? dv : 0) + (e->ref ? fv : 0) + (size_t)e->cap_log * sizeof *e->log;
         for (int j = 0; j < e->n_log; j++)
-            st += e->log[j].n * (sizeof(float) + (e->log[j].idx ? sizeof(uint32_t) : 0));
+            st += e->log[j].cap * (sizeof(float) + (e->log[j].idx ? sizeof(uint32_t) : 0));
     }
+    st += g->spare.cap * (sizeof(float) + sizeof(uint32_t));
     *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge);
     *codec = cs;
 }

@@ -95,7 +95,7 @@ typedef struct gsp_msg {
 typedef struct gsp_sent {
     uint64_t seq;
     double w_before;
-    size_t n;
+    size_t n, cap; /* changed positions; room for (a reused entry may have more) */
     uint32_t *idx;
     float *old;
 } gsp_sent;
@@ -163,6 +163,9 @@ typedef struct gsp_peer {
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
     struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
+    gsp_sent spare;        /* codec: an acknowledged sparse log entry's room (idx and old for spare.cap
+                            * changes; NULL: none), for the next message's, so that a message's changes are
+                            * not allocated and faulted in again each time */
 } gsp_peer;
 
 /* Codec scratch for peers of one process that never emit or absorb at the
