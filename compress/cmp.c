@@ -160,12 +160,10 @@ long cmp_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work,
     return body < 0 ? body : (long)h + body;
 }
 
-/* The top-k codecs' workspace is the selection's, then the k positions,
- * then the k values at them (codec_topk.c, codec_stc.c). */
 const float *cmp_selected_values(const cmp_spec *s, size_t n, const void *work)
 {
+    /* the top-k codecs, and only they, stream: their workspace is cmp_select_chosen_work's */
     if (!s->ops->encode_list || n == 0)
         return NULL;
-    const size_t k = cmp_select_k(s->fraction, n);
-    return (const float *)((const uint8_t *)work + cmp_select_work(n) + k * sizeof(uint32_t));
+    return cmp_chosen_val(work, n, cmp_select_k(s->fraction, n));
 }

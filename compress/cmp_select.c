@@ -549,13 +549,19 @@ int cmp_select_pos_read(const uint8_t *in, size_t len, size_t k, int b, int extr
     return (bits + 7) / 8 == len ? 0 : -EBADMSG;
 }
 
-int cmp_select_topk_values(const float *x, const cmp_list *c, size_t n, size_t k, uint64_t seed, int sampled,
-                           void *work, uint32_t *idx, float *val)
+size_t cmp_select_chosen_work(size_t n, size_t k)
 {
+    return cmp_select_work(n) + k * (sizeof(uint32_t) + sizeof(float));
+}
+
+int cmp_select_chosen(const float *x, const cmp_list *c, size_t n, size_t k, uint64_t seed, int sampled, void *work)
+{
+    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
+    float *val = (float *)(idx + k);
     if (!x)
         return cmp_select_topk_list(c, n, k, work, idx, val);
     int rc = sampled ? cmp_select_topk_sampled(x, n, k, seed, work, idx) : cmp_select_topk(x, n, k, work, idx);
-    if (rc == 0) /* gathered once: x is far bigger than the cache, the codec reads them more than once */
+    if (rc == 0)
         for (size_t j = 0; j < k; j++)
             val[j] = x[idx[j]];
     return rc;

@@ -81,11 +81,22 @@ int cmp_select_stream_threshold(cmp_list *c, size_t n, size_t k, void *work, uin
  * fewer than k. */
 int cmp_select_topk_list(const cmp_list *c, size_t n, size_t k, void *work, uint32_t *idx_out, float *val_out);
 
-/* What the top-k codecs select, with the values: from x (with the sampled
- * or the exact search: the same set) or, x NULL, from the list c; k
- * positions ascending into idx, the values at them into val. */
-int cmp_select_topk_values(const float *x, const cmp_list *c, size_t n, size_t k, uint64_t seed, int sampled,
-                           void *work, uint32_t *idx, float *val);
+/* The top-k codecs' (topk, stc) workspace: the selection's, then the k
+ * positions they chose and the k values at them (gathered once: x is far
+ * bigger than the cache, and the message and the sender's view read them).
+ * cmp_select_chosen selects into it from x (with the sampled or the exact
+ * search: the same set) or, x NULL, from the list c; cmp_chosen_idx and
+ * cmp_chosen_val read what the last selection chose. */
+size_t cmp_select_chosen_work(size_t n, size_t k);
+int cmp_select_chosen(const float *x, const cmp_list *c, size_t n, size_t k, uint64_t seed, int sampled, void *work);
+static inline const uint32_t *cmp_chosen_idx(const void *work, size_t n)
+{
+    return (const uint32_t *)((const uint8_t *)work + cmp_select_work(n));
+}
+static inline const float *cmp_chosen_val(const void *work, size_t n, size_t k)
+{
+    return (const float *)(cmp_chosen_idx(work, n) + k);
+}
 
 /* Positions idx[0..k) (ascending, < n) travel as gaps g_0 = idx_0,
  * g_j = idx_j - idx_{j-1} - 1, each Golomb-Rice coded with parameter b

@@ -46,12 +46,11 @@ static size_t stc_bound(const cmp_spec *s, size_t n)
     return varint_len(k) + 1 + 4 + (size_t)((cmp_select_rice_bits_max(n, k) + k + 7) / 8);
 }
 
-/* After the selection's workspace the encoder leaves what it selected: k
- * positions, then the k values at them (gathered once: x is far bigger than
- * the cache, and the mean, the signs and cmp_encoded_sparse all read them). */
+/* The selection's workspace and what it chose (cmp_select_chosen_work):
+ * the mean, the signs and cmp_encoded_sparse read the chosen values. */
 static size_t stc_work(const cmp_spec *s, size_t n)
 {
-    return cmp_select_work(n) + cmp_select_k(s->fraction, n) * (sizeof(uint32_t) + sizeof(float));
+    return cmp_select_chosen_work(n, cmp_select_k(s->fraction, n));
 }
 
 /* The mean magnitude of the selected values. In double: k f32 magnitudes
@@ -106,12 +105,10 @@ static long stc_select(const cmp_spec *s, const float *x, const cmp_list *c, siz
         memset(out, 0, 6); /* k = 0, b = 0, mu = +0 */
         return 6;
     }
-    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
-    float *val = (float *)(idx + k);
     /* The sampled threshold selects the same set as the exact search (a
      * pure function of x and k), in one collecting pass instead of two. */
-    int rc = cmp_select_topk_values(x, c, n, k, seed, 1, work, idx, val);
-    return rc < 0 ? rc : stc_write(idx, val, k, n, out, cap);
+    int rc = cmp_select_chosen(x, c, n, k, seed, 1, work);
+    return rc < 0 ? rc : stc_write(cmp_chosen_idx(work, n), cmp_chosen_val(work, n, k), k, n, out, cap);
 }
 
 static long stc_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
@@ -191,8 +188,8 @@ static long stc_encoded_sparse(const cmp_spec *s, const float *x, size_t n, cons
     if (k == 0)
         return 0;
     (void)x;
-    const uint32_t *sel = (const uint32_t *)((const uint8_t *)work + cmp_select_work(n));
-    const float *sv = (const float *)(sel + k);
+    const uint32_t *sel = cmp_chosen_idx(work, n);
+    const float *sv = cmp_chosen_val(work, n, k);
     const float mu = stc_mu(sv, k);
     for (size_t j = 0; j < k; j++) {
         idx[j] = sel[j];

@@ -61,12 +61,10 @@ static size_t topk_bound(const cmp_spec *s, size_t n)
     return varint_len(k) + 1 + 4 * k + (size_t)((cmp_select_rice_bits_max(n, k) + 7) / 8);
 }
 
-/* Selection scratch, then the k indices and the k values at them (gathered
- * once: the message and cmp_encoded_sparse read them, and x is far bigger
- * than the cache). */
+/* The selection's workspace and what it chose (cmp_select_chosen_work). */
 static size_t topk_work(const cmp_spec *s, size_t n)
 {
-    return cmp_select_work(n) + cmp_select_k(s->fraction, n) * (sizeof(uint32_t) + sizeof(float));
+    return cmp_select_chosen_work(n, cmp_select_k(s->fraction, n));
 }
 
 /* The message for the k selected positions idx (ascending) with their
@@ -114,10 +112,8 @@ static long topk_select(const cmp_spec *s, const float *x, const cmp_list *c, si
         out[1] = 0;
         return 2;
     }
-    uint32_t *idx = (uint32_t *)((uint8_t *)work + cmp_select_work(n));
-    float *val = (float *)(idx + k);
-    int rc = cmp_select_topk_values(x, c, n, k, seed, s->sampled, work, idx, val);
-    return rc < 0 ? rc : topk_write(idx, val, k, n, out, cap);
+    int rc = cmp_select_chosen(x, c, n, k, seed, s->sampled, work);
+    return rc < 0 ? rc : topk_write(cmp_chosen_idx(work, n), cmp_chosen_val(work, n, k), k, n, out, cap);
 }
 
 static long topk_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
@@ -203,10 +199,8 @@ static long topk_encoded_sparse(const cmp_spec *s, const float *x, size_t n, con
     if (k == 0) /* n == 0: work may be NULL */
         return 0;
     (void)x;
-    const uint32_t *sel = (const uint32_t *)((const uint8_t *)work + cmp_select_work(n));
-    const float *sv = (const float *)(sel + k);
-    for (size_t j = 0; j < k; j++)
-        idx[j] = sel[j], val[j] = sv[j];
+    memcpy(idx, cmp_chosen_idx(work, n), k * sizeof *idx);
+    memcpy(val, cmp_chosen_val(work, n, k), k * sizeof *val);
     return (long)k;
 }
 
