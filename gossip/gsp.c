@@ -7,11 +7,7 @@
 #include "compress/cmp_rng.h"
 #include "gossip/gsp.h"
 #include "gossip/gsp_kernels.h"
-#include "gossip/gsp_origin.h"
-
-/* Fixed part of a message on the wire: src, dst, round, seq, kind, w_total,
- * gain, lengths (peer/wire/WIRE.md frames it; this is what the simulator counts). */
-#define GSP_HEADER_BYTES 48
+#include "gossip/gsp_internal.h"
 
 /* A reference further than this (relative, in norm) from the model is sent
  * again whole (bf16) instead of corrected with the codec. */
@@ -106,37 +102,6 @@ void gsp_free(gsp_peer *g)
     memset(g, 0, sizeof *g);
 }
 
-int gsp_share_scratch(gsp_peer *g, gsp_scratch *s)
-{
-    if (!g->codec || g->scratch)
-        return -EINVAL;
-    const size_t work = cmp_work_size(g->codec, g->dim);
-    if (!s->sp_idx) { /* the first: s takes this peer's */
-        *s = (gsp_scratch){.v = g->v, .work = g->work, .sp_idx = g->sp_idx, .sp_val = g->sp_val,
-                           .sp_cap = g->sp_cap, .work_bytes = work, .dim = g->dim};
-    } else {
-        if (s->dim != g->dim || s->sp_cap != g->sp_cap || s->work_bytes != work)
-            return -EINVAL;
-        free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
-        g->work = s->work, g->sp_idx = s->sp_idx, g->sp_val = s->sp_val;
-    }
-    g->v = NULL; /* the difference, where it is needed at all, is s->v (diff_buf) */
-    g->scratch = s;
-    return 0;
-}
-
-size_t gsp_scratch_bytes(const gsp_scratch *s)
-{
-    return (s->v ? s->dim * sizeof(float) : 0) +
-           (s->sp_idx ? s->work_bytes + s->sp_cap * (sizeof *s->sp_idx + sizeof *s->sp_val) : 0);
-}
-
-void gsp_scratch_free(gsp_scratch *s)
-{
-    free(s->v), free(s->work), free(s->sp_idx), free(s->sp_val);
-    memset(s, 0, sizeof *s);
-}
-
 float gsp_default_step(const cmp_spec *codec, size_t dim)
 {
     /* Stable when the step is about the share of ||share - r|| one message
@@ -168,7 +133,7 @@ const float *gsp_debias(gsp_peer *g)
     return g->z;
 }
 
-static size_t edge_buf_bytes(const gsp_peer *g)
+size_t gsp_msg_room(const gsp_peer *g)
 {
     size_t a = cmp_bound(g->codec, g->dim), b = cmp_bound(&g->first, g->dim);
     return a > b ? a : b;
@@ -406,7 +371,7 @@ static long encode_streamed(gsp_peer *g, const float *src, float inv, const floa
     if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 ||
         gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c) < 0 || lagging(g, vv, zz)) /* lagging: sent whole */
         return -EAGAIN;
-    return cmp_encode_list(g->codec, &c, n, g->work, buf, edge_buf_bytes(g)); /* -EINVAL: a NaN or inf in z */
+    return cmp_encode_list(g->codec, &c, n, g->work, buf, gsp_msg_room(g)); /* -EINVAL: a NaN or inf in z */
 }
 
 /* Compress v = z - e->ref, z = src * inv (x / w straight from x for a
@@ -440,7 +405,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
         v = d;
         if (whole || lagging(g, vv, zz))
             codec = &g->first;
-        len = cmp_encode(codec, v, n, seed, g->work, buf, edge_buf_bytes(g));
+        len = cmp_encode(codec, v, n, seed, g->work, buf, gsp_msg_room(g));
     }
     if (len < 0)
         return (int)len;
@@ -515,7 +480,7 @@ static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, in
 static uint8_t *msg_buf(gsp_peer *g, int k)
 {
     if (!g->msg_buf[k])
-        g->msg_buf[k] = malloc(edge_buf_bytes(g));
+        g->msg_buf[k] = malloc(gsp_msg_room(g));
     return g->msg_buf[k];
 }
 
@@ -810,19 +775,6 @@ void gsp_acked(gsp_peer *g, int dst, uint64_t seq)
         log_trim(e, seq, &g->spare);
 }
 
-size_t gsp_msg_bytes(const gsp_msg *m)
-{
-    switch (m->kind) {
-    case GSP_DELTA:
-        return GSP_HEADER_BYTES + m->payload_len;
-    case GSP_SYNC:
-        return GSP_HEADER_BYTES + m->dim * (sizeof(double) + sizeof(float));
-    case GSP_RAW:
-        break;
-    }
-    return GSP_HEADER_BYTES + m->dim * sizeof(double);
-}
-
 int gsp_ready(const gsp_peer *g, const topo *t, const uint8_t *alive)
 {
     return gsp_ready_with(g, t, alive, NULL, 0);
@@ -887,62 +839,4 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
         free(cur), free(d);
     }
     return s->w - (r ? r->w : 0.0);
-}
-
-void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
-{
-    const size_t n = g->dim ? g->dim : 1, fv = n * sizeof(float), dv = n * sizeof(double);
-    size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin_copy ? fv : 0);
-    size_t cs = g->c ? fv : 0;
-    if (!g->scratch)
-        cs += (g->v ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
-              g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
-    for (int k = 0; k <= TOPO_MAX_OUT; k++)
-        cs += (g->msg_buf[k] ? edge_buf_bytes(g) : 0) + (g->msg_tot[k] ? dv : 0);
-    for (int k = 0; k < g->n_out + g->n_in; k++) {
-        const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
-        st += (e->x ? dv : 0) + (e->ref ? fv : 0) + (size_t)e->cap_log * sizeof *e->log;
-        for (int j = 0; j < e->n_log; j++)
-            st += e->log[j].cap * (sizeof(float) + (e->log[j].idx ? sizeof(uint32_t) : 0));
-    }
-    st += g->spare.cap * (sizeof(float) + sizeof(uint32_t));
-    *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge);
-    *codec = cs;
-}
-
-size_t gsp_msg_owned_bytes(const gsp_msg *m)
-{
-    if (!m->owned)
-        return 0;
-    return (m->x_total ? m->dim * sizeof(double) : 0) + (m->ref ? m->dim * sizeof(float) : 0) +
-           (m->payload ? m->payload_len : 0);
-}
-
-int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src)
-{
-    size_t xb = src->x_total ? src->dim * sizeof(double) : 0, rb = src->ref ? src->dim * sizeof(float) : 0,
-           pb = src->payload ? src->payload_len : 0;
-    uint8_t *mem = malloc(xb + rb + pb + 1); /* doubles first: alignment holds */
-    if (!mem)
-        return -ENOMEM;
-    *dst = *src;
-    if (xb)
-        dst->x_total = memcpy(mem, src->x_total, xb);
-    if (rb)
-        dst->ref = memcpy(mem + xb, src->ref, rb);
-    if (pb)
-        dst->payload = memcpy(mem + xb + rb, src->payload, pb);
-    dst->owned = mem;
-    return 0;
-}
-
-void gsp_msg_free(gsp_msg *m)
-{
-    if (!m)
-        return;
-    free(m->owned);
-    m->owned = NULL;
-    m->x_total = NULL;
-    m->ref = NULL;
-    m->payload = NULL;
 }

@@ -1,11 +1,11 @@
 /* Where an edge's reference starts: the run's common model (the origin),
- * held, borrowed or drawn again, or zeros (gsp.h, gsp_origin.h). */
+ * held, borrowed or drawn again, or zeros (gsp.h, gsp_internal.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gossip/gsp.h"
-#include "gossip/gsp_origin.h"
+#include "gossip/gsp_internal.h"
 
 /* FNV-1a over the bits (never 0): agreement, not secrecy (peers are authenticated). */
 static uint64_t origin_hash(const float *x0, size_t dim)

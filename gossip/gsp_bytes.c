@@ -1,0 +1,114 @@
+/* What a peer and its messages hold: bytes by part, the codec scratch the
+ * simulator's peers share, messages copied to be kept (gsp.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gsp.h"
+#include "gossip/gsp_internal.h"
+
+/* Fixed part of a message on the wire: src, dst, round, seq, kind, w_total,
+ * gain, lengths (peer/wire/WIRE.md frames it; this is what the simulator counts). */
+#define GSP_HEADER_BYTES 48
+
+int gsp_share_scratch(gsp_peer *g, gsp_scratch *s)
+{
+    if (!g->codec || g->scratch)
+        return -EINVAL;
+    const size_t work = cmp_work_size(g->codec, g->dim);
+    if (!s->sp_idx) { /* the first: s takes this peer's */
+        *s = (gsp_scratch){.v = g->v, .work = g->work, .sp_idx = g->sp_idx, .sp_val = g->sp_val,
+                           .sp_cap = g->sp_cap, .work_bytes = work, .dim = g->dim};
+    } else {
+        if (s->dim != g->dim || s->sp_cap != g->sp_cap || s->work_bytes != work)
+            return -EINVAL;
+        free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
+        g->work = s->work, g->sp_idx = s->sp_idx, g->sp_val = s->sp_val;
+    }
+    g->v = NULL; /* the difference, where it is needed at all, is s->v (diff_buf) */
+    g->scratch = s;
+    return 0;
+}
+
+size_t gsp_scratch_bytes(const gsp_scratch *s)
+{
+    return (s->v ? s->dim * sizeof(float) : 0) +
+           (s->sp_idx ? s->work_bytes + s->sp_cap * (sizeof *s->sp_idx + sizeof *s->sp_val) : 0);
+}
+
+void gsp_scratch_free(gsp_scratch *s)
+{
+    free(s->v), free(s->work), free(s->sp_idx), free(s->sp_val);
+    memset(s, 0, sizeof *s);
+}
+
+size_t gsp_msg_bytes(const gsp_msg *m)
+{
+    switch (m->kind) {
+    case GSP_DELTA:
+        return GSP_HEADER_BYTES + m->payload_len;
+    case GSP_SYNC:
+        return GSP_HEADER_BYTES + m->dim * (sizeof(double) + sizeof(float));
+    case GSP_RAW:
+        break;
+    }
+    return GSP_HEADER_BYTES + m->dim * sizeof(double);
+}
+
+void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
+{
+    const size_t n = g->dim ? g->dim : 1, fv = n * sizeof(float), dv = n * sizeof(double);
+    size_t st = (g->x ? fv : 0) + (g->z ? fv : 0) + (g->origin_copy ? fv : 0);
+    size_t cs = g->c ? fv : 0;
+    if (!g->scratch)
+        cs += (g->v ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
+              g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
+    for (int k = 0; k <= TOPO_MAX_OUT; k++)
+        cs += (g->msg_buf[k] ? gsp_msg_room(g) : 0) + (g->msg_tot[k] ? dv : 0);
+    for (int k = 0; k < g->n_out + g->n_in; k++) {
+        const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
+        st += (e->x ? dv : 0) + (e->ref ? fv : 0) + (size_t)e->cap_log * sizeof *e->log;
+        for (int j = 0; j < e->n_log; j++)
+            st += e->log[j].cap * (sizeof(float) + (e->log[j].idx ? sizeof(uint32_t) : 0));
+    }
+    st += g->spare.cap * (sizeof(float) + sizeof(uint32_t));
+    *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge);
+    *codec = cs;
+}
+
+size_t gsp_msg_owned_bytes(const gsp_msg *m)
+{
+    if (!m->owned)
+        return 0;
+    return (m->x_total ? m->dim * sizeof(double) : 0) + (m->ref ? m->dim * sizeof(float) : 0) +
+           (m->payload ? m->payload_len : 0);
+}
+
+int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src)
+{
+    size_t xb = src->x_total ? src->dim * sizeof(double) : 0, rb = src->ref ? src->dim * sizeof(float) : 0,
+           pb = src->payload ? src->payload_len : 0;
+    uint8_t *mem = malloc(xb + rb + pb + 1); /* doubles first: alignment holds */
+    if (!mem)
+        return -ENOMEM;
+    *dst = *src;
+    if (xb)
+        dst->x_total = memcpy(mem, src->x_total, xb);
+    if (rb)
+        dst->ref = memcpy(mem + xb, src->ref, rb);
+    if (pb)
+        dst->payload = memcpy(mem + xb + rb, src->payload, pb);
+    dst->owned = mem;
+    return 0;
+}
+
+void gsp_msg_free(gsp_msg *m)
+{
+    if (!m)
+        return;
+    free(m->owned);
+    m->owned = NULL;
+    m->x_total = NULL;
+    m->ref = NULL;
+    m->payload = NULL;
+}
