@@ -844,8 +844,9 @@ static void newer_tick(world *w)
         break;
     case 1:
         /* The redial, 10 s later (the guard fails the test if it never
-         * comes): a refusal for the version is no reason to give up. */
-        if (v->accepts == 2) {
+         * comes): a refusal for the version is no reason to give up. Its
+         * head read too: the accept alone comes a tick before it. */
+        if (v->accepts == 2 && v->have >= sizeof v->in) {
             if (v->conn)
                 uv_close((uv_handle_t *)v->conn, newer_closed);
             uv_close((uv_handle_t *)&v->server, NULL);
