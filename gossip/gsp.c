@@ -84,6 +84,8 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
     return 0;
 }
 
+static void corr_release(gsp_peer *g);
+
 void gsp_free(gsp_peer *g)
 {
     if (!g)
@@ -96,7 +98,8 @@ void gsp_free(gsp_peer *g)
     free(g->origin_copy);
     free(g->spare.idx), free(g->spare.old);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
-        free(g->msg_buf[k]), free(g->msg_tot[k]);
+        free(g->msg_buf[k]);
+    corr_release(g);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
@@ -285,26 +288,77 @@ static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size
     return s;
 }
 
-/* The corrections of e's messages after `base` into d[0..dim): the sum over
- * them of w_before * (r after - r before), the r of each rebuilt by rolling
- * the reference back from where it stands (in cur, a dim-float scratch).
- * A base older than the log starts from the oldest entry; returns the base
- * used. */
-static uint64_t corrections_since(const gsp_peer *g, const gsp_edge *e, uint64_t base, float *cur, double *d)
+/* Room for n corrections in c (its values are not kept). 0 on -ENOMEM. */
+static int corr_room(gsp_corr *c, size_t n)
+{
+    free(c->idx), free(c->val);
+    c->idx = malloc(n * sizeof *c->idx), c->val = malloc(n * sizeof *c->val);
+    c->cap = c->idx && c->val ? n : 0;
+    return c->cap != 0;
+}
+
+/* The SYNCs' corrections go once their messages are no longer valid: a SYNC
+ * is rare, and its list can be as long as the model. */
+static void corr_release(gsp_peer *g)
+{
+    for (int k = 0; k <= TOPO_MAX_OUT; k++) {
+        free(g->sync_corr[k].idx), free(g->sync_corr[k].val);
+        g->sync_corr[k] = (gsp_corr){0};
+    }
+}
+
+/* The corrections of e's messages after `base` (the sum over them of
+ * w_before * (r after - r before), the r of each rebuilt by rolling the
+ * reference back from where it stands) at the positions they changed, into
+ * c, ascending; their number into *n. A base older than the log starts from
+ * the oldest entry; returns the base used, or 0 with *n = SIZE_MAX on
+ * -ENOMEM. Position by position with the newest message first: the
+ * operations and their order are those of rolling a whole copy of the
+ * reference back, so the same doubles, without the dim-value copy and
+ * totals (a merge of the messages' ascending positions). */
+static uint64_t corrections_since(const gsp_edge *e, uint64_t base, gsp_corr *c, size_t dim, size_t *n)
 {
     const uint64_t first = e->n_log ? e->log[0].seq : e->seq + 1;
     if (base + 1 < first)
         base = first - 1;
-    memset(d, 0, g->dim * sizeof(double));
-    memcpy(cur, e->ref, g->dim * sizeof(float));
-    for (int k = e->n_log - 1; k >= 0 && e->log[k].seq > base; k--) {
-        const gsp_sent *s = &e->log[k];
-        for (size_t j = 0; j < s->n; j++) {
-            const size_t i = s->idx ? s->idx[j] : j;
-            d[i] += s->w_before * ((double)cur[i] - (double)s->old[j]);
-            cur[i] = s->old[j];
-        }
+    int oldest = e->n_log;
+    size_t room = 0;
+    while (oldest > 0 && e->log[oldest - 1].seq > base)
+        room += e->log[--oldest].n;
+    if (room > dim)
+        room = dim;
+    const int ne = e->n_log - oldest;
+    size_t *at = calloc(ne ? (size_t)ne : 1, sizeof *at); /* each message's next position */
+    if (!at || (room > c->cap && !corr_room(c, room))) {
+        free(at);
+        *n = SIZE_MAX;
+        return 0;
     }
+    size_t m = 0;
+    for (;;) {
+        size_t p = SIZE_MAX;
+        for (int q = 0; q < ne; q++) {
+            const gsp_sent *s = &e->log[oldest + q];
+            if (at[q] < s->n) {
+                const size_t i = s->idx ? s->idx[at[q]] : at[q];
+                p = i < p ? i : p;
+            }
+        }
+        if (p == SIZE_MAX)
+            break;
+        double d = 0.0;
+        float cur = e->ref[p];
+        for (int q = ne - 1; q >= 0; q--) { /* newest first */
+            const gsp_sent *s = &e->log[oldest + q];
+            if (at[q] < s->n && (s->idx ? s->idx[at[q]] : at[q]) == p) {
+                d += s->w_before * ((double)cur - (double)s->old[at[q]]);
+                cur = s->old[at[q]++];
+            }
+        }
+        c->idx[m] = (uint32_t)p, c->val[m++] = d;
+    }
+    free(at);
+    *n = m;
     return base;
 }
 
@@ -330,8 +384,8 @@ static long decode_msg(gsp_peer *g, const uint8_t *msg, size_t len, const uint32
 }
 
 /* Room for the dense difference v = z - r, at first use: only dense codecs,
- * whole messages, a top-k codec whose candidates missed, and a SYNC's
- * roll-back need it (in the peers' shared scratch where there is one). */
+ * whole messages and a top-k codec whose candidates missed need it (in the
+ * peers' shared scratch where there is one). */
 static float *diff_buf(gsp_peer *g)
 {
     float **v = g->scratch ? &g->scratch->v : &g->v;
@@ -484,23 +538,20 @@ static uint8_t *msg_buf(gsp_peer *g, int k)
     return g->msg_buf[k];
 }
 
-static double *msg_tot(gsp_peer *g, int k)
-{
-    if (!g->msg_tot[k])
-        g->msg_tot[k] = malloc((g->dim ? g->dim : 1) * sizeof(double));
-    return g->msg_tot[k];
-}
-
 /* m becomes the SYNC of out-edge e from `base`: its reference, and the
- * corrections since base in the k-th totals buffer (diff_buf the roll-back
- * scratch: free between emits, and after an emit's messages are encoded). */
-static void sync_fill(gsp_peer *g, const gsp_edge *e, uint64_t base, int k, gsp_msg *m)
+ * corrections since base in the k-th corrections buffer. 0 or -ENOMEM. */
+static int sync_fill(gsp_peer *g, const gsp_edge *e, uint64_t base, int k, gsp_msg *m)
 {
-    m->kind = GSP_SYNC, m->ref = e->ref;
-    m->base = corrections_since(g, e, base, diff_buf(g), g->msg_tot[k]);
-    m->x_total = g->msg_tot[k];
+    size_t n;
+    m->kind = GSP_SYNC, m->ref = e->ref, m->x_total = NULL;
+    m->base = corrections_since(e, base, &g->sync_corr[k], g->dim, &n);
+    if (n == SIZE_MAX)
+        return -ENOMEM;
+    static const uint32_t none[1]; /* (no correction is a list, empty: NULL would say "every position") */
+    m->n_corr = n, m->corr_idx = n ? g->sync_corr[k].idx : none, m->corr = g->sync_corr[k].val;
     m->payload = NULL, m->payload_len = 0, m->gain = 0, m->step = 0, m->origin = 0;
     g->stats.syncs_sent++;
+    return 0;
 }
 
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
@@ -512,9 +563,9 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     size_t lens[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)) ||
-            (g->codec && !(bufs[k] = msg_buf(g, k))) ||
-            (g->codec && edges[k]->sync && (!msg_tot(g, k) || !diff_buf(g))))
+            (g->codec && !(bufs[k] = msg_buf(g, k))))
             return -ENOMEM;
+    corr_release(g); /* (the last emit's and SYNC's messages are no longer valid) */
     /* Weight first. With a codec each edge moves step * weight * w (the
      * consensus step), without one weight * w. `moved` is the difference of
      * the edge's running totals, which the receiver recomputes bit for bit
@@ -555,7 +606,8 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         *m = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
                        .dim = g->dim, .kind = GSP_RAW, .x_total = e->x, .incarnation = g->incarnation};
         if (g->codec && e->sync) {
-            sync_fill(g, e, e->sync_base, k, m);
+            if (sync_fill(g, e, e->sync_base, k, m) < 0)
+                return -ENOMEM;
             e->sync = 0;
         } else if (g->codec) {
             m->kind = GSP_DELTA, m->x_total = NULL;
@@ -609,10 +661,15 @@ static void apply_sync(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
 {
     float *restrict x = g->x, *restrict ref = e->ref;
     const float *restrict r = m->ref;
-    const double *restrict d = m->x_total;
+    const uint32_t *ci = m->corr_idx;
+    const double *restrict d = m->corr;
     const double wt = m->w_total, wa = e->w;
+    size_t j = 0;
     for (size_t i = 0; i < g->dim; i++) {
-        x[i] = (float)((double)x[i] + (wt * (double)r[i] - wa * (double)ref[i] - d[i]));
+        double t = wt * (double)r[i] - wa * (double)ref[i];
+        if (!ci || (j < m->n_corr && ci[j] == i)) /* (elsewhere the correction is 0: t - 0 is t) */
+            t -= d[ci ? j++ : i];
+        x[i] = (float)((double)x[i] + t);
         ref[i] = r[i];
     }
 }
@@ -652,12 +709,24 @@ static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const fl
     }
 }
 
+/* A SYNC's arrays are there, its correction positions strictly ascending
+ * below dim (or all dim of them). */
+static int sync_sound(const gsp_msg *m)
+{
+    if (!m->ref || m->n_corr > m->dim || (m->n_corr && !m->corr) || (!m->corr_idx && m->n_corr != m->dim))
+        return 0;
+    for (size_t j = 0; m->corr_idx && j < m->n_corr; j++)
+        if (m->corr_idx[j] >= m->dim || (j && m->corr_idx[j] <= m->corr_idx[j - 1]))
+            return 0;
+    return 1;
+}
+
 int gsp_absorb(gsp_peer *g, const gsp_msg *m)
 {
     if (m->dst != g->id || m->src < 0 || m->src >= g->n_peers || m->src == g->id || m->dim != g->dim)
         return -EINVAL;
-    if ((m->kind == GSP_RAW) != !g->codec || (m->kind != GSP_DELTA && !m->x_total) ||
-        (m->kind == GSP_SYNC && !m->ref) || (m->kind == GSP_DELTA && !m->payload))
+    if ((m->kind == GSP_RAW) != !g->codec || (m->kind == GSP_RAW && !m->x_total) ||
+        (m->kind == GSP_SYNC && !sync_sound(m)) || (m->kind == GSP_DELTA && !m->payload))
         return -EINVAL;
     gsp_edge *e = edge(g, &g->in, &g->n_in, &g->cap_in, m->src, 0);
     if (!e)
@@ -758,14 +827,10 @@ int gsp_sync_msg(gsp_peer *g, int dst, uint64_t base, gsp_msg *m)
         return -ENOENT;
     if (base >= e->seq)
         return -EALREADY;
-    if (g->codec && (!msg_tot(g, TOPO_MAX_OUT) || !diff_buf(g)))
-        return -ENOMEM;
     /* Without a codec the totals alone are a complete message: resend them. */
     *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq, .kind = GSP_RAW, .w_total = e->w,
                    .dim = g->dim, .x_total = e->x, .incarnation = g->incarnation};
-    if (g->codec)
-        sync_fill(g, e, base, TOPO_MAX_OUT, m);
-    return 0;
+    return g->codec ? sync_fill(g, e, base, TOPO_MAX_OUT, m) : 0;
 }
 
 void gsp_acked(gsp_peer *g, int dst, uint64_t seq)
@@ -829,14 +894,17 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
             acc_x[i] += s->x[i] - (r ? r->x[i] : 0.0);
     if (acc_x && sender->codec) {
         /* What a SYNC from the receiver's seq would bring (gsp_sync_msg), when the sender still keeps it. */
-        const size_t n = sender->dim ? sender->dim : 1;
-        float *cur = malloc(n * sizeof(float));
-        double *d = malloc(n * sizeof(double));
+        gsp_corr c = {0};
+        size_t n;
         const uint64_t a = r ? r->seq : 0;
-        if (cur && d && a < s->seq && corrections_since(sender, s, a, cur, d) == a)
-            for (size_t i = 0; i < sender->dim; i++)
-                acc_x[i] += s->w * (double)s->ref[i] - (r ? r->w * (double)r->ref[i] : 0.0) - d[i];
-        free(cur), free(d);
+        if (a < s->seq && corrections_since(s, a, &c, sender->dim, &n) == a && n != SIZE_MAX)
+            for (size_t i = 0, j = 0; i < sender->dim; i++) {
+                double t = s->w * (double)s->ref[i] - (r ? r->w * (double)r->ref[i] : 0.0);
+                if (j < n && c.idx[j] == i)
+                    t -= c.val[j++];
+                acc_x[i] += t;
+            }
+        free(c.idx), free(c.val);
     }
     return s->w - (r ? r->w : 0.0);
 }

@@ -57,7 +57,7 @@
 typedef enum gsp_kind {
     GSP_RAW,   /* no codec: x_total = sigma_x */
     GSP_DELTA, /* codec: payload = q, gain */
-    GSP_SYNC,  /* codec, after a gap: ref = r, x_total = the corrections since `base`, uncompressed */
+    GSP_SYNC,  /* codec, after a gap: ref = r, corr = the corrections since `base`, uncompressed */
 } gsp_kind;
 
 /* What gsp_absorb returns when a compressed edge lost a message: the driver
@@ -74,10 +74,13 @@ typedef struct gsp_msg {
     gsp_kind kind;
     double w_total;        /* sigma_w: w always travels exact */
     size_t dim;
-    const double *x_total; /* RAW: sigma_x, dim values. SYNC: the corrections of the messages after base:
-                            * the receiver adds w_total * ref - (its applied w) * (its ref) - x_total */
+    const double *x_total; /* RAW: sigma_x, dim values */
     uint64_t base;         /* SYNC: the seq its corrections start after (the receiver's last applied) */
     const float *ref;      /* SYNC: the reference r after this message */
+    size_t n_corr;         /* SYNC: the corrections of the messages after base, where they changed r: the
+                            * receiver adds w_total * ref - (its applied w) * (its ref) - corr */
+    const uint32_t *corr_idx; /* SYNC: their positions, strictly ascending (NULL: all dim, n_corr == dim) */
+    const double *corr;    /* SYNC: their values */
     const uint8_t *payload; /* DELTA: the codec's message (compress/FORMAT.md) */
     size_t payload_len;
     float gain;            /* DELTA: r += gain * decode(payload) */
@@ -99,6 +102,14 @@ typedef struct gsp_sent {
     uint32_t *idx;
     float *old;
 } gsp_sent;
+
+/* A SYNC's corrections as the sender builds them: positions and values,
+ * room for cap. */
+typedef struct gsp_corr {
+    uint32_t *idx;
+    double *val;
+    size_t cap;
+} gsp_corr;
 
 /* One directed edge: sent totals (out-edges) or applied totals (in-edges). */
 typedef struct gsp_edge {
@@ -145,11 +156,11 @@ typedef struct gsp_peer {
     float step;            /* consensus step: the share of r that moves each round */
     uint64_t seed;         /* codec randomness, per (seed, sender, receiver, seq) */
     float *v, *c;          /* codec scratch, at first use: the difference z - r (dense codecs, whole messages, a
-                            * top-k codec's rare misses, a SYNC's roll-back), a decoded q (dense codecs, whole
-                            * messages) */
+                            * top-k codec's rare misses), a decoded q (dense codecs, whole messages) */
     uint8_t *msg_buf[TOPO_MAX_OUT + 1]; /* codec: the k-th message of an emit, encoded (at first use); the
                                           * last slot is gsp_sync_msg's */
-    double *msg_tot[TOPO_MAX_OUT + 1];  /* codec: a SYNC's totals, materialised (at the first SYNC) */
+    gsp_corr sync_corr[TOPO_MAX_OUT + 1]; /* codec: a SYNC's corrections (held from its making until the
+                                           * next emit) */
     uint32_t *sp_idx;      /* sparse codecs: a message's non-zeros (cmp_decode_sparse), sp_cap of them */
     float *sp_val;
     size_t sp_cap;
@@ -318,8 +329,14 @@ int gsp_sync_msg(gsp_peer *g, int dst, uint64_t base, gsp_msg *m);
 void gsp_acked(gsp_peer *g, int dst, uint64_t seq);
 
 /* Bytes this message takes on the wire: a fixed header plus the payload
- * (RAW and SYNC carry doubles, and SYNC the float reference too). */
+ * (RAW carries doubles, SYNC its float reference and corrections). */
 size_t gsp_msg_bytes(const gsp_msg *m);
+
+/* A SYNC's payload (peer/wire/WIRE.md): the reference, the count, and the
+ * corrections as a list of positions and values, or every value where
+ * that is shorter (12 n > 8 dim: gsp_sync_dense). */
+int gsp_sync_dense(size_t dim, size_t n_corr);
+size_t gsp_sync_bytes(size_t dim, size_t n_corr);
 
 /* May the peer start round g->round (i.e. emit again)? True when every live
  * scheduled in-neighbour of round g->round - 1 - tau has delivered that round's

@@ -42,13 +42,24 @@ void gsp_scratch_free(gsp_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
+int gsp_sync_dense(size_t dim, size_t n_corr)
+{
+    return n_corr > dim / 3 * 2 + (dim % 3 * 2) / 3; /* 12 n > 8 dim, without overflow */
+}
+
+size_t gsp_sync_bytes(size_t dim, size_t n_corr)
+{
+    return dim * sizeof(float) + sizeof(uint32_t) +
+           (gsp_sync_dense(dim, n_corr) ? dim * sizeof(double) : n_corr * (sizeof(uint32_t) + sizeof(double)));
+}
+
 size_t gsp_msg_bytes(const gsp_msg *m)
 {
     switch (m->kind) {
     case GSP_DELTA:
         return GSP_HEADER_BYTES + m->payload_len;
     case GSP_SYNC:
-        return GSP_HEADER_BYTES + m->dim * (sizeof(double) + sizeof(float));
+        return GSP_HEADER_BYTES + gsp_sync_bytes(m->dim, m->n_corr);
     case GSP_RAW:
         break;
     }
@@ -64,7 +75,8 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
         cs += (g->v ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
               g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
-        cs += (g->msg_buf[k] ? gsp_msg_room(g) : 0) + (g->msg_tot[k] ? dv : 0);
+        cs += (g->msg_buf[k] ? gsp_msg_room(g) : 0) +
+              g->sync_corr[k].cap * (sizeof *g->sync_corr[k].idx + sizeof *g->sync_corr[k].val);
     for (int k = 0; k < g->n_out + g->n_in; k++) {
         const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
         st += (e->x ? dv : 0) + (e->ref ? fv : 0) + (size_t)e->cap_log * sizeof *e->log;
@@ -76,28 +88,41 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
     *codec = cs;
 }
 
+/* The bytes of each of a message's arrays, doubles first (so that one
+ * allocation keeps them aligned in this order). */
+static void msg_parts(const gsp_msg *m, size_t b[5])
+{
+    b[0] = m->x_total ? m->dim * sizeof(double) : 0;
+    b[1] = m->corr ? m->n_corr * sizeof(double) : 0;
+    b[2] = m->ref ? m->dim * sizeof(float) : 0;
+    b[3] = m->corr_idx ? m->n_corr * sizeof(uint32_t) : 0;
+    b[4] = m->payload ? m->payload_len : 0;
+}
+
 size_t gsp_msg_owned_bytes(const gsp_msg *m)
 {
     if (!m->owned)
         return 0;
-    return (m->x_total ? m->dim * sizeof(double) : 0) + (m->ref ? m->dim * sizeof(float) : 0) +
-           (m->payload ? m->payload_len : 0);
+    size_t b[5];
+    msg_parts(m, b);
+    return b[0] + b[1] + b[2] + b[3] + b[4];
 }
 
 int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src)
 {
-    size_t xb = src->x_total ? src->dim * sizeof(double) : 0, rb = src->ref ? src->dim * sizeof(float) : 0,
-           pb = src->payload ? src->payload_len : 0;
-    uint8_t *mem = malloc(xb + rb + pb + 1); /* doubles first: alignment holds */
+    size_t b[5];
+    msg_parts(src, b);
+    uint8_t *mem = malloc(b[0] + b[1] + b[2] + b[3] + b[4] + 1), *at = mem;
     if (!mem)
         return -ENOMEM;
     *dst = *src;
-    if (xb)
-        dst->x_total = memcpy(mem, src->x_total, xb);
-    if (rb)
-        dst->ref = memcpy(mem + xb, src->ref, rb);
-    if (pb)
-        dst->payload = memcpy(mem + xb + rb, src->payload, pb);
+    const void *from[5] = {src->x_total, src->corr, src->ref, src->corr_idx, src->payload};
+    void *to[5];
+    for (int k = 0; k < 5; k++) {
+        to[k] = b[k] ? memcpy(at, from[k], b[k]) : (void *)(uintptr_t)from[k]; /* (empty: as it was) */
+        at += b[k];
+    }
+    dst->x_total = to[0], dst->corr = to[1], dst->ref = to[2], dst->corr_idx = to[3], dst->payload = to[4];
     dst->owned = mem;
     return 0;
 }
@@ -108,7 +133,7 @@ void gsp_msg_free(gsp_msg *m)
         return;
     free(m->owned);
     m->owned = NULL;
-    m->x_total = NULL;
-    m->ref = NULL;
+    m->x_total = NULL, m->corr = NULL;
+    m->ref = NULL, m->corr_idx = NULL;
     m->payload = NULL;
 }

@@ -223,7 +223,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     }
     if (dim > WIRE_MAX_DIM) { /* no PUSH, SYNC or MODEL of it would go out: refuse rather than train alone */
         snprintf(err, errlen, "peer %d: a model of %zu parameters is more than a peer can exchange (at most %zu: a SYNC "
-                              "of 12 bytes a parameter must fit one frame, peer/wire/WIRE.md)",
+                              "of up to 12 bytes a parameter must fit one frame, peer/wire/WIRE.md)",
                  id, dim, (size_t)WIRE_MAX_DIM);
         return -EMSGSIZE;
     }

@@ -26,104 +26,6 @@ const char *wire_type_name(int type)
     return type >= 0 && (size_t)type < WIRE_N_TYPES ? names[type] : "?";
 }
 
-/* ---- the schema checks both directions share ---------------------------- */
-
-/* WIRE.md numbers the kinds as gossip/ does; the codec passes them through. */
-_Static_assert(GSP_RAW == 0 && GSP_DELTA == 1 && GSP_SYNC == 2, "PUSH kind numbers are gsp_kind's");
-
-/* PUSH fields in array order (0 is the type); a check names the one at fault. */
-enum { F_TYPE, F_ROUND, F_SEQ, F_INC, F_KIND, F_W, F_GAIN, F_STEP, F_ORIGIN, F_BASE, F_DIM, F_PAYLOAD, F_N };
-static const char *const push_field_names[F_N] = {"type", "round",  "seq",  "incarnation", "kind", "w_total",
-                                                  "gain", "step", "origin", "base", "dim",  "payload"};
-
-/* What a receiver can check of a PUSH without looking at tensor values
- * (a NaN in a diverged peer's totals is its model, not a malformed message:
- * gossip/ and the driver decide what to do about that, and scanning dim
- * values here would cost a pass per message). Returns the field at fault
- * (and *why), or -1 if the message is sound. Each check keeps out of gossip/
- * something it would otherwise take in silently and never recover from: */
-static int push_check(const wire_push *p, const char **why)
-{
-    /* gsp rounds count up from 0 in a long. */
-    if (p->round < 0)
-        return *why = "negative", F_ROUND;
-    /* Sequence numbers start at 1 per edge; 0 would read as "already applied"
-     * and the mass it carries would be dropped without a trace. */
-    if (p->seq < 1)
-        return *why = "must be >= 1", F_SEQ;
-    if ((unsigned)p->kind > GSP_SYNC)
-        return *why = "unknown kind", F_KIND;
-    /* sigma_w is a running total of positive shares: it is > 0 from the first
-     * message on. A NaN or infinity would poison the receiver's w for good. */
-    if (!isfinite(p->w_total) || !(p->w_total > 0.0))
-        return *why = "must be finite and > 0", F_W;
-    /* gain and step multiply the shared reference, and the receiver adds
-     * step * r to x: a non-finite value would make x NaN, which no later
-     * message repairs. */
-    if (!isfinite(p->gain))
-        return *why = "not finite", F_GAIN;
-    if (!isfinite(p->step))
-        return *why = "not finite", F_STEP;
-    /* gsp_set_codec only ever uses a consensus step in (0, 1]. */
-    if (p->kind == GSP_DELTA && !(p->step > 0.0f && p->step <= 1.0f))
-        return *why = "DELTA step outside (0, 1]", F_STEP;
-    /* A SYNC brings what follows its base, up to its seq. */
-    if (p->kind == GSP_SYNC && p->base >= p->seq)
-        return *why = "SYNC base not below seq", F_BASE;
-    if (p->dim > WIRE_MAX_DIM)
-        return *why = "above WIRE_MAX_DIM", F_DIM;
-    /* RAW and SYNC tensors are dim values exactly: a receiver copies
-     * 8 (or 12) * dim bytes, so the bin must hold precisely that many. */
-    if (p->kind == GSP_RAW && p->payload_len != p->dim * sizeof(double))
-        return *why = "RAW payload is not 8 * dim bytes", F_PAYLOAD;
-    if (p->kind == GSP_SYNC && p->payload_len != p->dim * (sizeof(double) + sizeof(float)))
-        return *why = "SYNC payload is not 12 * dim bytes", F_PAYLOAD;
-    /* A compress/ message has at least its codec id; its own decoder checks
-     * the rest (it knows the codec's layout, we do not). The bin32 length
-     * field bounds what one message can carry at all. */
-    if (p->kind == GSP_DELTA && (p->payload_len < 1 || p->payload_len > UINT32_MAX))
-        return *why = "DELTA payload empty or over 4 GiB", F_PAYLOAD;
-    return -1;
-}
-
-/* UTF-8 (msgpack str is UTF-8 by definition), shortest form, no surrogates,
- * and no control characters: the reason ends up in logs and on terminals,
- * where an escape sequence or newline from a peer has no business. */
-static int reason_ok(const uint8_t *s, size_t n)
-{
-    static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
-    size_t i = 0;
-    while (i < n) {
-        uint32_t c = s[i];
-        size_t k;
-        if (c < 0x80) {
-            if (c < 0x20 || c == 0x7f)
-                return 0;
-            i++;
-            continue;
-        }
-        if ((c & 0xe0) == 0xc0)
-            k = 1, c &= 0x1f;
-        else if ((c & 0xf0) == 0xe0)
-            k = 2, c &= 0x0f;
-        else if ((c & 0xf8) == 0xf0)
-            k = 3, c &= 0x07;
-        else
-            return 0;
-        if (n - i - 1 < k)
-            return 0;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80)
-                return 0;
-            c = c << 6 | (s[i + j] & 0x3fu);
-        }
-        if (c < min_cp[k] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff) || (c >= 0x80 && c <= 0x9f))
-            return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
 /* ---- little-endian tensors ----------------------------------------------- */
 
 /* The wire is little-endian; on a little-endian host the copies are memcpy.
@@ -177,6 +79,134 @@ static void get_le(void *dst, const uint8_t *src, size_t n, size_t width)
     }
 }
 
+/* ---- the schema checks both directions share ---------------------------- */
+
+/* WIRE.md numbers the kinds as gossip/ does; the codec passes them through. */
+_Static_assert(GSP_RAW == 0 && GSP_DELTA == 1 && GSP_SYNC == 2, "PUSH kind numbers are gsp_kind's");
+
+/* PUSH fields in array order (0 is the type); a check names the one at fault. */
+enum { F_TYPE, F_ROUND, F_SEQ, F_INC, F_KIND, F_W, F_GAIN, F_STEP, F_ORIGIN, F_BASE, F_DIM, F_PAYLOAD, F_N };
+static const char *const push_field_names[F_N] = {"type", "round",  "seq",  "incarnation", "kind", "w_total",
+                                                  "gain", "step", "origin", "base", "dim",  "payload"};
+
+/* A SYNC's payload (WIRE.md): r, then the count n, then every correction
+ * (n = dim) or n positions, strictly ascending below dim, and their values,
+ * whichever is shorter; its length exactly that. NULL if sound, else why.
+ * Without the payload (a message being encoded) only its length. */
+static const char *sync_check(const wire_push *p)
+{
+    const size_t head = p->dim * sizeof(float) + sizeof(uint32_t);
+    if (p->payload_len < head)
+        return "SYNC payload shorter than its reference and count";
+    if (!p->payload)
+        return NULL;
+    uint32_t n;
+    get_le(&n, p->payload + p->dim * sizeof(float), 1, sizeof n);
+    if (n > p->dim || (n != p->dim && gsp_sync_dense(p->dim, n)))
+        return "SYNC count is neither dim nor a list shorter than dim values";
+    if (p->payload_len != gsp_sync_bytes(p->dim, n == p->dim ? p->dim : n))
+        return "SYNC payload is not the length its count says";
+    const uint8_t *at = p->payload + head;
+    uint32_t prev = 0;
+    for (size_t j = 0; n != p->dim && j < n; j++, at += sizeof(uint32_t)) {
+        uint32_t i;
+        get_le(&i, at, 1, sizeof i);
+        if (i >= p->dim || (j && i <= prev))
+            return "SYNC positions not strictly ascending below dim";
+        prev = i;
+    }
+    return NULL;
+}
+
+/* What a receiver can check of a PUSH without looking at tensor values
+ * (a NaN in a diverged peer's totals is its model, not a malformed message:
+ * gossip/ and the driver decide what to do about that, and scanning dim
+ * values here would cost a pass per message). Returns the field at fault
+ * (and *why), or -1 if the message is sound. Each check keeps out of gossip/
+ * something it would otherwise take in silently and never recover from: */
+static int push_check(const wire_push *p, const char **why)
+{
+    /* gsp rounds count up from 0 in a long. */
+    if (p->round < 0)
+        return *why = "negative", F_ROUND;
+    /* Sequence numbers start at 1 per edge; 0 would read as "already applied"
+     * and the mass it carries would be dropped without a trace. */
+    if (p->seq < 1)
+        return *why = "must be >= 1", F_SEQ;
+    if ((unsigned)p->kind > GSP_SYNC)
+        return *why = "unknown kind", F_KIND;
+    /* sigma_w is a running total of positive shares: it is > 0 from the first
+     * message on. A NaN or infinity would poison the receiver's w for good. */
+    if (!isfinite(p->w_total) || !(p->w_total > 0.0))
+        return *why = "must be finite and > 0", F_W;
+    /* gain and step multiply the shared reference, and the receiver adds
+     * step * r to x: a non-finite value would make x NaN, which no later
+     * message repairs. */
+    if (!isfinite(p->gain))
+        return *why = "not finite", F_GAIN;
+    if (!isfinite(p->step))
+        return *why = "not finite", F_STEP;
+    /* gsp_set_codec only ever uses a consensus step in (0, 1]. */
+    if (p->kind == GSP_DELTA && !(p->step > 0.0f && p->step <= 1.0f))
+        return *why = "DELTA step outside (0, 1]", F_STEP;
+    /* A SYNC brings what follows its base, up to its seq. */
+    if (p->kind == GSP_SYNC && p->base >= p->seq)
+        return *why = "SYNC base not below seq", F_BASE;
+    if (p->dim > WIRE_MAX_DIM)
+        return *why = "above WIRE_MAX_DIM", F_DIM;
+    /* RAW and SYNC tensors are dim values exactly: a receiver copies
+     * 8 (or 12) * dim bytes, so the bin must hold precisely that many. */
+    if (p->kind == GSP_RAW && p->payload_len != p->dim * sizeof(double))
+        return *why = "RAW payload is not 8 * dim bytes", F_PAYLOAD;
+    if (p->kind == GSP_SYNC && (*why = sync_check(p)))
+        return F_PAYLOAD;
+    /* A compress/ message has at least its codec id; its own decoder checks
+     * the rest (it knows the codec's layout, we do not). The bin32 length
+     * field bounds what one message can carry at all. */
+    if (p->kind == GSP_DELTA && (p->payload_len < 1 || p->payload_len > UINT32_MAX))
+        return *why = "DELTA payload empty or over 4 GiB", F_PAYLOAD;
+    return -1;
+}
+
+/* UTF-8 (msgpack str is UTF-8 by definition), shortest form, no surrogates,
+ * and no control characters: the reason ends up in logs and on terminals,
+ * where an escape sequence or newline from a peer has no business. */
+static int reason_ok(const uint8_t *s, size_t n)
+{
+    static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
+    size_t i = 0;
+    while (i < n) {
+        uint32_t c = s[i];
+        size_t k;
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f)
+                return 0;
+            i++;
+            continue;
+        }
+        if ((c & 0xe0) == 0xc0)
+            k = 1, c &= 0x1f;
+        else if ((c & 0xf0) == 0xe0)
+            k = 2, c &= 0x0f;
+        else if ((c & 0xf8) == 0xf0)
+            k = 3, c &= 0x07;
+        else
+            return 0;
+        if (n - i - 1 < k)
+            return 0;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+            c = c << 6 | (s[i + j] & 0x3fu);
+        }
+        if (c < min_cp[k] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff) || (c >= 0x80 && c <= 0x9f))
+            return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+
 /* ---- encoding ------------------------------------------------------------- */
 
 /* The packer's sink: the caller's fixed buffer. Once a write does not fit,
@@ -218,9 +248,31 @@ static long wr_done(const wire_wr *w)
     return w->full ? -ENOSPC : (long)w->len;
 }
 
-/* A PUSH: payload from x (and ref) in host order when x is not NULL, else
+/* A SYNC's payload (sync_check) from m, its length already taken. */
+static void put_sync(uint8_t *body, const gsp_msg *m)
+{
+    const size_t dim = m->dim;
+    put_le(body, m->ref, dim, sizeof(float));
+    body += dim * sizeof(float);
+    const int dense = !m->corr_idx || gsp_sync_dense(dim, m->n_corr);
+    const uint32_t n = (uint32_t)(dense ? dim : m->n_corr);
+    put_le(body, &n, 1, sizeof n);
+    body += sizeof n;
+    if (!dense) {
+        put_le(body, m->corr_idx, n, sizeof(uint32_t));
+        put_le(body + n * sizeof(uint32_t), m->corr, n, sizeof(double));
+    } else if (!m->corr_idx) {
+        put_le(body, m->corr, n, sizeof(double));
+    } else { /* a list longer than every value: every value, 0 where none */
+        memset(body, 0, dim * sizeof(double));
+        for (size_t j = 0; j < m->n_corr; j++)
+            put_le(body + m->corr_idx[j] * sizeof(double), &m->corr[j], 1, sizeof(double));
+    }
+}
+
+/* A PUSH: the payload from m's arrays (RAW, SYNC) when m is given, else
  * p->payload's bytes as they are. p has passed push_check. */
-static long encode_push(uint8_t *out, size_t cap, const wire_push *p, const double *x, const float *ref)
+static long encode_push(uint8_t *out, size_t cap, const wire_push *p, const gsp_msg *m)
 {
     wire_wr w = {out, cap, 0, 0};
     msgpack_packer pk;
@@ -241,13 +293,12 @@ static long encode_push(uint8_t *out, size_t cap, const wire_push *p, const doub
     uint8_t *body = wr_take(&w, p->payload_len);
     if (!body)
         return -ENOSPC;
-    if (x) {
-        put_le(body, x, p->dim, sizeof(double));
-        if (p->kind == GSP_SYNC)
-            put_le(body + p->dim * sizeof(double), ref, p->dim, sizeof(float));
-    } else if (p->payload_len) {
+    if (m && p->kind == GSP_SYNC)
+        put_sync(body, m);
+    else if (m && p->kind == GSP_RAW)
+        put_le(body, m->x_total, p->dim, sizeof(double));
+    else if (p->payload_len)
         memcpy(body, p->payload, p->payload_len);
-    }
     return wr_done(&w);
 }
 
@@ -268,9 +319,10 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
             return -EINVAL;
         break;
     case GSP_SYNC:
-        p.payload_len = p.dim * (sizeof(double) + sizeof(float));
-        if (p.dim && (!m->x_total || !m->ref))
+        if (m->n_corr > p.dim || (p.dim && !m->ref) || (m->n_corr && !m->corr) ||
+            (!m->corr_idx && m->n_corr != p.dim))
             return -EINVAL;
+        p.payload_len = gsp_sync_bytes(p.dim, m->corr_idx ? m->n_corr : p.dim);
         break;
     case GSP_DELTA:
         p.payload = m->payload, p.payload_len = m->payload_len;
@@ -280,11 +332,7 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
     }
     if (push_check(&p, &why) >= 0)
         return -EINVAL;
-    if (p.kind == GSP_DELTA)
-        return encode_push(out, cap, &p, NULL, NULL);
-    /* dim == 0 may come with NULL arrays: nothing is read from them then. */
-    static const double none;
-    return encode_push(out, cap, &p, m->x_total ? m->x_total : &none, m->ref);
+    return encode_push(out, cap, &p, p.kind == GSP_DELTA ? NULL : m);
 }
 
 long wire_encode_auth(uint8_t *out, size_t cap, const uint8_t hash[WIRE_HASH_LEN])
@@ -393,7 +441,7 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
         const char *why;
         if ((!out && cap) || (!m->push.payload && m->push.payload_len) || push_check(&m->push, &why) >= 0)
             return -EINVAL;
-        return encode_push(out, cap, &m->push, NULL, NULL);
+        return encode_push(out, cap, &m->push, NULL);
     }
     case WIRE_NACK:
         return wire_encode_nack(out, cap, m->nack.seq);
@@ -418,7 +466,7 @@ size_t wire_push_bound(size_t dim, size_t payload_len)
 {
     if (dim > WIRE_MAX_DIM || payload_len > UINT32_MAX)
         return 0;
-    size_t tensors = dim * (sizeof(double) + sizeof(float));
+    size_t tensors = gsp_sync_bytes(dim, dim); /* the longest: a SYNC with every correction */
     size_t body = tensors > payload_len ? tensors : payload_len;
     size_t n = WIRE_PUSH_HEADER_MAX + body;
     return n > WIRE_SMALL_MAX ? n : WIRE_SMALL_MAX;
@@ -428,7 +476,7 @@ size_t wire_push_scratch_bound(size_t dim)
 {
     if (dim > WIRE_MAX_DIM)
         return 0;
-    return dim * (sizeof(double) + sizeof(float)) + _Alignof(double) - 1;
+    return gsp_sync_bytes(dim, dim) + _Alignof(double) - 1; /* (more than a RAW's 8 * dim) */
 }
 
 /* ---- decoding: the bounded reader ----------------------------------------- */
@@ -769,26 +817,33 @@ int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scra
         *out = g;
         return 0;
     }
-    /* RAW/SYNC: copy out of the (unaligned, little-endian) buffer. */
+    /* RAW/SYNC: copy out of the (unaligned, little-endian) buffer, doubles
+     * first (the scratch is aligned for them). */
     size_t pad = scratch ? (size_t)(-(uintptr_t)scratch & (_Alignof(double) - 1)) : 0;
     if (p->payload_len && (!scratch || scratch_len < pad || scratch_len - pad < p->payload_len))
         return -ENOSPC;
-    if (p->dim) {
-        double *x = (double *)((uint8_t *)scratch + pad);
+    static const double none_x[1]; /* gsp_absorb wants arrays even for dim 0 */
+    static const float none_ref[1];
+    double *x = p->dim ? (double *)(void *)((uint8_t *)scratch + pad) : (double *)(uintptr_t)none_x;
+    if (p->kind == GSP_RAW) {
         get_le(x, p->payload, p->dim, sizeof(double));
         g.x_total = x;
-        if (p->kind == GSP_SYNC) {
-            float *ref = (float *)(x + p->dim);
-            get_le(ref, p->payload + p->dim * sizeof(double), p->dim, sizeof(float));
-            g.ref = ref;
-        }
     } else {
-        /* gsp_absorb wants non-NULL tensors even for dim 0. */
-        static const double none_x[1];
-        static const float none_ref[1];
-        g.x_total = none_x;
-        if (p->kind == GSP_SYNC)
-            g.ref = none_ref;
+        const uint8_t *at = p->payload + p->dim * sizeof(float);
+        uint32_t n;
+        get_le(&n, at, 1, sizeof n);
+        at += sizeof n;
+        const int dense = n == p->dim;
+        float *ref = p->dim ? (float *)(x + n) : (float *)(uintptr_t)none_ref;
+        get_le(ref, p->payload, p->dim, sizeof(float));
+        if (!dense) {
+            uint32_t *idx = (uint32_t *)(ref + p->dim);
+            get_le(idx, at, n, sizeof(uint32_t));
+            at += (size_t)n * sizeof(uint32_t);
+            g.corr_idx = idx;
+        }
+        get_le(x, at, n, sizeof(double));
+        g.ref = ref, g.corr = x, g.n_corr = n;
     }
     *out = g;
     return 0;

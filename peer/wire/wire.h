@@ -50,11 +50,12 @@
  * (sec_hs.c), so peers that would misread each other's messages never get
  * as far as a message. Bump it with any change to WIRE.md that a peer of the
  * previous version would misread. */
-#define SGP_PROTOCOL_VERSION 5
+#define SGP_PROTOCOL_VERSION 6
 
 /* Largest dim a PUSH may declare. WIRE.md caps a frame just under 2 GiB and
- * a SYNC carries 12 bytes per parameter, so 2^27 (134M parameters, a SYNC of
- * 1.6 GB) is the largest power of two whose SYNC still fits a frame. */
+ * a SYNC carries at most 12 bytes per parameter (+ 4), so 2^27 (134M
+ * parameters, a SYNC of 1.6 GB) is the largest power of two whose SYNC still
+ * fits a frame. */
 #define WIRE_MAX_DIM ((size_t)1 << 27)
 /* GOODBYE reason, bytes of UTF-8. */
 #define WIRE_REASON_MAX 128

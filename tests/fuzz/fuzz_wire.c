@@ -49,6 +49,29 @@ static int same(const wire_msg *a, const wire_msg *b)
     return 0;
 }
 
+/* A little-endian unsigned integer of `width` bytes, byte by byte. */
+static uint64_t le(const uint8_t *p, int width)
+{
+    uint64_t v = 0;
+    for (int b = width - 1; b >= 0; b--)
+        v = v << 8 | p[b];
+    return v;
+}
+
+static uint64_t bits64(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static uint32_t bits32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
 /* The tensors wire_push_to_gsp made are the payload's bytes, little-endian. */
 static void check_gsp(const wire_msg *m)
 {
@@ -65,23 +88,26 @@ static void check_gsp(const wire_msg *m)
     uint8_t *scratch = malloc(sl);
     if (!scratch)
         return;
-    if (wire_push_to_gsp(m, &g, scratch, sl) != 0 || !g.x_total || (p->kind == GSP_SYNC && !g.ref) ||
-        g.incarnation != p->incarnation || g.seq != p->seq)
+    if (wire_push_to_gsp(m, &g, scratch, sl) != 0 || g.incarnation != p->incarnation || g.seq != p->seq ||
+        (p->kind == GSP_RAW ? !g.x_total : !g.ref || !g.corr))
         abort();
-    for (size_t i = 0; i < p->dim; i++) {
-        uint64_t v = 0, w;
-        for (int b = 7; b >= 0; b--)
-            v = v << 8 | p->payload[8 * i + (size_t)b];
-        memcpy(&w, &g.x_total[i], 8);
-        if (v != w)
-            abort();
-        if (p->kind == GSP_SYNC) {
-            const uint8_t *r = p->payload + 8 * p->dim + 4 * i;
-            uint32_t fv = (uint32_t)r[0] | (uint32_t)r[1] << 8 | (uint32_t)r[2] << 16 | (uint32_t)r[3] << 24, fw;
-            memcpy(&fw, &g.ref[i], 4);
-            if (fv != fw)
+    if (p->kind == GSP_RAW) {
+        for (size_t i = 0; i < p->dim; i++)
+            if (le(p->payload + 8 * i, 8) != bits64(g.x_total[i]))
                 abort();
-        }
+    } else { /* r, the count, then every correction or a list of positions and values */
+        for (size_t i = 0; i < p->dim; i++)
+            if (le(p->payload + 4 * i, 4) != bits32(g.ref[i]))
+                abort();
+        const size_t n = (size_t)le(p->payload + 4 * p->dim, 4), head = 4 * p->dim + 4;
+        const int listed = n != p->dim;
+        if (g.n_corr != n || (g.corr_idx != NULL) != listed)
+            abort();
+        for (size_t j = 0; j < n; j++)
+            if ((listed && (g.corr_idx[j] >= p->dim || le(p->payload + head + 4 * j, 4) != g.corr_idx[j] ||
+                            (j && g.corr_idx[j] <= g.corr_idx[j - 1]))) ||
+                le(p->payload + head + (listed ? 4 * n : 0) + 8 * j, 8) != bits64(g.corr[j]))
+                abort();
     }
     free(scratch);
 }

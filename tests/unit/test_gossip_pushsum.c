@@ -532,6 +532,84 @@ Test(gossip_compressed, duplicates_and_old_deltas_are_ignored)
  * the sender keeps what its messages changed until they are acknowledged,
  * and a SYNC from the receiver's last applied seq brings exactly the mass
  * of the messages it lost, whichever were acknowledged meanwhile. */
+/* What the corrections of e's messages after base are, as the sender's
+ * whole reference rolled back message by message (newest first) gives them:
+ * the definition the list in a SYNC must equal bit for bit. */
+static void corrections_rolled_back(const gsp_edge *e, uint64_t base, size_t dim, double *d, uint8_t *changed)
+{
+    float *cur = malloc(dim * sizeof *cur);
+    memcpy(cur, e->ref, dim * sizeof *cur);
+    memset(d, 0, dim * sizeof *d);
+    memset(changed, 0, dim);
+    for (int k = e->n_log - 1; k >= 0 && e->log[k].seq > base; k--)
+        for (size_t j = 0; j < e->log[k].n; j++) {
+            const size_t i = e->log[k].idx ? e->log[k].idx[j] : j;
+            d[i] += e->log[k].w_before * ((double)cur[i] - (double)e->log[k].old[j]);
+            cur[i] = e->log[k].old[j];
+            changed[i] = 1;
+        }
+    free(cur);
+}
+
+/* A SYNC lists its corrections where the messages after its base changed
+ * the reference (a sparse codec's non-zeros), ascending, with the values a
+ * roll-back of the whole reference gives; a log that holds a whole message
+ * lists every position. */
+Test(gossip_compressed, a_sync_lists_its_corrections_where_the_messages_changed_r)
+{
+    enum { D = 4000 };
+    cmp_spec spec;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&spec, "stc:0.02", err, sizeof err), 0, "%s", err);
+    float *x0 = malloc(D * sizeof *x0);
+    for (int i = 0; i < D; i++)
+        x0[i] = sinf((float)i);
+    gsp_peer a, b;
+    cr_assert_eq(gsp_init(&a, 0, 2, D, 0, x0), 0);
+    cr_assert_eq(gsp_init(&b, 1, 2, D, 0, NULL), 0);
+    cr_assert_eq(gsp_set_codec(&a, &spec, 5, 0.5f), 0);
+    cr_assert_eq(gsp_set_codec(&b, &spec, 5, 0.5f), 0);
+    topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
+    for (int r = 1; r <= 6; r++) {
+        gsp_msg m;
+        for (int i = 0; i < D; i++)
+            a.x[i] += 0.01f * cosf((float)(i * r));
+        cr_assert_eq(gsp_emit(&a, &out, &m), 1);
+        if (r <= 2)
+            cr_assert_eq(gsp_absorb(&b, &m), 1);
+    }
+    double *want = malloc(D * sizeof *want), *got = malloc(D * sizeof *got);
+    uint8_t *changed = malloc(D);
+    const uint64_t bases[2] = {2, 0}; /* after the whole first message; and with it */
+    for (int t = 0; t < 2; t++) {
+        gsp_msg sync;
+        cr_assert_eq(gsp_sync_msg(&a, 1, bases[t], &sync), 0);
+        cr_assert_eq(sync.base, bases[t]);
+        corrections_rolled_back(&a.out[0], bases[t], D, want, changed);
+        size_t n_changed = 0, listed = 0;
+        for (int i = 0; i < D; i++)
+            n_changed += changed[i];
+        cr_assert_not_null(sync.corr_idx);
+        cr_assert_eq(sync.n_corr, n_changed, "base %d: %zu listed, %zu changed", (int)bases[t], sync.n_corr,
+                     n_changed);
+        memset(got, 0, D * sizeof *got);
+        for (size_t j = 0; j < sync.n_corr; j++) {
+            cr_assert(j == 0 || sync.corr_idx[j] > sync.corr_idx[j - 1], "ascending");
+            cr_assert(changed[sync.corr_idx[j]], "position %u was not changed", sync.corr_idx[j]);
+            got[sync.corr_idx[j]] = sync.corr[j];
+            listed++;
+        }
+        cr_assert_eq(memcmp(got, want, D * sizeof *got), 0, "base %d: the roll-back's doubles", (int)bases[t]);
+        if (t == 0) /* 4 messages of 2% of the positions each */
+            cr_assert(!gsp_sync_dense(D, sync.n_corr) && listed <= 4 * D / 50 + 4, "%zu listed", listed);
+        else
+            cr_assert_eq(sync.n_corr, D, "the whole first message changed every position");
+        cr_assert_lt(gsp_msg_bytes(&sync), (t == 0 ? 5 : 13) * D * sizeof(float) / 4 + 64);
+    }
+    free(want), free(got), free(changed), free(x0);
+    gsp_free(&a), gsp_free(&b);
+}
+
 Test(gossip_compressed, a_sync_from_the_receivers_seq_brings_what_it_lost_after_acks)
 {
     enum { D = 512 };

@@ -1,4 +1,4 @@
-/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 5
+/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 6
  * (PUSH carries the sender's incarnation, a DELTA's origin and a SYNC's base;
  * MODEL_REQUEST, MODEL and ACK): every type
  * round-trips bit for bit; what the encoder writes is msgpack that msgpack-c's
@@ -71,6 +71,8 @@ typedef struct push_case {
     gsp_msg m;
     double *x;
     float *ref;
+    uint32_t *idx; /* SYNC: the corrections' positions (NULL: every one) */
+    double *corr;
     uint8_t *payload;
 } push_case;
 
@@ -96,27 +98,63 @@ static void push_make(push_case *c, gsp_kind kind, size_t dim)
         c->m.payload = c->payload, c->m.payload_len = len;
         return;
     }
-    c->x = malloc((dim ? dim : 1) * sizeof *c->x);
-    for (size_t i = 0; i < dim; i++) {
-        uint64_t u = rnd();
-        memcpy(&c->x[i], &u, sizeof u);
-    }
-    c->m.x_total = c->x;
-    if (kind == GSP_SYNC) {
-        c->m.base = rnd() % c->m.seq; /* what the receiver held: below seq, 0 included */
-        c->ref = malloc((dim ? dim : 1) * sizeof *c->ref);
+    if (kind == GSP_RAW) {
+        c->x = malloc((dim ? dim : 1) * sizeof *c->x);
         for (size_t i = 0; i < dim; i++) {
-            uint32_t u = (uint32_t)rnd();
-            memcpy(&c->ref[i], &u, sizeof u);
+            uint64_t u = rnd();
+            memcpy(&c->x[i], &u, sizeof u);
         }
-        c->m.ref = c->ref;
+        c->m.x_total = c->x;
+        return;
     }
+    c->m.base = rnd() % c->m.seq; /* what the receiver held: below seq, 0 included */
+    c->ref = malloc((dim ? dim : 1) * sizeof *c->ref);
+    for (size_t i = 0; i < dim; i++) {
+        uint32_t u = (uint32_t)rnd();
+        memcpy(&c->ref[i], &u, sizeof u);
+    }
+    c->m.ref = c->ref;
+    /* The corrections: a short list (a third of the positions), a long one
+     * (7 in 8: it goes as every value), or every value. */
+    const unsigned form = (unsigned)(rnd() % 3);
+    c->corr = malloc((dim ? dim : 1) * sizeof *c->corr);
+    c->idx = form < 2 ? malloc((dim ? dim : 1) * sizeof *c->idx) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < dim; i++)
+        if (form == 2 || (form == 1 ? rnd() % 8 != 0 : rnd() % 3 == 0)) {
+            uint64_t u = rnd();
+            memcpy(&c->corr[n], &u, sizeof u);
+            if (c->idx)
+                c->idx[n] = (uint32_t)i;
+            n++;
+        }
+    c->m.n_corr = n, c->m.corr_idx = c->idx, c->m.corr = c->corr;
+}
+
+/* A SYNC's corrections as every value (0 where none). */
+static void corr_expand(const gsp_msg *m, double *out)
+{
+    memset(out, 0, m->dim * sizeof *out);
+    for (size_t j = 0; j < m->n_corr; j++)
+        out[m->corr_idx ? m->corr_idx[j] : j] = m->corr[j];
+}
+
+/* Two SYNCs carry the same corrections, bit for bit. */
+static int same_corr(const gsp_msg *a, const gsp_msg *b)
+{
+    const size_t n = a->dim ? a->dim : 1;
+    double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    corr_expand(a, x), corr_expand(b, y);
+    const int same = a->dim == b->dim && !memcmp(x, y, a->dim * sizeof *x);
+    free(x), free(y);
+    return same;
 }
 
 static void push_free(push_case *c)
 {
     free(c->x);
     free(c->ref);
+    free(c->idx), free(c->corr);
     free(c->payload);
 }
 
@@ -135,6 +173,15 @@ static uint8_t *encode_push(const gsp_msg *m, size_t *len)
 
 static int same_bits32(float a, float b) { return !memcmp(&a, &b, sizeof a); }
 static int same_bits64(double a, double b) { return !memcmp(&a, &b, sizeof a); }
+
+/* An unsigned little-endian integer of `width` bytes, read byte by byte. */
+static uint64_t le_bytes(const uint8_t *p, int width)
+{
+    uint64_t v = 0;
+    for (int b = width - 1; b >= 0; b--)
+        v = v << 8 | p[b];
+    return v;
+}
 
 /* Two decoded messages say the same thing (byte fields compared by content). */
 static int msg_equal(const wire_msg *a, const wire_msg *b)
@@ -335,7 +382,7 @@ static uint8_t zeros[4096];
 
 static void push_items(item *it, gsp_kind kind, size_t dim)
 {
-    size_t plen = kind == GSP_RAW ? 8 * dim : kind == GSP_SYNC ? 12 * dim : 6;
+    size_t plen = kind == GSP_RAW ? 8 * dim : kind == GSP_SYNC ? 4 * dim + 4 : 6; /* (a SYNC: r, count 0) */
     cr_assert_leq(plen, sizeof zeros);
     it[0] = A(12), it[P_TYPE] = U(WIRE_PUSH), it[P_ROUND] = U(17), it[P_SEQ] = U(4), it[P_INC] = U(9);
     it[P_KIND] = U((uint64_t)kind), it[P_W] = D(1.5), it[P_GAIN] = F(kind == GSP_DELTA ? 0.75 : 0.0);
@@ -490,16 +537,23 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
                     cr_assert_eq(memcmp(g.payload, c.m.payload, g.payload_len), 0);
                     cr_assert_null(g.x_total);
                     cr_assert_null(g.ref);
-                } else {
+                } else if (kind == GSP_RAW) {
                     cr_assert_not_null(g.x_total);
                     cr_assert_eq((uintptr_t)g.x_total % _Alignof(double), 0);
                     cr_assert(!dims[d] || !memcmp(g.x_total, c.x, dims[d] * sizeof(double)));
-                    if (kind == GSP_SYNC) {
-                        cr_assert_not_null(g.ref);
-                        cr_assert_eq((uintptr_t)g.ref % _Alignof(float), 0);
-                        cr_assert(!dims[d] || !memcmp(g.ref, c.ref, dims[d] * sizeof(float)));
-                    } else
-                        cr_assert_null(g.ref);
+                    cr_assert_null(g.ref);
+                } else {
+                    cr_assert_null(g.x_total);
+                    cr_assert_not_null(g.ref);
+                    cr_assert_eq((uintptr_t)g.ref % _Alignof(float), 0);
+                    cr_assert(!dims[d] || !memcmp(g.ref, c.ref, dims[d] * sizeof(float)));
+                    cr_assert_eq((uintptr_t)g.corr % _Alignof(double), 0);
+                    cr_assert(same_corr(&g, &c.m));
+                    /* A list goes as a list while it is the shorter form, else as every value. */
+                    const int listed = c.m.corr_idx && c.m.n_corr != c.m.dim && !gsp_sync_dense(c.m.dim, c.m.n_corr);
+                    cr_assert_eq(g.corr_idx != NULL, listed);
+                    cr_assert_eq(g.n_corr, listed ? c.m.n_corr : c.m.dim);
+                    cr_assert_eq(p->payload_len, gsp_sync_bytes(c.m.dim, g.n_corr));
                 }
                 free(scratch);
                 free(in);
@@ -605,7 +659,8 @@ Test(peer_wire, sync_base_round_trips_at_every_integer_width)
             cr_assert_eq(m.push.seq, c.m.seq);
             cr_assert_eq(m.push.origin, c.m.origin, "the fields around it are where they were");
             cr_assert_eq(m.push.dim, 7);
-            cr_assert_eq(m.push.payload_len, 7 * 12);
+            cr_assert_eq(m.push.payload_len,
+                         gsp_sync_bytes(7, c.m.corr_idx && c.m.n_corr != 7 && !gsp_sync_dense(7, c.m.n_corr) ? c.m.n_corr : 7));
             reencode_check(&m);
             size_t sl = wire_push_scratch_bound(m.push.dim);
             void *scratch = malloc(sl);
@@ -1035,20 +1090,34 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
             cr_assert_eq(o[11].via.bin.size, c.m.payload_len);
             cr_assert_eq(memcmp(bin, c.m.payload, c.m.payload_len), 0);
         } else {
-            cr_assert_eq(o[11].via.bin.size, 300 * (kind == GSP_SYNC ? 12 : 8));
             /* Little-endian, read here byte by byte: independent of the host. */
-            for (size_t i = 0; i < 300; i++) {
-                uint64_t v = 0, w;
-                for (int b = 7; b >= 0; b--)
-                    v = v << 8 | bin[8 * i + (size_t)b];
-                memcpy(&w, &c.x[i], 8);
-                cr_assert_eq(v, w);
-                if (kind == GSP_SYNC) {
-                    const uint8_t *r = bin + 8 * 300 + 4 * i;
-                    uint32_t fv = (uint32_t)r[0] | (uint32_t)r[1] << 8 | (uint32_t)r[2] << 16 | (uint32_t)r[3] << 24, fw;
-                    memcpy(&fw, &c.ref[i], 4);
-                    cr_assert_eq(fv, fw);
+            const size_t size = o[11].via.bin.size;
+            if (kind == GSP_RAW) {
+                cr_assert_eq(size, 300 * 8);
+                for (size_t i = 0; i < 300; i++) {
+                    uint64_t w;
+                    memcpy(&w, &c.x[i], 8);
+                    cr_assert_eq(le_bytes(bin + 8 * i, 8), w);
                 }
+            } else { /* r, the count, then positions and values or every value */
+                for (size_t i = 0; i < 300; i++) {
+                    uint32_t fw;
+                    memcpy(&fw, &c.ref[i], 4);
+                    cr_assert_eq(le_bytes(bin + 4 * i, 4), fw);
+                }
+                const size_t n = (size_t)le_bytes(bin + 4 * 300, 4), head = 4 * 300 + 4;
+                const int listed = n != 300;
+                cr_assert_eq(listed, c.m.corr_idx && !gsp_sync_dense(300, c.m.n_corr));
+                cr_assert_eq(size, head + (listed ? 12 * n : 8 * 300));
+                double want[300], got[300] = {0};
+                corr_expand(&c.m, want);
+                for (size_t j = 0; j < n; j++) {
+                    const size_t i = listed ? (size_t)le_bytes(bin + head + 4 * j, 4) : j;
+                    cr_assert_lt(i, 300);
+                    const uint64_t v = le_bytes(bin + head + (listed ? 4 * n : 0) + 8 * j, 8);
+                    memcpy(&got[i], &v, 8);
+                }
+                cr_assert_eq(memcmp(want, got, sizeof want), 0);
             }
         }
         msgpack_unpacked_destroy(&u);
@@ -1150,6 +1219,7 @@ Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
         push_make(&c, (gsp_kind)kind, 20000);
         c.m.round = LONG_MAX, c.m.seq = UINT64_MAX, c.m.incarnation = UINT64_MAX, c.m.origin = UINT64_MAX;
         c.m.base = UINT64_MAX - 1; /* a SYNC's, below its seq; RAW and DELTA write 0 */
+        c.m.corr_idx = NULL, c.m.n_corr = kind == GSP_SYNC ? 20000 : 0; /* (its longest: every correction) */
         size_t len;
         uint8_t *b = encode_push(&c.m, &len);
         /* In the SYNC, only dim (3 bytes, not 9) is shorter than the worst case. */
@@ -1344,10 +1414,11 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
                                      0,    0x00, 0x00, 0x00, 0xc4, 0};
     cr_assert_eq(decode_exact(&m, push16, sizeof push16, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.push.incarnation, 256);
-    /* A SYNC (dim 0) whose seq 5 is an int16 and whose base 4 an int64. */
+    /* A SYNC (dim 0: its payload the count 0) whose seq 5 is an int16 and whose base 4 an int64. */
     static const uint8_t sync64[] = {0x9c, 0x01, 0x11, 0xd1, 0x00, 0x05, 0x07, 0x02, 0xcb, 0x3f, 0xf8, 0, 0,
                                      0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0xca, 0,    0, 0,
-                                     0,    0x00, 0xd3, 0,    0,    0,    0,    0,    0,    0,    4,    0, 0xc4, 0};
+                                     0,    0x00, 0xd3, 0,    0,    0,    0,    0,    0,    0,    4,    0, 0xc4, 4,
+                                     0,    0,    0,    0};
     cr_assert_eq(decode_exact(&m, sync64, sizeof sync64, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.push.kind, GSP_SYNC);
     cr_assert_eq(m.push.seq, 5);
@@ -1552,6 +1623,59 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     cr_assert_eq(m.push.base, UINT64_MAX - 1);
 }
 
+/* A SYNC's corrections are every value (count dim) or a list shorter than
+ * that, of positions strictly ascending below dim; anything else is refused
+ * at the payload before a receiver indexes its model with it. */
+Test(peer_wire, sync_corrections_must_be_a_sound_list)
+{
+    enum { DIM = 9 }; /* a list of at most 6 (12 n <= 8 dim) */
+    static const struct {
+        uint32_t n, idx[8];
+        int ok;
+        const char *what;
+    } cases[] = {
+        {0, {0}, 1, "no correction"},
+        {3, {0, 4, 8}, 1, "a list"},
+        {6, {0, 1, 2, 3, 4, 5}, 1, "the longest list"},
+        {DIM, {0}, 1, "every value"},
+        {7, {0, 1, 2, 3, 4, 5, 6}, 0, "a list longer than every value"},
+        {10, {0}, 0, "a count above dim"},
+        {3, {0, 4, 4}, 0, "a position twice"},
+        {3, {4, 0, 8}, 0, "positions out of order"},
+        {2, {3, DIM}, 0, "a position at dim"},
+        {1, {UINT32_MAX}, 0, "a position far out"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const uint32_t n = cases[k].n;
+        const size_t vals = n == DIM ? DIM : n, len = 4 * DIM + 4 + (n == DIM ? 0 : 4 * (size_t)n) + 8 * vals;
+        uint8_t payload[4 * DIM + 4 + 12 * 10] = {0}, *at = payload + 4 * DIM;
+        for (int b = 0; b < 4; b++)
+            at[b] = (uint8_t)(n >> (8 * b));
+        for (uint32_t j = 0; n != DIM && j < n && j < 8; j++)
+            for (int b = 0; b < 4; b++)
+                at[4 + 4 * j + (uint32_t)b] = (uint8_t)(cases[k].idx[j] >> (8 * b));
+        item it[P_ITEMS];
+        push_items(it, GSP_SYNC, DIM);
+        it[P_PAYLOAD] = B(payload, len);
+        wire_msg m;
+        wire_err e = {0};
+        const int rc = decode_items(it, P_ITEMS, &m, &e);
+        if (cases[k].ok) {
+            cr_assert_eq(rc, 0, "%s: %s: %s", cases[k].what, e.field, e.why);
+            uint8_t scratch[wire_push_scratch_bound(DIM)];
+            gsp_msg g;
+            cr_assert_eq(wire_push_to_gsp(&m, &g, scratch, sizeof scratch), 0, "%s", cases[k].what);
+            cr_assert_eq(g.n_corr, n, "%s", cases[k].what);
+            cr_assert_eq(g.corr_idx == NULL, n == DIM, "%s", cases[k].what);
+            for (uint32_t j = 0; g.corr_idx && j < n; j++)
+                cr_assert_eq(g.corr_idx[j], cases[k].idx[j]);
+        } else {
+            cr_assert_eq(rc, -EBADMSG, "%s accepted", cases[k].what);
+            cr_assert_str_eq(e.field, "payload", "%s: %s: %s", cases[k].what, e.field, e.why);
+        }
+    }
+}
+
 Test(peer_wire, push_payload_length_must_match_dim)
 {
     static const struct {
@@ -1710,6 +1834,10 @@ Test(peer_wire, push_to_gsp_checks_its_scratch)
 {
     push_case c;
     push_make(&c, GSP_SYNC, 10);
+    free(c.idx), c.idx = NULL; /* every correction: r, the count and 10 doubles */
+    c.m.corr_idx = NULL, c.m.n_corr = 10;
+    for (size_t i = 0; i < 10; i++)
+        c.corr[i] = (double)i - 4.5;
     size_t len;
     uint8_t *buf = encode_push(&c.m, &len);
     wire_msg m;
@@ -1717,9 +1845,10 @@ Test(peer_wire, push_to_gsp_checks_its_scratch)
     uint8_t *scratch = malloc(256);
     gsp_msg g;
     for (size_t off = 0; off < 8; off++) {
-        size_t pad = (size_t)(-(uintptr_t)(scratch + off) & 7), need = pad + 120;
+        size_t pad = (size_t)(-(uintptr_t)(scratch + off) & 7), need = pad + 124;
         cr_assert_eq(wire_push_to_gsp(&m, &g, scratch + off, need), 0, "offset %zu", off);
-        cr_assert_eq(memcmp(g.x_total, c.x, 80), 0);
+        cr_assert_eq(memcmp(g.corr, c.corr, 80), 0);
+        cr_assert_null(g.corr_idx);
         cr_assert_eq(memcmp(g.ref, c.ref, 40), 0);
         cr_assert_eq(wire_push_to_gsp(&m, &g, scratch + off, need - 1), -ENOSPC, "offset %zu", off);
     }
