@@ -176,7 +176,7 @@ static gsp_edge *edge(gsp_peer *g, gsp_edge **list, int *n, int *cap, int peer, 
 }
 
 /* Totals back to zero for a sender's new incarnation. */
-static void edge_restart(const gsp_peer *g, gsp_edge *e, uint64_t incarnation)
+static void edge_restart(gsp_peer *g, gsp_edge *e, uint64_t incarnation)
 {
     if (e->x)
         memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));

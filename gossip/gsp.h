@@ -171,6 +171,7 @@ typedef struct gsp_peer {
     void (*origin_fill)(void *ctx, float *dst); /* or this makes it again where an edge starts */
     void *origin_ctx;
     int origin_edges;      /* with origin_fill: the edge that takes the copy (the schedule's last) */
+    int origin_checked;    /* with origin_fill: a draw has matched origin_id */
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
     struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
@@ -222,9 +223,13 @@ int gsp_share_origin(gsp_peer *g, const float *x0);
  * and any edge that starts or restarts after that gets the origin made
  * again (fill(ctx, dst) writes it into the new reference): one copy of the
  * model fewer for a process that can make it (a model initialised from its
- * seed), without drawing it for the schedule's own edges. fill is tried
- * once here: -EINVAL if what it writes is not the origin bit for bit (the
- * copy then stays). */
+ * seed), without drawing it for the schedule's own edges. Its first draw is
+ * checked against origin_id (the copy is gone by then: one draw is seconds
+ * at 100M parameters, too long to spend at every start for a check): a draw
+ * that differs leaves the peer without an origin (origin_id 0, references
+ * from zeros), so each edge that starts after it asks for, or is answered
+ * with, a SYNC instead of mixing references that differ. -EINVAL (nothing
+ * set) unless g holds its own copy and no edge has started. */
 int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges);
 
 /* g's codec scratch becomes s's: the first peer gives s its own, the

@@ -7,7 +7,7 @@
 /* gsp_origin.c. ref (dim floats) = where an edge's reference starts: the
  * origin set by gsp_set_origin / gsp_share_origin / gsp_set_origin_fill,
  * or zeros. */
-void gsp_ref_start(const gsp_peer *g, float *ref);
+void gsp_ref_start(gsp_peer *g, float *ref);
 
 /* A new edge's reference, started: the origin's own copy when this is the
  * schedule's last edge of a peer that draws the origin again

@@ -48,24 +48,31 @@ int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *
 {
     if (!g->origin_copy || g->origin != g->origin_copy || g->n_out || g->n_in || !fill || edges < 1)
         return -EINVAL;
-    float *o = malloc((g->dim ? g->dim : 1) * sizeof(float));
-    if (!o)
-        return -ENOMEM;
-    fill(ctx, o);
-    const int same = memcmp(o, g->origin_copy, g->dim * sizeof(float)) == 0;
-    free(o);
-    if (!same)
-        return -EINVAL;
-    g->origin_fill = fill, g->origin_ctx = ctx, g->origin_edges = edges;
+    g->origin_fill = fill, g->origin_ctx = ctx, g->origin_edges = edges, g->origin_checked = 0;
     return 0;
 }
 
-void gsp_ref_start(const gsp_peer *g, float *ref)
+/* The origin drawn into ref, checked at the first draw: one that differs
+ * from origin_id's bits ends the origin (see gsp_set_origin_fill). */
+static void draw_origin(gsp_peer *g, float *ref)
+{
+    g->origin_fill(g->origin_ctx, ref);
+    if (g->origin_checked)
+        return;
+    if (origin_hash(ref, g->dim) == g->origin_id) {
+        g->origin_checked = 1;
+        return;
+    }
+    g->origin_fill = NULL, g->origin_id = 0;
+    memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
+}
+
+void gsp_ref_start(gsp_peer *g, float *ref)
 {
     if (g->origin)
         memcpy(ref, g->origin, g->dim * sizeof(float));
     else if (g->origin_fill)
-        g->origin_fill(g->origin_ctx, ref);
+        draw_origin(g, ref);
     else
         memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
 }

@@ -235,7 +235,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     /* A model drawn from the seed can be drawn again where an edge starts:
      * the copy of the run's starting model becomes the schedule's last
      * edge's reference, and edges after it (a neighbour that restarts) draw
-     * it (with --init or the caller's parameters the copy stays). */
+     * it (with --init or the caller's parameters the copy stays). Nothing
+     * is drawn here: gossip/ checks the first draw. */
     int n_out, n_in;
     if (!c->ext && !c->peer.train.init && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0)
         (void)gsp_set_origin_fill(&n->e.rp.g, draw_origin, n, n_out + n_in);

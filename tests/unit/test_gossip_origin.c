@@ -256,9 +256,8 @@ static void fill_other(void *ctx, float *dst)
 
 /* A peer whose origin can be made again (gsp_set_origin_fill) gives its
  * copy to the schedule's last edge and draws the origin for any edge after
- * that: it sends and takes what a peer that keeps the copy does, holding one
- * copy fewer; a fill that does not write the origin is refused and the copy
- * kept. */
+ * that (never at set-up): it sends and takes what a peer that keeps the copy
+ * does, holding one copy fewer. */
 Test(gossip_origin, an_origin_made_again_per_edge_is_the_kept_one_without_the_copy)
 {
     float x0[DIM];
@@ -267,12 +266,11 @@ Test(gossip_origin, an_origin_made_again_per_edge_is_the_kept_one_without_the_co
     drawn dc = {x0, 0}, dd = {x0, 0};
     peer(&a, 0, x0, x0), peer(&b, 1, x0, x0); /* a and b keep their copies */
     peer(&c, 0, x0, x0), peer(&d, 1, x0, x0); /* c and d give theirs to their first edge */
-    cr_assert_eq(gsp_set_origin_fill(&c, fill_other, &dc, 1), -EINVAL);
     cr_assert_eq(gsp_set_origin_fill(&c, fill_start, &dc, 0), -EINVAL, "no edge to give it to");
     cr_assert_eq(gsp_set_origin_fill(&c, fill_start, &dc, 1), 0);
     cr_assert_eq(gsp_set_origin_fill(&d, fill_start, &dd, 1), 0);
     cr_assert_not_null(c.origin_copy, "kept until an edge takes it");
-    dc.calls = dd.calls = 0;
+    cr_assert_eq(dc.calls + dd.calls, 0, "nothing drawn at set-up");
     twin_rounds(&a, &b, &c, &d, 6);
     cr_assert_null(c.origin_copy);
     cr_assert_eq(dc.calls, 1, "c's second edge drew the origin (%d)", dc.calls);
@@ -282,4 +280,47 @@ Test(gossip_origin, an_origin_made_again_per_edge_is_the_kept_one_without_the_co
     gsp_bytes(&c, &drew, &codec);
     cr_assert_eq(kept - drew, DIM * sizeof(float), "one copy fewer: %zu -> %zu", kept, drew);
     gsp_free(&a), gsp_free(&b), gsp_free(&c), gsp_free(&d);
+}
+
+/* A fill that does not make the origin is found at its first draw (against
+ * the origin's hash): the peer goes on without an origin, so the edge that
+ * drew asks for a SYNC instead of taking deltas against a reference that
+ * differs from its sender's, and no mass is lost. */
+Test(gossip_origin, a_drawn_origin_that_differs_ends_the_origin_and_the_edge_syncs)
+{
+    float x0[DIM];
+    start(x0, 0);
+    gsp_peer e, f;
+    drawn de = {x0, 0};
+    peer(&e, 0, x0, x0), peer(&f, 1, x0, x0);
+    const uint64_t id = e.origin_id;
+    cr_assert_eq(gsp_set_origin_fill(&e, fill_other, &de, 1), 0, "not drawn here");
+    double m0 = 0;
+    for (int i = 0; i < DIM; i++)
+        m0 += (double)e.x[i] + (double)f.x[i];
+    topo_out to_f = {.n = 1, .peer = {1}, .weight = {0.5}}, to_e = {.n = 1, .peer = {0}, .weight = {0.5}};
+    gsp_msg m;
+    cr_assert_eq(gsp_emit(&e, &to_f, &m), 1); /* e's out-edge takes the copy */
+    cr_assert_eq(m.origin, id);
+    cr_assert_eq(gsp_absorb(&f, &m), 1);
+    cr_assert_eq(gsp_emit(&f, &to_e, &m), 1);
+    cr_assert_eq(gsp_absorb(&e, &m), GSP_NEED_SYNC, "the in-edge drew an origin that is not the one");
+    cr_assert_eq(de.calls, 1);
+    cr_assert_eq(e.origin_id, 0, "no origin from here on");
+    gsp_msg sync;
+    cr_assert_eq(gsp_sync_msg(&f, 0, gsp_in_seq(&e, 1), &sync), 0);
+    cr_assert_eq(gsp_absorb(&e, &sync), 1);
+    cr_assert_eq(memcmp(e.in[0].ref, f.out[0].ref, sizeof(float) * DIM), 0, "the references agree after the SYNC");
+    for (int r = 0; r < 4; r++) { /* and the edges go on with deltas */
+        cr_assert_eq(gsp_emit(&e, &to_f, &m), 1);
+        cr_assert_eq(gsp_absorb(&f, &m), 1, "round %d", r);
+        cr_assert_eq(gsp_emit(&f, &to_e, &m), 1);
+        cr_assert_eq(gsp_absorb(&e, &m), 1, "round %d", r);
+    }
+    double mass = 0;
+    for (int i = 0; i < DIM; i++)
+        mass += (double)e.x[i] + (double)f.x[i];
+    cr_assert_float_eq(mass, m0, 1e-5 * fabs(m0), "%.9g -> %.9g", m0, mass);
+    cr_assert_float_eq(e.w + f.w, 2.0, 1e-12);
+    gsp_free(&e), gsp_free(&f);
 }
