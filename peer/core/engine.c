@@ -438,6 +438,12 @@ void engine_link_down(engine *e, int q, double now)
     try_start(e, now);
 }
 
+void engine_link_progress(engine *e, int q, double now)
+{
+    if (q >= 0 && q < e->n_peers)
+        heard(e, q, now);
+}
+
 void engine_link_state(engine *e, int q, int busy, int sending)
 {
     if (q >= 0 && q < e->n_peers)

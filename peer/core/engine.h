@@ -135,6 +135,9 @@ void engine_model_request(engine *e, int peer, double now);
 /* A MODEL of round `round`; intact: its bytes matched their hash. */
 void engine_model(engine *e, int peer, long round, const float *z, int intact, double now);
 void engine_link_up(engine *e, int peer, double now);
+/* Part of a frame from peer arrived (a big one takes seconds): a sign of
+ * life, as a whole frame is. */
+void engine_link_progress(engine *e, int peer, double now);
 void engine_link_down(engine *e, int peer, double now);
 /* The transport's view of the link, before an input that may send. */
 void engine_link_state(engine *e, int peer, int busy, int sending);

@@ -72,6 +72,7 @@ typedef struct net_callbacks {
     void (*on_up)(void *ctx, int peer);                /* handshake done: net_send works */
     void (*on_down)(void *ctx, int peer, int reason);  /* only after on_up; reason is -errno */
     void (*on_frame)(void *ctx, int peer, const uint8_t *msg, size_t len); /* msg valid during the call */
+    void (*on_progress)(void *ctx, int peer);          /* 64 KiB more of frames arrived (NULL: not told) */
     void (*on_log)(void *ctx, const char *line);       /* one line, no newline; NULL: stderr */
 } net_callbacks;
 

@@ -148,8 +148,11 @@ void net_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->rlen += (size_t)nread;
-    if (c->state == C_UP && (c->idle_bytes += (size_t)nread) >= NET_IDLE_PROGRESS)
+    if (c->state == C_UP && (c->idle_bytes += (size_t)nread) >= NET_IDLE_PROGRESS) {
         net_idle_rearm(c);
+        if (c->n->cb.on_progress) /* (a big frame still arriving: its sender is alive) */
+            c->n->cb.on_progress(c->n->ctx, c->peer);
+    }
     if (c->state == C_HS && net_hs_pump(c) < 0)
         return;
     if (c->state == C_UP)

@@ -15,7 +15,7 @@ static void on_push(node *n, int peer, const wire_msg *m)
      * straight into it (one copy out of the frame, not two), a DELTA payload
      * is copied into it because the frame buffer is the transport's. */
     const int delta = m->push.kind == GSP_DELTA;
-    size_t cap = delta ? m->push.payload_len : wire_push_scratch_bound(m->push.dim);
+    size_t cap = m->push.payload_len + (delta ? 0 : _Alignof(double) - 1); /* (a SYNC's list: its own length) */
     void *mem = malloc(cap ? cap : 1);
     gsp_msg view;
     if (!mem || wire_push_to_gsp(m, &view, mem, cap) < 0) {
@@ -117,6 +117,12 @@ static void on_down(void *ctx, int peer, int reason)
     node_pump(n);
 }
 
+static void on_progress(void *ctx, int peer)
+{
+    node *n = ctx;
+    engine_link_progress(&n->e, peer, clock_now());
+}
+
 static void on_log(void *ctx, const char *line)
 {
     node *n = ctx;
@@ -126,5 +132,6 @@ static void on_log(void *ctx, const char *line)
 
 void node_net_callbacks(net_callbacks *cb)
 {
-    *cb = (net_callbacks){.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+    *cb = (net_callbacks){
+        .on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_progress = on_progress, .on_log = on_log};
 }

@@ -39,6 +39,8 @@ static long encode_big(node *n, const engine_send *s)
     if (s->kind == ENGINE_PUSH) {
         const gsp_msg *m = &s->msg;
         size_t need = m->kind == GSP_DELTA ? wire_push_bound(0, m->payload_len) : wire_push_bound(m->dim, 0);
+        if (m->kind != GSP_DELTA) /* a SYNC or totals: the model's size, as a MODEL */
+            net_expect_busy(&n->net, s->peer, m->dim * sizeof(float));
         return out_room(n, need) < 0 ? -ENOMEM : wire_encode_push(n->out, n->out_cap, m);
     }
     uint8_t hash[WIRE_HASH_LEN];
@@ -63,6 +65,7 @@ void node_send_frame(node *n, const engine_send *s)
         len = wire_encode_ack(n->out, n->out_cap, s->seq);
         break;
     case ENGINE_NACK:
+        net_expect_busy(&n->net, s->peer, n->e.rp.g.dim * sizeof(float)); /* the SYNC it asks for */
         len = wire_encode_nack(n->out, n->out_cap, s->seq);
         break;
     case ENGINE_HEARTBEAT:

@@ -420,6 +420,37 @@ Test(peer_engine, a_silent_neighbour_is_routed_around_after_the_dead_timeout)
     scene_free(&s);
 }
 
+/* A neighbour whose big frame is still arriving (the transport reports
+ * each 64 KiB of it) is not silent, however long the frame takes; once the
+ * bytes stop, the dead timeout routes it around as before. */
+Test(peer_engine, a_neighbour_whose_frame_is_arriving_is_not_silent)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o;
+    int said = 0;
+    double t = 256 * MS;
+    for (; t <= 4096 * MS; t += 256 * MS) { /* four dead timeouts of a frame arriving */
+        engine_link_progress(&s.e[0], 1, t - 128 * MS);
+        engine_timer(&s.e[0], t);
+        take(&s.e[0], &o);
+        for (int j = 0; j < o.n_v; j++)
+            said += o.v[j].kind == ENGINE_LOG && strcmp(o.v[j].what, "routing around neighbour") == 0;
+    }
+    cr_assert_eq(said, 0, "routed around while its frame arrived");
+    cr_assert_eq(s.e[0].rp.pace.alive[1], 1);
+    for (const double stop = t; t <= stop + 1536 * MS; t += 256 * MS) {
+        engine_timer(&s.e[0], t);
+        take(&s.e[0], &o);
+        for (int j = 0; j < o.n_v; j++)
+            said += o.v[j].kind == ENGINE_LOG && strcmp(o.v[j].what, "routing around neighbour") == 0 &&
+                    o.v[j].peer == 1 && strcmp(o.v[j].detail, "silent for the dead timeout") == 0;
+    }
+    cr_assert_eq(said, 1, "silent once the bytes stopped");
+    scene_free(&s);
+}
+
 /* The reference loop computes what the simulator computes: the same
  * engine, the same rounds, only the time differs (tau 0: a round takes what
  * arrived in earlier rounds, in (sender, seq) order, whatever the timing). */
