@@ -420,8 +420,11 @@ static long encode_streamed(gsp_peer *g, const float *src, float inv, const floa
     double vv, zz;
     if (cmp_stream_begin(g->codec, n, seed, g->work, &c) < 0)
         return -EAGAIN;
-    for (size_t j = 0; j < c.m; j++)
+    for (size_t j = 0; j < c.m; j++) {
+        if (j + PREFETCH < c.m) /* (the sample's positions are too far apart for the hardware prefetcher) */
+            __builtin_prefetch(&src[c.pos[j + PREFETCH]]), __builtin_prefetch(&ref[c.pos[j + PREFETCH]]);
         c.key[j] = cmp_list_bits(src[c.pos[j]] * inv - ref[c.pos[j]]);
+    }
     if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 ||
         gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c) < 0 || lagging(g, vv, zz)) /* lagging: sent whole */
         return -EAGAIN;

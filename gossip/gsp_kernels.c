@@ -95,8 +95,10 @@ static void diff_span(const float *x, float inv, const float *restrict ref, floa
             fa[0] += v[i - s] * v[i - s];
             fb[0] += zi * zi;
         }
+    double sa = *a, sb = *b; /* (in registers: through the pointers each add waited for the last one's store) */
     for (int l = 0; l < LANES; l++)
-        *a += fa[l], *b += fb[l];
+        sa += fa[l], sb += fb[l];
+    *a = sa, *b = sb;
 }
 
 /* v = z - ref with ||v||^2 and ||z||^2, where z = x * inv (inv 1: x is the
