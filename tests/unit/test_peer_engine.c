@@ -399,6 +399,25 @@ Test(peer_engine, a_wake_time_already_past_is_now)
     scene_free(&s);
 }
 
+/* Ticks of peer 0 from *t (in 256 ms steps) up to `until`, peer 1's frame
+ * arriving before each when `arriving`: how many times peer 0 routed
+ * peer 1 around as silent. */
+static int silent_ticks(scene *s, double *t, double until, int arriving)
+{
+    outputs o;
+    int said = 0;
+    for (; *t <= until; *t += 256 * MS) {
+        if (arriving)
+            engine_link_progress(&s->e[0], 1, *t - 128 * MS);
+        engine_timer(&s->e[0], *t);
+        take(&s->e[0], &o);
+        for (int j = 0; j < o.n_v; j++)
+            said += o.v[j].kind == ENGINE_LOG && strcmp(o.v[j].what, "routing around neighbour") == 0 &&
+                    o.v[j].peer == 1 && strcmp(o.v[j].detail, "silent for the dead timeout") == 0;
+    }
+    return said;
+}
+
 /* A silent neighbour is routed around after the dead timeout, with a log
  * line saying why. */
 Test(peer_engine, a_silent_neighbour_is_routed_around_after_the_dead_timeout)
@@ -406,16 +425,8 @@ Test(peer_engine, a_silent_neighbour_is_routed_around_after_the_dead_timeout)
     scene s;
     scene_make(&s, "ring", 2, 10);
     all_up(&s, 0);
-    outputs o;
-    int said = 0;
-    for (double t = 256 * MS; t <= 1536 * MS; t += 256 * MS) {
-        engine_timer(&s.e[0], t);
-        take(&s.e[0], &o);
-        for (int j = 0; j < o.n_v; j++)
-            said += o.v[j].kind == ENGINE_LOG && strcmp(o.v[j].what, "routing around neighbour") == 0 &&
-                    o.v[j].peer == 1 && strcmp(o.v[j].detail, "silent for the dead timeout") == 0;
-    }
-    cr_assert_eq(said, 1);
+    double t = 256 * MS;
+    cr_assert_eq(silent_ticks(&s, &t, 1536 * MS, 0), 1);
     cr_assert_eq(s.e[0].rp.pace.alive[1], 0);
     scene_free(&s);
 }
@@ -428,26 +439,10 @@ Test(peer_engine, a_neighbour_whose_frame_is_arriving_is_not_silent)
     scene s;
     scene_make(&s, "ring", 2, 10);
     all_up(&s, 0);
-    outputs o;
-    int said = 0;
     double t = 256 * MS;
-    for (; t <= 4096 * MS; t += 256 * MS) { /* four dead timeouts of a frame arriving */
-        engine_link_progress(&s.e[0], 1, t - 128 * MS);
-        engine_timer(&s.e[0], t);
-        take(&s.e[0], &o);
-        for (int j = 0; j < o.n_v; j++)
-            said += o.v[j].kind == ENGINE_LOG && strcmp(o.v[j].what, "routing around neighbour") == 0;
-    }
-    cr_assert_eq(said, 0, "routed around while its frame arrived");
+    cr_assert_eq(silent_ticks(&s, &t, 4096 * MS, 1), 0, "routed around while its frame arrived (4 dead timeouts)");
     cr_assert_eq(s.e[0].rp.pace.alive[1], 1);
-    for (const double stop = t; t <= stop + 1536 * MS; t += 256 * MS) {
-        engine_timer(&s.e[0], t);
-        take(&s.e[0], &o);
-        for (int j = 0; j < o.n_v; j++)
-            said += o.v[j].kind == ENGINE_LOG && strcmp(o.v[j].what, "routing around neighbour") == 0 &&
-                    o.v[j].peer == 1 && strcmp(o.v[j].detail, "silent for the dead timeout") == 0;
-    }
-    cr_assert_eq(said, 1, "silent once the bytes stopped");
+    cr_assert_eq(silent_ticks(&s, &t, t + 1536 * MS, 0), 1, "silent once the bytes stopped");
     scene_free(&s);
 }
 
