@@ -158,18 +158,18 @@ static void ask_for_model(engine *e, double now)
 
 /* Time to ask the next neighbour: a heartbeat interval after the last ask,
  * or the dead timeout when the one asked is in the run (it said a round
- * and is not routed around): that one answers at the end of its step, and
- * a step of a big model takes seconds, its loop silent meanwhile (asking
- * on made both neighbours build and send a whole model of 403 MB at 100M
- * parameters). */
+ * and was heard lately): that one answers at the end of its step, and a
+ * step of a big model takes seconds (asking on made both neighbours build
+ * and send a whole model of 403 MB at 100M parameters). */
 static int ask_due(const engine *e, double now)
 {
     if (!wants_model(e))
         return 0;
     const gsp_pace *pc = &e->rp.pace;
+    const double beat = gsp_pace_heartbeat(&pc->c);
     const gsp_pace_nb *b = e->asked < pc->n_nb ? &pc->nb[e->asked] : NULL;
-    const int in_run = b && b->known_round > 0 && pc->alive[b->peer];
-    return now - e->asked_at > (in_run ? pc->c.dead_timeout : gsp_pace_heartbeat(&pc->c));
+    const int in_run = b && b->known_round > 0 && now - b->last_heard <= beat;
+    return now - e->asked_at > (in_run ? pc->c.dead_timeout : beat);
 }
 
 /* ---- rounds ------------------------------------------------------------------------- */

@@ -317,9 +317,9 @@ Test(peer_engine, a_joiner_asks_in_turn_and_fails_after_the_round_timeout)
     scene_free(&s);
 }
 
-/* A neighbour that says it is in the run answers at the end of its step,
- * silent until then: the joiner gives it the dead timeout before asking the
- * next (one that has said no round, a heartbeat interval, as above). */
+/* A neighbour that says it is in the run answers at the end of its step:
+ * the joiner gives it the dead timeout before asking the next (one that
+ * says nothing, a heartbeat interval, as above). */
 Test(peer_engine, a_joiner_gives_a_neighbour_in_the_run_the_dead_timeout_to_answer)
 {
     scene s;
@@ -333,7 +333,8 @@ Test(peer_engine, a_joiner_gives_a_neighbour_in_the_run_the_dead_timeout_to_answ
     engine_heartbeat(&s.e[0], 1, 5, 2 * MS);
     take(&s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
-    for (double t = 256 * MS; t <= 1280 * MS; t += 256 * MS) { /* peer 1 computes: silent, and waited for */
+    for (double t = 256 * MS; t <= 1280 * MS; t += 256 * MS) {
+        engine_heartbeat(&s.e[0], 1, 5, t - 10 * MS); /* in round 5, computing */
         engine_timer(&s.e[0], t);
         take(&s.e[0], &o);
         cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), t > 1024 * MS, "%.3f s: %s", t,
