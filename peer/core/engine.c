@@ -133,8 +133,8 @@ static int wants_model(const engine *e) { return e->joining || e->refreshing; }
 
 /* The next connected neighbour, round robin from the last one asked (and
  * the next at once if the transport refuses the request: ask_left); the
- * next again after a heartbeat interval without an answer (ask_due): the
- * one asked may be waiting for a model itself, and says nothing. */
+ * next again after a heartbeat interval without an answer: the one asked
+ * may be waiting for a model itself, and says nothing. */
 static void ask_next(engine *e, double now)
 {
     const gsp_pace *pc = &e->rp.pace;
@@ -156,20 +156,9 @@ static void ask_for_model(engine *e, double now)
     ask_next(e, now);
 }
 
-/* Time to ask the next neighbour: a heartbeat interval after the last ask,
- * or the dead timeout when the one asked is in the run (it said a round
- * and was heard lately): that one answers at the end of its step, and a
- * step of a big model takes seconds (asking on made both neighbours build
- * and send a whole model of 403 MB at 100M parameters). */
 static int ask_due(const engine *e, double now)
 {
-    if (!wants_model(e))
-        return 0;
-    const gsp_pace *pc = &e->rp.pace;
-    const double beat = gsp_pace_heartbeat(&pc->c);
-    const gsp_pace_nb *b = e->asked < pc->n_nb ? &pc->nb[e->asked] : NULL;
-    const int in_run = b && b->known_round > 0 && now - b->last_heard <= beat;
-    return now - e->asked_at > (in_run ? pc->c.dead_timeout : beat);
+    return wants_model(e) && now - e->asked_at > gsp_pace_heartbeat(&e->rp.pace.c);
 }
 
 /* ---- rounds ------------------------------------------------------------------------- */

@@ -317,36 +317,6 @@ Test(peer_engine, a_joiner_asks_in_turn_and_fails_after_the_round_timeout)
     scene_free(&s);
 }
 
-/* A neighbour that says it is in the run answers at the end of its step:
- * the joiner gives it the dead timeout before asking the next (one that
- * says nothing, a heartbeat interval, as above). */
-Test(peer_engine, a_joiner_gives_a_neighbour_in_the_run_the_dead_timeout_to_answer)
-{
-    scene s;
-    scene_make(&s, "complete", 3, 10);
-    s.e[0].rp.pace.c.round_timeout = 4.0; /* (past the dead timeout, 1 s here) */
-    outputs o;
-    engine_set_joining(&s.e[0], 0);
-    engine_advance(&s.e[0], 0);
-    engine_link_up(&s.e[0], 1, MS);
-    engine_link_up(&s.e[0], 2, MS);
-    engine_heartbeat(&s.e[0], 1, 5, 2 * MS);
-    take(&s.e[0], &o);
-    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
-    for (double t = 256 * MS; t <= 1280 * MS; t += 256 * MS) {
-        engine_heartbeat(&s.e[0], 1, 5, t - 10 * MS); /* in round 5, computing */
-        engine_timer(&s.e[0], t);
-        take(&s.e[0], &o);
-        cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), t > 1024 * MS, "%.3f s: %s", t,
-                     t > 1024 * MS ? "past the dead timeout: the next neighbour" : "peer 1 is in the run, computing");
-    }
-    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 2), 1);
-    engine_timer(&s.e[0], 1792 * MS);
-    take(&s.e[0], &o);
-    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1, "peer 2 said no round: a heartbeat interval");
-    scene_free(&s);
-}
-
 Test(peer_engine, a_refused_model_request_goes_to_the_next_neighbour_at_once)
 {
     scene s;
