@@ -84,8 +84,6 @@ int gsp_set_codec(gsp_peer *g, const cmp_spec *codec, uint64_t seed, float step)
     return 0;
 }
 
-static void corr_release(gsp_peer *g);
-
 void gsp_free(gsp_peer *g)
 {
     if (!g)
@@ -99,7 +97,7 @@ void gsp_free(gsp_peer *g)
     free(g->spare.idx), free(g->spare.old);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
         free(g->msg_buf[k]);
-    corr_release(g);
+    gsp_corr_release(g);
     free_edges(g->out, g->n_out);
     free_edges(g->in, g->n_in);
     memset(g, 0, sizeof *g);
@@ -288,80 +286,6 @@ static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size
     return s;
 }
 
-/* Room for n corrections in c (its values are not kept). 0 on -ENOMEM. */
-static int corr_room(gsp_corr *c, size_t n)
-{
-    free(c->idx), free(c->val);
-    c->idx = malloc(n * sizeof *c->idx), c->val = malloc(n * sizeof *c->val);
-    c->cap = c->idx && c->val ? n : 0;
-    return c->cap != 0;
-}
-
-/* The SYNCs' corrections go once their messages are no longer valid: a SYNC
- * is rare, and its list can be as long as the model. */
-static void corr_release(gsp_peer *g)
-{
-    for (int k = 0; k <= TOPO_MAX_OUT; k++) {
-        free(g->sync_corr[k].idx), free(g->sync_corr[k].val);
-        g->sync_corr[k] = (gsp_corr){0};
-    }
-}
-
-/* The corrections of e's messages after `base` (the sum over them of
- * w_before * (r after - r before), the r of each rebuilt by rolling the
- * reference back from where it stands) at the positions they changed, into
- * c, ascending; their number into *n. A base older than the log starts from
- * the oldest entry; returns the base used, or 0 with *n = SIZE_MAX on
- * -ENOMEM. Position by position with the newest message first: the
- * operations and their order are those of rolling a whole copy of the
- * reference back, so the same doubles, without the dim-value copy and
- * totals (a merge of the messages' ascending positions). */
-static uint64_t corrections_since(const gsp_edge *e, uint64_t base, gsp_corr *c, size_t dim, size_t *n)
-{
-    const uint64_t first = e->n_log ? e->log[0].seq : e->seq + 1;
-    if (base + 1 < first)
-        base = first - 1;
-    int oldest = e->n_log;
-    size_t room = 0;
-    while (oldest > 0 && e->log[oldest - 1].seq > base)
-        room += e->log[--oldest].n;
-    if (room > dim)
-        room = dim;
-    const int ne = e->n_log - oldest;
-    size_t *at = calloc(ne ? (size_t)ne : 1, sizeof *at); /* each message's next position */
-    if (!at || (room > c->cap && !corr_room(c, room))) {
-        free(at);
-        *n = SIZE_MAX;
-        return 0;
-    }
-    size_t m = 0;
-    for (;;) {
-        size_t p = SIZE_MAX;
-        for (int q = 0; q < ne; q++) {
-            const gsp_sent *s = &e->log[oldest + q];
-            if (at[q] < s->n) {
-                const size_t i = s->idx ? s->idx[at[q]] : at[q];
-                p = i < p ? i : p;
-            }
-        }
-        if (p == SIZE_MAX)
-            break;
-        double d = 0.0;
-        float cur = e->ref[p];
-        for (int q = ne - 1; q >= 0; q--) { /* newest first */
-            const gsp_sent *s = &e->log[oldest + q];
-            if (at[q] < s->n && (s->idx ? s->idx[at[q]] : at[q]) == p) {
-                d += s->w_before * ((double)cur - (double)s->old[at[q]]);
-                cur = s->old[at[q]++];
-            }
-        }
-        c->idx[m] = (uint32_t)p, c->val[m++] = d;
-    }
-    free(at);
-    *n = m;
-    return base;
-}
-
 /* A message's decoded values: its non-zeros into the sparse scratch when the
  * codec is sparse and they fit (*idx set, count returned), else all n values
  * into g->c (*idx NULL, n returned). -EBADMSG if it does not decode, -ENOMEM. */
@@ -541,22 +465,6 @@ static uint8_t *msg_buf(gsp_peer *g, int k)
     return g->msg_buf[k];
 }
 
-/* m becomes the SYNC of out-edge e from `base`: its reference, and the
- * corrections since base in the k-th corrections buffer. 0 or -ENOMEM. */
-static int sync_fill(gsp_peer *g, const gsp_edge *e, uint64_t base, int k, gsp_msg *m)
-{
-    size_t n;
-    m->kind = GSP_SYNC, m->ref = e->ref, m->x_total = NULL;
-    m->base = corrections_since(e, base, &g->sync_corr[k], g->dim, &n);
-    if (n == SIZE_MAX)
-        return -ENOMEM;
-    static const uint32_t none[1]; /* (no correction is a list, empty: NULL would say "every position") */
-    m->n_corr = n, m->corr_idx = n ? g->sync_corr[k].idx : none, m->corr = g->sync_corr[k].val;
-    m->payload = NULL, m->payload_len = 0, m->gain = 0, m->step = 0, m->origin = 0;
-    g->stats.syncs_sent++;
-    return 0;
-}
-
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 {
     gsp_edge *edges[TOPO_MAX_OUT];
@@ -568,7 +476,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)) ||
             (g->codec && !(bufs[k] = msg_buf(g, k))))
             return -ENOMEM;
-    corr_release(g); /* (the last emit's and SYNC's messages are no longer valid) */
+    gsp_corr_release(g); /* (the last emit's and SYNC's messages are no longer valid) */
     /* Weight first. With a codec each edge moves step * weight * w (the
      * consensus step), without one weight * w. `moved` is the difference of
      * the edge's running totals, which the receiver recomputes bit for bit
@@ -609,7 +517,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         *m = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .w_total = e->w,
                        .dim = g->dim, .kind = GSP_RAW, .x_total = e->x, .incarnation = g->incarnation};
         if (g->codec && e->sync) {
-            if (sync_fill(g, e, e->sync_base, k, m) < 0)
+            if (gsp_sync_fill(g, e, e->sync_base, k, m) < 0)
                 return -ENOMEM;
             e->sync = 0;
         } else if (g->codec) {
@@ -657,26 +565,6 @@ static void apply_totals(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
     }
 }
 
-/* A SYNC from the seq this edge applied last: the sender's totals grew by
- * w_total * its ref - (our w) * (our ref) - the corrections since then, which
- * is the mass of every message we missed; then its reference is ours. */
-static void apply_sync(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
-{
-    float *restrict x = g->x, *restrict ref = e->ref;
-    const float *restrict r = m->ref;
-    const uint32_t *ci = m->corr_idx;
-    const double *restrict d = m->corr;
-    const double wt = m->w_total, wa = e->w;
-    size_t j = 0;
-    for (size_t i = 0; i < g->dim; i++) {
-        double t = wt * (double)r[i] - wa * (double)ref[i];
-        if (!ci || (j < m->n_corr && ci[j] == i)) /* (elsewhere the correction is 0: t - 0 is t) */
-            t -= d[ci ? j++ : i];
-        x[i] = (float)((double)x[i] + t);
-        ref[i] = r[i];
-    }
-}
-
 /* Totals meant for an earlier holder of this id, or mass we lost: a
  * baseline (nothing applied), from which the edge carries on. */
 static void adopt_baseline(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
@@ -712,24 +600,12 @@ static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const fl
     }
 }
 
-/* A SYNC's arrays are there, its correction positions strictly ascending
- * below dim (or all dim of them). */
-static int sync_sound(const gsp_msg *m)
-{
-    if (!m->ref || m->n_corr > m->dim || (m->n_corr && !m->corr) || (!m->corr_idx && m->n_corr != m->dim))
-        return 0;
-    for (size_t j = 0; m->corr_idx && j < m->n_corr; j++)
-        if (m->corr_idx[j] >= m->dim || (j && m->corr_idx[j] <= m->corr_idx[j - 1]))
-            return 0;
-    return 1;
-}
-
 int gsp_absorb(gsp_peer *g, const gsp_msg *m)
 {
     if (m->dst != g->id || m->src < 0 || m->src >= g->n_peers || m->src == g->id || m->dim != g->dim)
         return -EINVAL;
     if ((m->kind == GSP_RAW) != !g->codec || (m->kind == GSP_RAW && !m->x_total) ||
-        (m->kind == GSP_SYNC && !sync_sound(m)) || (m->kind == GSP_DELTA && !m->payload))
+        (m->kind == GSP_SYNC && !gsp_sync_sound(m)) || (m->kind == GSP_DELTA && !m->payload))
         return -EINVAL;
     gsp_edge *e = edge(g, &g->in, &g->n_in, &g->cap_in, m->src, 0);
     if (!e)
@@ -787,7 +663,7 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
             return (int)k;
         absorb_delta(g, e, idx, c, (size_t)k, m->gain, m->w_total - e->w);
     } else if (m->kind == GSP_SYNC) {
-        apply_sync(g, e, m);
+        gsp_apply_sync(g, e, m);
         e->sync = 0;
     } else
         apply_totals(g, e, m);
@@ -833,7 +709,7 @@ int gsp_sync_msg(gsp_peer *g, int dst, uint64_t base, gsp_msg *m)
     /* Without a codec the totals alone are a complete message: resend them. */
     *m = (gsp_msg){.src = g->id, .dst = dst, .round = e->round, .seq = e->seq, .kind = GSP_RAW, .w_total = e->w,
                    .dim = g->dim, .x_total = e->x, .incarnation = g->incarnation};
-    return g->codec ? sync_fill(g, e, base, TOPO_MAX_OUT, m) : 0;
+    return g->codec ? gsp_sync_fill(g, e, base, TOPO_MAX_OUT, m) : 0;
 }
 
 void gsp_acked(gsp_peer *g, int dst, uint64_t seq)
@@ -900,13 +776,9 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
         gsp_corr c = {0};
         size_t n;
         const uint64_t a = r ? r->seq : 0;
-        if (a < s->seq && corrections_since(s, a, &c, sender->dim, &n) == a && n != SIZE_MAX)
-            for (size_t i = 0, j = 0; i < sender->dim; i++) {
-                double t = s->w * (double)s->ref[i] - (r ? r->w * (double)r->ref[i] : 0.0);
-                if (j < n && c.idx[j] == i)
-                    t -= c.val[j++];
-                acc_x[i] += t;
-            }
+        if (a < s->seq && gsp_corrections_since(s, a, &c, sender->dim, &n) == a && n != SIZE_MAX)
+            for (size_t i = 0, j = 0; i < sender->dim; i++)
+                acc_x[i] += gsp_sync_at(i, s->w, s->ref, r ? r->w : 0.0, r ? r->ref : NULL, c.idx, c.val, n, &j);
         free(c.idx), free(c.val);
     }
     return s->w - (r ? r->w : 0.0);

@@ -18,4 +18,28 @@ float *gsp_ref_new(gsp_peer *g);
  * model's (bf16), whichever is larger. */
 size_t gsp_msg_room(const gsp_peer *g);
 
+/* gsp_sync.c. The corrections of out-edge e's messages after base, as a
+ * list into c (*n of them; SIZE_MAX on -ENOMEM); returns the base used. */
+uint64_t gsp_corrections_since(const gsp_edge *e, uint64_t base, gsp_corr *c, size_t dim, size_t *n);
+/* m becomes the SYNC of out-edge e from base, its list in the k-th slot. 0 or -ENOMEM. */
+int gsp_sync_fill(gsp_peer *g, const gsp_edge *e, uint64_t base, int k, gsp_msg *m);
+/* The SYNC lists are freed (their messages are no longer valid). */
+void gsp_corr_release(gsp_peer *g);
+/* m's SYNC arrays are there and its positions strictly ascending below dim. */
+int gsp_sync_sound(const gsp_msg *m);
+/* In-edge e takes SYNC m: x gains what the totals grew by, e's reference is m's. */
+void gsp_apply_sync(gsp_peer *g, gsp_edge *e, const gsp_msg *m);
+
+/* What a SYNC brings at position i: wt r[i] - wa ref[i] (ref NULL: 0) minus
+ * the correction at i, taken from the list (ci, d; ci NULL: every position)
+ * at *j, which moves past it. Elsewhere the correction is 0, and t - 0 is t. */
+static inline double gsp_sync_at(size_t i, double wt, const float *r, double wa, const float *ref,
+                                 const uint32_t *ci, const double *d, size_t n, size_t *j)
+{
+    double t = wt * (double)r[i] - (ref ? wa * (double)ref[i] : 0.0);
+    if (!ci || (*j < n && ci[*j] == i))
+        t -= d[ci ? (*j)++ : i];
+    return t;
+}
+
 #endif

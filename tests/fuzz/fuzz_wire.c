@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "peer/wire/wire.h"
+#include "tests/le_bytes.h"
 
 static int same(const wire_msg *a, const wire_msg *b)
 {
@@ -47,15 +48,6 @@ static int same(const wire_msg *a, const wire_msg *b)
                (!a->model.dim || !memcmp(a->model.payload, b->model.payload, a->model.dim * sizeof(float)));
     }
     return 0;
-}
-
-/* A little-endian unsigned integer of `width` bytes, byte by byte. */
-static uint64_t le(const uint8_t *p, int width)
-{
-    uint64_t v = 0;
-    for (int b = width - 1; b >= 0; b--)
-        v = v << 8 | p[b];
-    return v;
 }
 
 static uint64_t bits64(double d)
@@ -93,20 +85,20 @@ static void check_gsp(const wire_msg *m)
         abort();
     if (p->kind == GSP_RAW) {
         for (size_t i = 0; i < p->dim; i++)
-            if (le(p->payload + 8 * i, 8) != bits64(g.x_total[i]))
+            if (le_bytes(p->payload + 8 * i, 8) != bits64(g.x_total[i]))
                 abort();
     } else { /* r, the count, then every correction or a list of positions and values */
         for (size_t i = 0; i < p->dim; i++)
-            if (le(p->payload + 4 * i, 4) != bits32(g.ref[i]))
+            if (le_bytes(p->payload + 4 * i, 4) != bits32(g.ref[i]))
                 abort();
-        const size_t n = (size_t)le(p->payload + 4 * p->dim, 4), head = 4 * p->dim + 4;
+        const size_t n = (size_t)le_bytes(p->payload + 4 * p->dim, 4), head = 4 * p->dim + 4;
         const int listed = n != p->dim;
         if (g.n_corr != n || (g.corr_idx != NULL) != listed)
             abort();
         for (size_t j = 0; j < n; j++)
-            if ((listed && (g.corr_idx[j] >= p->dim || le(p->payload + head + 4 * j, 4) != g.corr_idx[j] ||
+            if ((listed && (g.corr_idx[j] >= p->dim || le_bytes(p->payload + head + 4 * j, 4) != g.corr_idx[j] ||
                             (j && g.corr_idx[j] <= g.corr_idx[j - 1]))) ||
-                le(p->payload + head + (listed ? 4 * n : 0) + 8 * j, 8) != bits64(g.corr[j]))
+                le_bytes(p->payload + head + (listed ? 4 * n : 0) + 8 * j, 8) != bits64(g.corr[j]))
                 abort();
     }
     free(scratch);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "tests/exact_copy.h"
+#include "tests/le_bytes.h"
 
 TestSuite(peer_wire, .timeout = 120);
 
@@ -173,15 +174,6 @@ static uint8_t *encode_push(const gsp_msg *m, size_t *len)
 
 static int same_bits32(float a, float b) { return !memcmp(&a, &b, sizeof a); }
 static int same_bits64(double a, double b) { return !memcmp(&a, &b, sizeof a); }
-
-/* An unsigned little-endian integer of `width` bytes, read byte by byte. */
-static uint64_t le_bytes(const uint8_t *p, int width)
-{
-    uint64_t v = 0;
-    for (int b = width - 1; b >= 0; b--)
-        v = v << 8 | p[b];
-    return v;
-}
 
 /* Two decoded messages say the same thing (byte fields compared by content). */
 static int msg_equal(const wire_msg *a, const wire_msg *b)
