@@ -93,7 +93,7 @@ void gsp_free(gsp_peer *g)
     free(g->c);
     if (!g->scratch)
         free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
-    free(g->origin_copy);
+    free(g->origin_copy), free(g->origin_drawn);
     free(g->spare.idx), free(g->spare.old);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
         free(g->msg_buf[k]);
@@ -179,7 +179,7 @@ static void edge_restart(gsp_peer *g, gsp_edge *e, uint64_t incarnation)
     if (e->x)
         memset(e->x, 0, (g->dim ? g->dim : 1) * sizeof(double));
     if (e->ref)
-        gsp_ref_start(g, e->ref);
+        gsp_ref_start(g, &e->ref);
     log_trim(e, UINT64_MAX, NULL);
     e->w = 0, e->seq = 0, e->round = -1, e->sync = 0, e->adopt = 0;
     e->incarnation = incarnation;

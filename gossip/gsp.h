@@ -172,6 +172,7 @@ typedef struct gsp_peer {
     void *origin_ctx;
     int origin_edges;      /* with origin_fill: the edge that takes the copy (the schedule's last) */
     int origin_checked;    /* with origin_fill: a draw has matched origin_id */
+    float *origin_drawn;   /* with origin_fill: a draw the driver made ahead (gsp_origin_ahead), or NULL */
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
     struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
@@ -231,6 +232,18 @@ int gsp_share_origin(gsp_peer *g, const float *x0);
  * with, a SYNC instead of mixing references that differ. -EINVAL (nothing
  * set) unless g holds its own copy and no edge has started. */
 int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges);
+/* Drawing ahead: a draw takes seconds at 100M parameters, and an edge that
+ * starts after the copy went (a neighbour that restarts, a route around a
+ * lost one) would take them from the driver's loop, where heartbeats wait.
+ * gsp_origin_ahead_wanted says whether g would draw for its next edge and
+ * holds no draw made ahead; the driver then makes one off its loop (fill
+ * from gsp_set_origin_fill into dim floats it allocated with malloc) and
+ * hands it over with gsp_origin_ahead, which takes ownership: the next edge
+ * that starts takes that buffer as its reference instead of drawing (its
+ * first use is checked as a draw is). NULL, or one while g holds one or no
+ * longer draws, is freed. */
+int gsp_origin_ahead_wanted(const gsp_peer *g);
+void gsp_origin_ahead(gsp_peer *g, float *drawn);
 
 /* g's codec scratch becomes s's: the first peer gives s its own, the
  * others free theirs and use s's. After gsp_set_codec; s ({0} at first)

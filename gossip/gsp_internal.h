@@ -4,10 +4,11 @@
 
 #include "gossip/gsp.h"
 
-/* gsp_origin.c. ref (dim floats) = where an edge's reference starts: the
+/* gsp_origin.c. *ref (dim floats) = where an edge's reference starts: the
  * origin set by gsp_set_origin / gsp_share_origin / gsp_set_origin_fill,
- * or zeros. */
-void gsp_ref_start(gsp_peer *g, float *ref);
+ * or zeros. A draw made ahead (gsp_origin_ahead) replaces *ref, which is
+ * freed. */
+void gsp_ref_start(gsp_peer *g, float **ref);
 
 /* A new edge's reference, started: the origin's own copy when this is the
  * schedule's last edge of a peer that draws the origin again

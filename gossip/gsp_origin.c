@@ -52,11 +52,11 @@ int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *
     return 0;
 }
 
-/* The origin drawn into ref, checked at the first draw: one that differs
- * from origin_id's bits ends the origin (see gsp_set_origin_fill). */
-static void draw_origin(gsp_peer *g, float *ref)
+/* A draw, checked at the first: one that differs from origin_id's bits
+ * ends the origin (see gsp_set_origin_fill) and the reference starts at
+ * zeros instead. */
+static void check_draw(gsp_peer *g, float *ref)
 {
-    g->origin_fill(g->origin_ctx, ref);
     if (g->origin_checked)
         return;
     if (origin_hash(ref, g->dim) == g->origin_id) {
@@ -64,17 +64,37 @@ static void draw_origin(gsp_peer *g, float *ref)
         return;
     }
     g->origin_fill = NULL, g->origin_id = 0;
+    free(g->origin_drawn), g->origin_drawn = NULL;
     memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
 }
 
-void gsp_ref_start(gsp_peer *g, float *ref)
+int gsp_origin_ahead_wanted(const gsp_peer *g)
+{
+    return g->origin_fill && !g->origin && !g->origin_drawn;
+}
+
+void gsp_origin_ahead(gsp_peer *g, float *drawn)
+{
+    if (!gsp_origin_ahead_wanted(g)) {
+        free(drawn);
+        return;
+    }
+    g->origin_drawn = drawn;
+}
+
+void gsp_ref_start(gsp_peer *g, float **ref)
 {
     if (g->origin)
-        memcpy(ref, g->origin, g->dim * sizeof(float));
-    else if (g->origin_fill)
-        draw_origin(g, ref);
-    else
-        memset(ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
+        memcpy(*ref, g->origin, g->dim * sizeof(float));
+    else if (g->origin_fill && g->origin_drawn) { /* made ahead, off the driver's loop */
+        free(*ref);
+        *ref = g->origin_drawn, g->origin_drawn = NULL;
+        check_draw(g, *ref);
+    } else if (g->origin_fill) {
+        g->origin_fill(g->origin_ctx, *ref);
+        check_draw(g, *ref);
+    } else
+        memset(*ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
 }
 
 float *gsp_ref_new(gsp_peer *g)
@@ -86,6 +106,6 @@ float *gsp_ref_new(gsp_peer *g)
     }
     float *ref = malloc((g->dim ? g->dim : 1) * sizeof(float));
     if (ref)
-        gsp_ref_start(g, ref);
+        gsp_ref_start(g, &ref);
     return ref;
 }

@@ -160,6 +160,7 @@ void node_pump(node *n)
     }
     if (n->closed)
         return;
+    node_origin_ahead(n);
     const double now = clock_now(), at = engine_wake_at(&n->e, now);
     if (isfinite(at)) {
         double ms = 1e3 * (at - now);

@@ -33,6 +33,12 @@ typedef struct node {
     int finish_pending;         /* the engine finished while a checkpoint was being written */
     int finish_goodbye;         /* what the pending finish says last (engine_event.goodbye) */
     char ckpt_err[512];
+    uv_work_t origin_work;      /* the run's starting model being drawn ahead on the thread pool (node_origin.c) */
+    int origin_busy;
+    float *origin_buf;
+    void (*origin_fill)(void *ctx, float *dst);
+    void *origin_ctx;
+    size_t origin_dim;
     uint8_t *out;               /* one encoded message: room for the usual ones (out_base bytes), grown for a
                                  * whole model or a SYNC and given back after it (node.c: send_push, send_model) */
     size_t out_cap, out_base;
@@ -57,6 +63,10 @@ void node_send_frame(node *n, const engine_send *s);
 void node_net_callbacks(net_callbacks *cb);
 /* node_step.c: a round has started: its steps on the thread pool, or the caller's. */
 void node_start_step(node *n);
+
+/* node_origin.c: while a neighbour is lost, the run's starting model is
+ * drawn on the thread pool for the edge that starts next (gsp_origin_ahead). */
+void node_origin_ahead(node *n);
 
 /* node_caller.c: the caller takes the local steps (libsgp, node_ext.h):
  * its run's plan and parameters, its hand-outs and asks, the end. */

@@ -324,3 +324,53 @@ Test(gossip_origin, a_drawn_origin_that_differs_ends_the_origin_and_the_edge_syn
     cr_assert_float_eq(e.w + f.w, 2.0, 1e-12);
     gsp_free(&e), gsp_free(&f);
 }
+
+/* A draw the driver made ahead, off its loop (gsp_origin_ahead), is what
+ * the next edge that starts takes as its reference: nothing is drawn then,
+ * the messages are those of peers that keep the copy, and a neighbour that
+ * restarts finds its in-edge's reference in the next one. One wanted at a
+ * time, only once the copy went; one not wanted is freed. */
+Test(gossip_origin, a_draw_made_ahead_is_what_the_next_edge_takes)
+{
+    float x0[DIM];
+    start(x0, 0);
+    gsp_peer a, b, c, d;
+    drawn dc = {x0, 0}, dd = {x0, 0};
+    peer(&a, 0, x0, x0), peer(&b, 1, x0, x0);
+    peer(&c, 0, x0, x0), peer(&d, 1, x0, x0);
+    cr_assert_eq(gsp_set_origin_fill(&c, fill_start, &dc, 1), 0);
+    cr_assert_eq(gsp_set_origin_fill(&d, fill_start, &dd, 1), 0);
+    cr_assert_not(gsp_origin_ahead_wanted(&c), "the copy is still there");
+    gsp_origin_ahead(&c, malloc(DIM * sizeof(float))); /* (not wanted: freed) */
+    cr_assert_null(c.origin_drawn);
+    twin_rounds(&a, &b, &c, &d, 1); /* c's out-edge takes the copy */
+    cr_assert(gsp_origin_ahead_wanted(&c));
+    size_t before, after, codec;
+    gsp_bytes(&c, &before, &codec);
+    float *ahead = malloc(DIM * sizeof(float));
+    c.origin_fill(c.origin_ctx, ahead); /* what the driver does on its thread pool */
+    gsp_origin_ahead(&c, ahead);
+    cr_assert_not(gsp_origin_ahead_wanted(&c), "one at a time");
+    gsp_bytes(&c, &after, &codec);
+    cr_assert_eq(after - before, DIM * sizeof(float), "counted in the gossip state");
+    twin_rounds(&a, &b, &c, &d, 5); /* c's in-edge from d starts */
+    cr_assert_eq(dc.calls, 1, "no draw but the one made ahead (%d)", dc.calls);
+    cr_assert_null(c.origin_drawn);
+    cr_assert_eq(c.in[0].ref, ahead, "the in-edge took the buffer");
+    cr_assert(gsp_origin_ahead_wanted(&c));
+    /* d restarts: c's in-edge starts again, from a second draw made ahead */
+    float *again = malloc(DIM * sizeof(float));
+    c.origin_fill(c.origin_ctx, again);
+    gsp_origin_ahead(&c, again);
+    gsp_restart(&d, 7);
+    topo_out to_c = {.n = 1, .peer = {0}, .weight = {0.5}};
+    gsp_msg m;
+    cr_assert_eq(gsp_emit(&d, &to_c, &m), 1);
+    cr_assert_eq(m.seq, 1);
+    const int calls = dc.calls;
+    cr_assert_eq(gsp_absorb(&c, &m), 1, "the restarted edge's first delta is taken");
+    cr_assert_eq(dc.calls, calls, "nothing drawn in absorb");
+    cr_assert_eq(c.in[0].ref, again);
+    cr_assert_eq(memcmp(c.in[0].ref, d.out[0].ref, sizeof(float) * DIM), 0, "both ends hold one reference");
+    gsp_free(&a), gsp_free(&b), gsp_free(&c), gsp_free(&d);
+}

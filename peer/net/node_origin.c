@@ -1,0 +1,52 @@
+/* The run's starting model drawn ahead on libuv's thread pool (node_state.h):
+ * an edge that starts after the peer's copy of it went (a neighbour that
+ * restarts, a route around a lost one) would otherwise draw it in the loop,
+ * seconds at 100M parameters during which no heartbeat goes out and the
+ * neighbours take this peer for dead. An in-neighbour lost is one that may
+ * come back with a new incarnation, so that is when a draw is made ahead:
+ * one copy of the model, held until an edge takes it (gsp_origin_ahead). */
+#include <stdlib.h>
+
+#include "peer/net/node_state.h"
+
+static void draw(uv_work_t *w)
+{
+    node *n = w->data;
+    n->origin_buf = malloc((n->origin_dim ? n->origin_dim : 1) * sizeof(float));
+    if (n->origin_buf)
+        n->origin_fill(n->origin_ctx, n->origin_buf); /* reads the model's layout only: the step may run beside */
+}
+
+static void drawn(uv_work_t *w, int status)
+{
+    node *n = w->data;
+    n->origin_busy = 0;
+    if (status == 0 && !n->closed && n->origin_buf)
+        gsp_origin_ahead(&n->e.rp.g, n->origin_buf); /* (freed there if no longer wanted) */
+    else
+        free(n->origin_buf);
+    n->origin_buf = NULL;
+}
+
+/* Whether an in-neighbour is disconnected or routed around now (and not
+ * because it is done): back with a new incarnation, its edge starts again. */
+static int in_neighbour_lost(const gsp_pace *p)
+{
+    for (int j = 0; j < p->n_nb; j++)
+        if (p->nb[j].is_in && !p->nb[j].done &&
+            ((p->nb[j].ever_up && !p->nb[j].connected) || !p->alive[p->nb[j].peer]))
+            return 1;
+    return 0;
+}
+
+void node_origin_ahead(node *n)
+{
+    const gsp_peer *g = &n->e.rp.g;
+    if (n->closed || n->e.rounds_done || n->origin_busy || !gsp_origin_ahead_wanted(g) || !in_neighbour_lost(&n->e.rp.pace))
+        return;
+    n->origin_busy = 1;
+    n->origin_fill = g->origin_fill, n->origin_ctx = g->origin_ctx, n->origin_dim = g->dim;
+    n->origin_work.data = n;
+    uv_queue_work(&n->loop, &n->origin_work, draw, drawn);
+    node_event(n, "drawing the run's starting model ahead, for edges that start again", -1, NULL);
+}
