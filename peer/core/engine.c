@@ -134,10 +134,14 @@ static int wants_model(const engine *e) { return e->joining || e->refreshing; }
 /* The next connected neighbour, round robin from the last one asked (and
  * the next at once if the transport refuses the request: ask_left); the
  * next again after a heartbeat interval without an answer: the one asked
- * may be waiting for a model itself, and says nothing. */
+ * may be waiting for a model itself, and says nothing. One that says its
+ * model comes after its step (MODEL_SOON) is waited for while it is
+ * connected and heard: a model of hundreds of MB is not asked of a second
+ * neighbour while the first one's is being made or is on its way. */
 static void ask_next(engine *e, double now)
 {
     const gsp_pace *pc = &e->rp.pace;
+    e->promised = 0;
     for (int k = 1; k <= e->ask_left; k++) {
         const int j = (e->asked + k) % pc->n_nb, q = pc->nb[j].peer;
         if (connected(e, q)) {
@@ -158,7 +162,14 @@ static void ask_for_model(engine *e, double now)
 
 static int ask_due(const engine *e, double now)
 {
-    return wants_model(e) && now - e->asked_at > gsp_pace_heartbeat(&e->rp.pace.c);
+    if (!wants_model(e))
+        return 0;
+    if (e->promised) { /* until the one that promised disconnects or is silent for twice the dead timeout: it
+                        * says nothing while it builds a big MODEL frame (seconds at 100M parameters) */
+        const gsp_pace_nb *b = &e->rp.pace.nb[e->asked];
+        return !b->connected || now - b->last_heard > 2 * e->rp.pace.c.dead_timeout;
+    }
+    return now - e->asked_at > gsp_pace_heartbeat(&e->rp.pace.c);
 }
 
 /* ---- rounds ------------------------------------------------------------------------- */
@@ -376,11 +387,23 @@ void engine_model_request(engine *e, int q, double now)
     if (e->model_queued[q] && e->sending[q])
         return; /* the asker repeats while our model (hundreds of MB) is still on its way: one is enough */
     e->model_queued[q] = 0;
-    if (e->computing)
-        e->model_wanted[q] = 1; /* answered at the round boundary */
-    else
+    if (e->computing) { /* answered at the round boundary; said now, so that the asker waits for it */
+        if (!e->model_wanted[q])
+            queue(e, (engine_send){.kind = ENGINE_MODEL_SOON, .peer = q, .round = e->rp.g.round}, now);
+        e->model_wanted[q] = 1;
+    } else
         send_model(e, q, now);
     try_start(e, now);
+}
+
+void engine_model_soon(engine *e, int q, double now)
+{
+    heard(e, q, now);
+    const gsp_pace *pc = &e->rp.pace;
+    if (!wants_model(e) || e->finished || e->promised || e->asked >= pc->n_nb || pc->nb[e->asked].peer != q)
+        return; /* (not the one asked last: that one is awaited, or was given up on) */
+    e->promised = 1;
+    log_event(e, "the model comes after the step of peer", q, NULL);
 }
 
 /* The side that asked: enter the run at the sender's round (a joiner), or
@@ -395,6 +418,7 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
         ask_for_model(e, now);
         return;
     }
+    e->promised = 0;
     if (e->refreshing) {
         gsp_adopt(&e->rp.g, z);
         e->refreshing = 0;
@@ -476,7 +500,7 @@ static void tick(engine *e, double now)
     if (ask_due(e, now))
         ask_for_model(e, now);
     if (e->refreshing && now - e->refresh_since > 2 * pc->c.dead_timeout) {
-        e->refreshing = 0;
+        e->refreshing = e->promised = 0;
         gsp_pace_joined(pc);
         log_event(e, "no neighbour sent its model: going on with its own", -1, NULL);
     }
@@ -535,7 +559,7 @@ static void reset(engine *e, double now)
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation);
     e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
-    e->joining = e->refreshing = e->asked = e->ask_left = e->alone = e->oom = 0;
+    e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->oom = 0;
     e->held = 1;
     e->asked_at = e->refresh_since = -INFINITY;
     e->join_since = e->last_ckpt = now;

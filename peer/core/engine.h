@@ -13,7 +13,7 @@
  *   engine_init(&e, &settings, &plan, id, train, x0, dim, now, err, sizeof err);
  *   engine_advance(&e, now);                 // the engine starts held at round 0
  *   for (;;) {
- *       ... feed what happened: engine_push / _ack / _heartbeat / _nack / _goodbye / _model_request /
+ *       ... feed what happened: engine_push / _ack / _heartbeat / _nack / _goodbye / _model_request / _model_soon /
  *           _model / _link_up / _link_down / _timer (at engine_wake_at) / _step_done ...
  *       engine_send s;
  *       while (engine_poll_send(&e, &s))     // frames, valid until the next engine call
@@ -45,6 +45,7 @@ typedef enum engine_send_kind {
     ENGINE_GOODBYE,       /* done: finished every round (else stopped) */
     ENGINE_MODEL_REQUEST, /* we want the peer's model (joining, or far behind) */
     ENGINE_MODEL,         /* model (dim floats) and round: the round the asker enters at */
+    ENGINE_MODEL_SOON,    /* round: ours; our MODEL to the peer that asked follows when the step is done */
 } engine_send_kind;
 
 typedef struct engine_send {
@@ -52,7 +53,7 @@ typedef struct engine_send {
     int peer;
     gsp_msg msg;        /* PUSH: points into the gossip state, valid until the next engine call */
     uint64_t seq;       /* ACK, NACK */
-    long round;         /* HEARTBEAT, MODEL */
+    long round;         /* HEARTBEAT, MODEL, MODEL_SOON */
     int done;           /* GOODBYE */
     const float *model; /* MODEL: valid until the next engine call */
     size_t dim;         /* MODEL, MODEL_REQUEST */
@@ -90,6 +91,7 @@ typedef struct engine {
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
     int joining, refreshing, asked, ask_left, alone;
+    int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */
     double asked_at, refresh_since, join_since, last_ckpt, next_tick;
     double wait_since, wait_seconds; /* rounds that could not start yet */
     double wake;              /* the pacing policy's next question (INFINITY: none) */
@@ -132,6 +134,8 @@ void engine_heartbeat(engine *e, int peer, long round, double now);
 void engine_nack(engine *e, int peer, uint64_t seq, double now);
 void engine_goodbye(engine *e, int peer, int done, double now);
 void engine_model_request(engine *e, int peer, double now);
+/* The neighbour asked for its model says it follows when its step is done. */
+void engine_model_soon(engine *e, int peer, double now);
 /* A MODEL of round `round`; intact: its bytes matched their hash. */
 void engine_model(engine *e, int peer, long round, const float *z, int intact, double now);
 void engine_link_up(engine *e, int peer, double now);

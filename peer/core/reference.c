@@ -35,6 +35,9 @@ static int deliver(engine *peers, int from, const engine_send *s, double now)
     case ENGINE_MODEL:
         engine_model(to, from, s->round, s->model, 1, now);
         return 0;
+    case ENGINE_MODEL_SOON:
+        engine_model_soon(to, from, now);
+        return 0;
     }
     return 0;
 }

@@ -75,6 +75,9 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
             return;
         engine_model_request(&n->e, peer, now);
         break;
+    case WIRE_MODEL_SOON:
+        engine_model_soon(&n->e, peer, now);
+        break;
     case WIRE_MODEL: {
         if (!same_size(n, peer, m.model.dim, "MODEL"))
             return;

@@ -71,6 +71,9 @@ void node_send_frame(node *n, const engine_send *s)
     case ENGINE_HEARTBEAT:
         len = wire_encode_heartbeat(n->out, n->out_cap, s->round);
         break;
+    case ENGINE_MODEL_SOON:
+        len = wire_encode_model_soon(n->out, n->out_cap, s->round);
+        break;
     case ENGINE_GOODBYE:
         len = wire_encode_goodbye(n->out, n->out_cap, s->done ? "done" : "stopped", s->done ? 4 : 7);
         break;

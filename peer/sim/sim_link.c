@@ -166,6 +166,9 @@ int sim_arrive(sim *s, int j, long slot)
     case ENGINE_MODEL:
         engine_model(e, q, f->s.round, f->model, 1, s->now);
         break;
+    case ENGINE_MODEL_SOON:
+        engine_model_soon(e, q, s->now);
+        break;
     }
     sim_flight_release(s, slot, 1);
     return sim_pump(s, j, round);

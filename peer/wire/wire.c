@@ -16,13 +16,13 @@
 /* Elements of each message type's array, indexed by type. The decoder
  * accepts exactly this count (more or fewer is malformed however many bytes
  * follow), so no count from the wire ever sizes anything. */
-static const uint32_t wire_fields[] = {2, 12, 2, 2, 2, 2, 5, 2};
+static const uint32_t wire_fields[] = {2, 12, 2, 2, 2, 2, 5, 2, 2};
 #define WIRE_N_TYPES (sizeof wire_fields / sizeof *wire_fields)
 
 const char *wire_type_name(int type)
 {
     static const char *const names[] = {"AUTH",    "PUSH",          "NACK",  "HEARTBEAT",
-                                        "GOODBYE", "MODEL_REQUEST", "MODEL", "ACK"};
+                                        "GOODBYE", "MODEL_REQUEST", "MODEL", "ACK", "MODEL_SOON"};
     return type >= 0 && (size_t)type < WIRE_N_TYPES ? names[type] : "?";
 }
 
@@ -348,7 +348,7 @@ long wire_encode_auth(uint8_t *out, size_t cap, const uint8_t hash[WIRE_HASH_LEN
     return wr_done(&w);
 }
 
-/* NACK, HEARTBEAT and ACK: [type, one unsigned integer]. */
+/* NACK, HEARTBEAT, ACK, MODEL_REQUEST and MODEL_SOON: [type, one unsigned integer]. */
 static long encode_pair(uint8_t *out, size_t cap, wire_type type, uint64_t v)
 {
     if (!out && cap)
@@ -374,6 +374,13 @@ long wire_encode_heartbeat(uint8_t *out, size_t cap, long round)
     if (round < 0)
         return -EINVAL;
     return encode_pair(out, cap, WIRE_HEARTBEAT, (uint64_t)round);
+}
+
+long wire_encode_model_soon(uint8_t *out, size_t cap, long round)
+{
+    if (round < 0)
+        return -EINVAL;
+    return encode_pair(out, cap, WIRE_MODEL_SOON, (uint64_t)round);
 }
 
 long wire_encode_goodbye(uint8_t *out, size_t cap, const char *reason, size_t len)
@@ -449,6 +456,8 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
         return wire_encode_heartbeat(out, cap, m->heartbeat.round);
     case WIRE_ACK:
         return wire_encode_ack(out, cap, m->ack.seq);
+    case WIRE_MODEL_SOON:
+        return wire_encode_model_soon(out, cap, m->model_soon.round);
     case WIRE_GOODBYE:
         return wire_encode_goodbye(out, cap, m->goodbye.reason, m->goodbye.len);
     case WIRE_MODEL_REQUEST:
@@ -748,6 +757,11 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
     case WIRE_ACK:
         if (rd_uint(&r, "seq", UINT64_MAX, &m->ack.seq) < 0)
             goto fail;
+        break;
+    case WIRE_MODEL_SOON:
+        if (rd_uint(&r, "round", LONG_MAX, &v) < 0)
+            goto fail;
+        m->model_soon.round = (long)v;
         break;
     case WIRE_GOODBYE: {
         const uint8_t *s;

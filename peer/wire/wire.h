@@ -50,7 +50,7 @@
  * (sec_hs.c), so peers that would misread each other's messages never get
  * as far as a message. Bump it with any change to WIRE.md that a peer of the
  * previous version would misread. */
-#define SGP_PROTOCOL_VERSION 6
+#define SGP_PROTOCOL_VERSION 7
 
 /* Largest dim a PUSH may declare. WIRE.md caps a frame just under 2 GiB and
  * a SYNC carries at most 12 bytes per parameter (+ 4), so 2^27 (134M
@@ -75,6 +75,7 @@ typedef enum wire_type {
     WIRE_MODEL_REQUEST = 5,
     WIRE_MODEL = 6,
     WIRE_ACK = 7,
+    WIRE_MODEL_SOON = 8,
 } wire_type;
 
 /* A PUSH as it travels. payload is the one bin of the message: RAW = dim
@@ -119,6 +120,9 @@ typedef struct wire_msg {
             size_t dim; /* the asker's model size: the answer must match it */
         } model_request;
         struct {
+            long round; /* the answerer's round: the MODEL follows when its local steps of it are done */
+        } model_soon;
+        struct {
             long round;           /* the round the asker enters at */
             size_t dim;
             const uint8_t *hash;  /* WIRE_HASH_LEN bytes: BLAKE2b-256 of payload */
@@ -159,6 +163,7 @@ long wire_encode_heartbeat(uint8_t *out, size_t cap, long round);
 long wire_encode_ack(uint8_t *out, size_t cap, uint64_t seq);
 long wire_encode_goodbye(uint8_t *out, size_t cap, const char *reason, size_t len);
 long wire_encode_model_request(uint8_t *out, size_t cap, size_t dim);
+long wire_encode_model_soon(uint8_t *out, size_t cap, long round);
 /* The model z (dim floats, host order) and the BLAKE2b-256 of its
  * little-endian bytes, which the caller computes (wire/ does no crypto). */
 long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, size_t dim,

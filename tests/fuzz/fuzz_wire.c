@@ -42,6 +42,8 @@ static int same(const wire_msg *a, const wire_msg *b)
                (!a->goodbye.len || !memcmp(a->goodbye.reason, b->goodbye.reason, a->goodbye.len));
     case WIRE_MODEL_REQUEST:
         return a->model_request.dim == b->model_request.dim;
+    case WIRE_MODEL_SOON:
+        return a->model_soon.round == b->model_soon.round;
     case WIRE_MODEL:
         return a->model.round == b->model.round && a->model.dim == b->model.dim &&
                !memcmp(a->model.hash, b->model.hash, WIRE_HASH_LEN) &&

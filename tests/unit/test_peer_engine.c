@@ -317,6 +317,68 @@ Test(peer_engine, a_joiner_asks_in_turn_and_fails_after_the_round_timeout)
     scene_free(&s);
 }
 
+/* A neighbour asked during its step says at once that its model follows
+ * the step (MODEL_SOON, once) and sends it at the boundary; the joiner then
+ * waits for it past heartbeat intervals instead of asking a second
+ * neighbour for a second model (hundreds of MB to build and send at 100M
+ * parameters), also through a silence of up to twice the dead timeout (the
+ * loop that builds such a frame says nothing meanwhile); once it is silent
+ * longer or disconnects, the joiner asks the next. A MODEL_SOON from a
+ * neighbour it did not ask changes nothing. */
+Test(peer_engine, a_joiner_waits_for_a_model_that_follows_a_step)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    outputs o;
+    engine_link_up(&s.e[1], 0, 0), engine_link_up(&s.e[1], 2, 0);
+    engine_advance(&s.e[1], 0);
+    take(&s.e[1], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_STEP), "peer 1 computes");
+    engine_model_request(&s.e[1], 0, MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_SOON, 0), 1, "said at once");
+    cr_assert_eq(sends(&o, ENGINE_MODEL, -1), 0, "not while the step writes the model");
+    engine_model_request(&s.e[1], 0, 2 * MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_SOON, -1), 0, "once");
+    engine_step_done(&s.e[1], 3 * MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, 0), 1, "at the boundary");
+
+    s.e[0].rp.pace.c.round_timeout = 60; /* (the scene's half second would end the join) */
+    engine_set_joining(&s.e[0], 0);
+    engine_advance(&s.e[0], 0);
+    engine_link_up(&s.e[0], 1, MS);
+    engine_link_up(&s.e[0], 2, MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
+    engine_model_soon(&s.e[0], 2, 2 * MS);
+    engine_model_soon(&s.e[0], 1, 2 * MS);
+    cr_assert(s.e[0].promised);
+    for (int k = 1; k <= 8; k++) { /* two seconds: eight heartbeat intervals, two dead timeouts */
+        engine_heartbeat(&s.e[0], 1, 0, k * 256 * MS - MS);
+        engine_timer(&s.e[0], k * 256 * MS);
+        take(&s.e[0], &o);
+        cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 0, "at %d intervals: waits for the promised model", k);
+    }
+    for (int k = 9; k <= 15; k++) { /* then silent, as one that builds a big MODEL frame */
+        engine_timer(&s.e[0], k * 256 * MS);
+        take(&s.e[0], &o);
+        cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 0, "at %d intervals: silent for less than two dead timeouts", k);
+    }
+    engine_timer(&s.e[0], 16 * 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 2), 1, "silent for two dead timeouts: the next one");
+    cr_assert_not(s.e[0].promised);
+    engine_model_soon(&s.e[0], 2, 4097 * MS);
+    cr_assert(s.e[0].promised);
+    engine_link_down(&s.e[0], 2, 4098 * MS);
+    engine_timer(&s.e[0], 17 * 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1, "peer 2 disconnected: at once the next one");
+    scene_free(&s);
+}
+
 Test(peer_engine, a_refused_model_request_goes_to_the_next_neighbour_at_once)
 {
     scene s;

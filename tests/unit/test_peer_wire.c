@@ -1,6 +1,6 @@
-/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 6
+/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 7
  * (PUSH carries the sender's incarnation, a DELTA's origin and a SYNC's base;
- * MODEL_REQUEST, MODEL and ACK): every type
+ * MODEL_REQUEST, MODEL, ACK and MODEL_SOON): every type
  * round-trips bit for bit; what the encoder writes is msgpack that msgpack-c's
  * own unpacker reads as the schema says; the decoder rejects with -EBADMSG
  * every strict prefix, trailing bytes, wrong types, out-of-range integers,
@@ -201,6 +201,8 @@ static int msg_equal(const wire_msg *a, const wire_msg *b)
                (!a->goodbye.len || !memcmp(a->goodbye.reason, b->goodbye.reason, a->goodbye.len));
     case WIRE_MODEL_REQUEST:
         return a->model_request.dim == b->model_request.dim;
+    case WIRE_MODEL_SOON:
+        return a->model_soon.round == b->model_soon.round;
     case WIRE_MODEL:
         return a->model.round == b->model.round && a->model.dim == b->model.dim &&
                !memcmp(a->model.hash, b->model.hash, WIRE_HASH_LEN) &&
@@ -242,7 +244,7 @@ typedef struct sample {
     size_t len;
 } sample;
 
-#define N_SAMPLES 14
+#define N_SAMPLES 15
 
 /* A MODEL's z: random bit patterns (NaNs included), carried bit for bit. */
 static float *model_z(size_t dim)
@@ -279,6 +281,8 @@ static void samples_make(sample *s)
     n = wire_encode_model_request(tmp, sizeof tmp, 3);
     s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
     n = wire_encode_model_request(tmp, sizeof tmp, 0);
+    s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
+    n = wire_encode_model_soon(tmp, sizeof tmp, 70000);
     s[k].buf = exact_copy(tmp, (size_t)n), s[k++].len = (size_t)n;
     float *z = model_z(3);
     n = wire_encode_model(tmp, sizeof tmp, 70000, z, 3, hash);
@@ -1585,7 +1589,7 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     const item base_bad[] = {I(-1), I(-200), I(INT64_MIN)}; /* a seq: nothing negative */
     push_field_rejects(GSP_RAW, P_BASE, base_bad, 3, "base");
     push_field_rejects(GSP_SYNC, P_BASE, base_bad, 3, "base");
-    static const uint64_t types_bad[] = {8, 9, 127, 128, 0xffff, UINT64_MAX}; /* 5, 6, 7: MODEL_REQUEST, MODEL, ACK */
+    static const uint64_t types_bad[] = {9, 10, 127, 128, 0xffff, UINT64_MAX}; /* 5..8: MODEL_REQUEST .. MODEL_SOON */
     for (size_t k = 0; k < sizeof types_bad / sizeof *types_bad; k++) {
         const item it[] = {A(2), U(types_bad[k]), U(1)};
         cr_assert_eq(decode_items(it, 3, &m, &e), -EBADMSG);
@@ -1593,6 +1597,9 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     }
     const item type_neg[] = {A(2), I(-1), U(1)};
     cr_assert_eq(decode_items(type_neg, 3, &m, &e), -EBADMSG);
+    const item soon_big[] = {A(2), U(8), U((uint64_t)LONG_MAX + 1)}, soon_neg[] = {A(2), U(8), I(-5)};
+    cr_assert_eq(decode_items(soon_big, 3, &m, &e), -EBADMSG);
+    cr_assert_eq(decode_items(soon_neg, 3, &m, &e), -EBADMSG);
     const item hb_big[] = {A(2), U(3), U((uint64_t)LONG_MAX + 1)}, hb_neg[] = {A(2), U(3), I(-5)};
     cr_assert_eq(decode_items(hb_big, 3, &m, &e), -EBADMSG);
     cr_assert_eq(decode_items(hb_neg, 3, &m, &e), -EBADMSG);
@@ -1788,8 +1795,9 @@ Test(peer_wire, encoder_refuses_what_a_peer_would_reject)
     cr_assert_gt(wire_encode_push(buf, sizeof buf, &g), 0);
     cr_assert_eq(wire_encode_push(buf, sizeof buf, NULL), -EINVAL);
     cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, -1), -EINVAL);
+    cr_assert_eq(wire_encode_model_soon(buf, sizeof buf, -1), -EINVAL);
     cr_assert_eq(wire_encode_auth(buf, sizeof buf, NULL), -EINVAL);
-    wire_msg m = {.type = (wire_type)8};
+    wire_msg m = {.type = (wire_type)9};
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
     m = (wire_msg){.type = WIRE_PUSH}; /* all zero: seq 0, w 0 */
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
@@ -1941,7 +1949,8 @@ Test(peer_wire, errors_say_where)
     cr_assert_str_eq(wire_type_name(WIRE_MODEL_REQUEST), "MODEL_REQUEST");
     cr_assert_str_eq(wire_type_name(WIRE_MODEL), "MODEL");
     cr_assert_str_eq(wire_type_name(WIRE_ACK), "ACK");
-    cr_assert_str_eq(wire_type_name(8), "?");
+    cr_assert_str_eq(wire_type_name(WIRE_MODEL_SOON), "MODEL_SOON");
     cr_assert_str_eq(wire_type_name(9), "?");
+    cr_assert_str_eq(wire_type_name(10), "?");
     cr_assert_str_eq(wire_type_name(-1), "?");
 }
