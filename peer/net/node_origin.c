@@ -42,8 +42,11 @@ static int in_neighbour_lost(const gsp_pace *p)
 void node_origin_ahead(node *n)
 {
     const gsp_peer *g = &n->e.rp.g;
-    if (n->closed || n->e.rounds_done || n->origin_busy || !gsp_origin_ahead_wanted(g) || !in_neighbour_lost(&n->e.rp.pace))
+    const gsp_pace *p = &n->e.rp.pace;
+    if (n->closed || n->origin_busy || !gsp_origin_ahead_wanted(g) || !in_neighbour_lost(p))
         return;
+    if (n->e.rounds_done || g->round + 1 >= p->c.total_rounds)
+        return; /* (in the last round a neighbour lost is finishing, not coming back for a new edge) */
     n->origin_busy = 1;
     n->origin_fill = g->origin_fill, n->origin_ctx = g->origin_ctx, n->origin_dim = g->dim;
     n->origin_work.data = n;
