@@ -402,8 +402,7 @@ void engine_model_soon(engine *e, int q, double now)
     const gsp_pace *pc = &e->rp.pace;
     if (!wants_model(e) || e->finished || e->promised || e->asked >= pc->n_nb || pc->nb[e->asked].peer != q)
         return; /* (not the one asked last: that one is awaited, or was given up on) */
-    e->promised = 1;
-    log_event(e, "the model comes after the step of peer", q, NULL);
+    e->promised = 1; /* (not logged: whether a request finds a step running is timing, not a decision) */
 }
 
 /* The side that asked: enter the run at the sender's round (a joiner), or
