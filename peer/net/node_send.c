@@ -38,7 +38,7 @@ static long encode_big(node *n, const engine_send *s)
 {
     if (s->kind == ENGINE_PUSH) {
         const gsp_msg *m = &s->msg;
-        size_t need = m->kind == GSP_DELTA ? wire_push_bound(0, m->payload_len) : wire_push_bound(m->dim, 0);
+        size_t need = wire_push_bound(0, gsp_msg_bytes(m)); /* (a SYNC's: its list, not every correction) */
         if (m->kind != GSP_DELTA) /* a SYNC or totals: the model's size, as a MODEL */
             net_expect_busy(&n->net, s->peer, m->dim * sizeof(float));
         return out_room(n, need) < 0 ? -ENOMEM : wire_encode_push(n->out, n->out_cap, m);
@@ -46,7 +46,7 @@ static long encode_big(node *n, const engine_send *s)
     uint8_t hash[WIRE_HASH_LEN];
     crypto_generichash(hash, sizeof hash, (const uint8_t *)s->model, s->dim * sizeof(float), NULL, 0);
     net_expect_busy(&n->net, s->peer, s->dim * sizeof(float));
-    if (out_room(n, wire_push_bound(s->dim, 0)) < 0) /* (a model frame is smaller than RAW totals) */
+    if (out_room(n, wire_push_bound(0, s->dim * sizeof(float) + WIRE_HASH_LEN)) < 0) /* (its header: a PUSH's at most) */
         return -ENOMEM;
     return wire_encode_model(n->out, n->out_cap, s->round, s->model, s->dim, hash);
 }
