@@ -2,9 +2,10 @@
  * an edge that starts after the peer's copy of it went (a neighbour that
  * restarts, a route around a lost one) would otherwise draw it in the loop,
  * seconds at 100M parameters during which no heartbeat goes out and the
- * neighbours take this peer for dead. An in-neighbour lost is one that may
- * come back with a new incarnation, so that is when a draw is made ahead:
- * one copy of the model, held until an edge takes it (gsp_origin_ahead). */
+ * neighbours take this peer for dead. An in-neighbour disconnected is one
+ * that may come back with a new incarnation, so that is when a draw is made
+ * ahead: one copy of the model, held until an edge takes it
+ * (gsp_origin_ahead). */
 #include <stdlib.h>
 
 #include "peer/net/node_state.h"
@@ -28,13 +29,15 @@ static void drawn(uv_work_t *w, int status)
     n->origin_buf = NULL;
 }
 
-/* Whether an in-neighbour is disconnected or routed around now (and not
- * because it is done): back with a new incarnation, its edge starts again. */
+/* Whether an in-neighbour that was connected is not (and not because it is
+ * done): a process that restarts drops its connections, and back with a new
+ * incarnation its edge starts again. (One that is only silent keeps its
+ * incarnation when it wakes, and on a busy machine silences are often
+ * false: no draw for those.) */
 static int in_neighbour_lost(const gsp_pace *p)
 {
     for (int j = 0; j < p->n_nb; j++)
-        if (p->nb[j].is_in && !p->nb[j].done &&
-            ((p->nb[j].ever_up && !p->nb[j].connected) || !p->alive[p->nb[j].peer]))
+        if (p->nb[j].is_in && !p->nb[j].done && p->nb[j].ever_up && !p->nb[j].connected)
             return 1;
     return 0;
 }
