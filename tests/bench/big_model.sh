@@ -16,8 +16,14 @@
 # whole-model message is built or taken in). The script refuses to
 # start when MemAvailable is below BIG_NEED_GB (20).
 # Knobs: BIG_MODEL, BIG_ROUNDS (20), BIG_TOPOLOGY (ring), BIG_PEERS (4),
-# BIG_CODEC (stc:0.04), BIG_RUNS ("plain join resume"), SGP_BIN (build/sgp).
-# The table also goes to build/bench/big_model.txt.
+# BIG_CODEC (stc:0.04), BIG_RUNS ("plain join resume"), SGP_BIN (build/sgp),
+# BIG_KEEP (1: keep the run directories, their path printed at the end: at
+# 100M the checkpoints of a resume run alone are about 10 GB).
+# The table also goes to build/bench/big_model.txt. Under each run: its
+# joins and resumes, how many times a peer routed around a neighbour that
+# was silent (not disconnected) for the dead timeout, and the longest
+# gossip time of one round of any peer after round 2 (a loop blocked that
+# long sends no heartbeat).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +42,11 @@ avail=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
 [ "$avail" -ge "$NEED" ] || { echo "big_model.sh: ${avail} GB available, wants ${NEED} GB (BIG_NEED_GB)" >&2; exit 1; }
 mkdir -p "$root/build/bench"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ "${BIG_KEEP:-0}" = 1 ]; then
+    trap 'echo "big_model.sh: run directories kept in $work" >&2' EXIT
+else
+    trap 'rm -rf "$work"' EXIT
+fi
 
 # An epoch is 8,000 samples of the embedded MNIST: a total batch of 8000 / ROUNDS
 # makes it ROUNDS rounds.
@@ -82,5 +92,21 @@ for run, wall, summary, d in rows:
     ev = open(os.path.join(os.path.dirname(summary), run + ".events")).read().strip()
     if ev:
         print("%-7s   events: %s" % ("", ev.replace("\n", " | ")))
+    silent, longest = 0, (0.0, -1, -1)
+    for i in range(peers):
+        silent += open(os.path.join(d, "peer%d.out" % i)).read().count("silent for the dead timeout")
+        before = 0.0
+        for line in open(os.path.join(d, "peer%d.jsonl" % i)):
+            r = json.loads(line)
+            if "gossip_s" not in r:
+                continue
+            g = r["gossip_s"] - before
+            if g < 0:  # (a restarted peer's process counts from zero again)
+                g = r["gossip_s"]
+            if r["round"] > 2 and g > longest[0]:
+                longest = (g, i, r["round"])
+            before = r["gossip_s"]
+    print("%-7s   routed around for silence: %d; longest gossip of a round after round 2: %.2f s (peer %d, round %d)"
+          % ("", silent, longest[0], longest[1], longest[2]))
 print("(model/gossip/codec/flight: MB when the peer's last round was done; peak RSS: the most the peer held)")
 PY
