@@ -141,7 +141,7 @@ static int wants_model(const engine *e) { return e->joining || e->refreshing; }
 static void ask_next(engine *e, double now)
 {
     const gsp_pace *pc = &e->rp.pace;
-    e->promised = 0;
+    e->promised = 0; /* (every ask goes through here: a promise only counts while a model is wanted) */
     for (int k = 1; k <= e->ask_left; k++) {
         const int j = (e->asked + k) % pc->n_nb, q = pc->nb[j].peer;
         if (connected(e, q)) {
@@ -417,7 +417,6 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
         ask_for_model(e, now);
         return;
     }
-    e->promised = 0;
     if (e->refreshing) {
         gsp_adopt(&e->rp.g, z);
         e->refreshing = 0;
@@ -499,7 +498,7 @@ static void tick(engine *e, double now)
     if (ask_due(e, now))
         ask_for_model(e, now);
     if (e->refreshing && now - e->refresh_since > 2 * pc->c.dead_timeout) {
-        e->refreshing = e->promised = 0;
+        e->refreshing = 0;
         gsp_pace_joined(pc);
         log_event(e, "no neighbour sent its model: going on with its own", -1, NULL);
     }

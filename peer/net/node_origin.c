@@ -51,6 +51,7 @@ void node_origin_ahead(node *n)
     if (n->e.rounds_done || g->round + 1 >= p->c.total_rounds)
         return; /* (in the last round a neighbour lost is finishing, not coming back for a new edge) */
     n->origin_busy = 1;
+    /* (the worker gets its own copy: the loop ends g's fill if a draw differs from the origin) */
     n->origin_fill = g->origin_fill, n->origin_ctx = g->origin_ctx, n->origin_dim = g->dim;
     n->origin_work.data = n;
     uv_queue_work(&n->loop, &n->origin_work, draw, drawn);
