@@ -145,28 +145,48 @@ size_t net_bytes(const net *n)
 {
     size_t b = n->last ? n->last_len : 0;
     for (const net_conn *c = n->conns; c; c = c->next) {
-        b += sizeof *c + c->rcap + c->pt_cap;
+        b += sizeof *c + c->rcap;
         for (int i = 0; i < NET_SLOTS; i++)
             b += c->slot[i].cap;
     }
     return b;
 }
 
-int net_send(net *n, int peer, const void *msg, size_t len)
+uint8_t *net_room(net *n, int peer, size_t *len, int *err)
 {
-    if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers || (!msg && len))
-        return -EINVAL;
-    net_conn *c = n->peers[peer].up;
-    if (!c)
-        return -ENOTCONN;
+    int rc = -EINVAL;
+    net_conn *c = NULL;
+    net_slot *s = NULL;
+    if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers)
+        goto fail;
+    rc = -ENOTCONN;
+    if (!(c = n->peers[peer].up))
+        goto fail;
+    if (*len > c->s.max_frame - SEC_ABYTES) /* (no frame is longer: a message that needs more fails to encode) */
+        *len = c->s.max_frame - SEC_ABYTES;
+    rc = -EAGAIN;
+    if (!(s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES)))
+        goto fail;
+    rc = -ENOMEM;
+    if (net_buf_grow(&s->buf, &s->cap, sec_seal_bound(*len)) < 0)
+        goto fail;
+    c->room = s;
+    return s->buf + SEC_PT_OFFSET;
+fail:
+    *err = rc;
+    return NULL;
+}
+
+int net_send_room(net *n, int peer, size_t len)
+{
+    net_conn *c = n && n->peers && peer >= 0 && peer < n->c->n_peers ? n->peers[peer].up : NULL;
+    net_slot *s = c ? c->room : NULL;
+    if (!s || s->busy || sec_seal_bound(len) > s->cap)
+        return c ? -EINVAL : -ENOTCONN;
     if (len > c->s.max_frame - SEC_ABYTES)
         return -EMSGSIZE;
-    net_slot *s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES);
-    if (!s)
-        return -EAGAIN;
-    if (net_buf_grow(&s->buf, &s->cap, sec_seal_bound(len)) < 0)
-        return -ENOMEM;
-    int m = sec_seal(&c->s, msg ? msg : "", len, s->buf, s->cap);
+    c->room = NULL;
+    int m = sec_seal(&c->s, s->buf + SEC_PT_OFFSET, len, s->buf, s->cap);
     if (m < 0) {
         net_conn_close(c, m, "seal failed");
         return m;
@@ -180,6 +200,22 @@ int net_send(net *n, int peer, const void *msg, size_t len)
         return r;
     }
     return 0;
+}
+
+int net_send(net *n, int peer, const void *msg, size_t len)
+{
+    if (!msg && len)
+        return -EINVAL;
+    int err;
+    size_t cap = len;
+    uint8_t *room = net_room(n, peer, &cap, &err);
+    if (!room)
+        return err;
+    if (cap < len)
+        return -EMSGSIZE;
+    if (len)
+        memcpy(room, msg, len);
+    return net_send_room(n, peer, len);
 }
 
 int net_busy(const net *n, int peer)

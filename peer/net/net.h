@@ -127,14 +127,24 @@ void net_expect_busy(net *n, int peer, size_t bytes);
  * connections set up from now on. 0 or -EINVAL. */
 int net_set_max_frame(net *n, size_t max_frame);
 
-/* Bytes the transport holds: every connection's receive, plaintext and send
- * buffers (the memory breakdown's messages in flight). */
+/* Bytes the transport holds: every connection's receive and send buffers
+ * (the memory breakdown's messages in flight). */
 size_t net_bytes(const net *n);
 
 /* Seal msg into one frame and hand it to the kernel. 0, -ENOTCONN (peer not
  * up), -EAGAIN (its write slots are all taken: keep the message), -EMSGSIZE,
  * -EINVAL, -ENOMEM, or a socket error (which also closes the connection). */
 int net_send(net *n, int peer, const void *msg, size_t len);
+
+/* The same in two calls, for a message written straight into its frame (a
+ * whole model is then in memory once, not once encoded and once sealed):
+ * net_room gives room for *len bytes of plaintext in a free write slot to
+ * peer (less when no frame can be that long: *len says how much; NULL with
+ * *err as net_send's), net_send_room seals the `len` bytes put there in
+ * place and writes them (0 or as net_send). Nothing else of this net may be
+ * called in between; a room not sent is simply not used. */
+uint8_t *net_room(net *n, int peer, size_t *len, int *err);
+int net_send_room(net *n, int peer, size_t len);
 
 /* 1 when net_send(peer) would be refused right now (not up, or busy), else 0. */
 int net_busy(const net *n, int peer);

@@ -25,7 +25,6 @@ static void conn_free(net_conn *c)
     for (int i = 0; i < NET_SLOTS; i++)
         free(c->slot[i].buf);
     free(c->rbuf);
-    free(c->pt);
     free(c);
 }
 

@@ -91,12 +91,10 @@ void net_frames_drain(net_conn *c)
         }
         if (c->rlen - off < (size_t)need)
             break;
-        if (net_buf_grow(&c->pt, &c->pt_cap, (size_t)need - 4 - SEC_ABYTES + 1) < 0) {
-            net_conn_close(c, -ENOMEM, "out of memory for a frame");
-            return;
-        }
+        /* Opened where it arrived: a frame of a whole model is in memory once. */
+        uint8_t *pt = c->rbuf + off + SEC_PT_OFFSET;
         const uint64_t t0 = uv_hrtime();
-        int m = sec_open(&c->s, c->rbuf + off, (size_t)need, c->pt, c->pt_cap);
+        int m = sec_open(&c->s, c->rbuf + off, (size_t)need, pt, (size_t)need - SEC_PT_OFFSET);
         n->crypto_seconds += (double)(uv_hrtime() - t0) * 1e-9;
         if (m < 0) {
             net_conn_close(c, m, m == -EBADMSG ? "frame fails authentication" : "frame refused");
@@ -105,17 +103,13 @@ void net_frames_drain(net_conn *c)
         off += (size_t)need;
         net_idle_rearm(c);
         if (n->cb.on_frame)
-            n->cb.on_frame(n->ctx, c->peer, c->pt, (size_t)m);
+            n->cb.on_frame(n->ctx, c->peer, pt, (size_t)m);
     }
     c->draining = 0;
     if (c->state == C_CLOSING)
         return;
     memmove(c->rbuf, c->rbuf + off, c->rlen - off);
     c->rlen -= off;
-    if (c->pt_cap > NET_KEEP_BYTES) {
-        free(c->pt);
-        c->pt = NULL, c->pt_cap = 0;
-    }
     if (c->rcap > NET_KEEP_BYTES && c->rlen <= NET_RBUF_INIT) {
         uint8_t *small = realloc(c->rbuf, NET_RBUF_INIT);
         if (small)

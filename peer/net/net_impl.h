@@ -60,8 +60,6 @@ typedef struct net_conn {
     sec_session s;
     uint8_t *rbuf; /* received bytes not yet used: rlen of rcap */
     size_t rlen, rcap;
-    uint8_t *pt; /* the plaintext of the last frame */
-    size_t pt_cap;
     size_t idle_bytes; /* received since the idle limit was last re-armed */
     uint64_t busy_until; /* uv_now before which silence is expected (net_expect_busy): not idle */
     struct sockaddr_storage from; /* inbound: the other end's address */
@@ -70,6 +68,7 @@ typedef struct net_conn {
     int refused;       /* the handshake's error, once its refusal answer is written: then it closes */
     int last_sent;
     net_slot slot[NET_SLOTS];
+    net_slot *room; /* net_room's slot, until net_send_room */
 } net_conn;
 
 /* Bytes of a frame still arriving that count as progress (a large frame on a

@@ -99,7 +99,7 @@ void node_close(node *n, int goodbye)
         node_log_ledger(n);
     }
     mem_parts *m = &n->r->memory;
-    *m = (mem_parts){.model = n->model.bytes, .in_flight = n->out_cap + net_bytes(&n->net)};
+    *m = (mem_parts){.model = n->model.bytes, .in_flight = net_bytes(&n->net)};
     if (n->train)
         m->data += nn_dataset_bytes(n->train);
     if (n->test)
@@ -111,8 +111,9 @@ void node_close(node *n, int goodbye)
      * cancel them: the neighbour would wait its dead timeout for them and
      * their weight would be lost), for at most a dead timeout. */
     long bye = -1;
+    uint8_t last[WIRE_CONTROL_MAX];
     if (goodbye >= 0) {
-        bye = wire_encode_goodbye(n->out, n->out_cap, goodbye ? "done" : "stopped", goodbye ? 4 : 7);
+        bye = wire_encode_goodbye(last, sizeof last, goodbye ? "done" : "stopped", goodbye ? 4 : 7);
         for (int p = 0; bye >= 0 && p < n->c->cluster->n_peers; p++)
             if (p != n->c->id && net_is_up(&n->net, p))
                 n->r->bytes_sent += (uint64_t)bye, n->r->messages_sent++;
@@ -124,7 +125,7 @@ void node_close(node *n, int goodbye)
         uv_close((uv_handle_t *)&n->sigint, NULL);
         uv_close((uv_handle_t *)&n->sigterm, NULL);
     }
-    net_close_after(&n->net, bye >= 0 ? n->out : NULL, bye >= 0 ? (size_t)bye : 0, n->c->peer.dead_timeout);
+    net_close_after(&n->net, bye >= 0 ? last : NULL, bye >= 0 ? (size_t)bye : 0, n->c->peer.dead_timeout);
 }
 
 /* After every input: send what the engine queued, act on its events, and
@@ -244,17 +245,6 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
     n->e.rp.g.incarnation = new_incarnation();
     n->e.checkpoint_every = c->checkpoint ? c->checkpoint_every : 0;
-    /* With a codec the usual message is a DELTA: at most the codec's bound,
-     * or a whole model in bf16 (an edge's first message, a refresh). */
-    const size_t payload = c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0,
-                 bf16 = c->peer.codec ? cmp_bound(&n->e.rp.g.first, dim) : 0;
-    n->out_base = c->peer.codec ? wire_push_bound(0, payload > bf16 ? payload : bf16) : wire_push_bound(dim, 0);
-    n->out_cap = n->out_base;
-    n->out = malloc(n->out_cap);
-    if (!n->out_cap || !n->out) {
-        snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
-        return -ENOMEM;
-    }
     n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->peer.train.model,
                         .cluster = c->cluster->name,
                         .codec = c->peer.codec ? c->peer.codec->text : "exact", .seed = c->peer.train.seed};
@@ -377,7 +367,6 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         net_free(&n->net);
     if (loop_ok)
         uv_loop_close(&n->loop);
-    free(n->out);
     engine_free(&n->e);
     nn_model_free(&n->model);
     r->wall_seconds = clock_now() - n->t0;

@@ -1,8 +1,8 @@
 /* The networked peer's frames out: what the engine queued, in wire
- * encoding (peer/wire/WIRE.md), into one buffer sized for the usual message
- * and grown only for a whole model or a SYNC. */
+ * encoding (peer/wire/WIRE.md), written straight into the frame that carries
+ * it (net_room): a whole model or a SYNC is encoded once, into its frame,
+ * and sealed there, never first into a buffer of its own. */
 #include <errno.h>
-#include <stdlib.h>
 
 #include <sodium.h>
 
@@ -10,82 +10,69 @@
 #include "peer/net/node_state.h"
 #include "peer/wire/wire.h"
 
-/* n->out with room for need bytes; a big frame's room is given back by out_release. */
-static int out_room(node *n, size_t need)
+/* The most bytes s's encoding can take. A PUSH: its list (a SYNC's
+ * corrections as made, not every one); a MODEL: its floats and hash (its
+ * header: a PUSH's at most). */
+static size_t frame_bound(const engine_send *s)
 {
-    if (need <= n->out_cap)
-        return 0;
-    uint8_t *grown = realloc(n->out, need);
-    if (!grown)
-        return -ENOMEM;
-    n->out = grown, n->out_cap = need;
-    return 0;
-}
-
-static void out_release(node *n)
-{
-    if (n->out_cap <= n->out_base)
-        return;
-    uint8_t *small = realloc(n->out, n->out_base);
-    if (small)
-        n->out = small, n->out_cap = n->out_base;
-}
-
-/* A PUSH (a share, a SYNC, RAW totals) or a MODEL: room for it, then its
- * frame; a MODEL carries the hash of its bytes, and keeps both loops busy
- * long enough that neither side counts the transfer as an idle link. */
-static long encode_big(node *n, const engine_send *s)
-{
-    if (s->kind == ENGINE_PUSH) {
-        const gsp_msg *m = &s->msg;
-        size_t need = wire_push_bound(0, gsp_msg_bytes(m)); /* (a SYNC's: its list, not every correction) */
-        if (m->kind != GSP_DELTA) /* a SYNC or totals: the model's size, as a MODEL */
-            net_expect_busy(&n->net, s->peer, m->dim * sizeof(float));
-        return out_room(n, need) < 0 ? -ENOMEM : wire_encode_push(n->out, n->out_cap, m);
+    switch (s->kind) {
+    case ENGINE_PUSH:
+        return wire_push_bound(0, gsp_msg_bytes(&s->msg));
+    case ENGINE_MODEL:
+        return wire_push_bound(0, s->dim * sizeof(float) + WIRE_HASH_LEN);
+    default:
+        return WIRE_CONTROL_MAX;
     }
-    uint8_t hash[WIRE_HASH_LEN];
-    crypto_generichash(hash, sizeof hash, (const uint8_t *)s->model, s->dim * sizeof(float), NULL, 0);
-    net_expect_busy(&n->net, s->peer, s->dim * sizeof(float));
-    if (out_room(n, wire_push_bound(0, s->dim * sizeof(float) + WIRE_HASH_LEN)) < 0) /* (its header: a PUSH's at most) */
-        return -ENOMEM;
-    return wire_encode_model(n->out, n->out_cap, s->round, s->model, s->dim, hash);
+}
+
+/* s's encoding into buf (cap bytes). A MODEL carries the hash of its bytes;
+ * a whole model (a MODEL, a SYNC, RAW totals) and the frame that asks for
+ * one keep both loops busy long enough that neither side counts the
+ * transfer as an idle link. */
+static long encode(node *n, const engine_send *s, uint8_t *buf, size_t cap)
+{
+    switch (s->kind) {
+    case ENGINE_PUSH:
+        if (s->msg.kind != GSP_DELTA)
+            net_expect_busy(&n->net, s->peer, s->msg.dim * sizeof(float));
+        return wire_encode_push(buf, cap, &s->msg);
+    case ENGINE_MODEL: {
+        uint8_t hash[WIRE_HASH_LEN];
+        crypto_generichash(hash, sizeof hash, (const uint8_t *)s->model, s->dim * sizeof(float), NULL, 0);
+        net_expect_busy(&n->net, s->peer, s->dim * sizeof(float));
+        return wire_encode_model(buf, cap, s->round, s->model, s->dim, hash);
+    }
+    case ENGINE_ACK:
+        return wire_encode_ack(buf, cap, s->seq);
+    case ENGINE_NACK:
+        net_expect_busy(&n->net, s->peer, n->e.rp.g.dim * sizeof(float)); /* the SYNC it asks for */
+        return wire_encode_nack(buf, cap, s->seq);
+    case ENGINE_HEARTBEAT:
+        return wire_encode_heartbeat(buf, cap, s->round);
+    case ENGINE_MODEL_SOON:
+        return wire_encode_model_soon(buf, cap, s->round);
+    case ENGINE_GOODBYE:
+        return wire_encode_goodbye(buf, cap, s->done ? "done" : "stopped", s->done ? 4 : 7);
+    case ENGINE_MODEL_REQUEST:
+        net_expect_busy(&n->net, s->peer, s->dim * sizeof(float)); /* it builds the model frame, we take it in */
+        return wire_encode_model_request(buf, cap, s->dim);
+    default:
+        return -EINVAL;
+    }
 }
 
 /* One frame the engine queued, in its wire encoding. */
 void node_send_frame(node *n, const engine_send *s)
 {
     const double t0 = clock_now();
-    long len;
-    switch (s->kind) {
-    case ENGINE_PUSH:
-    case ENGINE_MODEL:
-        len = encode_big(n, s);
-        break;
-    case ENGINE_ACK:
-        len = wire_encode_ack(n->out, n->out_cap, s->seq);
-        break;
-    case ENGINE_NACK:
-        net_expect_busy(&n->net, s->peer, n->e.rp.g.dim * sizeof(float)); /* the SYNC it asks for */
-        len = wire_encode_nack(n->out, n->out_cap, s->seq);
-        break;
-    case ENGINE_HEARTBEAT:
-        len = wire_encode_heartbeat(n->out, n->out_cap, s->round);
-        break;
-    case ENGINE_MODEL_SOON:
-        len = wire_encode_model_soon(n->out, n->out_cap, s->round);
-        break;
-    case ENGINE_GOODBYE:
-        len = wire_encode_goodbye(n->out, n->out_cap, s->done ? "done" : "stopped", s->done ? 4 : 7);
-        break;
-    case ENGINE_MODEL_REQUEST:
-        net_expect_busy(&n->net, s->peer, s->dim * sizeof(float)); /* it builds the model frame, we take it in */
-        len = wire_encode_model_request(n->out, n->out_cap, s->dim);
-        break;
-    default:
-        return;
-    }
-    int rc = len < 0 ? (int)len : net_send(&n->net, s->peer, n->out, (size_t)len);
-    out_release(n);
+    size_t cap = frame_bound(s);
+    int rc;
+    long len = -1;
+    uint8_t *buf = net_room(&n->net, s->peer, &cap, &rc);
+    if (buf && (len = encode(n, s, buf, cap)) < 0)
+        rc = (int)len;
+    if (buf && len >= 0)
+        rc = net_send_room(&n->net, s->peer, (size_t)len);
     if (rc == 0)
         n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
     else {

@@ -39,9 +39,6 @@ typedef struct node {
     void (*origin_fill)(void *ctx, float *dst);
     void *origin_ctx;
     size_t origin_dim;
-    uint8_t *out;               /* one encoded message: room for the usual ones (out_base bytes), grown for a
-                                 * whole model or a SYNC and given back after it (node.c: send_push, send_model) */
-    size_t out_cap, out_base;
     int closed;                 /* the loop's handles are closing */
     double epoch_loss, t0, round_start;
     double frame_seconds;       /* encoding and sending this peer's shares, decoding what arrives (crypto: net) */

@@ -172,14 +172,24 @@ int sec_session_set_max(sec_session *s, size_t max_frame);
 /* Bytes sec_seal writes for len bytes of plaintext. */
 static inline size_t sec_seal_bound(size_t len) { return 4 + len + SEC_ABYTES; }
 
-/* Encrypt one message into one frame: [u32 length][ciphertext]. Returns the
- * frame size, -EMSGSIZE (len + 17 > max_frame), -ENOBUFS (cap too small),
- * -EINVAL, or the session's sticky error. */
+/* Where a frame's plaintext lies when it is sealed or opened in place: after
+ * the length prefix and the stream's one tag byte. A whole model (a MODEL, a
+ * SYNC: hundreds of MB) is then written once, into the frame itself, and
+ * read where it arrived: no second copy of it per connection. */
+#define SEC_PT_OFFSET 5
+
+/* Encrypt one message into one frame: [u32 length][ciphertext]. pt may lie at
+ * out + SEC_PT_OFFSET (sealed in place: the same frame); any other overlap is
+ * refused (-EINVAL). Returns the frame size, -EMSGSIZE (len + 17 >
+ * max_frame), -ENOBUFS (cap too small), -EINVAL, or the session's sticky
+ * error. */
 int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap);
 
-/* Decrypt one whole frame (exactly the sec_frame_need bytes). Returns the
- * plaintext length, or -EBADMSG (authentication failed: tampered, replayed,
- * reordered, truncated, trailing bytes), -EMSGSIZE (length prefix over
+/* Decrypt one whole frame (exactly the sec_frame_need bytes). out may be in +
+ * SEC_PT_OFFSET (opened in place; cap: len - SEC_PT_OFFSET); any other
+ * overlap is refused (-EINVAL). Returns the plaintext length, or -EBADMSG
+ * (authentication failed: tampered, replayed, reordered, truncated, trailing
+ * bytes: nothing is decrypted then), -EMSGSIZE (length prefix over
  * max_frame), -EPROTO (not a plain message tag), -ENOBUFS (cap too small: the
  * only error that leaves the session usable). Nothing is allocated. */
 int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap);

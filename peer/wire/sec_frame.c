@@ -12,6 +12,8 @@
 
 _Static_assert(SEC_ABYTES == crypto_secretstream_xchacha20poly1305_ABYTES, "stream overhead");
 _Static_assert(SEC_FRAME_MAX <= INT_MAX - 4, "frame sizes are returned as int");
+_Static_assert(SEC_PT_OFFSET == 4 + crypto_secretstream_xchacha20poly1305_ABYTES - crypto_onetimeauth_poly1305_BYTES,
+               "the prefix and the tag byte come before the ciphertext");
 
 int sec_session_set_max(sec_session *s, size_t max_frame)
 {
@@ -37,6 +39,18 @@ int sec_frame_need(const uint8_t *buf, size_t have, size_t max)
     return (int)(4 + n);
 }
 
+/* Whether [a, a + an) and [b, b + bn) share a byte. Overlap is allowed at
+ * one offset only: secretstream writes the tag byte before it reads the
+ * message and then encrypts (or, opening, checks the MAC over the
+ * ciphertext and then decrypts) byte for byte, so a message one byte past
+ * the tag is sealed or opened in place; anything else would read what it
+ * has just written (tests/unit/test_peer_sec.c checks both against the
+ * copying form). */
+static int overlaps(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+{
+    return an && bn && a < b + bn && b < a + an;
+}
+
 /* A failed frame ends the session: record why, for every later call. */
 static int sess_fail(sec_session *s, int rc)
 {
@@ -55,6 +69,8 @@ int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t ca
         return -EMSGSIZE;
     if (cap < sec_seal_bound(len))
         return -ENOBUFS;
+    if ((const uint8_t *)pt != out + SEC_PT_OFFSET && overlaps(pt, len, out, sec_seal_bound(len)))
+        return -EINVAL;
     sec_put_u32(out, (uint32_t)(len + SEC_ABYTES));
     crypto_secretstream_xchacha20poly1305_push(&s->st->tx, out + 4, NULL, len ? pt : empty, len, NULL, 0,
                                                crypto_secretstream_xchacha20poly1305_TAG_MESSAGE);
@@ -77,6 +93,8 @@ int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t
     size_t plen = len - 4 - SEC_ABYTES;
     if (cap < plen || (!out && plen))
         return -ENOBUFS;
+    if (out != in + SEC_PT_OFFSET && overlaps(in, len, out, plen))
+        return -EINVAL;
     unsigned char tag = 0;
     /* The MAC is checked before anything is decrypted into out, and a
      * failure leaves the stream's nonce where it was; the session dies all

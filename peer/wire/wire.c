@@ -9,10 +9,6 @@
 
 #include <msgpack.h>
 
-/* Largest AUTH, NACK, HEARTBEAT or GOODBYE: GOODBYE with a full reason
- * (fixarray, type, str8 header, 128 bytes). */
-#define WIRE_SMALL_MAX (1 + 1 + 2 + WIRE_REASON_MAX)
-
 /* Elements of each message type's array, indexed by type. The decoder
  * accepts exactly this count (more or fewer is malformed however many bytes
  * follow), so no count from the wire ever sizes anything. */
@@ -478,7 +474,7 @@ size_t wire_push_bound(size_t dim, size_t payload_len)
     size_t tensors = gsp_sync_bytes(dim, dim); /* the longest: a SYNC with every correction */
     size_t body = tensors > payload_len ? tensors : payload_len;
     size_t n = WIRE_PUSH_HEADER_MAX + body;
-    return n > WIRE_SMALL_MAX ? n : WIRE_SMALL_MAX;
+    return n > WIRE_CONTROL_MAX ? n : WIRE_CONTROL_MAX;
 }
 
 size_t wire_push_scratch_bound(size_t dim)

@@ -65,6 +65,10 @@
  * round, seq, incarnation (uint64 each at worst), kind, w_total (float64),
  * gain, step (float32), origin, base, dim (uint64), bin32 header. */
 #define WIRE_PUSH_HEADER_MAX 81
+/* Largest encoding of any message but a PUSH or a MODEL (AUTH, NACK, ACK,
+ * HEARTBEAT, ...): a GOODBYE with the longest reason (fixarray, type, str8
+ * header, the reason). */
+#define WIRE_CONTROL_MAX (1 + 1 + 2 + WIRE_REASON_MAX)
 
 typedef enum wire_type {
     WIRE_AUTH = 0,

@@ -789,6 +789,51 @@ Test(peer_sec, huge_length_prefix_is_refused_at_once_without_allocating)
     sec_session_free(&b);
 }
 
+/* A whole model goes into its frame once: sealed where it was encoded and
+ * opened where it arrived (net_frame.c). Both ends mix the two forms here,
+ * over a message of many ChaCha20 blocks and an empty one. */
+Test(peer_sec, frames_seal_and_open_in_place_as_by_copy)
+{
+    sec_session a, b;
+    pair(&a, &b);
+    const size_t len = (1u << 20) + 3;
+    uint8_t *msg = malloc(len), *f1 = malloc(sec_seal_bound(len)), *f2 = malloc(sec_seal_bound(len)),
+            *out = malloc(len);
+    cr_assert(msg && f1 && f2 && out);
+    fill(msg, len, 5);
+    cr_assert_eq(sec_seal(&a, msg, len, f1, sec_seal_bound(len)), (int)sec_seal_bound(len), "by copy");
+    memcpy(f2 + SEC_PT_OFFSET, msg, len);
+    cr_assert_eq(sec_seal(&a, f2 + SEC_PT_OFFSET, len, f2, sec_seal_bound(len)), (int)sec_seal_bound(len), "in place");
+    cr_assert_neq(memcmp(f2 + SEC_PT_OFFSET, msg, len), 0, "encrypted where it lay");
+    cr_assert_eq(sec_open(&b, f1, sec_seal_bound(len), f1 + SEC_PT_OFFSET, len), (int)len, "the copy, opened in place");
+    cr_assert_eq(memcmp(f1 + SEC_PT_OFFSET, msg, len), 0);
+    cr_assert_eq(sec_open(&b, f2, sec_seal_bound(len), out, len), (int)len, "the one sealed in place, by copy");
+    cr_assert_eq(memcmp(out, msg, len), 0);
+    /* empty, in place both ways */
+    uint8_t e[sizeof(uint32_t) + SEC_ABYTES];
+    cr_assert_eq(sec_seal(&a, e + SEC_PT_OFFSET, 0, e, sizeof e), (int)sizeof e);
+    cr_assert_eq(sec_open(&b, e, sizeof e, e + SEC_PT_OFFSET, 0), 0);
+    /* a tampered frame opened in place: refused, its bytes left as they came */
+    cr_assert_eq(sec_seal(&a, msg, len, f1, sec_seal_bound(len)), (int)sec_seal_bound(len));
+    f1[sec_seal_bound(len) / 2] ^= 1;
+    memcpy(f2, f1, sec_seal_bound(len));
+    cr_assert_eq(sec_open(&b, f1, sec_seal_bound(len), f1 + SEC_PT_OFFSET, len), -EBADMSG);
+    cr_assert_eq(memcmp(f1, f2, sec_seal_bound(len)), 0, "nothing decrypted before the MAC is checked");
+    sec_session_free(&a);
+    sec_session_free(&b);
+    /* any other overlap reads what it has just written: refused */
+    pair(&a, &b);
+    cr_assert_eq(sec_seal(&a, f2 + 4, 100, f2, sec_seal_bound(100)), -EINVAL);
+    cr_assert_eq(sec_seal(&a, f2 + 64, 100, f2, sec_seal_bound(100)), -EINVAL);
+    cr_assert_eq(sec_seal(&a, msg, 100, f2, sec_seal_bound(100)), (int)sec_seal_bound(100), "the session is usable");
+    cr_assert_eq(sec_open(&b, f2, sec_seal_bound(100), f2 + 2, 100), -EINVAL);
+    cr_assert_eq(sec_open(&b, f2, sec_seal_bound(100), f2 + SEC_PT_OFFSET, 100), 100);
+    cr_assert_eq(memcmp(f2 + SEC_PT_OFFSET, msg, 100), 0);
+    free(msg), free(f1), free(f2), free(out);
+    sec_session_free(&a);
+    sec_session_free(&b);
+}
+
 Test(peer_sec, frame_limits_and_small_buffers)
 {
     sec_session a, b;
