@@ -165,7 +165,7 @@ uint8_t *net_room(net *n, int peer, size_t *len, int *err)
     if (*len > c->s.max_frame - SEC_ABYTES) /* (no frame is longer: a message that needs more fails to encode) */
         *len = c->s.max_frame - SEC_ABYTES;
     rc = -EAGAIN;
-    if (!(s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES)))
+    if (c->sealing || !(s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES))) /* (frames are sealed in order) */
         goto fail;
     rc = -ENOMEM;
     if (net_buf_grow(&s->buf, &s->cap, sec_seal_bound(*len)) < 0)
@@ -177,14 +177,36 @@ fail:
     return NULL;
 }
 
-int net_send_room(net *n, int peer, size_t len)
+/* The connection to peer with net_room's slot, ready for its len bytes; NULL with *err. */
+static net_conn *room_conn(net *n, int peer, size_t len, int *err)
 {
     net_conn *c = n && n->peers && peer >= 0 && peer < n->c->n_peers ? n->peers[peer].up : NULL;
     net_slot *s = c ? c->room : NULL;
-    if (!s || s->busy || sec_seal_bound(len) > s->cap)
-        return c ? -EINVAL : -ENOTCONN;
-    if (len > c->s.max_frame - SEC_ABYTES)
-        return -EMSGSIZE;
+    *err = !c ? -ENOTCONN : c->sealing ? -EAGAIN : -EINVAL;
+    if (!s || s->busy || c->sealing || sec_seal_bound(len) > s->cap)
+        return NULL;
+    *err = -EMSGSIZE;
+    return len > c->s.max_frame - SEC_ABYTES ? NULL : c;
+}
+
+int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt, size_t len, void *arg), void *arg)
+{
+    int err;
+    net_conn *c = room_conn(n, peer, len, &err);
+    if (!c)
+        return err;
+    net_slot *s = c->room;
+    c->room = NULL;
+    return net_seal_later(c, s, len, before, arg);
+}
+
+int net_send_room(net *n, int peer, size_t len)
+{
+    int err;
+    net_conn *c = room_conn(n, peer, len, &err);
+    if (!c)
+        return err;
+    net_slot *s = c->room;
     c->room = NULL;
     int m = sec_seal(&c->s, s->buf + SEC_PT_OFFSET, len, s->buf, s->cap);
     if (m < 0) {
@@ -221,7 +243,7 @@ int net_send(net *n, int peer, const void *msg, size_t len)
 int net_busy(const net *n, int peer)
 {
     net_conn *c = up_conn(n, peer);
-    return !c || !net_slot_find_free(c, 0, NET_QUEUE_FRAMES);
+    return !c || c->sealing || !net_slot_find_free(c, 0, NET_QUEUE_FRAMES);
 }
 
 int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
@@ -257,6 +279,8 @@ int net_read_pause(net *n, int peer, int paused)
     if (!c->paused)
         return 0;
     c->paused = 0;
+    if (c->opening) /* (reading starts again once that frame is delivered) */
+        return 0;
     int r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
     if (r < 0) {
         net_conn_close(c, r, "read_start failed");

@@ -43,8 +43,12 @@
  * net_send says -EAGAIN instead of queueing more. The caller keeps what it
  * wanted to send (the project's rule for gossip shares) and tries later.
  * Read and write buffers grow to the largest frame seen (the read buffer only
- * once a length prefix has passed the limit) and are kept, so a steady run
- * allocates nothing per message.
+ * once a length prefix has passed the limit) and are kept up to 16 MiB, so a
+ * steady run allocates nothing per message. A frame is opened in place in
+ * the read buffer; one of 4 MiB or more is opened on libuv's thread pool
+ * while the connection reads nothing more (the idle limit waits for it), and
+ * net_send_room_later seals one there. The session and the buffers of a
+ * connection closed meanwhile are freed when that work is done.
  *
  * SIGPIPE: libuv writes with write(2), which raises SIGPIPE on a connection
  * the peer has reset. net_init sets SIGPIPE to SIG_IGN when it is still at its
@@ -145,6 +149,15 @@ int net_send(net *n, int peer, const void *msg, size_t len);
  * called in between; a room not sent is simply not used. */
 uint8_t *net_room(net *n, int peer, size_t *len, int *err);
 int net_send_room(net *n, int peer, size_t len);
+/* net_send_room with the seal on libuv's thread pool, for a frame of hundreds
+ * of MB (half a second of the loop's time, more on a busy machine: its
+ * heartbeats would stop): there first before(pt, len, arg) (NULL: nothing;
+ * e.g. a hash of the message written into it), then the seal; the loop
+ * writes the frame when both are done. Until then the connection takes no
+ * other frame (net_room says -EAGAIN, net_busy 1): frames are sealed in
+ * order. 0, or an error as net_send_room's. */
+int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt, size_t len, void *arg),
+                        void *arg);
 
 /* 1 when net_send(peer) would be refused right now (not up, or busy), else 0. */
 int net_busy(const net *n, int peer);

@@ -22,17 +22,24 @@ static void conn_free(net_conn *c)
         n->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    sec_session_free(&c->s);
     for (int i = 0; i < NET_SLOTS; i++)
         free(c->slot[i].buf);
     free(c->rbuf);
     free(c);
 }
 
+void net_conn_release(net_conn *c)
+{
+    if (c->state == C_CLOSING && c->open_handles == 0 && !c->sealing && !c->opening)
+        conn_free(c);
+}
+
 static void conn_close_cb(uv_handle_t *h)
 {
     net_conn *c = h->data;
-    if (--c->open_handles == 0)
-        conn_free(c);
+    c->open_handles--;
+    net_conn_release(c);
 }
 
 net_conn *net_conn_new(net *n, int role)
@@ -112,7 +119,8 @@ void net_conn_close(net_conn *c, int reason, const char *why)
             net_log(n, "connection closed: %s", why);
     }
     sec_hs_free(&c->hs);
-    sec_session_free(&c->s);
+    if (!c->sealing && !c->opening) /* (else the thread pool uses it: it goes with the connection's memory) */
+        sec_session_free(&c->s);
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
     if (c->peer < 0)

@@ -78,10 +78,75 @@ void net_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = c->rcap - c->rlen;
 }
 
+/* Frames this long are opened on the thread pool: half a second of the
+ * loop's time at 400 MB, more on a busy machine, would stop its
+ * heartbeats. */
+#define NET_OPEN_LATER_BYTES (4u << 20)
+
+static void open_work(uv_work_t *req)
+{
+    net_open_work *w = (net_open_work *)req;
+    net_conn *c = w->c;
+    uint8_t *pt = c->rbuf + SEC_PT_OFFSET;
+    w->rc = sec_open(&c->s, c->rbuf, w->need, pt, w->need - SEC_PT_OFFSET);
+}
+
+static void opened(uv_work_t *req, int status)
+{
+    net_open_work *w = (net_open_work *)req;
+    net_conn *c = w->c;
+    const int m = status < 0 ? status : w->rc;
+    const size_t need = w->need;
+    c->opening = NULL;
+    free(w);
+    if (c->state == C_CLOSING) {
+        net_conn_release(c);
+        return;
+    }
+    if (m < 0) {
+        net_conn_close(c, m, m == -EBADMSG ? "frame fails authentication" : "frame refused");
+        return;
+    }
+    net_idle_rearm(c);
+    c->draining = 1;
+    if (c->n->cb.on_frame)
+        c->n->cb.on_frame(c->n->ctx, c->peer, c->rbuf + SEC_PT_OFFSET, (size_t)m);
+    c->draining = 0;
+    if (c->state != C_UP)
+        return;
+    memmove(c->rbuf, c->rbuf + need, c->rlen - need);
+    c->rlen -= need;
+    if (!c->paused) { /* (on_frame may have paused and resumed it: then it reads already) */
+        int r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
+        if (r < 0 && r != UV_EALREADY) {
+            net_conn_close(c, r, "read_start failed");
+            return;
+        }
+    }
+    net_frames_drain(c); /* (what came behind it, and the buffer back to its usual size) */
+}
+
+/* Open the big frame at the start of the read buffer on the thread pool;
+ * reading stops until it is delivered (the buffer holds it exactly). */
+static void open_later(net_conn *c, size_t need)
+{
+    net_open_work *w = calloc(1, sizeof *w);
+    if (!w || uv_queue_work(c->n->loop, &w->req, open_work, opened) < 0) {
+        free(w);
+        net_conn_close(c, -ENOMEM, "cannot open a frame on the thread pool");
+        return;
+    }
+    w->c = c, w->need = need;
+    c->opening = w;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
 void net_frames_drain(net_conn *c)
 {
     net *n = c->n;
     size_t off = 0;
+    if (c->opening)
+        return;
     c->draining = 1;
     while (c->state == C_UP && !c->paused && c->rlen - off >= 4) {
         int need = sec_frame_need(c->rbuf + off, c->rlen - off, c->s.max_frame);
@@ -91,6 +156,13 @@ void net_frames_drain(net_conn *c)
         }
         if (c->rlen - off < (size_t)need)
             break;
+        if ((size_t)need >= NET_OPEN_LATER_BYTES) {
+            if (off) /* (moved to the start first, below) */
+                break;
+            c->draining = 0;
+            open_later(c, (size_t)need);
+            return;
+        }
         /* Opened where it arrived: a frame of a whole model is in memory once. */
         uint8_t *pt = c->rbuf + off + SEC_PT_OFFSET;
         const uint64_t t0 = uv_hrtime();
@@ -123,6 +195,8 @@ void net_frames_drain(net_conn *c)
         }
         if (net_buf_grow(&c->rbuf, &c->rcap, (size_t)need) < 0)
             net_conn_close(c, -ENOMEM, "out of memory for a frame");
+        else if (off && !c->paused && c->rlen >= (size_t)need && (size_t)need >= NET_OPEN_LATER_BYTES)
+            open_later(c, (size_t)need); /* (a big frame that was behind others) */
     }
 }
 
@@ -153,11 +227,62 @@ void net_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         net_frames_drain(c);
 }
 
+static void seal_work(uv_work_t *req)
+{
+    net_seal_work *w = (net_seal_work *)req;
+    uint8_t *pt = w->s->buf + SEC_PT_OFFSET;
+    if (w->before)
+        w->before(pt, w->len, w->arg);
+    w->rc = sec_seal(&w->c->s, pt, w->len, w->s->buf, w->s->cap);
+}
+
+static void sealed(uv_work_t *req, int status)
+{
+    net_seal_work *w = (net_seal_work *)req;
+    net_conn *c = w->c;
+    net_slot *s = w->s;
+    const int rc = status < 0 ? status : w->rc;
+    c->sealing = NULL;
+    s->busy = 0;
+    free(w);
+    if (c->state == C_CLOSING) {
+        net_conn_release(c);
+        return;
+    }
+    if (rc < 0) {
+        net_conn_close(c, rc, "seal failed");
+        return;
+    }
+    int r = net_slot_write(c, s, (size_t)rc);
+    if (r < 0) { /* (the frame took a nonce: the stream cannot go on without it) */
+        char why[96];
+        snprintf(why, sizeof why, "write: %s", uv_strerror(r));
+        net_conn_close(c, r, why);
+    } else if (c->closing_after)
+        net_drain_step(c);
+}
+
+int net_seal_later(net_conn *c, net_slot *s, size_t len, void (*before)(uint8_t *, size_t, void *), void *arg)
+{
+    net_seal_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    *w = (net_seal_work){.c = c, .s = s, .len = len, .before = before, .arg = arg};
+    int r = uv_queue_work(c->n->loop, &w->req, seal_work, sealed);
+    if (r < 0) {
+        free(w);
+        return r;
+    }
+    s->busy = 1; /* (not written yet: no other frame takes it, and net_sending counts it) */
+    c->sealing = w;
+    return 0;
+}
+
 /* A connection closing after its writes: n->last into the first free slot,
  * then close once no slot is busy. */
 void net_drain_step(net_conn *c)
 {
-    if (c->state == C_CLOSING)
+    if (c->state == C_CLOSING || c->sealing) /* (again once it is sealed and written) */
         return;
     net *n = c->n;
     if (n->last && !c->last_sent) {

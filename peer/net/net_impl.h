@@ -38,6 +38,28 @@
 #define NET_HS_SLOTS 2
 #define NET_SLOTS (NET_QUEUE_FRAMES + NET_HS_SLOTS)
 
+struct net_conn;
+
+/* A frame sealed on libuv's thread pool (net_send_room_later). */
+typedef struct net_seal_work {
+    uv_work_t req; /* first: the callbacks get back to the struct from the request */
+    struct net_conn *c;
+    struct net_slot *s;
+    size_t len;
+    void (*before)(uint8_t *pt, size_t len, void *arg);
+    void *arg;
+    int rc; /* sec_seal's */
+} net_seal_work;
+
+/* A frame opened on libuv's thread pool (net_frames_drain, for big ones): it
+ * lies at the start of the read buffer, which is left alone meanwhile. */
+typedef struct net_open_work {
+    uv_work_t req; /* first */
+    struct net_conn *c;
+    size_t need; /* the frame's bytes */
+    int rc;      /* sec_open's */
+} net_open_work;
+
 typedef struct net_slot {
     uv_write_t req; /* first: write_cb gets back to the slot from the request */
     uint8_t *buf;
@@ -69,6 +91,9 @@ typedef struct net_conn {
     int last_sent;
     net_slot slot[NET_SLOTS];
     net_slot *room; /* net_room's slot, until net_send_room */
+    net_seal_work *sealing; /* a frame being sealed off the loop: no other is sealed meanwhile, and the
+                             * session and the slot stay until it is done */
+    net_open_work *opening; /* a frame being opened off the loop: not reading, no other opened meanwhile */
 } net_conn;
 
 /* Bytes of a frame still arriving that count as progress (a large frame on a
@@ -96,8 +121,11 @@ void net_log(net *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
  * memory. */
 net_conn *net_conn_new(net *n, int role);
 /* Close c once: its log line (none when why is NULL: shutdown), on_down if it
- * was up, a redial if it was ours. Its memory goes with its handles. */
+ * was up, a redial if it was ours. Its memory goes with its handles (and a
+ * frame being sealed off the loop). */
 void net_conn_close(net_conn *c, int reason, const char *why);
+/* Free a closed c whose handles have closed and that seals and opens nothing. */
+void net_conn_release(net_conn *c);
 
 /* net_dial.c */
 void net_dial(net *n, int peer);
@@ -127,6 +155,9 @@ void net_frames_drain(net_conn *c);
 /* A connection closing after its writes: n->last into the first free slot,
  * then close once no slot is busy. */
 void net_drain_step(net_conn *c);
+/* Seal s's len bytes on the thread pool (after before(pt, len, arg) there),
+ * then write them. 0 or a libuv error. */
+int net_seal_later(net_conn *c, net_slot *s, size_t len, void (*before)(uint8_t *, size_t, void *), void *arg);
 
 /* net_idle.c */
 /* An up connection made progress: the idle limit starts again. */

@@ -40,6 +40,14 @@ static int same_size(node *n, int peer, uint64_t dim, const char *what)
     return 0;
 }
 
+/* Whether a MODEL's payload has the hash it carries. */
+static int model_hash_ok(const wire_msg *m)
+{
+    uint8_t hash[WIRE_HASH_LEN];
+    crypto_generichash(hash, sizeof hash, m->model.payload, m->model.dim * sizeof(float), NULL, 0);
+    return sodium_memcmp(hash, m->model.hash, sizeof hash) == 0;
+}
+
 static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
 {
     node *n = ctx;
@@ -81,10 +89,7 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     case WIRE_MODEL: {
         if (!same_size(n, peer, m.model.dim, "MODEL"))
             return;
-        uint8_t hash[WIRE_HASH_LEN];
-        crypto_generichash(hash, sizeof hash, m.model.payload, m.model.dim * sizeof(float), NULL, 0);
-        engine_model(&n->e, peer, m.model.round, (const float *)m.model.payload,
-                     sodium_memcmp(hash, m.model.hash, sizeof hash) == 0, now);
+        engine_model(&n->e, peer, m.model.round, (const float *)m.model.payload, model_hash_ok(&m), now);
         break;
     }
     case WIRE_PUSH:
@@ -136,5 +141,6 @@ static void on_log(void *ctx, const char *line)
 void node_net_callbacks(net_callbacks *cb)
 {
     *cb = (net_callbacks){
-        .on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_progress = on_progress, .on_log = on_log};
+        .on_up = on_up, .on_down = on_down, .on_frame = on_frame,
+        .on_progress = on_progress, .on_log = on_log};
 }

@@ -3,12 +3,32 @@
  * it (net_room): a whole model or a SYNC is encoded once, into its frame,
  * and sealed there, never first into a buffer of its own. */
 #include <errno.h>
+#include <stdint.h>
 
 #include <sodium.h>
 
 #include "peer/core/clock.h"
 #include "peer/net/node_state.h"
 #include "peer/wire/wire.h"
+
+/* Frames longer than this are sealed on the thread pool (net_send_room_later):
+ * a whole model or a SYNC of a big one, whose seal (and a MODEL's hash)
+ * would keep the loop from its heartbeats for seconds on a busy machine.
+ * Sealing takes about a millisecond a MB, the hand-over tens of
+ * microseconds. */
+#define SEAL_OFF_LOOP_BYTES (4u << 20)
+
+/* On the thread pool, before the seal: a MODEL's hash of its own payload,
+ * into its hash field (encode left it zero). */
+static void hash_model(uint8_t *pt, size_t len, void *arg)
+{
+    (void)arg;
+    wire_msg m;
+    wire_err e;
+    if (wire_decode(&m, pt, len, &e) == 0 && m.type == WIRE_MODEL) /* (it is: encode made it) */
+        crypto_generichash((uint8_t *)(uintptr_t)m.model.hash, WIRE_HASH_LEN, m.model.payload,
+                           m.model.dim * sizeof(float), NULL, 0);
+}
 
 /* The most bytes s's encoding can take. A PUSH: its list (a SYNC's
  * corrections as made, not every one); a MODEL: its floats and hash (its
@@ -25,10 +45,10 @@ static size_t frame_bound(const engine_send *s)
     }
 }
 
-/* s's encoding into buf (cap bytes). A MODEL carries the hash of its bytes;
- * a whole model (a MODEL, a SYNC, RAW totals) and the frame that asks for
- * one keep both loops busy long enough that neither side counts the
- * transfer as an idle link. */
+/* s's encoding into buf (cap bytes). A MODEL carries the hash of its bytes
+ * (hash_model writes it); a whole model (a MODEL, a SYNC, RAW totals) and
+ * the frame that asks for one keep both loops busy long enough that neither
+ * side counts the transfer as an idle link. */
 static long encode(node *n, const engine_send *s, uint8_t *buf, size_t cap)
 {
     switch (s->kind) {
@@ -37,10 +57,9 @@ static long encode(node *n, const engine_send *s, uint8_t *buf, size_t cap)
             net_expect_busy(&n->net, s->peer, s->msg.dim * sizeof(float));
         return wire_encode_push(buf, cap, &s->msg);
     case ENGINE_MODEL: {
-        uint8_t hash[WIRE_HASH_LEN];
-        crypto_generichash(hash, sizeof hash, (const uint8_t *)s->model, s->dim * sizeof(float), NULL, 0);
+        static const uint8_t later[WIRE_HASH_LEN];
         net_expect_busy(&n->net, s->peer, s->dim * sizeof(float));
-        return wire_encode_model(buf, cap, s->round, s->model, s->dim, hash);
+        return wire_encode_model(buf, cap, s->round, s->model, s->dim, later);
     }
     case ENGINE_ACK:
         return wire_encode_ack(buf, cap, s->seq);
@@ -71,7 +90,11 @@ void node_send_frame(node *n, const engine_send *s)
     uint8_t *buf = net_room(&n->net, s->peer, &cap, &rc);
     if (buf && (len = encode(n, s, buf, cap)) < 0)
         rc = (int)len;
-    if (buf && len >= 0)
+    if (buf && len >= 0 && s->kind == ENGINE_MODEL)
+        rc = net_send_room_later(&n->net, s->peer, (size_t)len, hash_model, NULL);
+    else if (buf && len >= SEAL_OFF_LOOP_BYTES)
+        rc = net_send_room_later(&n->net, s->peer, (size_t)len, NULL, NULL);
+    else if (buf && len >= 0)
         rc = net_send_room(&n->net, s->peer, (size_t)len);
     if (rc == 0)
         n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;

@@ -258,15 +258,26 @@ static void next(world *w)
 
 static uint64_t since_step(world *w) { return now_ms(w) - w->t_step; }
 
+/* What net_send_room_later runs before the seal, on the thread pool: the
+ * frame's number into its first 4 bytes (the receiver checks it). */
+static void number_frame(uint8_t *pt, size_t len, void *arg)
+{
+    cr_assert_geq(len, 4);
+    memcpy(pt, arg, 4);
+}
+
 /* Send frame k (size len) from x to peer; returns net_send's result. Odd
  * frames are written straight into their frame (net_room, net_send_room),
- * as the peer writes its messages: the other end sees the same bytes. */
+ * as the peer writes its messages, and k = 2 mod 4 also sealed on the
+ * thread pool (net_send_room_later), their number put in there: the other
+ * end sees the same bytes, in order. */
 static int send_k(inst *x, int peer, int k, size_t len)
 {
+    static uint32_t numbers[64];
     if (len < 4)
         len = 4;
     uint32_t kk = (uint32_t)k;
-    if (k & 1) {
+    if (k % 4 != 0) {
         size_t room = len + 100; /* (more than it writes, as an encoder's bound) */
         int err;
         uint8_t *m = net_room(&x->n, peer, &room, &err);
@@ -274,8 +285,16 @@ static int send_k(inst *x, int peer, int k, size_t len)
             return err;
         cr_assert_eq(room, len + 100);
         fill(m, len, x->id, k);
-        memcpy(m, &kk, 4);
-        return net_send_room(&x->n, peer, len);
+        if (k % 4 != 2) {
+            memcpy(m, &kk, 4);
+            return net_send_room(&x->n, peer, len);
+        }
+        cr_assert_lt(k, 64);
+        numbers[k] = kk;
+        int r = net_send_room_later(&x->n, peer, len, number_frame, &numbers[k]);
+        if (r == 0)
+            cr_assert(net_busy(&x->n, peer), "no other frame is sealed before it");
+        return r;
     }
     uint8_t *m = malloc(len);
     cr_assert_not_null(m);
@@ -347,7 +366,9 @@ TestSuite(peer_net, .timeout = 60);
 
 /* ---- two peers -------------------------------------------------------------- */
 
-static const size_t g_sizes[] = {4, 5, 1000, 65536, 200003, 17, 6};
+/* (the last two: frames the receiver opens on its thread pool, one of them
+ * sealed on the sender's) */
+static const size_t g_sizes[] = {4, 5, 1000, 65536, 200003, 17, 6, (5u << 20) + 3, 9, 11, 6u << 20};
 #define NSIZES (sizeof g_sizes / sizeof *g_sizes)
 
 /* Sends the next of g_sizes from x to peer when a slot is free; 1 when all sent. */
