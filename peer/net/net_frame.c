@@ -131,12 +131,13 @@ static void opened(uv_work_t *req, int status)
 static void open_later(net_conn *c, size_t need)
 {
     net_open_work *w = calloc(1, sizeof *w);
+    if (w)
+        w->c = c, w->need = need; /* (before the queue: a worker may start on it at once) */
     if (!w || uv_queue_work(c->n->loop, &w->req, open_work, opened) < 0) {
         free(w);
         net_conn_close(c, -ENOMEM, "cannot open a frame on the thread pool");
         return;
     }
-    w->c = c, w->need = need;
     c->opening = w;
     uv_read_stop((uv_stream_t *)&c->tcp);
 }
