@@ -76,6 +76,12 @@ typedef struct net_callbacks {
     void (*on_up)(void *ctx, int peer);                /* handshake done: net_send works */
     void (*on_down)(void *ctx, int peer, int reason);  /* only after on_up; reason is -errno */
     void (*on_frame)(void *ctx, int peer, const uint8_t *msg, size_t len); /* msg valid during the call */
+    /* A frame of many MB is opened on libuv's thread pool, and on_frame_work
+     * (NULL: nothing) runs there with it first; what it returns (e.g. whether
+     * a hash matched) goes with the same msg to on_frame_noted on the loop,
+     * instead of on_frame (which gets it when on_frame_noted is NULL). */
+    int (*on_frame_work)(void *ctx, int peer, const uint8_t *msg, size_t len);
+    void (*on_frame_noted)(void *ctx, int peer, const uint8_t *msg, size_t len, int note);
     void (*on_progress)(void *ctx, int peer);          /* 64 KiB more of frames arrived (NULL: not told) */
     void (*on_log)(void *ctx, const char *line);       /* one line, no newline; NULL: stderr */
 } net_callbacks;

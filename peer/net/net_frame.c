@@ -78,9 +78,9 @@ void net_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = c->rcap - c->rlen;
 }
 
-/* Frames this long are opened on the thread pool: half a second of the
- * loop's time at 400 MB, more on a busy machine, would stop its
- * heartbeats. */
+/* Frames this long are opened on the thread pool (and on_frame_work run
+ * there): half a second of the loop's time at 400 MB, more on a busy
+ * machine, would stop its heartbeats. */
 #define NET_OPEN_LATER_BYTES (4u << 20)
 
 static void open_work(uv_work_t *req)
@@ -89,13 +89,15 @@ static void open_work(uv_work_t *req)
     net_conn *c = w->c;
     uint8_t *pt = c->rbuf + SEC_PT_OFFSET;
     w->rc = sec_open(&c->s, c->rbuf, w->need, pt, w->need - SEC_PT_OFFSET);
+    if (w->rc >= 0 && c->n->cb.on_frame_work)
+        w->note = c->n->cb.on_frame_work(c->n->ctx, c->peer, pt, (size_t)w->rc);
 }
 
 static void opened(uv_work_t *req, int status)
 {
     net_open_work *w = (net_open_work *)req;
     net_conn *c = w->c;
-    const int m = status < 0 ? status : w->rc;
+    const int m = status < 0 ? status : w->rc, note = w->note;
     const size_t need = w->need;
     c->opening = NULL;
     free(w);
@@ -109,7 +111,9 @@ static void opened(uv_work_t *req, int status)
     }
     net_idle_rearm(c);
     c->draining = 1;
-    if (c->n->cb.on_frame)
+    if (c->n->cb.on_frame_noted)
+        c->n->cb.on_frame_noted(c->n->ctx, c->peer, c->rbuf + SEC_PT_OFFSET, (size_t)m, note);
+    else if (c->n->cb.on_frame)
         c->n->cb.on_frame(c->n->ctx, c->peer, c->rbuf + SEC_PT_OFFSET, (size_t)m);
     c->draining = 0;
     if (c->state != C_UP)

@@ -58,6 +58,7 @@ typedef struct net_open_work {
     struct net_conn *c;
     size_t need; /* the frame's bytes */
     int rc;      /* sec_open's */
+    int note;    /* on_frame_work's */
 } net_open_work;
 
 typedef struct net_slot {

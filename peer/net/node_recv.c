@@ -48,9 +48,20 @@ static int model_hash_ok(const wire_msg *m)
     return sodium_memcmp(hash, m->model.hash, sizeof hash) == 0;
 }
 
-static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
+/* On the thread pool, for a frame opened there: a MODEL's hash (a second
+ * of the loop's time at 100M on a busy machine), 1 if it matches, 0 if not;
+ * -1 for anything else. */
+static int check_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
 {
-    node *n = ctx;
+    (void)ctx, (void)peer;
+    wire_msg m;
+    wire_err e;
+    return wire_decode(&m, buf, len, &e) == 0 && m.type == WIRE_MODEL ? model_hash_ok(&m) : -1;
+}
+
+/* A frame, with its MODEL hash already checked (hash_ok 0 or 1) or not (-1). */
+static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash_ok)
+{
     wire_msg m;
     wire_err e;
     const double now = clock_now();
@@ -89,7 +100,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     case WIRE_MODEL: {
         if (!same_size(n, peer, m.model.dim, "MODEL"))
             return;
-        engine_model(&n->e, peer, m.model.round, (const float *)m.model.payload, model_hash_ok(&m), now);
+        engine_model(&n->e, peer, m.model.round, (const float *)m.model.payload,
+                     hash_ok >= 0 ? hash_ok : model_hash_ok(&m), now);
         break;
     }
     case WIRE_PUSH:
@@ -104,6 +116,13 @@ static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
 }
 
 /* ---- links ----------------------------------------------------------------------- */
+
+static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len) { frame_in(ctx, peer, buf, len, -1); }
+
+static void on_frame_noted(void *ctx, int peer, const uint8_t *buf, size_t len, int hash_ok)
+{
+    frame_in(ctx, peer, buf, len, hash_ok);
+}
 
 static void on_up(void *ctx, int peer)
 {
@@ -141,6 +160,6 @@ static void on_log(void *ctx, const char *line)
 void node_net_callbacks(net_callbacks *cb)
 {
     *cb = (net_callbacks){
-        .on_up = on_up, .on_down = on_down, .on_frame = on_frame,
-        .on_progress = on_progress, .on_log = on_log};
+        .on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_frame_work = check_frame,
+        .on_frame_noted = on_frame_noted, .on_progress = on_progress, .on_log = on_log};
 }

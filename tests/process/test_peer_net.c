@@ -44,6 +44,7 @@ typedef struct inst {
     int ups[MAXP], downs[MAXP], last_reason[MAXP];
     uint64_t t_down[MAXP]; /* loop time of the last on_down */
     int frames[MAXP], bad[MAXP]; /* frames received from each peer, and how many did not match */
+    int noted[MAXP];             /* of them, opened on the thread pool with on_frame_work's note */
     size_t frame_bytes[MAXP];
     int logs, refused_inbound, refused_connect, oversize, other_version;
     char last_log[320], version_line[320];
@@ -181,7 +182,27 @@ static void on_log(void *ctx, const char *line)
         fprintf(stderr, "[%d] %s\n", x->id, line);
 }
 
-static const net_callbacks g_cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
+/* On the thread pool, for a big frame: its number, plus 1000 (the note). */
+static int frame_work(void *ctx, int peer, const uint8_t *m, size_t len)
+{
+    (void)ctx, (void)peer;
+    uint32_t k = 0;
+    if (len >= 4)
+        memcpy(&k, m, 4);
+    return (int)k + 1000;
+}
+
+static void on_frame_noted(void *ctx, int peer, const uint8_t *m, size_t len, int note)
+{
+    inst *x = ctx;
+    if (note != x->frames[peer] + 1000) /* (on_frame counts the frame) */
+        x->bad[peer]++;
+    x->noted[peer]++;
+    on_frame(ctx, peer, m, len);
+}
+
+static const net_callbacks g_cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_frame_work = frame_work,
+                                   .on_frame_noted = on_frame_noted, .on_log = on_log};
 
 /* Instance slot i runs cluster member id (with key kp, default its own). */
 static inst *start_as(world *w, int slot, const cluster *c, int id, const sec_keypair *kp)
@@ -427,6 +448,8 @@ Test(peer_net, two_peers_handshake_and_exchange_frames_both_ways)
     cr_assert_eq(a->frames[1], (int)NSIZES);
     cr_assert_eq(b->bad[0], 0, "every byte as sent, in order");
     cr_assert_eq(a->bad[1], 0);
+    cr_assert_eq(b->noted[0], 2, "the two frames of 5 and 6 MB were opened on the thread pool");
+    cr_assert_eq(a->noted[1], 2);
     cr_assert_eq(b->frame_bytes[0], total);
     cr_assert_eq(a->frame_bytes[1], total);
     cr_assert_eq(a->downs[1], 1, "net_close reports the live link as down");
