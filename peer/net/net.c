@@ -177,51 +177,43 @@ fail:
     return NULL;
 }
 
-/* The connection to peer with net_room's slot, ready for its len bytes; NULL with *err. */
-static net_conn *room_conn(net *n, int peer, size_t len, int *err)
+/* net_room's slot of the connection to peer, taken for its len bytes (*c:
+ * that connection); NULL with *err. */
+static net_slot *take_room(net *n, int peer, size_t len, net_conn **c, int *err)
 {
-    net_conn *c = n && n->peers && peer >= 0 && peer < n->c->n_peers ? n->peers[peer].up : NULL;
-    net_slot *s = c ? c->room : NULL;
-    *err = !c ? -ENOTCONN : c->sealing ? -EAGAIN : -EINVAL;
-    if (!s || s->busy || c->sealing || sec_seal_bound(len) > s->cap)
+    *c = n && n->peers && peer >= 0 && peer < n->c->n_peers ? n->peers[peer].up : NULL;
+    net_slot *s = *c ? (*c)->room : NULL;
+    *err = !*c ? -ENOTCONN : (*c)->sealing ? -EAGAIN : -EINVAL;
+    if (!s || s->busy || (*c)->sealing || sec_seal_bound(len) > s->cap)
         return NULL;
     *err = -EMSGSIZE;
-    return len > c->s.max_frame - SEC_ABYTES ? NULL : c;
+    if (len > (*c)->s.max_frame - SEC_ABYTES)
+        return NULL;
+    (*c)->room = NULL;
+    return s;
 }
 
 int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt, size_t len, void *arg), void *arg)
 {
     int err;
-    net_conn *c = room_conn(n, peer, len, &err);
-    if (!c)
-        return err;
-    net_slot *s = c->room;
-    c->room = NULL;
-    return net_seal_later(c, s, len, before, arg);
+    net_conn *c;
+    net_slot *s = take_room(n, peer, len, &c, &err);
+    return s ? net_seal_later(c, s, len, before, arg) : err;
 }
 
 int net_send_room(net *n, int peer, size_t len)
 {
     int err;
-    net_conn *c = room_conn(n, peer, len, &err);
-    if (!c)
+    net_conn *c;
+    net_slot *s = take_room(n, peer, len, &c, &err);
+    if (!s)
         return err;
-    net_slot *s = c->room;
-    c->room = NULL;
     int m = sec_seal(&c->s, s->buf + SEC_PT_OFFSET, len, s->buf, s->cap);
     if (m < 0) {
         net_conn_close(c, m, "seal failed");
         return m;
     }
-    int r = net_slot_write(c, s, (size_t)m);
-    if (r < 0) {
-        /* The frame took a nonce: the stream cannot go on without it. */
-        char why[96];
-        snprintf(why, sizeof why, "write: %s", uv_strerror(r));
-        net_conn_close(c, r, why);
-        return r;
-    }
-    return 0;
+    return net_slot_send(c, s, (size_t)m);
 }
 
 int net_send(net *n, int peer, const void *msg, size_t len)

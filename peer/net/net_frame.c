@@ -58,6 +58,17 @@ int net_slot_write(net_conn *c, net_slot *s, size_t len)
     return 0;
 }
 
+int net_slot_send(net_conn *c, net_slot *s, size_t len)
+{
+    int r = net_slot_write(c, s, len);
+    if (r < 0) { /* (the frame took a nonce: the stream cannot go on without it) */
+        char why[96];
+        snprintf(why, sizeof why, "write: %s", uv_strerror(r));
+        net_conn_close(c, r, why);
+    }
+    return r;
+}
+
 net_slot *net_slot_find_free(net_conn *c, int lo, int hi)
 {
     for (int i = lo; i < hi; i++)
@@ -258,12 +269,7 @@ static void sealed(uv_work_t *req, int status)
         net_conn_close(c, rc, "seal failed");
         return;
     }
-    int r = net_slot_write(c, s, (size_t)rc);
-    if (r < 0) { /* (the frame took a nonce: the stream cannot go on without it) */
-        char why[96];
-        snprintf(why, sizeof why, "write: %s", uv_strerror(r));
-        net_conn_close(c, r, why);
-    } else if (c->closing_after)
+    if (net_slot_send(c, s, (size_t)rc) == 0 && c->closing_after)
         net_drain_step(c);
 }
 

@@ -146,6 +146,9 @@ int net_hs_pump(net_conn *c);
 int net_buf_grow(uint8_t **buf, size_t *cap, size_t need);
 /* Hand s's first len bytes to the kernel; s is busy until they are taken. */
 int net_slot_write(net_conn *c, net_slot *s, size_t len);
+/* The same, closing c when it fails (a sealed frame took a nonce: the
+ * stream cannot go on without it). */
+int net_slot_send(net_conn *c, net_slot *s, size_t len);
 /* A slot of c in [lo, hi) not busy, or NULL. */
 net_slot *net_slot_find_free(net_conn *c, int lo, int hi);
 /* The socket's read callbacks. */
