@@ -55,22 +55,27 @@ void node_step_done(node *n)
     node_pump(n);
 }
 
-/* The round `round` is emitted: the epoch's line, the round's log line, a
- * checkpoint when due (the next round waits for it), then on. */
-static int boundary(node *n, const engine_event *v)
+int node_boundary_done(node *n, long round, float acc, int checkpoint)
 {
-    n->r->local_steps = n->e.rp.steps;
-    n->epoch_loss += n->e.rp.loss, n->epoch_steps++;
-    float acc = -1.0f;
-    if (!n->c->ext && (v->round + 1) % n->plan.rounds_per_epoch == 0)
-        acc = node_log_epoch(n, (v->round + 1) / n->plan.rounds_per_epoch);
-    node_log_round(n, v->round + 1, acc);
-    if (v->checkpoint && n->c->checkpoint) {
+    node_log_round(n, round + 1, acc);
+    if (checkpoint && n->c->checkpoint) {
         node_checkpoint(n);
         return 0;
     }
     engine_advance(&n->e, clock_now());
     return 1;
+}
+
+/* The round `round` is emitted: the epoch's evaluation and line (on the
+ * thread pool, the rest after it), the round's log line, a checkpoint when
+ * due (the next round waits for it), then on. */
+static int boundary(node *n, const engine_event *v)
+{
+    n->r->local_steps = n->e.rp.steps;
+    n->epoch_loss += n->e.rp.loss, n->epoch_steps++;
+    if (!n->c->ext && (v->round + 1) % n->plan.rounds_per_epoch == 0)
+        return node_evaluate(n, v->round, v->checkpoint);
+    return node_boundary_done(n, v->round, -1.0f, v->checkpoint);
 }
 
 void node_rounds_resume(node *n)
@@ -89,7 +94,7 @@ void node_close(node *n, int goodbye)
 {
     if (n->closed)
         return;
-    if (n->ckpt_busy) { /* the state is being written: close after */
+    if (n->ckpt_busy || n->eval_busy) { /* the state is being written or read: close after */
         n->finish_pending = 1, n->finish_goodbye = goodbye;
         return;
     }
@@ -245,6 +250,10 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
     n->e.rp.g.incarnation = new_incarnation();
     n->e.checkpoint_every = c->checkpoint ? c->checkpoint_every : 0;
+    if (!(n->eval_deferred = calloc((size_t)np, 1))) {
+        snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
+        return -ENOMEM;
+    }
     n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->peer.train.model,
                         .cluster = c->cluster->name,
                         .codec = c->peer.codec ? c->peer.codec->text : "exact", .seed = c->peer.train.seed};
@@ -369,6 +378,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         uv_loop_close(&n->loop);
     engine_free(&n->e);
     nn_model_free(&n->model);
+    free(n->eval_deferred);
     r->wall_seconds = clock_now() - n->t0;
     r->idle_seconds = fmax(0.0, r->wall_seconds - r->step_seconds - r->gossip_seconds - r->frame_seconds -
                                     r->wait_seconds);

@@ -22,10 +22,8 @@ void node_event(node *n, const char *what, int peer, const char *detail)
     }
 }
 
-float node_log_epoch(node *n, long epoch)
+void node_log_epoch(node *n, long epoch, float loss, float acc)
 {
-    float loss, acc;
-    nn_model_evaluate(&n->model, gsp_debias(&n->e.rp.g), n->test, &loss, &acc);
     const double mean = n->epoch_steps ? n->epoch_loss / n->epoch_steps : 0.0;
     if (n->c->progress) {
         char test[64];
@@ -39,7 +37,6 @@ float node_log_epoch(node *n, long epoch)
     }
     n->r->train_loss = (float)mean;
     n->epoch_loss = 0, n->epoch_steps = 0;
-    return acc;
 }
 
 /* test_accuracy < 0: not evaluated this round. */

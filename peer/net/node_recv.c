@@ -90,7 +90,7 @@ static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash
         engine_ack(&n->e, peer, m.ack.seq, now);
         break;
     case WIRE_MODEL_REQUEST:
-        if (!same_size(n, peer, m.model_request.dim, "MODEL_REQUEST"))
+        if (!same_size(n, peer, m.model_request.dim, "MODEL_REQUEST") || node_eval_defers(n, peer))
             return;
         engine_model_request(&n->e, peer, now);
         break;

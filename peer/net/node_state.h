@@ -33,6 +33,12 @@ typedef struct node {
     int finish_pending;         /* the engine finished while a checkpoint was being written */
     int finish_goodbye;         /* what the pending finish says last (engine_event.goodbye) */
     char ckpt_err[512];
+    uv_work_t eval_work;        /* an epoch's evaluation on the thread pool (node_eval.c): the engine is held at
+                                 * its boundary meanwhile, and MODEL requests wait (they would write z) */
+    int eval_busy, eval_checkpoint;
+    long eval_round;
+    float eval_loss, eval_acc;
+    uint8_t *eval_deferred;     /* per peer: a MODEL_REQUEST that arrived during the evaluation */
     uv_work_t origin_work;      /* the run's starting model being drawn ahead on the thread pool (node_origin.c) */
     int origin_busy;
     float *origin_buf;
@@ -77,15 +83,26 @@ void node_caller_close(node *n);
 void node_caller_end(node *n, int rc, const char *err);
 
 /* node_log.c: a fault-handling event (a progress line and a JSON line), an
- * epoch's evaluation and line (returns the test accuracy), a round's JSON
- * line, the push-sum ledger at the end. */
-float node_log_epoch(node *n, long epoch);
+ * epoch's line (its evaluation: node_eval.c), a round's JSON line, the
+ * push-sum ledger at the end. */
+void node_log_epoch(node *n, long epoch, float loss, float acc);
 void node_event(node *n, const char *what, int peer, const char *detail);
 void node_log_round(node *n, long round, float test_accuracy);
 void node_log_ledger(node *n);
 /* A ledger line at a resume: the checkpoint's weight and the weight it
  * resumed with (gsp_resume rescales it by a power of two). */
 void node_log_resume(node *n, double w_checkpoint);
+
+/* node_eval.c: an epoch's evaluation on the thread pool at the round
+ * boundary it ends (round: that boundary's; checkpoint: whether one is due
+ * there), then the rest of the boundary (node_boundary_done); MODEL
+ * requests that arrive meanwhile wait for it (node_eval_defers). Returns 1
+ * when it was all done at once (on the loop) and the engine went on. */
+int node_evaluate(node *n, long round, int checkpoint);
+int node_eval_defers(node *n, int peer);
+/* node.c: a boundary's round line, its checkpoint or the next round; 1 when
+ * the engine went on (its events are to be polled). */
+int node_boundary_done(node *n, long round, float acc, int checkpoint);
 
 /* node_ckpt.c: periodic checkpoints (written on the thread pool), the final
  * one, and --resume. */
