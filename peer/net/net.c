@@ -154,13 +154,10 @@ size_t net_bytes(const net *n)
 
 uint8_t *net_room(net *n, int peer, size_t *len, int *err)
 {
-    int rc = -EINVAL;
-    net_conn *c = NULL;
+    int rc = n && n->peers && peer >= 0 && peer < n->c->n_peers ? -ENOTCONN : -EINVAL;
+    net_conn *c = up_conn(n, peer);
     net_slot *s = NULL;
-    if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers)
-        goto fail;
-    rc = -ENOTCONN;
-    if (!(c = n->peers[peer].up))
+    if (!c)
         goto fail;
     if (*len > c->s.max_frame - SEC_ABYTES) /* (no frame is longer: a message that needs more fails to encode) */
         *len = c->s.max_frame - SEC_ABYTES;
@@ -181,7 +178,7 @@ fail:
  * that connection); NULL with *err. */
 static net_slot *take_room(net *n, int peer, size_t len, net_conn **c, int *err)
 {
-    *c = n && n->peers && peer >= 0 && peer < n->c->n_peers ? n->peers[peer].up : NULL;
+    *c = up_conn(n, peer);
     net_slot *s = *c ? (*c)->room : NULL;
     *err = !*c ? -ENOTCONN : (*c)->sealing ? -EAGAIN : -EINVAL;
     if (!s || s->busy || (*c)->sealing || sec_seal_bound(len) > s->cap)

@@ -118,9 +118,7 @@ void net_conn_close(net_conn *c, int reason, const char *why)
         else
             net_log(n, "connection closed: %s", why);
     }
-    sec_hs_free(&c->hs);
-    if (!c->sealing && !c->opening) /* (else the thread pool uses it: it goes with the connection's memory) */
-        sec_session_free(&c->s);
+    sec_hs_free(&c->hs); /* (the session goes with the connection's memory: the thread pool may be using it) */
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
     if (c->peer < 0)

@@ -172,13 +172,8 @@ void net_frames_drain(net_conn *c)
         }
         if (c->rlen - off < (size_t)need)
             break;
-        if ((size_t)need >= NET_OPEN_LATER_BYTES) {
-            if (off) /* (moved to the start first, below) */
-                break;
-            c->draining = 0;
-            open_later(c, (size_t)need);
-            return;
-        }
+        if ((size_t)need >= NET_OPEN_LATER_BYTES) /* (opened from the start of the buffer, below) */
+            break;
         /* Opened where it arrived: a frame of a whole model is in memory once. */
         uint8_t *pt = c->rbuf + off + SEC_PT_OFFSET;
         const uint64_t t0 = uv_hrtime();
@@ -211,8 +206,8 @@ void net_frames_drain(net_conn *c)
         }
         if (net_buf_grow(&c->rbuf, &c->rcap, (size_t)need) < 0)
             net_conn_close(c, -ENOMEM, "out of memory for a frame");
-        else if (off && !c->paused && c->rlen >= (size_t)need && (size_t)need >= NET_OPEN_LATER_BYTES)
-            open_later(c, (size_t)need); /* (a big frame that was behind others) */
+        else if (!c->paused && c->rlen >= (size_t)need && (size_t)need >= NET_OPEN_LATER_BYTES)
+            open_later(c, (size_t)need);
     }
 }
 

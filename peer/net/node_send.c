@@ -90,12 +90,11 @@ void node_send_frame(node *n, const engine_send *s)
     uint8_t *buf = net_room(&n->net, s->peer, &cap, &rc);
     if (buf && (len = encode(n, s, buf, cap)) < 0)
         rc = (int)len;
-    if (buf && len >= 0 && s->kind == ENGINE_MODEL)
-        rc = net_send_room_later(&n->net, s->peer, (size_t)len, hash_model, NULL);
-    else if (buf && len >= SEAL_OFF_LOOP_BYTES)
-        rc = net_send_room_later(&n->net, s->peer, (size_t)len, NULL, NULL);
-    else if (buf && len >= 0)
-        rc = net_send_room(&n->net, s->peer, (size_t)len);
+    const int model = s->kind == ENGINE_MODEL; /* (its hash is made where it is sealed) */
+    if (buf && len >= 0)
+        rc = model || len >= SEAL_OFF_LOOP_BYTES
+                 ? net_send_room_later(&n->net, s->peer, (size_t)len, model ? hash_model : NULL, NULL)
+                 : net_send_room(&n->net, s->peer, (size_t)len);
     if (rc == 0)
         n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
     else {
