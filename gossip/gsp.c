@@ -692,6 +692,16 @@ uint64_t gsp_in_seq(const gsp_peer *g, int src)
     return 0;
 }
 
+uint64_t gsp_nack_seq(const gsp_peer *g, const gsp_msg *m)
+{
+    for (int j = 0; j < g->n_in; j++) {
+        const gsp_edge *e = &g->in[j];
+        if (e->peer == m->src)
+            return e->adopt && m->incarnation == e->incarnation && m->seq > e->seq + 1 ? m->seq - 1 : e->seq;
+    }
+    return 0;
+}
+
 void gsp_request_sync(gsp_peer *g, int dst, uint64_t base)
 {
     gsp_edge *e = out_edge(g, dst);

@@ -326,6 +326,15 @@ gsp_edge *gsp_in_edge(gsp_peer *g, int src);
  * request names. */
 uint64_t gsp_in_seq(const gsp_peer *g, int src);
 
+/* The seq a NACK for m (absorbed with GSP_NEED_SYNC) names: gsp_in_seq,
+ * except on an edge that will adopt the SYNC as a baseline (a gap after a
+ * comeback or a join): the seq before m. The receiver takes none of the mass
+ * of the messages before that SYNC, so their corrections (after many
+ * unacknowledged sparse messages, one at every position: the SYNC three
+ * times the reference's size) would be read by no one; from m's seq - 1 the
+ * sender always has something to send (m at least). */
+uint64_t gsp_nack_seq(const gsp_peer *g, const gsp_msg *m);
+
 /* The receiver `dst` holds this peer's messages up to seq `base` and asked
  * for the rest: the next message to it is a SYNC from there. */
 void gsp_request_sync(gsp_peer *g, int dst, uint64_t base);

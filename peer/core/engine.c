@@ -174,11 +174,11 @@ static int ask_due(const engine *e, double now)
 
 /* ---- rounds ------------------------------------------------------------------------- */
 
-/* A lost compressed message: ask its sender for a SYNC from what we applied. */
+/* A lost compressed message: ask its sender for a SYNC (gsp_nack_seq says from where). */
 static void nack(void *ctx, const gsp_msg *m)
 {
     engine *e = ctx;
-    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = gsp_in_seq(&e->rp.g, m->src)}, e->absorb_now);
+    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = gsp_nack_seq(&e->rp.g, m)}, e->absorb_now);
 }
 
 /* Done (every round, a stop, or a failure): take in what has arrived and

@@ -97,7 +97,7 @@ static void deliver_due(net *s, int reverse)
             cr_assert_geq(rc, 0);
             if (rc == GSP_NEED_SYNC) { /* the receiver asks; the sender answers with a SYNC next round */
                 gsp_msg sync;
-                int sr = gsp_sync_msg(&s->p[p->m.src], p->m.dst, gsp_in_seq(&s->p[p->m.dst], p->m.src), &sync);
+                int sr = gsp_sync_msg(&s->p[p->m.src], p->m.dst, gsp_nack_seq(&s->p[p->m.dst], &p->m), &sync);
                 cr_assert(sr == 0 || sr == -EALREADY, "%d", sr);
                 if (sr == 0)
                     enqueue(s, &sync, s->round + 1);

@@ -102,8 +102,14 @@ Test(gossip_rejoin, a_joiner_with_a_codec_asks_for_a_sync_and_adopts_it)
     gsp_msg m = half_to(&a, 1);
     cr_assert_eq(m.kind, GSP_DELTA);
     cr_assert_eq(gsp_absorb(&b, &m), GSP_NEED_SYNC, "a delta against a reference the joiner lacks cannot be adopted");
+    cr_assert_eq(gsp_nack_seq(&b, &m), m.seq - 1, "the NACK asks for no corrections before the gap");
     gsp_msg sync;
     cr_assert_eq(gsp_sync_msg(&a, 1, gsp_in_seq(&b, 0), &sync), 0);
+    const size_t all_corrections = sync.n_corr;
+    cr_assert_eq(gsp_sync_msg(&a, 1, gsp_nack_seq(&b, &m), &sync), 0);
+    cr_assert_eq(sync.base, m.seq - 1);
+    cr_assert_leq(sync.n_corr, 2, "the last message's positions only (topk:0.4 of 5)");
+    cr_assert_lt(sync.n_corr, all_corrections, "from seq 0 the SYNC would carry every message's corrections");
     cr_assert_eq(gsp_absorb(&b, &sync), 0, "the SYNC is adopted");
     cr_assert(b.w == 1.0);
     cr_assert_eq(memcmp(b.in[0].ref, a.out[0].ref, DIM * sizeof(float)), 0, "both ends hold the same reference");
