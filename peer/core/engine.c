@@ -31,7 +31,7 @@ static void queue(engine *e, engine_send s, double now)
     if (e->next_send == e->n_sends)
         e->next_send = e->n_sends = 0;
     if (grow((void **)&e->sends, &e->cap_sends, e->n_sends, sizeof *e->sends) < 0) {
-        e->oom = 1;
+        e->fail = -ENOMEM;
         return;
     }
     e->sends[e->n_sends++] = s;
@@ -44,7 +44,7 @@ static void event(engine *e, engine_event v)
     if (e->next_event == e->n_events)
         e->next_event = e->n_events = 0;
     if (grow((void **)&e->events, &e->cap_events, e->n_events, sizeof *e->events) < 0) {
-        e->oom = 1;
+        e->fail = -ENOMEM;
         return;
     }
     e->events[e->n_events++] = v;
@@ -231,8 +231,8 @@ static void try_start(engine *e, double now)
 {
     if (e->finished || e->computing || e->held)
         return;
-    if (e->oom || e->stopping) {
-        finish(e, e->oom ? -ENOMEM : 0);
+    if (e->fail || e->stopping) {
+        finish(e, e->fail);
         return;
     }
     gsp_pace_decision d;
@@ -530,6 +530,12 @@ double engine_wake_at(const engine *e, double now)
 void engine_unsent(engine *e, const engine_send *s, int rc, double now)
 {
     const int q = s->peer;
+    if (rc == -EMSGSIZE || rc == -ENOSPC) { /* no frame will ever hold it: a retry would repeat forever, silently */
+        log_event(e, "a message larger than the largest frame: stopping; it was for peer", q, NULL);
+        e->fail = -EMSGSIZE;
+        try_start(e, now);
+        return;
+    }
     switch (s->kind) {
     case ENGINE_ACK:
         e->ack_sent[q] = 0; /* due again: the next tick sends it */
@@ -557,7 +563,7 @@ static void reset(engine *e, double now)
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation);
     e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
-    e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->oom = 0;
+    e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->held = 1;
     e->asked_at = e->refresh_since = -INFINITY;
     e->join_since = e->last_ckpt = now;

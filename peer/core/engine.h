@@ -102,7 +102,8 @@ typedef struct engine {
     int n_sends, cap_sends, next_send;
     engine_event *events;
     int n_events, cap_events, next_event;
-    int oom;                  /* a queue could not grow: the engine finishes with -ENOMEM */
+    int fail;                 /* a negative errno the engine finishes with: a queue could not grow (-ENOMEM),
+                               * a message no frame can hold (-EMSGSIZE) */
 } engine;
 
 /* The round (round_peer_init) and the engine around it, held before round 0.
@@ -160,7 +161,8 @@ void engine_stop_now(engine *e, double now);
 /* ---- outputs ---------------------------------------------------------------- */
 
 int engine_poll_send(engine *e, engine_send *s);
-/* A send the transport refused (rc): what it was for stays due. */
+/* A send the transport refused (rc): what it was for stays due; one that no
+ * frame can hold (-EMSGSIZE, -ENOSPC) ends the run with -EMSGSIZE. */
 void engine_unsent(engine *e, const engine_send *s, int rc, double now);
 int engine_poll_event(engine *e, engine_event *v);
 /* When to call engine_timer next (at least a heartbeat interval away when

@@ -213,6 +213,27 @@ Test(peer_engine, a_refused_ack_stays_due_until_the_next_tick)
     scene_free(&s);
 }
 
+/* A message that no frame can hold would be refused at every retry (a SYNC
+ * asked for again and again): the run ends with an error instead. */
+Test(peer_engine, a_message_no_frame_holds_ends_the_run_with_an_error)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o;
+    round_of(&s, 0, 0, &o);
+    cr_assert_not_null(send_of(&o, ENGINE_PUSH));
+    engine_unsent(&s.e[0], send_of(&o, ENGINE_PUSH), -EMSGSIZE, MS);
+    engine_advance(&s.e[0], 2 * MS); /* (from the round's boundary, where the engine holds) */
+    take(&s.e[0], &o);
+    const engine_event *f = event_of(&o, ENGINE_FINISHED);
+    cr_assert_not_null(f, "the engine finishes");
+    cr_assert_eq(f->rc, -EMSGSIZE);
+    cr_assert_eq(f->goodbye, 0, "it says \"stopped\", not \"done\": its neighbours route around it");
+    cr_assert_not_null(event_of(&o, ENGINE_LOG), "and says why");
+    scene_free(&s);
+}
+
 /* A reconnected edge starts with a SYNC (what was in flight on the old
  * connection arrives with it), and a peer that said it is done says so
  * again (the neighbour may have restarted and missed it). */
