@@ -323,12 +323,16 @@ Test(peer_faults, sigstop_longer_than_dead_timeout_is_routed_around_then_back)
 Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
 {
     /* Killed at round ~900 of 1,500, well after the first checkpoint (every
-     * 0.5 s), so that its second epoch end after the kill (1,125 or 1,250) is
+     * 0.1 s), so that its second epoch end after the kill (1,125 or 1,250) is
      * in the last epochs, where the peers of a healthy run agree within a
-     * point; halfway through a run their spread is larger than that. */
+     * point; halfway through a run their spread is larger than that. The
+     * others wait for it (it is back well within the dead timeout, and the
+     * round deadline is longer still): without that, an idle machine runs
+     * the last 600 rounds of mlp:64 in less time than the restart takes, and
+     * the run is over when it comes back. */
     char dir[] = "/tmp/sgp-faults-restart-XXXXXX";
-    launch(dir, (char *[]){"--epochs", "12", "--dead-timeout", "1", "--checkpoint-every", "0.5", "--restart",
-                           "4@900:0.5", NULL});
+    launch(dir, (char *[]){"--epochs", "12", "--dead-timeout", "3", "--round-deadline", "5", "--checkpoint-every",
+                           "0.1", "--restart", "4@900:0.5", NULL});
     char run[256], sum[256];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
