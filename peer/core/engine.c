@@ -174,11 +174,11 @@ static int ask_due(const engine *e, double now)
 
 /* ---- rounds ------------------------------------------------------------------------- */
 
-/* A lost compressed message: ask its sender for a SYNC (gsp_nack_seq says from where). */
-static void nack(void *ctx, const gsp_msg *m)
+/* A lost compressed message: ask its sender for a SYNC. */
+static void nack(void *ctx, int src, uint64_t seq)
 {
     engine *e = ctx;
-    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = m->src, .seq = gsp_nack_seq(&e->rp.g, m)}, e->absorb_now);
+    queue(e, (engine_send){.kind = ENGINE_NACK, .peer = src, .seq = seq}, e->absorb_now);
 }
 
 /* Done (every round, a stop, or a failure): take in what has arrived and

@@ -186,9 +186,14 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
         return 0; /* (an empty inbox may still be a NULL pointer, which qsort must not get) */
     const double t0 = clock_now();
     qsort(rp->inbox, (size_t)rp->n_inbox, sizeof *rp->inbox, cmp_msg);
-    int kept = 0, applied = 0;
+    int kept = 0, applied = 0, ask = -1; /* ask: the sender to NACK once its messages are through */
+    uint64_t ask_seq = 0;
     for (int k = 0; k < rp->n_inbox; k++) {
         gsp_msg *m = &rp->inbox[k];
+        if (ask >= 0 && m->src != ask) {
+            nack(ctx, ask, ask_seq);
+            ask = -1;
+        }
         if (!all && rp->c->tau == 0 && m->round >= rp->g.round) {
             rp->inbox[kept++] = *m;
             continue;
@@ -196,10 +201,14 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
         int rc = gsp_absorb(&rp->g, m);
         if (rc == 1)
             applied++;
+        if (rc == 1 && ask == m->src)
+            ask = -1;
         else if (rc == GSP_NEED_SYNC && nack)
-            nack(ctx, m);
+            ask = m->src, ask_seq = gsp_nack_seq(&rp->g, m);
         gsp_msg_free(m);
     }
+    if (ask >= 0)
+        nack(ctx, ask, ask_seq);
     rp->n_inbox = kept;
     rp->absorbed += (uint64_t)applied;
     rp->times.gossip += clock_now() - t0;

@@ -106,12 +106,16 @@ int round_inbox_put(round_peer *rp, gsp_msg *m);
 uint64_t round_held(const round_peer *rp, int src, uint64_t incarnation);
 
 /* What a lost compressed message makes the receiver ask of its sender: the
- * driver tells src (a NACK), whose next message on the edge is a SYNC. */
-typedef void (*round_nack_fn)(void *ctx, const gsp_msg *m);
+ * driver tells src (a NACK of `seq`: gsp_nack_seq), whose next message on
+ * the edge is a SYNC. */
+typedef void (*round_nack_fn)(void *ctx, int src, uint64_t seq);
 
 /* Absorb the inbox in (sender, seq) order; with tau = 0 only messages of
  * earlier rounds (so a synchronous run does not depend on arrival order),
- * unless all. Returns the number applied. */
+ * unless all. Returns the number applied. A sender whose messages ask for a
+ * SYNC is asked once per absorb, after the last of them (and not at all if
+ * a later one, a SYNC that was on its way, made the edge whole): one SYNC
+ * answers them all, and at 100M parameters each is half a GB. */
 int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx);
 
 /* What to do before round g.round (gsp_pace_next with this inbox). */

@@ -28,13 +28,13 @@ typedef struct scene {
     engine e[MAX_PEERS];
 } scene;
 
-static void scene_make_tau(scene *s, const char *kind, int n, long rounds, int tau)
+static void scene_make_codec(scene *s, const char *kind, int n, long rounds, int tau, const cmp_spec *codec)
 {
     memset(s, 0, sizeof *s);
     topo_error te;
     cr_assert_eq(topo_generate(&s->t, kind, n, NULL, &te), 0, "%s", te.msg);
     s->c = (peer_settings){.topology = &s->t, .n_peers = n, .tau = tau, .dead_timeout = 1.0, .round_timeout = 0.5,
-                           .barrier = 1};
+                           .barrier = 1, .codec = codec};
     train_opts_defaults(&s->c.train);
     s->plan = (round_plan){.per_batch = 1, .local_steps = 1, .steps_per_epoch = 1, .rounds_per_epoch = 1,
                            .total_rounds = rounds};
@@ -44,6 +44,11 @@ static void scene_make_tau(scene *s, const char *kind, int n, long rounds, int t
         const float x0[DIM] = {(float)i + 1, (float)i + 2, (float)i + 3};
         cr_assert_eq(engine_init(&s->e[i], &s->c, &s->plan, i, NULL, x0, DIM, 0.0, err, sizeof err), 0, "%s", err);
     }
+}
+
+static void scene_make_tau(scene *s, const char *kind, int n, long rounds, int tau)
+{
+    scene_make_codec(s, kind, n, rounds, tau, NULL);
 }
 
 static void scene_make(scene *s, const char *kind, int n, long rounds) { scene_make_tau(s, kind, n, rounds, 0); }
@@ -210,6 +215,41 @@ Test(peer_engine, a_refused_ack_stays_due_until_the_next_tick)
     engine_timer(&s.e[0], 512 * MS);
     take(&s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_ACK, 1), 0, "and only once");
+    scene_free(&s);
+}
+
+/* Shares that arrive after a lost one each ask for a SYNC; the receiver asks
+ * (a NACK) once for all that it absorbs together: one SYNC answers them all. */
+Test(peer_engine, shares_after_a_lost_one_ask_for_one_sync)
+{
+    cmp_spec spec;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&spec, "topk:0.5", err, sizeof err), 0, "%s", err);
+    scene s;
+    scene_make_codec(&s, "ring", 2, 10, 3, &spec); /* tau 3: peer 1 runs ahead without peer 0's shares */
+    all_up(&s, 0);
+    outputs lost, o1, o2, o;
+    round_of(&s, 1, 0, &lost);
+    engine_advance(&s.e[1], MS);
+    take(&s.e[1], &o);
+    engine_step_done(&s.e[1], MS);
+    take(&s.e[1], &o1);
+    engine_advance(&s.e[1], 2 * MS);
+    take(&s.e[1], &o);
+    engine_step_done(&s.e[1], 2 * MS);
+    take(&s.e[1], &o2);
+    cr_assert_eq(sends(&o1, ENGINE_PUSH, 0), 1);
+    cr_assert_eq(sends(&o2, ENGINE_PUSH, 0), 1);
+    deliver_push(&s, &o1, 0, 3 * MS); /* seq 2 and 3 arrive, seq 1 does not */
+    deliver_push(&s, &o2, 0, 3 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_NACK, 1), 0, "nothing absorbed before its round starts");
+    engine_advance(&s.e[0], 4 * MS); /* its round starts by absorbing both */
+    take(&s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_STEP));
+    cr_assert_eq(s.e[0].rp.g.stats.gaps, 2, "both found the gap");
+    cr_assert_eq(sends(&o, ENGINE_NACK, 1), 1, "one NACK for both");
+    cr_assert_eq(send_of(&o, ENGINE_NACK)->seq, 0, "from what it holds");
     scene_free(&s);
 }
 
