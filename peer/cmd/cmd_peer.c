@@ -67,7 +67,7 @@ static int write_summary(const char *path, const node_config *c, const node_resu
         .refreshes = r->refreshes,
         .checkpoints = r->checkpoints,
         .step_seconds = r->step_seconds, .gossip_seconds = r->gossip_seconds, .frame_seconds = r->frame_seconds,
-        .wait_seconds = r->wait_seconds, .idle_seconds = r->idle_seconds,
+        .wait_seconds = r->wait_seconds, .idle_seconds = r->idle_seconds, .frame_pool_seconds = r->frame_pool_seconds,
         .memory_model_bytes = (int64_t)r->memory.model, .memory_gossip_bytes = (int64_t)r->memory.gossip,
         .memory_codec_bytes = (int64_t)r->memory.codec, .memory_in_flight_bytes = (int64_t)r->memory.in_flight,
         .memory_data_bytes = (int64_t)r->memory.data, .memory_runtime_bytes = (int64_t)r->memory.runtime,

@@ -65,6 +65,7 @@ typedef struct totals {
     int k; /* peers with a model */
     double acc_min, acc_sum, loss_max, loss_sum, bytes, rounds, wsum;
     double step, gossip, frame, wait, idle; /* the peers' time breakdowns, summed */
+    double frame_pool;                      /* and their big frames' framing and crypto on the thread pool */
     int mem_peer;                           /* the peer with the largest peak RSS, and its memory by part */
     mem_parts mem;
 } totals;
@@ -92,7 +93,7 @@ static int sum_models(const launch_outcome *o, nn_model *m, float *z, double *ac
         t->loss_max = fmax(t->loss_max, s.test_loss), t->loss_sum += s.test_loss;
         t->bytes += (double)s.bytes_sent, t->rounds = fmin(t->rounds, (double)s.rounds);
         t->step += s.step_seconds, t->gossip += s.gossip_seconds, t->frame += s.frame_seconds;
-        t->wait += s.wait_seconds, t->idle += s.idle_seconds;
+        t->wait += s.wait_seconds, t->idle += s.idle_seconds, t->frame_pool += s.frame_pool_seconds;
         if (t->mem_peer < 0 || (size_t)s.peak_rss_bytes > t->mem.peak_rss) {
             t->mem_peer = i;
             t->mem = (mem_parts){.model = (size_t)s.memory_model_bytes, .gossip = (size_t)s.memory_gossip_bytes,
@@ -161,6 +162,7 @@ static void put_summary(json_obj *j, const launch_outcome *o, const totals *t, c
     json_num(j, "frame_seconds", t->frame / t->k);
     json_num(j, "wait_seconds", t->wait / t->k);
     json_num(j, "idle_seconds", t->idle / t->k);
+    json_num(j, "frame_pool_seconds", t->frame_pool / t->k);
     json_int(j, "memory_peer", t->mem_peer);
     mem_json(j, &t->mem);
     if (mass) {
@@ -225,7 +227,10 @@ int launch_combine(const launch_outcome *o, const char *summary, FILE *out, char
         fprintf(out, "%.0f rounds, %.1f MB sent, %.1f wall s, %d faults injected; run directory %s\n", t.rounds,
                 t.bytes / 1e6, o->wall_seconds, o->faults, o->run_dir);
         fprintf(out, "time per peer: local step %.2f s, gossip %.2f s, framing and crypto %.2f s, waiting %.2f s, "
-                "idle %.2f s\n", t.step / t.k, t.gossip / t.k, t.frame / t.k, t.wait / t.k, t.idle / t.k);
+                "idle %.2f s", t.step / t.k, t.gossip / t.k, t.frame / t.k, t.wait / t.k, t.idle / t.k);
+        if (t.frame_pool / t.k >= 0.005) /* (frames of 4 MiB or more: whole models, dense codecs at scale) */
+            fprintf(out, "; beside them, big frames' framing and crypto on the thread pool %.2f s", t.frame_pool / t.k);
+        fputc('\n', out);
         if (t.mem_peer >= 0) {
             fprintf(out, "peer %d (the largest) ", t.mem_peer);
             mem_print(out, &t.mem, 1);

@@ -106,7 +106,9 @@ typedef struct net {
     uint64_t log_window_start, log_in_window, log_suppressed; /* rate limit of inbound-failure lines */
     uint64_t rng;
     int closing;
-    double crypto_seconds;   /* opening the frames that arrive (sealing is the sender's to time) */
+    double crypto_seconds;   /* opening the frames that arrive on the loop (sealing is the sender's to time) */
+    double pool_seconds;     /* sealing and opening big frames on the thread pool, with what runs beside
+                              * (before, on_frame_work): not the loop's time, so not in crypto_seconds */
     uint8_t *last;           /* net_close_after: the frame each connection sends last */
     size_t last_len;
 } net;

@@ -98,10 +98,12 @@ static void open_work(uv_work_t *req)
 {
     net_open_work *w = (net_open_work *)req;
     net_conn *c = w->c;
+    const uint64_t t0 = uv_hrtime();
     uint8_t *pt = c->rbuf + SEC_PT_OFFSET;
     w->rc = sec_open(&c->s, c->rbuf, w->need, pt, w->need - SEC_PT_OFFSET);
     if (w->rc >= 0 && c->n->cb.on_frame_work)
         w->note = c->n->cb.on_frame_work(c->n->ctx, c->peer, pt, (size_t)w->rc);
+    w->seconds = (double)(uv_hrtime() - t0) * 1e-9;
 }
 
 static void opened(uv_work_t *req, int status)
@@ -110,6 +112,7 @@ static void opened(uv_work_t *req, int status)
     net_conn *c = w->c;
     const int m = status < 0 ? status : w->rc, note = w->note;
     const size_t need = w->need;
+    c->n->pool_seconds += w->seconds;
     c->opening = NULL;
     free(w);
     if (c->state == C_CLOSING) {
@@ -241,10 +244,12 @@ void net_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 static void seal_work(uv_work_t *req)
 {
     net_seal_work *w = (net_seal_work *)req;
+    const uint64_t t0 = uv_hrtime();
     uint8_t *pt = w->s->buf + SEC_PT_OFFSET;
     if (w->before)
         w->before(pt, w->len, w->arg);
     w->rc = sec_seal(&w->c->s, pt, w->len, w->s->buf, w->s->cap);
+    w->seconds = (double)(uv_hrtime() - t0) * 1e-9;
 }
 
 static void sealed(uv_work_t *req, int status)
@@ -253,6 +258,7 @@ static void sealed(uv_work_t *req, int status)
     net_conn *c = w->c;
     net_slot *s = w->s;
     const int rc = status < 0 ? status : w->rc;
+    c->n->pool_seconds += w->seconds;
     c->sealing = NULL;
     s->busy = 0;
     free(w);

@@ -48,7 +48,8 @@ typedef struct net_seal_work {
     size_t len;
     void (*before)(uint8_t *pt, size_t len, void *arg);
     void *arg;
-    int rc; /* sec_seal's */
+    int rc;         /* sec_seal's */
+    double seconds; /* the work's, added to the net's pool_seconds on the loop */
 } net_seal_work;
 
 /* A frame opened on libuv's thread pool (net_frames_drain, for big ones): it
@@ -59,6 +60,7 @@ typedef struct net_open_work {
     size_t need; /* the frame's bytes */
     int rc;      /* sec_open's */
     int note;    /* on_frame_work's */
+    double seconds;
 } net_open_work;
 
 typedef struct net_slot {

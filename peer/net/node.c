@@ -370,6 +370,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     r->refreshes = ps->refreshes;
     r->step_seconds = n->e.rp.times.step, r->gossip_seconds = n->e.rp.times.gossip;
     r->frame_seconds = n->frame_seconds + n->net.crypto_seconds, r->wait_seconds = n->e.wait_seconds;
+    r->frame_pool_seconds = n->net.pool_seconds;
     if (c->ext)
         node_caller_end(n, rc, err);
     if (net_started)

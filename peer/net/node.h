@@ -70,8 +70,10 @@ typedef struct node_result {
     long start_round;            /* 0, or the round it resumed or joined at */
     /* Where the wall time went (seconds): local steps, gossip CPU (absorb,
      * emit), framing and crypto, waiting for neighbours, and the rest. The
-     * step runs beside the loop, so the parts may overlap a little. */
-    double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds;
+     * step runs beside the loop, so the parts may overlap a little. Big
+     * frames are sealed and opened on the thread pool: frame_pool_seconds,
+     * beside the loop and not one of the parts. */
+    double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds, frame_pool_seconds;
     mem_parts memory; /* by part, when the last round was done (before the connections close) */
 } node_result;
 

@@ -43,6 +43,7 @@ static const json_field FIELDS[] = {
     F(frame_seconds, JSON_NUM),
     F(wait_seconds, JSON_NUM),
     F(idle_seconds, JSON_NUM),
+    F(frame_pool_seconds, JSON_NUM),
     F(memory_model_bytes, JSON_I64),
     F(memory_gossip_bytes, JSON_I64),
     F(memory_codec_bytes, JSON_I64),

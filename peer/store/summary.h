@@ -36,8 +36,9 @@ typedef struct summary_peer {
     int64_t bytes_sent, bytes_received, messages_sent, messages_absorbed, sends_refused;
     double mean_staleness, wall_seconds;
     int64_t local_steps, start_round, neighbours_lost, late_marks, catch_ups, refreshes, checkpoints;
-    /* where the wall time went: local steps, gossip CPU, framing and crypto, waiting, the rest */
-    double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds;
+    /* where the wall time went: local steps, gossip CPU, framing and crypto, waiting, the rest; and the
+     * framing and crypto of big frames on the thread pool, beside the loop */
+    double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds, frame_pool_seconds;
     /* bytes by part when the last round was done (peer/core/memory.h), and resident memory */
     int64_t memory_model_bytes, memory_gossip_bytes, memory_codec_bytes, memory_in_flight_bytes, memory_data_bytes,
         memory_runtime_bytes, rss_bytes, peak_rss_bytes;

@@ -5,7 +5,8 @@
 # MODEL frame of 4 x parameters bytes, from a neighbour and joins), then from
 # its checkpoint (--resume). For each run: peak RSS per peer and its parts,
 # and time per round by part (local step, gossip CPU, framing and crypto,
-# waiting), means over the peers.
+# waiting), means over the peers; beside them, the framing and crypto that
+# the thread pool does for big frames (4 MiB or more: the whole models).
 #
 #   bash tests/bench/big_model.sh                     # mlp:9000,10400: 100.8M parameters
 #   BIG_MODEL=mlp:4096,4096 bash tests/bench/big_model.sh
@@ -75,19 +76,19 @@ import json, sys, glob, os
 rows = [l.split() for l in open(sys.argv[1])]
 peers = int(sys.argv[2])
 print("%-7s %9s %8s %7s | %-44s | %s" % ("run", "params", "rounds", "wall s", "per peer: peak RSS MB (model/gossip/codec/flight)",
-                                         "per round ms: step, gossip, frame+crypto, wait"))
+                                         "per round ms: step, gossip, frame+crypto, wait (frame+crypto on the pool)"))
 for run, wall, summary, d in rows:
     s = json.load(open(summary))
-    rss, parts, t = [], [], [0.0, 0.0, 0.0, 0.0]
+    rss, parts, t = [], [], [0.0, 0.0, 0.0, 0.0, 0.0]
     for i in range(peers):
         p = json.load(open(os.path.join(d, "peer%d.json" % i)))
         rss.append("%.0f" % (p["peak_rss_bytes"] / 1e6))
         parts.append("%.0f/%.0f/%.0f/%.0f" % tuple(p["memory_%s_bytes" % k] / 1e6 for k in ("model", "gossip", "codec", "in_flight")))
         r = max(p["rounds"] - p["start_round"], 1)
-        for k, key in enumerate(("step_seconds", "gossip_seconds", "frame_seconds", "wait_seconds")):
+        for k, key in enumerate(("step_seconds", "gossip_seconds", "frame_seconds", "wait_seconds", "frame_pool_seconds")):
             t[k] += 1e3 * p[key] / r / peers
-    print("%-7s %9d %8d %7.1f | %-44s | %.0f, %.0f, %.0f, %.0f" % (run, s["parameters"], s["rounds"], float(wall),
-          " ".join(rss), t[0], t[1], t[2], t[3]))
+    print("%-7s %9d %8d %7.1f | %-44s | %.0f, %.0f, %.0f, %.0f (%.0f)" % (run, s["parameters"], s["rounds"], float(wall),
+          " ".join(rss), t[0], t[1], t[2], t[3], t[4]))
     print("%-7s %9s %8s %7s |   parts: %s" % ("", "", "", "", "  ".join(parts)))
     ev = open(os.path.join(os.path.dirname(summary), run + ".events")).read().strip()
     if ev:

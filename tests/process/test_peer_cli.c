@@ -308,6 +308,7 @@ Test(peer_cli, launch_eight_peers_trains_and_summarises, .timeout = 300)
     cr_assert_gt(last_number("gossip_seconds"), 0);
     cr_assert_gt(last_number("frame_seconds"), 0);
     cr_assert_leq(sum, 1.1 * last_number("wall_seconds"), "parts %g s, wall %g s", sum, last_number("wall_seconds"));
+    cr_assert_geq(last_number("frame_pool_seconds"), 0, "(the thread pool's, beside the parts)");
     cr_assert(strstr(o.out, "time per peer: local step "), "%s", o.out);
     /* the same parts, cumulative, in each round line of a peer's log */
     snprintf(path, sizeof path, "%s/peer5.jsonl", run);
