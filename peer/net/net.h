@@ -180,6 +180,15 @@ int net_is_up(const net *n, int peer);
  * redialled as after any failure. Callable from on_frame. 0 or -ENOTCONN. */
 int net_drop(net *n, int peer, const char *why);
 
+/* Inside on_frame or on_frame_noted, for a frame that was opened on the
+ * thread pool (4 MiB or more): the buffer it arrived in becomes the
+ * caller's (free() it), the plaintext still where the callback got it
+ * (at SEC_PT_OFFSET), and the connection reads on into a new one. So a
+ * whole-model message is kept where it arrived instead of copied out.
+ * NULL for any other frame (it shares the connection's buffer), or on
+ * -ENOMEM: then copy out of it as usual. */
+uint8_t *net_frame_keep(net *n, int peer);
+
 /* Stop (paused = 1) or resume reading from peer: the receiver's side of flow
  * control, and how tests make a slow reader. Frames already received are
  * delivered on resume. 0 or -ENOTCONN. */

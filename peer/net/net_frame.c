@@ -124,16 +124,19 @@ static void opened(uv_work_t *req, int status)
         return;
     }
     net_idle_rearm(c);
-    c->draining = 1;
+    c->draining = 1, c->delivering = need;
     if (c->n->cb.on_frame_noted)
         c->n->cb.on_frame_noted(c->n->ctx, c->peer, c->rbuf + SEC_PT_OFFSET, (size_t)m, note);
     else if (c->n->cb.on_frame)
         c->n->cb.on_frame(c->n->ctx, c->peer, c->rbuf + SEC_PT_OFFSET, (size_t)m);
-    c->draining = 0;
+    const int kept = c->kept;
+    c->draining = 0, c->delivering = 0, c->kept = 0;
     if (c->state != C_UP)
         return;
-    memmove(c->rbuf, c->rbuf + need, c->rlen - need);
-    c->rlen -= need;
+    if (!kept) {
+        memmove(c->rbuf, c->rbuf + need, c->rlen - need);
+        c->rlen -= need;
+    }
     if (!c->paused) { /* (on_frame may have paused and resumed it: then it reads already) */
         int r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
         if (r < 0 && r != UV_EALREADY) {
@@ -142,6 +145,24 @@ static void opened(uv_work_t *req, int status)
         }
     }
     net_frames_drain(c); /* (what came behind it, and the buffer back to its usual size) */
+}
+
+uint8_t *net_frame_keep(net *n, int peer)
+{
+    net_conn *c = NULL;
+    for (net_conn *k = n ? n->conns : NULL; k && !c; k = k->next)
+        if (k->peer == peer && k->delivering && !k->kept)
+            c = k;
+    if (!c)
+        return NULL;
+    const size_t after = c->rlen - c->delivering, cap = after > NET_RBUF_INIT ? after : NET_RBUF_INIT;
+    uint8_t *fresh = malloc(cap);
+    if (!fresh)
+        return NULL;
+    memcpy(fresh, c->rbuf + c->delivering, after);
+    uint8_t *frame = c->rbuf;
+    c->rbuf = fresh, c->rcap = cap, c->rlen = after, c->kept = 1;
+    return frame;
 }
 
 /* Open the big frame at the start of the read buffer on the thread pool;

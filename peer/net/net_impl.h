@@ -97,6 +97,9 @@ typedef struct net_conn {
     net_seal_work *sealing; /* a frame being sealed off the loop: no other is sealed meanwhile, and the
                              * session and the slot stay until it is done */
     net_open_work *opening; /* a frame being opened off the loop: not reading, no other opened meanwhile */
+    size_t delivering;      /* the bytes of a frame opened off the loop while on_frame has it (0: none); its
+                             * buffer holds it at the start and may become the callback's (net_frame_keep) */
+    int kept;               /* ...and has: rbuf is a new one, holding what came after that frame */
 } net_conn;
 
 /* Bytes of a frame still arriving that count as progress (a large frame on a

@@ -11,13 +11,25 @@
 
 static void on_push(node *n, int peer, const wire_msg *m)
 {
-    /* The message keeps one block of its own: RAW/SYNC tensors are converted
-     * straight into it (one copy out of the frame, not two), a DELTA payload
-     * is copied into it because the frame buffer is the transport's. */
+    /* The message keeps one block of its own: a whole model's (RAW, SYNC)
+     * that arrived alone is the frame's own buffer, its tensors moved into
+     * place there (no copy at all); other RAW/SYNC tensors are converted
+     * straight into a block (one copy out of the frame, not two), a DELTA
+     * payload is copied into one because the frame buffer is the transport's. */
     const int delta = m->push.kind == GSP_DELTA;
+    gsp_msg view;
+    uint8_t *frame = delta || !m->push.dim ? NULL : net_frame_keep(&n->net, peer);
+    if (frame) {
+        if (wire_push_in_place(m, &view, frame) < 0) {
+            free(frame);
+            return;
+        }
+        view.owned = frame, view.src = peer, view.dst = n->c->id;
+        engine_push(&n->e, &view, clock_now());
+        return;
+    }
     size_t cap = m->push.payload_len + (delta ? 0 : _Alignof(double) - 1); /* (a SYNC's list: its own length) */
     void *mem = malloc(cap ? cap : 1);
-    gsp_msg view;
     if (!mem || wire_push_to_gsp(m, &view, mem, cap) < 0) {
         free(mem);
         return;

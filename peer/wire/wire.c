@@ -57,7 +57,7 @@ static void put_le(uint8_t *dst, const void *src, size_t n, size_t width)
 static void get_le(void *dst, const uint8_t *src, size_t n, size_t width)
 {
     if (WIRE_HOST_LE) {
-        if (n)
+        if (n && dst != (const void *)src) /* (in place: nothing to do) */
             memcpy(dst, src, n * width);
         return;
     }
@@ -812,16 +812,64 @@ fail:
     return rc;
 }
 
-int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scratch_len)
+/* m's PUSH, if it keeps the schema, as the fields of a gsp_msg (no tensors yet); NULL if not. */
+static const wire_push *push_fields(const wire_msg *m, gsp_msg *g)
 {
     const char *why;
-    if (!m || !out || m->type != WIRE_PUSH || push_check(&m->push, &why) >= 0 ||
-        (!m->push.payload && m->push.payload_len))
-        return -EINVAL;
+    if (!m || m->type != WIRE_PUSH || push_check(&m->push, &why) >= 0 || (!m->push.payload && m->push.payload_len))
+        return NULL;
     const wire_push *p = &m->push;
-    gsp_msg g = {.src = -1, .dst = -1, .round = p->round, .seq = p->seq, .kind = p->kind,
-                 .w_total = p->w_total, .dim = p->dim, .gain = p->gain, .step = p->step,
-                 .incarnation = p->incarnation, .origin = p->origin, .base = p->base};
+    *g = (gsp_msg){.src = -1, .dst = -1, .round = p->round, .seq = p->seq, .kind = p->kind,
+                   .w_total = p->w_total, .dim = p->dim, .gain = p->gain, .step = p->step,
+                   .incarnation = p->incarnation, .origin = p->origin, .base = p->base};
+    return p;
+}
+
+int wire_push_in_place(const wire_msg *m, gsp_msg *out, uint8_t *base)
+{
+    gsp_msg g;
+    const wire_push *p = push_fields(m, &g);
+    if (!p || !out || p->kind == GSP_DELTA || !p->dim || !base || base > p->payload ||
+        (uintptr_t)base % _Alignof(double))
+        return -EINVAL;
+    /* Each part moves towards base, none past a part not yet moved: the
+     * reference to base, then the positions behind it, then the values at
+     * the next multiple of 8 (at most 4 bytes past where the positions end,
+     * and the payload had at least the count's 4 bytes before them). */
+    const size_t dim = p->dim;
+    if (p->kind == GSP_RAW) {
+        memmove(base, p->payload, dim * sizeof(double));
+        get_le(base, base, dim, sizeof(double));
+        g.x_total = (const double *)(void *)base;
+    } else {
+        const uint8_t *at = p->payload + dim * sizeof(float);
+        uint32_t n;
+        get_le(&n, at, 1, sizeof n);
+        at += sizeof n;
+        const int dense = n == dim;
+        const size_t idx_bytes = dense ? 0 : (size_t)n * sizeof(uint32_t);
+        memmove(base, p->payload, dim * sizeof(float));
+        get_le(base, base, dim, sizeof(float));
+        uint8_t *idx = base + dim * sizeof(float), *val = base + ((dim * sizeof(float) + idx_bytes + 7) & ~(size_t)7);
+        if (!dense) {
+            memmove(idx, at, idx_bytes);
+            get_le(idx, idx, n, sizeof(uint32_t));
+            g.corr_idx = (const uint32_t *)(void *)idx;
+        }
+        memmove(val, at + idx_bytes, (size_t)n * sizeof(double));
+        get_le(val, val, n, sizeof(double));
+        g.ref = (const float *)(void *)base, g.corr = (const double *)(void *)val, g.n_corr = n;
+    }
+    *out = g;
+    return 0;
+}
+
+int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scratch_len)
+{
+    gsp_msg g;
+    const wire_push *p = push_fields(m, &g);
+    if (!p || !out)
+        return -EINVAL;
     if (p->kind == GSP_DELTA) {
         g.payload = p->payload, g.payload_len = p->payload_len;
         *out = g;

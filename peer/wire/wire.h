@@ -189,6 +189,15 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err);
  * < what this message needs; wire_push_scratch_bound(dim) always suffices). */
 int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scratch_len);
 
+/* The same for a RAW or SYNC of dim >= 1 without a second buffer: its tensors
+ * are moved (and put in host byte order) inside the buffer it was decoded
+ * from, towards `base` (that buffer's start or any 8-aligned address in it
+ * before the payload), where they then lie aligned: a whole model's message
+ * taken in without a copy. The decoded view m is spent (its payload bytes
+ * are overwritten). 0 or -EINVAL (a DELTA, dim 0, a bad base, or not a PUSH
+ * that keeps the schema). */
+int wire_push_in_place(const wire_msg *m, gsp_msg *out, uint8_t *base);
+
 /* "AUTH", "PUSH", ... or "?" for logs. */
 const char *wire_type_name(int type);
 

@@ -45,6 +45,7 @@ typedef struct inst {
     uint64_t t_down[MAXP]; /* loop time of the last on_down */
     int frames[MAXP], bad[MAXP]; /* frames received from each peer, and how many did not match */
     int noted[MAXP];             /* of them, opened on the thread pool with on_frame_work's note */
+    int kept[MAXP];              /* of those, kept in their own buffer (net_frame_keep) */
     size_t frame_bytes[MAXP];
     int logs, refused_inbound, refused_connect, oversize, other_version;
     char last_log[320], version_line[320];
@@ -144,6 +145,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len)
 {
     inst *x = ctx;
     cr_assert(peer >= 0 && peer < MAXP);
+    if (len < (4u << 20) && net_frame_keep(&x->n, peer)) /* (a small frame shares the connection's buffer) */
+        x->bad[peer]++;
     int k = x->frames[peer]++;
     x->frame_bytes[peer] += len;
     uint32_t got;
@@ -192,13 +195,21 @@ static int frame_work(void *ctx, int peer, const uint8_t *m, size_t len)
     return (int)k + 1000;
 }
 
+/* The first big frame from each peer is kept in its own buffer (checked
+ * after the connection has read on into a new one), the next is not. */
 static void on_frame_noted(void *ctx, int peer, const uint8_t *m, size_t len, int note)
 {
     inst *x = ctx;
     if (note != x->frames[peer] + 1000) /* (on_frame counts the frame) */
         x->bad[peer]++;
-    x->noted[peer]++;
+    uint8_t *own = x->noted[peer]++ == 0 ? net_frame_keep(&x->n, peer) : NULL;
+    if (own) {
+        x->kept[peer]++;
+        if (own + SEC_PT_OFFSET != m || net_frame_keep(&x->n, peer)) /* (the frame's buffer, once) */
+            x->bad[peer]++;
+    }
     on_frame(ctx, peer, m, len);
+    free(own);
 }
 
 static const net_callbacks g_cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_frame_work = frame_work,
@@ -450,6 +461,8 @@ Test(peer_net, two_peers_handshake_and_exchange_frames_both_ways)
     cr_assert_eq(a->bad[1], 0);
     cr_assert_eq(b->noted[0], 2, "the two frames of 5 and 6 MB were opened on the thread pool");
     cr_assert_eq(a->noted[1], 2);
+    cr_assert_eq(b->kept[0], 1, "the first of them kept in its own buffer, the frames after it read on");
+    cr_assert_eq(a->kept[1], 1);
     cr_assert_eq(b->frame_bytes[0], total);
     cr_assert_eq(a->frame_bytes[1], total);
     cr_assert_eq(a->downs[1], 1, "net_close reports the live link as down");

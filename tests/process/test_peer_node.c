@@ -3,6 +3,7 @@
  * With tau = 0 the two must produce the same models, bit for bit. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -57,14 +58,22 @@ static float *read_model(const char *dir, int i, size_t n)
  * and all) with AdamW. */
 typedef struct workload {
     const char *model, *optimizer, *lr;
-    int text; /* 0: the embedded digits */
+    int text;           /* 0: the embedded digits */
+    const char *epochs; /* NULL: 2 */
 } workload;
 
-static const workload DIGITS = {"mlp:32", "sgd", "0.1", 0};
-static const workload GPT = {"gpt:1:16:2", "adamw", "0.003", 1};
+static const workload DIGITS = {"mlp:32", "sgd", "0.1", 0, NULL};
+static const workload GPT = {"gpt:1:16:2", "adamw", "0.003", 1, NULL};
+/* 814,090 parameters: without a codec each share is a frame of 6.5 MB,
+ * sealed and opened on the thread pool and taken in where it arrived. */
+static const workload WIDE = {"mlp:1024", "sgd", "0.1", 0, "1"};
 
-static void sim_equals_network_on(const workload *w, const char *codec_text, const char *warmup,
-                                  const char *local_steps, const char *outer)
+/* Bit for bit; or, with `near` > 0, each peer's model within that relative
+ * distance (L2) of the simulator's: a transport that keeps a share home on
+ * a link still busy with the last big frame (backpressure, which the
+ * simulator does not model) moves the last bits. */
+static void sim_equals_network_near(const workload *w, const char *codec_text, const char *warmup,
+                                    const char *local_steps, const char *outer, double near)
 {
     char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256], data[300] = "";
     cr_assert(mkdtemp(dir));
@@ -78,7 +87,8 @@ static void sim_equals_network_on(const workload *w, const char *codec_text, con
     }
     /* A fixed deadline as long as the round timeout: nobody is ever declared
      * late, so the run is as synchronous as the simulator's. */
-    char *extra[] = {"--model", (char *)w->model, "--epochs", "2", "--codec", (char *)codec_text, "--round-deadline",
+    const char *epochs = w->epochs ? w->epochs : "2";
+    char *extra[] = {"--model", (char *)w->model, "--epochs", (char *)epochs, "--codec", (char *)codec_text, "--round-deadline",
                      "30", "--codec-warmup", (char *)warmup, "--local-steps", (char *)local_steps, "--outer",
                      (char *)outer, "--optimizer", (char *)w->optimizer, "--lr", (char *)w->lr, "--no-progress",
                      w->text ? "--data" : NULL, data, "--context", "16", NULL};
@@ -95,16 +105,17 @@ static void sim_equals_network_on(const workload *w, const char *codec_text, con
     topo_error te;
     cr_assert_eq(topo_load(&t, topo_path, &te), 0, "%s", te.msg);
     cmp_spec spec;
-    cr_assert_eq(cmp_spec_parse(&spec, codec_text, err, sizeof err), 0, "%s", err);
+    const int exact = strcmp(codec_text, "exact") == 0; /* (no codec: running sums in float64) */
+    cr_assert(exact || cmp_spec_parse(&spec, codec_text, err, sizeof err) == 0, "%s", err);
     sim_config c;
     sim_config_defaults(&c);
-    c.peer.n_peers = 4, c.peer.topology = &t, c.peer.codec = &spec, c.keep_peer_models = 1;
+    c.peer.n_peers = 4, c.peer.topology = &t, c.peer.codec = exact ? NULL : &spec, c.keep_peer_models = 1;
     c.peer.codec_warmup = atof(warmup);
     c.peer.local_steps = atoi(local_steps);
     outer_opts oo;
     cr_assert_eq(outer_opts_parse(&oo, outer, err, sizeof err), 0, "%s", err);
     c.peer.outer = &oo;
-    c.peer.train.model = w->model, c.peer.train.epochs = 2, c.peer.train.progress = 0;
+    c.peer.train.model = w->model, c.peer.train.epochs = atoi(epochs), c.peer.train.progress = 0;
     cr_assert_eq(nn_opt_kind_parse(w->optimizer, &c.peer.train.optimizer), 0);
     c.peer.train.lr = atof(w->lr), c.peer.train.lr_given = 1;
     train_opts_finish(&c.peer.train);
@@ -115,11 +126,21 @@ static void sim_equals_network_on(const workload *w, const char *codec_text, con
     cr_assert_eq(sim_run(&c, &train, &test, &r, err, sizeof err), 0, "%s", err);
     for (int i = 0; i < 4; i++) {
         float *m = read_model(dir, i, r.parameters);
+        const float *s = &r.peer_models[(size_t)i * r.parameters];
         size_t differ = 0;
-        for (size_t k = 0; k < r.parameters; k++)
-            differ += memcmp(&m[k], &r.peer_models[(size_t)i * r.parameters + k], sizeof(float)) != 0;
-        cr_assert_eq(differ, 0, "%s: peer %d differs from the simulator in %zu of %zu values (logs in %s)",
-                     codec_text, i, differ, r.parameters, dir);
+        double d2 = 0, s2 = 0;
+        for (size_t k = 0; k < r.parameters; k++) {
+            differ += memcmp(&m[k], &s[k], sizeof(float)) != 0;
+            d2 += ((double)m[k] - s[k]) * ((double)m[k] - s[k]), s2 += (double)s[k] * s[k];
+        }
+        if (near > 0)
+            cr_assert(sqrt(d2) <= near * sqrt(s2), "%s: peer %d is %.3g from the simulator (relative), over %g (logs in %s)",
+                      codec_text, i, sqrt(d2 / s2), near, dir);
+        else
+            cr_assert_eq(differ, 0, "%s: peer %d differs from the simulator in %zu of %zu values (logs in %s)",
+                         codec_text, i, differ, r.parameters, dir);
+        if (getenv("SGP_TEST_VERBOSE"))
+            fprintf(stderr, "peer %d: %zu values differ, relative distance %.3g\n", i, differ, sqrt(d2 / s2));
         free(m);
     }
     sim_result_free(&r);
@@ -127,6 +148,12 @@ static void sim_equals_network_on(const workload *w, const char *codec_text, con
     nn_dataset_free(&train);
     nn_dataset_free(&test);
     sgp_rm_rf(dir);
+}
+
+static void sim_equals_network_on(const workload *w, const char *codec_text, const char *warmup,
+                                  const char *local_steps, const char *outer)
+{
+    sim_equals_network_near(w, codec_text, warmup, local_steps, outer, 0);
 }
 
 static void sim_equals_network(const char *codec_text, const char *warmup, const char *local_steps, const char *outer)
@@ -137,6 +164,18 @@ static void sim_equals_network(const char *codec_text, const char *warmup, const
 Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_network("none", "0", "1", "none"); }
 
 Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05", "0", "1", "none"); }
+
+/* Shares of a whole model each (the running sums, 6.5 MB): the transport's
+ * big-frame path (sealed and opened on the thread pool, each taken in where
+ * it arrived: wire_push_in_place, which tests/unit/test_peer_wire.c checks
+ * bit for bit) trains the simulator's models. Not to the bit: a link still
+ * writing the last frame keeps that round's share home (runs here ended
+ * 0.004 to 0.012 from the simulator); a share taken in wrong would put a
+ * peer at a distance of the order of its model, or at NaN. */
+Test(peer_node, whole_model_frames_in_four_processes_match_the_simulator)
+{
+    sim_equals_network_near(&WIDE, "exact", "0", "1", "none", 0.2);
+}
 
 /* A language model on text, compressed, with local steps and an outer
  * optimizer: attention, text shards and per-token losses change nothing of

@@ -560,6 +560,72 @@ Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
 
 /* The incarnation (a sender's process run, any uint64) at every msgpack
  * integer width, for every kind, through decode and into the gsp_msg. */
+/* A whole model's message taken in where it arrived (wire_push_in_place)
+ * holds what the copy out of it holds, bit for bit, aligned, whatever the
+ * dims, the list's length and where in its buffer the frame lies. */
+Test(peer_wire, a_push_taken_in_place_equals_the_copy)
+{
+    const size_t dims[] = {1, 2, 7, 8, 33, 1000, 1001};
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind += GSP_SYNC - GSP_RAW)
+        for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+            for (size_t lead = 0; lead < 8; lead++) { /* bytes before the message: the payload at every alignment */
+                push_case c;
+                push_make(&c, (gsp_kind)kind, dims[d]);
+                size_t len;
+                uint8_t *enc = encode_push(&c.m, &len);
+                uint8_t *frame = malloc(lead + len);
+                memcpy(frame + lead, enc, len);
+                wire_msg m;
+                wire_err e;
+                cr_assert_eq(wire_decode(&m, frame + lead, len, &e), 0, "%s: %s", e.field, e.why);
+                const size_t sl = wire_push_scratch_bound(dims[d]);
+                void *scratch = malloc(sl);
+                gsp_msg copy, in;
+                cr_assert_eq(wire_push_to_gsp(&m, &copy, scratch, sl), 0);
+                cr_assert_eq(wire_push_in_place(&m, &in, frame + 1), -EINVAL, "a base that is not 8-aligned");
+                cr_assert_eq(wire_push_in_place(&m, &in, frame), 0, "dim %zu, %zu bytes before", dims[d], lead);
+                cr_assert_eq(in.seq, copy.seq);
+                cr_assert_eq(in.kind, copy.kind);
+                cr_assert(same_bits64(in.w_total, copy.w_total));
+                if (kind == GSP_RAW) {
+                    cr_assert_eq((uintptr_t)in.x_total % _Alignof(double), 0);
+                    cr_assert_eq(memcmp(in.x_total, copy.x_total, dims[d] * sizeof(double)), 0);
+                    cr_assert_eq(memcmp(in.x_total, c.x, dims[d] * sizeof(double)), 0);
+                } else {
+                    cr_assert_eq(in.base, copy.base);
+                    cr_assert_eq(in.n_corr, copy.n_corr);
+                    cr_assert_eq(in.corr_idx == NULL, copy.corr_idx == NULL);
+                    cr_assert_eq((uintptr_t)in.corr % _Alignof(double), 0, "dim %zu, n %zu", dims[d], in.n_corr);
+                    cr_assert_eq(memcmp(in.ref, c.ref, dims[d] * sizeof(float)), 0);
+                    cr_assert(!in.corr_idx || !memcmp(in.corr_idx, copy.corr_idx, in.n_corr * sizeof(uint32_t)));
+                    cr_assert_eq(memcmp(in.corr, copy.corr, in.n_corr * sizeof(double)), 0);
+                    cr_assert(same_corr(&in, &c.m), "the corrections sent");
+                }
+                free(scratch);
+                free(frame);
+                free(enc);
+                push_free(&c);
+            }
+    /* Not for a DELTA (its payload is compress/'s bytes, taken as they are), nor past the payload. */
+    push_case c;
+    push_make(&c, GSP_DELTA, 9);
+    size_t len;
+    uint8_t *enc = encode_push(&c.m, &len);
+    wire_msg m;
+    wire_err e;
+    gsp_msg g;
+    cr_assert_eq(wire_decode(&m, enc, len, &e), 0);
+    cr_assert_eq(wire_push_in_place(&m, &g, enc), -EINVAL);
+    free(enc);
+    push_free(&c);
+    push_make(&c, GSP_RAW, 9);
+    enc = encode_push(&c.m, &len);
+    cr_assert_eq(wire_decode(&m, enc, len, &e), 0);
+    cr_assert_eq(wire_push_in_place(&m, &g, enc + len - 8), -EINVAL, "a base after the payload's start");
+    free(enc);
+    push_free(&c);
+}
+
 Test(peer_wire, push_incarnation_round_trips_at_every_integer_width)
 {
     static const uint64_t v[] = {0, 1, 127, 128, 255, 256, 65535, 65536, 0xffffffffULL, 0x100000000ULL,
