@@ -102,12 +102,22 @@ static void send_ack(engine *e, int q, int even_if_sent, double now)
     e->ack_sent[q] = e->ack_due[q];
 }
 
-/* What q lacks of our messages after `base`, as one SYNC (nothing if it holds them all). */
+/* What q lacks of our messages after `base`, as one SYNC (nothing if it
+ * holds them all). Not again while the last one we queued, a later seq than
+ * base, is still being written: the NACK was sent before q had it (q asks
+ * at every message it cannot apply), and the SYNC on its way answers it;
+ * at 100M each is half a GB to build. A later NACK, once the link has
+ * written it, is answered (where a SYNC can be lost, in the simulator, the
+ * link is never "sending"). */
 static void send_sync(engine *e, int q, uint64_t base, double now)
 {
+    if (e->sending[q] && base < e->sync_queued[q])
+        return;
     gsp_msg sync;
-    if (gsp_sync_msg(&e->rp.g, q, base, &sync) == 0)
+    if (gsp_sync_msg(&e->rp.g, q, base, &sync) == 0) {
         queue(e, (engine_send){.kind = ENGINE_PUSH, .peer = q, .msg = sync}, now);
+        e->sync_queued[q] = sync.seq;
+    }
 }
 
 static void send_heartbeat(engine *e, int q, double now)
@@ -456,6 +466,8 @@ void engine_link_up(engine *e, int q, double now)
 
 void engine_link_down(engine *e, int q, double now)
 {
+    if (q >= 0 && q < e->n_peers)
+        e->sync_queued[q] = 0; /* (lost with the connection: the NACK on reconnect asks again) */
     gsp_pace_down(&e->rp.pace, q, now);
     try_start(e, now);
 }
@@ -548,6 +560,10 @@ void engine_unsent(engine *e, const engine_send *s, int rc, double now)
         e->asked_at = -INFINITY; /* the next one now, or all over again at the next tick */
         ask_next(e, now);
         break;
+    case ENGINE_PUSH:
+        if (s->msg.kind == GSP_SYNC)
+            e->sync_queued[q] = 0; /* (not on its way: the next NACK is answered) */
+        break;
     default: /* running sums and a later SYNC make up for a share; the rest is repeated anyway */
         break;
     }
@@ -561,7 +577,7 @@ static void reset(engine *e, double now)
     memset(e->busy, 0, n), memset(e->sending, 0, n);
     memset(e->model_wanted, 0, n), memset(e->model_queued, 0, n);
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
-    memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation);
+    memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
     e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->held = 1;
@@ -585,9 +601,9 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
     e->busy = calloc(n, 1), e->sending = calloc(n, 1);
     e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
-    e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation);
+    e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
-        !e->ack_incarnation) {
+        !e->ack_incarnation || !e->sync_queued) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -602,7 +618,7 @@ void engine_free(engine *e)
         return;
     round_peer_free(&e->rp);
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
-    free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation);
+    free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued);
     free(e->sends), free(e->events);
     memset(e, 0, sizeof *e);
 }

@@ -88,6 +88,7 @@ typedef struct engine {
     uint8_t *model_queued;    /* our model went to it: a repeated request waits while frames are queued */
     uint64_t *ack_due, *ack_sent, *ack_incarnation; /* the highest seq received from it, acknowledged, and
                                                       * the sender's incarnation they belong to */
+    uint64_t *sync_queued;    /* the seq of the last SYNC queued to it (0: none since the link came up) */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
     int joining, refreshing, asked, ask_left, alone;

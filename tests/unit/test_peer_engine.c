@@ -253,6 +253,54 @@ Test(peer_engine, shares_after_a_lost_one_ask_for_one_sync)
     scene_free(&s);
 }
 
+/* A NACK that reaches the sender while the SYNC it sent for an earlier one
+ * is still being written was sent before the receiver had that SYNC: it
+ * gets none (at 100M each is half a GB); once the link has written it, or
+ * for a NACK from a later seq, a SYNC goes. */
+Test(peer_engine, a_nack_from_before_the_sync_on_its_way_gets_none)
+{
+    cmp_spec spec;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&spec, "topk:0.5", err, sizeof err), 0, "%s", err);
+    scene s;
+    scene_make_codec(&s, "ring", 2, 10, 3, &spec);
+    all_up(&s, 0);
+    outputs o;
+    round_of(&s, 1, 0, &o); /* peer 1 sends seq 1 and 2 to peer 0 */
+    engine_advance(&s.e[1], MS);
+    take(&s.e[1], &o);
+    engine_step_done(&s.e[1], MS);
+    take(&s.e[1], &o);
+    engine *e1 = &s.e[1];
+    engine_nack(e1, 0, 0, 2 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "the first NACK gets a SYNC");
+    cr_assert_eq(send_of(&o, ENGINE_PUSH)->msg.kind, GSP_SYNC);
+    engine_link_state(e1, 0, 0, 1); /* still writing it */
+    engine_nack(e1, 0, 0, 3 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 0, "a NACK from before it gets none while it is written");
+    engine_link_state(e1, 0, 0, 0);
+    engine_nack(e1, 0, 0, 4 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "once written, a NACK is answered (it may have been lost)");
+    engine_advance(e1, 5 * MS); /* seq 3 */
+    take(e1, &o);
+    engine_step_done(e1, 5 * MS);
+    take(e1, &o);
+    engine_link_state(e1, 0, 0, 1);
+    engine_nack(e1, 0, 2, 6 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "a NACK from the SYNC's seq on is a new one");
+    engine_link_down(e1, 0, 7 * MS);
+    engine_link_up(e1, 0, 8 * MS);
+    engine_link_state(e1, 0, 0, 1);
+    engine_nack(e1, 0, 0, 9 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "after a reconnect, what was on its way is lost: answered");
+    scene_free(&s);
+}
+
 /* A message that no frame can hold would be refused at every retry (a SYNC
  * asked for again and again): the run ends with an error instead. */
 Test(peer_engine, a_message_no_frame_holds_ends_the_run_with_an_error)
