@@ -218,26 +218,27 @@ Test(peer_engine, a_refused_ack_stays_due_until_the_next_tick)
     scene_free(&s);
 }
 
+/* Two peers on the ring under topk:0.5 (spec: the caller's, for the scene's
+ * life), tau 3: peer 1 runs ahead without peer 0's shares. */
+static void compressed_ring(scene *s, cmp_spec *spec)
+{
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(spec, "topk:0.5", err, sizeof err), 0, "%s", err);
+    scene_make_codec(s, "ring", 2, 10, 3, spec);
+    all_up(s, 0);
+}
+
 /* Shares that arrive after a lost one each ask for a SYNC; the receiver asks
  * (a NACK) once for all that it absorbs together: one SYNC answers them all. */
 Test(peer_engine, shares_after_a_lost_one_ask_for_one_sync)
 {
     cmp_spec spec;
-    char err[128];
-    cr_assert_eq(cmp_spec_parse(&spec, "topk:0.5", err, sizeof err), 0, "%s", err);
     scene s;
-    scene_make_codec(&s, "ring", 2, 10, 3, &spec); /* tau 3: peer 1 runs ahead without peer 0's shares */
-    all_up(&s, 0);
+    compressed_ring(&s, &spec);
     outputs lost, o1, o2, o;
     round_of(&s, 1, 0, &lost);
-    engine_advance(&s.e[1], MS);
-    take(&s.e[1], &o);
-    engine_step_done(&s.e[1], MS);
-    take(&s.e[1], &o1);
-    engine_advance(&s.e[1], 2 * MS);
-    take(&s.e[1], &o);
-    engine_step_done(&s.e[1], 2 * MS);
-    take(&s.e[1], &o2);
+    round_of(&s, 1, MS, &o1);
+    round_of(&s, 1, 2 * MS, &o2);
     cr_assert_eq(sends(&o1, ENGINE_PUSH, 0), 1);
     cr_assert_eq(sends(&o2, ENGINE_PUSH, 0), 1);
     deliver_push(&s, &o1, 0, 3 * MS); /* seq 2 and 3 arrive, seq 1 does not */
@@ -260,17 +261,11 @@ Test(peer_engine, shares_after_a_lost_one_ask_for_one_sync)
 Test(peer_engine, a_nack_from_before_the_sync_on_its_way_gets_none)
 {
     cmp_spec spec;
-    char err[128];
-    cr_assert_eq(cmp_spec_parse(&spec, "topk:0.5", err, sizeof err), 0, "%s", err);
     scene s;
-    scene_make_codec(&s, "ring", 2, 10, 3, &spec);
-    all_up(&s, 0);
+    compressed_ring(&s, &spec);
     outputs o;
     round_of(&s, 1, 0, &o); /* peer 1 sends seq 1 and 2 to peer 0 */
-    engine_advance(&s.e[1], MS);
-    take(&s.e[1], &o);
-    engine_step_done(&s.e[1], MS);
-    take(&s.e[1], &o);
+    round_of(&s, 1, MS, &o);
     engine *e1 = &s.e[1];
     engine_nack(e1, 0, 0, 2 * MS);
     take(e1, &o);
@@ -284,10 +279,7 @@ Test(peer_engine, a_nack_from_before_the_sync_on_its_way_gets_none)
     engine_nack(e1, 0, 0, 4 * MS);
     take(e1, &o);
     cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "once written, a NACK is answered (it may have been lost)");
-    engine_advance(e1, 5 * MS); /* seq 3 */
-    take(e1, &o);
-    engine_step_done(e1, 5 * MS);
-    take(e1, &o);
+    round_of(&s, 1, 5 * MS, &o); /* seq 3 */
     engine_link_state(e1, 0, 0, 1);
     engine_nack(e1, 0, 2, 6 * MS);
     take(e1, &o);
