@@ -579,6 +579,14 @@ static void adopt_baseline(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
     g->stats.ignored++;
 }
 
+/* The in-edge waits for a SYNC from seq `from` (kept while it waits). */
+static int need_sync(gsp_edge *e, uint64_t from)
+{
+    if (!e->sync)
+        e->sync = 1, e->sync_base = from;
+    return GSP_NEED_SYNC;
+}
+
 /* A delta into its in-edge: the reference moves by gain * c at the message's
  * positions, then x takes `moved` (the sender's, bit for bit) times the
  * moved reference. With the positions (ascending) both go block by block in
@@ -623,10 +631,8 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
          * earlier holder of this id (or for this peer's run that crashed
          * after absorbing them), so the totals are a baseline, not mass.
          * A DELTA cannot be adopted (it is relative to a reference we lack). */
-        if (m->kind == GSP_DELTA) {
-            e->sync = 1;
-            return GSP_NEED_SYNC;
-        }
+        if (m->kind == GSP_DELTA)
+            return need_sync(e, m->seq - 1);
         adopt_baseline(g, e, m);
         return 0;
     }
@@ -636,10 +642,8 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         return 0;
     }
     if (m->kind == GSP_SYNC && m->base != e->seq) {
-        if (m->base < e->seq) { /* (from before messages we applied since: ask again from here) */
-            e->sync = 1;
-            return GSP_NEED_SYNC;
-        }
+        if (m->base < e->seq) /* (from before messages we applied since: ask again from here) */
+            return need_sync(e, e->seq);
         /* The sender no longer keeps what we lack: we lost messages we had
          * acknowledged (a crash). Their mass is gone; the rest continues. */
         adopt_baseline(g, e, m);
@@ -652,9 +656,8 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
          * started: unless that is ours too, the references differ. */
         const int apart = m->seq == 1 && m->origin != g->origin_id;
         if (e->sync || m->seq != e->seq + 1 || apart) { /* a delta was lost: the references differ now */
-            e->sync = 1;
             g->stats.gaps++;
-            return GSP_NEED_SYNC;
+            return need_sync(e, e->seq);
         }
         const uint32_t *idx;
         const float *c;
@@ -694,11 +697,9 @@ uint64_t gsp_in_seq(const gsp_peer *g, int src)
 
 uint64_t gsp_nack_seq(const gsp_peer *g, const gsp_msg *m)
 {
-    for (int j = 0; j < g->n_in; j++) {
-        const gsp_edge *e = &g->in[j];
-        if (e->peer == m->src)
-            return e->adopt && m->incarnation == e->incarnation && m->seq > e->seq + 1 ? m->seq - 1 : e->seq;
-    }
+    for (int j = 0; j < g->n_in; j++)
+        if (g->in[j].peer == m->src)
+            return g->in[j].sync ? g->in[j].sync_base : g->in[j].seq;
     return 0;
 }
 

@@ -121,7 +121,8 @@ typedef struct gsp_edge {
     float *ref;     /* codec: the reference both ends hold */
     gsp_sent *log;  /* codec, out-edges: the messages not acknowledged yet, in seq order */
     int n_log, cap_log;
-    uint64_t sync_base; /* out: the base of the SYNC the next emit sends */
+    uint64_t sync_base; /* out: the base of the SYNC the next emit sends; in: the seq it asks from while it
+                         * waits (one for every NACK of one wait: gsp_nack_seq) */
     int sync;       /* out: next message is a SYNC; in: waiting for one */
     uint64_t incarnation; /* in-edges: the sender's incarnation these totals belong to */
     int adopt;      /* in-edges after a comeback: totals after a gap in seq are a baseline, not mass */
@@ -328,11 +329,12 @@ uint64_t gsp_in_seq(const gsp_peer *g, int src);
 
 /* The seq a NACK for m (absorbed with GSP_NEED_SYNC) names: gsp_in_seq,
  * except on an edge that will adopt the SYNC as a baseline (a gap after a
- * comeback or a join): the seq before m. The receiver takes none of the mass
- * of the messages before that SYNC, so their corrections (after many
- * unacknowledged sparse messages, one at every position: the SYNC three
- * times the reference's size) would be read by no one; from m's seq - 1 the
- * sender always has something to send (m at least). */
+ * comeback or a join): the seq before the first message it could not apply.
+ * The receiver takes none of the mass of the messages before that SYNC, so
+ * their corrections (after many unacknowledged sparse messages, one at every
+ * position: the SYNC three times the reference's size) would be read by no
+ * one; from there the sender always has something to send. The same seq for
+ * every NACK until the SYNC comes, so that a sender can tell a repeat. */
 uint64_t gsp_nack_seq(const gsp_peer *g, const gsp_msg *m);
 
 /* The receiver `dst` holds this peer's messages up to seq `base` and asked

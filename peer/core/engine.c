@@ -103,20 +103,23 @@ static void send_ack(engine *e, int q, int even_if_sent, double now)
 }
 
 /* What q lacks of our messages after `base`, as one SYNC (nothing if it
- * holds them all). Not again while the last one we queued, a later seq than
- * base, is still being written: the NACK was sent before q had it (q asks
- * at every message it cannot apply), and the SYNC on its way answers it;
- * at 100M each is half a GB to build. A later NACK, once the link has
- * written it, is answered (where a SYNC can be lost, in the simulator, the
- * link is never "sending"). */
+ * holds them all). q asks (a NACK) at every absorb that finds messages it
+ * cannot apply, from one seq until its SYNC comes (gsp_nack_seq), so a NACK
+ * from before the seq of the SYNC we queued last was sent before q had that
+ * SYNC, which answers it; at 100M each is half a GB to build. So none again
+ * while the link still writes it, nor, where a link that stays up loses
+ * nothing (a reconnect clears this), for the same request until q
+ * acknowledges the SYNC. Otherwise (the simulator's lossy links: its links
+ * never report "sending") every NACK is answered. */
 static void send_sync(engine *e, int q, uint64_t base, double now)
 {
-    if (e->sending[q] && base < e->sync_queued[q])
+    const uint64_t s = e->sync_queued[q];
+    if (base < s && (e->sending[q] || (e->rp.c->reliable_links && base == e->sync_asked[q] && e->acked[q] < s)))
         return;
     gsp_msg sync;
     if (gsp_sync_msg(&e->rp.g, q, base, &sync) == 0) {
         queue(e, (engine_send){.kind = ENGINE_PUSH, .peer = q, .msg = sync}, now);
-        e->sync_queued[q] = sync.seq;
+        e->sync_queued[q] = sync.seq, e->sync_asked[q] = base;
     }
 }
 
@@ -364,6 +367,8 @@ void engine_ack(engine *e, int q, uint64_t seq, double now)
     heard(e, q, now);
     gsp_pace_acked(&e->rp.pace, q, seq);
     gsp_acked(&e->rp.g, q, seq);
+    if (q >= 0 && q < e->n_peers && seq > e->acked[q])
+        e->acked[q] = seq;
     try_start(e, now);
 }
 
@@ -578,6 +583,7 @@ static void reset(engine *e, double now)
     memset(e->model_wanted, 0, n), memset(e->model_queued, 0, n);
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
+    memset(e->sync_asked, 0, n * sizeof *e->sync_asked), memset(e->acked, 0, n * sizeof *e->acked);
     e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->held = 1;
@@ -602,8 +608,9 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
     e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
     e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
+    e->sync_asked = calloc(n, sizeof *e->sync_asked), e->acked = calloc(n, sizeof *e->acked);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
-        !e->ack_incarnation || !e->sync_queued) {
+        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->acked) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -618,7 +625,8 @@ void engine_free(engine *e)
         return;
     round_peer_free(&e->rp);
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
-    free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued);
+    free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
+    free(e->acked);
     free(e->sends), free(e->events);
     memset(e, 0, sizeof *e);
 }

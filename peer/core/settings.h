@@ -27,6 +27,8 @@ typedef struct peer_settings {
     double round_deadline;   /* > 0: seconds a round waits for a late neighbour; else derived (gsp_pace) */
     double alone_wait;       /* once every in-neighbour is lost, seconds to wait for one; <= 0: round_timeout */
     int barrier;             /* round 0 waits for every neighbour's connection */
+    int reliable_links;      /* a frame sent on a link that stays up arrives (TCP: sgp peer); the simulator's
+                              * may lose shares (--loss): a SYNC asked again is then sent again */
     int share_origin;        /* x0 stays as it is while the peers live (one process holds them all): their
                               * references start from it without a copy each (gsp_share_origin) */
     struct gsp_scratch *share_scratch; /* non-NULL: the peers run one at a time in this process and share one

@@ -236,6 +236,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     }
     n->settings = c->peer;
     n->settings.n_peers = np, n->settings.barrier = !c->resume; /* (a resumed peer comes back into a running run) */
+    n->settings.reliable_links = 1;
     rc = engine_init(&n->e, &n->settings, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
     if (rc < 0)
         return rc;

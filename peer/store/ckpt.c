@@ -442,6 +442,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
         e->w = get_f64(&eb);
         uint32_t flags = get_u32(&eb);
         e->sync = flags & 1, e->adopt = flags >> 1 & 1;
+        e->sync_base = e->seq; /* (a wait's seq is not kept: it asks from what it holds) */
         if (!g->codec)
             get(&eb, e->x, dim * sizeof(double));
         else

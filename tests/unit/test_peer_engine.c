@@ -290,6 +290,20 @@ Test(peer_engine, a_nack_from_before_the_sync_on_its_way_gets_none)
     engine_nack(e1, 0, 0, 9 * MS);
     take(e1, &o);
     cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "after a reconnect, what was on its way is lost: answered");
+    /* Where links lose nothing while up (sgp peer's TCP), the same request
+     * waits for the SYNC's acknowledgement even once it is written. */
+    s.c.reliable_links = 1;
+    engine_link_state(e1, 0, 0, 0);
+    engine_nack(e1, 0, 0, 10 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 0, "the request the SYNC on its way answers");
+    engine_nack(e1, 0, 1, 11 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "another request is answered");
+    engine_ack(e1, 0, 3, 12 * MS);
+    engine_nack(e1, 0, 1, 13 * MS);
+    take(e1, &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "and, once acknowledged, any");
     scene_free(&s);
 }
 
