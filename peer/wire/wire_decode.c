@@ -1,0 +1,434 @@
+/* The message layer of peer/wire/WIRE.md, decoding: a bounded reader of our
+ * own (msgpack-c's unpacker allocates by the counts it reads), and a decoded
+ * PUSH as a gsp_msg, copied out or taken in place. */
+#include "peer/wire/wire.h"
+#include "peer/wire/wire_schema.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- decoding: the bounded reader ----------------------------------------- */
+
+/* A cursor over the input. Every read checks the bytes it needs against
+ * end - p before touching them, and nothing read is used to size anything
+ * before it has been checked against the schema. */
+typedef struct wire_rd {
+    const uint8_t *start, *p, *end;
+    wire_err *err;
+} wire_rd;
+
+static int rd_fail(wire_rd *r, const uint8_t *at, const char *field, const char *why)
+{
+    if (r->err)
+        *r->err = (wire_err){.offset = (size_t)(at - r->start), .field = field, .why = why};
+    return -EBADMSG;
+}
+
+static size_t rd_left(const wire_rd *r)
+{
+    return (size_t)(r->end - r->p);
+}
+
+static uint64_t be(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A msgpack tag byte followed by an n-byte big-endian argument. */
+static int rd_arg(wire_rd *r, const char *field, size_t n, uint64_t *v)
+{
+    if (rd_left(r) < n)
+        return rd_fail(r, r->p - 1, field, "truncated");
+    *v = be(r->p, n);
+    r->p += n;
+    return 0;
+}
+
+/* Any msgpack integer form, in [0, max]. Non-shortest forms and signed
+ * forms holding non-negative values are accepted: they are the same integer
+ * (msgpack spec), and another encoder may well produce them. */
+static int rd_uint(wire_rd *r, const char *field, uint64_t max, uint64_t *v)
+{
+    const uint8_t *at = r->p;
+    if (!rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    uint8_t t = *r->p++;
+    if (t <= 0x7f) { /* positive fixint */
+        *v = t;
+    } else if (t >= 0xe0) { /* negative fixint */
+        return rd_fail(r, at, field, "negative");
+    } else if (t >= 0xcc && t <= 0xd3) { /* uint 8/16/32/64, int 8/16/32/64 */
+        size_t n = (size_t)1 << ((t - 0xcc) & 3);
+        int sign = t >= 0xd0;
+        if (rd_arg(r, field, n, v) < 0)
+            return -EBADMSG;
+        if (sign && (*v >> (8 * n - 1)))
+            return rd_fail(r, at, field, "negative");
+    } else {
+        return rd_fail(r, at, field, "not an integer");
+    }
+    if (*v > max)
+        return rd_fail(r, at, field, "out of range");
+    return 0;
+}
+
+/* Floats only in the width the schema gives them: float64 for w_total (a
+ * running total that must not lose bits), float32 for gain and step (what
+ * both ends compute with). A float32 w_total is a different message. */
+static int rd_f64(wire_rd *r, const char *field, double *v)
+{
+    const uint8_t *at = r->p;
+    if (!rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    if (*r->p++ != 0xcb)
+        return rd_fail(r, at, field, "not a float64");
+    uint64_t u;
+    if (rd_arg(r, field, 8, &u) < 0)
+        return -EBADMSG;
+    memcpy(v, &u, sizeof *v);
+    return 0;
+}
+
+static int rd_f32(wire_rd *r, const char *field, float *v)
+{
+    const uint8_t *at = r->p;
+    if (!rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    if (*r->p++ != 0xca)
+        return rd_fail(r, at, field, "not a float32");
+    uint64_t u;
+    if (rd_arg(r, field, 4, &u) < 0)
+        return -EBADMSG;
+    uint32_t u32 = (uint32_t)u;
+    memcpy(v, &u32, sizeof *v);
+    return 0;
+}
+
+/* A bin (bin8/16/32) of at most max bytes, all of them present: the view
+ * points into the input. */
+static int rd_bin(wire_rd *r, const char *field, size_t max, const uint8_t **b, size_t *len)
+{
+    const uint8_t *at = r->p;
+    if (!rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    uint8_t t = *r->p++;
+    size_t n = t == 0xc4 ? 1 : t == 0xc5 ? 2 : t == 0xc6 ? 4 : 0;
+    if (!n)
+        return rd_fail(r, at, field, "not a bin");
+    uint64_t l;
+    if (rd_arg(r, field, n, &l) < 0)
+        return -EBADMSG;
+    if (l > max)
+        return rd_fail(r, at, field, "too long");
+    if (l > rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    *b = r->p, *len = (size_t)l;
+    r->p += l;
+    return 0;
+}
+
+/* A str (fixstr or str8: the schema's strings are short) of at most max bytes. */
+static int rd_str(wire_rd *r, const char *field, size_t max, const uint8_t **s, size_t *len)
+{
+    const uint8_t *at = r->p;
+    if (!rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    uint8_t t = *r->p++;
+    uint64_t l;
+    if ((t & 0xe0) == 0xa0)
+        l = t & 0x1f;
+    else if (t == 0xd9) {
+        if (rd_arg(r, field, 1, &l) < 0)
+            return -EBADMSG;
+    } else
+        return rd_fail(r, at, field, "not a str (fixstr or str8)");
+    if (l > max)
+        return rd_fail(r, at, field, "too long");
+    if (l > rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    *s = r->p, *len = (size_t)l;
+    r->p += l;
+    return 0;
+}
+
+static int rd_array(wire_rd *r, uint64_t *n)
+{
+    const uint8_t *at = r->p;
+    if (!rd_left(r))
+        return rd_fail(r, at, "array", "truncated");
+    uint8_t t = *r->p++;
+    if ((t & 0xf0) == 0x90) {
+        *n = t & 0x0f;
+        return 0;
+    }
+    if (t == 0xdc)
+        return rd_arg(r, "array", 2, n);
+    if (t == 0xdd)
+        return rd_arg(r, "array", 4, n);
+    return rd_fail(r, at, "array", "not an array");
+}
+
+static int decode_push(wire_rd *r, wire_push *p)
+{
+    const uint8_t *at[F_N];
+    uint64_t v;
+    at[F_ROUND] = r->p;
+    if (rd_uint(r, "round", LONG_MAX, &v) < 0)
+        return -EBADMSG;
+    p->round = (long)v;
+    at[F_SEQ] = r->p;
+    if (rd_uint(r, "seq", UINT64_MAX, &p->seq) < 0)
+        return -EBADMSG;
+    at[F_INC] = r->p;
+    if (rd_uint(r, "incarnation", UINT64_MAX, &p->incarnation) < 0)
+        return -EBADMSG;
+    at[F_KIND] = r->p;
+    if (rd_uint(r, "kind", GSP_SYNC, &v) < 0)
+        return -EBADMSG;
+    p->kind = (gsp_kind)v;
+    at[F_W] = r->p;
+    if (rd_f64(r, "w_total", &p->w_total) < 0)
+        return -EBADMSG;
+    at[F_GAIN] = r->p;
+    if (rd_f32(r, "gain", &p->gain) < 0)
+        return -EBADMSG;
+    at[F_STEP] = r->p;
+    if (rd_f32(r, "step", &p->step) < 0)
+        return -EBADMSG;
+    at[F_ORIGIN] = r->p;
+    if (rd_uint(r, "origin", UINT64_MAX, &p->origin) < 0)
+        return -EBADMSG;
+    at[F_BASE] = r->p;
+    if (rd_uint(r, "base", UINT64_MAX, &p->base) < 0)
+        return -EBADMSG;
+    at[F_DIM] = r->p;
+    if (rd_uint(r, "dim", WIRE_MAX_DIM, &v) < 0)
+        return -EBADMSG;
+    p->dim = (size_t)v;
+    at[F_PAYLOAD] = r->p;
+    if (rd_bin(r, "payload", UINT32_MAX, &p->payload, &p->payload_len) < 0)
+        return -EBADMSG;
+    const char *why;
+    int f = wire_push_check(p, &why);
+    return f < 0 ? 0 : rd_fail(r, at[f], wire_push_field_names[f], why);
+}
+
+int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
+{
+    if (!m || (!buf && len))
+        return -EINVAL;
+    memset(m, 0, sizeof *m);
+    if (err)
+        *err = (wire_err){0};
+    static const uint8_t empty[1];
+    wire_rd r = {.start = buf ? buf : empty, .p = buf ? buf : empty, .end = (buf ? buf : empty) + len, .err = err};
+    int rc = -EBADMSG;
+    uint64_t n, type, v;
+    const uint8_t *at;
+    if (rd_array(&r, &n) < 0)
+        goto fail;
+    /* Known counts only, before reading anything else. */
+    if (n != 2 && n != 5 && n != 12) {
+        rc = rd_fail(&r, r.start, "array", "element count of no message type");
+        goto fail;
+    }
+    at = r.p;
+    if (rd_uint(&r, "type", UINT64_MAX, &type) < 0)
+        goto fail;
+    if (type >= WIRE_N_TYPES) {
+        rc = rd_fail(&r, at, "type", "unknown message type");
+        goto fail;
+    }
+    if (n != wire_fields[type]) {
+        rc = rd_fail(&r, r.start, "array", "element count does not match the type");
+        goto fail;
+    }
+    m->type = (wire_type)type;
+    switch (m->type) {
+    case WIRE_AUTH: {
+        size_t hl;
+        at = r.p;
+        if (rd_bin(&r, "hash", WIRE_HASH_LEN, &m->auth.hash, &hl) < 0)
+            goto fail;
+        if (hl != WIRE_HASH_LEN) {
+            rc = rd_fail(&r, at, "hash", "not 32 bytes");
+            goto fail;
+        }
+        break;
+    }
+    case WIRE_PUSH:
+        if (decode_push(&r, &m->push) < 0)
+            goto fail;
+        break;
+    case WIRE_NACK:
+        /* 0 is legal: the gap may start before the first message of the edge. */
+        if (rd_uint(&r, "seq", UINT64_MAX, &m->nack.seq) < 0)
+            goto fail;
+        break;
+    case WIRE_HEARTBEAT:
+        if (rd_uint(&r, "round", LONG_MAX, &v) < 0)
+            goto fail;
+        m->heartbeat.round = (long)v;
+        break;
+    case WIRE_ACK:
+        if (rd_uint(&r, "seq", UINT64_MAX, &m->ack.seq) < 0)
+            goto fail;
+        break;
+    case WIRE_MODEL_SOON:
+        if (rd_uint(&r, "round", LONG_MAX, &v) < 0)
+            goto fail;
+        m->model_soon.round = (long)v;
+        break;
+    case WIRE_GOODBYE: {
+        const uint8_t *s;
+        at = r.p;
+        if (rd_str(&r, "reason", WIRE_REASON_MAX, &s, &m->goodbye.len) < 0)
+            goto fail;
+        if (!wire_reason_ok(s, m->goodbye.len)) {
+            rc = rd_fail(&r, at, "reason", "not UTF-8 text without control characters");
+            goto fail;
+        }
+        m->goodbye.reason = (const char *)s;
+        break;
+    }
+    case WIRE_MODEL_REQUEST:
+        if (rd_uint(&r, "dim", WIRE_MAX_DIM, &v) < 0)
+            goto fail;
+        m->model_request.dim = (size_t)v;
+        break;
+    case WIRE_MODEL: {
+        size_t hl, pl;
+        if (rd_uint(&r, "round", LONG_MAX, &v) < 0)
+            goto fail;
+        m->model.round = (long)v;
+        if (rd_uint(&r, "dim", WIRE_MAX_DIM, &v) < 0)
+            goto fail;
+        m->model.dim = (size_t)v;
+        at = r.p;
+        if (rd_bin(&r, "hash", WIRE_HASH_LEN, &m->model.hash, &hl) < 0)
+            goto fail;
+        if (hl != WIRE_HASH_LEN) {
+            rc = rd_fail(&r, at, "hash", "not 32 bytes");
+            goto fail;
+        }
+        at = r.p;
+        if (rd_bin(&r, "payload", UINT32_MAX, &m->model.payload, &pl) < 0)
+            goto fail;
+        if (pl != m->model.dim * sizeof(float)) {
+            rc = rd_fail(&r, at, "payload", "not 4 * dim bytes");
+            goto fail;
+        }
+        break;
+    }
+    }
+    /* One frame, one message: anything after it is not ours to ignore. */
+    if (r.p != r.end) {
+        rc = rd_fail(&r, r.p, "message", "trailing bytes");
+        goto fail;
+    }
+    return 0;
+fail:
+    memset(m, 0, sizeof *m);
+    return rc;
+}
+
+/* m's PUSH, if it keeps the schema, as the fields of a gsp_msg (no tensors yet); NULL if not. */
+static const wire_push *push_fields(const wire_msg *m, gsp_msg *g)
+{
+    const char *why;
+    if (!m || m->type != WIRE_PUSH || wire_push_check(&m->push, &why) >= 0 || (!m->push.payload && m->push.payload_len))
+        return NULL;
+    const wire_push *p = &m->push;
+    *g = (gsp_msg){.src = -1, .dst = -1, .round = p->round, .seq = p->seq, .kind = p->kind,
+                   .w_total = p->w_total, .dim = p->dim, .gain = p->gain, .step = p->step,
+                   .incarnation = p->incarnation, .origin = p->origin, .base = p->base};
+    return p;
+}
+
+int wire_push_in_place(const wire_msg *m, gsp_msg *out, uint8_t *base)
+{
+    gsp_msg g;
+    const wire_push *p = push_fields(m, &g);
+    if (!p || !out || p->kind == GSP_DELTA || !p->dim || !base || base > p->payload ||
+        (uintptr_t)base % _Alignof(double))
+        return -EINVAL;
+    /* Each part moves towards base, none past a part not yet moved: the
+     * reference to base, then the positions behind it, then the values at
+     * the next multiple of 8 (at most 4 bytes past where the positions end,
+     * and the payload had at least the count's 4 bytes before them). */
+    const size_t dim = p->dim;
+    if (p->kind == GSP_RAW) {
+        memmove(base, p->payload, dim * sizeof(double));
+        wire_get_le(base, base, dim, sizeof(double));
+        g.x_total = (const double *)(void *)base;
+    } else {
+        const uint8_t *at = p->payload + dim * sizeof(float);
+        uint32_t n;
+        wire_get_le(&n, at, 1, sizeof n);
+        at += sizeof n;
+        const int dense = n == dim;
+        const size_t idx_bytes = dense ? 0 : (size_t)n * sizeof(uint32_t);
+        memmove(base, p->payload, dim * sizeof(float));
+        wire_get_le(base, base, dim, sizeof(float));
+        uint8_t *idx = base + dim * sizeof(float), *val = base + ((dim * sizeof(float) + idx_bytes + 7) & ~(size_t)7);
+        if (!dense) {
+            memmove(idx, at, idx_bytes);
+            wire_get_le(idx, idx, n, sizeof(uint32_t));
+            g.corr_idx = (const uint32_t *)(void *)idx;
+        }
+        memmove(val, at + idx_bytes, (size_t)n * sizeof(double));
+        wire_get_le(val, val, n, sizeof(double));
+        g.ref = (const float *)(void *)base, g.corr = (const double *)(void *)val, g.n_corr = n;
+    }
+    *out = g;
+    return 0;
+}
+
+int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scratch_len)
+{
+    gsp_msg g;
+    const wire_push *p = push_fields(m, &g);
+    if (!p || !out)
+        return -EINVAL;
+    if (p->kind == GSP_DELTA) {
+        g.payload = p->payload, g.payload_len = p->payload_len;
+        *out = g;
+        return 0;
+    }
+    /* RAW/SYNC: copy out of the (unaligned, little-endian) buffer, doubles
+     * first (the scratch is aligned for them). */
+    size_t pad = scratch ? (size_t)(-(uintptr_t)scratch & (_Alignof(double) - 1)) : 0;
+    if (p->payload_len && (!scratch || scratch_len < pad || scratch_len - pad < p->payload_len))
+        return -ENOSPC;
+    static const double none_x[1]; /* gsp_absorb wants arrays even for dim 0 */
+    static const float none_ref[1];
+    double *x = p->dim ? (double *)(void *)((uint8_t *)scratch + pad) : (double *)(uintptr_t)none_x;
+    if (p->kind == GSP_RAW) {
+        wire_get_le(x, p->payload, p->dim, sizeof(double));
+        g.x_total = x;
+    } else {
+        const uint8_t *at = p->payload + p->dim * sizeof(float);
+        uint32_t n;
+        wire_get_le(&n, at, 1, sizeof n);
+        at += sizeof n;
+        const int dense = n == p->dim;
+        float *ref = p->dim ? (float *)(x + n) : (float *)(uintptr_t)none_ref;
+        wire_get_le(ref, p->payload, p->dim, sizeof(float));
+        if (!dense) {
+            uint32_t *idx = (uint32_t *)(ref + p->dim);
+            wire_get_le(idx, at, n, sizeof(uint32_t));
+            at += (size_t)n * sizeof(uint32_t);
+            g.corr_idx = idx;
+        }
+        wire_get_le(x, at, n, sizeof(double));
+        g.ref = ref, g.corr = x, g.n_corr = n;
+    }
+    *out = g;
+    return 0;
+}
