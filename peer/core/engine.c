@@ -113,8 +113,9 @@ static void send_ack(engine *e, int q, int even_if_sent, double now)
  * never report "sending") every NACK is answered. */
 static void send_sync(engine *e, int q, uint64_t base, double now)
 {
-    const uint64_t s = e->sync_queued[q];
-    if (base < s && (e->sending[q] || (e->rp.c->reliable_links && base == e->sync_asked[q] && e->acked[q] < s)))
+    const gsp_pace *pc = &e->rp.pace;
+    const uint64_t s = e->sync_queued[q], acked = pc->slot[q] >= 0 ? pc->nb[pc->slot[q]].acked_seq : 0;
+    if (base < s && (e->sending[q] || (e->rp.c->reliable_links && base == e->sync_asked[q] && acked < s)))
         return;
     gsp_msg sync;
     if (gsp_sync_msg(&e->rp.g, q, base, &sync) == 0) {
@@ -367,8 +368,6 @@ void engine_ack(engine *e, int q, uint64_t seq, double now)
     heard(e, q, now);
     gsp_pace_acked(&e->rp.pace, q, seq);
     gsp_acked(&e->rp.g, q, seq);
-    if (q >= 0 && q < e->n_peers && seq > e->acked[q])
-        e->acked[q] = seq;
     try_start(e, now);
 }
 
@@ -583,7 +582,7 @@ static void reset(engine *e, double now)
     memset(e->model_wanted, 0, n), memset(e->model_queued, 0, n);
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
-    memset(e->sync_asked, 0, n * sizeof *e->sync_asked), memset(e->acked, 0, n * sizeof *e->acked);
+    memset(e->sync_asked, 0, n * sizeof *e->sync_asked);
     e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->held = 1;
@@ -608,9 +607,9 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
     e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
     e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
-    e->sync_asked = calloc(n, sizeof *e->sync_asked), e->acked = calloc(n, sizeof *e->acked);
+    e->sync_asked = calloc(n, sizeof *e->sync_asked);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
-        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->acked) {
+        !e->ack_incarnation || !e->sync_queued || !e->sync_asked) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -626,7 +625,6 @@ void engine_free(engine *e)
     round_peer_free(&e->rp);
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
-    free(e->acked);
     free(e->sends), free(e->events);
     memset(e, 0, sizeof *e);
 }

@@ -254,6 +254,17 @@ Test(peer_engine, shares_after_a_lost_one_ask_for_one_sync)
     scene_free(&s);
 }
 
+/* How many SYNCs peer 1's engine sends peer 0 for a NACK from `base` (it sends no other PUSH for one). */
+static int pushes_after_nack(engine *e1, uint64_t base, double now)
+{
+    outputs o;
+    engine_nack(e1, 0, base, now);
+    take(e1, &o);
+    for (int j = 0; j < o.n_s; j++)
+        cr_assert(o.s[j].kind != ENGINE_PUSH || o.s[j].msg.kind == GSP_SYNC);
+    return sends(&o, ENGINE_PUSH, 0);
+}
+
 /* A NACK that reaches the sender while the SYNC it sent for an earlier one
  * is still being written was sent before the receiver had that SYNC: it
  * gets none (at 100M each is half a GB); once the link has written it, or
@@ -267,43 +278,26 @@ Test(peer_engine, a_nack_from_before_the_sync_on_its_way_gets_none)
     round_of(&s, 1, 0, &o); /* peer 1 sends seq 1 and 2 to peer 0 */
     round_of(&s, 1, MS, &o);
     engine *e1 = &s.e[1];
-    engine_nack(e1, 0, 0, 2 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "the first NACK gets a SYNC");
-    cr_assert_eq(send_of(&o, ENGINE_PUSH)->msg.kind, GSP_SYNC);
+    cr_assert_eq(pushes_after_nack(e1, 0, 2 * MS), 1, "the first NACK gets a SYNC");
     engine_link_state(e1, 0, 0, 1); /* still writing it */
-    engine_nack(e1, 0, 0, 3 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 0, "a NACK from before it gets none while it is written");
+    cr_assert_eq(pushes_after_nack(e1, 0, 3 * MS), 0, "a NACK from before it gets none while it is written");
     engine_link_state(e1, 0, 0, 0);
-    engine_nack(e1, 0, 0, 4 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "once written, a NACK is answered (it may have been lost)");
+    cr_assert_eq(pushes_after_nack(e1, 0, 4 * MS), 1, "once written, a NACK is answered (it may have been lost)");
     round_of(&s, 1, 5 * MS, &o); /* seq 3 */
     engine_link_state(e1, 0, 0, 1);
-    engine_nack(e1, 0, 2, 6 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "a NACK from the SYNC's seq on is a new one");
+    cr_assert_eq(pushes_after_nack(e1, 2, 6 * MS), 1, "a NACK from the SYNC's seq on is a new one");
     engine_link_down(e1, 0, 7 * MS);
     engine_link_up(e1, 0, 8 * MS);
     engine_link_state(e1, 0, 0, 1);
-    engine_nack(e1, 0, 0, 9 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "after a reconnect, what was on its way is lost: answered");
+    cr_assert_eq(pushes_after_nack(e1, 0, 9 * MS), 1, "after a reconnect, what was on its way is lost: answered");
     /* Where links lose nothing while up (sgp peer's TCP), the same request
      * waits for the SYNC's acknowledgement even once it is written. */
     s.c.reliable_links = 1;
     engine_link_state(e1, 0, 0, 0);
-    engine_nack(e1, 0, 0, 10 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 0, "the request the SYNC on its way answers");
-    engine_nack(e1, 0, 1, 11 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "another request is answered");
+    cr_assert_eq(pushes_after_nack(e1, 0, 10 * MS), 0, "the request the SYNC on its way answers");
+    cr_assert_eq(pushes_after_nack(e1, 1, 11 * MS), 1, "another request is answered");
     engine_ack(e1, 0, 3, 12 * MS);
-    engine_nack(e1, 0, 1, 13 * MS);
-    take(e1, &o);
-    cr_assert_eq(sends(&o, ENGINE_PUSH, 0), 1, "and, once acknowledged, any");
+    cr_assert_eq(pushes_after_nack(e1, 1, 13 * MS), 1, "and, once acknowledged, any");
     scene_free(&s);
 }
 
