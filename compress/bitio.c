@@ -45,37 +45,6 @@ void cmp_bitw_init(cmp_bitw *w, uint8_t *buf, size_t cap)
     w->overflow = 0;
 }
 
-/* Called only with 64 complete bits, so "does it fit" is exact: 8 more bytes
- * or nothing. After an overflow nothing more is stored; finish() reports it. */
-static inline void bitw_emit(cmp_bitw *w, uint64_t word)
-{
-    if (!w->overflow && w->cap - w->pos >= 8) {
-        store_le64(w->buf + w->pos, word);
-        w->pos += 8;
-    } else {
-        w->overflow = 1;
-    }
-}
-
-void cmp_bitw_bits(cmp_bitw *w, uint64_t value, int nbits)
-{
-    if (nbits <= 0)
-        return;
-    if (nbits > 64)
-        nbits = 64;
-    value &= low_mask(nbits);
-    w->acc |= value << w->nacc; /* nacc < 64 always */
-    int total = w->nacc + nbits;
-    if (total < 64) {
-        w->nacc = total;
-        return;
-    }
-    bitw_emit(w, w->acc);
-    /* The bits of value that did not fit; shifting by 64 would be undefined. */
-    w->acc = w->nacc ? value >> (64 - w->nacc) : 0;
-    w->nacc = total - 64;
-}
-
 void cmp_bitw_unary(cmp_bitw *w, uint64_t q)
 {
     /* A hostile or buggy q (say 2^63) must not spin: stop once the buffer is full. */
@@ -128,27 +97,6 @@ void cmp_bitw_rice(cmp_bitw *w, uint64_t v, int k)
     }
     cmp_bitw_unary(w, v >> k);
     cmp_bitw_bits(w, v, k);
-}
-
-void cmp_bitw_rice_then(cmp_bitw *w, uint64_t v, int k, uint64_t e, int extra)
-{
-    if (k < 0 || k > 63 || extra < 0 || extra > 64) {
-        w->overflow = 1;
-        return;
-    }
-    const uint64_t q = v >> k;
-    if (q + 1 + (uint64_t)k + (uint64_t)extra <= 64) { /* one field: q ones, a zero, k low bits of v, e */
-        const int at = (int)q + 1;
-        uint64_t field = low_mask((int)q);
-        if (k)
-            field |= (v & low_mask(k)) << at;
-        if (extra)
-            field |= (e & low_mask(extra)) << (at + k);
-        cmp_bitw_bits(w, field, at + k + extra);
-        return;
-    }
-    cmp_bitw_rice(w, v, k);
-    cmp_bitw_bits(w, e, extra);
 }
 
 long cmp_bitw_finish(cmp_bitw *w)
