@@ -18,24 +18,22 @@ static void on_push(node *n, int peer, const wire_msg *m)
      * payload is copied into one because the frame buffer is the transport's. */
     const int delta = m->push.kind == GSP_DELTA;
     gsp_msg view;
-    uint8_t *frame = delta || !m->push.dim ? NULL : net_frame_keep(&n->net, peer);
-    if (frame) {
-        if (wire_push_in_place(m, &view, frame) < 0) {
-            free(frame);
+    void *mem = delta || !m->push.dim ? NULL : net_frame_keep(&n->net, peer);
+    if (mem) {
+        if (wire_push_in_place(m, &view, mem) < 0) {
+            free(mem);
             return;
         }
-        view.owned = frame, view.src = peer, view.dst = n->c->id;
-        engine_push(&n->e, &view, clock_now());
-        return;
+    } else {
+        size_t cap = m->push.payload_len + (delta ? 0 : _Alignof(double) - 1); /* (a SYNC's list: its own length) */
+        mem = malloc(cap ? cap : 1);
+        if (!mem || wire_push_to_gsp(m, &view, mem, cap) < 0) {
+            free(mem);
+            return;
+        }
+        if (delta)
+            view.payload = memcpy(mem, view.payload, view.payload_len);
     }
-    size_t cap = m->push.payload_len + (delta ? 0 : _Alignof(double) - 1); /* (a SYNC's list: its own length) */
-    void *mem = malloc(cap ? cap : 1);
-    if (!mem || wire_push_to_gsp(m, &view, mem, cap) < 0) {
-        free(mem);
-        return;
-    }
-    if (delta)
-        view.payload = memcpy(mem, view.payload, view.payload_len);
     view.owned = mem;
     view.src = peer, view.dst = n->c->id;
     engine_push(&n->e, &view, clock_now());

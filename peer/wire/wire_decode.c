@@ -81,15 +81,20 @@ static int rd_uint(wire_rd *r, const char *field, uint64_t max, uint64_t *v)
 /* Floats only in the width the schema gives them: float64 for w_total (a
  * running total that must not lose bits), float32 for gain and step (what
  * both ends compute with). A float32 w_total is a different message. */
-static int rd_f64(wire_rd *r, const char *field, double *v)
+static int rd_float_bits(wire_rd *r, const char *field, uint8_t tag, size_t n, const char *wrong, uint64_t *u)
 {
     const uint8_t *at = r->p;
     if (!rd_left(r))
         return rd_fail(r, at, field, "truncated");
-    if (*r->p++ != 0xcb)
-        return rd_fail(r, at, field, "not a float64");
+    if (*r->p++ != tag)
+        return rd_fail(r, at, field, wrong);
+    return rd_arg(r, field, n, u) < 0 ? -EBADMSG : 0;
+}
+
+static int rd_f64(wire_rd *r, const char *field, double *v)
+{
     uint64_t u;
-    if (rd_arg(r, field, 8, &u) < 0)
+    if (rd_float_bits(r, field, 0xcb, 8, "not a float64", &u) < 0)
         return -EBADMSG;
     memcpy(v, &u, sizeof *v);
     return 0;
@@ -97,13 +102,8 @@ static int rd_f64(wire_rd *r, const char *field, double *v)
 
 static int rd_f32(wire_rd *r, const char *field, float *v)
 {
-    const uint8_t *at = r->p;
-    if (!rd_left(r))
-        return rd_fail(r, at, field, "truncated");
-    if (*r->p++ != 0xca)
-        return rd_fail(r, at, field, "not a float32");
     uint64_t u;
-    if (rd_arg(r, field, 4, &u) < 0)
+    if (rd_float_bits(r, field, 0xca, 4, "not a float32", &u) < 0)
         return -EBADMSG;
     uint32_t u32 = (uint32_t)u;
     memcpy(v, &u32, sizeof *v);
