@@ -110,6 +110,20 @@ static int rd_f32(wire_rd *r, const char *field, float *v)
     return 0;
 }
 
+/* The l bytes of a bin or str whose header began at `at`: at most max, all
+ * of them present; the view points into the input. */
+static int rd_bytes(wire_rd *r, const uint8_t *at, const char *field, uint64_t l, size_t max, const uint8_t **b,
+                    size_t *len)
+{
+    if (l > max)
+        return rd_fail(r, at, field, "too long");
+    if (l > rd_left(r))
+        return rd_fail(r, at, field, "truncated");
+    *b = r->p, *len = (size_t)l;
+    r->p += l;
+    return 0;
+}
+
 /* A bin (bin8/16/32) of at most max bytes, all of them present: the view
  * points into the input. */
 static int rd_bin(wire_rd *r, const char *field, size_t max, const uint8_t **b, size_t *len)
@@ -124,13 +138,7 @@ static int rd_bin(wire_rd *r, const char *field, size_t max, const uint8_t **b, 
     uint64_t l;
     if (rd_arg(r, field, n, &l) < 0)
         return -EBADMSG;
-    if (l > max)
-        return rd_fail(r, at, field, "too long");
-    if (l > rd_left(r))
-        return rd_fail(r, at, field, "truncated");
-    *b = r->p, *len = (size_t)l;
-    r->p += l;
-    return 0;
+    return rd_bytes(r, at, field, l, max, b, len);
 }
 
 /* A str (fixstr or str8: the schema's strings are short) of at most max bytes. */
@@ -148,13 +156,7 @@ static int rd_str(wire_rd *r, const char *field, size_t max, const uint8_t **s, 
             return -EBADMSG;
     } else
         return rd_fail(r, at, field, "not a str (fixstr or str8)");
-    if (l > max)
-        return rd_fail(r, at, field, "too long");
-    if (l > rd_left(r))
-        return rd_fail(r, at, field, "truncated");
-    *s = r->p, *len = (size_t)l;
-    r->p += l;
-    return 0;
+    return rd_bytes(r, at, field, l, max, s, len);
 }
 
 static int rd_array(wire_rd *r, uint64_t *n)
