@@ -134,6 +134,16 @@ const float *gsp_debias(gsp_peer *g)
     return g->z;
 }
 
+float *gsp_take_model(gsp_peer *g)
+{
+    float *m;
+    if (gsp_debias(g) == g->x)
+        m = g->x, g->x = NULL;
+    else
+        m = g->z, g->z = NULL;
+    return m;
+}
+
 size_t gsp_msg_room(const gsp_peer *g)
 {
     size_t a = cmp_bound(g->codec, g->dim), b = cmp_bound(&g->first, g->dim);

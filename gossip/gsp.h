@@ -262,6 +262,10 @@ float gsp_default_step(const cmp_spec *codec, size_t dim);
 /* z = x / w, into g->z, or x itself when w is exactly 1. The pointer is
  * only current until x changes (a step, gsp_emit, gsp_absorb). */
 const float *gsp_debias(gsp_peer *g);
+/* The run is over: z = x / w, handed to the caller, who frees it. g keeps
+ * no parameters after (only gsp_free may follow), so the final model costs
+ * no copy at the peak of the run. */
+float *gsp_take_model(gsp_peer *g);
 
 /* Split for this round: for each routed out-neighbour k, sigma_k += weight_k * x
  * and sigma_w_k += weight_k * w; x and w keep the rest (x loses exactly what

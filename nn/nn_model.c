@@ -354,17 +354,24 @@ void nn_model_drop_params(nn_model *m)
     m->bytes -= m->n_params * sizeof(float);
 }
 
+void nn_model_keep_shape(nn_model *m)
+{
+    free(m->params), free(m->grads), free(m->acts), free(m->work), free(m->argmax), free(m->seq_x), free(m->seq_y);
+    m->params = m->grads = m->acts = m->probs = m->work = m->seq_x = NULL;
+    m->argmax = m->seq_y = NULL;
+    for (int i = 0; i < m->n_layers; i++) {
+        nn_layer *l = &m->layer[i];
+        l->out = l->dout = l->work = NULL;
+        l->argmax = NULL;
+    }
+    m->bytes = 0;
+}
+
 void nn_model_free(nn_model *m)
 {
     if (!m)
         return;
-    free(m->params);
-    free(m->grads);
-    free(m->acts);
-    free(m->work);
-    free(m->argmax);
-    free(m->seq_x);
-    free(m->seq_y);
+    nn_model_keep_shape(m);
     memset(m, 0, sizeof *m);
 }
 

@@ -108,6 +108,10 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
  * and passes them to nn_model_evaluate (an SGP peer's live parameters are its
  * push-sum state, a copy here would be dead weight). */
 void nn_model_drop_params(nn_model *m);
+/* Keep only what describes the model (its spec, layers and their offsets
+ * into the parameter block): every buffer is freed. What a model file's
+ * header needs, without holding a model's worth of memory for it. */
+void nn_model_keep_shape(nn_model *m);
 void nn_model_free(nn_model *m);
 
 /* Re-draw the parameters from seed (as nn_model_init does). */

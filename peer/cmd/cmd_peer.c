@@ -212,6 +212,7 @@ int cmd_peer(int argc, char **argv)
         status = rc == -EINVAL && !c.peer.train.init ? CLI_USAGE : 1;
         goto out;
     }
+    nn_model_keep_shape(&shape);
     if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
         goto out;

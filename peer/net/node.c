@@ -353,16 +353,13 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     }
     if (rc == 0) {
         const gsp_peer *g = &n->e.rp.g;
-        const float *z = gsp_debias(&n->e.rp.g);
-        if (!c->ext)
-            nn_model_evaluate(&n->model, z, test, &r->test_loss, &r->test_accuracy);
-        r->model = malloc(g->dim * sizeof(float));
-        if (r->model)
-            memcpy(r->model, z, g->dim * sizeof(float));
         r->parameters = g->dim;
         r->weight = g->w;
         r->rounds = g->round;
         r->mean_staleness = g->stats.absorbed ? (double)g->stats.stale_sum / (double)g->stats.absorbed : 0;
+        r->model = gsp_take_model(&n->e.rp.g);
+        if (!c->ext)
+            nn_model_evaluate(&n->model, r->model, test, &r->test_loss, &r->test_accuracy);
     }
     const gsp_pace_stats *ps = &n->e.rp.pace.stats;
     r->start_round = n->e.start_round;

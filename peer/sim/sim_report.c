@@ -9,23 +9,30 @@
 
 static int live(const sim *s, int i) { return s->p[i].state != P_CRASHED; }
 
+/* Summed in double a block of coordinates at a time (the same sums, in the
+ * same order, as one model-sized accumulator, which would be a model's
+ * worth of doubles at the run's peak). */
 void sim_average_model(sim *s, float *avg)
 {
+    enum { BLOCK = 4096 };
     const size_t dim = s->model.n_params;
-    double w = 0;
-    double *acc = calloc(dim, sizeof *acc);
-    if (!acc)
-        return;
-    for (int i = 0; i < s->c->peer.n_peers; i++) {
-        if (!live(s, i))
-            continue;
-        for (size_t d = 0; d < dim; d++)
-            acc[d] += s->p[i].e.rp.g.x[d];
-        w += s->p[i].e.rp.g.w;
+    double acc[BLOCK], w = 0;
+    for (int i = 0; i < s->c->peer.n_peers; i++)
+        if (live(s, i))
+            w += s->p[i].e.rp.g.w;
+    for (size_t at = 0; at < dim; at += BLOCK) {
+        const size_t n = dim - at < BLOCK ? dim - at : BLOCK;
+        memset(acc, 0, n * sizeof *acc);
+        for (int i = 0; i < s->c->peer.n_peers; i++) {
+            if (!live(s, i))
+                continue;
+            const float *x = s->p[i].e.rp.g.x + at;
+            for (size_t d = 0; d < n; d++)
+                acc[d] += x[d];
+        }
+        for (size_t d = 0; d < n; d++)
+            avg[at + d] = (float)(acc[d] / w);
     }
-    for (size_t d = 0; d < dim; d++)
-        avg[d] = (float)(acc[d] / w);
-    free(acc);
 }
 
 /* mean_i ||z_i - avg||^2 / ||avg||^2 over live peers. */

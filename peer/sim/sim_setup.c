@@ -129,6 +129,7 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
         if (rc < 0)
             return rc;
     }
+    nn_model_drop_params(&s->model); /* x0 keeps the start; steps and evaluations pass their parameters */
     if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
         for (int i = 0; i < n; i++)
             for (size_t d = 0; d < dim; d++)
