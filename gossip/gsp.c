@@ -124,23 +124,28 @@ float gsp_default_step(const cmp_spec *codec, size_t dim)
     return (float)(step < 1e-3 ? 1e-3 : step > 1.0 ? 1.0 : step);
 }
 
+void gsp_debias_to(const gsp_peer *g, float *dst)
+{
+    const float inv = gsp_debias_factor(g);
+    for (size_t i = 0; i < g->dim; i++)
+        dst[i] = g->x[i] * inv;
+}
+
 const float *gsp_debias(gsp_peer *g)
 {
     if (g->w == 1.0) /* x / 1 is x, bit for bit: a regular graph without faults keeps w exactly 1 */
         return g->x;
-    const float inv = (float)(1.0 / g->w);
-    for (size_t i = 0; i < g->dim; i++)
-        g->z[i] = g->x[i] * inv;
+    gsp_debias_to(g, g->z);
+    g->z_written = 1;
     return g->z;
 }
 
 float *gsp_take_model(gsp_peer *g)
 {
-    float *m;
-    if (gsp_debias(g) == g->x)
-        m = g->x, g->x = NULL;
-    else
-        m = g->z, g->z = NULL;
+    float *m = g->x;
+    if (g->w != 1.0)
+        gsp_debias_to(g, m); /* in place: z would be one more copy at the end */
+    g->x = NULL;
     return m;
 }
 
@@ -434,6 +439,7 @@ static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, in
     float *restrict x = g->x, *restrict z = g->z;
     const float inv = (float)(1.0 / g->w);
     const size_t n = g->dim;
+    g->z_written = 1;
     if (n_out == 1) {
         const float *restrict r0 = edges[0]->ref;
         const double m0 = moved[0];

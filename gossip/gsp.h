@@ -144,6 +144,7 @@ typedef struct gsp_peer {
     float *x;     /* push-sum numerator: the optimizer steps on it */
     double w;     /* push-sum weight, > 0 */
     float *z;     /* x / w, refreshed by gsp_debias */
+    int z_written; /* z has been written: resident from then (until then its pages are untouched) */
     gsp_edge *out, *in;
     int n_out, n_in, cap_out, cap_in;
     gsp_stats stats;
@@ -262,6 +263,11 @@ float gsp_default_step(const cmp_spec *codec, size_t dim);
 /* z = x / w, into g->z, or x itself when w is exactly 1. The pointer is
  * only current until x changes (a step, gsp_emit, gsp_absorb). */
 const float *gsp_debias(gsp_peer *g);
+/* What gsp_debias computes, bit for bit: z[i] = x[i] * gsp_debias_factor(g)
+ * (1 when w is exactly 1), one value at a time or into dst (dst may be x). A
+ * report that looks at every peer's model needs no z of each. */
+static inline float gsp_debias_factor(const gsp_peer *g) { return g->w == 1.0 ? 1.0f : (float)(1.0 / g->w); }
+void gsp_debias_to(const gsp_peer *g, float *dst);
 /* The run is over: z = x / w, handed to the caller, who frees it. g keeps
  * no parameters after (only gsp_free may follow), so the final model costs
  * no copy at the peak of the run. */

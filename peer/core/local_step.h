@@ -45,6 +45,12 @@ int local_init(local_state *l, const train_opts *o, const outer_opts *outer, con
 int local_init_external(local_state *l, const outer_opts *outer, size_t n_params);
 /* One step at the current round; returns the batch loss (0 for an empty shard). */
 float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
+/* The model to evaluate between steps, z = x / w, bit for bit as
+ * gsp_debias has it: x itself when w is exactly 1, else written into m's
+ * gradient buffer, free between steps (every backward pass writes it whole),
+ * rather than into g's z, which would then stay resident, a copy of the
+ * model, for the rest of the run. Current until the next step. */
+const float *local_eval_params(nn_model *m, gsp_peer *g);
 void local_free(local_state *l);
 
 /* A checkpoint of g and l (peer/store/ckpt.h: the file, what it keeps, the

@@ -11,12 +11,13 @@
 #include <stdlib.h>
 
 #include "peer/core/clock.h"
+#include "peer/core/local_step.h"
 #include "peer/net/node_state.h"
 
 static void evaluate(uv_work_t *w)
 {
     node *n = w->data;
-    nn_model_evaluate(&n->model, gsp_debias(&n->e.rp.g), n->test, &n->eval_loss, &n->eval_acc);
+    nn_model_evaluate(&n->model, local_eval_params(&n->model, &n->e.rp.g), n->test, &n->eval_loss, &n->eval_acc);
 }
 
 /* The epoch's line, the MODEL requests that waited, then the rest of the

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "peer/core/clock.h"
+#include "peer/core/local_step.h"
 #include "peer/sim/sim_engine.h"
 
 static int live(const sim *s, int i) { return s->p[i].state != P_CRASHED; }
@@ -46,10 +47,13 @@ static double consensus_distance(sim *s, const float *avg)
     for (int i = 0; i < s->c->peer.n_peers; i++) {
         if (!live(s, i))
             continue;
-        const float *z = gsp_debias(&s->p[i].e.rp.g);
+        const gsp_peer *g = &s->p[i].e.rp.g;
+        const float inv = gsp_debias_factor(g);
         double e = 0;
-        for (size_t d = 0; d < dim; d++)
-            e += ((double)z[d] - avg[d]) * ((double)z[d] - avg[d]);
+        for (size_t d = 0; d < dim; d++) {
+            const double z = g->x[d] * inv;
+            e += (z - avg[d]) * (z - avg[d]);
+        }
         sum += e, n++;
     }
     return n && norm > 0 ? sum / n / norm : 0.0;
@@ -181,7 +185,7 @@ void sim_final_report(sim *s)
         if (!live(s, i))
             continue;
         float acc, loss;
-        const float *z = gsp_debias(&p->e.rp.g);
+        const float *z = local_eval_params(&s->model, &p->e.rp.g);
         nn_model_evaluate(&s->model, z, s->test, &loss, &acc);
         r->test_loss_max = fmaxf(r->test_loss_max, loss), loss_sum += loss;
         if (r->peer_models)
