@@ -13,24 +13,6 @@
 
 #include "compress/bitio.h"
 
-/* Explicit byte order so the format does not depend on the host; compilers
- * turn these into a single load/store on little-endian machines. */
-static inline void store_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint64_t load_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static inline uint64_t low_mask(int nbits) { return nbits >= 64 ? ~0ULL : (1ULL << nbits) - 1; }
-
 static inline int floor_log2(uint64_t v) { return 63 - __builtin_clzll(v); } /* v >= 1 */
 
 /* ---- writer ---- */
@@ -55,7 +37,7 @@ void cmp_bitw_unary(cmp_bitw *w, uint64_t q)
     if (w->overflow)
         return;
     /* q < 64 ones then a zero: one field of q + 1 <= 64 bits. */
-    cmp_bitw_bits(w, low_mask((int)q), (int)q + 1);
+    cmp_bitw_bits(w, cmp_low_mask_((int)q), (int)q + 1);
 }
 
 /* LSB-first Elias gamma: z = floor(log2 v) zeros, a one (v's leading bit),
@@ -68,7 +50,7 @@ void cmp_bitw_gamma(cmp_bitw *w, uint64_t v)
         return;
     }
     int z = floor_log2(v);
-    uint64_t rest = v & low_mask(z);
+    uint64_t rest = v & cmp_low_mask_(z);
     if (z <= 31) {
         cmp_bitw_bits(w, ((rest << 1) | 1) << z, 2 * z + 1);
     } else {
@@ -86,7 +68,7 @@ void cmp_bitw_delta(cmp_bitw *w, uint64_t v)
     }
     int z = floor_log2(v);
     cmp_bitw_gamma(w, (uint64_t)z + 1);
-    cmp_bitw_bits(w, v & low_mask(z), z);
+    cmp_bitw_bits(w, v & cmp_low_mask_(z), z);
 }
 
 void cmp_bitw_rice(cmp_bitw *w, uint64_t v, int k)
@@ -132,7 +114,7 @@ static int bitr_zeros(cmp_bitr *r, int *z)
         cmp_bitr_refill_(r);
         if (r->nacc == 0)
             return -EBADMSG;
-        uint64_t ones = r->acc & low_mask(r->nacc);
+        uint64_t ones = r->acc & cmp_low_mask_(r->nacc);
         if (ones) {
             int c = __builtin_ctzll(ones);
             if (n + c > 63)
@@ -258,9 +240,9 @@ float cmp_f32_get(const uint8_t *in)
     return v;
 }
 
-void cmp_u64_put(uint8_t *out, uint64_t v) { store_le64(out, v); }
+void cmp_u64_put(uint8_t *out, uint64_t v) { cmp_store_le64_(out, v); }
 
-uint64_t cmp_u64_get(const uint8_t *in) { return load_le64(in); }
+uint64_t cmp_u64_get(const uint8_t *in) { return cmp_load_le64_(in); }
 
 int cmp_gamma_bits(uint64_t v) { return v ? 2 * floor_log2(v) + 1 : 0; }
 

@@ -87,6 +87,27 @@ int cmp_gamma_bits(uint64_t v);
 /* Bits of the Elias delta code of v >= 1: gamma_bits(floor(log2 v) + 1) + floor(log2 v). */
 int cmp_delta_bits(uint64_t v);
 
+/* ---- what the inline writers and readers below (and bitio.c, the codecs)
+ * share ---- */
+
+static inline uint64_t cmp_low_mask_(int nbits) { return nbits >= 64 ? ~0ULL : (1ULL << nbits) - 1; }
+
+/* Explicit byte order so the format does not depend on the host; compilers
+ * turn these into a single load/store on little-endian machines. */
+static inline void cmp_store_le64_(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t cmp_load_le64_(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 /* ---- the writer's per-value calls, inline (an encoder's inner loop: as
  * calls they were a fifth of a sparse codec's encoding) ---- */
 
@@ -95,15 +116,12 @@ int cmp_delta_bits(uint64_t v);
 static inline void cmp_bitw_emit_(cmp_bitw *w, uint64_t word)
 {
     if (!w->overflow && w->cap - w->pos >= 8) {
-        for (int i = 0; i < 8; i++) /* little-endian whatever the host: one store on x86 */
-            w->buf[w->pos + i] = (uint8_t)(word >> (8 * i));
+        cmp_store_le64_(w->buf + w->pos, word);
         w->pos += 8;
     } else {
         w->overflow = 1;
     }
 }
-
-static inline uint64_t cmp_bitw_mask_(int nbits) { return nbits >= 64 ? ~0ULL : (1ULL << nbits) - 1; }
 
 static inline void cmp_bitw_bits(cmp_bitw *w, uint64_t value, int nbits)
 {
@@ -111,7 +129,7 @@ static inline void cmp_bitw_bits(cmp_bitw *w, uint64_t value, int nbits)
         return;
     if (nbits > 64)
         nbits = 64;
-    value &= cmp_bitw_mask_(nbits);
+    value &= cmp_low_mask_(nbits);
     w->acc |= value << w->nacc; /* nacc < 64 always */
     int total = w->nacc + nbits;
     if (total < 64) {
@@ -133,11 +151,11 @@ static inline void cmp_bitw_rice_then(cmp_bitw *w, uint64_t v, int k, uint64_t e
     const uint64_t q = v >> k;
     if (q + 1 + (uint64_t)k + (uint64_t)extra <= 64) { /* one field: q ones, a zero, k low bits of v, e */
         const int at = (int)q + 1;
-        uint64_t field = cmp_bitw_mask_((int)q);
+        uint64_t field = cmp_low_mask_((int)q);
         if (k)
-            field |= (v & cmp_bitw_mask_(k)) << at;
+            field |= (v & cmp_low_mask_(k)) << at;
         if (extra)
-            field |= (e & cmp_bitw_mask_(extra)) << (at + k);
+            field |= (e & cmp_low_mask_(extra)) << (at + k);
         cmp_bitw_bits(w, field, at + k + extra);
         return;
     }
@@ -152,18 +170,13 @@ static inline void cmp_bitw_rice_then(cmp_bitw *w, uint64_t v, int k, uint64_t e
  * (the word-wide refill loads a few bytes early), so OR-ing them in again is
  * harmless. */
 
-static inline uint64_t cmp_bitr_mask_(int nbits) { return nbits >= 64 ? ~0ULL : (1ULL << nbits) - 1; }
-
 /* Afterwards nacc >= 57, or every byte of the input is in acc. */
 static inline void cmp_bitr_refill_(cmp_bitr *r)
 {
     if (r->nacc > 56)
         return;
     if (r->len - r->pos >= 8) {
-        uint64_t w = 0;
-        for (int i = 0; i < 8; i++) /* little-endian whatever the host */
-            w |= (uint64_t)r->buf[r->pos + i] << (8 * i);
-        r->acc |= w << r->nacc;
+        r->acc |= cmp_load_le64_(r->buf + r->pos) << r->nacc;
         r->pos += (size_t)(63 - r->nacc) >> 3;
         r->nacc |= 56;
         return;
@@ -196,7 +209,7 @@ static inline int cmp_bitr_bits(cmp_bitr *r, int nbits, uint64_t *v)
     cmp_bitr_refill_(r);
     if (r->nacc < nbits)
         return -EBADMSG;
-    *v = r->acc & cmp_bitr_mask_(nbits);
+    *v = r->acc & cmp_low_mask_(nbits);
     cmp_bitr_skip_(r, nbits);
     return 0;
 }
@@ -208,7 +221,7 @@ static inline int cmp_bitr_unary(cmp_bitr *r, uint64_t *q)
         cmp_bitr_refill_(r);
         if (r->nacc == 0)
             return -EBADMSG;
-        uint64_t zeros = ~r->acc & cmp_bitr_mask_(r->nacc);
+        uint64_t zeros = ~r->acc & cmp_low_mask_(r->nacc);
         if (zeros) {
             int c = __builtin_ctzll(zeros);
             n += (uint64_t)c;
@@ -246,13 +259,13 @@ static inline int cmp_bitr_rice_then(cmp_bitr *r, int k, int extra, uint64_t *v,
     if (k < 0 || k > 63 || extra < 0 || extra > 56)
         return -EINVAL;
     cmp_bitr_refill_(r);
-    const uint64_t zeros = ~r->acc & cmp_bitr_mask_(r->nacc);
+    const uint64_t zeros = ~r->acc & cmp_low_mask_(r->nacc);
     if (zeros) {
         const int q = __builtin_ctzll(zeros), total = q + 1 + k + extra;
         if (total <= r->nacc && !(k > 0 && (uint64_t)q >> (64 - k))) {
             const uint64_t rest = q + 1 >= 64 ? 0 : r->acc >> (q + 1);
-            *v = (uint64_t)q << k | (rest & cmp_bitr_mask_(k));
-            *e = (k >= 64 ? 0 : rest >> k) & cmp_bitr_mask_(extra);
+            *v = (uint64_t)q << k | (rest & cmp_low_mask_(k));
+            *e = (k >= 64 ? 0 : rest >> k) & cmp_low_mask_(extra);
             cmp_bitr_skip_(r, total);
             return 0;
         }

@@ -61,13 +61,6 @@ static size_t qsgd_bound(const cmp_spec *s, size_t n)
     return QSGD_HEADER + (n * per + 7) / 8;
 }
 
-static inline uint64_t load_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static inline float bits_f32(uint32_t u)
 {
@@ -293,7 +286,7 @@ static int qsgd_walk(const uint8_t *in, size_t len, size_t n, uint32_t levels, f
             /* Unconditional while 8 bytes remain: a branch on nacc would be
              * mispredicted about as often as levels change length. With
              * nacc >= 56 this loads nothing new and leaves nacc alone. */
-            acc |= load_le64(in + pos) << nacc;
+            acc |= cmp_load_le64_(in + pos) << nacc;
             pos += (size_t)(63 - nacc) >> 3;
             nacc |= 56;
         } else {

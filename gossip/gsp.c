@@ -437,7 +437,7 @@ static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges);
 static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n_out)
 {
     float *restrict x = g->x, *restrict z = g->z;
-    const float inv = (float)(1.0 / g->w);
+    const float inv = gsp_debias_factor(g);
     const size_t n = g->dim;
     g->z_written = 1;
     if (n_out == 1) {
@@ -518,7 +518,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         if (!one)
             split_x(g, edges, moved, out->n);
         for (int k = 0; k < out->n; k++) {
-            int rc = compress_share(g, edges[k], one ? g->x : g->z, one ? (float)(1.0 / g->w) : 1.0f, one, bufs[k],
+            int rc = compress_share(g, edges[k], one ? g->x : g->z, one ? gsp_debias_factor(g) : 1.0f, one, bufs[k],
                                     &lens[k], before[k], moved[k], &gains[k]);
             if (rc < 0)
                 return rc;
