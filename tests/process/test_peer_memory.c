@@ -105,12 +105,15 @@ Test(peer_memory, launch_reports_the_largest_peers_parts_and_they_add_up_to_its_
 }
 
 /* What a peer holds over `sgp train` of the same model, its shard of the
- * data aside: x and one reference per edge (2 on 2 peers), and no other
- * model (it keeps only the shape of the one it checks its options with,
- * takes its final model out of the gossip state, and evaluates without
- * writing z); the model's own parameters, which train holds and a peer does
- * not, cover the codec's buffers. Measured 2.4 copies; 4.4 while a peer kept
- * a checked model, copied its final one and wrote z at each evaluation. */
+ * data aside, is its gossip state (x, one reference per edge: 2 on 2 peers,
+ * and z once a step wrote it, which depends on timing: a step taken before a
+ * late message came in), and no other model: it keeps only the shape of the
+ * one it checks its options with, takes its final model out of the gossip
+ * state, and evaluates without writing z. The model's own parameters, which
+ * train holds and a peer does not, cover the codec's buffers. Measured 2.4
+ * copies against a gossip state of 3.0 (3.4 against 4.0 beside 4 busy loops,
+ * z written); 4.4 against 4.0 while a peer kept a checked model and copied
+ * its final one. */
 Test(peer_memory, a_peer_holds_x_and_its_edges_references_and_no_other_model)
 {
     if (getenv("SGP_SANITIZER") && *getenv("SGP_SANITIZER"))
@@ -132,7 +135,10 @@ Test(peer_memory, a_peer_holds_x_and_its_edges_references_and_no_other_model)
         cr_assert(p, "no summary at %s", peer);
         const double over = sgp_json_number(p, "peak_rss_bytes") - sgp_json_number(t, "peak_rss_bytes") -
                             (sgp_json_number(p, "memory_data_bytes") - sgp_json_number(t, "memory_data_bytes"));
-        cr_expect(over <= (1 + 2) * COPY, "peer %d holds %.2f copies of the model over sgp train", i, over / COPY);
+        const double gossip = sgp_json_number(p, "memory_gossip_bytes");
+        cr_expect(gossip >= (1 + 2) * COPY && over <= gossip,
+                  "peer %d holds %.2f copies of the model over sgp train, its gossip state %.2f", i, over / COPY,
+                  gossip / COPY);
         free(p);
     }
     free(t);
