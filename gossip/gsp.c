@@ -140,6 +140,24 @@ const float *gsp_debias(gsp_peer *g)
     return g->z;
 }
 
+void gsp_scale_by_w(gsp_peer *g, const float *z)
+{
+    for (size_t i = 0; i < g->dim; i++)
+        g->x[i] = (float)(g->w * z[i]);
+}
+
+void gsp_step_begin(gsp_peer *g)
+{
+    if (g->w != 1.0)
+        gsp_debias_to(g, g->x);
+}
+
+void gsp_step_end(gsp_peer *g)
+{
+    if (g->w != 1.0)
+        gsp_scale_by_w(g, g->x);
+}
+
 float *gsp_take_model(gsp_peer *g)
 {
     float *m = g->x;

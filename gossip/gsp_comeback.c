@@ -20,8 +20,7 @@ void gsp_join(gsp_peer *g, const float *z, long round)
 
 void gsp_adopt(gsp_peer *g, const float *z)
 {
-    for (size_t i = 0; i < g->dim; i++)
-        g->x[i] = (float)(g->w * z[i]);
+    gsp_scale_by_w(g, z);
     g->refresh = 1; /* references tracked the old z: the next emit sends z whole */
 }
 

@@ -35,19 +35,23 @@ float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correc
     *correct = 0;
     if (B == 0)
         return 0.0f;
-    const float *z = gsp_debias(g);
+    /* The step is taken on z = x / w and x moves by w times it: x holds z
+     * for the step (gsp_step_begin), then w z again. Without the factor a
+     * peer whose weight has shrunk (shares lost to a peer that died, a
+     * joiner's fresh unit among peers that lost some, a round that started
+     * before a late share) would take steps of lr / w on its model and
+     * diverge; a z beside x would be one more copy of the model from the
+     * first such step on. On a regular graph with no faults w stays exactly
+     * 1 and neither changes a bit. */
+    gsp_step_begin(g);
     float *own = m->params;
-    m->params = (float *)z; /* read-only during the step */
+    m->params = g->x;
     float loss = nn_model_grad(m, l->batches.x, l->batches.y, B, correct);
     m->params = own;
     if (l->clip > 0)
         nn_clip_norm(m->grads, g->dim, l->clip);
-    /* The step is taken on z = x / w: x moves by w times it. Without the
-     * factor a peer whose weight has shrunk (shares lost to a peer that died,
-     * a joiner's fresh unit among peers that lost some) would take steps of
-     * lr / w on its model and diverge. On a regular graph with no faults w
-     * stays exactly 1 and this changes no bit. */
-    nn_optimizer_step(&l->opt, g->x, m->grads, (float)(lr * g->w), z);
+    nn_optimizer_step(&l->opt, g->x, m->grads, lr, g->x);
+    gsp_step_end(g);
     return loss;
 }
 

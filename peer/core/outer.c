@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "peer/core/outer.h"
 
@@ -54,7 +53,7 @@ int outer_init(outer_state *s, const outer_opts *o, size_t dim)
 void outer_begin(outer_state *s, gsp_peer *g)
 {
     if (s->anchor)
-        memcpy(s->anchor, gsp_debias(g), g->dim * sizeof(float));
+        gsp_debias_to(g, s->anchor);
 }
 
 void outer_end(outer_state *s, gsp_peer *g)
@@ -62,12 +61,13 @@ void outer_end(outer_state *s, gsp_peer *g)
     if (!s->anchor)
         return;
     const size_t n = g->dim;
-    const float *z = gsp_debias(g);
     /* The outer gradient a - z goes into x, which is overwritten below
-     * anyway: no scratch vector (z may be x itself: element by element). */
+     * anyway: no scratch vector, and z = x * inv taken value by value as
+     * gsp_debias would write it (no z beside x). */
+    const float inv = gsp_debias_factor(g);
     float *a = s->anchor, *x = g->x;
     for (size_t i = 0; i < n; i++)
-        x[i] = a[i] - z[i];
+        x[i] = a[i] - x[i] * inv;
     nn_sgd_step(&s->sgd, a, x, s->o.lr);
     /* x = w a: the step moves x as a local step does; w stays. */
     const float w = (float)g->w;

@@ -105,15 +105,17 @@ Test(peer_memory, launch_reports_the_largest_peers_parts_and_they_add_up_to_its_
 }
 
 /* What a peer holds over `sgp train` of the same model, its shard of the
- * data aside, is its gossip state (x, one reference per edge: 2 on 2 peers,
- * and z once a step wrote it, which depends on timing: a step taken before a
- * late message came in), and no other model: it keeps only the shape of the
- * one it checks its options with, takes its final model out of the gossip
- * state, and evaluates without writing z. The model's own parameters, which
- * train holds and a peer does not, cover the codec's buffers. Measured 2.4
- * copies against a gossip state of 3.0 (3.4 against 4.0 beside 4 busy loops,
- * z written); 4.4 against 4.0 while a peer kept a checked model and copied
- * its final one. */
+ * data aside, is its gossip state (x, one reference per edge: 2 on 2 peers;
+ * z too if something wrote it, which may depend on timing, so the bound is
+ * what the summary counts), and no other model: it keeps only the shape of
+ * the one it checks its options with, takes its final model out of the
+ * gossip state, evaluates without writing z and steps at w not 1 with z in
+ * place in x (tests/unit/test_peer_local_step.c). The model's own
+ * parameters, which train holds and a peer does not, cover the codec's
+ * buffers. Measured 2.4 copies against a gossip state of 3.0 (3.4 against
+ * 4.0 beside 4 busy loops while a step taken before a late share wrote z);
+ * 4.4 against 4.0 while a peer kept a checked model and copied its final
+ * one. */
 Test(peer_memory, a_peer_holds_x_and_its_edges_references_and_no_other_model)
 {
     if (getenv("SGP_SANITIZER") && *getenv("SGP_SANITIZER"))
