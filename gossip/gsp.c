@@ -533,7 +533,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         /* One out-edge (the exponential graphs' rounds): z straight from x,
          * never stored. */
         const int one = out->n == 1;
-        if (!one)
+        if (out->n > 1) /* (none: a round that keeps every share home moves nothing) */
             split_x(g, edges, moved, out->n);
         for (int k = 0; k < out->n; k++) {
             int rc = compress_share(g, edges[k], one ? g->x : g->z, one ? gsp_debias_factor(g) : 1.0f, one, bufs[k],
