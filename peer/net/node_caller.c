@@ -40,7 +40,7 @@ void node_caller_give(node *n)
 {
     node_status s;
     node_caller_status(n, &s);
-    node_ext_hand_out(n->c->ext, gsp_debias(&n->e.rp.g), &s);
+    node_ext_hand_out(n->c->ext, &n->e.rp.g, &s);
 }
 
 /* The caller asked for something: a stop, a checkpoint, or it is back with

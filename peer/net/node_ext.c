@@ -100,22 +100,21 @@ void node_ext_take(node_ext *e, struct gsp_peer *g, int holding, node_ext_asks *
         /* The caller stepped from z = x / w: x moves by w times its step, as
          * local_step moves it (so a peer whose weight has shrunk does not
          * take steps of 1 / w on its model). */
-        const float *z = gsp_debias(g);
-        const float w = (float)g->w;
-        for (size_t i = 0; i < g->dim; i++)
-            g->x[i] += w * (e->params[i] - z[i]);
+        const float w = (float)g->w, inv = gsp_debias_factor(g);
+        for (size_t i = 0; i < g->dim; i++) /* (z value by value, as gsp_debias has it: no z beside x) */
+            g->x[i] += w * (e->params[i] - g->x[i] * inv);
         e->stepped = 0;
         a->stepped = 1;
     }
     pthread_mutex_unlock(&e->mu);
 }
 
-void node_ext_hand_out(node_ext *e, const float *z, const node_status *s)
+void node_ext_hand_out(node_ext *e, const struct gsp_peer *g, const node_status *s)
 {
     pthread_mutex_lock(&e->mu);
     e->status = *s;
     if (e->params && !e->stepped && !e->handed) {
-        memcpy(e->params, z, e->dim * sizeof *z);
+        gsp_debias_to(g, e->params);
         e->handed = 1;
         pthread_cond_broadcast(&e->cv);
     }

@@ -87,8 +87,9 @@ typedef struct node_ext_asks {
 
 struct gsp_peer;
 void node_ext_take(node_ext *e, struct gsp_peer *g, int holding, node_ext_asks *a);
-/* The round may start: hand its model z to a caller waiting for it. */
-void node_ext_hand_out(node_ext *e, const float *z, const node_status *s);
+/* The round may start: hand its model z = x / w to a caller waiting for it
+ * (written straight into the caller's parameters: no z beside x). */
+void node_ext_hand_out(node_ext *e, const struct gsp_peer *g, const node_status *s);
 void node_ext_checkpointed(node_ext *e, int rc);
 /* No more signals: the loop is closing its wake handle. */
 void node_ext_closing(node_ext *e);
