@@ -146,13 +146,13 @@ void gsp_scale_by_w(gsp_peer *g, const float *z)
         g->x[i] = (float)(g->w * z[i]);
 }
 
-void gsp_step_begin(gsp_peer *g)
+void gsp_debias_in_place(gsp_peer *g)
 {
     if (g->w != 1.0)
         gsp_debias_to(g, g->x);
 }
 
-void gsp_step_end(gsp_peer *g)
+void gsp_rebias_in_place(gsp_peer *g)
 {
     if (g->w != 1.0)
         gsp_scale_by_w(g, g->x);
@@ -161,8 +161,7 @@ void gsp_step_end(gsp_peer *g)
 float *gsp_take_model(gsp_peer *g)
 {
     float *m = g->x;
-    if (g->w != 1.0)
-        gsp_debias_to(g, m); /* in place: z would be one more copy at the end */
+    gsp_debias_in_place(g); /* z would be one more copy at the end */
     g->x = NULL;
     return m;
 }

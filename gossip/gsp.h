@@ -270,13 +270,13 @@ static inline float gsp_debias_factor(const gsp_peer *g) { return g->w == 1.0 ? 
 void gsp_debias_to(const gsp_peer *g, float *dst);
 /* x = w z, rounded to float once (z may be x itself). */
 void gsp_scale_by_w(gsp_peer *g, const float *z);
-/* A step on z = x / w with no z beside x: gsp_step_begin makes x hold z
- * (in place, bit for bit what gsp_debias writes), the step moves it by its
- * own lr, and gsp_step_end makes it w z again, so x moves by w times the
+/* z = x / w with no z beside x, for a step: gsp_debias_in_place makes x
+ * hold z (bit for bit what gsp_debias writes), the step moves it by its own
+ * lr, and gsp_rebias_in_place makes it w z again, so x moves by w times the
  * step (up to one rounding of each value). Both do nothing when w is
- * exactly 1. Nothing may read x as the model between the two. */
-void gsp_step_begin(gsp_peer *g);
-void gsp_step_end(gsp_peer *g);
+ * exactly 1. Nothing may read x as the push-sum numerator between the two. */
+void gsp_debias_in_place(gsp_peer *g);
+void gsp_rebias_in_place(gsp_peer *g);
 /* The run is over: z = x / w, handed to the caller, who frees it. g keeps
  * no parameters after (only gsp_free may follow), so the final model costs
  * no copy at the peak of the run. */

@@ -36,14 +36,14 @@ float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correc
     if (B == 0)
         return 0.0f;
     /* The step is taken on z = x / w and x moves by w times it: x holds z
-     * for the step (gsp_step_begin), then w z again. Without the factor a
-     * peer whose weight has shrunk (shares lost to a peer that died, a
+     * for the step (gsp_debias_in_place), then w z again. Without the factor
+     * a peer whose weight has shrunk (shares lost to a peer that died, a
      * joiner's fresh unit among peers that lost some, a round that started
      * before a late share) would take steps of lr / w on its model and
      * diverge; a z beside x would be one more copy of the model from the
      * first such step on. On a regular graph with no faults w stays exactly
      * 1 and neither changes a bit. */
-    gsp_step_begin(g);
+    gsp_debias_in_place(g);
     float *own = m->params;
     m->params = g->x;
     float loss = nn_model_grad(m, l->batches.x, l->batches.y, B, correct);
@@ -51,7 +51,7 @@ float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correc
     if (l->clip > 0)
         nn_clip_norm(m->grads, g->dim, l->clip);
     nn_optimizer_step(&l->opt, g->x, m->grads, lr, g->x);
-    gsp_step_end(g);
+    gsp_rebias_in_place(g);
     return loss;
 }
 

@@ -17,6 +17,7 @@
 #include "nn/nn_data.h"
 #include "peer/store/ckpt.h"
 #include "peer/core/local_step.h"
+#include "tests/embedded_shard.h"
 #include "topologies/topo.h"
 
 TestSuite(peer_ckpt, .timeout = 120);
@@ -26,18 +27,7 @@ TestSuite(peer_ckpt, .timeout = 120);
 /* A small shard of real data for the batch streams. */
 static nn_dataset g_shard;
 
-static void shard_init(void)
-{
-    nn_dataset train = {0}, test = {0};
-    char err[256];
-    cr_assert_eq(nn_data_embedded(&train, &test, err, sizeof err), 0, "%s", err);
-    int idx[300];
-    for (int i = 0; i < 300; i++)
-        idx[i] = i * 7;
-    cr_assert_eq(nn_dataset_subset(&train, idx, 300, &g_shard), 0);
-    nn_dataset_free(&train);
-    nn_dataset_free(&test);
-}
+static void shard_init(void) { embedded_shard(&g_shard, 300, 7); }
 
 /* One peer's state as a node holds it. */
 typedef struct state {

@@ -10,24 +10,14 @@
 #include "gossip/gsp.h"
 #include "nn/nn_data.h"
 #include "peer/core/local_step.h"
+#include "tests/embedded_shard.h"
 
 TestSuite(peer_local_step, .timeout = 60);
 
 /* Real data: a shard of the embedded training set. */
 static nn_dataset g_shard;
 
-static void shard_init(void)
-{
-    nn_dataset train = {0}, test = {0};
-    char err[256];
-    cr_assert_eq(nn_data_embedded(&train, &test, err, sizeof err), 0, "%s", err);
-    int idx[200];
-    for (int i = 0; i < 200; i++)
-        idx[i] = i * 11;
-    cr_assert_eq(nn_dataset_subset(&train, idx, 200, &g_shard), 0);
-    nn_dataset_free(&train);
-    nn_dataset_free(&test);
-}
+static void shard_init(void) { embedded_shard(&g_shard, 200, 11); }
 
 static void shard_free(void) { nn_dataset_free(&g_shard); }
 
