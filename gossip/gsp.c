@@ -445,7 +445,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     return 0;
 }
 
-static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges);
+static void raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges);
 
 /* z = x / w, and x -= sum_k moved_k * ref_k with the references as they
  * stand before this round's messages, in double, rounded to float once. One
@@ -515,11 +515,18 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
      * the edge's running totals, which the receiver recomputes bit for bit
      * as w_total minus its own total. */
     const double wstep = g->codec ? (double)g->step : 1.0;
-    double w_sent = 0.0, before[TOPO_MAX_OUT];
+    double w_sent = 0.0, before[TOPO_MAX_OUT], weight[TOPO_MAX_OUT];
     for (int k = 0; k < out->n; k++) {
         gsp_edge *e = edges[k];
         before[k] = e->w;
-        e->w += wstep * out->weight[k] * g->w;
+        /* What an edge moves is the difference of its running total, exact
+         * to the total's last bit: a share below GSP_SHARE_BITS bits of the
+         * total would be mostly round-off (and could exceed w itself), so it
+         * stays home and the message moves nothing. Only a peer that gives
+         * for thousands of rounds and takes nothing gets there. */
+        const double share = wstep * out->weight[k] * g->w;
+        weight[k] = share < ldexp(e->w, -GSP_SHARE_BITS) ? 0.0 : out->weight[k];
+        e->w += weight[k] > 0.0 ? share : 0.0;
         moved[k] = e->w - before[k];
         w_sent += moved[k];
     }
@@ -541,7 +548,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
                 return rc;
         }
     } else
-        raw_split(g, out, edges);
+        raw_split(g, out->n, weight, edges);
     for (int k = 0; k < out->n; k++) {
         gsp_edge *e = edges[k];
         e->seq++;
@@ -567,15 +574,17 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 }
 
 /* Without a codec: shares in double straight onto the edge totals. */
-static void raw_split(gsp_peer *g, const topo_out *out, gsp_edge **edges)
+static void raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges)
 {
     /* Shares are computed in double and added to the edge totals; x keeps
      * x * (1 - sum of weights), so what leaves x and what the totals gain
      * differ only by double round-off (the float store of x rounds once more).
      * Edge-major loops so each one is a plain vectorisable pass. */
     double kept = 1.0;
-    for (int k = 0; k < out->n; k++) {
-        const double wk = out->weight[k];
+    for (int k = 0; k < n_out; k++) {
+        const double wk = weight[k];
+        if (wk == 0.0) /* (a share that stays home: GSP_SHARE_BITS) */
+            continue;
         double *restrict sx = edges[k]->x;
         const float *restrict x = g->x;
         for (size_t i = 0; i < g->dim; i++)

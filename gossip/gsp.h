@@ -64,6 +64,13 @@ typedef enum gsp_kind {
  * tells the sender, whose next message on that edge is then a SYNC. */
 #define GSP_NEED_SYNC 2
 
+/* A share of weight below 2^-GSP_SHARE_BITS of its edge's running total
+ * stays home (gsp_emit sends the message, moving nothing): the weight an
+ * edge moves is the difference of that double total, so below this it
+ * would be round-off beyond float precision, and could take more than the
+ * sender holds. So w > 0 always, whatever a peer gives without taking. */
+#define GSP_SHARE_BITS 30
+
 /* One message on one edge. A message made by gsp_emit or gsp_sync_msg points
  * into the sender's state (valid until its next emit or gsp_sync_msg);
  * gsp_msg_copy gives the driver its own copy for messages in flight. */

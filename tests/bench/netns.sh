@@ -228,6 +228,18 @@ lan_heal() {
     done
 }
 
+# lan_down "I J ...": those hosts' links go down (ip link set eth0 down in
+# each host: its route goes, a send fails at once, a connect finds no route);
+# lan_up_again "I J ...": they come back up.
+lan_down() {
+    local i
+    for i in $1; do ip -n "$NS-h$i" link set eth0 down || return 1; done
+}
+lan_up_again() {
+    local i
+    for i in $1; do ip -n "$NS-h$i" link set eth0 up || return 1; done
+}
+
 # tx_all N: each host's eth0 tx_bytes, space separated
 tx_all() {
     local i out=()

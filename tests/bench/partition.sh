@@ -29,6 +29,9 @@
 #   PARTITION_REPEAT   runs of every row, interleaved (default 1)
 #   PARTITION_RATE     tc tbf rate of every link, e.g. 1gbit (default: none, bare veths)
 #   PARTITION_ARGS     more options for sgp launch (and so the peers), e.g. "--codec none"
+#   PARTITION_HOW      split (default: the bridge is split in two, no link goes
+#                      down) or down (the cut-off hosts' links go down: ip link set
+#                      eth0 down, then up)
 #   PARTITION_CAP      seconds a run may take before it is stopped (default 300)
 #   PARTITION_NAME     name of the outputs (default partition)
 #   SGP                this build's sgp (default $BUILD/sgp; copied first)
@@ -52,6 +55,7 @@ REPEAT=${PARTITION_REPEAT:-1}
 RATE=${PARTITION_RATE:-}
 read -r -a EXTRA <<<"${PARTITION_ARGS:-}"
 CAP=${PARTITION_CAP:-300}
+HOW=${PARTITION_HOW:-split}
 NAME=${PARTITION_NAME:-partition}
 NS=sgppart # namespace prefix: sgppart-br (the bridges), sgppart-h1 .. sgppart-h4
 N=4
@@ -142,13 +146,21 @@ run_one() {
     sleep_until "$(awk -v a="$t0" -v b="$AT" 'BEGIN { printf "%.3f", a + b }')"
     if alive "$pid"; then
         if [ "$scen" = cut ]; then
-            lan_split "$SIDE_B" || echo "partition.sh: the split failed" >&2
+            if [ "$HOW" = down ]; then
+                lan_down "$SIDE_B" || echo "partition.sh: the links did not go down" >&2
+            else
+                lan_split "$SIDE_B" || echo "partition.sh: the split failed" >&2
+            fi
             split=1
         fi
         t_cut=$(now)
         sleep_until "$(awk -v a="$t_cut" -v b="$SECONDS_CUT" 'BEGIN { printf "%.3f", a + b }')"
         if [ "$split" = 1 ]; then
-            lan_heal || echo "partition.sh: the heal failed" >&2
+            if [ "$HOW" = down ]; then
+                lan_up_again "$SIDE_B" || echo "partition.sh: the links did not come back up" >&2
+            else
+                lan_heal || echo "partition.sh: the heal failed" >&2
+            fi
         fi
         t_heal=$(now)
     fi
@@ -161,6 +173,7 @@ run_one() {
         -v t1="$t1" 'BEGIN { o = ((b1 - b0) - (c1 - c0)) / (t1 - t0); printf "%.2f", o < 0 ? 0 : o }')
     reap_runs "$N" "$RUNS/sgp-*"
     lan_heal # (a run stopped between the two)
+    lan_up_again "$SIDE_B"
     printf '{"label": "%s", "scenario": "%s", "rep": %d, "t0": %s, "t1": %s, "rc": %d, "cap": %s, "at": %s, "seconds": %s, "split": %d, "t_cut": %s, "t_heal": %s, "others": %s}\n' \
         "$label" "$scen" "$rep" "$t0" "$t1" "$rc" "$CAP" "$AT" "$SECONDS_CUT" "$split" "$t_cut" "$t_heal" \
         "$others" >"$dir/meta.json"

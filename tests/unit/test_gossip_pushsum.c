@@ -404,6 +404,49 @@ Test(gossip_pushsum, pause_loses_nothing)
     net_free(&s);
 }
 
+/* A peer that gives shares and takes none for thousands of rounds (its
+ * in-neighbours' messages all held back, from rounds ahead of its own, under
+ * tau = 0: a healed partition's side that is behind): push-sum halves its
+ * weight every round, and its model z = x / w must stay its model. The
+ * weight an edge moves is the difference of its running total, so once w is
+ * tiny against that total the difference is all round-off; it once took
+ * more than w (w = 0, z = x / 0: every peer of the run turned to NaN). */
+static void a_peer_that_only_gives(const char *codec)
+{
+    cmp_spec spec;
+    char err[128];
+    if (codec)
+        cr_assert_eq(cmp_spec_parse(&spec, codec, err, sizeof err), 0, "%s", err);
+    float x0[DIM];
+    for (int i = 0; i < DIM; i++)
+        x0[i] = 0.1f * (float)(i - DIM / 2) + 0.013f;
+    gsp_peer g = {0};
+    cr_assert_eq(gsp_init(&g, 0, 4, DIM, 0, x0), 0);
+    if (codec)
+        cr_assert_eq(gsp_set_codec(&g, &spec, 7, 1.0f), 0);
+    /* (a codec's references start at zero, and its first messages are
+     * bf16: z moves by their error, a few parts in a thousand) */
+    const float tol = codec ? 1e-2f : 1e-5f;
+    codec = codec ? codec : "running sums";
+    for (int r = 0; r < 3000; r++) {
+        topo_out out = {.n = 1, .peer = {1 + r % 2}, .weight = {0.5}, .keep = 0.5};
+        gsp_msg m[TOPO_MAX_OUT];
+        cr_assert_eq(gsp_emit(&g, &out, m), 1);
+        cr_assert_gt(g.w, 0.0, "%s: round %d: w = %g", codec, r, g.w);
+        const float *z = gsp_debias(&g);
+        for (int i = 0; i < DIM; i++)
+            cr_assert(isfinite(z[i]) && fabsf(z[i] - x0[i]) <= tol * fabsf(x0[i]) + 1e-6f,
+                      "%s: round %d, w = %g: z[%d] = %g, its model is %g", codec, r, g.w, i, z[i], x0[i]);
+    }
+    gsp_free(&g);
+}
+
+Test(gossip_pushsum, a_peer_that_only_gives_keeps_a_positive_weight_and_its_model)
+{
+    a_peer_that_only_gives(NULL);
+    a_peer_that_only_gives("fp16");
+}
+
 /* ---- staleness --------------------------------------------------------------- */
 
 Test(gossip_pushsum, ready_waits_for_tau)

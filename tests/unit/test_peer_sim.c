@@ -347,6 +347,57 @@ Test(peer_sim, each_side_of_a_partition_trains_on_and_the_sides_merge_after_the_
     sim_result_free(&cut);
 }
 
+/* Peers 2 and 3 each cut off alone (their hosts' links down) while 0 and 1
+ * train on together: the lone ones wait, then go on alone, and at the heal
+ * the sides are hundreds of rounds apart. A peer whose in-neighbours are all
+ * ahead holds their messages (tau = 0 takes only earlier rounds') while it
+ * gives half its weight every round: its w fell below what the edges'
+ * running totals resolve, reached 0, and z = x / 0 turned every peer to NaN
+ * (10.00% on real processes and here, `sgp sim --peers 4 --topology
+ * topologies/exp4.topo --epochs 10 --model mlp:32 --codec none
+ * --compute-time 0.002 --partition 2@1:3 --partition 3@1:3`). */
+
+
+
+
+
+
+Test(peer_sim, peers_cut_off_alone_and_healed_keep_their_models)
+{
+    /* (the whole embedded set: its rounds' pace is what puts the sides far
+     * enough apart) */
+    nn_dataset all_train = {0}, all_test = {0};
+    char err[256];
+    cr_assert_eq(nn_data_embedded(&all_train, &all_test, err, sizeof err), 0, "%s", err);
+    cmp_spec none;
+    cr_assert_eq(cmp_spec_parse(&none, "none", err, sizeof err), 0, "%s", err);
+    sim_config c;
+    config(&c, "exponential", 4);
+    c.peer.codec = &none; /* (sgp peer's default: float32 deltas against the references) */
+    c.compute_seconds = 0.002;
+    c.peer.train.epochs = 10;
+    sim_result whole, cut;
+    cr_assert_eq(sim_run(&c, &all_train, &all_test, &whole, err, sizeof err), 0, "%s", err);
+    uint8_t alone2[4] = {0, 0, 1, 0}, alone3[4] = {0, 0, 0, 1};
+    c.cut[c.n_cut++] = (sim_cut){.side = alone2, .at = 1, .seconds = 3};
+    c.cut[c.n_cut++] = (sim_cut){.side = alone3, .at = 1, .seconds = 3};
+    cr_assert_eq(sim_run(&c, &all_train, &all_test, &cut, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cut.cuts, 2);
+    cr_assert_eq(cut.peers_live, 4);
+    cr_assert(isfinite(cut.test_loss), "the average model is finite: loss %g", cut.test_loss);
+    cr_assert_float_eq(cut.weight_total, 4.0, 1e-6, "%.9g held, %.3g in flight", cut.weight_total,
+                       cut.weight_in_flight);
+    cr_assert_lt(cut.consensus_distance, 1e-6, "the peers merged after the heal");
+    cr_log_info("cut off alone: %.2f%% (worst peer %.2f%%), %.2f%% without the cuts", 100 * cut.test_accuracy,
+                100 * cut.test_accuracy_min, 100 * whole.test_accuracy);
+    cr_assert_geq(cut.test_accuracy_min, whole.test_accuracy - 0.05, "worst peer %.2f%% with the cuts, %.2f%% without",
+                  100 * cut.test_accuracy_min, 100 * whole.test_accuracy);
+    sim_result_free(&whole);
+    sim_result_free(&cut);
+    nn_dataset_free(&all_train);
+    nn_dataset_free(&all_test);
+}
+
 /* ---- local steps between exchanges (--local-steps) and the outer optimizer
  * (--outer) in the round driver: the plan covers every epoch's steps, mass
  * and consensus hold with the gradient off, peers crash and rejoin
