@@ -381,8 +381,11 @@ static long encode_streamed(gsp_peer *g, const float *src, float inv, const floa
             __builtin_prefetch(&src[c.pos[j + PREFETCH]]), __builtin_prefetch(&ref[c.pos[j + PREFETCH]]);
         c.key[j] = cmp_list_bits(src[c.pos[j]] * inv - ref[c.pos[j]]);
     }
-    if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 ||
-        gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c) < 0 || lagging(g, vv, zz)) /* lagging: sent whole */
+    if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 || gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c) < 0)
+        return -EAGAIN;
+    if (!isfinite(zz))
+        return -EDOM;
+    if (lagging(g, vv, zz)) /* sent whole */
         return -EAGAIN;
     return cmp_encode_list(g->codec, &c, n, g->work, buf, gsp_msg_room(g)); /* -EINVAL: a NaN or inf in z */
 }
@@ -415,6 +418,8 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
             return -ENOMEM;
         double vv, zz;
         gsp_diff_norms(src, inv, e->ref, d, n, &vv, &zz);
+        if (!isfinite(zz))
+            return -EDOM;
         v = d;
         if (whole || lagging(g, vv, zz))
             codec = &g->first;
@@ -445,7 +450,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     return 0;
 }
 
-static void raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges);
+static int raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges);
 
 /* z = x / w, and x -= sum_k moved_k * ref_k with the references as they
  * stand before this round's messages, in double, rounded to float once. One
@@ -547,8 +552,8 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
             if (rc < 0)
                 return rc;
         }
-    } else
-        raw_split(g, out->n, weight, edges);
+    } else if (raw_split(g, out->n, weight, edges) < 0)
+        return -EDOM;
     for (int k = 0; k < out->n; k++) {
         gsp_edge *e = edges[k];
         e->seq++;
@@ -574,7 +579,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 }
 
 /* Without a codec: shares in double straight onto the edge totals. */
-static void raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges)
+static int raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges)
 {
     /* Shares are computed in double and added to the edge totals; x keeps
      * x * (1 - sum of weights), so what leaves x and what the totals gain
@@ -591,8 +596,15 @@ static void raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **e
             sx[i] += wk * (double)x[i];
         kept -= wk;
     }
-    for (size_t i = 0; i < g->dim; i++)
-        g->x[i] = (float)((double)g->x[i] * kept);
+    unsigned bad = 0; /* an exponent of all ones: a NaN or an infinity (integer lanes, so it vectorises) */
+    for (size_t i = 0; i < g->dim; i++) {
+        const float xi = (float)((double)g->x[i] * kept);
+        uint32_t u;
+        memcpy(&u, &xi, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        g->x[i] = xi;
+    }
+    return bad ? -EDOM : 0;
 }
 
 /* x += a - rho, rho = a: the running-sum step of RAW messages. */

@@ -292,8 +292,10 @@ float *gsp_take_model(gsp_peer *g);
 /* Split for this round: for each routed out-neighbour k, sigma_k += weight_k * x
  * and sigma_w_k += weight_k * w; x and w keep the rest (x loses exactly what
  * the totals gained, computed in double). Fills msgs[0 .. out->n) and
- * increments g->round. Returns out->n, or -ENOMEM if a new edge (a reroute)
- * could not be allocated (nothing is sent then). */
+ * increments g->round. Returns out->n, -ENOMEM if a new edge (a reroute)
+ * could not be allocated (nothing is sent then), or -EDOM when z is not
+ * finite (a NaN or an infinity: the model diverged; nothing may be sent, and
+ * the peer must stop, its state part-way through the emit). */
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs);
 
 /* Apply a message addressed to this peer: returns 1 if applied, 0 if ignored

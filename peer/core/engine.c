@@ -210,6 +210,16 @@ static void finish(engine *e, int rc)
                             .goodbye = e->said_done && rc == 0 ? -1 : !e->stopping && rc == 0});
 }
 
+/* The model is no longer finite (`what`: the loss, the parameters): stop,
+ * saying "stopped" (the neighbours route around it), with why. */
+static void diverged(engine *e, const char *what)
+{
+    e->diverged = what;
+    log_event(e, "the model is no longer finite: stopping", -1, what);
+    e->stopping = 1;
+    finish(e, -EDOM);
+}
+
 /* Every round is done: say so, and stay to take in what the in-neighbours
  * still send until each is done too (or routed around). */
 static void done(engine *e, double now)
@@ -294,11 +304,22 @@ void engine_step_done(engine *e, double now)
     round_peer *rp = &e->rp;
     const long round = rp->g.round;
     const int was_isolated = rp->pace.isolated;
+    /* A model that is no longer finite is never gossiped nor reported: the
+     * peer stops at the first round that shows it (its loss, or the
+     * parameters its emit reads). */
+    if (!isfinite(rp->loss)) {
+        diverged(e, "the loss");
+        return;
+    }
     gsp_msg msgs[TOPO_MAX_OUT];
     const int m = round_emit(rp, now, e->busy, msgs);
     if (rp->pace.isolated != was_isolated)
         log_event(e, rp->pace.isolated ? "no in-neighbour heard: keeping shares home" : "hearing in-neighbours again",
                   -1, NULL);
+    if (m == -EDOM) {
+        diverged(e, "the parameters");
+        return;
+    }
     if (m < 0) {
         finish(e, m);
         return;
@@ -585,6 +606,7 @@ static void reset(engine *e, double now)
     memset(e->sync_asked, 0, n * sizeof *e->sync_asked);
     e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
+    e->diverged = NULL;
     e->held = 1;
     e->asked_at = e->refresh_since = -INFINITY;
     e->join_since = e->last_ckpt = now;

@@ -106,6 +106,8 @@ typedef struct engine {
     int n_events, cap_events, next_event;
     int fail;                 /* a negative errno the engine finishes with: a queue could not grow (-ENOMEM),
                                * a message no frame can hold (-EMSGSIZE) */
+    const char *diverged;     /* finished with -EDOM: where the model was not finite ("the loss", "the
+                               * parameters"); round_diverged_text says the rest */
 } engine;
 
 /* The round (round_peer_init) and the engine around it, held before round 0.

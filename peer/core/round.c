@@ -187,6 +187,8 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
     const double t0 = clock_now();
     qsort(rp->inbox, (size_t)rp->n_inbox, sizeof *rp->inbox, cmp_msg);
     int kept = 0, applied = 0, ask = -1; /* ask: the sender to NACK once its messages are through */
+    if (!all) /* (a round's absorb: what a peer that stops at the end took in last is the round's) */
+        rp->n_taken = 0, rp->taken_at = rp->g.round;
     uint64_t ask_seq = 0;
     for (int k = 0; k < rp->n_inbox; k++) {
         gsp_msg *m = &rp->inbox[k];
@@ -199,8 +201,10 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
             continue;
         }
         int rc = gsp_absorb(&rp->g, m);
+        if (rc == 1 && !all && rp->n_taken < ROUND_TAKEN_MAX)
+            rp->taken_from[rp->n_taken] = m->src, rp->taken_round[rp->n_taken] = m->round;
         if (rc == 1)
-            applied++;
+            applied++, rp->n_taken += !all;
         if (rc == 1 && ask == m->src)
             ask = -1;
         else if (rc == GSP_NEED_SYNC && nack)
@@ -213,6 +217,24 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
     rp->absorbed += (uint64_t)applied;
     rp->times.gossip += clock_now() - t0;
     return applied;
+}
+
+void round_diverged_text(const round_peer *rp, const char *what, char *buf, size_t len)
+{
+    int k = snprintf(buf, len, "the model is no longer finite at round %ld (a NaN or an infinity in %s); ",
+                     rp->g.round, what);
+    if (rp->taken_at != rp->g.round || rp->n_taken == 0)
+        k += snprintf(buf + k, k < (int)len ? len - (size_t)k : 0, "the round took in no share");
+    else {
+        k += snprintf(buf + k, k < (int)len ? len - (size_t)k : 0, "the round took in %d share%s, of", rp->n_taken,
+                      rp->n_taken == 1 ? "" : "s");
+        for (int j = 0; j < rp->n_taken && j < ROUND_TAKEN_MAX; j++)
+            k += snprintf(buf + k, k < (int)len ? len - (size_t)k : 0, "%s peer %d (its round %ld)", j ? "," : "",
+                          rp->taken_from[j], rp->taken_round[j]);
+        if (rp->n_taken > ROUND_TAKEN_MAX)
+            k += snprintf(buf + k, k < (int)len ? len - (size_t)k : 0, ", ...");
+    }
+    snprintf(buf + k, k < (int)len ? len - (size_t)k : 0, "; stopping (try a lower --lr or --clip)");
 }
 
 gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d)
@@ -249,9 +271,5 @@ int round_emit(round_peer *rp, double now, const uint8_t *busy, gsp_msg *msgs)
     gsp_pace_route(&rp->pace, &rp->g, now, busy, &out);
     int n = gsp_emit(&rp->g, &out, msgs);
     rp->times.gossip += clock_now() - t0;
-    if (n == -EINVAL)
-        for (size_t i = 0; i < rp->g.dim; i++)
-            if (!isfinite(rp->g.x[i])) /* the codecs refuse NaN and infinity */
-                return -EDOM;
     return n;
 }

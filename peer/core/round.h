@@ -79,6 +79,14 @@ typedef struct round_peer {
     float loss;                /* mean over the last round's local steps */
     long steps;                /* local optimizer steps taken */
     uint64_t absorbed;
+    /* The shares the last absorb applied (what a peer whose model stops
+     * being finite names): their senders and rounds, the first
+     * ROUND_TAKEN_MAX of n_taken. */
+#define ROUND_TAKEN_MAX 8
+    int taken_from[ROUND_TAKEN_MAX];
+    long taken_round[ROUND_TAKEN_MAX];
+    int n_taken;
+    long taken_at;             /* the round that absorb started */
     round_times times;         /* round_step's (its own thread's) and round_absorb's + round_emit's */
 } round_peer;
 
@@ -127,6 +135,11 @@ gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d);
  * no step (averaging experiments).
  * Touches x, the local optimizer and the model's buffers only. */
 float round_step(round_peer *rp, nn_model *model);
+
+/* Why a peer stops when its model is no longer finite (-EDOM from
+ * round_emit, or a loss that is not): `what` ("the loss", "the parameters")
+ * at which round, and the shares the round took in. */
+void round_diverged_text(const round_peer *rp, const char *what, char *buf, size_t len);
 
 /* This round's shares (codec warm-up, routing and pacing, gsp_emit; round
  * moves on). busy: NULL or n_peers flags of links that took no frame

@@ -100,7 +100,8 @@ void node_close(node *n, int goodbye)
     }
     n->closed = 1;
     if (!n->e.joining) {
-        node_checkpoint_now(n);
+        if (!n->e.diverged) /* (the last checkpoint is the model to come back with) */
+            node_checkpoint_now(n);
         node_log_ledger(n);
     }
     mem_parts *m = &n->r->memory;
@@ -335,9 +336,11 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         node_pump(n);
         uv_run(&n->loop, UV_RUN_DEFAULT);
         rc = n->rc;
-        if (rc == -EDOM)
-            snprintf(err, errlen, "peer %d: the model diverged at round %ld (NaN or infinity in the parameters): "
-                     "try a lower --lr or --clip", c->id, n->e.rp.g.round);
+        if (rc == -EDOM) {
+            char why[400];
+            round_diverged_text(&n->e.rp, n->e.diverged ? n->e.diverged : "the parameters", why, sizeof why);
+            snprintf(err, errlen, "peer %d: %s", c->id, why);
+        }
         else if (rc == -EHOSTUNREACH)
             snprintf(err, errlen, "peer %d: no checkpoint, and no neighbour sent its model within the round timeout "
                      "(%.0f s): nothing to join", c->id, c->peer.round_timeout);

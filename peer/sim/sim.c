@@ -142,6 +142,11 @@ int sim_pump(sim *s, int i, long round_before)
                 for (engine_send t; engine_poll_send(e, &t);) /* what it said last (GOODBYE "done") */
                     if ((rc = sim_transmit(s, i, &t)) < 0)
                         return rc;
+                if (v.rc == -EDOM) {
+                    char why[400];
+                    round_diverged_text(&e->rp, e->diverged ? e->diverged : "the parameters", why, sizeof why);
+                    snprintf(s->err, sizeof s->err, "peer %d: %s", i, why);
+                }
                 if (v.rc == -EDOM || v.rc == -ENOMEM)
                     return v.rc;
                 if (v.rc < 0) { /* nothing to join: gone for good */
@@ -326,10 +331,8 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
         rc = sim_check_end(&s, err, errlen);
     if (rc == 0)
         measure_memory(&s, train);
-    if (rc == -EPROTO && s.err[0])
+    if ((rc == -EPROTO || rc == -EDOM) && s.err[0])
         snprintf(err, errlen, "%s", s.err);
-    else if (rc == -EDOM)
-        snprintf(err, errlen, "the model diverged (NaN or infinity in the parameters): try a lower --lr or --clip");
     else if (rc < 0 && !*err) /* (set-up says what failed itself) */
         snprintf(err, errlen, "simulation failed: %s", strerror(-rc));
     else if (rc == 0)

@@ -84,6 +84,43 @@ Test(peer_cli, a_diverging_train_stops_at_the_first_bad_loss_and_says_what_to_tr
     cr_assert_null(strstr(o.out, "epoch   1/3"), "no epoch of NaN is reported as trained: %s", o.out);
 }
 
+/* Peers that diverge (an lr of 1000, float32 messages, which carry a NaN as
+ * any other value) stop at the first round whose model is not finite, each
+ * saying which round and what it took in, and the launch fails with their
+ * words: no NaN model is reported as a result (before, all of them ran to
+ * the end and the launch said 10.00% with exit 0). */
+Test(peer_cli, a_diverging_launch_stops_every_peer_and_reports_no_model, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-launch-nan-XXXXXX", run[96], path[160];
+    cr_assert(mkdtemp(dir));
+    snprintf(run, sizeof run, "%s/run", dir);
+    sgp_run(&o, "launch", "--peers", "2", "--model", "mlp:32", "--epochs", "1", "--lr", "1000", "--codec", "none",
+            "--run-dir", run, NULL);
+    cr_assert_neq(o.status, 0, "%s", o.out);
+    cr_assert(strstr(o.err, "failed: sgp peer: peer "), "%s", o.err);
+    cr_assert(strstr(o.err, "the model is no longer finite at round "), "%s", o.err);
+    cr_assert(strstr(o.err, "try a lower --lr or --clip"), "%s", o.err);
+    cr_assert_null(strstr(o.out, "test accuracy"), "no accuracy of a NaN model: %s", o.out);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/model.safetensors", run);
+    cr_assert_neq(stat(path, &st), 0, "no average model is written");
+    int stopped = 0;
+    for (int i = 0; i < 2; i++) {
+        /* (one may see the other stop first and go on alone: each
+         * diverges on its own, but which round shows it is timing) */
+        char log[160];
+        snprintf(log, sizeof log, "%s/peer%d.jsonl", run, i);
+        cr_assert_not(sgp_file_has(log, "\"loss\": null"), "%s: a round of NaN was logged", log);
+        if (!sgp_file_has(log, "the model is no longer finite: stopping"))
+            continue;
+        stopped++;
+        snprintf(path, sizeof path, "%s/peer%d.model", run, i);
+        cr_assert_neq(stat(path, &st), 0, "%s: no final model of a peer that diverged", path);
+    }
+    cr_assert_geq(stopped, 1);
+    sgp_rm_rf(dir);
+}
+
 Test(peer_cli, fashion_missing_is_one_line_saying_make_data)
 {
     cr_assert_eq(setenv("SGP_DATA_DIR", "/nonexistent", 1), 0); /* this test's own process */

@@ -223,12 +223,12 @@ Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
                                mass);
             cr_assert_float_eq(a.w + b.w, 2.0, 1e-12);
         }
-        /* A model gone to NaN is refused as by cmp_encode (the engine then
-         * says the model diverged). */
+        /* A model gone to NaN is never sent: -EDOM (the engine then stops
+         * the peer, saying its model is no longer finite). */
         a.x[N / 2] = NAN;
         topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
         gsp_msg m;
-        cr_assert_eq(gsp_emit(&a, &out, &m), -EINVAL, "%s: a NaN", codecs[c]);
+        cr_assert_eq(gsp_emit(&a, &out, &m), -EDOM, "%s: a NaN", codecs[c]);
         gsp_free(&a), gsp_free(&b);
         free(x0), free(xa), free(v), free(want), free(work);
     }

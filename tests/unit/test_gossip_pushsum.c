@@ -447,6 +447,35 @@ Test(gossip_pushsum, a_peer_that_only_gives_keeps_a_positive_weight_and_its_mode
     a_peer_that_only_gives("fp16");
 }
 
+/* A model with a NaN or an infinity is never sent, whatever the codec (a
+ * float codec carries a NaN as any other value: four peers once gossiped
+ * NaN for 40 epochs and reported 10.00%). */
+Test(gossip_pushsum, a_model_that_is_not_finite_is_never_sent)
+{
+    const char *codecs[] = {NULL, "none", "fp16", "stc:0.25", "topk:0.25", "qsgd:16"};
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (size_t c = 0; c < sizeof codecs / sizeof *codecs; c++)
+        for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+            cmp_spec spec;
+            char err[128];
+            if (codecs[c])
+                cr_assert_eq(cmp_spec_parse(&spec, codecs[c], err, sizeof err), 0, "%s", err);
+            float x0[DIM];
+            for (int i = 0; i < DIM; i++)
+                x0[i] = 1.0f + (float)i;
+            gsp_peer g = {0};
+            cr_assert_eq(gsp_init(&g, 0, 4, DIM, 0, x0), 0);
+            if (codecs[c])
+                cr_assert_eq(gsp_set_codec(&g, &spec, 7, 0.5f), 0);
+            topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}, .keep = 0.5};
+            gsp_msg m[TOPO_MAX_OUT];
+            cr_assert_eq(gsp_emit(&g, &out, m), 1);
+            g.x[DIM / 3] = bad[b];
+            cr_assert_eq(gsp_emit(&g, &out, m), -EDOM, "%s: %g", codecs[c] ? codecs[c] : "running sums", bad[b]);
+            gsp_free(&g);
+        }
+}
+
 /* ---- staleness --------------------------------------------------------------- */
 
 Test(gossip_pushsum, ready_waits_for_tau)
