@@ -17,6 +17,7 @@
 #define DST_MODEL "mlp:16"
 #define DST_BATCH 512
 #define DST_STEPS_PER_EPOCH 16
+#define DST_LONG_EPOCHS 100 /* a schedule with a long cut: 1,600 rounds */
 
 static const char *const TOPOLOGIES[] = {"exponential", "ring", "complete"};
 static const char *const CODECS[] = {"exact", "none",    "bf16", "topk:0.1", "randk:0.2",
@@ -61,8 +62,11 @@ static int crashes(const dst_schedule *s, int peer)
 
 void dst_draw(dst_schedule *s, uint64_t seed)
 {
-    nn_rng r;
+    nn_rng r, cut;
     nn_rng_seed(&r, seed, 0x647374ULL); /* "dst" */
+    /* (a stream of its own for how a partition cuts, so that every schedule
+     * without one is drawn as it was before cuts came in these kinds) */
+    nn_rng_seed(&cut, seed, 0x637574ULL); /* "cut" */
     memset(s, 0, sizeof *s);
     s->seed = seed;
     s->peers = 3 + (int)nn_rng_below(&r, 6);
@@ -107,6 +111,23 @@ void dst_draw(dst_schedule *s, uint64_t seed)
             f.peer = (int)nn_rng_below(&r, (uint64_t)(s->peers - f.span + 1));
             f.t = nn_rng_uniform_d(&r) * 0.7 * T;
             f.u = (0.5 + 5 * nn_rng_uniform_d(&r)) * s->dead_timeout;
+            /* A third cut each peer of the set off alone (hosts whose links
+             * went down), and a quarter are long, in a run long enough to
+             * go on well after the heal: connections close, the lone peers
+             * wait and then race on by themselves, and the sides meet
+             * hundreds of rounds apart (on real processes that path once
+             * turned every model to NaN). */
+            f.b = nn_rng_below(&cut, 3) == 0;
+            if (nn_rng_below(&cut, 5) == 0) {
+                /* (rounds short against the heartbeat interval, as on real
+                 * processes: a peer behind at the heal learns its
+                 * neighbours' rounds only from their next heartbeat, and
+                 * until then gives its weight away round after round) */
+                s->epochs = DST_LONG_EPOCHS, s->compute = 0.0005, s->dead_timeout = 0.25;
+                const double TL = (double)rounds_of(s) * (s->compute * s->local_steps + 0.001);
+                f.t = (0.05 + 0.25 * nn_rng_uniform_d(&cut)) * TL;
+                f.u = (0.2 + 0.2 * nn_rng_uniform_d(&cut)) * TL;
+            }
             break;
         case DST_SLOW:
             f.f = 1.5 + 3 * nn_rng_uniform_d(&r);
@@ -123,7 +144,9 @@ typedef struct built {
     cmp_spec codec;
     outer_opts outer;
     double *slow;
-    uint8_t *side[DST_MAX_FAULTS];
+#define DST_MAX_SIDES (DST_MAX_FAULTS * 8) /* (a cut of each peer alone: up to peers - 1 sides a fault) */
+    uint8_t *side[DST_MAX_SIDES];
+    int n_side;
 } built;
 
 static int build(const dst_schedule *s, int faults, sim_config *c, built *b, char *err, size_t errlen)
@@ -167,12 +190,16 @@ static int build(const dst_schedule *s, int faults, sim_config *c, built *b, cha
         case DST_STOP:
             c->stop[c->n_stop++] = (sim_fault){.peer = f->peer, .round = f->a, .seconds = f->t};
             break;
-        case DST_PARTITION:
-            if (!(b->side[k] = calloc((size_t)s->peers, 1)))
-                return -ENOMEM;
-            for (int i = f->peer; i < f->peer + f->span; i++)
-                b->side[k][i] = 1;
-            c->cut[c->n_cut++] = (sim_cut){.side = b->side[k], .at = f->t, .seconds = f->u};
+        case DST_PARTITION: /* one cut of the set, or one of each peer in it (b: alone) */
+            for (int i = f->peer; i < f->peer + f->span; i++) {
+                if (i == f->peer || f->b) {
+                    if (c->n_cut == SIM_MAX_CUTS || b->n_side == DST_MAX_SIDES ||
+                        !(b->side[b->n_side] = calloc((size_t)s->peers, 1)))
+                        return -ENOMEM;
+                    c->cut[c->n_cut++] = (sim_cut){.side = b->side[b->n_side++], .at = f->t, .seconds = f->u};
+                }
+                b->side[b->n_side - 1][i] = 1;
+            }
             break;
         case DST_SLOW:
             if (!b->slow && !(b->slow = malloc((size_t)s->peers * sizeof *b->slow)))
@@ -191,7 +218,7 @@ static void unbuild(built *b)
 {
     topo_free(&b->t);
     free(b->slow);
-    for (int k = 0; k < DST_MAX_FAULTS; k++)
+    for (int k = 0; k < b->n_side; k++)
         free(b->side[k]);
 }
 
@@ -335,11 +362,15 @@ void dst_command(const dst_schedule *s, char *buf, size_t cap)
         case DST_STOP:
             PUT(" --stop %d@%ld:%.17g", f->peer, f->a, f->t);
             break;
-        case DST_PARTITION:
-            PUT(" --partition ");
-            for (int i = f->peer; i < f->peer + f->span; i++)
-                PUT("%s%d", i > f->peer ? "," : "", i);
-            PUT("@%.17g:%.17g", f->t, f->u);
+        case DST_PARTITION: /* (alone: one --partition a peer) */
+            for (int i = f->peer; i < f->peer + f->span; i++) {
+                if (i == f->peer || f->b)
+                    PUT(" --partition %d", i);
+                else
+                    PUT(",%d", i);
+                if (f->b || i == f->peer + f->span - 1)
+                    PUT("@%.17g:%.17g", f->t, f->u);
+            }
             break;
         case DST_SLOW:
             PUT(" --slow %d:%.17g", f->peer, f->f);

@@ -33,7 +33,8 @@ typedef enum dst_kind {
     DST_REJOIN,    /* crashes at round a, back at round b with its state (a checkpoint) */
     DST_JOIN,      /* crashes at round a, back at round b without it: pulls a neighbour's model */
     DST_STOP,      /* frozen at round a for t seconds (SIGSTOP) */
-    DST_PARTITION, /* peers [peer, peer + span) cut off from the others at t for u seconds */
+    DST_PARTITION, /* peers [peer, peer + span) cut off from the others at t for u seconds; b = 1: each of
+                    * them cut off alone (its host's link down) */
     DST_SLOW,      /* computes f times slower */
 } dst_kind;
 

@@ -59,6 +59,38 @@ Test(peer_sim_dst, a_peer_stopped_until_the_others_finished_catches_up_to_the_la
     dst_world_free(&w);
 }
 
+/* The healed partition that turned every real peer's model to NaN, as a
+ * schedule: peers 2 and 3 of exp4 each cut off alone (their hosts' links
+ * down) for half of a run whose rounds are short against the heartbeat
+ * interval. The lone peers race on by themselves; at the heal peers 0 and 1
+ * are behind, hold their in-neighbours' messages (from later rounds) and
+ * give their weight away round after round until a heartbeat tells them how
+ * far behind they are; the weight an edge moves, a difference of its running
+ * total, then took all of w ("invariant: peer 2's weight is 0"). Long cuts of
+ * single peers are drawn since this one (peer/sim/sim_dst.c). */
+Test(peer_sim_dst, peers_cut_off_alone_in_a_long_cut_keep_every_invariant)
+{
+    char err[256];
+    dst_world w;
+    cr_assert_eq(dst_world_init(&w, err, sizeof err), 0, "%s", err);
+    const char *codecs[] = {"none", "exact", "stc:0.1"};
+    for (int k = 0; k < 3; k++) {
+        dst_schedule s;
+        dst_draw(&s, 1);
+        s.peers = 4, s.topology = "exponential", s.codec = codecs[k], s.tau = 0, s.local_steps = 1, s.outer = "none";
+        s.epochs = 100, s.compute = 0.0005, s.dead_timeout = 0.25;
+        s.loss = s.duplicate = s.jitter = 0;
+        s.n_faults = 1;
+        s.fault[0] = (dst_fault){.kind = DST_PARTITION, .peer = 2, .span = 2, .b = 1, .t = 0.32, .u = 0.81};
+        dst_outcome o;
+        char cmd[2048];
+        dst_command(&s, cmd, sizeof cmd);
+        cr_assert(strstr(cmd, " --partition 2@0.32") && strstr(cmd, " --partition 3@0.32"), "%s", cmd);
+        cr_assert_eq(dst_run(&w, &s, &o), 0, "%s: %s\nreplay: %s", codecs[k], o.why, cmd);
+    }
+    dst_world_free(&w);
+}
+
 Test(peer_sim_dst, a_schedule_is_its_seed)
 {
     dst_schedule a, b;
