@@ -64,6 +64,13 @@ typedef enum gsp_kind {
  * tells the sender, whose next message on that edge is then a SYNC. */
 #define GSP_NEED_SYNC 2
 
+/* What gsp_absorb returns for a message no honest sender makes (a NaN or an
+ * infinity in its values, a weight total that goes down or moves more than
+ * GSP_MAX_SHARE units a peer of the run): nothing of it is applied,
+ * g->refused_why says why, and a compressed edge waits for a SYNC. */
+#define GSP_REFUSED 3
+#define GSP_MAX_SHARE 2.0
+
 /* A share of weight below 2^-GSP_SHARE_BITS of its edge's running total
  * stays home (gsp_emit sends the message, moving nothing): the weight an
  * edge moves is the difference of that double total, so below this it
@@ -139,6 +146,7 @@ typedef struct gsp_stats {
     uint64_t sent, absorbed, ignored; /* ignored: duplicates and messages older than one applied */
     uint64_t stale_sum;               /* sum over absorbed messages of (own round - message round) */
     uint64_t syncs_sent, gaps;        /* codec: SYNCs sent; deltas that found a gap */
+    uint64_t refused;                 /* messages refused (GSP_REFUSED) */
     double w_adopted; /* weight in totals adopted as a baseline after a comeback: sent to this id, never
                        * applied (taken in by a crashed run of it, or meant for an earlier holder) */
 } gsp_stats;
@@ -175,6 +183,7 @@ typedef struct gsp_peer {
     size_t sp_cap;
     void *work;            /* codec workspace */
     uint64_t incarnation;  /* this run of the peer's process; sent with every message (0 in the simulator) */
+    const char *refused_why; /* why the last message refused (GSP_REFUSED) was */
     const float *origin;   /* codec: where every edge's reference starts (gsp_set_origin), or NULL: zeros */
     float *origin_copy;    /* origin when this peer holds its own copy (NULL when it borrows it) */
     void (*origin_fill)(void *ctx, float *dst); /* or this makes it again where an edge starts */
@@ -301,7 +310,8 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs);
 /* Apply a message addressed to this peer: returns 1 if applied, 0 if ignored
  * (duplicate or older than one already applied: its mass is already in),
  * GSP_NEED_SYNC (a compressed edge lost a message: nothing applied until a
- * SYNC comes), -EINVAL (wrong destination, sender out of range, dim or kind
+ * SYNC comes), GSP_REFUSED (a share no honest sender makes: nothing applied,
+ * see above), -EINVAL (wrong destination, sender out of range, dim or kind
  * mismatch), -EBADMSG (a payload that does not decode; nothing applied),
  * -ENOMEM. */
 int gsp_absorb(gsp_peer *g, const gsp_msg *m);
@@ -421,6 +431,9 @@ double gsp_edge_pending(const gsp_peer *sender, const gsp_peer *receiver, double
 void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec);
 /* Bytes a message owns (gsp_msg_copy, or a driver's own block): 0 for a view. */
 size_t gsp_msg_owned_bytes(const gsp_msg *m);
+
+/* No NaN and no infinity among v[0 .. n) (one vectorised pass). */
+int gsp_floats_finite(const float *v, size_t n);
 
 /* Deep copy of a message's payload (for messages in flight). */
 int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src);

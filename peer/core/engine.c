@@ -195,6 +195,23 @@ static void nack(void *ctx, int src, uint64_t seq)
     queue(e, (engine_send){.kind = ENGINE_NACK, .peer = src, .seq = seq}, e->absorb_now);
 }
 
+/* Absorb what arrived (round_absorb), and say what it refused, naming the
+ * sender: the first refusal of each and then each time a sender's count
+ * doubles, so that a member that keeps sending them cannot flood the log. */
+static void absorb(engine *e, int all)
+{
+    round_absorb(&e->rp, all, all ? NULL : nack, e);
+    for (int j = 0; j < e->rp.n_refused && j < ROUND_TAKEN_MAX; j++) {
+        const int q = e->rp.refused_from[j];
+        const uint32_t k = ++e->refusals[q];
+        if ((k & (k - 1)) == 0) {
+            char detail[96];
+            snprintf(detail, sizeof detail, "%s (%u so far)", e->rp.refused_why[j], k);
+            log_event(e, "refused a share of peer", q, detail);
+        }
+    }
+}
+
 /* Done (every round, a stop, or a failure): take in what has arrived and
  * close. */
 static void finish(engine *e, int rc)
@@ -203,7 +220,7 @@ static void finish(engine *e, int rc)
         return;
     e->finished = 1;
     if (!e->joining)
-        round_absorb(&e->rp, 1, NULL, NULL);
+        absorb(e, 1);
     /* A failure says "stopped", not "done": its neighbours must route around
      * it, not take it for finished at the last round. */
     event(e, (engine_event){.kind = ENGINE_FINISHED, .round = e->rp.g.round, .rc = rc,
@@ -291,7 +308,7 @@ static void try_start(engine *e, double now)
         e->wait_seconds += now - e->wait_since, e->wait_since = -1;
     gsp_pace_started(&e->rp.pace, now);
     e->absorb_now = now;
-    round_absorb(&e->rp, 0, nack, e);
+    absorb(e, 0);
     e->computing = 1;
     event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
 }
@@ -447,6 +464,11 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
     heard(e, q, now);
     if (!wants_model(e) || e->finished)
         return; /* (an answer that came after another neighbour's) */
+    if (intact && !gsp_floats_finite(z, e->rp.g.dim)) {
+        log_event(e, "model is not finite: asking another neighbour than", q, NULL);
+        ask_for_model(e, now);
+        return;
+    }
     if (!intact) {
         log_event(e, "model failed its hash check: asking another neighbour than", q, NULL);
         ask_for_model(e, now);
@@ -629,9 +651,9 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
     e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
     e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
-    e->sync_asked = calloc(n, sizeof *e->sync_asked);
+    e->sync_asked = calloc(n, sizeof *e->sync_asked), e->refusals = calloc(n, sizeof *e->refusals);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
-        !e->ack_incarnation || !e->sync_queued || !e->sync_asked) {
+        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -647,6 +669,7 @@ void engine_free(engine *e)
     round_peer_free(&e->rp);
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
+    free(e->refusals);
     free(e->sends), free(e->events);
     memset(e, 0, sizeof *e);
 }

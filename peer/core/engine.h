@@ -90,6 +90,7 @@ typedef struct engine {
                                                       * the sender's incarnation they belong to */
     uint64_t *sync_queued;    /* the seq of the last SYNC queued to it (0: none since the link came up) */
     uint64_t *sync_asked;     /* ...the seq its NACK asked from */
+    uint32_t *refusals;       /* its messages refused (GSP_REFUSED): logged at 1, 2, 4, ... */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
     int joining, refreshing, asked, ask_left, alone;

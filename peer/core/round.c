@@ -189,6 +189,7 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
     int kept = 0, applied = 0, ask = -1; /* ask: the sender to NACK once its messages are through */
     if (!all) /* (a round's absorb: what a peer that stops at the end took in last is the round's) */
         rp->n_taken = 0, rp->taken_at = rp->g.round;
+    rp->n_refused = 0;
     uint64_t ask_seq = 0;
     for (int k = 0; k < rp->n_inbox; k++) {
         gsp_msg *m = &rp->inbox[k];
@@ -209,6 +210,13 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
             ask = -1;
         else if (rc == GSP_NEED_SYNC && nack)
             ask = m->src, ask_seq = gsp_nack_seq(&rp->g, m);
+        else if (rc == GSP_REFUSED) {
+            if (rp->n_refused < ROUND_TAKEN_MAX)
+                rp->refused_from[rp->n_refused] = m->src, rp->refused_why[rp->n_refused] = rp->g.refused_why;
+            rp->n_refused++;
+            if (rp->g.codec && nack) /* (its edge waits for a SYNC: what the refused delta moved is in it) */
+                ask = m->src, ask_seq = gsp_nack_seq(&rp->g, m);
+        }
         gsp_msg_free(m);
     }
     if (ask >= 0)

@@ -87,6 +87,11 @@ typedef struct round_peer {
     long taken_round[ROUND_TAKEN_MAX];
     int n_taken;
     long taken_at;             /* the round that absorb started */
+    /* The messages the last absorb refused (GSP_REFUSED): sender and why,
+     * the first ROUND_TAKEN_MAX of n_refused. */
+    int refused_from[ROUND_TAKEN_MAX];
+    const char *refused_why[ROUND_TAKEN_MAX];
+    int n_refused;
     round_times times;         /* round_step's (its own thread's) and round_absorb's + round_emit's */
 } round_peer;
 

@@ -476,6 +476,85 @@ Test(gossip_pushsum, a_model_that_is_not_finite_is_never_sent)
         }
 }
 
+/* What a broken or hostile member may send that is well formed on the wire:
+ * NaN or infinite values, a weight total that goes down, is negative, or
+ * moves more weight than the run holds. Each is refused with nothing of it
+ * applied, and what an honest sender sends next still arrives whole. */
+Test(gossip_pushsum, a_share_no_honest_sender_makes_is_refused_and_nothing_of_it_applied)
+{
+    float x0[DIM];
+    for (int i = 0; i < DIM; i++)
+        x0[i] = 1.0f + (float)i;
+    gsp_peer g = {0};
+    cr_assert_eq(gsp_init(&g, 1, 4, DIM, 0, x0), 0);
+    double tot[DIM];
+    for (int i = 0; i < DIM; i++)
+        tot[i] = 0.25 * x0[i];
+    gsp_msg m = {.src = 0, .dst = 1, .round = 0, .seq = 1, .kind = GSP_RAW, .w_total = 0.25, .dim = DIM,
+                 .x_total = tot};
+    cr_assert_eq(gsp_absorb(&g, &m), 1);
+    const double w1 = g.w;
+    float x1[DIM];
+    memcpy(x1, g.x, sizeof x1);
+    struct {
+        const char *what;
+        double w_total, x3;
+    } bad[] = {
+        {"a NaN in the totals", 0.5, NAN},       {"an infinity in the totals", 0.5, INFINITY},
+        {"a NaN weight", NAN, 1.0},              {"an infinite weight", INFINITY, 1.0},
+        {"a negative weight", -1.0, 1.0},        {"a weight total that went down", 0.125, 1.0},
+        {"more weight than the run holds", 1e5, 1.0},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        double t[DIM];
+        memcpy(t, tot, sizeof t);
+        t[3] = bad[k].x3;
+        gsp_msg b = m;
+        b.seq = 2 + k, b.w_total = bad[k].w_total, b.x_total = t;
+        cr_assert_eq(gsp_absorb(&g, &b), GSP_REFUSED, "%s", bad[k].what);
+        cr_assert_not_null(g.refused_why);
+        cr_assert_eq(g.w, w1, "%s: w moved", bad[k].what);
+        cr_assert_eq(memcmp(g.x, x1, sizeof x1), 0, "%s: x moved", bad[k].what);
+    }
+    cr_assert_eq(g.stats.refused, sizeof bad / sizeof *bad);
+    for (int i = 0; i < DIM; i++) /* the honest sender's next totals: everything since the last one applied */
+        tot[i] += 0.25 * x0[i];
+    m.seq = 20, m.w_total = 0.5;
+    cr_assert_eq(gsp_absorb(&g, &m), 1);
+    cr_assert_float_eq(g.w, w1 + 0.25, 1e-15);
+    gsp_free(&g);
+
+    /* A compressed edge: a delta with a NaN in its values (float32 carries
+     * it as any other) is refused, and the edge waits for a SYNC, since the
+     * sender's reference moved and ours did not. */
+    cmp_spec none;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&none, "none", err, sizeof err), 0, "%s", err);
+    gsp_peer a = {0}, r = {0};
+    cr_assert_eq(gsp_init(&a, 0, 4, DIM, 0, x0), 0);
+    cr_assert_eq(gsp_init(&r, 1, 4, DIM, 0, x0), 0);
+    cr_assert_eq(gsp_set_codec(&a, &none, 7, 1.0f), 0);
+    cr_assert_eq(gsp_set_codec(&r, &none, 7, 1.0f), 0);
+    topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}, .keep = 0.5};
+    gsp_msg d[TOPO_MAX_OUT];
+    cr_assert_eq(gsp_emit(&a, &out, d), 1);
+    cr_assert_eq(gsp_absorb(&r, &d[0]), 1);
+    cr_assert_eq(gsp_emit(&a, &out, d), 1);
+    uint8_t poisoned[4096];
+    cr_assert_leq(d[0].payload_len, sizeof poisoned);
+    memcpy(poisoned, d[0].payload, d[0].payload_len);
+    const float nan = NAN;
+    memcpy(poisoned + d[0].payload_len - sizeof nan, &nan, sizeof nan); /* (the last value, little-endian) */
+    gsp_msg p = d[0];
+    p.payload = poisoned;
+    const double rw = r.w;
+    cr_assert_eq(gsp_absorb(&r, &p), GSP_REFUSED);
+    cr_assert_eq(r.w, rw);
+    cr_assert(gsp_floats_finite(r.x, DIM));
+    cr_assert_eq(gsp_absorb(&r, &d[0]), GSP_NEED_SYNC, "the edge waits for a SYNC");
+    gsp_free(&a), gsp_free(&r);
+}
+
 /* ---- staleness --------------------------------------------------------------- */
 
 Test(gossip_pushsum, ready_waits_for_tau)
