@@ -182,6 +182,7 @@ static int cmp_msg(const void *a, const void *b)
 
 int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
 {
+    rp->n_refused = 0;
     if (rp->n_inbox == 0)
         return 0; /* (an empty inbox may still be a NULL pointer, which qsort must not get) */
     const double t0 = clock_now();
@@ -189,7 +190,6 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
     int kept = 0, applied = 0, ask = -1; /* ask: the sender to NACK once its messages are through */
     if (!all) /* (a round's absorb: what a peer that stops at the end took in last is the round's) */
         rp->n_taken = 0, rp->taken_at = rp->g.round;
-    rp->n_refused = 0;
     uint64_t ask_seq = 0;
     for (int k = 0; k < rp->n_inbox; k++) {
         gsp_msg *m = &rp->inbox[k];

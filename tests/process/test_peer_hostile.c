@@ -241,6 +241,59 @@ Test(peer_hostile, a_member_that_is_no_neighbour_is_disconnected_and_adds_no_mas
     free(s);
 }
 
+static int refusals(member_side *s, const char *out, int want)
+{
+    return (void)s, sgp_file_count(out, "refused a share of peer 0: ") >= want;
+}
+
+/* A member with a valid key whose messages are well formed on the wire but
+ * are no share an honest peer sends: a SYNC whose reference is NaN, one that
+ * moves 100,000 units of weight. The target, a real `sgp peer` with float32
+ * messages (which carry a NaN as any other value), refuses each with a line
+ * naming the sender and why, trains on, and its weight stays its own (before:
+ * the NaN one stopped it with "the model diverged ... try a lower --lr",
+ * blaming its own settings, and the forged weight left 100,277 of it). */
+Test(peer_hostile, a_member_s_non_finite_or_impossible_shares_are_refused_and_training_goes_on, .timeout = 300)
+{
+    scene sc;
+    scene_start(&sc, "nan", "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--codec", "none", NULL});
+    scene_connect(&sc, 1);
+    pump_until(&sc, 0, is_up, "the connection to peer 1");
+    pump_until(&sc, 1, epochs_done, "an epoch");
+    enum { DIM = 7850 }; /* mlp on MNIST: 784 x 10 + 10 */
+    float *ref = malloc(DIM * sizeof *ref);
+    size_t cap = wire_push_bound(DIM, 0) + 16 * DIM;
+    uint8_t *buf = malloc(cap);
+    const struct {
+        float value;
+        double w_total;
+        const char *why;
+    } bad[] = {{NAN, 0.5, "a NaN or an infinity in its reference"}, {0.01f, 1e5, "more weight than the run holds"}};
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < DIM; i++)
+            ref[i] = bad[k].value;
+        gsp_msg m = {.src = 0, .dst = 1, .round = 0, .seq = 1 + (uint64_t)k, .kind = GSP_SYNC,
+                     .w_total = bad[k].w_total, .dim = DIM, .base = 0, .ref = ref, .incarnation = 1,
+                     .n_corr = 0, .corr_idx = (const uint32_t[1]){0}, .corr = (const double[1]){0}};
+        long len = wire_encode_push(buf, cap, &m);
+        cr_assert_gt(len, 0);
+        pump_until(&sc, 0, is_up, "the connection to peer 1");
+        cr_assert_eq(net_send(&sc.n, 1, buf, (size_t)len), 0);
+        pump_until(&sc, k + 1, refusals, bad[k].why);
+        cr_assert(sgp_file_has(sc.out, bad[k].why), "see %s", sc.out);
+    }
+    free(ref), free(buf);
+    pump_until(&sc, sgp_file_count(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
+    scene_end(&sc);
+    cr_assert(!sgp_file_has(sc.out, "no longer finite"), "see %s", sc.out);
+    char *text = sgp_read_file(sc.summary);
+    const double w = sgp_json_number(text, "weight"), acc = sgp_json_number(text, "test_accuracy");
+    cr_assert(w > 0 && w <= 1.0 + 1e-9, "peer 1's weight is its own: %s", text);
+    cr_assert_gt(acc, 0.8, "its model still classifies: %s", text);
+    free(text);
+}
+
 /* A member that connects and then says nothing (a stalled link, a hung
  * process): after two dead timeouts without a frame the connection is
  * closed, and the lower id redials, so the edge is back as soon as the other
