@@ -9,6 +9,11 @@
 #ifndef PEER_CORE_CLOCK_H
 #define PEER_CORE_CLOCK_H
 
+#include <stdint.h>
+
 double clock_now(void);
+/* Microseconds of the wall clock (a process's incarnation, and the bound on
+ * the ones it accepts). */
+uint64_t clock_wall_us(void);
 
 #endif

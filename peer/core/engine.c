@@ -195,21 +195,25 @@ static void nack(void *ctx, int src, uint64_t seq)
     queue(e, (engine_send){.kind = ENGINE_NACK, .peer = src, .seq = seq}, e->absorb_now);
 }
 
-/* Absorb what arrived (round_absorb), and say what it refused, naming the
- * sender: the first refusal of each and then each time a sender's count
- * doubles, so that a member that keeps sending them cannot flood the log. */
+/* A message of q refused, and why: logged at the first refusal of each
+ * sender and then each time its count doubles, so that a member that keeps
+ * sending them cannot flood the log. */
+static void refused(engine *e, int q, const char *why)
+{
+    const uint32_t k = ++e->refusals[q];
+    if ((k & (k - 1)) == 0) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "%s (%u so far)", why, k);
+        log_event(e, "refused a share of peer", q, detail);
+    }
+}
+
+/* Absorb what arrived (round_absorb), and say what it refused. */
 static void absorb(engine *e, int all)
 {
     round_absorb(&e->rp, all, all ? NULL : nack, e);
-    for (int j = 0; j < e->rp.n_refused && j < ROUND_TAKEN_MAX; j++) {
-        const int q = e->rp.refused_from[j];
-        const uint32_t k = ++e->refusals[q];
-        if ((k & (k - 1)) == 0) {
-            char detail[96];
-            snprintf(detail, sizeof detail, "%s (%u so far)", e->rp.refused_why[j], k);
-            log_event(e, "refused a share of peer", q, detail);
-        }
-    }
+    for (int j = 0; j < e->rp.n_refused && j < ROUND_TAKEN_MAX; j++)
+        refused(e, e->rp.refused_from[j], e->rp.refused_why[j]);
 }
 
 /* Done (every round, a stop, or a failure): take in what has arrived and
@@ -378,11 +382,33 @@ void engine_stop_now(engine *e, double now)
 
 /* ---- inputs -------------------------------------------------------------------------- */
 
+int engine_hold_max(const engine *e)
+{
+    const gsp_pace *pc = &e->rp.pace;
+    return 2 * (pc->c.tau + 2 * pc->period + 4);
+}
+
 int engine_push(engine *e, gsp_msg *m, double now)
 {
     const int q = m->src;
     const uint64_t incarnation = m->incarnation;
     heard(e, q, now);
+    /* What a member can make this peer hold is bounded whatever it claims:
+     * no round past the run's last (one such share would move a ring's
+     * peer to the end), and no more messages waiting here than a neighbour
+     * that runs ahead can have sent (the brake holds it within tau + 2
+     * periods + 1 rounds). Dropping one loses nothing of an honest sender's:
+     * its next totals carry it, or a SYNC after the gap. */
+    const char *why = m->incarnation > e->incarnation_max                    ? "an incarnation from the future"
+                      : m->round < 0 || m->round > e->rp.pace.c.total_rounds ? "a round past the run's last"
+                      : round_held_from(&e->rp, q) >= engine_hold_max(e) ? "more messages waiting than a neighbour ahead sends"
+                                                                          : NULL;
+    if (why) {
+        refused(e, q, why);
+        gsp_msg_free(m);
+        try_start(e, now);
+        return 0;
+    }
     gsp_pace_push(&e->rp.pace, &e->rp.g, q, m->round);
     int rc = round_inbox_put(&e->rp, m);
     if (rc < 0) {
@@ -658,6 +684,7 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
     }
+    e->incarnation_max = UINT64_MAX;
     reset(e, now);
     return 0;
 }

@@ -107,6 +107,8 @@ typedef struct engine {
     int n_events, cap_events, next_event;
     int fail;                 /* a negative errno the engine finishes with: a queue could not grow (-ENOMEM),
                                * a message no frame can hold (-EMSGSIZE) */
+    uint64_t incarnation_max; /* a PUSH of a higher incarnation is refused (the driver's clock allows no
+                               * such run yet; UINT64_MAX: none is) */
     const char *diverged;     /* finished with -EDOM: where the model was not finite ("the loss", "the
                                * parameters"); round_diverged_text says the rest */
 } engine;
@@ -173,6 +175,11 @@ int engine_poll_event(engine *e, engine_event *v);
 /* When to call engine_timer next (at least a heartbeat interval away when
  * nothing else is due; never before now). */
 double engine_wake_at(const engine *e, double now);
+
+/* How many of one neighbour's messages may wait here to be absorbed: twice
+ * what one that runs ahead under the brake sends (a PUSH beyond it is
+ * refused, as is one of a round past the run's last). */
+int engine_hold_max(const engine *e);
 
 /* Is q a neighbour under the topology (anyone else is refused)? */
 int engine_is_neighbour(const engine *e, int q);

@@ -172,6 +172,14 @@ uint64_t round_held(const round_peer *rp, int src, uint64_t incarnation)
     return held;
 }
 
+int round_held_from(const round_peer *rp, int src)
+{
+    int k = 0;
+    for (int j = 0; j < rp->n_inbox; j++)
+        k += rp->inbox[j].src == src;
+    return k;
+}
+
 static int cmp_msg(const void *a, const void *b)
 {
     const gsp_msg *x = a, *y = b;

@@ -118,6 +118,9 @@ int round_inbox_put(round_peer *rp, gsp_msg *m);
  * it (the seq an ACK or a NACK says). */
 uint64_t round_held(const round_peer *rp, int src, uint64_t incarnation);
 
+/* How many of src's messages wait in the inbox. */
+int round_held_from(const round_peer *rp, int src);
+
 /* What a lost compressed message makes the receiver ask of its sender: the
  * driver tells src (a NACK of `seq`: gsp_nack_seq), whose next message on
  * the edge is a SYNC. */

@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <uv.h>
 
 #include "peer/core/clock.h"
@@ -198,12 +197,7 @@ static void on_signal(uv_signal_t *s, int signum)
 /* A number that grows with every start of a peer's process: microseconds of
  * the wall clock (a host whose clock steps back by more than a restart takes
  * could reuse one; receivers would then ignore it until it passes the old). */
-static uint64_t new_incarnation(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
-}
+static uint64_t new_incarnation(void) { return clock_wall_us(); }
 
 /* The run's starting model, as nn_model_init drew it (gsp_set_origin_fill). */
 static void draw_origin(void *ctx, float *dst)

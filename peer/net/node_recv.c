@@ -9,6 +9,8 @@
 #include "peer/net/node_state.h"
 #include "peer/wire/wire.h"
 
+#define NODE_INCARNATION_AHEAD_US (86400ull * 1000000u) /* a day: clocks of one cluster agree closer than that */
+
 static void on_push(node *n, int peer, const wire_msg *m)
 {
     /* The message keeps one block of its own: a whole model's (RAW, SYNC)
@@ -36,6 +38,10 @@ static void on_push(node *n, int peer, const wire_msg *m)
     }
     view.owned = mem;
     view.src = peer, view.dst = n->c->id;
+    /* An incarnation is a process's start on its wall clock: one more than a
+     * day ahead of ours is no run that has started (a single forged one
+     * would make every later message of the real sender stale). */
+    n->e.incarnation_max = clock_wall_us() + NODE_INCARNATION_AHEAD_US;
     engine_push(&n->e, &view, clock_now());
 }
 

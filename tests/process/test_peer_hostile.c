@@ -541,3 +541,57 @@ Test(peer_hostile, a_flood_of_strangers_never_keeps_a_member_out, .timeout = 300
                   sgp_file_has(sc.out, "too many handshakes from addresses outside the cluster"),
               "see %s", sc.out);
 }
+
+static int refused_for(member_side *s, const char *out, int want)
+{
+    (void)s, (void)want;
+    return sgp_file_has(out, "an incarnation from the future") && sgp_file_has(out, "a round past the run's last") &&
+           sgp_file_has(out, "more messages waiting than a neighbour ahead sends");
+}
+
+/* A member with a valid key claims what no run can be: one SYNC of
+ * incarnation 2^64 - 1 (adopted, it made every later message of the real
+ * sender on that edge stale: its receiver ended with weight 0), a flood of
+ * SYNCs of round 2^62 (they waited in the inbox for ever: 123 MB -> 1,530 MB
+ * in 15 s), and a flood of rounds ahead within the run. Each is refused with
+ * its reason named, the target holds no more than a bounded number of them,
+ * and it trains on. */
+Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_and_held_to_a_bound, .timeout = 300)
+{
+    scene sc;
+    scene_start(&sc, "future", "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--codec", "none", NULL});
+    scene_connect(&sc, 1);
+    pump_until(&sc, 0, is_up, "the connection to peer 1");
+    pump_until(&sc, 1, epochs_done, "an epoch");
+    const long rss0 = rss_kib(sc.peer);
+    enum { DIM = 7850, FLOOD = 400 };
+    float *ref = calloc(DIM, sizeof *ref);
+    size_t cap = wire_push_bound(DIM, 0) + 16 * DIM;
+    uint8_t *buf = malloc(cap);
+    for (int k = 0; k < 1 + 2 * FLOOD; k++) {
+        gsp_msg m = {.src = 0, .dst = 1, .round = k == 0 ? 0 : k <= FLOOD ? (1L << 62) : 5000000, .seq = 1 + (uint64_t)k,
+                     .kind = GSP_SYNC, .w_total = 0.5, .dim = DIM, .base = 0, .ref = ref,
+                     .incarnation = k == 0 ? UINT64_MAX : 1, .n_corr = 0, .corr_idx = (const uint32_t[1]){0},
+                     .corr = (const double[1]){0}};
+        long len = wire_encode_push(buf, cap, &m);
+        cr_assert_gt(len, 0);
+        pump_until(&sc, 0, is_up, "the connection to peer 1");
+        while (net_busy(&sc.n, 1)) /* (the transport's own bound on what it queues) */
+            uv_run(&sc.loop, UV_RUN_NOWAIT), sgp_poll_pause();
+        cr_assert_eq(net_send(&sc.n, 1, buf, (size_t)len), 0);
+        uv_run(&sc.loop, UV_RUN_NOWAIT);
+    }
+    free(ref), free(buf);
+    pump_until(&sc, 0, refused_for, "the three refusals");
+    const long rss1 = rss_kib(sc.peer);
+    pump_until(&sc, sgp_file_count(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
+    scene_end(&sc);
+    cr_log_info("target RSS %ld -> %ld kB over %d forged SYNCs of %d values", rss0, rss1, 1 + 2 * FLOOD, DIM);
+    cr_assert_lt(rss1 - rss0, 20 * 1024, "what a member can make it hold is bounded: %ld -> %ld kB (see %s)", rss0, rss1,
+                 sc.out);
+    char *text = sgp_read_file(sc.summary);
+    const double acc = sgp_json_number(text, "test_accuracy");
+    cr_assert_gt(acc, 0.8, "it trained on: %s", text);
+    free(text);
+}
