@@ -6,7 +6,9 @@ a PyTorch user drives them. Run by tests/process/test_lib_python.c:
 
 What it checks: the parameters become views of one buffer and a round makes
 no copy; the optimizer's state survives the wrapping; buffers averaged or
-kept local as asked; the wrapper's state_dict round trip (gossip checkpoint
+kept local as asked, a constant buffer of -inf (a causal attention mask)
+kept local by default; values that are not finite refused with the
+tensor named; the wrapper's state_dict round trip (gossip checkpoint
 included); sgp.Error for a wrong size, a closed peer, a missing cluster
 file; the GPU path when a GPU is present.
 """
@@ -146,6 +148,87 @@ class Buffers(unittest.TestCase):
             sgp.torch.Optimizer(torch.optim.SGD(small_model().parameters(), lr=0.1), cluster="x", steps=1,
                                 buffers="sum")
         self.assertIn("average, local", str(e.exception))
+
+
+    def test_running_the_default_mixes_the_running_statistics(self):
+        (a, _), (b, _) = self.run_pair("running")
+        self.assertTrue(torch.allclose(a, torch.ones_like(a), atol=1e-6), a)
+        self.assertTrue(torch.allclose(b, torch.ones_like(b), atol=1e-6), b)
+
+
+class TinyGPT(torch.nn.Module):
+    """nanoGPT's shape in little: token and position embeddings, causal
+    self-attention whose mask is a registered buffer of -inf above the
+    diagonal (nn.MultiheadAttention's attn_mask, as people write it), and a
+    head."""
+
+    def __init__(self, vocab=16, width=16, heads=2, T=8):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, width)
+        self.pos = torch.nn.Embedding(T, width)
+        self.attn = torch.nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, vocab)
+        self.register_buffer("mask", torch.triu(torch.full((T, T), float("-inf")), 1))
+
+    def forward(self, idx):
+        T = idx.shape[1]
+        h = self.tok(idx) + self.pos(torch.arange(T))
+        a, _ = self.attn(h, h, h, attn_mask=self.mask[:T, :T], need_weights=False)
+        return self.head(self.ln(h + a))
+
+
+class FiniteOnly(unittest.TestCase):
+    def test_a_gpt_with_a_causal_mask_buffer_trains_through_sgp_by_default(self):
+        """Before, the default mixed the mask: 'the model diverged at round 0'."""
+        d, conf = cluster()
+        self.addCleanup(shutil.rmtree, d, True)
+
+        def peer(i):
+            torch.manual_seed(0)
+            m = TinyGPT()
+            mask = m.mask.clone()
+            opt = sgp.torch.Optimizer(torch.optim.AdamW(m.parameters(), lr=3e-3), cluster=conf, id=i, steps=6,
+                                      local_steps=2, codec="stc:0.04", model=m)
+            g = torch.Generator().manual_seed(i)
+            while not opt.done:
+                x = torch.randint(0, 16, (4, 8), generator=g)
+                loss = torch.nn.functional.cross_entropy(m(x[:, :-1]).reshape(-1, 16), x[:, 1:].reshape(-1))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            self.assertTrue(torch.equal(m.mask, mask), "the constant stays as it was")
+            self.assertTrue(all(bool(torch.isfinite(p).all()) for p in m.parameters()))
+            opt.close()
+
+        on_threads(peer)
+
+    def test_average_refuses_a_buffer_that_is_not_finite_naming_it(self):
+        with self.assertRaises(sgp.Error) as e:
+            sgp.torch.Optimizer(torch.optim.SGD(TinyGPT().parameters(), lr=0.1), cluster="x", steps=1,
+                                model=TinyGPT(), buffers="average")
+        self.assertEqual(e.exception.errno, errno.EDOM)
+        self.assertIn("buffer mask", str(e.exception))
+
+    def test_a_parameter_gone_to_nan_is_refused_at_the_round_naming_it(self):
+        d, conf = cluster()
+        self.addCleanup(shutil.rmtree, d, True)
+
+        def peer(i):
+            m = small_model(seed=0)
+            opt = sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.0), cluster=conf, id=i, steps=4,
+                                      codec="exact", model=m)
+            opt.step()
+            if i == 1:
+                with torch.no_grad():
+                    m[3].weight[0, 0] = float("nan")
+                with self.assertRaises(sgp.Error) as e:
+                    opt.step()
+                self.assertEqual(e.exception.errno, errno.EDOM)
+                self.assertIn("parameter 3.weight", str(e.exception))
+            opt.close()
+
+        on_threads(peer)
 
 
 class StateDict(unittest.TestCase):

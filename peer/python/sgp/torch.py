@@ -30,20 +30,30 @@ new ``p.data`` would leave the buffer; ``step`` checks and raises
 and each round goes through one pinned host buffer with non-blocking copies
 (device to host before the exchange, host to device after).
 
-Buffers (``buffers=``). ``"average"`` (the default): the model's float32
-buffers, e.g. batch-norm running means and variances, are views of the same
-flat buffer and are mixed like the parameters, so a peer's statistics follow
-its averaged weights. ``"local"``: they stay this peer's own. Integer buffers
-(``num_batches_tracked``) and buffers of other float types are always local.
-``Optimizer`` sees only the optimizer's parameters: pass ``model=`` to have
-its buffers mixed too.
+Buffers (``buffers=``). ``"running"`` (the default): the running
+statistics of normalisation layers (``running_mean`` and ``running_var``
+of batch and instance norm with ``track_running_stats``) are views of the
+same flat buffer and are mixed like the parameters, so a peer's statistics
+follow its averaged weights; every other buffer (an attention mask, a table
+of positions: constants the model registered) stays this peer's own, as
+PyTorch DDP broadcasts buffers and never averages a constant. ``"average"``:
+every float32 buffer is mixed (a documented choice; each must be finite).
+``"local"``: none. Integer buffers (``num_batches_tracked``) and buffers of
+other float types are always local. ``Optimizer`` sees only the optimizer's
+parameters: pass ``model=`` to have its running statistics mixed too.
+
+Finite values only. What sgp mixes must be finite: a NaN or an infinity in
+a parameter or a mixed buffer, at wrapping or at a round, raises
+``sgp.Error`` (EDOM) naming the tensor, before anything is handed to
+libsgp (a peer whose model is not finite stops its run rather than gossip
+it).
 """
 
 import errno
 import math
 import os
 import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
@@ -51,16 +61,37 @@ from . import Error, Peer, __version__
 
 __all__ = ["TorchPeer", "Optimizer", "BUFFERS"]
 
-BUFFERS = ("average", "local")
-"""What happens to a model's float32 buffers: mixed like the parameters, or kept local."""
+BUFFERS = ("running", "average", "local")
+"""Which of a model's float32 buffers are mixed: the normalisation layers'
+running statistics, every one, or none."""
+
+_RUNNING = ("running_mean", "running_var")
 
 
-def _mixed_buffers(model: Optional[torch.nn.Module], buffers: str) -> List[torch.Tensor]:
+def _mixed_buffers(model: Optional[torch.nn.Module], buffers: str) -> List[Tuple[str, torch.Tensor]]:
+    """The buffers to mix, with their names in the model."""
     if buffers not in BUFFERS:
         raise Error(errno.EINVAL, "buffers=%r: expected one of %s" % (buffers, ", ".join(BUFFERS)))
     if model is None or buffers == "local":
         return []
-    return [b for b in model.buffers() if b.dtype == torch.float32]
+    if buffers == "average":
+        return [("buffer " + n, b) for n, b in model.named_buffers() if b.dtype == torch.float32]
+    out = []
+    for mname, mod in model.named_modules():
+        if isinstance(mod, torch.nn.modules.batchnorm._NormBase) and mod.track_running_stats:
+            for bname in _RUNNING:
+                b = getattr(mod, bname, None)
+                if isinstance(b, torch.Tensor) and b.dtype == torch.float32:
+                    out.append(("buffer " + (mname + "." if mname else "") + bname, b))
+    return out
+
+
+def _named_parameters(model: Optional[torch.nn.Module], params: List[torch.Tensor]) -> List[Tuple[str, torch.Tensor]]:
+    """params with their names in the model where it has them (else by
+    position and shape)."""
+    names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+    return [("parameter " + names[id(p)] if id(p) in names else "parameter %d %s" % (i, tuple(p.shape)), p)
+            for i, p in enumerate(params)]
 
 
 class _Flat:
@@ -68,11 +99,12 @@ class _Flat:
     and the host vector libsgp mixes: that buffer itself on the CPU, one
     pinned copy of it for a GPU."""
 
-    def __init__(self, tensors: Iterable[torch.Tensor]) -> None:
-        unique: Dict[int, torch.Tensor] = {}
-        for t in tensors:
-            unique.setdefault(id(t), t)
-        self.tensors = list(unique.values())
+    def __init__(self, named: Iterable[Tuple[str, torch.Tensor]]) -> None:
+        unique: Dict[int, Tuple[str, torch.Tensor]] = {}
+        for name, t in named:
+            unique.setdefault(id(t), (name, t))
+        self.names = [n for n, _ in unique.values()]
+        self.tensors = [t for _, t in unique.values()]
         if not self.tensors:
             raise Error(errno.EINVAL, "no parameters to gossip")
         devices = {t.device for t in self.tensors}
@@ -84,6 +116,11 @@ class _Flat:
             raise Error(errno.EINVAL, "sgp mixes float32 parameters; this model has %s (model.float() converts it)"
                         % ", ".join(other))
         self.device = devices.pop()
+        for name, t in zip(self.names, self.tensors):
+            if not bool(torch.isfinite(t.detach()).all()):
+                raise Error(errno.EDOM, "%s holds a NaN or an infinity: sgp mixes finite values only%s"
+                            % (name, " (buffers='running', the default, keeps constant buffers local)"
+                               if name.startswith("buffer ") else ""))
         self.n = sum(t.numel() for t in self.tensors)
         self.flat = torch.empty(self.n, dtype=torch.float32, device=self.device)
         with torch.no_grad():
@@ -110,6 +147,14 @@ class _Flat:
                             "moved or its .data replaced after wrapping): wrap the model where it will train"
                             % tuple(t.shape))
 
+    def check_finite(self) -> None:
+        """Every value finite, else sgp.Error naming the tensors that are not."""
+        if bool(torch.isfinite(self.flat).all()):
+            return
+        bad = [n for n, t in zip(self.names, self.tensors) if not bool(torch.isfinite(t.detach()).all())]
+        raise Error(errno.EDOM, "not finite (a NaN or an infinity), so not handed to sgp: %s; the model diverged "
+                    "(try a lower learning rate or gradient clipping)" % ", ".join(bad[:8] + (["..."] if len(bad) > 8 else [])))
+
     def to_host(self) -> None:
         if self.host is not self.flat:
             self.host.copy_(self.flat, non_blocking=True)
@@ -123,8 +168,8 @@ class _Flat:
 
 
 class TorchPeer(Peer):
-    """A Peer over a torch model: its parameters (and float32 buffers, with
-    buffers="average") become views of one flat float32 buffer that libsgp
+    """A Peer over a torch model: its parameters (and the running statistics
+    of its normalisation layers: buffers=) become views of one flat float32 buffer that libsgp
     mixes in place. Call step() after each round's optimizer step(s).
 
     Every keyword of sgp.Peer is accepted (cluster, rounds, codec,
@@ -133,8 +178,8 @@ class TorchPeer(Peer):
     parameters (the checkpoint's or a neighbour's with resume=True).
     """
 
-    def __init__(self, model: torch.nn.Module, *, buffers: str = "average", **options: Any) -> None:
-        self.flat = _Flat(list(model.parameters()) + _mixed_buffers(model, buffers))
+    def __init__(self, model: torch.nn.Module, *, buffers: str = "running", **options: Any) -> None:
+        self.flat = _Flat(_named_parameters(model, list(model.parameters())) + _mixed_buffers(model, buffers))
         super().__init__(self.flat.array, **options)
         self.flat.from_host()
 
@@ -149,6 +194,7 @@ class TorchPeer(Peer):
         if params is not None:
             raise TypeError("TorchPeer.step() takes no vector: it mixes the model's own parameters")
         self.flat.check()
+        self.flat.check_finite()
         self.flat.to_host()
         done = super().step(self.flat.array)
         self.flat.from_host()
@@ -169,7 +215,8 @@ class Optimizer(torch.optim.Optimizer):
     steps: how many optimizer steps every peer takes; the run has
         ceil(steps / local_steps) rounds.
     local_steps, outer, codec: the recipe (``sgp peer`` options of the same names).
-    model: pass it to have its float32 buffers mixed too (see buffers).
+    model: pass it to have its running statistics mixed too, and its
+        parameters named in errors (see buffers).
     checkpoint: the gossip checkpoint file; state_dict() includes its
         contents. None: a file in a private temporary directory.
     Other keywords go to sgp.Peer (id, key, tau, step, codec_warmup,
@@ -182,7 +229,7 @@ class Optimizer(torch.optim.Optimizer):
 
     def __init__(self, optimizer: torch.optim.Optimizer, *, cluster: str, steps: int, local_steps: int = 1,
                  outer: Optional[str] = None, codec: Optional[str] = None, model: Optional[torch.nn.Module] = None,
-                 buffers: str = "average", checkpoint: Optional[str] = None, **options: Any) -> None:
+                 buffers: str = "running", checkpoint: Optional[str] = None, **options: Any) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError("sgp.torch.Optimizer wraps a torch.optim.Optimizer, not %s" % type(optimizer).__name__)
         if int(steps) < 1 or int(local_steps) < 1:
@@ -194,7 +241,7 @@ class Optimizer(torch.optim.Optimizer):
         self.optimizer = optimizer
         self.total_steps, self.local_steps = int(steps), int(local_steps)
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        self._flat = _Flat(params + _mixed_buffers(model, buffers))
+        self._flat = _Flat(_named_parameters(model, params) + _mixed_buffers(model, buffers))
         self._tmp = None
         if checkpoint is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="sgp-torch-")
@@ -269,6 +316,7 @@ class Optimizer(torch.optim.Optimizer):
         self._steps += 1
         if not self.done and (self._steps % self.local_steps == 0 or self._steps >= self.total_steps):
             self._flat.check()
+            self._flat.check_finite()
             self._flat.to_host()
             self.done = peer.step(self._flat.array)
             self._flat.from_host()
