@@ -40,6 +40,8 @@ static void help(void)
           "  --join PEER@ROUND     as --rejoin, but without its state: it pulls a neighbour's model,\n"
           "                        as sgp peer --resume does without a checkpoint\n"
           "  --stop PEER@ROUND:S   PEER freezes for S seconds when it reaches ROUND (SIGSTOP)\n"
+          "  --leave PEER@ROUND    PEER stops when it reaches ROUND, as on SIGTERM: its shares of\n"
+          "                        the round go out, then GOODBYE \"stopped\" (repeatable)\n"
           "  --partition P,Q,..@T:S  the links between these peers and all others are cut at\n"
           "                        simulated second T for S seconds (repeatable)\n"
           "  --churn F[:S]         random crashes and resumes: a fraction F of the peers is down at\n"
@@ -67,7 +69,7 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
-       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_CHECK, S_DUP, S_JITTER, S_STOP, S_CUT, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
+       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_CHECK, S_DUP, S_JITTER, S_STOP, S_LEAVE, S_CUT, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -209,6 +211,7 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_int(j, "crashes", r->crashes);
     json_int(j, "resumes", r->resumes);
     json_int(j, "stops", r->stops);
+    json_int(j, "leaves", r->leaves);
     json_int(j, "peers_live", r->peers_live);
     json_num(j, "weight_min", r->weight_min);
     json_num(j, "weight_max", r->weight_max);
@@ -297,6 +300,7 @@ int cmd_sim(int argc, char **argv)
         {"check", no_argument, 0, S_CHECK},
         {"dead-timeout", required_argument, 0, S_DEAD},
         {"stop", required_argument, 0, S_STOP},
+        {"leave", required_argument, 0, S_LEAVE},
         {"partition", required_argument, 0, S_CUT},
         {"churn", required_argument, 0, S_CHURN},
         {"speed-drift", required_argument, 0, S_DRIFT},
@@ -385,6 +389,9 @@ int cmd_sim(int argc, char **argv)
         case S_STOP:
             rc = add_fault(c.stop, &c.n_stop, "--stop", optarg, 1);
             break;
+        case S_LEAVE:
+            rc = add_fault(c.leave, &c.n_leave, "--leave", optarg, 0);
+            break;
         case S_CHURN: {
             char f[32];
             const char *colon = strchr(optarg, ':');
@@ -444,10 +451,10 @@ int cmd_sim(int argc, char **argv)
     for (int k = 0; k < n_slow; k++)
         if (slow[k].peer >= peers)
             return cli_usage(CMD, "--slow: peer %ld does not exist (--peers %ld)", slow[k].peer, peers);
-    for (int k = 0; k < c.n_crash + c.n_rejoin + c.n_stop; k++) {
-        const sim_fault *f = k < c.n_crash ? &c.crash[k] : k < c.n_crash + c.n_rejoin ? &c.rejoin[k - c.n_crash]
-                                                                                      : &c.stop[k - c.n_crash - c.n_rejoin];
-        const char *what = k < c.n_crash ? "crash" : k < c.n_crash + c.n_rejoin ? "rejoin" : "stop";
+    for (int k = 0; k < c.n_crash + c.n_rejoin + c.n_stop + c.n_leave; k++) {
+        const int a = c.n_crash, b = a + c.n_rejoin, d = b + c.n_stop;
+        const sim_fault *f = k < a ? &c.crash[k] : k < b ? &c.rejoin[k - a] : k < d ? &c.stop[k - b] : &c.leave[k - d];
+        const char *what = k < a ? "crash" : k < b ? "rejoin" : k < d ? "stop" : "leave";
         if (f->peer >= peers)
             return cli_usage(CMD, "--%s: peer %d does not exist (--peers %ld)", what, f->peer, peers);
     }
@@ -529,10 +536,10 @@ int cmd_sim(int argc, char **argv)
            (unsigned long long)r.messages_lost, (unsigned long long)r.messages_cut,
            (unsigned long long)r.messages_after_end, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
     printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped, %ld with a neighbour's model), %ld neighbours lost, "
-           "%ld brakes; %ld crashes, %ld resumes, %ld stops, %ld partitions; %d peers live, weight %.3g..%.3g (total %.4g held, "
+           "%ld brakes; %ld crashes, %ld resumes, %ld stops, %ld leaves, %ld partitions; %d peers live, weight %.3g..%.3g (total %.4g held, "
            "%.3g in flight at the end)\n",
            r.local_steps, r.late_marks, r.catch_ups, r.rounds_skipped, r.refreshes, r.neighbours_lost, r.brakes, r.crashes,
-           r.resumes, r.stops, r.cuts, r.peers_live, r.weight_min, r.weight_max, r.weight_total, r.weight_in_flight);
+           r.resumes, r.stops, r.leaves, r.cuts, r.peers_live, r.weight_min, r.weight_max, r.weight_total, r.weight_in_flight);
     printf("cpu: local steps %.2f s, gossip %.2f s (all peers; per peer-round %.3g ms and %.3g ms)\n",
            r.cpu_step_seconds, r.cpu_gossip_seconds, r.local_steps ? 1e3 * r.cpu_step_seconds / r.local_steps : 0.0,
            r.local_steps ? 1e3 * r.cpu_gossip_seconds / r.local_steps : 0.0);

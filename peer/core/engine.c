@@ -710,10 +710,12 @@ void engine_set_joining(engine *e, double now)
     log_event(e, "no checkpoint: will pull the model from a neighbour", -1, NULL);
 }
 
-void engine_set_resumed(engine *e)
+double engine_resume(engine *e)
 {
+    const double f = gsp_resume(&e->rp.g);
     gsp_pace_joined(&e->rp.pace);
     e->start_round = e->rp.g.round;
+    return f;
 }
 
 int engine_crash(engine *e)
@@ -730,7 +732,6 @@ int engine_crash(engine *e)
 int engine_restart(engine *e, uint64_t incarnation, double now)
 {
     gsp_restart(&e->rp.g, incarnation);
-    gsp_resume(&e->rp.g);
     gsp_pace_config pc = e->rp.pace.c;
     pc.barrier = 0;
     gsp_pace_free(&e->rp.pace);
@@ -738,5 +739,6 @@ int engine_restart(engine *e, uint64_t incarnation, double now)
     if (rc < 0)
         return rc;
     reset(e, now);
+    engine_resume(e);
     return 0;
 }

@@ -124,10 +124,13 @@ void engine_free(engine *e);
 /* No state (a --resume without a checkpoint, a rejoin from nothing): pull a
  * neighbour's model first; fail after round_timeout without one. */
 void engine_set_joining(engine *e, double now);
-/* The state came back (a checkpoint: gsp_resume done by the caller): no round-0 barrier. */
-void engine_set_resumed(engine *e);
+/* The state came back (a checkpoint loaded into e->rp, or the simulator's
+ * crashed peer): the comeback both drivers make, gsp_resume (the weight
+ * renormalised by a power of two, in-edges adopt totals after a gap) and
+ * no round-0 barrier. Returns gsp_resume's factor. */
+double engine_resume(engine *e);
 /* The same peer as a new process, with the state it had (the simulator's
- * rejoin): a new incarnation, weight renormalised, fresh pacing, held. */
+ * rejoin): a new incarnation, fresh pacing, held, and engine_resume. */
 int engine_restart(engine *e, uint64_t incarnation, double now);
 /* The process died (the simulator's crash): nothing more comes out until
  * engine_restart; returns how many arrived messages died with it. */

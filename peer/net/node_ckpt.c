@@ -79,9 +79,8 @@ void node_resume(node *n)
                            : -ENOENT;
     if (rc == 0) {
         const double w_checkpoint = n->e.rp.g.w;
-        gsp_resume(&n->e.rp.g);
+        engine_resume(&n->e);
         node_log_resume(n, w_checkpoint);
-        engine_set_resumed(&n->e);
         node_event(n, "resumed from", -1, used);
         return;
     }

@@ -155,8 +155,19 @@ int sim_pump(sim *s, int i, long round_before)
                     sim_crash(s, i);
                     break;
                 }
+                if (v.goodbye >= 0) /* what a networked peer says last on each connection */
+                    for (int k = 0; k < e->rp.pace.n_nb; k++)
+                        if ((rc = sim_transmit(s, i, &(engine_send){.kind = ENGINE_GOODBYE, .done = v.goodbye,
+                                                                     .peer = e->rp.pace.nb[k].peer})) < 0)
+                            return rc;
+                if (p->state != P_DONE) { /* (a leave: it holds no round of the run any more) */
+                    p->state = P_DONE;
+                    s->running--;
+                    s->at_round[e->rp.g.round]--;
+                }
                 p->exited = 1;
                 sim_tell_neighbours(s, i, EV_DOWN);
+                sim_watermark_advance(s);
                 break;
             case ENGINE_LOG:
                 if (s->c->events)

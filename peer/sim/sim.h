@@ -79,7 +79,8 @@ typedef struct sim_config {
     double *slow;                    /* n_peers factors (NULL = all 1) */
     double speed_drift;              /* > 0: every peer's speed wanders by up to this fraction (uniform load) */
     sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS], stop[SIM_MAX_EVENTS];
-    int n_crash, n_rejoin, n_stop;
+    sim_fault leave[SIM_MAX_EVENTS]; /* a graceful stop (SIGTERM) at a round: GOODBYE "stopped", gone */
+    int n_crash, n_rejoin, n_stop, n_leave;
     sim_cut cut[SIM_MAX_CUTS];
     int n_cut;
     double churn;                    /* fraction of peers down at any time (random crashes and resumes) */
@@ -119,7 +120,7 @@ typedef struct sim_result {
     float *peer_models;          /* keep_peer_models: n_peers * params, each peer's final z (crashed: zeros) */
     /* The fault counters a networked peer reports, summed over peers. */
     long local_steps, late_marks, catch_ups, refreshes, rounds_skipped, neighbours_lost, brakes, isolated_rounds;
-    long crashes, resumes, stops, cuts;
+    long crashes, resumes, stops, cuts, leaves;
     double weight_in_flight;     /* sent between live peers and not applied at the end (a partition that outlasts
                                   * the run, shares to a peer that had finished): weight_total + this is the run's */
     double weight_min, weight_max, weight_total; /* over live peers at the end */

@@ -54,7 +54,8 @@ static int crashes(const dst_schedule *s, int peer)
 {
     for (int k = 0; k < s->n_faults; k++) {
         const dst_fault *f = &s->fault[k];
-        if ((f->kind == DST_CRASH || f->kind == DST_REJOIN || f->kind == DST_JOIN) && (peer < 0 || f->peer == peer))
+        if ((f->kind == DST_CRASH || f->kind == DST_REJOIN || f->kind == DST_JOIN || f->kind == DST_LEAVE) &&
+            (peer < 0 || f->peer == peer))
             return 1;
     }
     return 0;
@@ -132,8 +133,21 @@ void dst_draw(dst_schedule *s, uint64_t seed)
         case DST_SLOW:
             f.f = 1.5 + 3 * nn_rng_uniform_d(&r);
             break;
+        case DST_LEAVE: /* (drawn below) */
+            break;
         }
         s->fault[s->n_faults++] = f;
+    }
+    /* A sixth of the schedules: one peer leaves on purpose (from a stream of
+     * its own, as the cuts' kinds: the schedules without one are as before),
+     * if two peers that never crash or leave remain. */
+    nn_rng leave;
+    nn_rng_seed(&leave, seed, 0x6c65617665ULL); /* "leave" */
+    if (nn_rng_below(&leave, 6) == 0 && s->n_faults < DST_MAX_FAULTS && crashing + 3 <= s->peers) {
+        const int peer = (int)nn_rng_below(&leave, (uint64_t)s->peers);
+        if (!crashes(s, peer))
+            s->fault[s->n_faults++] =
+                (dst_fault){.kind = DST_LEAVE, .peer = peer, .a = (long)nn_rng_below(&leave, (uint64_t)rounds_of(s))};
     }
 }
 
@@ -200,6 +214,9 @@ static int build(const dst_schedule *s, int faults, sim_config *c, built *b, cha
                 }
                 b->side[b->n_side - 1][i] = 1;
             }
+            break;
+        case DST_LEAVE:
+            c->leave[c->n_leave++] = (sim_fault){.peer = f->peer, .round = f->a};
             break;
         case DST_SLOW:
             if (!b->slow && !(b->slow = malloc((size_t)s->peers * sizeof *b->slow)))
@@ -374,6 +391,9 @@ void dst_command(const dst_schedule *s, char *buf, size_t cap)
             break;
         case DST_SLOW:
             PUT(" --slow %d:%.17g", f->peer, f->f);
+            break;
+        case DST_LEAVE:
+            PUT(" --leave %d@%ld", f->peer, f->a);
             break;
         }
     }

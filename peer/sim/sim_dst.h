@@ -36,6 +36,7 @@ typedef enum dst_kind {
     DST_PARTITION, /* peers [peer, peer + span) cut off from the others at t for u seconds; b = 1: each of
                     * them cut off alone (its host's link down) */
     DST_SLOW,      /* computes f times slower */
+    DST_LEAVE,     /* leaves at round a (SIGTERM: GOODBYE "stopped"), for good */
 } dst_kind;
 
 typedef struct dst_fault {

@@ -72,7 +72,7 @@ typedef struct sim {
     double now, last_step, step_seconds;
     long *at_round; /* live peers per completed round count, for the slowest-peer watermark */
     int running;    /* peers that can still act: waiting, computing, or down and coming back */
-    uint8_t crash_fired[SIM_MAX_EVENTS], stop_fired[SIM_MAX_EVENTS];
+    uint8_t crash_fired[SIM_MAX_EVENTS], stop_fired[SIM_MAX_EVENTS], leave_fired[SIM_MAX_EVENTS];
     uint8_t cut_on[SIM_MAX_CUTS], cut_closed[SIM_MAX_CUTS];
     long slowest;
     double epoch_loss;

@@ -1,5 +1,6 @@
 /* The simulator's faults: crashes and rejoins (--crash, --rejoin,
- * --churn) and stops (--stop), injected at a peer's round boundary. */
+ * --churn), stops (--stop) and leaves (--leave), injected at a peer's round
+ * boundary. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -105,6 +106,16 @@ int sim_boundary(sim *s, int i, int *advanced)
     if (fault_at(s->c->crash, s->c->n_crash, s->crash_fired, i, round) >= 0) {
         s->running--;
         sim_crash(s, i);
+        return 0;
+    }
+    if (fault_at(s->c->leave, s->c->n_leave, s->leave_fired, i, round) >= 0) {
+        /* SIGTERM: the engine stops as a networked peer's does (its round's
+         * shares are out, GOODBYE "stopped" follows: sim.c) and the process
+         * is gone; the neighbours route around it at once. */
+        s->r->leaves++;
+        engine_stop(&p->e, s->now);
+        engine_advance(&p->e, s->now);
+        *advanced = 1;
         return 0;
     }
     if ((k = fault_at(s->c->stop, s->c->n_stop, s->stop_fired, i, round)) >= 0) {

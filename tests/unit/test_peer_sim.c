@@ -398,6 +398,40 @@ Test(peer_sim, peers_cut_off_alone_and_healed_keep_their_models)
     nn_dataset_free(&all_test);
 }
 
+/* A peer that leaves on purpose (--leave: SIGTERM's path through the
+ * engine) sends its round's shares, then GOODBYE "stopped", and its
+ * neighbours route around it at once: no dead timeout is waited, as after
+ * a crash at the same round, and every invariant holds. */
+Test(peer_sim, a_peer_that_leaves_says_goodbye_and_is_routed_around_at_once)
+{
+    sim_config c;
+    config(&c, "exponential", 4);
+    c.compute_seconds = 0.002;
+    c.peer.train.epochs = 4;
+    c.peer.dead_timeout = 0.1;
+    c.check = 1;
+    sim_result left, crashed;
+    c.leave[c.n_leave++] = (sim_fault){.peer = 2, .round = 40};
+    run(&c, &left);
+    c.n_leave = 0;
+    c.crash[c.n_crash++] = (sim_fault){.peer = 2, .round = 40};
+    run(&c, &crashed);
+    cr_log_info("leave: %.3f s, %ld lost, %ld late; crash: %.3f s, %ld lost, %ld late", left.simulated_seconds,
+                left.neighbours_lost, left.late_marks, crashed.simulated_seconds, crashed.neighbours_lost,
+                crashed.late_marks);
+    cr_assert_eq(left.leaves, 1);
+    cr_assert_eq(left.neighbours_lost, 0, "nobody waited for the dead timeout");
+    cr_assert_eq(left.late_marks, 0, "nor for a round deadline");
+    cr_assert_gt(crashed.neighbours_lost, 0);
+    cr_assert_gt(crashed.late_marks, 0);
+    cr_assert_eq(left.rounds, crashed.rounds, "both runs reach the last round");
+    cr_assert_lt(left.simulated_seconds, crashed.simulated_seconds, "%.3f s after a leave, %.3f s after a crash",
+                 left.simulated_seconds, crashed.simulated_seconds);
+    cr_assert_geq(left.test_accuracy, crashed.test_accuracy - 0.02);
+    sim_result_free(&left);
+    sim_result_free(&crashed);
+}
+
 /* ---- local steps between exchanges (--local-steps) and the outer optimizer
  * (--outer) in the round driver: the plan covers every epoch's steps, mass
  * and consensus hold with the gradient off, peers crash and rejoin
