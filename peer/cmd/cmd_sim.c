@@ -212,6 +212,8 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_int(j, "resumes", r->resumes);
     json_int(j, "stops", r->stops);
     json_int(j, "leaves", r->leaves);
+    json_int(j, "frames_refused", r->frames_refused);
+    json_int(j, "busy_kept", r->busy_kept);
     json_int(j, "peers_live", r->peers_live);
     json_num(j, "weight_min", r->weight_min);
     json_num(j, "weight_max", r->weight_max);

@@ -247,6 +247,8 @@ static int dispatch(sim *s, const sim_event *e)
     }
     if (deferred(s, e))
         return 0;
+    if (!sim_gone(p))
+        sim_link_states(s, e->peer); /* (what the transport would say before this input) */
     if (e->kind == EV_ARRIVE)
         return sim_arrive(s, e->peer, e->arg);
     if (e->kind == EV_CHURN)

@@ -120,7 +120,9 @@ typedef struct sim_result {
     float *peer_models;          /* keep_peer_models: n_peers * params, each peer's final z (crashed: zeros) */
     /* The fault counters a networked peer reports, summed over peers. */
     long local_steps, late_marks, catch_ups, refreshes, rounds_skipped, neighbours_lost, brakes, isolated_rounds;
+    long busy_kept;              /* shares kept home for a busy link or a full ack window */
     long crashes, resumes, stops, cuts, leaves;
+    long frames_refused;         /* frames a link holding SIM_LINK_SLOTS of them refused */
     double weight_in_flight;     /* sent between live peers and not applied at the end (a partition that outlasts
                                   * the run, shares to a peer that had finished): weight_total + this is the run's */
     double weight_min, weight_max, weight_total; /* over live peers at the end */

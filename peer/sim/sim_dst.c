@@ -27,6 +27,7 @@ static const char *const CODECS[] = {"exact", "none",    "bf16", "topk:0.1", "ra
 /* A baseline: the run of a setting without any fault. */
 typedef struct dst_base {
     int peers, tau, local_steps, epochs;
+    double mbit;
     const char *topology, *codec, *outer;
     double accuracy;
 } dst_base;
@@ -141,7 +142,13 @@ void dst_draw(dst_schedule *s, uint64_t seed)
     /* A sixth of the schedules: one peer leaves on purpose (from a stream of
      * its own, as the cuts' kinds: the schedules without one are as before),
      * if two peers that never crash or leave remain. */
-    nn_rng leave;
+    nn_rng leave, link;
+    /* An eighth: slow links (10 Mbit/s), on which a link's frames queue up
+     * until it is busy (the engine keeps its shares home) and refuses more
+     * (engine_unsent), as a socket that does not drain. */
+    nn_rng_seed(&link, seed, 0x6c696e6bULL); /* "link" */
+    if (nn_rng_below(&link, 8) == 0)
+        s->mbit = 10;
     nn_rng_seed(&leave, seed, 0x6c65617665ULL); /* "leave" */
     if (nn_rng_below(&leave, 6) == 0 && s->n_faults < DST_MAX_FAULTS && crashing + 3 <= s->peers) {
         const int peer = (int)nn_rng_below(&leave, (uint64_t)s->peers);
@@ -186,6 +193,8 @@ static int build(const dst_schedule *s, int faults, sim_config *c, built *b, cha
         return -EINVAL;
     p->outer = &b->outer;
     c->compute_seconds = s->compute;
+    if (s->mbit > 0)
+        c->bandwidth = s->mbit * 1e6 / 8;
     c->check = 1;
     if (!faults)
         return 0;
@@ -256,6 +265,7 @@ static int baseline(dst_world *w, const dst_schedule *s, double *acc, char *err,
     for (int k = 0; k < w->n_bases; k++) {
         const dst_base *b = &w->bases[k];
         if (b->peers == s->peers && b->tau == s->tau && b->local_steps == s->local_steps && b->epochs == s->epochs &&
+            b->mbit == s->mbit &&
             b->topology == s->topology && b->codec == s->codec && b->outer == s->outer) {
             *acc = b->accuracy;
             return 0;
@@ -274,8 +284,8 @@ static int baseline(dst_world *w, const dst_schedule *s, double *acc, char *err,
             return -ENOMEM;
         w->bases = nb, w->cap_bases = nc;
     }
-    w->bases[w->n_bases++] = (dst_base){s->peers, s->tau, s->local_steps, s->epochs, s->topology, s->codec, s->outer,
-                                        *acc};
+    w->bases[w->n_bases++] = (dst_base){s->peers, s->tau,   s->local_steps, s->epochs, s->mbit,
+                                        s->topology, s->codec, s->outer,       *acc};
     return 0;
 }
 
@@ -366,6 +376,8 @@ void dst_command(const dst_schedule *s, char *buf, size_t cap)
         PUT(" --duplicate %g", s->duplicate);
     if (s->jitter > 0)
         PUT(" --jitter %g", s->jitter);
+    if (s->mbit > 0)
+        PUT(" --bandwidth %g", s->mbit);
     for (int k = 0; k < s->n_faults; k++) {
         const dst_fault *f = &s->fault[k];
         switch (f->kind) {

@@ -51,6 +51,7 @@ typedef struct dst_schedule {
     int peers, tau, local_steps, epochs;
     const char *topology, *codec, *outer;
     double loss, duplicate, jitter, dead_timeout, compute;
+    double mbit;   /* link bandwidth in Mbit/s (a setting, as in the run without faults); 0: the simulator's */
     int n_faults;
     dst_fault fault[DST_MAX_FAULTS];
 } dst_schedule;

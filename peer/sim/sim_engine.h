@@ -53,7 +53,15 @@ typedef struct sim_peer {
     nn_rng speed;         /* --speed-drift */
     int was_joining;      /* --check: joining at the last event (a join changes the run's weight) */
     int stale_inbox;      /* --check: its inbox holds a share of a run that crashed and came back */
+    double *held;         /* per neighbour (its pace slot), SIM_LINK_SLOTS times: when each frame this peer's
+                           * link to it holds leaves (all on the wire by then) */
 } sim_peer;
+
+/* Frames a link holds before the transport refuses one (a networked peer's
+ * write slots per connection: NET_QUEUE_FRAMES in peer/net/net.h): a link
+ * holding that many is busy (the engine keeps its shares home), and one
+ * more is refused (engine_unsent), as on a socket that does not drain. */
+#define SIM_LINK_SLOTS 8
 
 typedef struct sim {
     const sim_config *c;
@@ -98,6 +106,9 @@ void sim_watermark_advance(sim *s);
  * peer j; frames in flight. */
 int sim_arrive(sim *s, int j, long slot);
 int sim_transmit(sim *s, int i, const engine_send *t);
+/* Tell peer i's engine which of its links are busy or still sending
+ * (engine_link_state), before an input that may send. */
+void sim_link_states(sim *s, int i);
 void sim_flight_release(sim *s, long slot, int free_payload);
 size_t sim_frame_bytes(const sim_frame *f);
 

@@ -63,14 +63,52 @@ size_t sim_frame_bytes(const sim_frame *f)
                                   : 0;
 }
 
+/* The departure times of the frames link i -> j holds (NULL: j is no
+ * neighbour of i, which sends it nothing). */
+static double *held(sim *s, int i, int j)
+{
+    const int slot = j >= 0 && j < s->c->peer.n_peers ? s->p[i].e.rp.pace.slot[j] : -1;
+    return slot >= 0 ? &s->p[i].held[(size_t)slot * SIM_LINK_SLOTS] : NULL;
+}
+
+/* How many frames link i -> j holds now, and a free slot among them. */
+static int holding(sim *s, int i, int j, double **free_slot)
+{
+    double *h = held(s, i, j);
+    int k = 0;
+    *free_slot = NULL;
+    for (int m = 0; h && m < SIM_LINK_SLOTS; m++)
+        if (h[m] > s->now)
+            k++;
+        else
+            *free_slot = &h[m];
+    return k;
+}
+
+void sim_link_states(sim *s, int i)
+{
+    const gsp_pace *pc = &s->p[i].e.rp.pace;
+    for (int k = 0; k < pc->n_nb; k++) {
+        double *slot;
+        const int q = pc->nb[k].peer, n = holding(s, i, q, &slot);
+        engine_link_state(&s->p[i].e, q, n >= SIM_LINK_SLOTS, n > 0);
+    }
+}
+
 /* A message of `bytes` on link i -> j: queued behind the link's earlier
- * messages, serialised at the bandwidth; returns when it has left. */
+ * messages, serialised at the bandwidth; returns when it has left, or -1
+ * when the link holds SIM_LINK_SLOTS frames already (refused). */
 static double link_send(sim *s, int i, int j, double bytes)
 {
     const sim_config *c = s->c;
+    double *slot;
+    if (holding(s, i, j, &slot) >= SIM_LINK_SLOTS)
+        return -1;
     double *free_at = &s->link_free[(size_t)i * c->peer.n_peers + j];
     double start = *free_at > s->now ? *free_at : s->now;
     *free_at = start + (c->bandwidth > 0 ? bytes / c->bandwidth : 0.0);
+    if (slot)
+        *slot = *free_at;
     return *free_at;
 }
 
@@ -87,17 +125,22 @@ static int deliver(sim *s, int src, const engine_send *t, double at)
 int sim_transmit(sim *s, int i, const engine_send *t)
 {
     const sim_config *c = s->c;
-    if (t->kind == ENGINE_HEARTBEAT || t->kind == ENGINE_MODEL) {
-        const double bytes = t->kind == ENGINE_MODEL ? (double)t->dim * sizeof(float) : SIM_HEARTBEAT_BYTES;
-        s->r->bytes_sent += (uint64_t)bytes;
-        return deliver(s, i, t, link_send(s, i, t->peer, bytes) + c->latency);
+    const double bytes = t->kind == ENGINE_PUSH        ? (double)gsp_msg_bytes(&t->msg)
+                         : t->kind == ENGINE_MODEL     ? (double)t->dim * sizeof(float)
+                         : t->kind == ENGINE_HEARTBEAT ? SIM_HEARTBEAT_BYTES
+                                                       : 0; /* (small: in order behind what the link holds) */
+    const double done = link_send(s, i, t->peer, bytes);
+    if (done < 0) { /* the link holds all it can: the transport refuses, as a socket that does not drain */
+        s->r->frames_refused++;
+        engine_unsent(&s->p[i].e, t, -EAGAIN, s->now);
+        return 0;
     }
-    if (t->kind != ENGINE_PUSH) /* small: no serialisation time, but in order behind what the link holds */
-        return deliver(s, i, t, link_send(s, i, t->peer, 0) + c->latency);
-    const double bytes = (double)gsp_msg_bytes(&t->msg);
+    if (t->kind != ENGINE_PUSH) {
+        s->r->bytes_sent += (uint64_t)bytes;
+        return deliver(s, i, t, done + c->latency);
+    }
     s->r->bytes_sent += (uint64_t)bytes;
     s->r->messages_sent++;
-    double done = link_send(s, i, t->peer, bytes);
     if (c->loss > 0 && nn_rng_uniform_d(&s->net) < c->loss) {
         s->r->messages_lost++;
         return 0;

@@ -180,7 +180,7 @@ void sim_final_report(sim *s)
         const gsp_pace_stats *ps = &p->e.rp.pace.stats;
         r->late_marks += ps->late_marks, r->catch_ups += ps->catch_ups, r->refreshes += ps->refreshes, r->rounds_skipped += ps->rounds_skipped;
         r->neighbours_lost += ps->neighbours_lost, r->brakes += ps->brakes;
-        r->isolated_rounds += ps->isolated_rounds;
+        r->isolated_rounds += ps->isolated_rounds, r->busy_kept += ps->busy_kept;
         r->syncs += p->e.rp.g.stats.syncs_sent;
         if (!live(s, i))
             continue;

@@ -128,6 +128,10 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
         rc = engine_init(&p->e, &s->settings, &s->plan, i, train, x0, dim, 0.0, err, errlen);
         if (rc < 0)
             return rc;
+        if (!(p->held = calloc((size_t)p->e.rp.pace.n_nb * SIM_LINK_SLOTS + 1, sizeof *p->held))) {
+            snprintf(err, errlen, "out of memory for %d peers", n);
+            return -ENOMEM;
+        }
     }
     nn_model_drop_params(&s->model); /* x0 keeps the start; steps and evaluations pass their parameters */
     if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
@@ -164,6 +168,8 @@ void sim_teardown(sim *s)
     sim_queue_free(&s->q);
     free(s->flight);
     free(s->free_slots);
+    for (int i = 0; s->p && i < s->c->peer.n_peers; i++)
+        free(s->p[i].held);
     free(s->p);
     free(s->link_free);
     free(s->at_round);

@@ -432,6 +432,31 @@ Test(peer_sim, a_peer_that_leaves_says_goodbye_and_is_routed_around_at_once)
     sim_result_free(&crashed);
 }
 
+/* Links too slow for what is sent on them: a link holding SIM_LINK_SLOTS
+ * frames is busy, and the engine keeps its share for it home; one more
+ * frame is refused (engine_unsent), as a networked peer's socket that does
+ * not drain. With --check every invariant holds and no weight is lost. */
+Test(peer_sim, links_that_do_not_drain_are_busy_refuse_frames_and_lose_nothing)
+{
+    cmp_spec stc;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&stc, "stc:0.04", err, sizeof err), 0, "%s", err);
+    sim_config c;
+    config(&c, "exponential", 8);
+    c.peer.codec = &stc;
+    c.bandwidth = 2e6 / 8; /* 2 Mbit/s */
+    c.check = 1;
+    sim_result r;
+    run(&c, &r);
+    cr_log_info("2 Mbit/s: %ld frames refused, %ld shares kept home, %.2f%%", r.frames_refused, r.busy_kept,
+                100 * r.test_accuracy);
+    cr_assert_gt(r.frames_refused, 0, "the links filled up");
+    cr_assert_gt(r.busy_kept, 0, "and busy links kept their shares home");
+    cr_assert_float_eq(r.weight_total, 8.0, 1e-6, "%.9g held, %.3g in flight", r.weight_total, r.weight_in_flight);
+    cr_assert_gt(r.test_accuracy, 0.5);
+    sim_result_free(&r);
+}
+
 /* ---- local steps between exchanges (--local-steps) and the outer optimizer
  * (--outer) in the round driver: the plan covers every epoch's steps, mass
  * and consensus hold with the gradient off, peers crash and rejoin
