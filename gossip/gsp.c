@@ -450,6 +450,15 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     return 0;
 }
 
+/* A NaN or an infinity: an exponent of all ones (integer lanes, so the
+ * loops that check it vectorise). */
+static inline unsigned not_finite(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
+
 static int raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges);
 
 /* z = x / w, and x -= sum_k moved_k * ref_k with the references as they
@@ -596,12 +605,10 @@ static int raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **ed
             sx[i] += wk * (double)x[i];
         kept -= wk;
     }
-    unsigned bad = 0; /* an exponent of all ones: a NaN or an infinity (integer lanes, so it vectorises) */
+    unsigned bad = 0; /* (checked in this pass: no pass of its own) */
     for (size_t i = 0; i < g->dim; i++) {
         const float xi = (float)((double)g->x[i] * kept);
-        uint32_t u;
-        memcpy(&u, &xi, sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        bad |= not_finite(xi);
         g->x[i] = xi;
     }
     return bad ? -EDOM : 0;
@@ -662,19 +669,15 @@ static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const fl
     }
 }
 
-/* Any NaN or infinity among n floats or doubles (an exponent of all ones:
- * integer lanes, so the loops vectorise). */
 int gsp_floats_finite(const float *v, size_t n)
 {
     unsigned bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &v[i], sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
+    for (size_t i = 0; i < n; i++)
+        bad |= not_finite(v[i]);
     return !bad;
 }
 
+/* Any NaN or infinity among n doubles (as not_finite). */
 static int doubles_finite(const double *v, size_t n)
 {
     unsigned bad = 0;
