@@ -147,9 +147,14 @@ class _Flat:
                             "moved or its .data replaced after wrapping): wrap the model where it will train"
                             % tuple(t.shape))
 
+    def all_finite(self) -> bool:
+        # in chunks on the CPU, so that the check allocates a MB, not a byte a value
+        step = self.n if self.device.type != "cpu" else 1 << 20
+        return all(bool(torch.isfinite(self.flat[i:i + step]).all()) for i in range(0, self.n, step))
+
     def check_finite(self) -> None:
         """Every value finite, else sgp.Error naming the tensors that are not."""
-        if bool(torch.isfinite(self.flat).all()):
+        if self.all_finite():
             return
         bad = [n for n, t in zip(self.names, self.tensors) if not bool(torch.isfinite(t.detach()).all())]
         raise Error(errno.EDOM, "not finite (a NaN or an infinity), so not handed to sgp: %s; the model diverged "
