@@ -588,8 +588,10 @@ Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_a
     pump_until(&sc, sgp_file_count(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
     scene_end(&sc);
     cr_log_info("target RSS %ld -> %ld kB over %d forged SYNCs of %d values", rss0, rss1, 1 + 2 * FLOOD, DIM);
-    cr_assert_lt(rss1 - rss0, 20 * 1024, "what a member can make it hold is bounded: %ld -> %ld kB (see %s)", rss0, rss1,
-                 sc.out);
+    const char *san = getenv("SGP_SANITIZER");
+    if (!san || !*san) /* (AddressSanitizer keeps freed blocks in quarantine: RSS says nothing there) */
+        cr_assert_lt(rss1 - rss0, 20 * 1024, "what a member can make it hold is bounded: %ld -> %ld kB (see %s)", rss0,
+                     rss1, sc.out);
     char *text = sgp_read_file(sc.summary);
     const double acc = sgp_json_number(text, "test_accuracy");
     cr_assert_gt(acc, 0.8, "it trained on: %s", text);
