@@ -709,11 +709,11 @@ static const char *unsound(const gsp_peer *g, const gsp_msg *m)
 {
     if (!isfinite(m->w_total) || m->w_total < 0)
         return "a weight total that is not a finite number of at least 0";
-    switch (m->kind) {
+    switch (m->kind) { /* (a message whose copy found its values finite is not read again: gsp_msg_copy) */
     case GSP_RAW:
-        return doubles_finite(m->x_total, g->dim) ? NULL : "a NaN or an infinity in its totals";
+        return m->finite || doubles_finite(m->x_total, g->dim) ? NULL : "a NaN or an infinity in its totals";
     case GSP_SYNC:
-        return gsp_floats_finite(m->ref, g->dim) && doubles_finite(m->corr, m->n_corr)
+        return m->finite || (gsp_floats_finite(m->ref, g->dim) && doubles_finite(m->corr, m->n_corr))
                    ? NULL
                    : "a NaN or an infinity in its reference or corrections";
     case GSP_DELTA:

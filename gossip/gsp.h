@@ -103,6 +103,8 @@ typedef struct gsp_msg {
     uint64_t origin;       /* DELTA with seq 1: the id of the reference the edge started from
                             * (gsp_set_origin; 0: zeros) */
     void *owned;           /* non-NULL when this message owns its arrays (gsp_msg_copy) */
+    int finite;            /* 1: its totals, reference and corrections were found finite as they were copied
+                            * (gsp_msg_copy), so gsp_absorb need not read them again; 0: not known */
 } gsp_msg;
 
 /* What one compressed message changed in its edge's reference, kept by the
@@ -435,7 +437,9 @@ size_t gsp_msg_owned_bytes(const gsp_msg *m);
 /* No NaN and no infinity among v[0 .. n) (one vectorised pass). */
 int gsp_floats_finite(const float *v, size_t n);
 
-/* Deep copy of a message's payload (for messages in flight). */
+/* Deep copy of a message's payload (for messages in flight), checking its
+ * totals, reference and corrections for NaN and infinity on the way (one
+ * pass for both: dst->finite). */
 int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src);
 void gsp_msg_free(gsp_msg *m);
 

@@ -108,6 +108,32 @@ size_t gsp_msg_owned_bytes(const gsp_msg *m)
     return b[0] + b[1] + b[2] + b[3] + b[4];
 }
 
+/* dst = src, n doubles or floats, and whether every one is finite (an
+ * exponent of all ones is a NaN or an infinity), in one pass. */
+static int copy_doubles(double *restrict dst, const double *restrict src, size_t n)
+{
+    uint64_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, &src[i], sizeof u);
+        bad |= ~u & 0x7ff0000000000000ull ? 0 : 1;
+        dst[i] = src[i];
+    }
+    return !bad;
+}
+
+static int copy_floats(float *restrict dst, const float *restrict src, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        bad |= ~u & 0x7f800000u ? 0 : 1;
+        dst[i] = src[i];
+    }
+    return !bad;
+}
+
 int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src)
 {
     size_t b[5];
@@ -118,10 +144,19 @@ int gsp_msg_copy(gsp_msg *dst, const gsp_msg *src)
     *dst = *src;
     const void *from[5] = {src->x_total, src->corr, src->ref, src->corr_idx, src->payload};
     void *to[5];
+    int finite = 1;
     for (int k = 0; k < 5; k++) {
-        to[k] = b[k] ? memcpy(at, from[k], b[k]) : (void *)(uintptr_t)from[k]; /* (empty: as it was) */
+        if (!b[k])
+            to[k] = (void *)(uintptr_t)from[k]; /* (empty: as it was) */
+        else if (k < 2)
+            finite &= copy_doubles((double *)(void *)at, from[k], b[k] / sizeof(double)), to[k] = at;
+        else if (k == 2)
+            finite &= copy_floats((float *)(void *)at, from[k], b[k] / sizeof(float)), to[k] = at;
+        else
+            to[k] = memcpy(at, from[k], b[k]);
         at += b[k];
     }
+    dst->finite = finite;
     dst->x_total = to[0], dst->corr = to[1], dst->ref = to[2], dst->corr_idx = to[3], dst->payload = to[4];
     dst->owned = mem;
     return 0;

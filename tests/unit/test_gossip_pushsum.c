@@ -517,6 +517,20 @@ Test(gossip_pushsum, a_share_no_honest_sender_makes_is_refused_and_nothing_of_it
         cr_assert_eq(memcmp(g.x, x1, sizeof x1), 0, "%s: x moved", bad[k].what);
     }
     cr_assert_eq(g.stats.refused, sizeof bad / sizeof *bad);
+    /* A copy checks as it copies (the simulator's messages in flight): a
+     * NaN it carried is found there, and still refused. */
+    double t[DIM];
+    memcpy(t, tot, sizeof t);
+    t[5] = NAN;
+    gsp_msg b = m, c, clean;
+    b.seq = 19, b.w_total = 0.5, b.x_total = t;
+    cr_assert_eq(gsp_msg_copy(&c, &b), 0);
+    cr_assert_eq(c.finite, 0);
+    cr_assert_eq(gsp_absorb(&g, &c), GSP_REFUSED);
+    gsp_msg_free(&c);
+    cr_assert_eq(gsp_msg_copy(&clean, &m), 0);
+    cr_assert_eq(clean.finite, 1, "finite values, found so by the copy");
+    gsp_msg_free(&clean);
     for (int i = 0; i < DIM; i++) /* the honest sender's next totals: everything since the last one applied */
         tot[i] += 0.25 * x0[i];
     m.seq = 20, m.w_total = 0.5;
