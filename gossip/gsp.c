@@ -450,15 +450,6 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     return 0;
 }
 
-/* A NaN or an infinity: an exponent of all ones (integer lanes, so the
- * loops that check it vectorise). */
-static inline unsigned not_finite(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return (u & 0x7f800000u) == 0x7f800000u;
-}
-
 static int raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges);
 
 /* z = x / w, and x -= sum_k moved_k * ref_k with the references as they
@@ -608,7 +599,7 @@ static int raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **ed
     unsigned bad = 0; /* (checked in this pass: no pass of its own) */
     for (size_t i = 0; i < g->dim; i++) {
         const float xi = (float)((double)g->x[i] * kept);
-        bad |= not_finite(xi);
+        bad |= gsp_not_finite(xi);
         g->x[i] = xi;
     }
     return bad ? -EDOM : 0;
@@ -669,59 +660,6 @@ static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const fl
     }
 }
 
-int gsp_floats_finite(const float *v, size_t n)
-{
-    unsigned bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad |= not_finite(v[i]);
-    return !bad;
-}
-
-/* Any NaN or infinity among n doubles (as not_finite). */
-static int doubles_finite(const double *v, size_t n)
-{
-    unsigned bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t u;
-        memcpy(&u, &v[i], sizeof u);
-        bad |= (u & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
-    }
-    return !bad;
-}
-
-/* A share that no honest sender makes (a broken or hostile member: the
- * wire cannot tell, the values are well formed): refused before anything of
- * it is applied, and why (g->refused_why). On a compressed edge the
- * receiver's reference did not move while the sender's did, so the edge
- * waits for a SYNC, as after a loss. */
-static int refuse(gsp_peer *g, gsp_edge *e, const char *why)
-{
-    g->refused_why = why;
-    g->stats.refused++;
-    if (e && g->codec && !e->sync)
-        e->sync = 1, e->sync_base = e->seq;
-    return GSP_REFUSED;
-}
-
-/* What one message may carry whatever its edge: finite values and a
- * consensus step in (0, 1]; its weight total is finite and not negative. */
-static const char *unsound(const gsp_peer *g, const gsp_msg *m)
-{
-    if (!isfinite(m->w_total) || m->w_total < 0)
-        return "a weight total that is not a finite number of at least 0";
-    switch (m->kind) { /* (a message whose copy found its values finite is not read again: gsp_msg_copy) */
-    case GSP_RAW:
-        return m->finite || doubles_finite(m->x_total, g->dim) ? NULL : "a NaN or an infinity in its totals";
-    case GSP_SYNC:
-        return m->finite || (gsp_floats_finite(m->ref, g->dim) && doubles_finite(m->corr, m->n_corr))
-                   ? NULL
-                   : "a NaN or an infinity in its reference or corrections";
-    case GSP_DELTA:
-        return isfinite(m->gain) && m->step > 0 && m->step <= 1 ? NULL : "a gain or step out of range";
-    }
-    return NULL;
-}
-
 int gsp_absorb(gsp_peer *g, const gsp_msg *m)
 {
     if (m->dst != g->id || m->src < 0 || m->src >= g->n_peers || m->src == g->id || m->dim != g->dim)
@@ -732,9 +670,9 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     gsp_edge *e = edge(g, &g->in, &g->n_in, &g->cap_in, m->src, 0);
     if (!e)
         return -ENOMEM;
-    const char *why = unsound(g, m);
+    const char *why = gsp_unsound(g, m);
     if (why)
-        return refuse(g, e, why);
+        return gsp_refuse(g, e, why);
     if (e->seq == 0 && e->round < 0 && e->w == 0.0) /* nothing heard yet: the sender's current run */
         e->incarnation = m->incarnation;
     if (m->incarnation < e->incarnation) { /* from before the sender restarted */
@@ -771,9 +709,9 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
      * near that): anything else is refused, not mixed in. */
     const double moved = m->w_total - e->w;
     if (!(moved >= 0))
-        return refuse(g, e, "a weight total below the one it sent before");
+        return gsp_refuse(g, e, "a weight total below the one it sent before");
     if (moved > GSP_MAX_SHARE * g->n_peers)
-        return refuse(g, e, "more weight than the run holds");
+        return gsp_refuse(g, e, "more weight than the run holds");
     /* (An immediate SYNC repeats the seq of the delta the receiver lost or
      * refused, which is always above the receiver's own: it is taken.) */
     if (m->kind == GSP_DELTA) {
@@ -790,7 +728,7 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         if (k < 0)
             return (int)k;
         if (!gsp_floats_finite(c, (size_t)k))
-            return refuse(g, e, "a NaN or an infinity in its values");
+            return gsp_refuse(g, e, "a NaN or an infinity in its values");
         absorb_delta(g, e, idx, c, (size_t)k, m->gain, moved);
     } else if (m->kind == GSP_SYNC) {
         gsp_apply_sync(g, e, m);

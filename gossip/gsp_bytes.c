@@ -108,29 +108,21 @@ size_t gsp_msg_owned_bytes(const gsp_msg *m)
     return b[0] + b[1] + b[2] + b[3] + b[4];
 }
 
-/* dst = src, n doubles or floats, and whether every one is finite (an
- * exponent of all ones is a NaN or an infinity), in one pass. */
+/* dst = src, n doubles or floats, and whether every one is finite, in one
+ * pass. */
 static int copy_doubles(double *restrict dst, const double *restrict src, size_t n)
 {
-    uint64_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t u;
-        memcpy(&u, &src[i], sizeof u);
-        bad |= ~u & 0x7ff0000000000000ull ? 0 : 1;
-        dst[i] = src[i];
-    }
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= gsp_not_finite_d(src[i]), dst[i] = src[i];
     return !bad;
 }
 
 static int copy_floats(float *restrict dst, const float *restrict src, size_t n)
 {
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        bad |= ~u & 0x7f800000u ? 0 : 1;
-        dst[i] = src[i];
-    }
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= gsp_not_finite(src[i]), dst[i] = src[i];
     return !bad;
 }
 

@@ -2,6 +2,8 @@
 #ifndef GSP_INTERNAL_H
 #define GSP_INTERNAL_H
 
+#include <string.h>
+
 #include "gossip/gsp.h"
 
 /* gsp_origin.c. *ref (dim floats) = where an edge's reference starts: the
@@ -42,5 +44,33 @@ static inline double gsp_sync_at(size_t i, double wt, const float *r, double wa,
         t -= d[ci ? (*j)++ : i];
     return t;
 }
+
+/* gsp_check.c. A NaN or an infinity: an exponent of all ones (integer
+ * lanes, so the loops that check it vectorise). */
+static inline unsigned gsp_not_finite(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
+
+static inline unsigned gsp_not_finite_d(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+}
+
+/* What one message may carry whatever its edge: finite values (not read
+ * again when the copy that made it found them so: gsp_msg.finite), a gain
+ * and a consensus step in (0, 1] for a DELTA, a finite weight total of at
+ * least 0. Why it may not be absorbed, or NULL. */
+const char *gsp_unsound(const gsp_peer *g, const gsp_msg *m);
+/* A share that no honest sender makes (a broken or hostile member: the
+ * wire cannot tell, the values are well formed): refused before anything of
+ * it is applied, and why (g->refused_why). On a compressed edge the
+ * receiver's reference did not move while the sender's did, so the edge
+ * waits for a SYNC, as after a loss. Returns GSP_REFUSED. */
+int gsp_refuse(gsp_peer *g, gsp_edge *e, const char *why);
 
 #endif
