@@ -317,6 +317,8 @@ static void try_start(engine *e, double now)
     event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
 }
 
+void engine_drain(engine *e) { absorb(e, 1); }
+
 void engine_step_done(engine *e, double now)
 {
     if (e->finished || !e->computing)

@@ -168,6 +168,11 @@ void engine_stop(engine *e, double now);
 /* The caller's steps of the round are its own (libsgp): a stop needs no wait. */
 void engine_stop_now(engine *e, double now);
 
+/* After the run (the simulator's report of all the mass the peers hold):
+ * absorb what arrived since the peer finished, as its last absorb would
+ * have, the same checks and refusals included. */
+void engine_drain(engine *e);
+
 /* ---- outputs ---------------------------------------------------------------- */
 
 int engine_poll_send(engine *e, engine_send *s);

@@ -198,16 +198,15 @@ static void finish(sim *s)
         if (e.kind != EV_ARRIVE)
             continue;
         sim_frame *f = &s->flight[e.arg];
-        if (f->s.kind == ENGINE_PUSH && s->p[e.peer].state != P_CRASHED &&
-            round_inbox_put(&s->p[e.peer].e.rp, &f->s.msg) == 0)
-            sim_flight_release(s, e.arg, 0);
-        else
-            sim_flight_release(s, e.arg, 1);
+        const int take = f->s.kind == ENGINE_PUSH && s->p[e.peer].state != P_CRASHED;
+        if (take) /* (the engine takes the payload over: into its inbox, or freed when refused) */
+            engine_push(&s->p[e.peer].e, &f->s.msg, s->now);
+        sim_flight_release(s, e.arg, !take);
     }
     for (int i = 0; i < s->c->peer.n_peers; i++) {
         round_peer *rp = &s->p[i].e.rp;
         if (s->p[i].state != P_CRASHED)
-            round_absorb(rp, 1, NULL, NULL);
+            engine_drain(&s->p[i].e);
         s->r->cpu_step_seconds += rp->times.step;
         s->r->cpu_gossip_seconds += rp->times.gossip;
     }
