@@ -241,6 +241,33 @@ Test(peer_hostile, a_member_that_is_no_neighbour_is_disconnected_and_adds_no_mas
     free(s);
 }
 
+/* A 2-peer run: the target, peer 1, with float32 messages (which carry a
+ * NaN as any other value), its first epoch done; the test is peer 0. */
+static void member_scene_trained(scene *sc, const char *name)
+{
+    scene_start(sc, name, "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--codec", "none", NULL});
+    scene_connect(sc, 1);
+    pump_until(sc, 0, is_up, "the connection to peer 1");
+    pump_until(sc, 1, epochs_done, "an epoch");
+}
+
+/* A well-formed SYNC to peer 1 (no corrections), sent when the link takes it. */
+static void send_sync(scene *sc, long round, uint64_t seq, uint64_t incarnation, double w_total, const float *ref,
+                      size_t dim, uint8_t *buf, size_t cap)
+{
+    gsp_msg m = {.src = 0, .dst = 1, .round = round, .seq = seq, .kind = GSP_SYNC, .w_total = w_total, .dim = dim,
+                 .base = 0, .ref = ref, .incarnation = incarnation, .n_corr = 0,
+                 .corr_idx = (const uint32_t[1]){0}, .corr = (const double[1]){0}};
+    long len = wire_encode_push(buf, cap, &m);
+    cr_assert_gt(len, 0);
+    pump_until(sc, 0, is_up, "the connection to peer 1");
+    while (net_busy(&sc->n, 1)) /* (the transport's own bound on what it queues) */
+        uv_run(&sc->loop, UV_RUN_NOWAIT), sgp_poll_pause();
+    cr_assert_eq(net_send(&sc->n, 1, buf, (size_t)len), 0);
+    uv_run(&sc->loop, UV_RUN_NOWAIT);
+}
+
 static int refusals(member_side *s, const char *out, int want)
 {
     return (void)s, sgp_file_count(out, "refused a share of peer 0: ") >= want;
@@ -256,11 +283,7 @@ static int refusals(member_side *s, const char *out, int want)
 Test(peer_hostile, a_member_s_non_finite_or_impossible_shares_are_refused_and_training_goes_on, .timeout = 300)
 {
     scene sc;
-    scene_start(&sc, "nan", "2", "exponential", 1, 0,
-                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--codec", "none", NULL});
-    scene_connect(&sc, 1);
-    pump_until(&sc, 0, is_up, "the connection to peer 1");
-    pump_until(&sc, 1, epochs_done, "an epoch");
+    member_scene_trained(&sc, "nan");
     enum { DIM = 7850 }; /* mlp on MNIST: 784 x 10 + 10 */
     float *ref = malloc(DIM * sizeof *ref);
     size_t cap = wire_push_bound(DIM, 0) + 16 * DIM;
@@ -273,13 +296,7 @@ Test(peer_hostile, a_member_s_non_finite_or_impossible_shares_are_refused_and_tr
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < DIM; i++)
             ref[i] = bad[k].value;
-        gsp_msg m = {.src = 0, .dst = 1, .round = 0, .seq = 1 + (uint64_t)k, .kind = GSP_SYNC,
-                     .w_total = bad[k].w_total, .dim = DIM, .base = 0, .ref = ref, .incarnation = 1,
-                     .n_corr = 0, .corr_idx = (const uint32_t[1]){0}, .corr = (const double[1]){0}};
-        long len = wire_encode_push(buf, cap, &m);
-        cr_assert_gt(len, 0);
-        pump_until(&sc, 0, is_up, "the connection to peer 1");
-        cr_assert_eq(net_send(&sc.n, 1, buf, (size_t)len), 0);
+        send_sync(&sc, 0, 1 + (uint64_t)k, 1, bad[k].w_total, ref, DIM, buf, cap);
         pump_until(&sc, k + 1, refusals, bad[k].why);
         cr_assert(sgp_file_has(sc.out, bad[k].why), "see %s", sc.out);
     }
@@ -559,28 +576,15 @@ static int refused_for(member_side *s, const char *out, int want)
 Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_and_held_to_a_bound, .timeout = 300)
 {
     scene sc;
-    scene_start(&sc, "future", "2", "exponential", 1, 0,
-                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--codec", "none", NULL});
-    scene_connect(&sc, 1);
-    pump_until(&sc, 0, is_up, "the connection to peer 1");
-    pump_until(&sc, 1, epochs_done, "an epoch");
+    member_scene_trained(&sc, "future");
     const long rss0 = rss_kib(sc.peer);
     enum { DIM = 7850, FLOOD = 400 };
     float *ref = calloc(DIM, sizeof *ref);
     size_t cap = wire_push_bound(DIM, 0) + 16 * DIM;
     uint8_t *buf = malloc(cap);
     for (int k = 0; k < 1 + 2 * FLOOD; k++) {
-        gsp_msg m = {.src = 0, .dst = 1, .round = k == 0 ? 0 : k <= FLOOD ? (1L << 62) : 5000000, .seq = 1 + (uint64_t)k,
-                     .kind = GSP_SYNC, .w_total = 0.5, .dim = DIM, .base = 0, .ref = ref,
-                     .incarnation = k == 0 ? UINT64_MAX : 1, .n_corr = 0, .corr_idx = (const uint32_t[1]){0},
-                     .corr = (const double[1]){0}};
-        long len = wire_encode_push(buf, cap, &m);
-        cr_assert_gt(len, 0);
-        pump_until(&sc, 0, is_up, "the connection to peer 1");
-        while (net_busy(&sc.n, 1)) /* (the transport's own bound on what it queues) */
-            uv_run(&sc.loop, UV_RUN_NOWAIT), sgp_poll_pause();
-        cr_assert_eq(net_send(&sc.n, 1, buf, (size_t)len), 0);
-        uv_run(&sc.loop, UV_RUN_NOWAIT);
+        send_sync(&sc, k == 0 ? 0 : k <= FLOOD ? (1L << 62) : 5000000, 1 + (uint64_t)k, k == 0 ? UINT64_MAX : 1, 0.5,
+                  ref, DIM, buf, cap);
     }
     free(ref), free(buf);
     pump_until(&sc, 0, refused_for, "the three refusals");
