@@ -1,5 +1,6 @@
 /* The pacing policy: see gsp_pace.h, and gossip/GUARANTEES.md for the rules. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,8 @@ static int add_nb(gsp_pace *p, int q, int is_in, double now)
         return 0;
     if (p->slot[q] < 0) {
         p->slot[q] = p->n_nb;
-        p->nb[p->n_nb++] = (gsp_pace_nb){.peer = q, .known_round = -1, .pushed_round = -1, .last_heard = now,
+        p->nb[p->n_nb++] = (gsp_pace_nb){.peer = q, .known_round = -1, .pushed_round = -1, .paced_round = -1,
+                                         .last_heard = now,
                                          .last_sent = -INFINITY, .down_since = now};
     }
     p->nb[p->slot[q]].is_in |= (uint8_t)is_in;
@@ -70,7 +72,7 @@ int gsp_pace_init(gsp_pace *p, const gsp_pace_config *c, int id, double now)
         for (int k = 0; k < m; k++)
             add_nb(p, in[k], 1, never);
     }
-    p->prev_start = -1, p->wait_since = -1, p->wait_round = -1, p->last_tick = -1, p->last_emit_round = -1;
+    p->prev_start = -1, p->fastest = -1, p->wait_since = -1, p->wait_round = -1, p->last_tick = -1, p->last_emit_round = -1;
     p->started = now;
     p->barrier_passed = !c->barrier;
     return 0;
@@ -102,6 +104,8 @@ int gsp_pace_heard(gsp_pace *p, int q, double now)
     gsp_pace_nb *b = nb_of(p, q);
     if (!b)
         return 0;
+    if (now - b->last_heard >= gsp_pace_heartbeat(&p->c))
+        b->live_since = now;
     b->last_heard = now;
     if (p->alive[q] || !b->connected)
         return 0;
@@ -109,28 +113,84 @@ int gsp_pace_heard(gsp_pace *p, int q, double now)
     return 1;
 }
 
-void gsp_pace_claim(gsp_pace *p, int q, long r)
+/* Where b can have got by now, as far as time allows since its last
+ * report within the bound (-inf: no report yet). */
+static double paced_line(const gsp_pace *p, const gsp_pace_nb *b, double now)
 {
-    gsp_pace_nb *b = nb_of(p, q);
-    if (!b)
-        return;
-    if (r > b->known_round)
-        b->known_round = r;
+    if (b->paced_round < 0)
+        return -INFINITY;
+    return (double)b->paced_round + GSP_PACE_FASTER * fmax(now - b->paced_at, 0) / p->fastest;
+}
+
+long gsp_pace_credible(const gsp_pace *p, int q, double now)
+{
+    const gsp_pace_nb *b = nb_of(p, q);
+    if (!b || p->fastest <= 0 || b->paced_round < 0)
+        return LONG_MAX;
+    double most = fmax((double)p->round_seen, paced_line(p, b, now));
+    for (int k = 0; k < p->n_nb; k++)
+        most = fmax(most, (double)p->nb[k].paced_round);
+    most += 2.0 * (p->c.tau + 2.0 * p->period + 4);
+    return most >= 0x1p62 ? LONG_MAX : (long)most;
+}
+
+/* Round r reported by b at now, believed as far as time allows. A report
+ * within the bound without its slack starts b's line again from it, at now
+ * once b's frames have come steadily for two heartbeat intervals: a member
+ * that claims all it may, message after message, gains no more than
+ * GSP_PACE_FASTER rounds a fastest round beyond the furthest round reported. Right after a
+ * silence (a cut, a stop of either side) the frames that come first may be
+ * old, sent before it and queued since, so the line's start moves along
+ * the line itself and keeps the time the silence allows for the frames
+ * that follow. */
+static long paced(gsp_pace *p, gsp_pace_nb *b, long r, double now)
+{
+    const long most = gsp_pace_credible(p, b->peer, now);
+    if (r > most)
+        return most;
+    const long start = p->c.total_rounds > 0 && r > p->c.total_rounds ? p->c.total_rounds : r;
+    if (start <= b->paced_round)
+        return r;
+    if (most == LONG_MAX)
+        b->paced_round = start, b->paced_at = now;
+    else if (start <= most - 2 * (p->c.tau + 2L * p->period + 4)) {
+        const int steady = now - b->live_since >= 2 * gsp_pace_heartbeat(&p->c);
+        const double along = b->paced_at + (double)(start - b->paced_round) * p->fastest / GSP_PACE_FASTER;
+        b->paced_at = steady ? now : fmin(along, now);
+        b->paced_round = start;
+    }
+    return r;
+}
+
+static void claim(gsp_pace *p, gsp_pace_nb *b, long r, double now)
+{
+    const long believed = paced(p, b, r, now);
+    if (believed > b->known_round)
+        b->known_round = believed;
     /* Past the last round: it sends nothing more, as after GOODBYE "done"
      * (which a peer that connected later, after a restart, never got). */
     if (r >= p->c.total_rounds)
         b->done = 1;
 }
 
-void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r)
+void gsp_pace_claim(gsp_pace *p, int q, long r, double now)
+{
+    gsp_pace_nb *b = nb_of(p, q);
+    if (b)
+        claim(p, b, r, now);
+}
+
+void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r, double now)
 {
     gsp_pace_nb *b = nb_of(p, q);
     if (!b)
         return;
-    if (r + 1 > b->pushed_round)
-        b->pushed_round = r + 1;
+    p->round_seen = g->round;
+    const long believed = paced(p, b, r + 1, now);
+    if (believed > b->pushed_round)
+        b->pushed_round = believed;
     b->pushing = 1;
-    gsp_pace_claim(p, q, r + 1);
+    claim(p, b, r + 1, now);
     /* On time: it arrived before (or while) a round needs it. Nearly on
      * time, for a neighbour late only once since it was last on time: within
      * late_slack rounds of the round needed (a healthy peer held up once,
@@ -179,7 +239,7 @@ int gsp_pace_up(gsp_pace *p, int q, double now)
     if (!b)
         return 0;
     b->connected = 1, b->ever_up = 1;
-    b->last_heard = now;
+    b->last_heard = b->live_since = now;
     int back = !p->alive[q];
     p->alive[q] = 1;
     return back;
@@ -200,7 +260,8 @@ int gsp_pace_goodbye(gsp_pace *p, int q, int done)
     int was = p->alive[q] && !(b && b->done);
     if (done && b) {
         b->done = 1;
-        gsp_pace_claim(p, q, p->c.total_rounds);
+        if (b->known_round < p->c.total_rounds) /* (no evidence for catch-up: see catch_up_round) */
+            b->known_round = p->c.total_rounds;
     } else
         p->alive[q] = 0;
     return was;
@@ -230,8 +291,8 @@ int gsp_pace_tick(gsp_pace *p, double now, int *lost, int max)
     int n = 0;
     for (int k = 0; k < p->n_nb; k++) {
         gsp_pace_nb *b = &p->nb[k];
-        if (b->connected && away)
-            b->last_heard = now;
+        if (b->connected && away) /* (what it sent meanwhile comes now, at once) */
+            b->last_heard = b->live_since = now;
         if (!p->alive[b->peer] || b->done)
             continue;
         int gone = b->connected ? now - b->last_heard > p->c.dead_timeout : now - b->down_since > p->c.dead_timeout;
@@ -320,6 +381,23 @@ static long catch_up_round(const gsp_pace *p, double now)
     return k ? r[(k - 1) / 2] : -1;
 }
 
+/* Once this peer has timed a round, a neighbour that has reported nothing
+ * yet is taken to be at most where the run is as far as this peer knows (its
+ * own round, or the furthest a neighbour has reported within the bound), so
+ * that its first word too is believed only as far as time allows. */
+static void pace_the_unreported(gsp_pace *p, const gsp_peer *g, double now)
+{
+    if (p->fastest <= 0)
+        return;
+    long known = g->round;
+    for (int k = 0; k < p->n_nb; k++)
+        if (p->nb[k].paced_round > known)
+            known = p->nb[k].paced_round;
+    for (int k = 0; k < p->n_nb; k++)
+        if (p->nb[k].paced_round < 0)
+            p->nb[k].paced_round = known, p->nb[k].paced_at = now;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -406,6 +484,8 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
         d->wake_at = p->started + c->round_timeout;
         return GSP_PACE_WAIT;
     }
+    p->round_seen = g->round;
+    pace_the_unreported(p, g, now);
     const long around = gsp_pace_cluster_round(p, now);
     if (g->round < c->total_rounds && around >= 0) {
         /* Far behind the run (a straggler, a peer that was stopped or
@@ -501,6 +581,8 @@ void gsp_pace_started(gsp_pace *p, double now)
 {
     if (p->prev_start >= 0 && !p->forced)
         p->recent[p->n_recent++ % GSP_PACE_RECENT] = now - p->prev_start;
+    if (p->prev_start >= 0 && now > p->prev_start && (p->fastest < 0 || now - p->prev_start < p->fastest))
+        p->fastest = now - p->prev_start;
     p->prev_start = now;
     p->forced = 0;
     p->wait_since = -1;

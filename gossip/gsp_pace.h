@@ -78,6 +78,9 @@ typedef struct gsp_pace_nb {
     uint8_t done;          /* said it finished every round: still takes shares, sends none */
     long known_round;      /* the latest round it said it is at (-1: none yet) */
     long pushed_round;     /* the round after the latest of its shares that reached us (-1: none yet) */
+    long paced_round;      /* the latest round it reported within what time allows (-1: none yet) ... */
+    double paced_at;       /* ... and when: its later rounds are believed only as far as gsp_pace_credible */
+    double live_since;     /* when its frames came again after a silence of a heartbeat interval or more */
     uint64_t acked_seq;    /* the highest seq of our edge to it that it says it has taken in */
     double unacked_since;  /* when our oldest message to it not yet acknowledged went out */
     uint8_t probe;         /* a share waits for a sign of life from it: send it a HEARTBEAT (gsp_pace_probes) */
@@ -100,6 +103,8 @@ typedef struct gsp_pace {
     long wait_round;
     double last_tick, started;
     long last_emit_round;  /* -1: none yet */
+    double fastest;        /* the shortest time between two of this peer's round starts (< 0: none yet) */
+    long round_seen;       /* this peer's round when the policy last saw it */
     int isolated, forced, barrier_passed, joining;
     double alone_since;    /* when every in-neighbour had been routed around (< 0: not so) */
     gsp_pace_stats stats;
@@ -139,10 +144,28 @@ int gsp_pace_is_neighbour(const gsp_pace *p, int q);
 
 /* A frame from q: returns 1 if q was routed around and is back. */
 int gsp_pace_heard(gsp_pace *p, int q, double now);
-/* q says it is at round r (HEARTBEAT); at total_rounds or past it, q is done. */
-void gsp_pace_claim(gsp_pace *p, int q, long r);
-/* A PUSH of round r from q: q is past r, and it may be on time again. */
-void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r);
+/* A neighbour runs at most this many times as many rounds a second as this
+ * peer's fastest round (a straggler slowed 4.5x still catches up). */
+#define GSP_PACE_FASTER 8
+/* The highest round q can have reached by now, as far as time allows: the
+ * furthest of this peer's own round, any neighbour's latest report within
+ * the bound (a peer that caught up jumps to where its in-neighbours are),
+ * and q's latest report plus GSP_PACE_FASTER rounds for each of this peer's
+ * fastest rounds since; plus twice the catch-up distance (frames queued on a
+ * link arrive in bursts). A neighbour that had reported nothing by the time
+ * this peer timed a round counts as reporting where the run was then.
+ * LONG_MAX while there is no bound: before this peer has timed a round (a
+ * peer restarted learns where the run is from its neighbours' first words;
+ * one back from a SIGSTOP keeps the bound, which the time it was stopped
+ * widens). Claims past it are believed only up to it, and the engine
+ * refuses a PUSH past it. */
+long gsp_pace_credible(const gsp_pace *p, int q, double now);
+/* q says it is at round r (HEARTBEAT), believed up to gsp_pace_credible; at
+ * total_rounds or past it, q is done. */
+void gsp_pace_claim(gsp_pace *p, int q, long r, double now);
+/* A PUSH of round r from q, arrived at now: q is past r, and it may be on
+ * time again. */
+void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r, double now);
 /* The connection to q is up: returns 1 if q had been routed around. */
 int gsp_pace_up(gsp_pace *p, int q, double now);
 void gsp_pace_down(gsp_pace *p, int q, double now);

@@ -399,10 +399,13 @@ int engine_push(engine *e, gsp_msg *m, double now)
      * no round past the run's last (one such share would move a ring's
      * peer to the end), and no more messages waiting here than a neighbour
      * that runs ahead can have sent (the brake holds it within tau + 2
-     * periods + 1 rounds). Dropping one loses nothing of an honest sender's:
-     * its next totals carry it, or a SYNC after the gap. */
+     * periods + 1 rounds), nor a round further ahead than it can have
+     * reached since it last reported (gsp_pace_credible). Dropping one
+     * loses nothing of an honest sender's: its next totals carry it, or a
+     * SYNC after the gap. */
     const char *why = m->incarnation > e->incarnation_max                    ? "an incarnation from the future"
                       : m->round < 0 || m->round > e->rp.pace.c.total_rounds ? "a round past the run's last"
+                      : m->round >= gsp_pace_credible(&e->rp.pace, q, now)   ? "a round further ahead than time allows"
                       : round_held_from(&e->rp, q) >= engine_hold_max(e) ? "more messages waiting than a neighbour ahead sends"
                                                                           : NULL;
     if (why) {
@@ -411,7 +414,7 @@ int engine_push(engine *e, gsp_msg *m, double now)
         try_start(e, now);
         return 0;
     }
-    gsp_pace_push(&e->rp.pace, &e->rp.g, q, m->round);
+    gsp_pace_push(&e->rp.pace, &e->rp.g, q, m->round, now);
     int rc = round_inbox_put(&e->rp, m);
     if (rc < 0) {
         gsp_msg_free(m);
@@ -440,7 +443,7 @@ void engine_ack(engine *e, int q, uint64_t seq, double now)
 void engine_heartbeat(engine *e, int q, long round, double now)
 {
     heard(e, q, now);
-    gsp_pace_claim(&e->rp.pace, q, round);
+    gsp_pace_claim(&e->rp.pace, q, round, now);
     send_ack(e, q, 1, now); /* a sign of life for a peer whose shares to us wait for one */
     try_start(e, now);
 }

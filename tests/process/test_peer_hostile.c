@@ -562,17 +562,40 @@ Test(peer_hostile, a_flood_of_strangers_never_keeps_a_member_out, .timeout = 300
 static int refused_for(member_side *s, const char *out, int want)
 {
     (void)s, (void)want;
-    return sgp_file_has(out, "an incarnation from the future") && sgp_file_has(out, "a round past the run's last") &&
+    return sgp_file_has(out, "a round past the run's last") && sgp_file_has(out, "a round further ahead than time allows") &&
            sgp_file_has(out, "more messages waiting than a neighbour ahead sends");
+}
+
+static int refused_incarnation(member_side *s, const char *out, int want)
+{
+    (void)s, (void)want;
+    return sgp_file_has(out, "an incarnation from the future");
+}
+
+/* The round peer 1 was at when it logged `what` first ("peer 1: round R: ..."). */
+static long round_of(const char *out, const char *what)
+{
+    char *text = sgp_read_file(out);
+    const char *at = strstr(text, what);
+    cr_assert(at, "no \"%s\" in %s", what, out);
+    const char *line = at;
+    while (line > text && line[-1] != '\n')
+        line--;
+    long r = -1;
+    cr_assert_eq(sscanf(line, "peer 1: round %ld:", &r), 1, "%.80s", line);
+    free(text);
+    return r;
 }
 
 /* A member with a valid key claims what no run can be: one SYNC of
  * incarnation 2^64 - 1 (adopted, it made every later message of the real
  * sender on that edge stale: its receiver ended with weight 0), a flood of
  * SYNCs of round 2^62 (they waited in the inbox for ever: 123 MB -> 1,530 MB
- * in 15 s), and a flood of rounds ahead within the run. Each is refused with
- * its reason named, the target holds no more than a bounded number of them,
- * and it trains on. */
+ * in 15 s), a flood of round 5,000,000, within the run but further ahead
+ * than time allows (one such share made peer 1, whose only in-neighbour the
+ * member is, jump there), and a flood of rounds a little ahead. Each is
+ * refused with its reason named, the target holds no more than a bounded
+ * number of them, never jumps, and trains on. */
 Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_and_held_to_a_bound, .timeout = 300)
 {
     scene sc;
@@ -582,20 +605,25 @@ Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_a
     float *ref = calloc(DIM, sizeof *ref);
     size_t cap = wire_push_bound(DIM, 0) + 16 * DIM;
     uint8_t *buf = malloc(cap);
-    for (int k = 0; k < 1 + 2 * FLOOD; k++) {
-        send_sync(&sc, k == 0 ? 0 : k <= FLOOD ? (1L << 62) : 5000000, 1 + (uint64_t)k, k == 0 ? UINT64_MAX : 1, 0.5,
-                  ref, DIM, buf, cap);
-    }
+    uint64_t seq = 1;
+    send_sync(&sc, 0, seq++, UINT64_MAX, 0.5, ref, DIM, buf, cap);
+    pump_until(&sc, 0, refused_incarnation, "the incarnation's refusal");
+    /* (ahead of peer 1 for a while yet, and well within what time allows:
+     * it has run that many rounds already) */
+    const long near = 2 * round_of(sc.out, "an incarnation from the future") + 100;
+    for (int k = 0; k < 3 * FLOOD; k++)
+        send_sync(&sc, k < FLOOD ? (1L << 62) : k < 2 * FLOOD ? 5000000 : near, seq++, 1, 0.5, ref, DIM, buf, cap);
     free(ref), free(buf);
     pump_until(&sc, 0, refused_for, "the three refusals");
     const long rss1 = rss_kib(sc.peer);
     pump_until(&sc, sgp_file_count(sc.out, " epoch ") + 2, epochs_done, "two more epochs");
     scene_end(&sc);
-    cr_log_info("target RSS %ld -> %ld kB over %d forged SYNCs of %d values", rss0, rss1, 1 + 2 * FLOOD, DIM);
+    cr_log_info("target RSS %ld -> %ld kB over %d forged SYNCs of %d values", rss0, rss1, 1 + 3 * FLOOD, DIM);
     const char *san = getenv("SGP_SANITIZER");
     if (!san || !*san) /* (AddressSanitizer keeps freed blocks in quarantine: RSS says nothing there) */
         cr_assert_lt(rss1 - rss0, 20 * 1024, "what a member can make it hold is bounded: %ld -> %ld kB (see %s)", rss0,
                      rss1, sc.out);
+    cr_assert(!sgp_file_has(sc.out, "catching up"), "no forged round moved it (see %s)", sc.out);
     char *text = sgp_read_file(sc.summary);
     const double acc = sgp_json_number(text, "test_accuracy");
     cr_assert_gt(acc, 0.8, "it trained on: %s", text);

@@ -122,7 +122,7 @@ static void push(scene *s, int q, long r, int to, double now)
     gsp_msg m = emit_to(s, q, r, to);
     cr_assert_eq(gsp_absorb(&s->g[to], &m), 1);
     gsp_pace_heard(&s->p[to], q, now);
-    gsp_pace_push(&s->p[to], &s->g[to], q, r);
+    gsp_pace_push(&s->p[to], &s->g[to], q, r, now);
     gsp_pace_acked(&s->p[q], to, m.seq); /* as the receiver acknowledges what it takes in */
 }
 
@@ -289,10 +289,10 @@ Test(gossip_pace, a_peer_that_still_hears_a_live_neighbour_is_not_alone)
     /* Heard, 2 is the run's round as far as 1 knows (the brake holds 1
      * within reach of it); a share of 2 routed around dead peers makes it an
      * in-neighbour (it counts as one from then on). */
-    gsp_pace_claim(&s.p[1], 2, 7);
+    gsp_pace_claim(&s.p[1], 2, 7, 1.3);
     cr_assert_eq(gsp_pace_cluster_round(&s.p[1], 1.3), 7);
     gsp_pace_heard(&s.p[1], 2, 1.3);
-    gsp_pace_push(&s.p[1], &s.g[1], 2, 7);
+    gsp_pace_push(&s.p[1], &s.g[1], 2, 7, 1.3);
     cr_assert(s.p[1].nb[s.p[1].slot[2]].pushing);
     cr_assert_eq(gsp_pace_cluster_round(&s.p[1], 1.3), 8);
     scene_free(&s);
@@ -324,7 +324,7 @@ Test(gossip_pace, a_peer_that_hears_no_in_neighbour_waits_before_the_dead_timeou
     gsp_pace_down(&s.p[0], 3, 1.0);
     gsp_pace_down(&s.p[0], 2, 1.0);
     gsp_pace_heard(&s.p[0], 1, 3.0);
-    gsp_pace_claim(&s.p[0], 1, 0);
+    gsp_pace_claim(&s.p[0], 1, 0, 3.0);
     cr_assert_eq(next(&s, 0, 3.0 + MS, &d), GSP_PACE_WAIT, "1 is heard, but 2 and 3 may still come back");
     cr_assert(d.alone);
     int lost[MAX_PEERS];
@@ -345,11 +345,11 @@ Test(gossip_pace, a_long_catch_up_waits_for_a_neighbours_model_and_keeps_the_wei
     scene_make(&s, "exponential", 8, (gsp_pace_config){.total_rounds = 1000}, 1);
     gsp_pace_decision d;
     for (int q = 4; q <= 7; q++) /* (exp8: 0 hears from 7, 6 and 4) */
-        gsp_pace_claim(&s.p[0], q, 20);
+        gsp_pace_claim(&s.p[0], q, 20, 0);
     cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == 0 && !d.refresh && s.g[0].round == 20, "20 rounds (< 50): its own model");
     for (int q = 4; q <= 7; q++)
-        gsp_pace_claim(&s.p[0], q, 600);
+        gsp_pace_claim(&s.p[0], q, 600, 0);
     cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_WAIT);
     cr_assert(d.refresh && d.jumped_from == 20 && s.g[0].round == 600 && s.p[0].stats.refreshes == 1);
     cr_assert_eq(next(&s, 0, 3 * MS, &d), GSP_PACE_WAIT, "until the driver has a model");
@@ -608,9 +608,9 @@ Test(gossip_pace, an_in_neighbour_past_the_round_needed_is_not_awaited)
     push(&s, 3, 0, 0, MS);
     start(&s, 0, MS, NULL);
     gsp_pace_decision d;
-    gsp_pace_claim(&s.p[0], 2, 1);
+    gsp_pace_claim(&s.p[0], 2, 1, MS);
     cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_WAIT, "2 says it is at round 1: its round 1 is to come");
-    gsp_pace_claim(&s.p[0], 2, 2);
+    gsp_pace_claim(&s.p[0], 2, 2, 2 * MS);
     cr_assert_eq(next(&s, 0, 3 * MS, &d), GSP_PACE_START, "2 is at round 2: its round 1 went elsewhere");
     cr_assert(d.n_late == 0 && s.p[0].stats.late_marks == 0);
     scene_free(&s);
@@ -646,12 +646,12 @@ Test(gossip_pace, cluster_round_is_the_median_of_heard_in_neighbours)
     scene_make(&s, "exponential", 8, (gsp_pace_config){0}, 1);
     gsp_pace *p = &s.p[0];
     cr_assert_eq(gsp_pace_cluster_round(p, 0), -1, "nothing reported yet");
-    gsp_pace_claim(p, 7, 10);
-    gsp_pace_claim(p, 6, 30);
-    gsp_pace_claim(p, 4, 20);
-    gsp_pace_claim(p, 1, 1000);
+    gsp_pace_claim(p, 7, 10, 0);
+    gsp_pace_claim(p, 6, 30, 0);
+    gsp_pace_claim(p, 4, 20, 0);
+    gsp_pace_claim(p, 1, 1000, 0);
     cr_assert_eq(gsp_pace_cluster_round(p, 0), 20, "10, 20, 30; 1 is no in-neighbour");
-    gsp_pace_claim(p, 6, 5);
+    gsp_pace_claim(p, 6, 5, 0);
     cr_assert_eq(gsp_pace_cluster_round(p, 0), 20, "a claim never moves back");
     gsp_pace_down(p, 7, 0);
     gsp_pace_goodbye(p, 4, 0);
@@ -666,13 +666,13 @@ Test(gossip_pace, catch_up_jumps_only_beyond_tau_plus_2_periods_plus_4)
     /* exp8 (3 phases), tau 2: a jump past 2 + 2 x 3 + 4 = 12 rounds behind. */
     scene s;
     scene_make(&s, "exponential", 8, (gsp_pace_config){.tau = 2}, 1);
-    gsp_pace_claim(&s.p[0], 4, 5);
-    gsp_pace_claim(&s.p[0], 6, 12);
-    gsp_pace_claim(&s.p[0], 7, 90);
+    gsp_pace_claim(&s.p[0], 4, 5, 0);
+    gsp_pace_claim(&s.p[0], 6, 12, 0);
+    gsp_pace_claim(&s.p[0], 7, 90, 0);
     gsp_pace_decision d;
     cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == -1 && s.g[0].round == 0 && s.p[0].stats.catch_ups == 0, "12 behind: no jump");
-    gsp_pace_claim(&s.p[0], 6, 13);
+    gsp_pace_claim(&s.p[0], 6, 13, MS);
     cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_START);
     cr_assert_eq(d.jumped_from, 0);
     cr_assert(s.g[0].round == 13 && s.g[0].since == 13, "to the median, not to the fastest");
@@ -689,24 +689,24 @@ Test(gossip_pace, one_neighbours_claim_moves_nobody)
     scene s;
     scene_make(&s, "exponential", 8, (gsp_pace_config){.total_rounds = 10000}, 1);
     gsp_pace_decision d;
-    gsp_pace_claim(&s.p[0], 7, 4000);
+    gsp_pace_claim(&s.p[0], 7, 4000, 0);
     cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == -1 && s.g[0].round == 0, "one of three claims +4000: no jump");
-    gsp_pace_claim(&s.p[0], 7, LONG_MAX);
+    gsp_pace_claim(&s.p[0], 7, LONG_MAX, 0);
     cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == -1 && s.g[0].round == 0 && s.p[0].stats.catch_ups == 0,
               "then 2^63 - 1 (and so to be done): still one voice of three");
-    gsp_pace_claim(&s.p[0], 6, 50);
+    gsp_pace_claim(&s.p[0], 6, 50, 2 * MS);
     cr_assert_eq(next(&s, 0, 3 * MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == 0 && s.g[0].round == 50, "two of three are past 50: to 50");
     scene_free(&s);
 
     /* exp4: peer 0 hears from 3 and 2; one of two is not enough. */
     scene_make(&s, "exponential", 4, (gsp_pace_config){.total_rounds = 10000}, 1);
-    gsp_pace_claim(&s.p[0], 3, LONG_MAX);
+    gsp_pace_claim(&s.p[0], 3, LONG_MAX, 0);
     cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == -1 && s.g[0].round == 0, "2^63 - 1 from one of two: no jump, no end");
-    gsp_pace_claim(&s.p[0], 2, 500);
+    gsp_pace_claim(&s.p[0], 2, 500, MS);
     cr_assert_eq(next(&s, 0, 2 * MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == 0 && s.g[0].round == 500, "both past 500");
     scene_free(&s);
@@ -718,7 +718,7 @@ Test(gossip_pace, with_one_in_neighbour_only_its_shares_are_evidence)
     scene s;
     scene_make(&s, "ring", 4, (gsp_pace_config){.total_rounds = 10000}, 1);
     gsp_pace_decision d;
-    gsp_pace_claim(&s.p[1], 0, 4000);
+    gsp_pace_claim(&s.p[1], 0, 4000, 0);
     cr_assert_eq(next(&s, 1, MS, &d), GSP_PACE_START);
     cr_assert(d.jumped_from == -1 && s.g[1].round == 0, "a claim of +4000 alone: no jump");
     gsp_jump(&s.g[0], 60);
@@ -733,7 +733,7 @@ Test(gossip_pace, catch_up_stops_at_total_rounds)
     scene s;
     scene_make(&s, "exponential", 8, (gsp_pace_config){.total_rounds = 30}, 1);
     for (int q = 4; q <= 7; q++)
-        gsp_pace_claim(&s.p[0], q, 100);
+        gsp_pace_claim(&s.p[0], q, 100, 0);
     gsp_pace_decision d;
     cr_assert_eq(next(&s, 0, MS, &d), GSP_PACE_DONE);
     cr_assert(d.jumped_from == 0 && s.g[0].round == 30 && s.p[0].stats.rounds_skipped == 30);
@@ -748,7 +748,7 @@ Test(gossip_pace, brake_holds_a_peer_more_than_late_slack_plus_period_ahead)
     gsp_jump(&s.g[0], 10);
     const int in[] = {4, 6, 7};
     for (int k = 0; k < 3; k++)
-        gsp_pace_claim(&s.p[0], in[k], 2);
+        gsp_pace_claim(&s.p[0], in[k], 2, 0);
     gsp_pace_decision d;
     for (int k = 1; k <= 2; k++) {
         cr_assert_eq(next(&s, 0, k * MS, &d), GSP_PACE_WAIT);
@@ -756,7 +756,7 @@ Test(gossip_pace, brake_holds_a_peer_more_than_late_slack_plus_period_ahead)
     }
     cr_assert_eq(s.p[0].stats.brakes, 1, "one brake for one held round, however often it asks");
     for (int k = 0; k < 3; k++)
-        gsp_pace_claim(&s.p[0], in[k], 3);
+        gsp_pace_claim(&s.p[0], in[k], 3, 2 * MS);
     cr_assert_eq(next(&s, 0, 3 * MS, &d), GSP_PACE_START, "7 ahead is allowed");
     cr_assert(!d.braked && s.g[0].round == 10);
     scene_free(&s);
@@ -929,10 +929,10 @@ Test(gossip_pace, in_done_when_every_in_neighbour_is_done_or_routed_around)
      * back after its neighbours said GOODBYE hears it from their heartbeats. */
     scene_make(&s, "exponential", 4, (gsp_pace_config){0}, 1);
     const long end = s.p[0].c.total_rounds;
-    gsp_pace_claim(&s.p[0], 3, end - 1);
-    gsp_pace_claim(&s.p[0], 2, end);
+    gsp_pace_claim(&s.p[0], 3, end - 1, 0);
+    gsp_pace_claim(&s.p[0], 2, end, 0);
     cr_assert(!gsp_pace_in_done(&s.p[0]), "3 has a round to go");
-    gsp_pace_claim(&s.p[0], 3, end);
+    gsp_pace_claim(&s.p[0], 3, end, 0);
     cr_assert(gsp_pace_in_done(&s.p[0]));
     cr_assert(nb(&s, 0, 3)->done && s.p[0].alive[3], "done, not routed around");
     scene_free(&s);
@@ -1089,5 +1089,75 @@ Test(gossip_pace, restart_starts_out_edges_from_zero_and_the_receiver_counts_no_
     cr_assert_eq(gsp_absorb(&s.g[1], &stale), 0, "a message of the earlier incarnation is stale");
     cr_assert_float_eq(s.g[0].w + s.g[1].w, w, 1e-15);
     gsp_msg_free(&stale);
+    scene_free(&s);
+}
+
+/* A member with a valid key can send a share of any round within the run: on
+ * a ring its one in-neighbour's shares are the evidence catch-up goes by, so
+ * one share of round 5,000,000 moved its neighbour there. A neighbour's
+ * round is believed only as far as time allows: GSP_PACE_FASTER rounds for
+ * each of this peer's fastest rounds since its last credible report. */
+Test(gossip_pace, a_neighbours_round_is_believed_only_as_far_as_time_allows)
+{
+    /* ring4: peer 1 hears from 0 only; tau 0, 1 phase: slack 2 x (0 + 2 + 4). */
+    scene s;
+    scene_make(&s, "ring", 4, (gsp_pace_config){.total_rounds = 10000000}, 1);
+    cr_assert_eq(gsp_pace_credible(&s.p[1], 0, 0), LONG_MAX, "no round of its own timed yet: no bound");
+    double t = MS;
+    long r = 0;
+    for (; t < 0.75; r++, t += 10 * MS) { /* 0 and 1 at 10 ms a round, 0's frames steady for 3 heartbeats */
+        push(&s, 0, r, 1, t);
+        start(&s, 1, t, NULL);
+    }
+    const double f = s.p[1].fastest;
+    cr_assert_float_eq(f, 10 * MS, 1e-12);
+    const long most = gsp_pace_credible(&s.p[1], 0, t);
+    cr_assert(most >= r + 12 && most <= r + 12 + GSP_PACE_FASTER * 1, "%ld + 12 + 8 x 10 ms / 10 ms: %ld", r, most);
+
+    gsp_pace_push(&s.p[1], &s.g[1], 0, 5000000, t);
+    gsp_pace_claim(&s.p[1], 0, 5000000, t);
+    gsp_pace_decision d;
+    gsp_pace_action a = next(&s, 1, t, &d);
+    cr_assert(a == GSP_PACE_START || a == GSP_PACE_WAIT);
+    cr_assert(s.g[1].round <= most, "a share of round 5,000,000 moves it at most to %ld, not to %ld", most,
+              s.g[1].round);
+    const gsp_pace_nb *b = nb(&s, 1, 0);
+    cr_assert(b->known_round <= most && b->pushed_round <= most);
+    for (int k = 0; k < 1000; k++) /* claiming all it may, message after message, gains nothing more */
+        gsp_pace_claim(&s.p[1], 0, LONG_MAX - 1, t);
+    cr_assert_leq(gsp_pace_credible(&s.p[1], 0, t), most + 12, "%ld", gsp_pace_credible(&s.p[1], 0, t));
+
+    /* Time allows more as it passes: 10 s later, 8 rounds for each of its
+     * 10-ms rounds more. An honest neighbour that far ahead (this peer
+     * stopped for 10 s) is believed. */
+    const double later = t + 10, more = GSP_PACE_FASTER * 10 / f;
+    const long then = gsp_pace_credible(&s.p[1], 0, later);
+    cr_assert(then >= r + more && then <= most + 12 + more + 1, "%ld, %ld + %g", then, most, more);
+    push(&s, 0, 7000, 1, later);
+    cr_assert_eq(b->pushed_round, 7001);
+    scene_free(&s);
+}
+
+/* One that has said nothing by the time this peer has timed a round is
+ * taken to be where the run is: its first word is bounded too. */
+Test(gossip_pace, a_neighbours_first_word_after_this_peer_has_timed_a_round_is_bounded_too)
+{
+    scene s;
+    scene_make(&s, "ring", 4, (gsp_pace_config){.total_rounds = 10000000}, 1);
+    gsp_pace_decision d;
+    double t = MS;
+    for (int k = 0; k < 3; k++, t += 10 * MS) { /* peer 1 alone: its in-neighbour 0 is late every round */
+        gsp_pace_heard(&s.p[1], 0, t);
+        while (next(&s, 1, t, &d) == GSP_PACE_WAIT)
+            t = d.wake_at;
+        gsp_pace_started(&s.p[1], t);
+        topo_out out;
+        share_out(&s, 1, t, NULL, &out);
+    }
+    next(&s, 1, t, &d);
+    const long most = gsp_pace_credible(&s.p[1], 0, t);
+    cr_assert_lt(most, 100, "%ld", most);
+    gsp_pace_push(&s.p[1], &s.g[1], 0, 5000000, t);
+    cr_assert_leq(s.p[1].nb[s.p[1].slot[0]].pushed_round, most);
     scene_free(&s);
 }
