@@ -315,6 +315,12 @@ static int allocate(nn_model *m)
     return 0;
 }
 
+int nn_eval_batch(int train_batch, int tokens)
+{
+    const int eval = tokens > 1 ? (NN_EVAL_TOKENS + tokens - 1) / tokens : NN_EVAL_SAMPLES;
+    return train_batch > eval ? train_batch : eval;
+}
+
 int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_classes, int max_batch,
                   uint64_t seed, char *err, size_t errlen)
 {
@@ -323,7 +329,7 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
         snprintf(err, errlen, "model spec missing or longer than %zu characters", sizeof m->spec - 1);
         return -EINVAL;
     }
-    if (c <= 0 || h <= 0 || w <= 0 || n_classes < 2 || max_batch <= 0) {
+    if (c <= 0 || h <= 0 || w <= 0 || n_classes < 2 || max_batch < 0) {
         snprintf(err, errlen, "model '%s': bad input shape %dx%dx%d, %d classes or batch %d", spec, c, h, w,
                  n_classes, max_batch);
         return -EINVAL;
@@ -335,6 +341,8 @@ int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_clas
     if (rc == 0)
         rc = build(m, expanded, err, errlen);
     free(expanded);
+    if (rc == 0 && max_batch == NN_EVAL_ONLY)
+        m->max_batch = nn_eval_batch(1, nn_model_is_seq(m) ? m->tokens : 0);
     if (rc == 0 && (rc = allocate(m)) < 0)
         snprintf(err, errlen, "model '%s': out of memory", spec);
     if (rc < 0) {

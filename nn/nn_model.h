@@ -98,9 +98,23 @@ static inline double nn_bits_per_byte(double nats_per_token) { return nats_per_t
 /* A sequence model: one that starts with a token embedding. */
 static inline int nn_model_is_seq(const nn_model *m) { return m->n_layers > 0 && m->layer[0].kind == NN_EMBED; }
 
+/* Samples (or, in a sequence model, tokens) an evaluation takes at a time. */
+#define NN_EVAL_SAMPLES 256
+#define NN_EVAL_TOKENS 4096
+/* max_batch for a model that trains in batches of train_batch and is
+ * evaluated (in batches of max_batch): NN_EVAL_SAMPLES samples, or for a
+ * sequence model of `tokens` a window NN_EVAL_TOKENS tokens, but never fewer
+ * than train_batch. So evaluating costs a GPT no more memory than its
+ * training step (256 windows of a 64-token GPT took 736 MB of activations
+ * for a 3.5 MB model), and the memory does not grow with the data. */
+int nn_eval_batch(int train_batch, int tokens);
+/* max_batch for a model only evaluated (or loaded): nn_eval_batch(1, its tokens). */
+#define NN_EVAL_ONLY 0
+
 /* Build the model for inputs of shape c x h x w and n_classes outputs, with
- * buffers for batches up to max_batch, parameters initialised from seed (He
- * normal weights, zero biases). Bad spec or shape: -EINVAL and a message. */
+ * buffers for batches up to max_batch (NN_EVAL_ONLY: as nn_eval_batch says
+ * for this model), parameters initialised from seed (He normal weights, zero
+ * biases). Bad spec or shape: -EINVAL and a message. */
 int nn_model_init(nn_model *m, const char *spec, int c, int h, int w, int n_classes, int max_batch,
                   uint64_t seed, char *err, size_t errlen);
 /* Keep the model as a compute engine only: its own parameter block is freed,

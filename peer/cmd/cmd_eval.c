@@ -11,6 +11,7 @@
 #include "nn/nn_model.h"
 #include "peer/cmd/cli.h"
 #include "peer/cmd/commands.h"
+#include "peer/core/memory.h"
 #include "peer/store/json.h"
 #include "peer/store/modelfile.h"
 
@@ -192,6 +193,9 @@ static int eval_text(const eval_opts *o, nn_model *m, const nn_dataset *d, const
     json_num(&j, "loss", loss);
     json_num(&j, "bits_per_byte", nn_bits_per_byte(loss));
     json_num(&j, "accuracy", acc);
+    mem_parts mem = {0};
+    mem_measure(&mem); /* (the evaluation's activations are m's buffers: they do not grow with the data) */
+    json_int(&j, "peak_rss_bytes", (long)mem.peak_rss);
     if (json_close(&j) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, j.err);
         return 1;
@@ -214,7 +218,7 @@ int cmd_eval(int argc, char **argv)
     float *probs = NULL;
     eval_result r = {0};
     status = 1;
-    if (modelfile_load(o.file, o.spec, 256, &m, &a, err, sizeof err) < 0) {
+    if (modelfile_load(o.file, o.spec, NN_EVAL_ONLY, &m, &a, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }

@@ -116,7 +116,7 @@ int cmd_predict(int argc, char **argv)
     nn_blas_set_threads((int)o.threads);
     char err[1024];
     nn_model m = {0};
-    if (modelfile_load(o.file, o.spec, 256, &m, NULL, err, sizeof err) < 0) {
+    if (modelfile_load(o.file, o.spec, NN_EVAL_ONLY, &m, NULL, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 1;
     }

@@ -157,8 +157,7 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "%s: the %s set is empty\n", CMD, train.n ? "test" : "training");
         goto out;
     }
-    int eval_batch = o.batch > 256 ? (int)o.batch : 256;
-    int rc = train_opts_model(&o, &train, eval_batch, &m, err, sizeof err);
+    int rc = train_opts_model(&o, &train, nn_eval_batch((int)o.batch, train.text ? train.w : 0), &m, err, sizeof err);
     if (rc < 0) {
         status = rc == -ENOMEM || o.init ? 1 : CLI_USAGE;
         fprintf(stderr, "%s: %s\n", CMD, err);

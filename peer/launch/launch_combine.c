@@ -37,7 +37,7 @@ static int first_model(const launch_outcome *o, const nn_dataset *test, nn_model
     }
     char path[1100];
     snprintf(path, sizeof path, "%.1024s/peer%d.model", o->run_dir, i);
-    int rc = modelfile_load(path, NULL, 256, m, NULL, err, errlen);
+    int rc = modelfile_load(path, NULL, NN_EVAL_ONLY, m, NULL, err, errlen);
     if (rc == 0 && (m->in_c != test->c || m->in_h != test->h || m->in_w != test->w || m->n_classes < test->n_classes)) {
         snprintf(err, errlen, "%s: a model for %dx%dx%d inputs, the test set is %dx%dx%d", path, m->in_c, m->in_h,
                  m->in_w, test->c, test->h, test->w);

@@ -217,8 +217,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
         node_caller_plan(n, &x0, &dim);
     else {
         round_plan_make(&n->plan, &c->peer.train, train->n, np, c->peer.local_steps);
-        rc = train_opts_model(&c->peer.train, train, n->plan.per_batch > 256 ? n->plan.per_batch : 256, &n->model, err,
-                              errlen);
+        rc = train_opts_model(&c->peer.train, train, nn_eval_batch(n->plan.per_batch, train->text ? train->w : 0),
+                              &n->model, err, errlen);
         if (rc < 0)
             return rc;
         x0 = n->model.params, dim = n->model.n_params;

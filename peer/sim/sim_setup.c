@@ -85,8 +85,8 @@ static int fits(const sim *s, const nn_dataset *train, char *err, size_t errlen)
 int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, size_t errlen)
 {
     const int n = c->peer.n_peers;
-    int rc = train_opts_model(&c->peer.train, train, s->plan.per_batch > 256 ? s->plan.per_batch : 256, &s->model, err,
-                              errlen);
+    int rc = train_opts_model(&c->peer.train, train, nn_eval_batch(s->plan.per_batch, train->text ? train->w : 0),
+                              &s->model, err, errlen);
     if (rc < 0)
         return rc;
     const size_t dim = s->model.n_params;
