@@ -9,11 +9,11 @@
 #include "compress/cmp_select.h"
 
 extern const cmp_ops cmp_none, cmp_fp16, cmp_bf16, cmp_topk, cmp_randk, cmp_qsgd, cmp_terngrad, cmp_natural,
-    cmp_sign, cmp_stc, cmp_sketch;
+    cmp_sign, cmp_stc, cmp_sketch, cmp_sparseloco;
 
 static const cmp_ops *const registry[] = {
     &cmp_none, &cmp_fp16, &cmp_bf16, &cmp_topk, &cmp_randk, &cmp_qsgd,
-    &cmp_terngrad, &cmp_natural, &cmp_sign, &cmp_stc, &cmp_sketch, NULL,
+    &cmp_terngrad, &cmp_natural, &cmp_sign, &cmp_stc, &cmp_sketch, &cmp_sparseloco, NULL,
 };
 
 const cmp_ops *const *cmp_codecs(void) { return registry; }
@@ -117,7 +117,9 @@ int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst)
 
 size_t cmp_sparse_bound(const cmp_spec *s, size_t n)
 {
-    /* The sparse codecs send cmp_select_k(fraction, n) entries. */
+    /* The sparse codecs send cmp_select_k(fraction, n) entries, unless they say otherwise. */
+    if (s->ops->sparse_max)
+        return s->ops->sparse_max(s, n);
     return s->ops->decode_sparse ? cmp_select_k(s->fraction, n) : 0;
 }
 

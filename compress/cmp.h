@@ -72,14 +72,18 @@ typedef struct cmp_ops {
      * from a list of candidates that holds every position whose key reaches some threshold
      * (cmp_encode_list). */
     long (*encode_list)(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap);
+    /* Sparse codecs whose count is not cmp_select_k(fraction, n) (NULL for the rest): the most
+     * non-zeros a message of n values carries. */
+    size_t (*sparse_max)(const cmp_spec *s, size_t n);
 } cmp_ops;
 
 struct cmp_spec {
     const cmp_ops *ops;
-    double fraction; /* topk, randk, stc, sketch: share of entries sent, (0, 1] */
+    double fraction; /* topk, randk, stc, sketch, sparseloco: share of entries sent, (0, 1] */
     double columns;  /* sketch: buckets per entry sent, (0, 1] */
     int levels;      /* qsgd: quantisation levels s >= 1 */
     int sampled;     /* topk: DGC-style threshold from a sample instead of exact selection */
+    size_t chunk;    /* sparseloco: values a chunk (it sends cmp_select_k(fraction, chunk) of each) */
     char text[48];   /* the spec as parsed, for logs */
 };
 
@@ -106,7 +110,7 @@ int cmp_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *
 /* dst = decoded. */
 int cmp_decode(const uint8_t *in, size_t len, size_t n, float *dst);
 
-/* Sparse codecs (topk, stc, sketch): at most how many non-zeros a message of this
+/* Sparse codecs (topk, stc, sketch, sparseloco): at most how many non-zeros a message of this
  * spec for n values carries; 0 for a dense codec. */
 size_t cmp_sparse_bound(const cmp_spec *s, size_t n);
 /* A sparse codec's message as its non-zeros: positions ascending in

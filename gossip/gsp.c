@@ -111,7 +111,7 @@ float gsp_default_step(const cmp_spec *codec, size_t dim)
     const char *name = codec->ops->name;
     const double root = sqrt((double)(dim ? dim : 1));
     double step = 1.0;
-    if (!strcmp(name, "topk") || !strcmp(name, "stc") || !strcmp(name, "sketch"))
+    if (!strcmp(name, "topk") || !strcmp(name, "stc") || !strcmp(name, "sketch") || !strcmp(name, "sparseloco"))
         step = 2.0 * codec->fraction;
     else if (!strcmp(name, "randk"))
         step = 0.8 * codec->fraction;

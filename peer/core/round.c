@@ -42,7 +42,7 @@ int round_plan_steps(const round_plan *p, long round, long *first)
 static void codec_warmup(round_peer *rp, long round)
 {
     const peer_settings *c = rp->c;
-    /* The codecs that take a fraction (topk, randk, stc, sketch) are the ones it warms up. */
+    /* The codecs that take a fraction (topk, randk, stc, sketch, sparseloco) are the ones it warms up. */
     const int sparse = c->codec->fraction > 0;
     double epoch = (double)round / (double)rp->plan->rounds_per_epoch;
     if (sparse && c->codec_warmup > 0 && epoch < c->codec_warmup) {

@@ -452,7 +452,7 @@ Test(gossip_pushsum, a_peer_that_only_gives_keeps_a_positive_weight_and_its_mode
  * NaN for 40 epochs and reported 10.00%). */
 Test(gossip_pushsum, a_model_that_is_not_finite_is_never_sent)
 {
-    const char *codecs[] = {NULL, "none", "fp16", "stc:0.25", "topk:0.25", "qsgd:16"};
+    const char *codecs[] = {NULL, "none", "fp16", "stc:0.25", "topk:0.25", "qsgd:16", "sparseloco:2:8"};
     const float bad[] = {NAN, INFINITY, -INFINITY};
     for (size_t c = 0; c < sizeof codecs / sizeof *codecs; c++)
         for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
@@ -646,7 +646,7 @@ static void compressed_averaging(const char *spec_text, const char *kind, int ro
 }
 
 static const char *const all_codecs[] = {"none", "fp16", "bf16", "topk:0.25", "randk:0.25", "qsgd:16", "terngrad",
-                                         "natural", "sign", "stc:0.25"};
+                                         "natural", "sign", "stc:0.25", "sparseloco:2:8"};
 
 Test(gossip_compressed, every_codec_conserves_and_averages_exp8)
 {

@@ -1,0 +1,311 @@
+/* sparseloco:K[:CHUNK] — the message of SparseLoCo (Sarfi et al., 2025,
+ * arXiv 2508.15706): the vector cut into chunks of CHUNK values (the last
+ * may be shorter), from each chunk its K largest magnitudes (all of a chunk
+ * shorter than K), each sent as one of four levels of its chunk, a 2-bit
+ * code. Selecting per chunk spreads the budget over every part of the model
+ * (a global top-k spends it on the few layers whose values are largest);
+ * four levels keep more of each value than stc's one magnitude.
+ *
+ * The levels: a value's code is its sign and whether its magnitude is above
+ * the mean magnitude of its chunk's selection, and each code's level is the
+ * mean of the chunk's values that got it, sent as bf16: every value keeps
+ * its sign, and the levels are the best four for that split. (The authors'
+ * statistical quantiser, code = clamp(round((v - mean) / (1.5 sd)) + 2, 0,
+ * 3), gives the two values +a and -a of a small selection both the code of
+ * their mean, 0, and the message carries nothing: with K = 2 of 8, 8
+ * gossiping peers stopped averaging 17-28% away from the mean.) Positions
+ * are Rice-coded gaps over the whole vector (one parameter b for the
+ * message, the best for its gaps), about log2(e CHUNK / K) bits each where
+ * the authors pack 12: 10.5 bits an entry with its code and the levels at K
+ * = 64 of 4,096, 194x fewer bytes than f32.
+ *
+ * Payload (compress/FORMAT.md, "sparseloco"):
+ *
+ *   varint CHUNK | varint K | u8 b | per chunk 4 x u16 bf16 levels |
+ *   per entry (Rice(b) gap, 2-bit code), zero-padded to a byte
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/bitio.h"
+#include "compress/cmp.h"
+#include "compress/cmp_bf16.h"
+#include "compress/cmp_select.h"
+
+#define LEVELS 4
+#define CHUNK_MAX ((size_t)1 << 24)
+
+static size_t varint_len(uint64_t v)
+{
+    size_t l = 1;
+    while (v >= 0x80)
+        v >>= 7, l++;
+    return l;
+}
+
+static size_t n_chunks(size_t chunk, size_t n) { return (n + chunk - 1) / chunk; }
+
+/* K, from the spec's fraction K / CHUNK (which a warm-up may raise). */
+static size_t chunk_k(const cmp_spec *s) { return cmp_select_k(s->fraction, s->chunk); }
+
+/* Entries a message of n values carries: min(K, length) from each chunk. */
+static size_t entries(size_t chunk, size_t k, size_t n)
+{
+    if (n == 0)
+        return 0;
+    const size_t full = n / chunk, tail = n % chunk;
+    return full * k + (tail < k ? tail : k);
+}
+
+static int parse_count(const char *what, const char *text, size_t max, size_t *out, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = text && *text ? strtoull(text, &end, 10) : 0;
+    if (!text || !*text || *end || errno || *text == '-' || v < 1 || v > max) {
+        snprintf(err, errlen, "sparseloco: %s must be an integer from 1 to %zu, got '%s'", what, max,
+                 text ? text : "");
+        return -EINVAL;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+static int sl_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
+{
+    if (!args || !*args) {
+        snprintf(err, errlen, "sparseloco: missing K, usage: sparseloco:K[:CHUNK]");
+        return -EINVAL;
+    }
+    char k_text[24], *colon = strchr(args, ':');
+    const size_t k_len = colon ? (size_t)(colon - args) : strlen(args);
+    snprintf(k_text, sizeof k_text, "%.*s", (int)(k_len < sizeof k_text ? k_len : sizeof k_text - 1), args);
+    size_t chunk = 4096, k;
+    if ((colon && parse_count("CHUNK", colon + 1, CHUNK_MAX, &chunk, err, errlen) < 0) ||
+        parse_count("K", k_text, chunk, &k, err, errlen) < 0)
+        return -EINVAL;
+    s->chunk = chunk, s->fraction = (double)k / (double)chunk;
+    return 0;
+}
+
+static size_t sl_bound(const cmp_spec *s, size_t n)
+{
+    const size_t e = entries(s->chunk, chunk_k(s), n);
+    return varint_len(s->chunk) + varint_len(chunk_k(s)) + 1 + 2 * LEVELS * n_chunks(s->chunk, n) +
+           (size_t)((cmp_select_rice_bits_max(n, e) + 2 * (uint64_t)e + 7) / 8);
+}
+
+static size_t sl_sparse_max(const cmp_spec *s, size_t n) { return entries(s->chunk, chunk_k(s), n); }
+
+/* The workspace: the selection's, then what the last encode chose (its
+ * positions and decoded values, for cmp_encoded_sparse), its codes and its
+ * chunks' levels. */
+typedef struct chosen {
+    void *select;
+    uint32_t *idx;
+    float *val;
+    uint16_t *level; /* LEVELS a chunk */
+    uint8_t *code;
+} chosen;
+
+static chosen layout(const cmp_spec *s, size_t n, void *work)
+{
+    const size_t e = entries(s->chunk, chunk_k(s), n), sel = cmp_select_work(s->chunk < n ? s->chunk : n);
+    uint8_t *at = work;
+    chosen c = {.select = at};
+    c.idx = (uint32_t *)(void *)(at += (sel + 3) & ~(size_t)3);
+    c.val = (float *)(void *)(at += e * sizeof(uint32_t));
+    c.level = (uint16_t *)(void *)(at += e * sizeof(float));
+    c.code = at + LEVELS * n_chunks(s->chunk, n) * sizeof(uint16_t);
+    return c;
+}
+
+static size_t sl_work(const cmp_spec *s, size_t n)
+{
+    const size_t e = entries(s->chunk, chunk_k(s), n);
+    return ((cmp_select_work(s->chunk < n ? s->chunk : n) + 3) & ~(size_t)3) + e * (sizeof(uint32_t) + sizeof(float)) +
+           LEVELS * n_chunks(s->chunk, n) * sizeof(uint16_t) + e;
+}
+
+/* One chunk's m selected values v: their codes (bit 0: the sign bit, bit
+ * 1: a magnitude above the chunk's mean magnitude) and the four levels, each
+ * the mean of the values that got its code (bf16 bits; 0 for a code no
+ * value got). In double, so that no finite input overflows; -EINVAL if a
+ * value is not finite. */
+static int quantise(const float *v, size_t m, uint8_t *code, uint16_t *level)
+{
+    double mean_abs = 0;
+    for (size_t j = 0; j < m; j++)
+        mean_abs += fabs((double)v[j]);
+    mean_abs /= (double)m;
+    if (!isfinite(mean_abs))
+        return -EINVAL;
+    double sum[LEVELS] = {0};
+    size_t count[LEVELS] = {0};
+    for (size_t j = 0; j < m; j++) {
+        code[j] = (uint8_t)((signbit(v[j]) ? 1 : 0) | (fabs((double)v[j]) > mean_abs ? 2 : 0));
+        sum[code[j]] += v[j], count[code[j]]++;
+    }
+    for (int b = 0; b < LEVELS; b++)
+        level[b] = count[b] ? cmp_bf16_round((float)(sum[b] / (double)count[b])) : 0;
+    return 0;
+}
+
+static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
+                      size_t cap)
+{
+    (void)seed;
+    if (n > CMP_MAX_N)
+        return -EINVAL;
+    const size_t C = s->chunk, K = chunk_k(s), nch = n_chunks(C, n), e = entries(C, K, n);
+    if (cap < sl_bound(s, n))
+        return -ENOSPC;
+    chosen c = layout(s, n, work);
+    size_t at = 0;
+    for (size_t ch = 0; ch < nch; ch++) {
+        const size_t c0 = ch * C, L = n - c0 < C ? n - c0 : C, m = L < K ? L : K;
+        int rc = cmp_select_topk(x + c0, L, m, c.select, c.idx + at);
+        float *v = c.val + at;
+        for (size_t j = 0; rc == 0 && j < m; j++)
+            v[j] = x[c.idx[at + j] += (uint32_t)c0];
+        if (rc < 0 || (rc = quantise(v, m, c.code + at, c.level + LEVELS * ch)) < 0)
+            return rc;
+        for (size_t j = 0; j < m; j++) /* what the receiver decodes */
+            v[j] = cmp_bf16_value(c.level[LEVELS * ch + c.code[at + j]]);
+        at += m;
+    }
+    uint64_t bits;
+    const int b = e ? cmp_select_rice(c.idx, e, n, &bits) : 0;
+    size_t o = cmp_varint_put(out, C);
+    o += cmp_varint_put(out + o, K);
+    out[o++] = (uint8_t)b;
+    for (size_t j = 0; j < LEVELS * nch; j++)
+        out[o + 2 * j] = (uint8_t)c.level[j], out[o + 2 * j + 1] = (uint8_t)(c.level[j] >> 8);
+    o += 2 * LEVELS * nch;
+    cmp_bitw w;
+    cmp_bitw_init(&w, out + o, cap - o);
+    uint32_t next = 0;
+    for (size_t j = 0; j < e; j++) {
+        cmp_bitw_rice_then(&w, c.idx[j] - next, b, c.code[j], 2);
+        next = c.idx[j] + 1;
+    }
+    long len = cmp_bitw_finish(&w);
+    return len < 0 ? len : (long)(o + (size_t)len);
+}
+
+/* A message read and checked whole: with idx/val NULL it only checks;
+ * else the entries' positions (ascending) and decoded values. The count, or
+ * -EBADMSG; -ENOSPC if more than cap. */
+static long sl_read(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap)
+{
+    uint64_t C, K;
+    size_t u1, u2;
+    if (cmp_varint_get(in, len, &u1, &C) < 0 || C < 1 || C > CHUNK_MAX ||
+        cmp_varint_get(in + u1, len - u1, &u2, &K) < 0 || K < 1 || K > C || len - u1 - u2 < 1)
+        return -EBADMSG;
+    size_t o = u1 + u2;
+    const int b = in[o++];
+    const size_t nch = n_chunks(C, n), e = entries(C, K, n);
+    if (b > 31 || (len - o) / (2 * LEVELS) < nch)
+        return -EBADMSG;
+    if (idx && e > cap)
+        return -ENOSPC;
+    const uint8_t *level = in + o;
+    for (size_t j = 0; j < LEVELS * nch; j++)
+        if (!isfinite(cmp_bf16_value((uint32_t)level[2 * j] | (uint32_t)level[2 * j + 1] << 8)))
+            return -EBADMSG;
+    o += 2 * LEVELS * nch;
+    cmp_bitr r;
+    cmp_bitr_init(&r, in + o, len - o);
+    uint64_t next = 0, bits = 0, g, code;
+    size_t ch = 0, in_chunk = 0;
+    for (size_t j = 0; j < e; j++) {
+        if (cmp_bitr_rice_then(&r, b, 2, &g, &code) < 0 || g >= n - next)
+            return -EBADMSG;
+        const uint64_t pos = next + g;
+        next = pos + 1;
+        bits += 1 + (uint64_t)b + (g >> b) + 2;
+        /* Every chunk holds exactly min(K, its length) entries: one form. */
+        while (pos >= (ch + 1) * C) {
+            const size_t L = n - ch * C < C ? n - ch * C : C;
+            if (in_chunk != (L < K ? L : K))
+                return -EBADMSG;
+            ch++, in_chunk = 0;
+        }
+        in_chunk++;
+        if (idx) {
+            const size_t at = LEVELS * ch + code;
+            idx[j] = (uint32_t)pos;
+            val[j] = cmp_bf16_value((uint32_t)level[2 * at] | (uint32_t)level[2 * at + 1] << 8);
+        }
+    }
+    if (e && in_chunk != (n - ch * C < C ? (n - ch * C < K ? n - ch * C : K) : K))
+        return -EBADMSG;
+    uint64_t pad = 0;
+    const int pad_bits = (int)((8 - bits % 8) % 8);
+    if (pad_bits && (cmp_bitr_bits(&r, pad_bits, &pad) < 0 || pad != 0))
+        return -EBADMSG;
+    return (bits + 7) / 8 == len - o ? (long)e : -EBADMSG;
+}
+
+static int sl_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
+{
+    /* Checked whole first, so a bad message leaves dst untouched. */
+    long e = sl_read(in, len, n, NULL, NULL, 0);
+    if (e < 0)
+        return -EBADMSG;
+    uint64_t K, chunk;
+    size_t u1, u2;
+    cmp_varint_get(in, len, &u1, &chunk);
+    cmp_varint_get(in + u1, len - u1, &u2, &K);
+    size_t o = u1 + u2;
+    const int b = in[o++];
+    const uint8_t *level = in + o;
+    o += 2 * LEVELS * n_chunks(chunk, n);
+    cmp_bitr r;
+    cmp_bitr_init(&r, in + o, len - o);
+    uint64_t next = 0, g = 0, code = 0;
+    for (long j = 0; j < e; j++) {
+        cmp_bitr_rice_then(&r, b, 2, &g, &code);
+        const uint64_t pos = next + g, at = LEVELS * (pos / chunk) + code;
+        next = pos + 1;
+        dst[pos] += alpha * cmp_bf16_value((uint32_t)level[2 * at] | (uint32_t)level[2 * at + 1] << 8);
+    }
+    return 0;
+}
+
+static long sl_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap)
+{
+    return sl_read(in, len, n, idx, val, cap);
+}
+
+static long sl_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx,
+                              float *val, size_t cap)
+{
+    (void)x;
+    const size_t e = entries(s->chunk, chunk_k(s), n);
+    if (e > cap)
+        return -ENOSPC;
+    chosen c = layout(s, n, (void *)(uintptr_t)work);
+    memcpy(idx, c.idx, e * sizeof *idx);
+    memcpy(val, c.val, e * sizeof *val);
+    return (long)e;
+}
+
+const cmp_ops cmp_sparseloco = {
+    .name = "sparseloco",
+    .id = 11,
+    .usage = "sparseloco:K[:CHUNK]  SparseLoCo's message: the K largest magnitudes of every CHUNK [4096] values, "
+             "each as one of its chunk's 4 bf16 levels (2 bits), Rice-coded positions",
+    .parse = sl_parse,
+    .bound = sl_bound,
+    .work = sl_work,
+    .encode = sl_encode,
+    .decode_add = sl_decode_add,
+    .decode_sparse = sl_decode_sparse,
+    .encoded_sparse = sl_encoded_sparse,
+    .sparse_max = sl_sparse_max,
+};
