@@ -10,16 +10,42 @@
 
 #include "tests/sgp_run.h"
 
-/* A port the kernel says is free now (the peers bind it a moment later). */
+/* The first port of the kernel's ephemeral range (outgoing connections, and
+ * mpirun's own, take ports from it at any time). */
+static inline int sgp_ephemeral_low(void)
+{
+    int lo = 32768, hi;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            lo = 32768;
+        fclose(f);
+    }
+    return lo;
+}
+
+/* A port free now (the peers bind it a moment later), below the ephemeral
+ * range so that no outgoing connection takes it meanwhile, spread by pid so
+ * that tests running side by side do not pick the same one. */
 static inline int sgp_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    static unsigned next;
+    if (!next)
+        next = (unsigned)getpid() * 2654435761u;
+    const int lo = 10000, hi = sgp_ephemeral_low();
+    for (int tries = 0; tries < 4096 && hi > lo + 1; tries++) {
+        const int port = lo + (int)((next++ * 2654435761u) % (unsigned)(hi - lo));
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        cr_assert(fd >= 0);
+        const int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        close(fd);
+        if (ok)
+            return port;
+    }
+    cr_assert_fail("no free port below %d", hi);
+    return -1;
 }
 
 /* Keys of peer ID in DIR (`sgp keygen`: DIR/ID.key, DIR/ID.pub); the public

@@ -587,6 +587,18 @@ static long round_of(const char *out, const char *what)
     return r;
 }
 
+/* The furthest round peer 1 jumped to ("jumping to round R"), or -1. */
+static long furthest_jump(const char *out)
+{
+    char *text = sgp_read_file(out);
+    long most = -1, r;
+    for (const char *at = text; (at = strstr(at, "jumping to round ")); at++)
+        if (sscanf(at, "jumping to round %ld", &r) == 1 && r > most)
+            most = r;
+    free(text);
+    return most;
+}
+
 /* A member with a valid key claims what no run can be: one SYNC of
  * incarnation 2^64 - 1 (adopted, it made every later message of the real
  * sender on that edge stale: its receiver ended with weight 0), a flood of
@@ -595,7 +607,8 @@ static long round_of(const char *out, const char *what)
  * than time allows (one such share made peer 1, whose only in-neighbour the
  * member is, jump there), and a flood of rounds a little ahead. Each is
  * refused with its reason named, the target holds no more than a bounded
- * number of them, never jumps, and trains on. */
+ * number of them, jumps no further than the rounds a little ahead, and
+ * trains on. */
 Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_and_held_to_a_bound, .timeout = 300)
 {
     scene sc;
@@ -623,7 +636,8 @@ Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_a
     if (!san || !*san) /* (AddressSanitizer keeps freed blocks in quarantine: RSS says nothing there) */
         cr_assert_lt(rss1 - rss0, 20 * 1024, "what a member can make it hold is bounded: %ld -> %ld kB (see %s)", rss0,
                      rss1, sc.out);
-    cr_assert(!sgp_file_has(sc.out, "catching up"), "no forged round moved it (see %s)", sc.out);
+    /* (the flood a little ahead may move it there: time allows a neighbour that far) */
+    cr_assert_leq(furthest_jump(sc.out), near + 1, "no forged round moved it further (see %s)", sc.out);
     char *text = sgp_read_file(sc.summary);
     const double acc = sgp_json_number(text, "test_accuracy");
     cr_assert_gt(acc, 0.8, "it trained on: %s", text);
