@@ -39,12 +39,13 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --shard iid|dirichlet:ALPHA   how the training set is split over peers [iid]\n"                           \
     "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"                                  \
     "  --codec SPEC          message codec: none, fp16, bf16, topk:F, randk:F, qsgd:S,\n"                         \
-    "                        terngrad, natural, sign, stc:F, sketch:F[:C] (compress/FORMAT.md),\n"               \
-    "                        or exact (uncompressed running sums in float64) [none]\n"                        \
+    "                        terngrad, natural, sign, stc:F, sketch:F[:C], sparseloco:K[:CHUNK]\n"               \
+    "                        (compress/FORMAT.md), or exact (uncompressed running sums in\n"                    \
+    "                        float64) [none]\n"                                                                 \
     "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"                          \
     "                        gossip/GUARANTEES.md]\n"                                                             \
-    "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc/sketch start dense and reach\n"               \
-    "                        their fraction after E epochs [0]\n"                                                 \
+    "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc/sketch/sparseloco start dense and\n"         \
+    "                        reach their fraction after E epochs [0]\n"                                           \
     "  --alone-wait S        once every in-neighbour is lost (routed around), wait this long\n"                  \
     "                        for one to come back before going on alone [the round timeout]\n"                  \
     "  --local-steps H       local optimizer steps between two exchanges [1]\n"                                   \

@@ -18,7 +18,7 @@ typedef struct peer_settings {
     int tau;                 /* staleness bound, rounds */
     const cmp_spec *codec;   /* NULL: uncompressed running sums in float64 */
     double step;             /* consensus step with a codec; <= 0: gsp_default_step */
-    double codec_warmup;     /* epochs of DGC sparsity warm-up: topk/randk/stc/sketch start dense and reach
+    double codec_warmup;     /* epochs of DGC sparsity warm-up: topk/randk/stc/sketch/sparseloco start dense and reach
                               * their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     int local_steps;         /* H: local optimizer steps between two exchanges (1: every step) */
     const outer_opts *outer; /* NULL or lr <= 0: none; else the outer step on each round's progress (outer.h) */
