@@ -165,6 +165,12 @@ Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_net
 
 Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05", "0", "1", "none"); }
 
+/* sparseloco's chunks and levels are the same bytes on the wire as in the simulator. */
+Test(peer_node, sparseloco_in_four_processes_equals_the_simulator)
+{
+    sim_equals_network("sparseloco:16:256", "0", "2", "none");
+}
+
 /* Shares of a whole model each (the running sums, 6.5 MB): the transport's
  * big-frame path (sealed and opened on the thread pool, each taken in where
  * it arrived: wire_push_in_place, which tests/unit/test_peer_wire.c checks
