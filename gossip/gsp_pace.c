@@ -26,8 +26,7 @@ static int add_nb(gsp_pace *p, int q, int is_in, double now)
     if (p->slot[q] < 0) {
         p->slot[q] = p->n_nb;
         p->nb[p->n_nb++] = (gsp_pace_nb){.peer = q, .known_round = -1, .pushed_round = -1, .paced_round = -1,
-                                         .last_heard = now,
-                                         .last_sent = -INFINITY, .down_since = now};
+                                         .last_heard = now, .last_sent = -INFINITY, .down_since = now};
     }
     p->nb[p->slot[q]].is_in |= (uint8_t)is_in;
     return 0;
@@ -72,7 +71,8 @@ int gsp_pace_init(gsp_pace *p, const gsp_pace_config *c, int id, double now)
         for (int k = 0; k < m; k++)
             add_nb(p, in[k], 1, never);
     }
-    p->prev_start = -1, p->fastest = -1, p->wait_since = -1, p->wait_round = -1, p->last_tick = -1, p->last_emit_round = -1;
+    p->prev_start = -1, p->fastest = -1, p->wait_since = -1, p->wait_round = -1, p->last_tick = -1;
+    p->last_emit_round = -1;
     p->started = now;
     p->barrier_passed = !c->barrier;
     return 0;
@@ -122,6 +122,10 @@ static double paced_line(const gsp_pace *p, const gsp_pace_nb *b, double now)
     return (double)b->paced_round + GSP_PACE_FASTER * fmax(now - b->paced_at, 0) / p->fastest;
 }
 
+/* Rounds a report may run past the bound's line: twice the catch-up
+ * distance (frames queued on a link arrive in bursts). */
+static long credible_slack(const gsp_pace *p) { return 2 * (p->c.tau + 2L * p->period + 4); }
+
 long gsp_pace_credible(const gsp_pace *p, int q, double now)
 {
     const gsp_pace_nb *b = nb_of(p, q);
@@ -130,7 +134,7 @@ long gsp_pace_credible(const gsp_pace *p, int q, double now)
     double most = fmax((double)p->round_seen, paced_line(p, b, now));
     for (int k = 0; k < p->n_nb; k++)
         most = fmax(most, (double)p->nb[k].paced_round);
-    most += 2.0 * (p->c.tau + 2.0 * p->period + 4);
+    most += (double)credible_slack(p);
     return most >= 0x1p62 ? LONG_MAX : (long)most;
 }
 
@@ -138,11 +142,11 @@ long gsp_pace_credible(const gsp_pace *p, int q, double now)
  * within the bound without its slack starts b's line again from it, at now
  * once b's frames have come steadily for two heartbeat intervals: a member
  * that claims all it may, message after message, gains no more than
- * GSP_PACE_FASTER rounds a fastest round beyond the furthest round reported. Right after a
- * silence (a cut, a stop of either side) the frames that come first may be
- * old, sent before it and queued since, so the line's start moves along
- * the line itself and keeps the time the silence allows for the frames
- * that follow. */
+ * GSP_PACE_FASTER rounds a fastest round beyond the furthest round
+ * reported. Right after a silence (a cut, a stop of either side) the frames
+ * that come first may be old, sent before it and queued since, so the
+ * line's start moves along the line itself and keeps the time the silence
+ * allows for the frames that follow. */
 static long paced(gsp_pace *p, gsp_pace_nb *b, long r, double now)
 {
     const long most = gsp_pace_credible(p, b->peer, now);
@@ -153,7 +157,7 @@ static long paced(gsp_pace *p, gsp_pace_nb *b, long r, double now)
         return r;
     if (most == LONG_MAX)
         b->paced_round = start, b->paced_at = now;
-    else if (start <= most - 2 * (p->c.tau + 2L * p->period + 4)) {
+    else if (start <= most - credible_slack(p)) {
         const int steady = now - b->live_since >= 2 * gsp_pace_heartbeat(&p->c);
         const double along = b->paced_at + (double)(start - b->paced_round) * p->fastest / GSP_PACE_FASTER;
         b->paced_at = steady ? now : fmin(along, now);
