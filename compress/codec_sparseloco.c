@@ -51,6 +51,14 @@ static size_t n_chunks(size_t chunk, size_t n) { return (n + chunk - 1) / chunk;
 /* K, from the spec's fraction K / CHUNK (which a warm-up may raise). */
 static size_t chunk_k(const cmp_spec *s) { return cmp_select_k(s->fraction, s->chunk); }
 
+/* Chunk ch of n values: its length, and the entries it sends, min(K, length). */
+static size_t chunk_len(size_t chunk, size_t n, size_t ch) { return n - ch * chunk < chunk ? n - ch * chunk : chunk; }
+static size_t chunk_sends(size_t chunk, size_t k, size_t n, size_t ch)
+{
+    const size_t L = chunk_len(chunk, n, ch);
+    return L < k ? L : k;
+}
+
 /* Entries a message of n values carries: min(K, length) from each chunk. */
 static size_t entries(size_t chunk, size_t k, size_t n)
 {
@@ -166,7 +174,7 @@ static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed
     chosen c = layout(s, n, work);
     size_t at = 0;
     for (size_t ch = 0; ch < nch; ch++) {
-        const size_t c0 = ch * C, L = n - c0 < C ? n - c0 : C, m = L < K ? L : K;
+        const size_t c0 = ch * C, L = chunk_len(C, n, ch), m = chunk_sends(C, K, n, ch);
         int rc = cmp_select_topk(x + c0, L, m, c.select, c.idx + at);
         float *v = c.val + at;
         for (size_t j = 0; rc == 0 && j < m; j++)
@@ -196,10 +204,25 @@ static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed
     return len < 0 ? len : (long)(o + (size_t)len);
 }
 
-/* A message read and checked whole: with idx/val NULL it only checks;
- * else the entries' positions (ascending) and decoded values. The count, or
- * -EBADMSG; -ENOSPC if more than cap. */
-static long sl_read(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap)
+/* Where a read message goes: its positions and values (idx, val, at most
+ * cap), or dst += alpha * values; neither: only checked. */
+typedef struct sink {
+    uint32_t *idx;
+    float *val;
+    size_t cap;
+    float *dst;
+    float alpha;
+} sink;
+
+/* Level `at` of the message's levels (bf16, little-endian). */
+static float level_at(const uint8_t *level, size_t at)
+{
+    return cmp_bf16_value((uint32_t)level[2 * at] | (uint32_t)level[2 * at + 1] << 8);
+}
+
+/* A message read and checked whole, its entries into `to` as they are read.
+ * The count, or -EBADMSG; -ENOSPC if more than to->cap. */
+static long sl_read(const uint8_t *in, size_t len, size_t n, const sink *to)
 {
     uint64_t C, K;
     size_t u1, u2;
@@ -211,11 +234,11 @@ static long sl_read(const uint8_t *in, size_t len, size_t n, uint32_t *idx, floa
     const size_t nch = n_chunks(C, n), e = entries(C, K, n);
     if (b > 31 || (len - o) / (2 * LEVELS) < nch)
         return -EBADMSG;
-    if (idx && e > cap)
+    if (to->idx && e > to->cap)
         return -ENOSPC;
     const uint8_t *level = in + o;
     for (size_t j = 0; j < LEVELS * nch; j++)
-        if (!isfinite(cmp_bf16_value((uint32_t)level[2 * j] | (uint32_t)level[2 * j + 1] << 8)))
+        if (!isfinite(level_at(level, j)))
             return -EBADMSG;
     o += 2 * LEVELS * nch;
     cmp_bitr r;
@@ -229,20 +252,17 @@ static long sl_read(const uint8_t *in, size_t len, size_t n, uint32_t *idx, floa
         next = pos + 1;
         bits += 1 + (uint64_t)b + (g >> b) + 2;
         /* Every chunk holds exactly min(K, its length) entries: one form. */
-        while (pos >= (ch + 1) * C) {
-            const size_t L = n - ch * C < C ? n - ch * C : C;
-            if (in_chunk != (L < K ? L : K))
+        for (; pos >= (ch + 1) * C; ch++, in_chunk = 0)
+            if (in_chunk != chunk_sends(C, K, n, ch))
                 return -EBADMSG;
-            ch++, in_chunk = 0;
-        }
         in_chunk++;
-        if (idx) {
-            const size_t at = LEVELS * ch + code;
-            idx[j] = (uint32_t)pos;
-            val[j] = cmp_bf16_value((uint32_t)level[2 * at] | (uint32_t)level[2 * at + 1] << 8);
-        }
+        const float v = level_at(level, LEVELS * ch + code);
+        if (to->idx)
+            to->idx[j] = (uint32_t)pos, to->val[j] = v;
+        if (to->dst)
+            to->dst[pos] += to->alpha * v;
     }
-    if (e && in_chunk != (n - ch * C < C ? (n - ch * C < K ? n - ch * C : K) : K))
+    if (e && in_chunk != chunk_sends(C, K, n, ch))
         return -EBADMSG;
     uint64_t pad = 0;
     const int pad_bits = (int)((8 - bits % 8) % 8);
@@ -254,32 +274,15 @@ static long sl_read(const uint8_t *in, size_t len, size_t n, uint32_t *idx, floa
 static int sl_decode_add(const uint8_t *in, size_t len, size_t n, float alpha, float *dst)
 {
     /* Checked whole first, so a bad message leaves dst untouched. */
-    long e = sl_read(in, len, n, NULL, NULL, 0);
-    if (e < 0)
+    if (sl_read(in, len, n, &(sink){0}) < 0)
         return -EBADMSG;
-    uint64_t K, chunk;
-    size_t u1, u2;
-    cmp_varint_get(in, len, &u1, &chunk);
-    cmp_varint_get(in + u1, len - u1, &u2, &K);
-    size_t o = u1 + u2;
-    const int b = in[o++];
-    const uint8_t *level = in + o;
-    o += 2 * LEVELS * n_chunks(chunk, n);
-    cmp_bitr r;
-    cmp_bitr_init(&r, in + o, len - o);
-    uint64_t next = 0, g = 0, code = 0;
-    for (long j = 0; j < e; j++) {
-        cmp_bitr_rice_then(&r, b, 2, &g, &code);
-        const uint64_t pos = next + g, at = LEVELS * (pos / chunk) + code;
-        next = pos + 1;
-        dst[pos] += alpha * cmp_bf16_value((uint32_t)level[2 * at] | (uint32_t)level[2 * at + 1] << 8);
-    }
+    sl_read(in, len, n, &(sink){.dst = dst, .alpha = alpha});
     return 0;
 }
 
 static long sl_decode_sparse(const uint8_t *in, size_t len, size_t n, uint32_t *idx, float *val, size_t cap)
 {
-    return sl_read(in, len, n, idx, val, cap);
+    return sl_read(in, len, n, &(sink){.idx = idx, .val = val, .cap = cap});
 }
 
 static long sl_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const void *work, uint32_t *idx,

@@ -166,9 +166,9 @@ static long paced(gsp_pace *p, gsp_pace_nb *b, long r, double now)
     return r;
 }
 
-static void claim(gsp_pace *p, gsp_pace_nb *b, long r, double now)
+/* b said it is at round r, of which time allows `believed`. */
+static void claim(gsp_pace *p, gsp_pace_nb *b, long r, long believed)
 {
-    const long believed = paced(p, b, r, now);
     if (believed > b->known_round)
         b->known_round = believed;
     /* Past the last round: it sends nothing more, as after GOODBYE "done"
@@ -181,7 +181,7 @@ void gsp_pace_claim(gsp_pace *p, int q, long r, double now)
 {
     gsp_pace_nb *b = nb_of(p, q);
     if (b)
-        claim(p, b, r, now);
+        claim(p, b, r, paced(p, b, r, now));
 }
 
 void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r, double now)
@@ -194,7 +194,7 @@ void gsp_pace_push(gsp_pace *p, const gsp_peer *g, int q, long r, double now)
     if (believed > b->pushed_round)
         b->pushed_round = believed;
     b->pushing = 1;
-    claim(p, b, r + 1, now);
+    claim(p, b, r + 1, believed);
     /* On time: it arrived before (or while) a round needs it. Nearly on
      * time, for a neighbour late only once since it was last on time: within
      * late_slack rounds of the round needed (a healthy peer held up once,
