@@ -271,12 +271,18 @@ int gsp_pace_goodbye(gsp_pace *p, int q, int done)
     return was;
 }
 
-int gsp_pace_in_done(const gsp_pace *p)
+int gsp_pace_in_done(const gsp_pace *p) { return gsp_pace_waited_for(p, NULL, 0) == 0; }
+
+int gsp_pace_waited_for(const gsp_pace *p, int *peers, int max)
 {
+    int n = 0;
     for (int k = 0; k < p->n_nb; k++)
-        if (sends_here(&p->nb[k]) && p->alive[p->nb[k].peer] && !p->nb[k].done)
-            return 0;
-    return 1;
+        if (sends_here(&p->nb[k]) && p->alive[p->nb[k].peer] && !p->nb[k].done) {
+            if (n < max)
+                peers[n] = p->nb[k].peer;
+            n++;
+        }
+    return n;
 }
 
 void gsp_pace_sent(gsp_pace *p, int q, double now)

@@ -176,6 +176,9 @@ void gsp_pace_down(gsp_pace *p, int q, double now);
 int gsp_pace_goodbye(gsp_pace *p, int q, int done);
 /* Every in-neighbour is done or routed around: a finished peer may close. */
 int gsp_pace_in_done(const gsp_pace *p);
+/* The in-neighbours a finished peer still waits for (alive, not done): how
+ * many, the first max of them into peers. */
+int gsp_pace_waited_for(const gsp_pace *p, int *peers, int max);
 /* q says it has taken in our messages up to seq on our edge to it (ACK). */
 void gsp_pace_acked(gsp_pace *p, int q, uint64_t seq);
 /* Messages an edge may have unacknowledged before its share stays home. */

@@ -174,6 +174,34 @@ static void ask_for_model(engine *e, double now)
     ask_next(e, now);
 }
 
+/* The slowest a loop builds, seals and sends a frame (a sanitizer build on
+ * a loaded machine): the transport gives a MODEL that long (WIRE.md). */
+#define ENGINE_SLOWEST_BYTES_PER_S 20e6
+
+/* How long a promise (MODEL_SOON) holds: the promiser's step ends within
+ * a round's limit, and its model then takes its size at the slowest rate.
+ * A member that promises and then only says it is alive keeps a joiner no
+ * longer than this. */
+static double promise_limit(const engine *e)
+{
+    return e->rp.pace.c.round_timeout + 4.0 * (double)e->rp.g.dim / ENGINE_SLOWEST_BYTES_PER_S;
+}
+
+/* The neighbour asked last promised its model and sent none in time: it is
+ * not believed again (a later MODEL_SOON of it changes nothing; a MODEL of
+ * it is still taken), the next neighbour is asked, and the join gets its
+ * round timeout again from now (each neighbour can cost it one limit). */
+static void give_up_promise(engine *e, double now)
+{
+    const int q = e->rp.pace.nb[e->asked].peer;
+    char why[64];
+    snprintf(why, sizeof why, "no model %.0f s after its MODEL_SOON", promise_limit(e));
+    log_event(e, "not waiting any longer for the model promised by peer", q, why);
+    e->promise_broken[q] = 1;
+    e->promised = 0;
+    e->join_since = now;
+}
+
 static int ask_due(const engine *e, double now)
 {
     if (!wants_model(e))
@@ -241,12 +269,42 @@ static void diverged(engine *e, const char *what)
     finish(e, -EDOM);
 }
 
+/* How long a peer that has done every round waits for its in-neighbours'
+ * last shares: the round limit, plus twice the messages a neighbour held
+ * back by the brake can still send (engine_hold_max), each at twice this
+ * peer's mean round time, so an in-neighbour four times slower still
+ * finishes within it. Without a bound a member that stays connected and
+ * never finishes (reconnecting, its messages refused) keeps it for ever. */
+static double linger_limit(const engine *e)
+{
+    const long rounds = e->rp.g.round - e->start_round;
+    const double mean = rounds > 0 && e->first_step_at >= 0 ? (e->done_at - e->first_step_at) / (double)rounds : 0;
+    return e->rp.pace.c.round_timeout + 2.0 * engine_hold_max(e) * mean;
+}
+
+/* Past linger_limit: leave, naming whom it did not wait for. */
+static void stop_lingering(engine *e)
+{
+    int peers[4];
+    const int n = gsp_pace_waited_for(&e->rp.pace, peers, 4);
+    char who[96];
+    int len = snprintf(who, sizeof who, "%.1f s after its last round, still waiting for", linger_limit(e));
+    for (int j = 0; j < n && j < 4 && len < (int)sizeof who; j++)
+        len += snprintf(who + len, sizeof who - (size_t)len, " %d", peers[j]);
+    if (n > 4 && len < (int)sizeof who)
+        snprintf(who + len, sizeof who - (size_t)len, " and %d more", n - 4);
+    log_event(e, "leaving without the last shares of its in-neighbours", -1, who);
+    finish(e, 0);
+}
+
 /* Every round is done: say so, and stay to take in what the in-neighbours
- * still send until each is done too (or routed around). */
+ * still send until each is done too (or routed around), for at most
+ * linger_limit. */
 static void done(engine *e, double now)
 {
     if (!e->rounds_done) {
         e->rounds_done = 1;
+        e->done_at = now;
         event(e, (engine_event){.kind = ENGINE_DONE, .round = e->rp.g.round});
     }
     if (!e->said_done) {
@@ -258,6 +316,8 @@ static void done(engine *e, double now)
     }
     if (gsp_pace_in_done(&e->rp.pace))
         finish(e, 0);
+    else if (now - e->done_at > linger_limit(e))
+        stop_lingering(e);
 }
 
 /* The pacing policy found this peer so far behind that its model is stale:
@@ -311,6 +371,8 @@ static void try_start(engine *e, double now)
     if (e->wait_since >= 0)
         e->wait_seconds += now - e->wait_since, e->wait_since = -1;
     gsp_pace_started(&e->rp.pace, now);
+    if (e->first_step_at < 0)
+        e->first_step_at = now;
     e->absorb_now = now;
     absorb(e, 0);
     e->computing = 1;
@@ -414,6 +476,14 @@ int engine_push(engine *e, gsp_msg *m, double now)
         try_start(e, now);
         return 0;
     }
+    /* From before the sender restarted (it counts its seqs from 1 again):
+     * gossip ignores it, and it must not move what we acknowledge to the
+     * sender as it is now, nor what we believe of its round. */
+    if (incarnation < e->ack_incarnation[q]) {
+        gsp_msg_free(m);
+        try_start(e, now);
+        return 0;
+    }
     gsp_pace_push(&e->rp.pace, &e->rp.g, q, m->round, now);
     int rc = round_inbox_put(&e->rp, m);
     if (rc < 0) {
@@ -483,9 +553,11 @@ void engine_model_soon(engine *e, int q, double now)
 {
     heard(e, q, now);
     const gsp_pace *pc = &e->rp.pace;
-    if (!wants_model(e) || e->finished || e->promised || e->asked >= pc->n_nb || pc->nb[e->asked].peer != q)
+    if (!wants_model(e) || e->finished || e->promised || e->asked >= pc->n_nb || pc->nb[e->asked].peer != q ||
+        e->promise_broken[q])
         return; /* (not the one asked last: that one is awaited, or was given up on) */
     e->promised = 1; /* (not logged: whether a request finds a step running is timing, not a decision) */
+    e->promised_at = now;
 }
 
 /* The side that asked: enter the run at the sender's round (a joiner), or
@@ -585,6 +657,8 @@ static void tick(engine *e, double now)
             send_heartbeat(e, q, now);
         send_ack(e, q, 0, now);
     }
+    if (e->promised && wants_model(e) && now - e->promised_at > promise_limit(e))
+        give_up_promise(e, now);
     if (ask_due(e, now))
         ask_for_model(e, now);
     if (e->refreshing && now - e->refresh_since > 2 * pc->c.dead_timeout) {
@@ -661,7 +735,9 @@ static void reset(engine *e, double now)
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->diverged = NULL;
     e->held = 1;
-    e->asked_at = e->refresh_since = -INFINITY;
+    e->asked_at = e->refresh_since = e->promised_at = -INFINITY;
+    e->first_step_at = e->done_at = -1;
+    memset(e->promise_broken, 0, n);
     e->join_since = e->last_ckpt = now;
     e->next_tick = now + gsp_pace_heartbeat(&e->rp.pace.c);
     e->wait_since = -1, e->wake = INFINITY;
@@ -683,8 +759,9 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
     e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
     e->sync_asked = calloc(n, sizeof *e->sync_asked), e->refusals = calloc(n, sizeof *e->refusals);
+    e->promise_broken = calloc(n, 1);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
-        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals) {
+        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals || !e->promise_broken) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -701,7 +778,7 @@ void engine_free(engine *e)
     round_peer_free(&e->rp);
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
-    free(e->refusals);
+    free(e->refusals), free(e->promise_broken);
     free(e->sends), free(e->events);
     memset(e, 0, sizeof *e);
 }

@@ -91,11 +91,15 @@ typedef struct engine {
     uint64_t *sync_queued;    /* the seq of the last SYNC queued to it (0: none since the link came up) */
     uint64_t *sync_asked;     /* ...the seq its NACK asked from */
     uint32_t *refusals;       /* its messages refused (GSP_REFUSED): logged at 1, 2, 4, ... */
+    uint8_t *promise_broken;  /* it said MODEL_SOON and sent no model within the promise's limit: not believed again */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
     int joining, refreshing, asked, ask_left, alone;
     int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */
+    double promised_at;       /* ...when it said so */
     double asked_at, refresh_since, join_since, last_ckpt, next_tick;
+    double first_step_at;     /* the first round's start since the run (re)started (-1: none yet) */
+    double done_at;           /* every round was done then (-1: not yet): the wait for in-neighbours is bounded */
     double wait_since, wait_seconds; /* rounds that could not start yet */
     double wake;              /* the pacing policy's next question (INFINITY: none) */
     long start_round;         /* the round it entered the run at (a resume, a join) */

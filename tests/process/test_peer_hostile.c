@@ -24,6 +24,11 @@
 
 typedef struct member_side {
     int up, downs;
+    net *n;           /* the test's transport, for answers */
+    int promise;      /* answer every MODEL_REQUEST with MODEL_SOON and send no model */
+    int requests;     /* MODEL_REQUESTs received */
+    int acks;         /* ACKs received, and the last one's seq */
+    uint64_t last_ack;
 } member_side;
 
 static void on_up(void *ctx, int peer)
@@ -39,7 +44,25 @@ static void on_down(void *ctx, int peer, int reason)
     s->up = 0, s->downs++;
 }
 
-static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len) { (void)ctx, (void)peer, (void)m, (void)len; }
+/* What the target sends the test's member: requests for its model (a
+ * promising member says MODEL_SOON and nothing more), and ACKs. */
+static void on_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
+{
+    member_side *s = ctx;
+    wire_msg m;
+    wire_err e;
+    if (wire_decode(&m, buf, len, &e) < 0)
+        return;
+    if (m.type == WIRE_ACK)
+        s->acks++, s->last_ack = m.ack.seq;
+    if (m.type == WIRE_MODEL_REQUEST) {
+        s->requests++;
+        uint8_t soon[32];
+        const long n = wire_encode_model_soon(soon, sizeof soon, 0);
+        if (s->promise && n > 0)
+            net_send(s->n, peer, soon, (size_t)n);
+    }
+}
 static void on_log(void *ctx, const char *line) { (void)ctx, (void)line; }
 
 /* Occurrences of needle in the file. */
@@ -53,6 +76,9 @@ typedef struct scene {
     member_side side;
     net n;
     int connected; /* n is initialised */
+    int beat_peer; /* > 0: pump_until sends it a HEARTBEAT of beat_round every 0.2 s (a live member) */
+    long beat_round;
+    double beat_at;
 } scene;
 
 /* peers on topology; the target is peer `target`, started with --model mlp,
@@ -88,6 +114,7 @@ static void scene_connect(scene *s, int peer)
 {
     net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
     cr_assert_eq(net_init(&s->n, &s->loop, &s->me.cluster, s->me.id, &s->me.key, &cb, &s->side), 0);
+    s->side.n = &s->n;
     cr_assert_eq(net_want(&s->n, peer), 0);
     s->connected = 1;
 }
@@ -112,6 +139,17 @@ static void scene_end(scene *s)
     cr_assert_eq(sgp_wait_exit(s->peer, SGP_EVENT_LIMIT_S), 0, "see %s", s->out);
 }
 
+/* The member's HEARTBEAT, when one is due (scene.beat_peer). */
+static void beat_if_due(scene *sc)
+{
+    if (sc->beat_peer <= 0 || !sc->side.up || sgp_now() - sc->beat_at < 0.2 || net_busy(&sc->n, sc->beat_peer))
+        return;
+    uint8_t beat[32];
+    const long len = wire_encode_heartbeat(beat, sizeof beat, sc->beat_round);
+    if (len > 0 && net_send(&sc->n, sc->beat_peer, beat, (size_t)len) == 0)
+        sc->beat_at = sgp_now();
+}
+
 /* Pump the test's loop until cond holds (the target must stay alive). */
 typedef int (*cond_fn)(member_side *s, const char *out, int want);
 
@@ -126,6 +164,7 @@ static void pump_until(scene *sc, int want, cond_fn cond, const char *what)
             sgp_kill_group(sc->peer);
             cr_assert_fail("no %s within %.0f s; see %s", what, SGP_EVENT_LIMIT_S, sc->out);
         }
+        beat_if_due(sc);
         uv_run(&sc->loop, UV_RUN_NOWAIT);
         sgp_poll_pause();
     }
@@ -642,4 +681,122 @@ Test(peer_hostile, forged_incarnations_and_floods_of_future_rounds_are_refused_a
     const double acc = sgp_json_number(text, "test_accuracy");
     cr_assert_gt(acc, 0.8, "it trained on: %s", text);
     free(text);
+}
+
+/* Peer `id` of the scene's cluster, a real `sgp peer` with the target's
+ * training options (mlp, as many epochs as it takes) and extra. */
+static pid_t scene_peer(scene *s, int id, char *const extra[])
+{
+    char out[160], ids[8];
+    snprintf(out, sizeof out, "%s/peer%d.out", s->dir, id);
+    snprintf(ids, sizeof ids, "%d", id);
+    char *argv[32] = {(char *)sgp_bin(), "peer", "--cluster", s->cluster, "--id", ids, "--model", "mlp", "--epochs", "100000"};
+    int k = 10;
+    for (int j = 0; extra[j] && k < 31; j++)
+        argv[k++] = extra[j];
+    return sgp_spawn(argv, out);
+}
+
+static int asked_the_member(member_side *s, const char *out, int want) { return (void)out, s->requests >= want; }
+static int joined_from_2(member_side *s, const char *out, int want)
+{
+    return (void)s, (void)want, sgp_file_has(out, "joined with the model of peer 2");
+}
+
+/* A joiner (peer 1, --resume without a checkpoint) asks the test's member
+ * (peer 0, its only neighbour up yet) for the model; the member answers
+ * MODEL_SOON and then only heartbeats. Before, the joiner waited for it
+ * while it was heard and gave up at its round timeout ("nothing to join"),
+ * though an honest peer 2 had come up meanwhile; now the promise holds for
+ * the round timeout (and the model's size at 20 MB/s), then it asks peer 2,
+ * joins with its model and trains. */
+Test(peer_hostile, a_member_that_promises_its_model_and_sends_none_cannot_keep_a_joiner_out, .timeout = 300)
+{
+    scene sc;
+    char *const timing[] = {"--dead-timeout", "1", "--round-timeout", "4", "--no-progress", NULL};
+    scene_start(&sc, "soon", "3", "complete", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "4", "--no-progress", "--resume", NULL});
+    sc.side.promise = 1;
+    sc.beat_peer = 1, sc.beat_round = 0;
+    scene_connect(&sc, 1);
+    pump_until(&sc, 1, asked_the_member, "the joiner's MODEL_REQUEST");
+    pid_t honest = scene_peer(&sc, 2, timing);
+    pump_until(&sc, 0, joined_from_2, "the join with peer 2's model");
+    pump_until(&sc, sgp_file_count(sc.out, " epoch ") + 1, epochs_done, "an epoch of the joiner");
+    kill(honest, SIGTERM);
+    cr_assert_eq(sgp_wait_exit(honest, SGP_EVENT_LIMIT_S), 0, "see %s/peer2.out", sc.dir);
+    scene_end(&sc);
+    cr_assert(sgp_file_has(sc.out, "not waiting any longer for the model promised by peer 0"), "see %s", sc.out);
+}
+
+/* A 2-peer run of one epoch in which the test's member (peer 0, the
+ * target's only in-neighbour) sends no share and keeps reconnecting, each
+ * connection a heartbeat or two long, so the target never routes it
+ * around. Once the target has done its rounds it waits for the member's
+ * last shares, which never come: before, as long as the member kept coming
+ * back (430 s in the run that found it); now for a bounded time (the round
+ * timeout and a few of its rounds), then it leaves, saying for whom it did
+ * not wait, and its run ends well. */
+Test(peer_hostile, a_member_that_keeps_reconnecting_cannot_keep_a_finished_peer, .timeout = 300)
+{
+    scene sc;
+    scene_start(&sc, "linger", "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--round-deadline", "0.02", "--epochs", "1",
+                           "--no-progress", NULL});
+    sc.beat_peer = 1, sc.beat_round = 0;
+    const double limit = sgp_now() + SGP_EVENT_LIMIT_S;
+    int st, visits = 0;
+    while (!sgp_has_exited(sc.peer, &st)) {
+        cr_assert_lt(sgp_now(), limit, "the target still runs after %.0f s and %d visits (see %s)", SGP_EVENT_LIMIT_S,
+                     visits, sc.out);
+        scene_connect(&sc, 1);
+        const double stay = sgp_now() + 0.4; /* (the member's rhythm, not a wait for an event) */
+        while (sgp_now() < stay && !sgp_has_exited(sc.peer, &st)) {
+            beat_if_due(&sc);
+            uv_run(&sc.loop, UV_RUN_NOWAIT);
+            sgp_poll_pause();
+        }
+        scene_disconnect(&sc);
+        visits++;
+    }
+    cr_log_info("the target left after %d visits of the member", visits);
+    scene_disconnect(&sc);
+    uv_loop_close(&sc.loop);
+    member_close(&sc.me);
+    cr_assert_eq(sgp_wait_exit(sc.peer, SGP_EVENT_LIMIT_S), 0, "see %s", sc.out);
+    cr_assert(sgp_file_has(sc.out, "leaving without the last shares of its in-neighbours"), "see %s", sc.out);
+    cr_assert(sgp_file_has(sc.out, "still waiting for 0"), "see %s", sc.out);
+    cr_assert(sgp_file_has(sc.out, "test accuracy"), "see %s", sc.out);
+}
+
+static int acks_past(member_side *s, const char *out, int want) { return (void)out, s->acks >= want; }
+
+/* The member sends a share of its current run (incarnation I, seq 1), then
+ * one of a former run (incarnation I - 1, seq 9), then a heartbeat, which
+ * the target answers with an ACK: it says 1, the current run's, not 0
+ * (before, the stale share reset the edge's acknowledgements). */
+Test(peer_hostile, a_share_of_a_former_run_of_its_sender_moves_no_acknowledgement, .timeout = 300)
+{
+    scene sc;
+    member_scene_trained(&sc, "stale");
+    enum { DIM = 7850 };
+    float *ref = calloc(DIM, sizeof *ref);
+    size_t cap = wire_push_bound(DIM, 0) + 16 * DIM;
+    uint8_t *buf = malloc(cap);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    const uint64_t inc = (uint64_t)now.tv_sec * 1000000u;
+    send_sync(&sc, 0, 1, inc, 0.5, ref, DIM, buf, cap);
+    pump_until(&sc, 1, acks_past, "the ACK of the current run's share");
+    cr_assert_eq(sc.side.last_ack, 1);
+    send_sync(&sc, 0, 9, inc - 1, 0.5, ref, DIM, buf, cap);
+    uint8_t beat[32];
+    const long len = wire_encode_heartbeat(beat, sizeof beat, 0);
+    cr_assert_eq(net_send(&sc.n, 1, beat, (size_t)len), 0);
+    const int before = sc.side.acks;
+    pump_until(&sc, before + 1, acks_past, "the ACK answering the heartbeat");
+    cr_assert_eq(sc.side.last_ack, 1, "the ACK after a stale share says %llu (see %s)",
+                 (unsigned long long)sc.side.last_ack, sc.out);
+    free(ref), free(buf);
+    scene_end(&sc);
 }

@@ -198,6 +198,38 @@ Test(peer_engine, a_heartbeat_goes_where_no_round_went_an_ack_says_none)
     scene_free(&s);
 }
 
+/* A message of the sender's former run (a lower incarnation: it restarted
+ * and counts its seqs from 1 again) arriving after its current ones is
+ * ignored: the ACKs it gets stay those of its current run, never going
+ * back (before, the stale message reset them and the next ACK said 0). */
+Test(peer_engine, a_message_from_before_its_sender_restarted_moves_no_acknowledgement)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o, o1;
+    round_of(&s, 1, 0, &o1);
+    const engine_send *p = send_of(&o1, ENGINE_PUSH);
+    cr_assert_not_null(p);
+    gsp_msg m;
+    cr_assert_eq(gsp_msg_copy(&m, &p->msg), 0);
+    m.incarnation = 7; /* the sender as it runs now */
+    cr_assert_eq(engine_push(&s.e[0], &m, MS), 0);
+    take(&s.e[0], &o);
+    cr_assert_eq(send_of(&o, ENGINE_ACK)->seq, 1);
+    cr_assert_eq(gsp_msg_copy(&m, &p->msg), 0);
+    m.incarnation = 6, m.seq = 40; /* one of its former run */
+    cr_assert_eq(engine_push(&s.e[0], &m, 2 * MS), 0);
+    engine_heartbeat(&s.e[0], 1, 1, 3 * MS); /* (answered with an ACK, even one already sent) */
+    engine_timer(&s.e[0], 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_geq(sends(&o, ENGINE_ACK, 1), 1);
+    for (int j = 0; j < o.n_s; j++)
+        if (o.s[j].kind == ENGINE_ACK)
+            cr_assert_eq(o.s[j].seq, 1, "an ACK of seq %llu", (unsigned long long)o.s[j].seq);
+    scene_free(&s);
+}
+
 Test(peer_engine, a_refused_ack_stays_due_until_the_next_tick)
 {
     scene s;
@@ -488,6 +520,56 @@ Test(peer_engine, a_joiner_waits_for_a_model_that_follows_a_step)
     scene_free(&s);
 }
 
+/* A neighbour that promises its model (MODEL_SOON) and then only says it is
+ * alive is waited for no longer than the promise's limit (the round
+ * timeout, plus the model's size at 20 MB/s): then the joiner asks the
+ * next neighbour, believes no later promise of the first, and has its round
+ * timeout again to get a model before it gives up. */
+Test(peer_engine, a_promise_not_kept_in_time_sends_the_joiner_to_the_next_neighbour)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    outputs o;
+    s.e[0].rp.pace.c.round_timeout = 2; /* the promise's limit: 2 s and 12 bytes at 20 MB/s */
+    engine_set_joining(&s.e[0], 0);
+    engine_advance(&s.e[0], 0);
+    engine_link_up(&s.e[0], 1, MS);
+    engine_link_up(&s.e[0], 2, MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
+    engine_model_soon(&s.e[0], 1, 2 * MS);
+    for (int k = 1; k <= 8; k++) { /* two seconds of heartbeats from both */
+        engine_heartbeat(&s.e[0], 1, 0, k * 256 * MS - MS);
+        engine_heartbeat(&s.e[0], 2, 0, k * 256 * MS - MS);
+        engine_timer(&s.e[0], k * 256 * MS);
+        take(&s.e[0], &o);
+        cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 0, "at %d intervals: within the promise's limit", k);
+        cr_assert_null(event_of(&o, ENGINE_FINISHED));
+    }
+    engine_heartbeat(&s.e[0], 1, 0, 9 * 256 * MS - MS);
+    engine_timer(&s.e[0], 9 * 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 2), 1, "past it: the next neighbour");
+    const engine_event *v = event_of(&o, ENGINE_LOG);
+    cr_assert(v && strstr(v->what, "model promised by peer") && v->peer == 1, "and says why");
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "the join's round timeout counts again from here");
+    engine_timer(&s.e[0], 11 * 256 * MS);
+    take(&s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1, "peer 2 silent: peer 1 is asked again...");
+    engine_model_soon(&s.e[0], 1, 11 * 256 * MS + MS);
+    cr_assert_not(s.e[0].promised, "...but not believed again");
+    for (int k = 12; k <= 17; k++) {
+        engine_timer(&s.e[0], k * 256 * MS);
+        take(&s.e[0], &o);
+        cr_assert_null(event_of(&o, ENGINE_FINISHED), "at %d intervals: within the round timeout", k);
+    }
+    engine_timer(&s.e[0], 18 * 256 * MS);
+    take(&s.e[0], &o);
+    const engine_event *f = event_of(&o, ENGINE_FINISHED);
+    cr_assert(f && f->rc == -EHOSTUNREACH, "no model a round timeout after the broken promise: nothing to join");
+    scene_free(&s);
+}
+
 Test(peer_engine, a_refused_model_request_goes_to_the_next_neighbour_at_once)
 {
     scene s;
@@ -529,6 +611,58 @@ Test(peer_engine, a_joiner_enters_at_the_round_of_the_model_it_gets)
     cr_assert_eq(s.e[0].start_round, 7);
     cr_assert_eq(s.e[0].rp.g.round, 7);
     cr_assert_float_eq(gsp_debias(&s.e[0].rp.g)[2], 6.0f, 1e-6);
+    scene_free(&s);
+}
+
+/* A peer that has done every round stays for its in-neighbours' last
+ * shares, but a neighbour that stays alive and never finishes (a member
+ * that keeps reconnecting would) keeps it no longer than the round timeout
+ * plus 2 x engine_hold_max rounds at twice its mean round time. */
+Test(peer_engine, a_finished_peer_waits_for_an_in_neighbour_that_never_finishes_for_a_bounded_time)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 3);
+    s.e[1].rp.pace.c.total_rounds = 100; /* peer 1 has far more to do */
+    all_up(&s, 0);
+    outputs o0, o1, o;
+    double t = 0;
+    for (int r = 0; r < 2; r++, t += 10 * MS) {
+        round_of(&s, 0, t, &o0);
+        round_of(&s, 1, t, &o1);
+        deliver_push(&s, &o0, 1, t);
+        deliver_push(&s, &o1, 0, t);
+    }
+    round_of(&s, 0, t, &o0); /* its last; peer 1 stays at round 2 */
+    t += 10 * MS;
+    engine_advance(&s.e[0], t);
+    take(&s.e[0], &o);
+    while (!event_of(&o, ENGINE_DONE)) { /* (its last round's wait for peer 1's share ends at a deadline) */
+        cr_assert_lt(t, 1, "peer 0 is done within its round timeout");
+        t += MS;
+        engine_timer(&s.e[0], t);
+        take(&s.e[0], &o);
+    }
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "peer 0 has done its 3 rounds and waits for peer 1");
+    const double done_at = t, mean = (done_at - 0) / 3;
+    const double limit = s.c.round_timeout + 2.0 * engine_hold_max(&s.e[0]) * mean;
+    double now = t;
+    for (; now + 64 * MS <= done_at + limit; ) {
+        now += 64 * MS;
+        engine_heartbeat(&s.e[0], 1, 2, now - MS);
+        engine_timer(&s.e[0], now);
+        take(&s.e[0], &o);
+        cr_assert_null(event_of(&o, ENGINE_FINISHED), "%.3f s after its last round: within %.3f s", now - done_at, limit);
+    }
+    now += 256 * MS;
+    engine_heartbeat(&s.e[0], 1, 2, now - MS);
+    engine_timer(&s.e[0], now);
+    take(&s.e[0], &o);
+    const engine_event *f = event_of(&o, ENGINE_FINISHED);
+    cr_assert(f && f->rc == 0, "past the limit it leaves");
+    cr_assert_eq(f->goodbye, -1, "its GOODBYE done went already");
+    const engine_event *v = event_of(&o, ENGINE_LOG);
+    cr_assert(v && strstr(v->what, "leaving without the last shares") && strstr(v->detail, "waiting for 1"),
+              "naming whom it did not wait for: %s", v ? v->detail : "(none)");
     scene_free(&s);
 }
 
