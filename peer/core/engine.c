@@ -138,6 +138,7 @@ static void send_model(engine *e, int q, double now)
                            .dim = e->rp.g.dim},
           now);
     e->model_wanted[q] = 0, e->model_queued[q] = 1;
+    e->model_sent_round[q] = e->rp.g.round;
     log_event(e, "sent its model to joining peer", q, NULL);
 }
 
@@ -539,6 +540,11 @@ void engine_model_request(engine *e, int q, double now)
         return; /* (no model yet, or a stale one) */
     if (e->model_queued[q] && e->sending[q])
         return; /* the asker repeats while our model (hundreds of MB) is still on its way: one is enough */
+    /* One that got it lately is neither joining nor far behind (a refresh
+     * comes after more rounds than that): a member asking again and again
+     * would have every round boundary build and send the whole model. */
+    if (e->model_sent_round[q] >= 0 && e->rp.g.round - e->model_sent_round[q] < engine_hold_max(e))
+        return;
     e->model_queued[q] = 0;
     if (e->computing) { /* answered at the round boundary; said now, so that the asker waits for it */
         if (!e->model_wanted[q])
@@ -738,6 +744,8 @@ static void reset(engine *e, double now)
     e->asked_at = e->refresh_since = e->promised_at = -INFINITY;
     e->first_step_at = e->done_at = -1;
     memset(e->promise_broken, 0, n);
+    for (size_t q = 0; q < n; q++)
+        e->model_sent_round[q] = -1;
     e->join_since = e->last_ckpt = now;
     e->next_tick = now + gsp_pace_heartbeat(&e->rp.pace.c);
     e->wait_since = -1, e->wake = INFINITY;
@@ -759,9 +767,10 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
     e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
     e->sync_asked = calloc(n, sizeof *e->sync_asked), e->refusals = calloc(n, sizeof *e->refusals);
-    e->promise_broken = calloc(n, 1);
+    e->promise_broken = calloc(n, 1), e->model_sent_round = calloc(n, sizeof *e->model_sent_round);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
-        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals || !e->promise_broken) {
+        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals || !e->promise_broken ||
+        !e->model_sent_round) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -778,7 +787,7 @@ void engine_free(engine *e)
     round_peer_free(&e->rp);
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
-    free(e->refusals), free(e->promise_broken);
+    free(e->refusals), free(e->promise_broken), free(e->model_sent_round);
     free(e->sends), free(e->events);
     memset(e, 0, sizeof *e);
 }

@@ -86,6 +86,8 @@ typedef struct engine {
     uint8_t *sending;         /* frames to it are still queued */
     uint8_t *model_wanted;    /* asked for our model while a round ran: answered at the boundary */
     uint8_t *model_queued;    /* our model went to it: a repeated request waits while frames are queued */
+    long *model_sent_round;   /* our round when our model last went to it (-1: never): another request within
+                               * engine_hold_max rounds is ignored */
     uint64_t *ack_due, *ack_sent, *ack_incarnation; /* the highest seq received from it, acknowledged, and
                                                       * the sender's incarnation they belong to */
     uint64_t *sync_queued;    /* the seq of the last SYNC queued to it (0: none since the link came up) */

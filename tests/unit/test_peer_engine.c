@@ -426,6 +426,33 @@ Test(peer_engine, a_model_request_during_a_step_is_answered_at_the_boundary)
  * after a heartbeat interval without an answer; a model that fails its
  * hash makes it ask another; and with no answer for the round timeout it
  * fails: nothing to join. */
+/* A neighbour that got our model asks again: it is neither joining nor far
+ * behind (a refresh comes after more rounds than that), so a request within
+ * engine_hold_max of our rounds is ignored (a member asking again and again
+ * would have every boundary build and send the whole model); after them it
+ * is answered again. */
+Test(peer_engine, a_model_goes_to_the_same_neighbour_at_most_once_in_hold_max_rounds)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 1000);
+    outputs o;
+    all_up(&s, 0);
+    engine_model_request(&s.e[1], 0, MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, 0), 1, "the first request is answered");
+    engine_link_state(&s.e[1], 0, 0, 0); /* (it has left) */
+    const int hold = engine_hold_max(&s.e[1]);
+    gsp_jump(&s.e[1].rp.g, hold - 1); /* (as if its rounds had run) */
+    engine_model_request(&s.e[1], 0, 2 * MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, 0), 0, "asked again %d rounds after: ignored", hold - 1);
+    gsp_jump(&s.e[1].rp.g, hold);
+    engine_model_request(&s.e[1], 0, 3 * MS);
+    take(&s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, 0), 1, "%d rounds after: answered again", hold);
+    scene_free(&s);
+}
+
 Test(peer_engine, a_joiner_asks_in_turn_and_fails_after_the_round_timeout)
 {
     scene s;
