@@ -672,7 +672,8 @@ static void tick(engine *e, double now)
         gsp_pace_joined(pc);
         log_event(e, "no neighbour sent its model: going on with its own", -1, NULL);
     }
-    if (e->joining && now - e->join_since > pc->c.round_timeout)
+    /* (a promise has its own limit, after which the join's starts again) */
+    if (e->joining && !e->promised && now - e->join_since > pc->c.round_timeout)
         finish(e, -EHOSTUNREACH); /* nobody to join */
 }
 
