@@ -394,16 +394,23 @@ Test(peer_engine, a_model_request_during_a_step_is_answered_at_the_boundary)
  * after a heartbeat interval without an answer; a model that fails its
  * hash makes it ask another; and with no answer for the round timeout it
  * fails: nothing to join. */
+/* Peer 0 of three joins without a model, its two neighbours up at MS: what
+ * it sent by then in o (its first MODEL_REQUEST). */
+static void joiner_scene(scene *s, outputs *o)
+{
+    scene_make(s, "complete", 3, 10);
+    engine_set_joining(&s->e[0], 0);
+    engine_advance(&s->e[0], 0);
+    engine_link_up(&s->e[0], 1, MS);
+    engine_link_up(&s->e[0], 2, MS);
+    take(&s->e[0], o);
+}
+
 Test(peer_engine, a_joiner_asks_in_turn_and_fails_after_the_round_timeout)
 {
     scene s;
-    scene_make(&s, "complete", 3, 10);
     outputs o;
-    engine_set_joining(&s.e[0], 0);
-    engine_advance(&s.e[0], 0);
-    engine_link_up(&s.e[0], 1, MS);
-    engine_link_up(&s.e[0], 2, MS);
-    take(&s.e[0], &o);
+    joiner_scene(&s, &o);
     cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 1, "asks as soon as one is up");
     cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
     cr_assert_null(event_of(&o, ENGINE_STEP), "no round without a model");
@@ -529,6 +536,32 @@ Test(peer_engine, a_joiner_enters_at_the_round_of_the_model_it_gets)
     cr_assert_eq(s.e[0].start_round, 7);
     cr_assert_eq(s.e[0].rp.g.round, 7);
     cr_assert_float_eq(gsp_debias(&s.e[0].rp.g)[2], 6.0f, 1e-6);
+    scene_free(&s);
+}
+
+/* WIRE.md, MODEL: every value of the payload must be finite; one with a NaN
+ * or an infinity is refused as one failing its hash is, and the joiner asks
+ * the next neighbour, taking nothing of it. */
+Test(peer_engine, a_model_that_is_not_finite_is_refused_and_the_next_neighbour_asked)
+{
+    scene s;
+    outputs o;
+    joiner_scene(&s, &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
+    const float bad[2][DIM] = {{4, NAN, 6}, {4, 5, -INFINITY}};
+    for (int k = 0; k < 2; k++) {
+        const int from = k ? 2 : 1;
+        engine_model(&s.e[0], from, 7, bad[k], 1, (2 + k) * MS);
+        take(&s.e[0], &o);
+        cr_assert_eq(s.e[0].joining, 1, "%s: not taken", k ? "an infinity" : "a NaN");
+        cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 3 - from), 1, "%s: the next neighbour asked at once",
+                     k ? "an infinity" : "a NaN");
+        cr_assert_null(event_of(&o, ENGINE_STEP));
+    }
+    const float z[DIM] = {4, 5, 6};
+    engine_model(&s.e[0], 1, 7, z, 1, 4 * MS);
+    cr_assert_eq(s.e[0].joining, 0, "a finite one is taken");
+    cr_assert(gsp_floats_finite(gsp_debias(&s.e[0].rp.g), DIM));
     scene_free(&s);
 }
 
