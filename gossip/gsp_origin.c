@@ -7,13 +7,19 @@
 #include "gossip/gsp.h"
 #include "gossip/gsp_internal.h"
 
-/* FNV-1a over the bits (never 0): agreement, not secrecy (peers are authenticated). */
+/* The origin id of peer/wire/WIRE.md ("The origin id"): FNV-1a 64 over the
+ * float32 little-endian bytes, never 0 (0 says zeros). Agreement, not
+ * secrecy: peers are authenticated. The bytes are taken least significant
+ * first whatever the host's order, so peers of either order agree. */
 static uint64_t origin_hash(const float *x0, size_t dim)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
-    const uint8_t *b = (const uint8_t *)x0;
-    for (size_t i = 0; i < dim * sizeof(float); i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
+    for (size_t i = 0; i < dim; i++) {
+        uint32_t u;
+        memcpy(&u, &x0[i], sizeof u);
+        for (int b = 0; b < 4; b++)
+            h = (h ^ ((u >> (8 * b)) & 0xffu)) * 0x100000001b3ULL;
+    }
     return h ? h : 1;
 }
 

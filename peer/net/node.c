@@ -270,7 +270,10 @@ static int start_loop(node *n, char *err, size_t errlen)
         return rc;
     }
     const size_t dim = n->e.rp.g.dim;
-    net_set_max_frame(&n->net, wire_push_bound(dim, c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0) + 64);
+    /* WIRE.md MAX_FRAME: the same number at both ends of every session of the run. */
+    const size_t max_frame = wire_frame_max(dim, c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0);
+    if (max_frame) /* (always within what net_set_max_frame takes) */
+        (void)net_set_max_frame(&n->net, max_frame);
     /* Heartbeats keep a live link busy every dead_timeout / 4: twice the dead
      * timeout without a frame is a stall (the peer is routed around by then). */
     net_set_idle_timeout(&n->net, 2 * c->peer.dead_timeout);

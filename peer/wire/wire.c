@@ -2,6 +2,7 @@
  * the caller's buffer, and the schema checks both directions share
  * (wire_schema.h; decoding is wire_decode.c). */
 #include "peer/wire/wire.h"
+#include "peer/wire/sec.h"
 #include "peer/wire/wire_schema.h"
 
 #include <errno.h>
@@ -473,6 +474,14 @@ size_t wire_push_bound(size_t dim, size_t payload_len)
     size_t body = tensors > payload_len ? tensors : payload_len;
     size_t n = WIRE_PUSH_HEADER_MAX + body;
     return n > WIRE_CONTROL_MAX ? n : WIRE_CONTROL_MAX;
+}
+
+size_t wire_frame_max(size_t dim, size_t delta_bound)
+{
+    const size_t msg = wire_push_bound(dim, delta_bound);
+    if (!msg)
+        return 0;
+    return msg > SEC_FRAME_MAX - SEC_ABYTES ? SEC_FRAME_MAX : msg + SEC_ABYTES;
 }
 
 size_t wire_push_scratch_bound(size_t dim)

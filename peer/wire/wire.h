@@ -150,6 +150,16 @@ typedef struct wire_err {
  * Returns 0 if dim > WIRE_MAX_DIM (such a message cannot be encoded). */
 size_t wire_push_bound(size_t dim, size_t payload_len);
 
+/* MAX_FRAME of WIRE.md ("Frames"): the most ciphertext bytes a frame may
+ * carry in a cluster whose model has dim values and whose DELTA payloads are
+ * at most delta_bound bytes (cmp_bound of the run's codec for dim values; 0
+ * without one): the largest message (wire_push_bound) plus the 17 bytes of
+ * secretstream overhead, never more than SEC_FRAME_MAX (peer/wire/sec.h).
+ * Both directions of a session use it, so a sender cannot seal a frame its
+ * receiver of the same run would refuse. 0 if dim > WIRE_MAX_DIM or
+ * delta_bound > UINT32_MAX (no such message can be encoded). */
+size_t wire_frame_max(size_t dim, size_t delta_bound);
+
 /* Scratch bytes wire_push_to_gsp needs for a PUSH of dim values (any kind;
  * includes slack to align the caller's pointer). 0 if dim > WIRE_MAX_DIM. */
 size_t wire_push_scratch_bound(size_t dim);

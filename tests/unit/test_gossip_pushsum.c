@@ -830,3 +830,172 @@ Test(gossip_compressed, a_sync_from_the_receivers_seq_brings_what_it_lost_after_
     cr_assert_lt(st, 3 * D * sizeof(float) + 1024, "the receiver holds x, z and one reference: %zu bytes", st);
     gsp_free(&a), gsp_free(&b);
 }
+
+/* ---- the wire's rules on kinds, unasked SYNCs and totals (peer/wire/WIRE.md) ---- */
+
+/* A pair of peers of DIM values, 0 sending to 1, with codec `spec` (NULL: none). */
+static void wire_pair(gsp_peer *a, gsp_peer *b, cmp_spec *spec, const char *codec)
+{
+    float x0[DIM];
+    for (int i = 0; i < DIM; i++)
+        x0[i] = sinf((float)i) + 2.0f;
+    cr_assert_eq(gsp_init(a, 0, 2, DIM, 0, x0), 0);
+    cr_assert_eq(gsp_init(b, 1, 2, DIM, 0, x0), 0);
+    if (codec) {
+        char err[128];
+        cr_assert_eq(cmp_spec_parse(spec, codec, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(gsp_set_codec(a, spec, 3, 0.5f), 0);
+        cr_assert_eq(gsp_set_codec(b, spec, 3, 0.5f), 0);
+    }
+}
+
+/* "Kinds and codecs": a receiver takes only the kinds of its own codec; a
+ * RAW on a compressed edge (or a DELTA on an uncompressed one) is -EINVAL,
+ * and nothing of it is applied or counted. */
+Test(gossip_pushsum, a_push_of_the_other_kind_than_the_receiver_s_codec_is_dropped)
+{
+    cmp_spec spec;
+    gsp_peer a = {0}, b = {0}, u = {0}, v = {0};
+    wire_pair(&a, &b, &spec, "none");
+    wire_pair(&u, &v, NULL, NULL);
+    topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
+    gsp_msg raw, delta;
+    cr_assert_eq(gsp_emit(&u, &out, &raw), 1);
+    cr_assert_eq(raw.kind, GSP_RAW);
+    cr_assert_eq(gsp_emit(&a, &out, &delta), 1);
+    cr_assert_eq(delta.kind, GSP_DELTA);
+    struct {
+        gsp_peer *to;
+        const gsp_msg *m;
+        const char *what;
+    } cases[] = {{&b, &raw, "a RAW on a compressed edge"}, {&v, &delta, "a DELTA on an uncompressed one"}};
+    for (int k = 0; k < 2; k++) {
+        gsp_peer *r = cases[k].to;
+        float x[DIM];
+        memcpy(x, r->x, sizeof x);
+        const double w = r->w;
+        const gsp_stats st = r->stats;
+        cr_assert_eq(gsp_absorb(r, cases[k].m), -EINVAL, "%s", cases[k].what);
+        cr_assert_eq(memcmp(r->x, x, sizeof x), 0, "%s: x moved", cases[k].what);
+        cr_assert_eq(r->w, w, "%s: w moved", cases[k].what);
+        cr_assert_eq(gsp_in_seq(r, 0), 0, "%s: its seq is not held", cases[k].what);
+        cr_assert(r->stats.refused == st.refused && r->stats.ignored == st.ignored && r->stats.gaps == st.gaps,
+                  "%s: not counted", cases[k].what);
+    }
+    /* the messages of the right kind are taken */
+    cr_assert_eq(gsp_absorb(&b, &delta), 1);
+    cr_assert_eq(gsp_absorb(&v, &raw), 1);
+    gsp_free(&a), gsp_free(&b), gsp_free(&u), gsp_free(&v);
+}
+
+/* "A SYNC nobody asked for": taken by its base against the seq held,
+ * whether or not the receiver sent a NACK. */
+Test(gossip_compressed, a_sync_nobody_asked_for_is_taken_by_its_base)
+{
+    for (int c = 0; c < 4; c++) { /* base == held, base < held, base > held, seq <= held */
+        cmp_spec spec;
+        gsp_peer a = {0}, b = {0};
+        wire_pair(&a, &b, &spec, "topk:0.25");
+        topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
+        gsp_msg m;
+        for (int r = 1; r <= 4; r++) { /* b holds 1 and 2; 3 and 4 are lost, and b does not know it */
+            for (int i = 0; i < DIM; i++)
+                a.x[i] += 0.01f * cosf((float)(i * r));
+            cr_assert_eq(gsp_emit(&a, &out, &m), 1);
+            if (r <= 2 || (c == 3 && r <= 4))
+                cr_assert_eq(gsp_absorb(&b, &m), 1);
+        }
+        const uint64_t held = gsp_in_seq(&b, 0);
+        const uint64_t base = c == 0 ? held : c == 1 ? held - 1 : c == 2 ? held + 1 : held - 1;
+        gsp_msg sync;
+        cr_assert_eq(gsp_sync_msg(&a, 1, base, &sync), 0, "case %d", c);
+        cr_assert_eq(sync.kind, GSP_SYNC);
+        cr_assert_eq(sync.seq, 4);
+        float x[DIM];
+        memcpy(x, b.x, sizeof x);
+        const double w = b.w, adopted = b.stats.w_adopted;
+        const int rc = gsp_absorb(&b, &sync);
+        switch (c) {
+        case 0:
+            cr_assert_eq(rc, 1, "base == held: applied");
+            cr_assert_eq(memcmp(a.out[0].ref, b.in[0].ref, sizeof x), 0, "the references agree");
+            cr_assert_float_eq(a.w + b.w, 2.0, 1e-15, "the weight whole");
+            cr_assert_eq(gsp_in_seq(&b, 0), 4);
+            break;
+        case 1:
+            cr_assert_eq(rc, GSP_NEED_SYNC, "base < held: asks again");
+            cr_assert_eq(gsp_nack_seq(&b, &sync), held, "from the seq held");
+            break;
+        case 2:
+            cr_assert_eq(rc, 0, "base > held: a baseline");
+            cr_assert_eq(memcmp(b.x, x, sizeof x), 0, "nothing applied to x");
+            cr_assert_eq(b.w, w, "nor to w");
+            cr_assert_eq(memcmp(a.out[0].ref, b.in[0].ref, sizeof x), 0, "the edge takes its reference");
+            cr_assert_eq(b.in[0].w, sync.w_total, "and its total");
+            cr_assert_gt(b.stats.w_adopted, adopted, "the mass between is lost, and counted");
+            cr_assert_eq(gsp_in_seq(&b, 0), 4);
+            break;
+        case 3:
+            cr_assert_eq(rc, 0, "seq <= held: ignored");
+            cr_assert_eq(memcmp(b.x, x, sizeof x), 0);
+            cr_assert_eq(b.w, w);
+            break;
+        }
+        gsp_free(&a), gsp_free(&b);
+    }
+}
+
+/* "Running totals": RAW x totals may go down, w_total may not. */
+Test(gossip_pushsum, raw_totals_may_go_down_w_total_may_not)
+{
+    gsp_peer g = {0};
+    float x0[DIM] = {0};
+    cr_assert_eq(gsp_init(&g, 1, 2, DIM, 0, x0), 0);
+    double tot[DIM] = {0};
+    for (int i = 0; i < DIM; i++)
+        tot[i] = 1.0 + i;
+    gsp_msg m = {.src = 0, .dst = 1, .round = 0, .seq = 1, .kind = GSP_RAW, .w_total = 0.5, .dim = DIM,
+                 .x_total = tot};
+    cr_assert_eq(gsp_absorb(&g, &m), 1);
+    const float x3 = g.x[3];
+    tot[3] -= 2.5; /* a coordinate whose shares were negative since */
+    m.seq = 2, m.w_total = 0.75;
+    cr_assert_eq(gsp_absorb(&g, &m), 1, "a total that went down is taken");
+    cr_assert_float_eq(g.x[3], x3 - 2.5f, 1e-6, "its change applied");
+    m.seq = 3, m.w_total = 0.75;
+    cr_assert_eq(gsp_absorb(&g, &m), 1, "w_total may repeat");
+    m.seq = 4, m.w_total = 0.625;
+    cr_assert_eq(gsp_absorb(&g, &m), GSP_REFUSED, "w_total may not go down");
+    gsp_free(&g);
+}
+
+/* "Running totals", seq: a NACK's answer repeats the last seq sent, and a
+ * PUSH whose seq is at most the one held is ignored. */
+Test(gossip_pushsum, a_nack_s_answer_repeats_the_last_seq_and_a_seq_held_is_ignored)
+{
+    for (int c = 0; c < 2; c++) {
+        cmp_spec spec;
+        gsp_peer a = {0}, b = {0};
+        wire_pair(&a, &b, &spec, c ? "topk:0.25" : NULL);
+        topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
+        gsp_msg m;
+        for (int r = 1; r <= 3; r++) {
+            cr_assert_eq(gsp_emit(&a, &out, &m), 1);
+            cr_assert_eq(m.seq, (uint64_t)r, "each message the next seq");
+            if (r == 1)
+                cr_assert_eq(gsp_absorb(&b, &m), 1);
+        }
+        gsp_msg answer;
+        cr_assert_eq(gsp_sync_msg(&a, 1, gsp_in_seq(&b, 0), &answer), 0);
+        cr_assert_eq(answer.kind, c ? GSP_SYNC : GSP_RAW);
+        cr_assert_eq(answer.seq, 3, "%s: the last seq sent, again", c ? "SYNC" : "RAW");
+        cr_assert_eq(gsp_absorb(&b, &answer), 1);
+        const double w = b.w;
+        const uint64_t ignored = b.stats.ignored;
+        cr_assert_eq(gsp_absorb(&b, &m), 0, "seq 3 again: held");
+        cr_assert_eq(gsp_absorb(&b, &answer), 0, "the answer again: held");
+        cr_assert_eq(b.w, w);
+        cr_assert_eq(b.stats.ignored, ignored + 2);
+        gsp_free(&a), gsp_free(&b);
+    }
+}

@@ -422,10 +422,6 @@ Test(peer_engine, a_model_request_during_a_step_is_answered_at_the_boundary)
     scene_free(&s);
 }
 
-/* A joiner (no state) asks the connected neighbours in turn, the next one
- * after a heartbeat interval without an answer; a model that fails its
- * hash makes it ask another; and with no answer for the round timeout it
- * fails: nothing to join. */
 /* A neighbour that got our model asks again: it is neither joining nor far
  * behind (a refresh comes after more rounds than that), so a request within
  * engine_hold_max of our rounds is ignored (a member asking again and again
@@ -453,16 +449,27 @@ Test(peer_engine, a_model_goes_to_the_same_neighbour_at_most_once_in_hold_max_ro
     scene_free(&s);
 }
 
+/* Peer 0 of three joins without a model, its two neighbours up at MS: what
+ * it sent by then in o (its first MODEL_REQUEST). */
+static void joiner_scene(scene *s, outputs *o)
+{
+    scene_make(s, "complete", 3, 10);
+    engine_set_joining(&s->e[0], 0);
+    engine_advance(&s->e[0], 0);
+    engine_link_up(&s->e[0], 1, MS);
+    engine_link_up(&s->e[0], 2, MS);
+    take(&s->e[0], o);
+}
+
+/* A joiner (no state) asks the connected neighbours in turn, the next one
+ * after a heartbeat interval without an answer; a model that fails its
+ * hash makes it ask another; and with no answer for the round timeout it
+ * fails: nothing to join. */
 Test(peer_engine, a_joiner_asks_in_turn_and_fails_after_the_round_timeout)
 {
     scene s;
-    scene_make(&s, "complete", 3, 10);
     outputs o;
-    engine_set_joining(&s.e[0], 0);
-    engine_advance(&s.e[0], 0);
-    engine_link_up(&s.e[0], 1, MS);
-    engine_link_up(&s.e[0], 2, MS);
-    take(&s.e[0], &o);
+    joiner_scene(&s, &o);
     cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, -1), 1, "asks as soon as one is up");
     cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
     cr_assert_null(event_of(&o, ENGINE_STEP), "no round without a model");
@@ -555,14 +562,9 @@ Test(peer_engine, a_joiner_waits_for_a_model_that_follows_a_step)
 Test(peer_engine, a_promise_not_kept_in_time_sends_the_joiner_to_the_next_neighbour)
 {
     scene s;
-    scene_make(&s, "complete", 3, 10);
     outputs o;
+    joiner_scene(&s, &o);
     s.e[0].rp.pace.c.round_timeout = 2; /* the promise's limit: 2 s and 12 bytes at 20 MB/s */
-    engine_set_joining(&s.e[0], 0);
-    engine_advance(&s.e[0], 0);
-    engine_link_up(&s.e[0], 1, MS);
-    engine_link_up(&s.e[0], 2, MS);
-    take(&s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
     engine_model_soon(&s.e[0], 1, 2 * MS);
     for (int k = 1; k <= 8; k++) { /* two seconds of heartbeats from both */
@@ -690,6 +692,29 @@ Test(peer_engine, a_finished_peer_waits_for_an_in_neighbour_that_never_finishes_
     const engine_event *v = event_of(&o, ENGINE_LOG);
     cr_assert(v && strstr(v->what, "leaving without the last shares") && strstr(v->detail, "waiting for 1"),
               "naming whom it did not wait for: %s", v ? v->detail : "(none)");
+/* WIRE.md, MODEL: every value of the payload must be finite; one with a NaN
+ * or an infinity is refused as one failing its hash is, and the joiner asks
+ * the next neighbour, taking nothing of it. */
+Test(peer_engine, a_model_that_is_not_finite_is_refused_and_the_next_neighbour_asked)
+{
+    scene s;
+    outputs o;
+    joiner_scene(&s, &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 1), 1);
+    const float bad[2][DIM] = {{4, NAN, 6}, {4, 5, -INFINITY}};
+    for (int k = 0; k < 2; k++) {
+        const int from = k ? 2 : 1;
+        engine_model(&s.e[0], from, 7, bad[k], 1, (2 + k) * MS);
+        take(&s.e[0], &o);
+        cr_assert_eq(s.e[0].joining, 1, "%s: not taken", k ? "an infinity" : "a NaN");
+        cr_assert_eq(sends(&o, ENGINE_MODEL_REQUEST, 3 - from), 1, "%s: the next neighbour asked at once",
+                     k ? "an infinity" : "a NaN");
+        cr_assert_null(event_of(&o, ENGINE_STEP));
+    }
+    const float z[DIM] = {4, 5, 6};
+    engine_model(&s.e[0], 1, 7, z, 1, 4 * MS);
+    cr_assert_eq(s.e[0].joining, 0, "a finite one is taken");
+    cr_assert(gsp_floats_finite(gsp_debias(&s.e[0].rp.g), DIM));
     scene_free(&s);
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress/cmp.h"
 #include "peer/config/cluster.h"
 #include "peer/wire/wire.h"
 
@@ -857,6 +858,60 @@ Test(peer_sec, frame_limits_and_small_buffers)
     cr_assert_eq(n, 171);
     cr_assert_eq(sec_frame_need(buf, 4, b.max_frame), -EMSGSIZE);
     cr_assert_eq(sec_open(&b, buf, (size_t)n, out, sizeof out), -EMSGSIZE);
+    sec_session_free(&a);
+    sec_session_free(&b);
+}
+
+/* WIRE.md "Frames": MAX_FRAME = min(2^31 - 64, 17 + max(132, 81 + max(12 dim
+ * + 4, D))), D the codec's cmp_bound (0 without one); wire_frame_max is
+ * that number, and a session with it takes a frame of exactly that many
+ * ciphertext bytes and refuses one byte more. */
+static size_t page_max_frame(size_t dim, size_t d)
+{
+    size_t body = 12 * dim + 4 > d ? 12 * dim + 4 : d, msg = 81 + body > 132 ? 81 + body : 132;
+    return 17 + msg < ((size_t)1 << 31) - 64 ? 17 + msg : ((size_t)1 << 31) - 64;
+}
+
+Test(peer_sec, the_frame_limit_is_the_page_s_formula_and_holds_to_the_byte)
+{
+    const char *codecs[] = {NULL, "none", "stc:0.01", "qsgd:16", "sparseloco:64:4096", "sketch:0.01:0.5"};
+    const size_t dims[] = {0, 1, 2, 5, 100, 7850, 1u << 20, WIRE_MAX_DIM};
+    for (size_t c = 0; c < sizeof codecs / sizeof *codecs; c++)
+        for (size_t k = 0; k < sizeof dims / sizeof *dims; k++) {
+            size_t d = 0;
+            if (codecs[c]) {
+                cmp_spec s;
+                char err[128];
+                cr_assert_eq(cmp_spec_parse(&s, codecs[c], err, sizeof err), 0, "%s", err);
+                d = cmp_bound(&s, dims[k]);
+            }
+            cr_assert_eq(wire_frame_max(dims[k], d), page_max_frame(dims[k], d), "dim %zu, %s", dims[k],
+                         codecs[c] ? codecs[c] : "no codec");
+        }
+    cr_assert_eq(wire_frame_max(7850, 0), 94302, "the page's example");
+    cr_assert_eq(wire_frame_max(1, (size_t)UINT32_MAX), SEC_FRAME_MAX, "capped at 2 GiB - 64");
+    cr_assert_eq(wire_frame_max(WIRE_MAX_DIM + 1, 0), 0, "no such message");
+    cr_assert_eq(wire_frame_max(1, (size_t)UINT32_MAX + 1), 0, "no such message");
+
+    /* At the limit and one byte past it, at both ends of a session. */
+    sec_session a, b;
+    pair(&a, &b);
+    const size_t max = wire_frame_max(100, 0), len = max - SEC_ABYTES;
+    cr_assert_eq(sec_session_set_max(&b, max), 0);
+    uint8_t *msg = calloc(len + 1, 1), *buf = malloc(sec_seal_bound(len + 1)), *out = malloc(len + 1);
+    fill(msg, len + 1, 3);
+    int n = sec_seal(&a, msg, len, buf, sec_seal_bound(len));
+    cr_assert_eq(n, (int)(4 + max));
+    cr_assert_eq(sec_frame_need(buf, 4, b.max_frame), (int)(4 + max));
+    cr_assert_eq(sec_open(&b, buf, (size_t)n, out, len), (int)len, "a frame of MAX_FRAME bytes is taken");
+    cr_assert_eq(memcmp(out, msg, len), 0);
+    n = sec_seal(&a, msg, len + 1, buf, sec_seal_bound(len + 1)); /* (a's limit is the default, larger) */
+    cr_assert_eq(n, (int)(4 + max + 1));
+    cr_assert_eq(sec_frame_need(buf, 4, b.max_frame), -EMSGSIZE, "one byte more is refused from its prefix");
+    cr_assert_eq(sec_open(&b, buf, (size_t)n, out, len + 1), -EMSGSIZE);
+    cr_assert_eq(sec_session_set_max(&a, max), 0);
+    cr_assert_eq(sec_seal(&a, msg, len + 1, buf, sec_seal_bound(len + 1)), -EMSGSIZE, "nor sealed at that limit");
+    free(msg), free(buf), free(out);
     sec_session_free(&a);
     sec_session_free(&b);
 }
