@@ -692,6 +692,9 @@ Test(peer_engine, a_finished_peer_waits_for_an_in_neighbour_that_never_finishes_
     const engine_event *v = event_of(&o, ENGINE_LOG);
     cr_assert(v && strstr(v->what, "leaving without the last shares") && strstr(v->detail, "waiting for 1"),
               "naming whom it did not wait for: %s", v ? v->detail : "(none)");
+    scene_free(&s);
+}
+
 /* WIRE.md, MODEL: every value of the payload must be finite; one with a NaN
  * or an infinity is refused as one failing its hash is, and the joiner asks
  * the next neighbour, taking nothing of it. */
