@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "peer/net/net_addr.h"
 #include "peer/net/net_impl.h"
@@ -97,6 +98,24 @@ void net_retry_schedule(net *n, int peer, int reason)
     uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
 }
 
+/* What the dialler sent before we accepted it (a member sends its first
+ * flight as soon as it is connected), handed to the handshake now rather
+ * than on the loop's next turn: after a busy spell the loop accepts what
+ * queued meanwhile in one go, and the connections accepted after this one
+ * would otherwise displace it from the open room before its claim was read
+ * (net_admit.c). */
+static void read_what_came(net_conn *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    ssize_t got = recv(fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+    if (got <= 0)
+        return; /* (nothing yet; an end or an error is the loop's next read's to see) */
+    c->rlen += (size_t)got;
+    net_hs_pump(c);
+}
+
 void net_on_connection(uv_stream_t *server, int status)
 {
     net *n = server->data;
@@ -129,4 +148,5 @@ void net_on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     uv_timer_start(&c->timer, net_deadline_cb, NET_PREAUTH_MS, 0);
+    read_what_came(c);
 }

@@ -303,3 +303,56 @@ Test(peer_handshake_flood, a_flood_of_forged_claims_of_the_member_never_keeps_it
 {
     member_comes_through("claims", CLAIMS_PEER_0);
 }
+
+/* Connections waiting in the accept queue of the socket listening on
+ * 127.0.0.1:port (its rx_queue in /proc/net/tcp), -1 if there is none. */
+static int accept_queue(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int queued = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned addr, at, state, tx, rx;
+        if (sscanf(line, " %*d: %x:%x %*x:%*x %x %x:%x", &addr, &at, &state, &tx, &rx) == 5 &&
+            at == (unsigned)port && state == 0x0A /* listening */)
+            queued = (int)rx;
+    }
+    if (f)
+        fclose(f);
+    return queued;
+}
+
+/* The target's loop stalls (SIGSTOP, standing for a busy machine) while the
+ * member dials and sends its first flight, and the flood queues some 120
+ * connections behind it; when the loop runs again it accepts them all in
+ * one go, more than the 48 places of the open room. The member's first
+ * flight is read as it is accepted, so it has made its claim before the
+ * flood behind it is admitted: the dial made during the stall is the one
+ * that comes up (before, the flood accepted after it displaced it, and
+ * only a redial got in). */
+Test(peer_handshake_flood, a_member_queued_before_a_burst_of_the_flood_keeps_its_place, .timeout = 300)
+{
+    scene sc;
+    int fds_before;
+    pid_t flooder = flooded_scene(&sc, "stall", SAYS_NOTHING, &fds_before);
+    const int port = sc.me.cluster.peers[1].port;
+    for (int k = 1; k <= 3; k++) {
+        cr_assert_eq(kill(sc.peer, SIGSTOP), 0);
+        sc.side.dials_lost = 0;
+        scene_connect(&sc);
+        const double limit = sgp_now() + SGP_EVENT_LIMIT_S;
+        while (accept_queue(port) < 120) { /* (the member's connection is queued first: it dialled first) */
+            cr_assert_lt(sgp_now(), limit, "the flood queued only %d connections", accept_queue(port));
+            uv_run(&sc.loop, UV_RUN_NOWAIT); /* the member sends its first flight */
+            sgp_poll_pause();
+        }
+        cr_assert_eq(kill(sc.peer, SIGCONT), 0);
+        char when[32];
+        snprintf(when, sizeof when, "stall %d", k);
+        member_through(&sc, flooder, when);
+        cr_assert_eq(sc.side.dials_lost, 0, "stall %d: the member's dial was displaced; a redial got in (see %s)", k,
+                     sc.out);
+        scene_disconnect(&sc);
+    }
+    scene_end_flood(&sc, flooder);
+}
