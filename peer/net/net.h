@@ -25,10 +25,13 @@
  * records the wish, and j dials us. Inbound connections from any cluster
  * member are accepted; one whose AUTH verifies replaces an older connection
  * with the same peer. Connect attempts time out after 3 s, our handshakes
- * after 5 s, inbound ones after 2 s. At most 64 inbound handshakes wait at
- * once, of which at most 16 from addresses that are no member's in the
- * cluster file and 4 from any one of them (a flood from elsewhere cannot
- * take the room a member needs), and 32 from one member address; lines
+ * after 5 s, inbound ones after 2 s. Inbound handshakes wait in rooms of
+ * bounded size (net_admit.c): before a valid first flight, 16 from
+ * addresses that are no member's in the cluster file and 48 from members'
+ * addresses; after one naming a lower id we want, 4 for each such id. A
+ * full room admits the newcomer and closes the oldest of its busiest
+ * address (of that id's claims), so a flood, even from 127.0.0.1 where
+ * every local member dials from, only displaces its own connections; lines
  * about closed inbound connections are rate limited (5 per 10 s, then a
  * count). Any failure (handshake, authentication, an oversize length prefix, a
  * socket error) closes that connection only, with a one-line reason through
@@ -101,6 +104,7 @@ typedef struct net {
     struct net_peer *peers;  /* by id */
     struct net_conn *conns;  /* every connection not yet freed */
     int n_pending;           /* inbound connections still in their handshake */
+    uint64_t arrivals;       /* inbound connections admitted and claims made, ever: their order (net_admit.c) */
     size_t max_frame;        /* for new sessions */
     uint64_t idle_ms;        /* an up connection with no complete frame for this long is closed (0: never) */
     uint64_t log_window_start, log_in_window, log_suppressed; /* rate limit of inbound-failure lines */

@@ -1,6 +1,6 @@
 /* Socket addresses of cluster members, for the transport (net.h): where a
  * member listens, and whether an inbound connection comes from a member's
- * host, which is how net_dial.c limits handshakes by address.
+ * host, which is how net_admit.c gives handshakes their room by address.
  *
  *   struct sockaddr_storage sa;
  *   if (net_addr_of(&cluster->peers[id], &sa) == 0) ... uv_tcp_connect(..., (struct sockaddr *)&sa, ...)

@@ -64,6 +64,7 @@ net_conn *net_conn_new(net *n, int role)
     c->rcap = NET_RBUF_INIT;
     c->n = n;
     c->peer = -1;
+    c->claim = -1;
     c->role = role;
     c->state = role == SEC_INITIATOR ? C_CONNECTING : C_HS;
     uv_tcp_init(n->loop, &c->tcp);

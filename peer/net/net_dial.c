@@ -1,25 +1,17 @@
 /* Making connections (net_impl.h, WIRE.md "Connections"): the lower id
  * dials the higher and redials with exponential backoff and jitter; inbound
- * connections are admitted within the limits on handshakes waiting (per
- * stranger, per member address, in all) before their handshake starts. */
+ * connections are accepted into the room for handshakes (net_admit.c)
+ * before their handshake starts. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "peer/net/net_addr.h"
 #include "peer/net/net_impl.h"
 
 #define NET_CONNECT_TIMEOUT_MS 3000
 #define NET_HS_TIMEOUT_MS 5000 /* WIRE.md "Handshake": Limits */
-/* Unauthenticated inbound connections cost memory and a timer each; a
- * cluster has few members, so more than this at once is an attack or a bug. */
-#define NET_MAX_PENDING 64
-/* Of the unauthenticated connections, at most this many from addresses that
- * are no member's in the cluster file, and this many from any one of them:
- * a flood from elsewhere can never take the room a member needs to come back. */
-#define NET_MAX_STRANGERS 16
-#define NET_MAX_PER_STRANGER 4
-#define NET_MAX_PER_MEMBER_ADDR (NET_MAX_PENDING / 2)
 /* An inbound connection must finish its handshake this fast (the whole
  * exchange is three small flights). */
 #define NET_PREAUTH_MS 2000
@@ -106,28 +98,22 @@ void net_retry_schedule(net *n, int peer, int reason)
     uv_timer_start(&p->retry->timer, retry_cb, delay, 0);
 }
 
-/* NULL if c may wait for its handshake, else why not. */
-static const char *admission(const net *n, const net_conn *c, char *why, size_t cap)
+/* What the dialler sent before we accepted it (a member sends its first
+ * flight as soon as it is connected), handed to the handshake now rather
+ * than on the loop's next turn: after a busy spell the loop accepts what
+ * queued meanwhile in one go, and the connections accepted after this one
+ * would otherwise displace it from the open room before its claim was read
+ * (net_admit.c). */
+static void read_what_came(net_conn *c)
 {
-    if (n->n_pending >= NET_MAX_PENDING)
-        return "too many handshakes in progress";
-    int strangers = 0, same = 0;
-    for (const net_conn *o = n->conns; o; o = o->next)
-        if (o != c && o->pending) {
-            strangers += o->stranger;
-            same += net_addr_same_host(&o->from, &c->from);
-        }
-    char host[64];
-    net_addr_name(&c->from, host, sizeof host);
-    if (c->stranger && strangers >= NET_MAX_STRANGERS)
-        snprintf(why, cap, "too many handshakes from addresses outside the cluster (%s)", host);
-    else if (c->stranger && same >= NET_MAX_PER_STRANGER)
-        snprintf(why, cap, "too many handshakes from %s", host);
-    else if (!c->stranger && same >= NET_MAX_PER_MEMBER_ADDR)
-        snprintf(why, cap, "too many handshakes from member address %s", host);
-    else
-        return NULL;
-    return why;
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    ssize_t got = recv(fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+    if (got <= 0)
+        return; /* (nothing yet; an end or an error is the loop's next read's to see) */
+    c->rlen += (size_t)got;
+    net_hs_pump(c);
 }
 
 void net_on_connection(uv_stream_t *server, int status)
@@ -151,13 +137,7 @@ void net_on_connection(uv_stream_t *server, int status)
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->from, &len) < 0)
         memset(&c->from, 0, sizeof c->from);
     c->stranger = !net_addr_is_member(n->c, n->my_id, &c->from);
-    char why[160];
-    if (admission(n, c, why, sizeof why)) {
-        net_conn_close(c, -EBUSY, why);
-        return;
-    }
-    c->pending = 1;
-    n->n_pending++;
+    net_admit(c);
     r = sec_hs_init(&c->hs, SEC_RESPONDER, (uint32_t)n->my_id, SEC_ANY_PEER, n->kp, cluster_pubkey_lookup,
                     (void *)n->c, n->cid);
     if (r == 0)
@@ -168,4 +148,5 @@ void net_on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     uv_timer_start(&c->timer, net_deadline_cb, NET_PREAUTH_MS, 0);
+    read_what_came(c);
 }

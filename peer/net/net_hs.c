@@ -73,6 +73,8 @@ int net_hs_pump(net_conn *c)
         }
         memmove(c->rbuf, c->rbuf + used, c->rlen - (size_t)used);
         c->rlen -= (size_t)used;
+        if (c->pending && c->claim < 0)
+            net_admit_claim(c); /* (a valid first flight names the member) */
         net_slot *s = net_slot_find_free(c, NET_QUEUE_FRAMES, NET_SLOTS);
         int out = 0;
         if (s) {

@@ -3,7 +3,8 @@
  *
  *   net.c        the public calls over the peer table, and the log
  *   net_conn.c   a connection's life: made, closed once, freed
- *   net_dial.c   dialling and redialling with backoff; accepting and admission
+ *   net_dial.c   dialling and redialling with backoff; accepting
+ *   net_admit.c  room for inbound handshakes: who waits, who gives way
  *   net_hs.c     the handshake pump (peer/wire/sec_hs.c) and a connection coming up
  *   net_frame.c  frames: write slots and backpressure, reading and opening,
  *                the last writes of a close that drains (net_close_after)
@@ -89,6 +90,9 @@ typedef struct net_conn {
     uint64_t busy_until; /* uv_now before which silence is expected (net_expect_busy): not idle */
     struct sockaddr_storage from; /* inbound: the other end's address */
     int stranger;      /* inbound from an address that is no member's */
+    int claim;         /* inbound, pending: the member its valid first flight names, in that member's room
+                        * (net_admit_claim); -1 while it waits in the open room */
+    uint64_t arrival;  /* inbound, pending: when it entered its room (n->arrivals): the smaller, the older */
     int closing_after; /* net_close_after: closes once its slots are written (and n->last sent) */
     int refused;       /* the handshake's error, once its refusal answer is written: then it closes */
     int last_sent;
@@ -140,6 +144,14 @@ void net_dial(net *n, int peer);
 void net_retry_schedule(net *n, int peer, int reason);
 /* The listener's connection callback. */
 void net_on_connection(uv_stream_t *server, int status);
+
+/* net_admit.c: c, just accepted, waits for its handshake in the open room of
+ * its address's kind; if that is full, the oldest connection of the room's
+ * busiest address is closed (never c). */
+void net_admit(net_conn *c);
+/* c's first flight was valid: if it names a lower id we want, c moves to
+ * that member's room, closing the member's oldest claim if that is full. */
+void net_admit_claim(net_conn *c);
 
 /* net_hs.c: feed what was received to the handshake and send what it
  * answers, until it needs more input or is done (the connection is then up).

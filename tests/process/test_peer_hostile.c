@@ -583,7 +583,7 @@ Test(peer_hostile, a_flood_of_strangers_never_keeps_a_member_out, .timeout = 300
     cr_log_info("flood: member up within %.3f s each time; target %d descriptors at most, RSS %ld -> %ld KiB",
                 slowest, most_fds, rss_before, most_rss);
     /* Milliseconds on an idle machine; 2 s is the bound users were promised
-     * (the flood's strangers hold at most NET_MAX_STRANGERS slots for 2 s). */
+     * (the flood's strangers hold at most NET_OPEN_STRANGERS places, their own room). */
     cr_assert_lt(slowest, 2.0, "the member took %.2f s to get in through the flood (see %s)", slowest, sc.out);
     cr_assert_lt(most_fds, 64 + 32, "the target held %d descriptors", most_fds);
     /* Each refused connection costs nothing once closed: what the peer holds
