@@ -664,9 +664,13 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
 {
     if (m->dst != g->id || m->src < 0 || m->src >= g->n_peers || m->src == g->id || m->dim != g->dim)
         return -EINVAL;
-    if ((m->kind == GSP_RAW) != !g->codec || (m->kind == GSP_RAW && !m->x_total) ||
-        (m->kind == GSP_SYNC && !gsp_sync_sound(m)) || (m->kind == GSP_DELTA && !m->payload))
+    if ((m->kind == GSP_RAW && !m->x_total) || (m->kind == GSP_SYNC && !gsp_sync_sound(m)) ||
+        (m->kind == GSP_DELTA && !m->payload))
         return -EINVAL;
+    /* A sender of another configuration (the handshake does not compare
+     * codecs): nothing of it can be applied, and a SYNC would not help. */
+    if ((m->kind == GSP_RAW) != !g->codec)
+        return gsp_refuse(g, NULL, "a share of another codec than this peer's (every peer needs the same --codec)");
     gsp_edge *e = edge(g, &g->in, &g->n_in, &g->cap_in, m->src, 0);
     if (!e)
         return -ENOMEM;

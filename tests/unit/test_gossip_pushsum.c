@@ -852,7 +852,7 @@ static void wire_pair(gsp_peer *a, gsp_peer *b, cmp_spec *spec, const char *code
 /* "Kinds and codecs": a receiver takes only the kinds of its own codec; a
  * RAW on a compressed edge (or a DELTA on an uncompressed one) is -EINVAL,
  * and nothing of it is applied or counted. */
-Test(gossip_pushsum, a_push_of_the_other_kind_than_the_receiver_s_codec_is_dropped)
+Test(gossip_pushsum, a_push_of_the_other_kind_than_the_receiver_s_codec_is_refused)
 {
     cmp_spec spec;
     gsp_peer a = {0}, b = {0}, u = {0}, v = {0};
@@ -875,12 +875,13 @@ Test(gossip_pushsum, a_push_of_the_other_kind_than_the_receiver_s_codec_is_dropp
         memcpy(x, r->x, sizeof x);
         const double w = r->w;
         const gsp_stats st = r->stats;
-        cr_assert_eq(gsp_absorb(r, cases[k].m), -EINVAL, "%s", cases[k].what);
+        cr_assert_eq(gsp_absorb(r, cases[k].m), GSP_REFUSED, "%s", cases[k].what);
+        cr_assert(strstr(r->refused_why, "--codec"), "%s: the reason names the setting", cases[k].what);
         cr_assert_eq(memcmp(r->x, x, sizeof x), 0, "%s: x moved", cases[k].what);
         cr_assert_eq(r->w, w, "%s: w moved", cases[k].what);
         cr_assert_eq(gsp_in_seq(r, 0), 0, "%s: its seq is not held", cases[k].what);
-        cr_assert(r->stats.refused == st.refused && r->stats.ignored == st.ignored && r->stats.gaps == st.gaps,
-                  "%s: not counted", cases[k].what);
+        cr_assert(r->stats.refused == st.refused + 1 && r->stats.ignored == st.ignored && r->stats.gaps == st.gaps,
+                  "%s: counted as refused", cases[k].what);
     }
     /* the messages of the right kind are taken */
     cr_assert_eq(gsp_absorb(&b, &delta), 1);
