@@ -4,47 +4,28 @@
 #ifndef TESTS_SGP_CLUSTER_H
 #define TESTS_SGP_CLUSTER_H
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
+#include "peer/launch/launch_ports.h"
 #include "tests/sgp_run.h"
 
-/* The first port of the kernel's ephemeral range (outgoing connections, and
- * mpirun's own, take ports from it at any time). */
-static inline int sgp_ephemeral_low(void)
-{
-    int lo = 32768, hi;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f) {
-        if (fscanf(f, "%d %d", &lo, &hi) != 2)
-            lo = 32768;
-        fclose(f);
-    }
-    return lo;
-}
-
-/* A port free now (the peers bind it a moment later), below the ephemeral
- * range so that no outgoing connection takes it meanwhile, spread by pid so
- * that tests running side by side do not pick the same one. */
+/* A port free now (the peers bind it a moment later), outside the kernel's
+ * ephemeral range, as `sgp launch` chooses them (peer/launch/launch_ports.h),
+ * and none this process was given before (each call's socket is closed, so
+ * two calls could otherwise draw the same one). */
 static inline int sgp_free_port(void)
 {
-    static unsigned next;
-    if (!next)
-        next = (unsigned)getpid() * 2654435761u;
-    const int lo = 10000, hi = sgp_ephemeral_low();
-    for (int tries = 0; tries < 4096 && hi > lo + 1; tries++) {
-        const int port = lo + (int)((next++ * 2654435761u) % (unsigned)(hi - lo));
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        cr_assert(fd >= 0);
-        const int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        close(fd);
-        if (ok)
+    static int given[1024], n_given;
+    for (int tries = 0; tries < 64; tries++) {
+        int port = 0, seen = 0;
+        cr_assert_eq(launch_ports_free(&port, 1), 0);
+        for (int k = 0; k < n_given; k++)
+            seen |= given[k] == port;
+        if (!seen) {
+            if (n_given < (int)(sizeof given / sizeof *given))
+                given[n_given++] = port;
             return port;
+        }
     }
-    cr_assert_fail("no free port below %d", hi);
+    cr_assert_fail("no free port that this test was not given before");
     return -1;
 }
 

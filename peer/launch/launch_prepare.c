@@ -1,59 +1,30 @@
 /* The run directory for sgp launch; see launch_prepare.h. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "peer/launch/launch_prepare.h"
+#include "peer/launch/launch_ports.h"
 #include "peer/config/cluster.h"
 #include "peer/config/keyfile.h"
 #include "peer/store/wholefile.h"
 #include "peer/wire/sec.h"
 #include "topologies/topo.h"
 
-/* Room for `more` file descriptors: the soft limit goes up to the hard one
- * if it must (a few thousand peers hold a socket each while ports are chosen). */
-static void allow_fds(int more)
-{
-    struct rlimit rl;
-    rlim_t want = (rlim_t)more + 64;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
-/* A free 127.0.0.1 port for every where[i].port that is 0. Every socket stays
- * bound until all are chosen (the kernel would hand a just-closed port out
- * again), then all close and the peers bind them a moment later. */
+/* A free 127.0.0.1 port for every where[i].port that is 0 (launch_ports.h). */
 static int free_ports(launch_host *where, int n)
 {
-    int *fds = malloc((size_t)n * sizeof *fds), rc = 0;
-    if (!fds)
+    int *ports = malloc((size_t)(n > 0 ? n : 1) * sizeof *ports);
+    if (!ports)
         return -ENOMEM;
-    allow_fds(n);
-    for (int i = 0; i < n; i++) {
-        fds[i] = -1;
-        if (where[i].port || rc < 0)
-            continue;
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof a;
-        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&a, sizeof a) < 0 ||
-            getsockname(fds[i], (struct sockaddr *)&a, &len) < 0)
-            rc = -errno;
-        else
-            where[i].port = ntohs(a.sin_port);
-    }
     for (int i = 0; i < n; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    free(fds);
+        ports[i] = where[i].port;
+    int rc = launch_ports_free(ports, n);
+    for (int i = 0; rc == 0 && i < n; i++)
+        where[i].port = ports[i];
+    free(ports);
     return rc;
 }
 

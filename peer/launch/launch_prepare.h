@@ -1,6 +1,7 @@
 /* The run directory of `sgp launch`: the topology, a fresh key pair per peer
- * and the cluster file that lists them, with free 127.0.0.1 ports for the
- * peers that run on this machine.
+ * and the cluster file that lists them, with free 127.0.0.1 ports outside
+ * the kernel's ephemeral range (launch_ports.h) for the peers that run on
+ * this machine.
  *
  *   rc = launch_prepare("run", 8, "exponential", where, err, sizeof err);
  *   // run/topology.topo, run/cluster.conf, run/I.key (0600), run/I.pub

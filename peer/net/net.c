@@ -1,6 +1,6 @@
 /* The transport of peer/net/net.h: its public calls over the peer table;
- * the connections themselves are net_conn.c, net_dial.c, net_hs.c,
- * net_frame.c and net_idle.c (net_impl.h says which does what). */
+ * the listener is net_listen.c, the connections net_conn.c, net_dial.c,
+ * net_hs.c, net_frame.c and net_idle.c (net_impl.h says which does what). */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "peer/net/net.h"
-#include "peer/net/net_addr.h"
 #include "peer/net/net_impl.h"
 
 /* How slowly a loop may build, encrypt or take in a big frame (a sanitizer
@@ -49,7 +48,7 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
     n->cb = *cb;
     n->ctx = ctx;
     n->max_frame = SEC_FRAME_MAX;
-    n->closing = 1; /* until the listener is up: net_want does nothing */
+    n->closing = 1; /* until the listener is up or its bind is being retried: net_want does nothing */
     cluster_id(c, n->cid);
     for (int i = 0; i < 8; i++)
         n->rng = n->rng << 8 | n->cid[i];
@@ -64,26 +63,9 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
     if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
         signal(SIGPIPE, SIG_IGN);
 
-    struct sockaddr_storage sa;
-    r = net_addr_of(&c->peers[my_id], &sa);
-    if (r < 0)
+    n->listen_retry_ms = NET_LISTEN_RETRY_MS;
+    if ((r = net_listen_start(n)) < 0)
         return r;
-    n->listener = malloc(sizeof *n->listener);
-    if (!n->listener)
-        return -ENOMEM;
-    uv_tcp_init(loop, n->listener);
-    n->listener->data = n;
-    r = uv_tcp_bind(n->listener, (const struct sockaddr *)&sa, 0);
-    if (r == 0)
-        r = uv_listen((uv_stream_t *)n->listener, 128, net_on_connection);
-    if (r < 0) {
-        char addr[CLUSTER_HOST_MAX + 16];
-        cluster_peer_addr(&c->peers[my_id], addr, sizeof addr);
-        net_log(n, "listen on %s: %s", addr, uv_strerror(r));
-        uv_close((uv_handle_t *)n->listener, free_handle_cb);
-        n->listener = NULL;
-        return r;
-    }
     n->closing = 0;
     return 0;
 }
@@ -113,6 +95,14 @@ int net_set_idle_timeout(net *n, double seconds)
     if (!n || !(seconds >= 0) || seconds > 1e6)
         return -EINVAL;
     n->idle_ms = (uint64_t)(seconds * 1e3 + 0.5);
+    return 0;
+}
+
+int net_set_listen_retry(net *n, double seconds)
+{
+    if (!n || !(seconds >= 0) || seconds > 1e6)
+        return -EINVAL;
+    n->listen_retry_ms = (uint64_t)(seconds * 1e3 + 0.5);
     return 0;
 }
 
@@ -285,10 +275,7 @@ int net_read_pause(net *n, int peer, int paused)
 static void stop_accepting(net *n)
 {
     n->closing = 1;
-    if (n->listener) {
-        uv_close((uv_handle_t *)n->listener, free_handle_cb);
-        n->listener = NULL;
-    }
+    net_listen_stop(n);
     for (int i = 0; n->peers && i < n->c->n_peers; i++)
         if (n->peers[i].retry) {
             uv_close((uv_handle_t *)&n->peers[i].retry->timer, free_handle_cb);

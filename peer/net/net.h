@@ -87,10 +87,15 @@ typedef struct net_callbacks {
     void (*on_frame_noted)(void *ctx, int peer, const uint8_t *msg, size_t len, int note);
     void (*on_progress)(void *ctx, int peer);          /* 64 KiB more of frames arrived (NULL: not told) */
     void (*on_log)(void *ctx, const char *line);       /* one line, no newline; NULL: stderr */
+    /* The address stayed in use for the whole retry time (net_init), or its
+     * bind failed otherwise meanwhile: err (a libuv error, -errno); there is
+     * no listener, dials go on. NULL: only the log line. */
+    void (*on_listen_failed)(void *ctx, int err);
 } net_callbacks;
 
 struct net_peer;
 struct net_conn;
+struct net_listen_retry;
 
 typedef struct net {
     uv_loop_t *loop;
@@ -100,7 +105,9 @@ typedef struct net {
     net_callbacks cb;
     void *ctx;
     uint8_t cid[SEC_CLUSTER_ID_BYTES];
-    uv_tcp_t *listener;      /* heap: freed in its close callback */
+    uv_tcp_t *listener;      /* heap: freed in its close callback; NULL while its bind is retried */
+    struct net_listen_retry *listen_retry; /* heap: the timer of a bind retried while the address is in use */
+    uint64_t listen_retry_ms; /* for how long (net_set_listen_retry) */
     struct net_peer *peers;  /* by id */
     struct net_conn *conns;  /* every connection not yet freed */
     int n_pending;           /* inbound connections still in their handshake */
@@ -118,8 +125,16 @@ typedef struct net {
 } net;
 
 /* Listen on my_id's address from the cluster. 0, -EINVAL, -ENOMEM,
- * -EAFNOSUPPORT (a host name), or the bind/listen error (-EADDRINUSE, ...).
- * On failure too, the caller runs net_close, the loop and net_free. */
+ * -EAFNOSUPPORT (a host name), or the bind/listen error (-EACCES, ...).
+ * On failure too, the caller runs net_close, the loop and net_free.
+ * An address in use (another socket holds the port: a listener, or any
+ * program's connection, which the kernel may have given that port) is not
+ * a failure here: net_init logs "listen on ADDR: address already in use;
+ * retrying for up to S s", returns 0 and binds again on the loop, 100 ms
+ * doubling to 1 s apart, for 120 s (net_set_listen_retry), logging
+ * "listening on ADDR after T s" once it is up, or giving up with a line and
+ * cb.on_listen_failed. Meanwhile net_want dials as usual; the members that
+ * dial us find nothing listening and redial. */
 int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_keypair *kp, const net_callbacks *cb,
              void *ctx);
 
@@ -138,6 +153,10 @@ int net_set_idle_timeout(net *n, double seconds);
  * as long as that takes, so the connection is not closed as idle until
  * bytes / 20 MB/s from now (on top of the idle timeout). */
 void net_expect_busy(net *n, int peer, size_t bytes);
+
+/* For how long a bind that finds the address in use is retried (net_init),
+ * counted from net_init; 0: the next retry gives up. 0 or -EINVAL. */
+int net_set_listen_retry(net *n, double seconds);
 
 /* Lower the frame limit (ciphertext bytes, WIRE.md MAX_FRAME) for the
  * connections set up from now on. 0 or -EINVAL. */

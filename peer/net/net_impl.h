@@ -2,6 +2,7 @@
  * API is net.h). One job per file:
  *
  *   net.c        the public calls over the peer table, and the log
+ *   net_listen.c the listener: bound, or bound again while the address is in use
  *   net_conn.c   a connection's life: made, closed once, freed
  *   net_dial.c   dialling and redialling with backoff; accepting
  *   net_admit.c  room for inbound handshakes: who waits, who gives way
@@ -33,6 +34,16 @@
  * lasts until someone restarts a peer with another build, so redialling
  * every half second would only fill both logs (WIRE.md "Handshake"). */
 #define NET_VERSION_RETRY_MS 10000
+/* A bind that finds the address in use is tried again, 100 ms doubling to
+ * 1 s apart, for this long (net_set_listen_retry): long enough for Linux's
+ * 60 s of TIME_WAIT after a connection that held the port closed, and for
+ * that connection to have lasted as long again; the neighbours route around
+ * the peer meanwhile (dead timeout) and its dials go on, so the wait costs
+ * them nothing, and an address that some other program holds for good is
+ * still reported within two minutes. */
+#define NET_LISTEN_RETRY_MS 120000
+#define NET_LISTEN_BACKOFF_MIN_MS 100
+#define NET_LISTEN_BACKOFF_MAX_MS 1000
 #define NET_RBUF_INIT 16384
 /* The initiator may have its first message and its AUTH flight in flight at
  * once; they get their own slots so they never take the frames' ones. */
@@ -116,6 +127,14 @@ typedef struct net_retry {
     int peer;
 } net_retry;
 
+/* The listener's bind being retried (net_listen.c). */
+typedef struct net_listen_retry {
+    uv_timer_t timer; /* first: the close callback frees the struct */
+    net *n;
+    uint64_t since;   /* uv_now of the first attempt */
+    uint64_t backoff_ms;
+} net_listen_retry;
+
 typedef struct net_peer {
     int want;
     net_conn *up;      /* the authenticated connection */
@@ -126,6 +145,13 @@ typedef struct net_peer {
 
 /* net.c: one line through on_log (stderr when NULL). */
 void net_log(net *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* net_listen.c: listen on my_id's address; when it is in use, 0 and the
+ * bind is retried (cb.on_listen_failed when that gives up). 0 or the
+ * libuv error, logged. */
+int net_listen_start(net *n);
+/* Close the listener, or stop retrying its bind. */
+void net_listen_stop(net *n);
 
 /* net_conn.c: a connection in its first state, on n's list; NULL when out of
  * memory. */

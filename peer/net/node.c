@@ -259,6 +259,12 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     return 0;
 }
 
+/* A peer with no listener: its bind failed at net_init, or its retries gave up. */
+static void listen_error(const node *n, int rc, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "peer %d: cannot listen on its cluster address: %s", n->c->id, strerror(-rc));
+}
+
 static int start_loop(node *n, char *err, size_t errlen)
 {
     const node_config *c = n->c;
@@ -266,7 +272,7 @@ static int start_loop(node *n, char *err, size_t errlen)
     node_net_callbacks(&cb);
     int rc = net_init(&n->net, &n->loop, c->cluster, c->id, c->key, &cb, n);
     if (rc < 0) {
-        snprintf(err, errlen, "peer %d: cannot listen on its cluster address: %s", c->id, strerror(-rc));
+        listen_error(n, rc, err, errlen);
         return rc;
     }
     const size_t dim = n->e.rp.g.dim;
@@ -332,8 +338,10 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         engine_advance(&n->e, clock_now()); /* round 0, from the hold engine_init leaves */
         node_pump(n);
         uv_run(&n->loop, UV_RUN_DEFAULT);
-        rc = n->rc;
-        if (rc == -EDOM) {
+        rc = n->listen_rc < 0 ? n->listen_rc : n->rc;
+        if (n->listen_rc < 0)
+            listen_error(n, rc, err, errlen);
+        else if (rc == -EDOM) {
             char why[400];
             round_diverged_text(&n->e.rp, n->e.diverged ? n->e.diverged : "the parameters", why, sizeof why);
             snprintf(err, errlen, "peer %d: %s", c->id, why);

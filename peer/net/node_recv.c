@@ -169,13 +169,25 @@ static void on_progress(void *ctx, int peer)
 static void on_log(void *ctx, const char *line)
 {
     node *n = ctx;
-    if (n->c->progress)
+    if (n->c->progress) { /* (flushed: a line about a link or the listener is read while the peer runs) */
         fprintf(n->c->progress, "peer %d: %s\n", n->c->id, line);
+        fflush(n->c->progress);
+    }
+}
+
+/* No listener after the retries (net_init): the peer stops, and ends with
+ * that error (node_run). */
+static void on_listen_failed(void *ctx, int err)
+{
+    node *n = ctx;
+    n->listen_rc = err;
+    node_stop(n);
 }
 
 void node_net_callbacks(net_callbacks *cb)
 {
     *cb = (net_callbacks){
         .on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_frame_work = check_frame,
-        .on_frame_noted = on_frame_noted, .on_progress = on_progress, .on_log = on_log};
+        .on_frame_noted = on_frame_noted, .on_progress = on_progress, .on_log = on_log,
+        .on_listen_failed = on_listen_failed};
 }

@@ -50,6 +50,7 @@ typedef struct node {
     double frame_seconds;       /* encoding and sending this peer's shares, decoding what arrives (crypto: net) */
     long epoch_steps;
     int rc;
+    int listen_rc;              /* the listener's bind gave up (net.h on_listen_failed): why */
 } node;
 
 /* node.c: after every input, act on what the engine queued; the step is

@@ -986,7 +986,8 @@ Test(peer_net, close_in_the_middle_of_everything_leaves_no_handles)
     cr_assert_eq(a->ups[0] + a->ups[2], 0);
     cr_assert_eq(a->downs[0] + a->downs[2], 0, "no on_down for links that never came up");
 
-    /* A failed net_init is cleaned up the same way. */
+    /* A net closed while its listener's bind is retried (the address is in
+     * use) is cleaned up the same way. */
     uv_loop_t loop;
     cr_assert_eq(uv_loop_init(&loop), 0);
     uv_tcp_t squat;
@@ -997,8 +998,8 @@ Test(peer_net, close_in_the_middle_of_everything_leaves_no_handles)
     cr_assert_eq(uv_listen((uv_stream_t *)&squat, 1, squat_cb), 0);
     net n;
     inst x = {.id = 0};
-    cr_assert_eq(net_init(&n, &loop, &w.c, 0, &w.kp[0], &g_cb, &x), -EADDRINUSE);
-    cr_assert(strstr(x.last_log, "address already in use"), "%s", x.last_log);
+    cr_assert_eq(net_init(&n, &loop, &w.c, 0, &w.kp[0], &g_cb, &x), 0);
+    cr_assert(strstr(x.last_log, "address already in use; retrying"), "%s", x.last_log);
     net_close(&n);
     uv_close((uv_handle_t *)&squat, NULL);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
