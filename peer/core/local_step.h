@@ -7,8 +7,9 @@
  * has become)
  *
  *   local_state l;
- *   local_init(&l, &opts, &shard, peer_id, n_peers, n_params);
- *   float loss = local_step(&l, &model, &gossip_peer, lr, &correct);
+ *   local_init(&l, &opts, NULL, &shard, peer_id, batch_size, n_params);  // NULL: no outer optimizer
+ *   int correct, batch;
+ *   float loss = local_step(&l, &model, &gossip_peer, lr, &correct, &batch);
  *   local_free(&l);
  *
  * The model is only a compute engine here: its parameter pointer is pointed

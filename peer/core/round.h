@@ -1,7 +1,9 @@
-/* The one round driver of an SGP peer, shared by the simulator (peer/sim)
- * and the networked peer (peer/net/node.c): set-up, the inbox, absorbing,
- * the local step, the pacing decision and the emit. A driver only moves
- * messages and time; every decision of a round is made here or in gossip/.
+/* The round of an SGP peer, the computation inside the peer engine
+ * (peer/core/engine.h): set-up, the inbox, absorbing, the local step, the
+ * pacing decision and the emit. Only the engine calls the loop below; the
+ * two drivers (peer/sim, peer/net/node.c) feed the engine, and run
+ * round_step for it when it says ENGINE_STEP. Every decision of a round is
+ * made here, in the engine or in gossip/.
  *
  *   round_plan plan;
  *   round_plan_make(&plan, &settings.train, train->n, n_peers, local_steps);

@@ -1,6 +1,6 @@
-/* The in-process simulator: N logical peers, each running the round driver
- * of a real peer (peer/core/round.h with gossip/gsp_pace.h: every decision
- * of a round), on a virtual clock, with a model of compute time, links
+/* The in-process simulator: N logical peers, each a peer engine as a real
+ * peer runs it (peer/core/engine.h: every decision of a round), fed on a
+ * virtual clock, with a model of compute time, links
  * (latency, bandwidth, loss) and faults. Deterministic from the seed: the
  * same configuration gives the same result, bit for bit.
  *
@@ -28,7 +28,8 @@
  *   incarnation with the state it had (a checkpoint of that moment, through
  *   gsp_restart and gsp_resume); a stopped peer is frozen, connections up,
  *   and what reaches it waits. A finished peer stays until its in-neighbours
- *   are done, then its connections close.
+ *   are done (for a bounded time: gossip/GUARANTEES.md), then its
+ *   connections close.
  */
 #ifndef PEER_SIM_H
 #define PEER_SIM_H
