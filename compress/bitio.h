@@ -17,8 +17,8 @@
  * -EBADMSG instead of reading past the end, and reject codes that would
  * overflow 64 bits, so hostile input cannot make them loop or overrun.
  */
-#ifndef CMP_BITIO_H
-#define CMP_BITIO_H
+#ifndef COMPRESS_BITIO_H
+#define COMPRESS_BITIO_H
 
 #include <errno.h>
 #include <stddef.h>

@@ -19,8 +19,8 @@
  * stream seeded by `seed` (the caller derives it from the run seed, peer,
  * edge and round), so an encode is reproducible.
  */
-#ifndef CMP_H
-#define CMP_H
+#ifndef COMPRESS_CMP_H
+#define COMPRESS_CMP_H
 
 #include <stddef.h>
 #include <stdint.h>

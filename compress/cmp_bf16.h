@@ -1,8 +1,8 @@
 /* f32 <-> bf16 bits as compress/FORMAT.md ("bf16") defines them: the top 16
  * bits of the f32, rounded to nearest even, a NaN kept a (quiet) NaN. Shared
  * by the codecs that send bf16 values (bf16 itself, sketch's buckets). */
-#ifndef CMP_BF16_H
-#define CMP_BF16_H
+#ifndef COMPRESS_CMP_BF16_H
+#define COMPRESS_CMP_BF16_H
 
 #include <stdint.h>
 #include <string.h>

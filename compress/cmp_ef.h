@@ -11,8 +11,8 @@
  * scheme already keeps the compression error in the sender's x. It is for
  * compressing a stream of updates directly (e.g. gradients, or a codec study).
  */
-#ifndef CMP_EF_H
-#define CMP_EF_H
+#ifndef COMPRESS_CMP_EF_H
+#define COMPRESS_CMP_EF_H
 
 #include "compress/cmp.h"
 

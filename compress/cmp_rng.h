@@ -7,8 +7,8 @@
  * The mixer is the splitmix64 finaliser (Stafford's variant 13) applied to a
  * Weyl sequence: fine statistical quality for rounding decisions, not crypto.
  */
-#ifndef CMP_RNG_H
-#define CMP_RNG_H
+#ifndef COMPRESS_CMP_RNG_H
+#define COMPRESS_CMP_RNG_H
 
 #include <stddef.h>
 #include <stdint.h>

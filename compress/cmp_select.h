@@ -16,8 +16,8 @@
  * (a 12-bit histogram pass, then the candidates in the threshold bucket are
  * refined in the workspace), never a sort.
  */
-#ifndef CMP_SELECT_H
-#define CMP_SELECT_H
+#ifndef COMPRESS_CMP_SELECT_H
+#define COMPRESS_CMP_SELECT_H
 
 #include <stddef.h>
 #include <stdint.h>

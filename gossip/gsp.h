@@ -44,8 +44,8 @@
  * and test_peer_sim.c. RAW totals are double so that their growth over many
  * rounds does not eat the float precision of the differences.
  */
-#ifndef GSP_H
-#define GSP_H
+#ifndef GOSSIP_GSP_H
+#define GOSSIP_GSP_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* What gossip/'s files share beyond gsp.h. Internal to gossip/. */
-#ifndef GSP_INTERNAL_H
-#define GSP_INTERNAL_H
+#ifndef GOSSIP_GSP_INTERNAL_H
+#define GOSSIP_GSP_INTERNAL_H
 
 #include <string.h>
 

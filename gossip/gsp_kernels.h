@@ -1,8 +1,8 @@
 /* The vector loops of a compressed emit that stream the whole model or
  * gather from it (gsp.c calls them): the difference from a reference with
  * its norms, and <v, c> at a message's non-zeros. Internal to gossip/. */
-#ifndef GSP_KERNELS_H
-#define GSP_KERNELS_H
+#ifndef GOSSIP_GSP_KERNELS_H
+#define GOSSIP_GSP_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -27,8 +27,8 @@
  * ("Stragglers, leave and join"); each has a unit test on virtual time in
  * tests/unit/test_gossip_pace.c.
  */
-#ifndef GSP_PACE_H
-#define GSP_PACE_H
+#ifndef GOSSIP_GSP_PACE_H
+#define GOSSIP_GSP_PACE_H
 
 #include <stdint.h>
 

@@ -12,8 +12,8 @@
  * uniformly (b.x the first w bytes of each, b.y the w that follow), and an
  * epoch is d->n of them, so --epochs still means one pass over the bytes.
  */
-#ifndef NN_BATCH_H
-#define NN_BATCH_H
+#ifndef NN_NN_BATCH_H
+#define NN_NN_BATCH_H
 
 #include <stdint.h>
 

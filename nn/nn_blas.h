@@ -3,8 +3,8 @@
  *   nn_blas_set_threads(1);            // one peer, one core
  *   printf("%s\n", nn_blas_describe()); // "OpenBLAS 0.3.21 ... core SkylakeX, 1 thread"
  */
-#ifndef NN_BLAS_H
-#define NN_BLAS_H
+#ifndef NN_NN_BLAS_H
+#define NN_NN_BLAS_H
 
 void nn_blas_set_threads(int n);
 int nn_blas_threads(void);

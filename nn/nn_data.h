@@ -11,8 +11,8 @@
  * Samples are stored as float in [0, 1] (images) or as given (CSV), NCHW per
  * sample, contiguous, so a batch is a gather of rows.
  */
-#ifndef NN_DATA_H
-#define NN_DATA_H
+#ifndef NN_NN_DATA_H
+#define NN_NN_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,8 +10,8 @@
  * allocates: convolution takes its workspaces from the caller, sized by
  * nn_conv2d_workspace().
  */
-#ifndef NN_LAYERS_H
-#define NN_LAYERS_H
+#ifndef NN_NN_LAYERS_H
+#define NN_NN_LAYERS_H
 
 #include <stddef.h>
 

@@ -23,8 +23,8 @@
  * The flat m.params vector is what gossip and compression operate on; a step
  * never allocates.
  */
-#ifndef NN_MODEL_H
-#define NN_MODEL_H
+#ifndef NN_NN_MODEL_H
+#define NN_NN_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>

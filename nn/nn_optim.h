@@ -12,8 +12,8 @@
  * numerator x with the gradient taken at z = x / w. The velocity is one block
  * the size of the parameters (a peer's optimizer state stays local).
  */
-#ifndef NN_OPTIM_H
-#define NN_OPTIM_H
+#ifndef NN_NN_OPTIM_H
+#define NN_NN_OPTIM_H
 
 #include <stddef.h>
 

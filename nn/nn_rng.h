@@ -9,8 +9,8 @@
  * stream_id are unrelated. Header-only: the generator is on every hot path
  * (dropout of samples, init, shuffles) and must inline.
  */
-#ifndef NN_RNG_H
-#define NN_RNG_H
+#ifndef NN_NN_RNG_H
+#define NN_NN_RNG_H
 
 #include <math.h>
 #include <stdint.h>

@@ -19,8 +19,8 @@
  * backward. Backward reads P and leaves it intact, so it may run again.
  * Products go through cblas_sgemm (OpenBLAS threads inside); no other threads.
  */
-#ifndef NN_SEQ_H
-#define NN_SEQ_H
+#ifndef NN_NN_SEQ_H
+#define NN_NN_SEQ_H
 
 #include <stddef.h>
 

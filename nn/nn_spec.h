@@ -9,8 +9,8 @@
  *
  * Only syntax and argument ranges are checked here; shapes are the model's
  * business (nn_model_init), which names the layer that does not fit. */
-#ifndef NN_SPEC_H
-#define NN_SPEC_H
+#ifndef NN_NN_SPEC_H
+#define NN_NN_SPEC_H
 
 #include <stddef.h>
 

@@ -5,8 +5,8 @@
  *
  *   for (i = 0; i < n; i++) y[i] = nn_vexp_neg(x[i]);   // x <= 0
  */
-#ifndef NN_VMATH_H
-#define NN_VMATH_H
+#ifndef NN_NN_VMATH_H
+#define NN_NN_VMATH_H
 
 #include <stdint.h>
 #include <string.h>

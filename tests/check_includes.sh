@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# No include runs back up the floors (issue #26).
+# No include runs back up the floors (issue #26), and every header's guard
+# names its path.
 #
 #   bash tests/check_includes.sh               # from the repository root: 0, or 1 and a line per violation
 #   bash tests/check_includes.sh --table       # what each folder may include, as the floors below say
@@ -18,6 +19,13 @@
 # two drivers of one engine; store and sec are both used by what is above
 # them). tests/ may include anything; nothing outside tests/ includes it. A
 # folder's sub-folders belong to it (peer/lib/examples is peer/lib).
+#
+# A header's guard is its path in capitals, every other character an
+# underscore (peer/core/round.h: PEER_CORE_ROUND_H), so two headers never
+# share one; the installed peer/lib/sgp.h is SGP_H, the name it is installed
+# under, and tests/fixtures holds copies of other releases' headers:
+#
+#   peer/core/round.h:1: header guard ROUND_H, not PEER_CORE_ROUND_H
 set -u
 
 FLOORS=(
@@ -112,6 +120,24 @@ includes() {
         printf "%s\t%d\t%s\n", FILENAME, FNR, s }'
 }
 
+# FILE:LINE for each header of the files given whose guard (its first
+# #ifndef, followed by the #define of the same name) is not the one its path
+# gives.
+guards() {
+    local f want
+    for f in "$@"; do
+        [[ $f == *.h && $f != tests/fixtures/* && -f $f ]] || continue
+        want=$(tr 'a-z' 'A-Z' <<<"$f" | tr -c 'A-Z0-9\n' '_')
+        [[ $f == peer/lib/sgp.h ]] && want=SGP_H
+        awk -v want="$want" -v f="$f" '
+            /^#ifndef / && !seen { seen = 1; name = $2; at = FNR; next }
+            seen == 1 { ok = $0 == "#define " name; seen = 2 }
+            END { if (!seen) printf "%s:1: no header guard (want %s)\n", f, want
+                  else if (!ok) printf "%s:%d: no #define %s after its #ifndef\n", f, at, name
+                  else if (name != want) printf "%s:%d: header guard %s, not %s\n", f, at, name, want }' "$f"
+    done
+}
+
 # Prints one line per violation; returns 1 if there was any.
 check() {
     local bad=0 file line target from to cand where
@@ -147,6 +173,11 @@ check() {
             bad=1
         fi
     done < <(includes "${files[@]}")
+    local guard
+    while IFS= read -r guard; do
+        echo "$guard"
+        bad=1
+    done < <(guards "${files[@]}")
     return $bad
 }
 
@@ -210,6 +241,16 @@ self_test() {
     plant peer/cmd/main.c '#include "peer/launch/launch.h"' ''
     plant tests/unit/test_peer_store.c '#include "peer/cmd/cli.h"' ''
     plant peer/store/json.c ' *   #include "peer/cmd/cli.h"   (a comment)' ''
+    local got
+    sed -i 's/PEER_CORE_ROUND_H/ROUND_H/g' peer/core/round.h
+    got=$(diff <(echo "$baseline") <(check) | sed -n 's/^> //p')
+    sed -i 's/\bROUND_H\b/PEER_CORE_ROUND_H/g' peer/core/round.h
+    if [[ $got == "peer/core/round.h:"*": header guard ROUND_H, not PEER_CORE_ROUND_H" ]]; then
+        echo "ok   guard ROUND_H in peer/core/round.h -> $got"
+    else
+        echo "FAIL guard ROUND_H in peer/core/round.h: got '${got:-nothing}'"
+        rc=1
+    fi
     cd "$root" || die "cannot return to $root"
     after=$(git status --porcelain 2>/dev/null; git diff 2>/dev/null | cksum)
     if [[ "$before" != "$after" ]]; then

@@ -21,8 +21,8 @@
  * topo_load, no clock, no globals: randomness (the random generator) comes
  * from the seed parameter.
  */
-#ifndef TOPO_H
-#define TOPO_H
+#ifndef TOPOLOGIES_TOPO_H
+#define TOPOLOGIES_TOPO_H
 
 #include <stddef.h>
 #include <stdint.h>

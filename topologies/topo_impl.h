@@ -5,8 +5,8 @@
  *   size_t *at = ...; topo_edge *edges = ...;   // grouped by phase, any order inside
  *   rc = topo_build(t, n, phases, weighted, at, edges, "ring", e);   // owns at and edges now
  */
-#ifndef TOPO_IMPL_H
-#define TOPO_IMPL_H
+#ifndef TOPOLOGIES_TOPO_IMPL_H
+#define TOPOLOGIES_TOPO_IMPL_H
 
 #include <math.h>
 #include <stdint.h>

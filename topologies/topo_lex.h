@@ -23,8 +23,8 @@
  * the text, never NUL-terminated, and nothing here allocates. What a line
  * may contain (a NUL byte, say) is the parser's rule, not the lexer's.
  */
-#ifndef TOPO_LEX_H
-#define TOPO_LEX_H
+#ifndef TOPOLOGIES_TOPO_LEX_H
+#define TOPOLOGIES_TOPO_LEX_H
 
 #include <stddef.h>
 

@@ -6,8 +6,8 @@
  *   ...
  *   return cli_usage(cmd, "unknown option '%s'", argv[optind - 1]);
  */
-#ifndef PEER_CLI_H
-#define PEER_CLI_H
+#ifndef PEER_CMD_CLI_H
+#define PEER_CMD_CLI_H
 
 #include <getopt.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* The subcommands of build/sgp. Each takes argc/argv from its own name on and
  * returns the process exit status (0 ok, 1 failure, 2 usage). */
-#ifndef PEER_COMMANDS_H
-#define PEER_COMMANDS_H
+#ifndef PEER_CMD_COMMANDS_H
+#define PEER_CMD_COMMANDS_H
 
 int cmd_train(int argc, char **argv);
 int cmd_topo(int argc, char **argv);

@@ -10,8 +10,8 @@
  *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != 1) ...
  *   if (gossip_opts_check(&g, &settings, cmd)) return CLI_USAGE;   // parses --codec and --outer
  */
-#ifndef PEER_GOSSIP_OPTS_H
-#define PEER_GOSSIP_OPTS_H
+#ifndef PEER_CMD_GOSSIP_OPTS_H
+#define PEER_CMD_GOSSIP_OPTS_H
 
 #include "compress/cmp.h"
 #include "peer/core/outer.h"

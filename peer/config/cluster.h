@@ -21,8 +21,8 @@
  *
  * Host names are kept as written: resolving them is the transport's job.
  */
-#ifndef PEER_CLUSTER_H
-#define PEER_CLUSTER_H
+#ifndef PEER_CONFIG_CLUSTER_H
+#define PEER_CONFIG_CLUSTER_H
 
 #include <stddef.h>
 #include <stdint.h>

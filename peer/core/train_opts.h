@@ -6,8 +6,8 @@
  *   o.epochs = 4, o.lr = 0.05, o.lr_given = 1;
  *   if (train_opts_finish(&o) < 0) ...   // warm-up longer than the run
  */
-#ifndef PEER_TRAIN_OPTS_H
-#define PEER_TRAIN_OPTS_H
+#ifndef PEER_CORE_TRAIN_OPTS_H
+#define PEER_CORE_TRAIN_OPTS_H
 
 #include <stdint.h>
 

@@ -16,8 +16,8 @@
  * SIGTERM to the launcher becomes SIGTERM to every peer, which then stops
  * cleanly. At the end the results are combined (launch_combine.h).
  */
-#ifndef PEER_LAUNCH_H
-#define PEER_LAUNCH_H
+#ifndef PEER_LAUNCH_LAUNCH_H
+#define PEER_LAUNCH_LAUNCH_H
 
 #include <stddef.h>
 

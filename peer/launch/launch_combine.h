@@ -12,8 +12,8 @@
  * Memory is two models' worth whatever the peer count: the files are read
  * twice (the mean, then the distances to it).
  */
-#ifndef PEER_LAUNCH_COMBINE_H
-#define PEER_LAUNCH_COMBINE_H
+#ifndef PEER_LAUNCH_LAUNCH_COMBINE_H
+#define PEER_LAUNCH_LAUNCH_COMBINE_H
 
 #include <stddef.h>
 #include <stdint.h>

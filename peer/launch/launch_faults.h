@@ -15,8 +15,8 @@
  * Rounds are read from the peers' logs by polling, so a fault lands at the
  * first poll that sees ROUND or later (a few rounds late on a fast run).
  */
-#ifndef PEER_LAUNCH_FAULTS_H
-#define PEER_LAUNCH_FAULTS_H
+#ifndef PEER_LAUNCH_LAUNCH_FAULTS_H
+#define PEER_LAUNCH_LAUNCH_FAULTS_H
 
 #include <stddef.h>
 #include <sys/types.h>

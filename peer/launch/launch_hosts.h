@@ -10,8 +10,8 @@
  * # comments. Peers fill the hosts in order, slots (default 1) at a time; on
  * a host they listen on base_port, base_port + 1, ...
  */
-#ifndef PEER_LAUNCH_HOSTS_H
-#define PEER_LAUNCH_HOSTS_H
+#ifndef PEER_LAUNCH_LAUNCH_HOSTS_H
+#define PEER_LAUNCH_LAUNCH_HOSTS_H
 
 #include <stddef.h>
 

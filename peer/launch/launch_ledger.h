@@ -20,8 +20,8 @@
  * (sent to the id, taken in by a run of it that died, or by none). A kill
  * also loses what the killed run held beyond its checkpoint and the shares
  * it had sent that nobody applied: no log knows those. */
-#ifndef PEER_LAUNCH_LEDGER_H
-#define PEER_LAUNCH_LEDGER_H
+#ifndef PEER_LAUNCH_LAUNCH_LEDGER_H
+#define PEER_LAUNCH_LAUNCH_LEDGER_H
 
 #include <stddef.h>
 #include <stdint.h>

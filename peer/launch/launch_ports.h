@@ -15,8 +15,8 @@
  * free now, one could be wanted by a service that starts later. When no
  * port outside the range is free (or the range covers every port above
  * 1024), the kernel chooses one, from its range. */
-#ifndef PEER_LAUNCH_PORTS_H
-#define PEER_LAUNCH_PORTS_H
+#ifndef PEER_LAUNCH_LAUNCH_PORTS_H
+#define PEER_LAUNCH_LAUNCH_PORTS_H
 
 /* Every ports[i] that is 0 becomes a port free on 127.0.0.1 now; the others
  * are left as they are. 0, or -errno (-ENOMEM, -EMFILE, ...). */

@@ -7,8 +7,8 @@
  *   // run/topology.topo, run/cluster.conf, run/I.key (0600), run/I.pub
  *   // -EINVAL: the topology is not there or is for another peer count
  */
-#ifndef PEER_LAUNCH_PREPARE_H
-#define PEER_LAUNCH_PREPARE_H
+#ifndef PEER_LAUNCH_LAUNCH_PREPARE_H
+#define PEER_LAUNCH_LAUNCH_PREPARE_H
 
 #include <stddef.h>
 

@@ -10,8 +10,8 @@
  *   launch_ssh_fetch(where, n, "/home/me/run", "/home/me/run", err, sizeof err);
  *   launch_ssh_mux_close(where, n);
  */
-#ifndef PEER_LAUNCH_SSH_H
-#define PEER_LAUNCH_SSH_H
+#ifndef PEER_LAUNCH_LAUNCH_SSH_H
+#define PEER_LAUNCH_LAUNCH_SSH_H
 
 #include <stddef.h>
 

@@ -5,8 +5,8 @@
  *   launch_status_read("run/peer3.jsonl", &s);    // fields stay as they were until the log has a round
  *   launch_progress(stdout, "run", 8, 6, 12.5, 1);  // "round 120..131  loss 0.4123  test >= 91.20%  ..."
  */
-#ifndef PEER_LAUNCH_STATUS_H
-#define PEER_LAUNCH_STATUS_H
+#ifndef PEER_LAUNCH_LAUNCH_STATUS_H
+#define PEER_LAUNCH_LAUNCH_STATUS_H
 
 #include <stdio.h>
 

@@ -63,8 +63,8 @@
  * every call from the loop's thread. Callbacks may call net_send, net_close
  * and the other functions here.
  */
-#ifndef PEER_NET_H
-#define PEER_NET_H
+#ifndef PEER_NET_NET_H
+#define PEER_NET_NET_H
 
 #include <stddef.h>
 #include <stdint.h>

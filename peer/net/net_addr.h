@@ -6,8 +6,8 @@
  *   if (net_addr_of(&cluster->peers[id], &sa) == 0) ... uv_tcp_connect(..., (struct sockaddr *)&sa, ...)
  *   int member = net_addr_is_member(cluster, my_id, &from);
  */
-#ifndef NET_ADDR_H
-#define NET_ADDR_H
+#ifndef PEER_NET_NET_ADDR_H
+#define PEER_NET_NET_ADDR_H
 
 #include <stddef.h>
 #include <sys/socket.h>

@@ -22,8 +22,8 @@
  * far behind the rounds it hears jumps to them; checkpoints are periodic and
  * on SIGTERM; --resume restores one or pulls the model from a neighbour.
  */
-#ifndef PEER_NODE_H
-#define PEER_NODE_H
+#ifndef PEER_NET_NODE_H
+#define PEER_NET_NODE_H
 
 #include <stdio.h>
 

@@ -31,8 +31,8 @@
  *   are done (for a bounded time: gossip/GUARANTEES.md), then its
  *   connections close.
  */
-#ifndef PEER_SIM_H
-#define PEER_SIM_H
+#ifndef PEER_SIM_SIM_H
+#define PEER_SIM_SIM_H
 
 #include <stdint.h>
 #include <stdio.h>

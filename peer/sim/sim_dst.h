@@ -19,8 +19,8 @@
  * The rules and the bound are in peer/sim/README.md ("Deterministic
  * simulation testing").
  */
-#ifndef PEER_SIM_DST_H
-#define PEER_SIM_DST_H
+#ifndef PEER_SIM_SIM_DST_H
+#define PEER_SIM_SIM_DST_H
 
 #include <stdint.h>
 

@@ -1,8 +1,8 @@
 /* The simulator's state, shared by its engine (sim.c: events, links,
  * faults) and its reports (sim_report.c: epochs, logs, the final
  * evaluation). Internal to peer/sim. */
-#ifndef PEER_SIM_ENGINE_H
-#define PEER_SIM_ENGINE_H
+#ifndef PEER_SIM_SIM_ENGINE_H
+#define PEER_SIM_SIM_ENGINE_H
 
 #include "nn/nn_model.h"
 #include "nn/nn_rng.h"

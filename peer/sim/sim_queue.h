@@ -8,8 +8,8 @@
  *   while (sim_queue_pop(&q, &e)) ...
  *   sim_queue_free(&q);
  */
-#ifndef PEER_SIM_QUEUE_H
-#define PEER_SIM_QUEUE_H
+#ifndef PEER_SIM_SIM_QUEUE_H
+#define PEER_SIM_SIM_QUEUE_H
 
 #include <stddef.h>
 #include <stdint.h>

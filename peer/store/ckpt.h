@@ -32,8 +32,8 @@
  * ckpt_read then falls back to PATH.prev (a kill between the two renames
  * leaves only PATH.prev, which it also finds).
  */
-#ifndef PEER_CKPT_H
-#define PEER_CKPT_H
+#ifndef PEER_STORE_CKPT_H
+#define PEER_STORE_CKPT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -22,8 +22,8 @@
  * NaN or infinity); the reader gives NaN for null. Strings escape '"', '\'
  * and control characters (\u00XX) and nothing else.
  */
-#ifndef PEER_JSON_H
-#define PEER_JSON_H
+#ifndef PEER_STORE_JSON_H
+#define PEER_STORE_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>

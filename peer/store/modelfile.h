@@ -13,8 +13,8 @@
  * names the file: not a model file, truncated, another architecture (both
  * named), a tensor missing, of another shape or dtype.
  */
-#ifndef PEER_MODELFILE_H
-#define PEER_MODELFILE_H
+#ifndef PEER_STORE_MODELFILE_H
+#define PEER_STORE_MODELFILE_H
 
 #include <stddef.h>
 

@@ -6,8 +6,8 @@
  *   progress_update(&p, done, total, "loss 0.231");
  *   progress_clear(&p);                 // before printing a normal line
  */
-#ifndef PEER_PROGRESS_H
-#define PEER_PROGRESS_H
+#ifndef PEER_STORE_PROGRESS_H
+#define PEER_STORE_PROGRESS_H
 
 #include <stdio.h>
 

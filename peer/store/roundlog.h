@@ -13,8 +13,8 @@
  * ({"ledger": ...}); they are written elsewhere (peer/net/node.c) and
  * roundlog_parse only recognises them as not its own.
  */
-#ifndef PEER_ROUNDLOG_H
-#define PEER_ROUNDLOG_H
+#ifndef PEER_STORE_ROUNDLOG_H
+#define PEER_STORE_ROUNDLOG_H
 
 #include <stddef.h>
 #include <stdint.h>

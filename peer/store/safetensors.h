@@ -23,8 +23,8 @@
  * byte range, duplicate names. Limits: ST_MAX_TENSORS tensors of at most
  * ST_MAX_DIMS dimensions, names and metadata keys of ST_MAX_NAME - 1 bytes,
  * a header of ST_MAX_HEADER bytes. */
-#ifndef PEER_SAFETENSORS_H
-#define PEER_SAFETENSORS_H
+#ifndef PEER_STORE_SAFETENSORS_H
+#define PEER_STORE_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>

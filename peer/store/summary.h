@@ -17,8 +17,8 @@
  * it expected. A number that was not finite is written as null and read back
  * as NaN.
  */
-#ifndef PEER_SUMMARY_H
-#define PEER_SUMMARY_H
+#ifndef PEER_STORE_SUMMARY_H
+#define PEER_STORE_SUMMARY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -37,8 +37,8 @@
  * reject, so a local bug surfaces here and not as a dropped connection at the
  * other end.
  */
-#ifndef WIRE_H
-#define WIRE_H
+#ifndef PEER_WIRE_WIRE_H
+#define PEER_WIRE_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>

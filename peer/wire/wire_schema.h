@@ -1,7 +1,7 @@
 /* What wire.c (encoding) and wire_decode.c (decoding) share: the schema's
  * field counts and checks, and the little-endian reads. Not an API. */
-#ifndef SGP_WIRE_SCHEMA_H
-#define SGP_WIRE_SCHEMA_H
+#ifndef PEER_WIRE_WIRE_SCHEMA_H
+#define PEER_WIRE_WIRE_SCHEMA_H
 
 #include <stddef.h>
 #include <stdint.h>

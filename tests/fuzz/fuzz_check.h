@@ -1,7 +1,7 @@
 /* check(ok) for the fuzz targets: a broken invariant is a finding, so say
  * which one, then abort so that libFuzzer saves the input. */
-#ifndef FUZZ_CHECK_H
-#define FUZZ_CHECK_H
+#ifndef TESTS_FUZZ_FUZZ_CHECK_H
+#define TESTS_FUZZ_FUZZ_CHECK_H
 
 #include <stdio.h>
 #include <stdlib.h>
