@@ -43,6 +43,10 @@
 #     that constant and refuses any other. A constant defined as another name
 #     (`#define SEC_VERSION WIRE_VERSION`) is followed to its number. Several
 #     such constants may exist while the code moves to one: each is compared.
+# (d) Comments in the code. In every .c and .h file, what a C comment names
+#     as in prose (a path that starts with a top-level entry, a test whose
+#     suite exists) must exist: a header that points at a file that moved
+#     says something untrue.
 set -euo pipefail
 
 self_test() {
@@ -77,21 +81,23 @@ In prose, peer/sec/gone.h and demo_suite/gone_* are not there either.
 
     bash tests/bench/gone.sh
 EOF
+    printf '/* What peer/net/wire.h says,\n * and peer/net/gone.c does */\nint x; // demo_suite/no_test_here\n' > "$tmp/peer/net/bad.c"
     out="$(cd "$tmp" && git init -q && bash "$self" 2>&1)" && rc=0 || rc=$?
     local want=(
         'doc/bad.md:3: '   'doc/bad.md:4: .*FORMAT-sparse.md'  'doc/bad.md:4: .*DESIGN.md'
         'doc/bad.md:5: .*demo_suite/no_such_test'  'doc/bad.md:5: .*no_suite/a_test'
         'doc/bad.md:6: .*peer/sec/gone.h'  'doc/bad.md:6: .*demo_suite/gone_\*'
         'doc/bad.md:8: .*tests/bench/gone.sh'  'peer/sec/sec.h:1: SEC_VERSION is 3'
+        'peer/net/bad.c:2: .*peer/net/gone.c'  'peer/net/bad.c:3: .*demo_suite/no_test_here'
     )
     [ "$rc" = 1 ] || { echo "self-test: exit status $rc with planted problems, want 1"; fail=1; }
     for w in "${want[@]}"; do
         grep -q -- "^$w" <<<"$out" || { echo "self-test: not reported: $w"; fail=1; }
     done
-    if grep -q '^README.md:' <<<"$out"; then
+    if grep -q '^README.md:\|^peer/net/bad.c:1:' <<<"$out"; then
         echo "self-test: a good reference was reported:"; grep '^README.md:' <<<"$out"; fail=1
     fi
-    rm "$tmp/doc/bad.md"
+    rm "$tmp/doc/bad.md" "$tmp/peer/net/bad.c"
     printf '#define SEC_VERSION WIRE_VERSION\n' > "$tmp/peer/sec/sec.h"
     out="$(cd "$tmp" && bash "$self" 2>&1)" && rc=0 || rc=$?
     [ "$rc" = 0 ] || { echo "self-test: exit status $rc once fixed, want 0:"; echo "$out"; fail=1; }
@@ -334,6 +340,22 @@ for my $md (sort grep { /\.md$/ && !m{^tests/fixtures/} && !m{^tests/fuzz/corpus
     $flush->();
 }
 
+# (d) Comments in the code: a path that starts with a top-level entry, or a
+# test whose suite exists, named in a C comment must exist too.
+my $n_src = 0;
+for my $src (sort grep { /\.[ch]$/ && !m{^tests/fixtures/} && !m{^tests/fuzz/corpus/} } @tree) {
+    my $s = slurp($src) // next;
+    $n_src++;
+    while ($s =~ m{/\*(.*?)\*/|//([^\n]*)}gs) {
+        my ($body, $pos) = (defined $1 ? $1 : $2, defined $1 ? $-[1] : $-[2]);
+        my $ln = 1 + (() = substr($s, 0, $pos) =~ /\n/g);
+        for my $l (split /\n/, $body, -1) {
+            check_word($src, $ln, $_, 0) for split /[\s=,;|<>()\[\]{}`\x27"]+/, $l;
+            $ln++;
+        }
+    }
+}
+
 # (c) The protocol version: WIRE.md against the constants the handshake may send.
 my ($wire) = grep { $file{$_} } ("peer/wire/WIRE.md", "peer/net/WIRE.md");
 if ($wire) {
@@ -383,7 +405,7 @@ if ($wire) {
 
 print "$_\n" for @problems;
 my $n_md = grep { /\.md$/ && !m{^tests/fixtures/} && !m{^tests/fuzz/corpus/} } @tree;
-printf STDERR "check_docs: %d documents, %d path and %d test references", $n_md, $n_paths, $n_tests;
+printf STDERR "check_docs: %d documents and the comments of %d source files, %d path and %d test references", $n_md, $n_src, $n_paths, $n_tests;
 if (@problems) {
     printf STDERR ", %d problem%s\n", scalar @problems, @problems == 1 ? "" : "s";
     exit 1;

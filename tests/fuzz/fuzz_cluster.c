@@ -5,9 +5,7 @@
  * and addresses) and must survive write-then-parse unchanged, cluster id
  * included (the zstd habit: fuzz targets that round-trip).
  *
- *   clang -g -O1 -fsanitize=fuzzer,address -I. tests/fuzz/fuzz_cluster.c peer/config/cluster.c \
- *     peer/config/keyfile.c peer/store/atomic.c peer/wire/sec_hs.c topologies/topo_lex.c -lsodium -o fz
- *   ./fz tests/fuzz/corpus/cluster
+ *   make fuzz FUZZ_SECONDS=60      (every target, this one on tests/fuzz/corpus/cluster)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* open_memstream under -std=c17 */

@@ -175,7 +175,7 @@ static int best_rice(const uint32_t *idx, size_t k, uint64_t *bits)
     return best;
 }
 
-/* The message sizes of compress/FORMAT-sparse.md. */
+/* The message sizes of compress/FORMAT.md. */
 static size_t size_topk(size_t n, size_t k, uint64_t rice_bits)
 {
     return 1 + vlen(n) + vlen(k) + 1 + 4 * k + (rice_bits + 7) / 8;
@@ -566,7 +566,7 @@ Test(compress_sparse, bound_formulas)
 /* ---- randk ------------------------------------------------------------------------ */
 
 
-/* The positions exactly as compress/FORMAT-sparse.md states them. */
+/* The positions exactly as compress/FORMAT.md states them. */
 static uint32_t randk_doc_index(uint64_t seed, uint64_t n, uint64_t k, uint64_t j, int rotate)
 {
     uint64_t r = rotate ? mulhi(cmp_rng_at(seed, 0), n) : 0;

@@ -3,7 +3,7 @@
  * against it: impostors fail at AUTH, any altered byte of the handshake or of
  * a frame is refused, replayed/reordered/truncated frames and replayed whole
  * sessions fail, a 4 GiB length prefix is refused from its 4 bytes. Key files
- * and `sgp keygen` are tests/test_peer_keyfile.c's. */
+ * and `sgp keygen` are tests/process/test_peer_keyfile.c's. */
 #include "peer/wire/sec.h"
 
 #include <criterion/criterion.h>
