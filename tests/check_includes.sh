@@ -4,6 +4,7 @@
 #
 #   bash tests/check_includes.sh               # from the repository root: 0, or 1 and a line per violation
 #   bash tests/check_includes.sh --table       # what each folder may include, as the floors below say
+#   bash tests/check_includes.sh --markdown    # the floors as the table peer/README.md holds (checked equal)
 #   bash tests/check_includes.sh --self-test   # plants bad includes in a temporary copy; the tree is not touched
 #
 # Every `#include "..."` in the tracked .c and .h files is resolved the way
@@ -29,14 +30,29 @@
 set -u
 
 FLOORS=(
-    "nn compress topologies" # the numerics, the codecs, the graphs: no I/O, no clock
-    "gossip"                 # push-sum / SGP and the pacing policy: pure
-    "peer/store peer/wire"   # files (checkpoints, model files, summaries, logs); the wire format, handshake, frames
-    "peer/core peer/config"  # the peer engine; the cluster file, key files and this process's place in the cluster
-    "peer/net peer/sim"      # the transports: libuv, and the simulator's virtual clock
-    "peer/lib peer/launch"   # libsgp; the launcher
-    "peer/cmd"               # the CLI: one file per subcommand
+    "nn compress topologies"
+    "gossip"
+    "peer/store peer/wire"
+    "peer/core peer/config"
+    "peer/net peer/sim"
+    "peer/lib peer/launch"
+    "peer/cmd"
 )
+FLOOR_WHAT=(
+    "the numerics, the codecs, the graphs: no I/O, no clock"
+    "push-sum / SGP and the pacing policy: pure"
+    "files (checkpoints, model files, summaries, logs); the wire format, handshake, frames"
+    "the peer engine; the cluster file, key files and this process's place in the cluster"
+    "the two drivers of the engine: libuv, and the simulator's virtual clock"
+    "libsgp; the launcher"
+    "the CLI: one file per subcommand"
+)
+# The document that shows the floors, between these two lines, as --markdown
+# writes them; check fails while it shows anything else.
+FLOORS_DOC=peer/README.md
+FLOORS_BEGIN="<!-- the floors: bash tests/check_includes.sh --markdown writes this table -->"
+FLOORS_END="<!-- end of the floors -->"
+
 ANYTHING="tests"
 
 # Includes the floors forbid, allowed until the change that removes them
@@ -178,7 +194,33 @@ check() {
         echo "$guard"
         bad=1
     done < <(guards "${files[@]}")
+    floors_doc || bad=1
     return $bad
+}
+
+# The floors as a markdown table, highest first (as a reader looks down).
+markdown() {
+    local i f cells
+    echo "| floor | folders | what |"
+    echo "|-------|---------|------|"
+    for ((i = ${#FLOORS[@]} - 1; i >= 0; i--)); do
+        cells=""
+        for f in ${FLOORS[$i]}; do
+            cells+="\`$f/\` "
+        done
+        echo "| $i | ${cells% } | ${FLOOR_WHAT[$i]} |"
+    done
+}
+
+# The table FLOORS_DOC holds between its markers, if it differs from --markdown's.
+floors_doc() {
+    [[ -f $FLOORS_DOC ]] || return 0
+    local shown
+    shown=$(awk -v b="$FLOORS_BEGIN" -v e="$FLOORS_END" '$0 == e { on = 0 } on { print } $0 == b { on = 1 }' "$FLOORS_DOC")
+    if [[ $shown != "$(markdown)" ]]; then
+        echo "$FLOORS_DOC: its table of the floors is not the one tests/check_includes.sh --markdown writes"
+        return 1
+    fi
 }
 
 table() {
@@ -251,6 +293,15 @@ self_test() {
         echo "FAIL guard ROUND_H in peer/core/round.h: got '${got:-nothing}'"
         rc=1
     fi
+    printf '%s\n| a table of other floors |\n%s\n' "$FLOORS_BEGIN" "$FLOORS_END" >"$FLOORS_DOC"
+    got=$(diff <(echo "$baseline") <(check) | sed -n 's/^> //p')
+    rm "$FLOORS_DOC"
+    if [[ $got == "$FLOORS_DOC: its table of the floors is not the one tests/check_includes.sh --markdown writes" ]]; then
+        echo "ok   another table in $FLOORS_DOC -> $got"
+    else
+        echo "FAIL another table in $FLOORS_DOC: got '${got:-nothing}'"
+        rc=1
+    fi
     cd "$root" || die "cannot return to $root"
     after=$(git status --porcelain 2>/dev/null; git diff 2>/dev/null | cksum)
     if [[ "$before" != "$after" ]]; then
@@ -267,6 +318,7 @@ fi
 case "${1:-}" in
 "") check ;;
 --table) table ;;
+--markdown) markdown ;;
 --self-test) self_test ;;
-*) die "usage: bash tests/check_includes.sh [--table | --self-test]" ;;
+*) die "usage: bash tests/check_includes.sh [--table | --markdown | --self-test]" ;;
 esac
