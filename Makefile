@@ -49,6 +49,11 @@ MODULES  := nn compress topologies gossip peer
 LIB_SRC  := $(filter-out peer/cmd/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c $(m)/*/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 EMBED_OBJ := $(BUILD)/nn/embedded_blob.o
+# libsgp is what a program that trains its own model needs: the modules and
+# the networked peer, without the simulator, the launcher, the command line
+# and the embedded MNIST digits (nn_data_load then has no default data set).
+API_DIRS := nn compress topologies gossip peer/core peer/wire peer/config peer/store peer/net peer/lib
+API_OBJ  := $(filter-out $(BUILD)/nn/nn_embedded.o,$(filter $(API_DIRS:%=$(BUILD)/%/%),$(LIB_OBJ)))
 # Two Criterion binaries, one per folder (see "the tests" below). A test file
 # left directly in tests/ (from a branch older than the folders) goes into the
 # process binary, so that it still runs.
@@ -96,15 +101,15 @@ $(LIBSGP): $(LIB_OBJ) $(EMBED_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(LIB_SO): $(LIB_OBJ) $(EMBED_OBJ) $(LIB_MAP)
-	$(CC) -shared $(SGP_LDFLAGS) -Wl,--version-script=$(LIB_MAP) \
-	  $(LIB_OBJ) $(EMBED_OBJ) -o $@ $(SGP_LIBS)
+$(LIB_SO): $(API_OBJ) $(LIB_MAP)
+	$(CC) -shared $(SGP_LDFLAGS) -Wl,--no-undefined -Wl,--version-script=$(LIB_MAP) \
+	  $(API_OBJ) -o $@ $(SGP_LIBS)
 
 # One relocatable object in which only the API stays global, so a program
 # linking the static library meets none of sgp's internal names.
-$(LIB_A): $(LIB_OBJ) $(EMBED_OBJ) $(LIB_MAP)
+$(LIB_A): $(API_OBJ) $(LIB_MAP)
 	@rm -f $@
-	ld -r $(LIB_OBJ) $(EMBED_OBJ) -o $(BUILD)/libsgp.o
+	ld -r $(API_OBJ) -o $(BUILD)/libsgp.o
 	@echo "objcopy: only the API of $(LIB_MAP) stays global in $@"
 	@objcopy $(foreach s,$(shell sed -n 's/^ *\(sgp_[a-z_]*\);$$/\1/p' $(LIB_MAP)),--keep-global-symbol=$(s)) \
 	  $(BUILD)/libsgp.o

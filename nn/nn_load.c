@@ -12,6 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The embedded digits are linked into `sgp` and the tests, not into libsgp
+ * (the Makefile's API_OBJ): there the default data set is missing, and this
+ * reference is NULL. */
+#pragma weak nn_data_embedded
+
 void nn_dataset_free(nn_dataset *d)
 {
     if (!d)
@@ -274,7 +279,9 @@ int nn_data_load(const char *spec, int context, nn_dataset *train, nn_dataset *t
         context = NN_TEXT_CONTEXT;
     int rc;
     const char *what = spec && *spec ? spec : "embedded";
-    if (!spec || !*spec)
+    if ((!spec || !*spec) && !nn_data_embedded)
+        rc = nn_data_errf(err, errlen, -ENOENT, "no data set given, and this build (libsgp) has no embedded one");
+    else if (!spec || !*spec)
         rc = nn_data_embedded(train, test, err, errlen);
     else if (strncmp(spec, "cifar10:", 8) == 0)
         rc = load_cifar(spec + 8, train, test, err, errlen);

@@ -99,3 +99,65 @@ Test(lib_python, gpt_example_four_peers_with_the_recipe_learn_near_alone, .timeo
     }
     sgp_rm_rf(dir);
 }
+
+/* The package against the header it binds: Python prints its version and
+ * every field of _Options and _Status with its offset and size (and each
+ * structure's size), a C program built against peer/lib/sgp.h prints
+ * SGP_VERSION and offsetof and sizeof of the same names, and the two lists
+ * must be equal. A field added to sgp.h and not to the package (or in
+ * another place, or of another width), or a release number changed in one
+ * place only, fails here. */
+Test(lib_python, the_package_has_the_header_s_version_and_layout_field_by_field, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-layout-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char py_out[512], c_src[512], c_bin[512], c_out[512], cmd[4096];
+    snprintf(py_out, sizeof py_out, "%s/python.txt", dir);
+    snprintf(c_src, sizeof c_src, "%s/layout.c", dir);
+    snprintf(c_bin, sizeof c_bin, "%s/layout", dir);
+    snprintf(c_out, sizeof c_out, "%s/c.txt", dir);
+    sgp_python_env();
+    snprintf(cmd, sizeof cmd,
+             "cd peer/python && " PYTHON " -c '"
+             "import ctypes, sgp\n"
+             "print(\"version\", sgp.__version__, \"-\")\n"
+             "for c, s in ((\"sgp_options\", sgp._Options), (\"sgp_status\", sgp._Status)):\n"
+             "    print(c, \"sizeof\", ctypes.sizeof(s))\n"
+             "    for name, _ in s._fields_:\n"
+             "        print(c, name, getattr(s, name).offset, getattr(s, name).size)\n"
+             "' > %s 2>&1",
+             py_out);
+    cr_assert_eq(system(cmd), 0, "the package's structures (see %s)", py_out);
+
+    /* The C side prints the same names, from the list Python gave. */
+    FILE *in = fopen(py_out, "r"), *src = fopen(c_src, "w");
+    cr_assert(in && src);
+    fprintf(src, "#include <stddef.h>\n#include <stdio.h>\n#include \"sgp.h\"\n"
+                 "#define F(s, f) printf(#s \" \" #f \" %%zu %%zu\\n\", offsetof(s, f), sizeof(((s *)0)->f))\n"
+                 "int main(void)\n{\n");
+    char type[64], field[64];
+    cr_assert_eq(fscanf(in, "%63s %63s %*s", type, field), 2);
+    cr_assert_str_eq(type, "version");
+    fprintf(src, "    printf(\"version %%s -\\n\", SGP_VERSION);\n");
+    int fields = 0;
+    while (fscanf(in, "%63s %63s %*s", type, field) == 2) {
+        if (!strcmp(field, "sizeof"))
+            fprintf(src, "    printf(\"%s sizeof %%zu\\n\", sizeof(%s));\n", type, type);
+        else
+            fprintf(src, "    F(%s, %s);\n", type, field), fields++;
+        int ch;
+        while ((ch = fgetc(in)) != '\n' && ch != EOF) /* (the rest of the line: size) */
+            ;
+    }
+    fprintf(src, "    return 0;\n}\n");
+    fclose(in), fclose(src);
+    cr_assert_gt(fields, 10, "the package names the structures' fields (see %s)", py_out);
+    snprintf(cmd, sizeof cmd, "cc -std=c17 -Ipeer/lib %s -o %s > %s 2>&1 && %s > %s", c_src, c_bin, c_out, c_bin, c_out);
+    cr_assert_eq(system(cmd), 0, "a field the package names is not sgp.h's (see %s and %s)", c_out, c_src);
+    char *py = sgp_read_file(py_out), *c = sgp_read_file(c_out);
+    cr_assert(py && c);
+    cr_assert_str_eq(py, c, "ctypes against C, field, offset, size (python: %s, C: %s)", py_out, c_out);
+    cr_log_info("%d fields of sgp_options and sgp_status: ctypes = C", fields);
+    free(py), free(c);
+    sgp_rm_rf(dir);
+}
