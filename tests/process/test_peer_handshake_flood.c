@@ -26,7 +26,7 @@
 #include "peer/config/member.h"
 #include "peer/net/net.h"
 #include "peer/wire/wire.h"
-#include "tests/sgp_run.h"
+#include "tests/sgp_member.h"
 
 /* How long the member may take to get in through the flood. Generous (it
  * takes milliseconds), yet well short of what the member needed before:
@@ -35,94 +35,6 @@
 #define MEMBER_IN_LIMIT_S 30.0
 /* Comings of the member during one flood. */
 #define COMINGS 4
-
-typedef struct member_side {
-    int up, downs;
-    int dials_lost; /* its connections closed before they came up */
-} member_side;
-
-static void on_up(void *ctx, int peer)
-{
-    (void)peer;
-    ((member_side *)ctx)->up = 1;
-}
-
-static void on_down(void *ctx, int peer, int reason)
-{
-    (void)peer, (void)reason;
-    member_side *s = ctx;
-    s->up = 0, s->downs++;
-}
-
-static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len) { (void)ctx, (void)peer, (void)m, (void)len; }
-static void on_log(void *ctx, const char *line)
-{
-    if (strstr(line, "connection closed: ") && !strstr(line, "connection closed: replaced"))
-        ((member_side *)ctx)->dials_lost += !((member_side *)ctx)->up;
-}
-
-/* One real `sgp peer` (peer 1) in a 2-peer cluster made by sgp launch
- * --prepare, and the test holding peer 0's key on a loop of its own. */
-typedef struct scene {
-    char dir[64], cluster[128], out[128];
-    pid_t peer;
-    member me;
-    uv_loop_t loop;
-    member_side side;
-    net n;
-    int connected; /* n is initialised */
-} scene;
-
-static void scene_start(scene *s, const char *name)
-{
-    memset(s, 0, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "/tmp/sgp-hsflood-%s-XXXXXX", name);
-    cr_assert(mkdtemp(s->dir));
-    sgp_out o;
-    sgp_run(&o, "launch", "--peers", "2", "--topology", "exponential", "--prepare", "--run-dir", s->dir, NULL);
-    cr_assert_eq(o.status, 0, "%s", o.err);
-    snprintf(s->cluster, sizeof s->cluster, "%s/cluster.conf", s->dir);
-    snprintf(s->out, sizeof s->out, "%s/peer1.out", s->dir);
-    char summary[128];
-    snprintf(summary, sizeof summary, "%s/peer1.json", s->dir);
-    char *argv[] = {(char *)sgp_bin(), "peer", "--cluster", s->cluster, "--id", "1", "--model", "mlp", "--epochs",
-                    "100000", "--summary", summary, "--dead-timeout", "1", "--round-timeout", "2", "--no-progress",
-                    NULL};
-    s->peer = sgp_spawn(argv, s->out);
-    char err[512];
-    cr_assert_eq(member_open(&s->me, s->cluster, 0, NULL, err, sizeof err), 0, "%s", err);
-    uv_loop_init(&s->loop);
-}
-
-/* The test's member (peer 0) on the network: it dials peer 1 and redials
- * after every close, as a real one does. */
-static void scene_connect(scene *s)
-{
-    net_callbacks cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_log = on_log};
-    cr_assert_eq(net_init(&s->n, &s->loop, &s->me.cluster, s->me.id, &s->me.key, &cb, &s->side), 0);
-    cr_assert_eq(net_want(&s->n, 1), 0);
-    s->connected = 1;
-}
-
-static void scene_disconnect(scene *s)
-{
-    if (!s->connected)
-        return;
-    net_close(&s->n);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    net_free(&s->n);
-    s->connected = 0, s->side.up = 0;
-}
-
-/* The test leaves; the target stops on SIGTERM and must exit cleanly. */
-static void scene_end(scene *s)
-{
-    scene_disconnect(s);
-    uv_loop_close(&s->loop);
-    member_close(&s->me);
-    kill(s->peer, SIGTERM);
-    cr_assert_eq(sgp_wait_exit(s->peer, SGP_EVENT_LIMIT_S), 0, "see %s", s->out);
-}
 
 static int closed_lines(const char *out)
 {
@@ -202,30 +114,18 @@ static void flood(int port, int rate, int hold, const uint8_t *say, size_t len)
     }
 }
 
-static int open_fds(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    int k = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        k += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return k;
-}
-
 /* The target up, the member in once without a flood (the target's
  * descriptors then, with its data and model loaded: *fds), and a flood of
  * that kind from 127.0.0.1 well under way (the target has closed some of
  * it). Returns the flood's process. */
 static pid_t flooded_scene(scene *sc, const char *name, flood_kind kind, int *fds)
 {
-    scene_start(sc, name);
+    scene_start(sc, name, "2", "exponential", 1, 0,
+                (char *[]){"--dead-timeout", "1", "--round-timeout", "2", "--no-progress", NULL});
     uint8_t claim[SEC_MSG1_BYTES];
     claim_of_peer_0(sc, claim);
     const size_t len = kind == SAYS_NOTHING ? 0 : kind == SAYS_PART_OF_A_CLAIM ? SEC_MSG1_BYTES - 1 : SEC_MSG1_BYTES;
-    scene_connect(sc);
+    scene_connect(sc, 1);
     cr_assert_geq(member_in(sc, SGP_EVENT_LIMIT_S), 0, "no connection to peer 1 without a flood; see %s", sc->out);
     *fds = open_fds(sc->peer);
     scene_disconnect(sc);
@@ -269,7 +169,7 @@ static void member_comes_through(const char *name, flood_kind kind)
     double slowest = 0;
     int most_fds = 0;
     for (int k = 1; k <= COMINGS; k++) {
-        scene_connect(&sc);
+        scene_connect(&sc, 1);
         char when[32];
         snprintf(when, sizeof when, "coming %d of %d", k, COMINGS);
         slowest = fmax(slowest, member_through(&sc, flooder, when));
@@ -339,7 +239,7 @@ Test(peer_handshake_flood, a_member_queued_before_a_burst_of_the_flood_keeps_its
     for (int k = 1; k <= 3; k++) {
         cr_assert_eq(kill(sc.peer, SIGSTOP), 0);
         sc.side.dials_lost = 0;
-        scene_connect(&sc);
+        scene_connect(&sc, 1);
         const double limit = sgp_now() + SGP_EVENT_LIMIT_S;
         while (accept_queue(port) < 120) { /* (the member's connection is queued first: it dialled first) */
             cr_assert_lt(sgp_now(), limit, "the flood queued only %d connections", accept_queue(port));
