@@ -21,6 +21,10 @@
 # them). tests/ may include anything; nothing outside tests/ includes it. A
 # folder's sub-folders belong to it (peer/lib/examples is peer/lib).
 #
+# A header listed in PRIVATE is its owner's alone (and tests'):
+#
+#   peer/net/node.c:9: peer/core/engine_state.h is private to peer/core/engine.c (and tests/): ...
+#
 # A header's guard is its path in capitals, every other character an
 # underscore (peer/core/round.h: PEER_CORE_ROUND_H), so two headers never
 # share one; the installed peer/lib/sgp.h is SGP_H, the name it is installed
@@ -54,6 +58,13 @@ FLOORS_BEGIN="<!-- the floors: bash tests/check_includes.sh --markdown writes th
 FLOORS_END="<!-- end of the floors -->"
 
 ANYTHING="tests"
+
+# Headers private to one file: only it (and tests/) may include them. A
+# module's state that everything else sees through its functions. Each
+# entry: HEADER OWNER.
+PRIVATE=(
+    "peer/core/engine_state.h peer/core/engine.c"
+)
 
 # Includes the floors forbid, allowed until the change that removes them
 # lands. Each entry: FROM TO, under a comment that says why and what removes it.
@@ -182,6 +193,13 @@ check() {
             bad=1
             continue
         fi
+        local p
+        for p in "${PRIVATE[@]}"; do
+            if [[ $where == "${p% *}" && $file != "${p#* }" && $from != "$ANYTHING" ]]; then
+                echo "$file:$line: $where is private to ${p#* } (and tests/): use its header's functions"
+                bad=1
+            fi
+        done
         folder_of "$where"
         to=${REPLY:-${where%/*}}
         if ! may_include "$from" "$to"; then
@@ -281,6 +299,10 @@ self_test() {
     plant peer/core/clock.c '#include "no/such/header.h"' '@: cannot find "no/such/header.h"'
     plant peer/core/clock.c '#include "gossip/gsp.h"' ''
     plant peer/cmd/main.c '#include "peer/launch/launch.h"' ''
+    plant peer/net/node.c '#include "peer/core/engine_state.h"' \
+        '@: peer/core/engine_state.h is private to peer/core/engine.c (and tests/): use its header'"'"'s functions'
+    plant peer/core/round.c '#include "peer/core/engine_state.h"' \
+        '@: peer/core/engine_state.h is private to peer/core/engine.c (and tests/): use its header'"'"'s functions'
     plant tests/unit/test_peer_store.c '#include "peer/cmd/cli.h"' ''
     plant peer/store/json.c ' *   #include "peer/cmd/cli.h"   (a comment)' ''
     local got

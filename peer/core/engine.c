@@ -5,7 +5,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/core/engine.h"
+#include "peer/core/engine_state.h"
+
+
+static const char *const log_texts[ENGINE_LOG_KINDS] = {
+    [ENGINE_LOG_NEIGHBOUR_BACK] = "neighbour is back",
+    [ENGINE_LOG_NEIGHBOUR_RECONNECTED] = "neighbour reconnected",
+    [ENGINE_LOG_NEIGHBOUR_DONE] = "neighbour is done",
+    [ENGINE_LOG_NEIGHBOUR_GOODBYE] = "neighbour said goodbye",
+    [ENGINE_LOG_ROUTING_AROUND] = "routing around neighbour",
+    [ENGINE_LOG_NOT_WAITING_FOR_LATE] = "not waiting for late neighbour",
+    [ENGINE_LOG_ALL_IN_LOST] = "every in-neighbour lost: waiting for one to come back",
+    [ENGINE_LOG_ISOLATED] = "no in-neighbour heard: keeping shares home",
+    [ENGINE_LOG_HEARING_AGAIN] = "hearing in-neighbours again",
+    [ENGINE_LOG_CATCHING_UP] = "catching up",
+    [ENGINE_LOG_REFUSED] = "refused a share of peer",
+    [ENGINE_LOG_NO_CHECKPOINT] = "no checkpoint: will pull the model from a neighbour",
+    [ENGINE_LOG_FAR_BEHIND] = "far behind: asking for a neighbour's model",
+    [ENGINE_LOG_MODEL_ASKED] = "asked for the current model: peer",
+    [ENGINE_LOG_MODEL_SENT] = "sent its model to joining peer",
+    [ENGINE_LOG_PROMISE_BROKEN] = "not waiting any longer for the model promised by peer",
+    [ENGINE_LOG_MODEL_NOT_FINITE] = "model is not finite: asking another neighbour than",
+    [ENGINE_LOG_MODEL_BAD_HASH] = "model failed its hash check: asking another neighbour than",
+    [ENGINE_LOG_MODEL_TAKEN] = "took the current model of peer",
+    [ENGINE_LOG_JOINED] = "joined with the model of peer",
+    [ENGINE_LOG_NO_MODEL] = "no neighbour sent its model: going on with its own",
+    [ENGINE_LOG_DIVERGED] = "the model is no longer finite: stopping",
+    [ENGINE_LOG_TOO_LARGE] = "a message larger than the largest frame: stopping; it was for peer",
+    [ENGINE_LOG_LEAVING] = "leaving without the last shares of its in-neighbours",
+};
+
+const char *engine_log_text(engine_log log)
+{
+    return log >= 0 && log < ENGINE_LOG_KINDS && log_texts[log] ? log_texts[log] : "?";
+}
 
 /* ---- queued outputs ------------------------------------------------------------ */
 
@@ -50,9 +83,9 @@ static void event(engine *e, engine_event v)
     e->events[e->n_events++] = v;
 }
 
-static void log_event(engine *e, const char *what, int peer, const char *detail)
+static void log_event(engine *e, engine_log log, int peer, const char *detail)
 {
-    engine_event v = {.kind = ENGINE_LOG, .round = e->rp.g.round, .what = what, .peer = peer};
+    engine_event v = {.kind = ENGINE_LOG, .round = e->rp.g.round, .log = log, .peer = peer};
     if (detail)
         snprintf(v.detail, sizeof v.detail, "%s", detail);
     event(e, v);
@@ -89,7 +122,7 @@ int engine_is_neighbour(const engine *e, int q) { return gsp_pace_is_neighbour(&
 static void heard(engine *e, int q, double now)
 {
     if (gsp_pace_heard(&e->rp.pace, q, now))
-        log_event(e, "neighbour is back", q, NULL);
+        log_event(e, ENGINE_LOG_NEIGHBOUR_BACK, q, NULL);
 }
 
 /* Tell q we have taken in its messages up to the last one received: its
@@ -139,7 +172,7 @@ static void send_model(engine *e, int q, double now)
           now);
     e->model_wanted[q] = 0, e->model_queued[q] = 1;
     e->model_sent_round[q] = e->rp.g.round;
-    log_event(e, "sent its model to joining peer", q, NULL);
+    log_event(e, ENGINE_LOG_MODEL_SENT, q, NULL);
 }
 
 /* ---- pulling a neighbour's model --------------------------------------------------- */
@@ -162,7 +195,7 @@ static void ask_next(engine *e, double now)
         if (connected(e, q)) {
             queue(e, (engine_send){.kind = ENGINE_MODEL_REQUEST, .peer = q, .dim = e->rp.g.dim}, now);
             e->asked = j, e->asked_at = now, e->ask_left -= k;
-            log_event(e, "asked for the current model: peer", q, NULL);
+            log_event(e, ENGINE_LOG_MODEL_ASKED, q, NULL);
             return;
         }
     }
@@ -197,7 +230,7 @@ static void give_up_promise(engine *e, double now)
     const int q = e->rp.pace.nb[e->asked].peer;
     char why[64];
     snprintf(why, sizeof why, "no model %.0f s after its MODEL_SOON", promise_limit(e));
-    log_event(e, "not waiting any longer for the model promised by peer", q, why);
+    log_event(e, ENGINE_LOG_PROMISE_BROKEN, q, why);
     e->promise_broken[q] = 1;
     e->promised = 0;
     e->join_since = now;
@@ -233,7 +266,7 @@ static void refused(engine *e, int q, const char *why)
     if ((k & (k - 1)) == 0) {
         char detail[96];
         snprintf(detail, sizeof detail, "%s (%u so far)", why, k);
-        log_event(e, "refused a share of peer", q, detail);
+        log_event(e, ENGINE_LOG_REFUSED, q, detail);
     }
 }
 
@@ -265,7 +298,7 @@ static void finish(engine *e, int rc)
 static void diverged(engine *e, const char *what)
 {
     e->diverged = what;
-    log_event(e, "the model is no longer finite: stopping", -1, what);
+    log_event(e, ENGINE_LOG_DIVERGED, -1, what);
     e->stopping = 1;
     finish(e, -EDOM);
 }
@@ -294,7 +327,7 @@ static void stop_lingering(engine *e)
         len += snprintf(who + len, sizeof who - (size_t)len, " %d", peers[j]);
     if (n > 4 && len < (int)sizeof who)
         snprintf(who + len, sizeof who - (size_t)len, " and %d more", n - 4);
-    log_event(e, "leaving without the last shares of its in-neighbours", -1, who);
+    log_event(e, ENGINE_LOG_LEAVING, -1, who);
     finish(e, 0);
 }
 
@@ -328,7 +361,7 @@ static void start_refresh(engine *e, double now)
 {
     e->refreshing = 1;
     e->refresh_since = now;
-    log_event(e, "far behind: asking for a neighbour's model", -1, NULL);
+    log_event(e, ENGINE_LOG_FAR_BEHIND, -1, NULL);
     ask_for_model(e, now);
 }
 
@@ -347,16 +380,16 @@ static void try_start(engine *e, double now)
         char why[96];
         snprintf(why, sizeof why, "%ld rounds behind: jumping to round %ld", e->rp.g.round - d.jumped_from,
                  e->rp.g.round);
-        log_event(e, "catching up", -1, why);
+        log_event(e, ENGINE_LOG_CATCHING_UP, -1, why);
     }
     if (d.refresh)
         start_refresh(e, now);
     for (int j = 0; j < d.n_late; j++)
-        log_event(e, "not waiting for late neighbour", d.late[j], NULL);
+        log_event(e, ENGINE_LOG_NOT_WAITING_FOR_LATE, d.late[j], NULL);
     if (d.alone != e->alone) {
         e->alone = d.alone;
         if (d.alone)
-            log_event(e, "every in-neighbour lost: waiting for one to come back", -1, NULL);
+            log_event(e, ENGINE_LOG_ALL_IN_LOST, -1, NULL);
     }
     if (a == GSP_PACE_WAIT) {
         if (e->wait_since < 0)
@@ -377,10 +410,31 @@ static void try_start(engine *e, double now)
     e->absorb_now = now;
     absorb(e, 0);
     e->computing = 1;
+    if (e->caller_steps) /* the caller's H steps start from the model handed out; round_step brackets its own */
+        outer_begin(&e->rp.local.outer, &e->rp.g);
     event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
 }
 
 void engine_drain(engine *e) { absorb(e, 1); }
+
+float engine_compute_step(engine *e, nn_model *model) { return round_step(&e->rp, model); }
+
+void engine_step_taken(engine *e, const float *z, double now)
+{
+    if (e->finished || !e->computing)
+        return;
+    gsp_peer *g = &e->rp.g;
+    /* The caller stepped from z = x / w: x moves by w times its step, as
+     * local_step moves it (so a peer whose weight has shrunk does not take
+     * steps of 1 / w on its model); value by value, as gsp_debias has it:
+     * no z beside x. */
+    const float w = (float)g->w, inv = gsp_debias_factor(g);
+    for (size_t i = 0; i < g->dim; i++)
+        g->x[i] += w * (z[i] - g->x[i] * inv);
+    outer_end(&e->rp.local.outer, g);
+    e->rp.steps += e->rp.plan->local_steps; /* (round_step counts its own) */
+    engine_step_done(e, now);
+}
 
 void engine_step_done(engine *e, double now)
 {
@@ -400,7 +454,7 @@ void engine_step_done(engine *e, double now)
     gsp_msg msgs[TOPO_MAX_OUT];
     const int m = round_emit(rp, now, e->busy, msgs);
     if (rp->pace.isolated != was_isolated)
-        log_event(e, rp->pace.isolated ? "no in-neighbour heard: keeping shares home" : "hearing in-neighbours again",
+        log_event(e, rp->pace.isolated ? ENGINE_LOG_ISOLATED : ENGINE_LOG_HEARING_AGAIN,
                   -1, NULL);
     if (m == -EDOM) {
         diverged(e, "the parameters");
@@ -433,16 +487,12 @@ void engine_advance(engine *e, double now)
 
 void engine_stop(engine *e, double now)
 {
+    if (e->caller_steps)
+        e->computing = 0; /* the caller's round: nothing of it is running here */
     e->stopping = 1;
     e->said_done = 0; /* a peer lingering after its last round says it stopped: route around it */
     if (!e->computing)
         try_start(e, now);
-}
-
-void engine_stop_now(engine *e, double now)
-{
-    e->computing = 0; /* the caller's round: nothing of it is running here */
-    engine_stop(e, now);
 }
 
 /* ---- inputs -------------------------------------------------------------------------- */
@@ -529,7 +579,7 @@ void engine_nack(engine *e, int q, uint64_t seq, double now)
 void engine_goodbye(engine *e, int q, int done_all, double now)
 {
     if (gsp_pace_goodbye(&e->rp.pace, q, done_all))
-        log_event(e, done_all ? "neighbour is done" : "neighbour said goodbye", q, NULL);
+        log_event(e, done_all ? ENGINE_LOG_NEIGHBOUR_DONE : ENGINE_LOG_NEIGHBOUR_GOODBYE, q, NULL);
     try_start(e, now);
 }
 
@@ -574,24 +624,24 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
     if (!wants_model(e) || e->finished)
         return; /* (an answer that came after another neighbour's) */
     if (intact && !gsp_floats_finite(z, e->rp.g.dim)) {
-        log_event(e, "model is not finite: asking another neighbour than", q, NULL);
+        log_event(e, ENGINE_LOG_MODEL_NOT_FINITE, q, NULL);
         ask_for_model(e, now);
         return;
     }
     if (!intact) {
-        log_event(e, "model failed its hash check: asking another neighbour than", q, NULL);
+        log_event(e, ENGINE_LOG_MODEL_BAD_HASH, q, NULL);
         ask_for_model(e, now);
         return;
     }
     if (e->refreshing) {
         gsp_adopt(&e->rp.g, z);
         e->refreshing = 0;
-        log_event(e, "took the current model of peer", q, NULL);
+        log_event(e, ENGINE_LOG_MODEL_TAKEN, q, NULL);
     } else {
         gsp_join(&e->rp.g, z, round);
         e->joining = 0;
         e->start_round = round;
-        log_event(e, "joined with the model of peer", q, NULL);
+        log_event(e, ENGINE_LOG_JOINED, q, NULL);
     }
     gsp_pace_joined(&e->rp.pace);
     try_start(e, now);
@@ -605,7 +655,7 @@ void engine_link_up(engine *e, int q, double now)
     const gsp_pace *pc = &e->rp.pace;
     const int slot = pc->slot[q], ever_up = slot >= 0 && pc->nb[slot].ever_up;
     if (gsp_pace_up(&e->rp.pace, q, now))
-        log_event(e, "neighbour reconnected", q, NULL);
+        log_event(e, ENGINE_LOG_NEIGHBOUR_RECONNECTED, q, NULL);
     if (e->finished)
         return;
     if (ever_up)
@@ -652,7 +702,7 @@ static void tick(engine *e, double now)
     const int k = gsp_pace_tick(pc, now, lost, 64);
     for (int j = 0; j < k; j++) {
         const gsp_pace_nb *b = &pc->nb[pc->slot[lost[j]]];
-        log_event(e, "routing around neighbour", lost[j],
+        log_event(e, ENGINE_LOG_ROUTING_AROUND, lost[j],
                   b->connected ? "silent for the dead timeout"
                   : b->ever_up ? "disconnected for the dead timeout"
                                : "never connected");
@@ -670,7 +720,7 @@ static void tick(engine *e, double now)
     if (e->refreshing && now - e->refresh_since > 2 * pc->c.dead_timeout) {
         e->refreshing = 0;
         gsp_pace_joined(pc);
-        log_event(e, "no neighbour sent its model: going on with its own", -1, NULL);
+        log_event(e, ENGINE_LOG_NO_MODEL, -1, NULL);
     }
     /* (a promise has its own limit, after which the join's starts again) */
     if (e->joining && !e->promised && now - e->join_since > pc->c.round_timeout)
@@ -702,7 +752,7 @@ void engine_unsent(engine *e, const engine_send *s, int rc, double now)
 {
     const int q = s->peer;
     if (rc == -EMSGSIZE || rc == -ENOSPC) { /* no frame will ever hold it: a retry would repeat forever, silently */
-        log_event(e, "a message larger than the largest frame: stopping; it was for peer", q, NULL);
+        log_event(e, ENGINE_LOG_TOO_LARGE, q, NULL);
         e->fail = -EMSGSIZE;
         try_start(e, now);
         return;
@@ -754,15 +804,23 @@ static void reset(engine *e, double now)
     e->n_sends = e->next_send = e->n_events = e->next_event = 0;
 }
 
-int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
-                const float *x0, size_t dim, double now, char *err, size_t errlen)
+int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
+               const float *x0, size_t dim, uint64_t incarnation, double now, char *err, size_t errlen)
 {
-    memset(e, 0, sizeof *e);
+    *out = NULL;
+    engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
+        return -ENOMEM;
+    }
     int rc = round_peer_init(&e->rp, c, plan, id, train, x0, dim, now, err, errlen);
-    if (rc < 0)
+    if (rc < 0) {
+        free(e);
         return rc;
+    }
     const size_t n = (size_t)c->n_peers;
     e->id = id, e->n_peers = c->n_peers;
+    e->rp.g.incarnation = incarnation;
     e->busy = calloc(n, 1), e->sending = calloc(n, 1);
     e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
@@ -778,6 +836,7 @@ int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int i
     }
     e->incarnation_max = UINT64_MAX;
     reset(e, now);
+    *out = e;
     return 0;
 }
 
@@ -790,24 +849,43 @@ void engine_free(engine *e)
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
     free(e->refusals), free(e->promise_broken), free(e->model_sent_round);
     free(e->sends), free(e->events);
-    memset(e, 0, sizeof *e);
+    free(e);
 }
 
-void engine_set_joining(engine *e, double now)
+void engine_set_checkpoint_every(engine *e, double seconds) { e->checkpoint_every = seconds; }
+void engine_set_caller_steps(engine *e) { e->caller_steps = 1; }
+
+int engine_set_origin_fill(engine *e, void (*fill)(void *ctx, float *dst), void *ctx, int edges)
 {
+    return gsp_set_origin_fill(&e->rp.g, fill, ctx, edges);
+}
+
+void engine_state_to_load(engine *e, gsp_peer **g, local_state **local) { *g = &e->rp.g, *local = &e->rp.local; }
+
+int engine_come_back(engine *e, engine_comeback how, uint64_t incarnation, double now)
+{
+    if (incarnation != e->rp.g.incarnation) { /* the same peer as a new process: what its old one sent is gone */
+        gsp_restart(&e->rp.g, incarnation);
+        gsp_pace_config pc = e->rp.pace.c;
+        pc.barrier = 0;
+        gsp_pace_free(&e->rp.pace);
+        int rc = gsp_pace_init(&e->rp.pace, &pc, e->id, now);
+        if (rc < 0)
+            return rc;
+        reset(e, now);
+    }
+    if (how == ENGINE_WITH_STATE) {
+        gsp_resume(&e->rp.g);
+        gsp_pace_joined(&e->rp.pace);
+        e->start_round = e->rp.g.round;
+        return 0;
+    }
     e->joining = 1;
     e->join_since = now;
     e->asked_at = -INFINITY; /* ask as soon as a neighbour is up */
     gsp_pace_set_joining(&e->rp.pace);
-    log_event(e, "no checkpoint: will pull the model from a neighbour", -1, NULL);
-}
-
-double engine_resume(engine *e)
-{
-    const double f = gsp_resume(&e->rp.g);
-    gsp_pace_joined(&e->rp.pace);
-    e->start_round = e->rp.g.round;
-    return f;
+    log_event(e, ENGINE_LOG_NO_CHECKPOINT, -1, NULL);
+    return 0;
 }
 
 int engine_crash(engine *e)
@@ -821,16 +899,45 @@ int engine_crash(engine *e)
     return lost;
 }
 
-int engine_restart(engine *e, uint64_t incarnation, double now)
+void engine_set_incarnation_max(engine *e, uint64_t max) { e->incarnation_max = max; }
+
+void engine_origin_ahead(engine *e, float *drawn) { gsp_origin_ahead(&e->rp.g, drawn); }
+
+/* ---- what the drivers show ------------------------------------------------------ */
+
+long engine_round(const engine *e) { return e->rp.g.round; }
+long engine_start_round(const engine *e) { return e->start_round; }
+const gsp_peer *engine_gossip(const engine *e) { return &e->rp.g; }
+const gsp_pace *engine_pace(const engine *e) { return &e->rp.pace; }
+const local_state *engine_local(const engine *e) { return &e->rp.local; }
+void engine_model_to(const engine *e, float *z) { gsp_debias_to(&e->rp.g, z); }
+const float *engine_eval_params(engine *e, nn_model *m) { return local_eval_params(m, &e->rp.g); }
+float *engine_take_model(engine *e) { return gsp_take_model(&e->rp.g); }
+
+const gsp_msg *engine_inbox(const engine *e, int *n)
 {
-    gsp_restart(&e->rp.g, incarnation);
-    gsp_pace_config pc = e->rp.pace.c;
-    pc.barrier = 0;
-    gsp_pace_free(&e->rp.pace);
-    int rc = gsp_pace_init(&e->rp.pace, &pc, e->id, now);
-    if (rc < 0)
-        return rc;
-    reset(e, now);
-    engine_resume(e);
-    return 0;
+    *n = e->rp.n_inbox;
+    return e->rp.inbox;
 }
+
+int engine_joining(const engine *e) { return e->joining; }
+int engine_refreshing(const engine *e) { return e->refreshing; }
+int engine_computing(const engine *e) { return e->computing; }
+int engine_stopping(const engine *e) { return e->stopping; }
+int engine_rounds_done(const engine *e) { return e->rounds_done; }
+int engine_promise_pending(const engine *e) { return e->promised; }
+
+void engine_stats_of(const engine *e, engine_stats *s)
+{
+    *s = (engine_stats){.steps = e->rp.steps, .loss = e->rp.loss, .absorbed = e->rp.absorbed,
+                        .wait_seconds = e->wait_seconds};
+}
+
+const char *engine_diverged(const engine *e) { return e->diverged; }
+
+void engine_diverged_text(const engine *e, char *buf, size_t len)
+{
+    round_diverged_text(&e->rp, e->diverged ? e->diverged : "the parameters", buf, len);
+}
+
+void engine_memory(const engine *e, mem_parts *m) { round_memory(&e->rp, m); }

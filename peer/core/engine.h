@@ -9,26 +9,34 @@
  * (tests/unit/test_peer_engine.c). The rules and their reasons are in
  * gossip/GUARANTEES.md; the round's computation is round.h's.
  *
- *   engine e;
- *   engine_init(&e, &settings, &plan, id, train, x0, dim, now, err, sizeof err);
- *   engine_advance(&e, now);                 // the engine starts held at round 0
+ *   engine *e;
+ *   engine_new(&e, &settings, &plan, id, train, x0, dim, incarnation, now, err, sizeof err);
+ *   engine_advance(e, now);                  // the engine starts held at round 0
  *   for (;;) {
  *       ... feed what happened: engine_push / _ack / _heartbeat / _nack / _goodbye / _model_request / _model_soon /
  *           _model / _link_up / _link_down / _timer (at engine_wake_at) / _step_done ...
  *       engine_send s;
- *       while (engine_poll_send(&e, &s))     // frames, valid until the next engine call
- *           ... encode and send s ...; a refused one: engine_unsent(&e, &s, rc)
+ *       while (engine_poll_send(e, &s))      // frames, valid until the next engine call
+ *           ... encode and send s ...; a refused one: engine_unsent(e, &s, rc)
  *       engine_event v;
- *       while (engine_poll_event(&e, &v))
+ *       while (engine_poll_event(e, &v))
  *           switch (v.kind) {
- *           case ENGINE_STEP:      compute the round's steps (round_step, any thread), then engine_step_done
+ *           case ENGINE_STEP:      compute the round's steps (engine_compute_step, any thread), then
+ *                                  engine_step_done; or hand engine_model_to's model to a caller who steps
+ *                                  itself, and engine_step_taken with what it comes back with
  *           case ENGINE_BOUNDARY:  the round is emitted, the model is the next round's: evaluate, log,
  *                                  checkpoint..., then engine_advance (nothing starts until then)
  *           case ENGINE_FINISHED:  close (v.goodbye: what to say last on every connection)
+ *           case ENGINE_LOG:       engine_log_text(v.log), v.peer, v.detail
  *           ...
  *           }
  *   }
- *   engine_free(&e);
+ *   engine_free(e);
+ *
+ * The engine is opaque: drivers see it through the getters below (its
+ * round, its state, read-only views of the model and of the pacing) and
+ * tell it things only through its inputs. It reads no clock: every input
+ * carries the driver's `now`, and the drivers time the work they hand it.
  */
 #ifndef PEER_CORE_ENGINE_H
 #define PEER_CORE_ENGINE_H
@@ -60,86 +68,96 @@ typedef struct engine_send {
 } engine_send;
 
 typedef enum engine_event_kind {
-    ENGINE_STEP,     /* a round has started: compute its local steps (round_step), then engine_step_done */
+    ENGINE_STEP,     /* a round has started: compute its local steps (engine_compute_step), then engine_step_done */
     ENGINE_BOUNDARY, /* round `round` is emitted; held until engine_advance */
     ENGINE_DONE,     /* every round is done; the peer stays for its in-neighbours' last shares */
     ENGINE_FINISHED, /* close now: rc (< 0: failed), goodbye (-1: none, 0: "stopped", 1: "done") */
-    ENGINE_LOG,      /* a fault-handling event: what, peer (-1: none), detail ("" : none) */
+    ENGINE_LOG,      /* a fault-handling event: log, peer (-1: none), detail ("" : none) */
 } engine_event_kind;
+
+/* What an ENGINE_LOG says; its words are engine_log_text's (one table, in
+ * engine.c), which the drivers print after the peer and round. */
+typedef enum engine_log {
+    ENGINE_LOG_NEIGHBOUR_BACK,       /* peer: heard again after a silence */
+    ENGINE_LOG_NEIGHBOUR_RECONNECTED,
+    ENGINE_LOG_NEIGHBOUR_DONE,       /* peer: its GOODBYE "done" */
+    ENGINE_LOG_NEIGHBOUR_GOODBYE,    /* peer: its GOODBYE "stopped" */
+    ENGINE_LOG_ROUTING_AROUND,       /* peer, detail: why it is taken for gone */
+    ENGINE_LOG_NOT_WAITING_FOR_LATE, /* peer */
+    ENGINE_LOG_ALL_IN_LOST,
+    ENGINE_LOG_ISOLATED,             /* no in-neighbour heard: shares stay home */
+    ENGINE_LOG_HEARING_AGAIN,
+    ENGINE_LOG_CATCHING_UP,          /* detail: from where to where */
+    ENGINE_LOG_REFUSED,              /* peer, detail: why, and how many so far */
+    ENGINE_LOG_NO_CHECKPOINT,        /* it comes back without state: it will pull a model */
+    ENGINE_LOG_FAR_BEHIND,           /* it will pull a neighbour's model */
+    ENGINE_LOG_MODEL_ASKED,          /* peer: asked for its model */
+    ENGINE_LOG_MODEL_SENT,           /* peer: our model went to it */
+    ENGINE_LOG_PROMISE_BROKEN,       /* peer, detail: its MODEL_SOON was not kept in time */
+    ENGINE_LOG_MODEL_NOT_FINITE,     /* peer: its model was refused */
+    ENGINE_LOG_MODEL_BAD_HASH,       /* peer: its model was refused */
+    ENGINE_LOG_MODEL_TAKEN,          /* peer: a refresh took its model */
+    ENGINE_LOG_JOINED,               /* peer: the join took its model */
+    ENGINE_LOG_NO_MODEL,             /* no neighbour sent a model in time: it goes on with its own */
+    ENGINE_LOG_DIVERGED,             /* detail: where the model was not finite */
+    ENGINE_LOG_TOO_LARGE,            /* peer: a message for it no frame can hold */
+    ENGINE_LOG_LEAVING,              /* detail: whom it did not wait for */
+    ENGINE_LOG_KINDS
+} engine_log;
+
+const char *engine_log_text(engine_log log);
 
 typedef struct engine_event {
     engine_event_kind kind;
     long round;
     int rc, goodbye;
     int checkpoint;      /* BOUNDARY: checkpoint_every has passed since the last one */
-    const char *what;
+    engine_log log;
     int peer;
     char detail[96];
 } engine_event;
 
-typedef struct engine {
-    round_peer rp;            /* the round: gossip state, pacing, inbox, local optimizer */
-    int id, n_peers;
-    double checkpoint_every;  /* > 0: BOUNDARY events say when a checkpoint is due */
-    /* per peer */
-    uint8_t *busy;            /* the transport would refuse a frame to it now */
-    uint8_t *sending;         /* frames to it are still queued */
-    uint8_t *model_wanted;    /* asked for our model while a round ran: answered at the boundary */
-    uint8_t *model_queued;    /* our model went to it: a repeated request waits while frames are queued */
-    long *model_sent_round;   /* our round when our model last went to it (-1: never): another request within
-                               * engine_hold_max rounds is ignored */
-    uint64_t *ack_due, *ack_sent, *ack_incarnation; /* the highest seq received from it, acknowledged, and
-                                                      * the sender's incarnation they belong to */
-    uint64_t *sync_queued;    /* the seq of the last SYNC queued to it (0: none since the link came up) */
-    uint64_t *sync_asked;     /* ...the seq its NACK asked from */
-    uint32_t *refusals;       /* its messages refused (GSP_REFUSED): logged at 1, 2, 4, ... */
-    uint8_t *promise_broken;  /* it said MODEL_SOON and sent no model within the promise's limit: not believed again */
-    /* where the peer is */
-    int computing, held, stopping, said_done, rounds_done, finished;
-    int joining, refreshing, asked, ask_left, alone;
-    int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */
-    double promised_at;       /* ...when it said so */
-    double asked_at, refresh_since, join_since, last_ckpt, next_tick;
-    double first_step_at;     /* the first round's start since the run (re)started (-1: none yet) */
-    double done_at;           /* every round was done then (-1: not yet): the wait for in-neighbours is bounded */
-    double wait_since, wait_seconds; /* rounds that could not start yet */
-    double wake;              /* the pacing policy's next question (INFINITY: none) */
-    long start_round;         /* the round it entered the run at (a resume, a join) */
-    double absorb_now;        /* the time of the absorb under way (its NACKs are sent then) */
-    /* queued outputs */
-    engine_send *sends;
-    int n_sends, cap_sends, next_send;
-    engine_event *events;
-    int n_events, cap_events, next_event;
-    int fail;                 /* a negative errno the engine finishes with: a queue could not grow (-ENOMEM),
-                               * a message no frame can hold (-EMSGSIZE) */
-    uint64_t incarnation_max; /* a PUSH of a higher incarnation is refused (the driver's clock allows no
-                               * such run yet; UINT64_MAX: none is) */
-    const char *diverged;     /* finished with -EDOM: where the model was not finite ("the loss", "the
-                               * parameters"); round_diverged_text says the rest */
-} engine;
+typedef struct engine engine;
 
-/* The round (round_peer_init) and the engine around it, held before round 0.
- * 0, or a negative errno with a message. */
-int engine_init(engine *e, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
-                const float *x0, size_t dim, double now, char *err, size_t errlen);
+/* The round (round_peer_init) and the engine around it, held before round
+ * 0, for a process of peer `id` that started as `incarnation` (a number
+ * that grows with every start of the peer: its messages of an earlier one
+ * are stale). train NULL: no shard and no local optimizer (a caller that
+ * steps itself: engine_set_caller_steps). 0 and *out, or a negative errno with a message. */
+int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
+               const float *x0, size_t dim, uint64_t incarnation, double now, char *err, size_t errlen);
 void engine_free(engine *e);
 
 /* ---- before the first advance ----------------------------------------------- */
 
-/* No state (a --resume without a checkpoint, a rejoin from nothing): pull a
- * neighbour's model first; fail after round_timeout without one. */
-void engine_set_joining(engine *e, double now);
-/* The state came back (a checkpoint loaded into e->rp, or the simulator's
- * crashed peer): the comeback both drivers make, gsp_resume (the weight
- * renormalised by a power of two, in-edges adopt totals after a gap) and
- * no round-0 barrier. Returns gsp_resume's factor. */
-double engine_resume(engine *e);
-/* The same peer as a new process, with the state it had (the simulator's
- * rejoin): a new incarnation, fresh pacing, held, and engine_resume. */
-int engine_restart(engine *e, uint64_t incarnation, double now);
+/* > 0: BOUNDARY events say when a checkpoint is due (every `seconds`). */
+void engine_set_checkpoint_every(engine *e, double seconds);
+/* The caller takes the local steps itself (libsgp; train NULL): each STEP's
+ * model goes to it and its step comes back (engine_step_taken), the outer
+ * step brackets them, and a stop needs no wait. */
+void engine_set_caller_steps(engine *e);
+/* The run's starting model can be drawn again (gsp_set_origin_fill). */
+int engine_set_origin_fill(engine *e, void (*fill)(void *ctx, float *dst), void *ctx, int edges);
+
+/* Where a checkpoint is read into before engine_come_back: the gossip state
+ * and the local optimizer's. */
+void engine_state_to_load(engine *e, gsp_peer **g, local_state **local);
+
+typedef enum engine_comeback {
+    ENGINE_WITH_STATE,    /* the state it had: a checkpoint loaded, or the simulator's peer kept over a crash */
+    ENGINE_WITHOUT_STATE, /* none (a --resume without a checkpoint, a rejoin from nothing): pull a neighbour's
+                           * model first; fail after round_timeout without one */
+} engine_comeback;
+
+/* A peer that ran before comes back, the one sequence both drivers make.
+ * As a process of another incarnation than the engine's (the simulator's
+ * crashed peer): its out-edges start again from zero, its pacing afresh
+ * with no round-0 barrier. Then, with its state: gsp_resume (the weight
+ * renormalised by a power of two, in-edges adopt totals after a gap); or
+ * without: a join. 0, or a negative errno. */
+int engine_come_back(engine *e, engine_comeback how, uint64_t incarnation, double now);
 /* The process died (the simulator's crash): nothing more comes out until
- * engine_restart; returns how many arrived messages died with it. */
+ * engine_come_back; returns how many arrived messages died with it. */
 int engine_crash(engine *e);
 
 /* ---- inputs ----------------------------------------------------------------- */
@@ -164,15 +182,27 @@ void engine_link_down(engine *e, int peer, double now);
 void engine_link_state(engine *e, int peer, int busy, int sending);
 /* engine_wake_at has come (heartbeats, deadlines, retries). */
 void engine_timer(engine *e, double now);
+/* The STEP's local steps (round_step): on any thread, while the engine is
+ * computing (it then touches nothing they read or write). Returns their mean
+ * loss. */
+float engine_compute_step(engine *e, nn_model *model);
 /* The STEP's computation is done: emit the round's shares, then hold at its
  * BOUNDARY. */
 void engine_step_done(engine *e, double now);
-/* Go on from a BOUNDARY (or from the hold engine_init leaves). */
+/* A caller that steps itself (engine_set_caller_steps) is back from the STEP's model
+ * (engine_model_to) with z: x moves by w times its step, as a local step
+ * moves it, the outer step closes the round's, and engine_step_done. */
+void engine_step_taken(engine *e, const float *z, double now);
+/* Go on from a BOUNDARY (or from the hold engine_new leaves). */
 void engine_advance(engine *e, double now);
-/* Stop: absorb, GOODBYE "stopped"; now, or when the running step is done. */
+/* Stop: absorb, GOODBYE "stopped"; now, or when the running step is done
+ * (a caller's step is its own: no wait). */
 void engine_stop(engine *e, double now);
-/* The caller's steps of the round are its own (libsgp): a stop needs no wait. */
-void engine_stop_now(engine *e, double now);
+/* A PUSH of a later incarnation than this is refused: the driver's clock
+ * allows no such run yet (UINT64_MAX, the default: none is). */
+void engine_set_incarnation_max(engine *e, uint64_t max);
+/* A copy of the run's starting model drawn ahead (gsp_origin_ahead: taken over). */
+void engine_origin_ahead(engine *e, float *drawn);
 
 /* After the run (the simulator's report of all the mass the peers hold):
  * absorb what arrived since the peer finished, as its last absorb would
@@ -197,5 +227,49 @@ int engine_hold_max(const engine *e);
 
 /* Is q a neighbour under the topology (anyone else is refused)? */
 int engine_is_neighbour(const engine *e, int q);
+
+/* ---- what the drivers show ------------------------------------------------------ */
+
+long engine_round(const engine *e);
+/* The round it entered the run at (a resume, a join). */
+long engine_start_round(const engine *e);
+/* The model, read-only: x, w, the edges' totals and counters. */
+const gsp_peer *engine_gossip(const engine *e);
+/* The pacing, read-only: neighbours, their links and rounds, its counters. */
+const gsp_pace *engine_pace(const engine *e);
+/* The local optimizer's state, read-only (what a checkpoint writes). */
+const local_state *engine_local(const engine *e);
+/* The round's model z = x / w into z (dim floats). */
+void engine_model_to(const engine *e, float *z);
+/* The model to evaluate between rounds (local_eval_params: x itself, or z
+ * in m's gradient buffer). */
+const float *engine_eval_params(engine *e, nn_model *m);
+/* The final model (gsp_take_model): x becomes z; after the run. */
+float *engine_take_model(engine *e);
+/* Arrived messages not absorbed yet. */
+const gsp_msg *engine_inbox(const engine *e, int *n);
+
+int engine_joining(const engine *e);    /* it has no model yet: it pulls a neighbour's */
+int engine_refreshing(const engine *e); /* it was far behind: it pulls a neighbour's model */
+int engine_computing(const engine *e);  /* a STEP is out and not done */
+int engine_stopping(const engine *e);
+int engine_rounds_done(const engine *e); /* every round is done (it may still wait for in-neighbours) */
+int engine_promise_pending(const engine *e); /* the neighbour asked for its model said it follows (MODEL_SOON) */
+
+typedef struct engine_stats {
+    long steps;            /* local optimizer steps taken */
+    float loss;            /* mean over the last round's local steps */
+    uint64_t absorbed;     /* messages applied */
+    double wait_seconds;   /* time rounds could not start yet */
+} engine_stats;
+void engine_stats_of(const engine *e, engine_stats *s);
+
+/* Where the model stopped being finite ("the loss", "the parameters"; NULL
+ * if it did not), and the whole story (round_diverged_text). */
+const char *engine_diverged(const engine *e);
+void engine_diverged_text(const engine *e, char *buf, size_t len);
+
+/* This peer's bytes by part (round_memory). */
+void engine_memory(const engine *e, mem_parts *m);
 
 #endif

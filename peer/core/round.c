@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/core/clock.h"
 #include "peer/core/round.h"
 
 /* The codecs' randomness: one seed for the run, mixed per edge and message
@@ -193,7 +192,6 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
     rp->n_refused = 0;
     if (rp->n_inbox == 0)
         return 0; /* (an empty inbox may still be a NULL pointer, which qsort must not get) */
-    const double t0 = clock_now();
     qsort(rp->inbox, (size_t)rp->n_inbox, sizeof *rp->inbox, cmp_msg);
     int kept = 0, applied = 0, ask = -1; /* ask: the sender to NACK once its messages are through */
     if (!all) /* (a round's absorb: what a peer that stops at the end took in last is the round's) */
@@ -231,7 +229,6 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
         nack(ctx, ask, ask_seq);
     rp->n_inbox = kept;
     rp->absorbed += (uint64_t)applied;
-    rp->times.gossip += clock_now() - t0;
     return applied;
 }
 
@@ -261,7 +258,6 @@ gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d)
 float round_step(round_peer *rp, nn_model *model)
 {
     const train_opts *o = &rp->c->train;
-    const double t0 = clock_now();
     long first;
     const int steps = model ? round_plan_steps(rp->plan, rp->g.round, &first) : 0;
     double loss = 0;
@@ -274,18 +270,14 @@ float round_step(round_peer *rp, nn_model *model)
     outer_end(&rp->local.outer, &rp->g);
     rp->steps += steps;
     rp->loss = steps ? (float)(loss / steps) : 0.0f;
-    rp->times.step += clock_now() - t0;
     return rp->loss;
 }
 
 int round_emit(round_peer *rp, double now, const uint8_t *busy, gsp_msg *msgs)
 {
-    const double t0 = clock_now();
     if (rp->c->codec && rp->c->codec_warmup > 0)
         codec_warmup(rp, rp->g.round);
     topo_out out;
     gsp_pace_route(&rp->pace, &rp->g, now, busy, &out);
-    int n = gsp_emit(&rp->g, &out, msgs);
-    rp->times.gossip += clock_now() - t0;
-    return n;
+    return gsp_emit(&rp->g, &out, msgs);
 }

@@ -2,7 +2,7 @@
  * (peer/core/engine.h): set-up, the inbox, absorbing, the local step, the
  * pacing decision and the emit. Only the engine calls the loop below; the
  * two drivers (peer/sim, peer/net/node.c) feed the engine, and run
- * round_step for it when it says ENGINE_STEP. Every decision of a round is
+ * engine_compute_step (round_step) for it when it says ENGINE_STEP. Every decision of a round is
  * made here, in the engine or in gossip/.
  *
  *   round_plan plan;
@@ -60,14 +60,6 @@ void round_plan_make(round_plan *p, const train_opts *o, int n_train, int n_peer
 int round_plan_steps(const round_plan *p, long round, long *first);
 
 
-/* Where a peer's time went, in seconds of the thread doing it: the parts
- * every driver shares (the networked peer adds framing, crypto and waiting:
- * node.h). */
-typedef struct round_times {
-    double step;   /* local optimizer steps: batch, forward, backward, update */
-    double gossip; /* absorb and emit: decode, mixing, running sums, routing, encode */
-} round_times;
-
 typedef struct round_peer {
     const peer_settings *c;
     const round_plan *plan;
@@ -94,14 +86,13 @@ typedef struct round_peer {
     int refused_from[ROUND_TAKEN_MAX];
     const char *refused_why[ROUND_TAKEN_MAX];
     int n_refused;
-    round_times times;         /* round_step's (its own thread's) and round_absorb's + round_emit's */
 } round_peer;
 
 /* Shard, gossip state (x = x0), codec, local optimizer and pacing of peer
  * `id`. The same seeds in every driver: the simulator's peer i and the
  * networked peer i compute the same things. train NULL: no shard and no
  * local optimizer (the caller takes its own steps: libsgp; round_step is
- * then not called, and the driver brackets the caller's steps with
+ * then not called, and the engine brackets the caller's steps with
  * outer_begin and outer_end on rp->local.outer). 0, or a negative errno with a message. */
 int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
                     const float *x0, size_t dim, double now, char *err, size_t errlen);

@@ -33,9 +33,9 @@ void node_config_defaults(node_config *c)
  * heartbeat). */
 static void link_states(node *n)
 {
-    const gsp_pace *pc = &n->e.rp.pace;
+    const gsp_pace *pc = engine_pace(n->e);
     for (int j = 0; j < pc->n_nb; j++)
-        engine_link_state(&n->e, pc->nb[j].peer, net_busy(&n->net, pc->nb[j].peer),
+        engine_link_state(n->e, pc->nb[j].peer, net_busy(&n->net, pc->nb[j].peer),
                           net_sending(&n->net, pc->nb[j].peer));
 }
 
@@ -43,14 +43,29 @@ static void on_wake(uv_timer_t *t)
 {
     node *n = t->data;
     link_states(n);
-    engine_timer(&n->e, clock_now());
+    const double now = clock_now();
+    engine_timer(n->e, now);
+    node_engine_time(n, now);
     node_pump(n);
 }
+
+void node_engine_time(node *n, double since) { n->gossip_seconds += clock_now() - since; }
 
 void node_step_done(node *n)
 {
     link_states(n);
-    engine_step_done(&n->e, clock_now());
+    const double now = clock_now();
+    engine_step_done(n->e, now);
+    node_engine_time(n, now);
+    node_pump(n);
+}
+
+void node_step_taken(node *n, const float *z)
+{
+    link_states(n);
+    const double now = clock_now();
+    engine_step_taken(n->e, z, now);
+    node_engine_time(n, now);
     node_pump(n);
 }
 
@@ -61,7 +76,9 @@ int node_boundary_done(node *n, long round, float acc, int checkpoint)
         node_checkpoint(n);
         return 0;
     }
-    engine_advance(&n->e, clock_now());
+    const double now = clock_now();
+    engine_advance(n->e, now);
+    node_engine_time(n, now);
     return 1;
 }
 
@@ -70,8 +87,10 @@ int node_boundary_done(node *n, long round, float acc, int checkpoint)
  * due (the next round waits for it), then on. */
 static int boundary(node *n, const engine_event *v)
 {
-    n->r->local_steps = n->e.rp.steps;
-    n->epoch_loss += n->e.rp.loss, n->epoch_steps++;
+    engine_stats st;
+    engine_stats_of(n->e, &st);
+    n->r->local_steps = st.steps;
+    n->epoch_loss += st.loss, n->epoch_steps++;
     if (!n->c->ext && (v->round + 1) % n->plan.rounds_per_epoch == 0)
         return node_evaluate(n, v->round, v->checkpoint);
     return node_boundary_done(n, v->round, -1.0f, v->checkpoint);
@@ -82,7 +101,9 @@ void node_rounds_resume(node *n)
     if (n->finish_pending)
         node_close(n, n->finish_goodbye);
     else {
-        engine_advance(&n->e, clock_now());
+        const double now = clock_now();
+        engine_advance(n->e, now);
+        node_engine_time(n, now);
         node_pump(n);
     }
 }
@@ -98,8 +119,8 @@ void node_close(node *n, int goodbye)
         return;
     }
     n->closed = 1;
-    if (!n->e.joining) {
-        if (!n->e.diverged) /* (the last checkpoint is the model to come back with) */
+    if (!engine_joining(n->e)) {
+        if (!engine_diverged(n->e)) /* (the last checkpoint is the model to come back with) */
             node_checkpoint_now(n);
         node_log_ledger(n);
     }
@@ -109,7 +130,7 @@ void node_close(node *n, int goodbye)
         m->data += nn_dataset_bytes(n->train);
     if (n->test)
         m->data += nn_dataset_bytes(n->test);
-    round_memory(&n->e.rp, m);
+    engine_memory(n->e, m);
     mem_measure(m);
     /* The goodbye goes after the shares the connections' slots still hold
      * (on a slow link they are not written yet, and closing at once would
@@ -140,10 +161,10 @@ void node_pump(node *n)
     for (int again = 1; again && !n->closed;) {
         again = 0;
         engine_send s;
-        while (engine_poll_send(&n->e, &s))
+        while (engine_poll_send(n->e, &s))
             node_send_frame(n, &s);
         engine_event v;
-        while (!n->closed && engine_poll_event(&n->e, &v))
+        while (!n->closed && engine_poll_event(n->e, &v))
             switch (v.kind) {
             case ENGINE_STEP:
                 node_start_step(n);
@@ -153,12 +174,12 @@ void node_pump(node *n)
                 break;
             case ENGINE_FINISHED:
                 n->rc = v.rc;
-                while (engine_poll_send(&n->e, &s)) /* what it said last (GOODBYE "done") before the close */
+                while (engine_poll_send(n->e, &s)) /* what it said last (GOODBYE "done") before the close */
                     node_send_frame(n, &s);
                 node_close(n, v.goodbye);
                 break;
             case ENGINE_LOG:
-                node_event(n, v.what, v.peer, v.detail[0] ? v.detail : NULL);
+                node_event(n, engine_log_text(v.log), v.peer, v.detail[0] ? v.detail : NULL);
                 break;
             case ENGINE_DONE:
                 break;
@@ -167,7 +188,7 @@ void node_pump(node *n)
     if (n->closed)
         return;
     node_origin_ahead(n);
-    const double now = clock_now(), at = engine_wake_at(&n->e, now);
+    const double now = clock_now(), at = engine_wake_at(n->e, now);
     if (isfinite(at)) {
         double ms = 1e3 * (at - now);
         uv_timer_start(&n->timer, on_wake, ms > 0 ? (uint64_t)ceil(ms) : 0, 0);
@@ -179,10 +200,9 @@ void node_pump(node *n)
  * itself holds no worker. */
 void node_stop(node *n)
 {
-    if (n->c->ext)
-        engine_stop_now(&n->e, clock_now());
-    else
-        engine_stop(&n->e, clock_now());
+    const double now = clock_now();
+    engine_stop(n->e, now);
+    node_engine_time(n, now);
     node_pump(n);
 }
 
@@ -232,7 +252,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->settings = c->peer;
     n->settings.n_peers = np, n->settings.barrier = !c->resume; /* (a resumed peer comes back into a running run) */
     n->settings.reliable_links = 1;
-    rc = engine_init(&n->e, &n->settings, &n->plan, id, c->ext ? NULL : train, x0, dim, clock_now(), err, errlen);
+    rc = engine_new(&n->e, &n->settings, &n->plan, id, c->ext ? NULL : train, x0, dim, new_incarnation(), clock_now(),
+                    err, errlen);
     if (rc < 0)
         return rc;
     /* A model drawn from the seed can be drawn again where an edge starts:
@@ -242,10 +263,11 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
      * is drawn here: gossip/ checks the first draw. */
     int n_out, n_in;
     if (!c->ext && !c->peer.train.init && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0)
-        (void)gsp_set_origin_fill(&n->e.rp.g, draw_origin, n, n_out + n_in);
+        (void)engine_set_origin_fill(n->e, draw_origin, n, n_out + n_in);
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
-    n->e.rp.g.incarnation = new_incarnation();
-    n->e.checkpoint_every = c->checkpoint ? c->checkpoint_every : 0;
+    engine_set_checkpoint_every(n->e, c->checkpoint ? c->checkpoint_every : 0);
+    if (c->ext)
+        engine_set_caller_steps(n->e);
     if (!(n->eval_deferred = calloc((size_t)np, 1))) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -275,7 +297,7 @@ static int start_loop(node *n, char *err, size_t errlen)
         listen_error(n, rc, err, errlen);
         return rc;
     }
-    const size_t dim = n->e.rp.g.dim;
+    const size_t dim = engine_gossip(n->e)->dim;
     /* WIRE.md MAX_FRAME: the same number at both ends of every session of the run. */
     const size_t max_frame = wire_frame_max(dim, c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0);
     if (max_frame) /* (always within what net_set_max_frame takes) */
@@ -284,7 +306,7 @@ static int start_loop(node *n, char *err, size_t errlen)
      * timeout without a frame is a stall (the peer is routed around by then). */
     net_set_idle_timeout(&n->net, 2 * c->peer.dead_timeout);
     /* Everyone we ever send to or hear from, over one period of the schedule. */
-    const gsp_pace *pc = &n->e.rp.pace;
+    const gsp_pace *pc = engine_pace(n->e);
     for (int k = 0; k < pc->n_nb; k++)
         if ((rc = net_want(&n->net, pc->nb[k].peer)) < 0)
             return rc;
@@ -335,7 +357,9 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         rc = start_loop(n, err, errlen);
     }
     if (rc == 0) {
-        engine_advance(&n->e, clock_now()); /* round 0, from the hold engine_init leaves */
+        const double now = clock_now();
+        engine_advance(n->e, now); /* round 0, from the hold engine_new leaves */
+        node_engine_time(n, now);
         node_pump(n);
         uv_run(&n->loop, UV_RUN_DEFAULT);
         rc = n->listen_rc < 0 ? n->listen_rc : n->rc;
@@ -343,7 +367,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
             listen_error(n, rc, err, errlen);
         else if (rc == -EDOM) {
             char why[400];
-            round_diverged_text(&n->e.rp, n->e.diverged ? n->e.diverged : "the parameters", why, sizeof why);
+            engine_diverged_text(n->e, why, sizeof why);
             snprintf(err, errlen, "peer %d: %s", c->id, why);
         }
         else if (rc == -EHOSTUNREACH)
@@ -351,7 +375,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
                      "(%.0f s): nothing to join", c->id, c->peer.round_timeout);
         else if (rc < 0)
             snprintf(err, errlen, "peer %d: %s", c->id, strerror(-rc));
-        else if (n->e.joining) {
+        else if (engine_joining(n->e)) {
             snprintf(err, errlen, "peer %d: stopped before any neighbour sent its model", c->id);
             rc = -ETIMEDOUT;
         }
@@ -360,22 +384,26 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         uv_run(&n->loop, UV_RUN_DEFAULT);
     }
     if (rc == 0) {
-        const gsp_peer *g = &n->e.rp.g;
+        const gsp_peer *g = engine_gossip(n->e);
         r->parameters = g->dim;
         r->weight = g->w;
         r->rounds = g->round;
         r->mean_staleness = g->stats.absorbed ? (double)g->stats.stale_sum / (double)g->stats.absorbed : 0;
-        r->model = gsp_take_model(&n->e.rp.g);
+        r->model = engine_take_model(n->e);
         if (!c->ext)
             nn_model_evaluate(&n->model, r->model, test, &r->test_loss, &r->test_accuracy);
     }
-    const gsp_pace_stats *ps = &n->e.rp.pace.stats;
-    r->start_round = n->e.start_round;
-    r->messages_absorbed = n->e.rp.absorbed;
-    r->late_marks = ps->late_marks, r->catch_ups = ps->catch_ups, r->neighbours_lost = ps->neighbours_lost;
-    r->refreshes = ps->refreshes;
-    r->step_seconds = n->e.rp.times.step, r->gossip_seconds = n->e.rp.times.gossip;
-    r->frame_seconds = n->frame_seconds + n->net.crypto_seconds, r->wait_seconds = n->e.wait_seconds;
+    if (n->e) {
+        const gsp_pace_stats *ps = &engine_pace(n->e)->stats;
+        engine_stats st;
+        engine_stats_of(n->e, &st);
+        r->start_round = engine_start_round(n->e);
+        r->messages_absorbed = st.absorbed, r->wait_seconds = st.wait_seconds;
+        r->late_marks = ps->late_marks, r->catch_ups = ps->catch_ups, r->neighbours_lost = ps->neighbours_lost;
+        r->refreshes = ps->refreshes;
+    }
+    r->step_seconds = n->step_seconds, r->gossip_seconds = n->gossip_seconds;
+    r->frame_seconds = n->frame_seconds + n->net.crypto_seconds;
     r->frame_pool_seconds = n->net.pool_seconds;
     if (c->ext)
         node_caller_end(n, rc, err);
@@ -383,7 +411,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         net_free(&n->net);
     if (loop_ok)
         uv_loop_close(&n->loop);
-    engine_free(&n->e);
+    engine_free(n->e);
     nn_model_free(&n->model);
     free(n->eval_deferred);
     r->wall_seconds = clock_now() - n->t0;

@@ -21,12 +21,14 @@ void node_caller_refuse(const node_config *c, int rc, const char *err)
 
 void node_caller_status(const node *n, node_status *s)
 {
-    const gsp_pace *pc = &n->e.rp.pace;
+    const gsp_pace *pc = engine_pace(n->e);
     const node_result *r = n->r;
-    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = n->e.rp.g.round,
-                       .start_round = n->e.start_round, .local_steps = r->local_steps, .weight = n->e.rp.g.w,
+    engine_stats st;
+    engine_stats_of(n->e, &st);
+    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = engine_round(n->e),
+                       .start_round = engine_start_round(n->e), .local_steps = r->local_steps, .weight = engine_gossip(n->e)->w,
                        .neighbours = pc->n_nb, .bytes_sent = r->bytes_sent, .bytes_received = r->bytes_received,
-                       .messages_sent = r->messages_sent, .messages_absorbed = n->e.rp.absorbed,
+                       .messages_sent = r->messages_sent, .messages_absorbed = st.absorbed,
                        .late_marks = pc->stats.late_marks, .catch_ups = pc->stats.catch_ups,
                        .neighbours_lost = pc->stats.neighbours_lost, .checkpoints = r->checkpoints};
     for (int j = 0; j < pc->n_nb; j++)
@@ -35,12 +37,12 @@ void node_caller_status(const node *n, node_status *s)
 
 /* The round has started: its model goes to the caller, who holds the round
  * until it comes back with its step (H steps from the model handed out:
- * the outer step brackets them, as round_step's own). */
+ * the engine's outer step brackets them, as round_step's own). */
 void node_caller_give(node *n)
 {
     node_status s;
     node_caller_status(n, &s);
-    node_ext_hand_out(n->c->ext, &n->e.rp.g, &s);
+    node_ext_hand_out(n->c->ext, n->e, &s);
 }
 
 /* The caller asked for something: a stop, a checkpoint, or it is back with
@@ -49,18 +51,16 @@ static void on_caller(uv_async_t *a)
 {
     node *n = a->data;
     node_ext_asks asks;
-    const int holding = n->e.computing && !n->closed;
-    node_ext_take(n->c->ext, &n->e.rp.g, holding, &asks);
+    const int holding = engine_computing(n->e) && !n->closed;
+    node_ext_take(n->c->ext, holding, &asks);
     if (asks.checkpoint && !n->closed)
         node_checkpoint_now(n); /* answers the caller (after a periodic write in flight) */
-    if (asks.stop && !n->e.stopping) {
+    if (asks.stop && !engine_stopping(n->e)) {
         node_stop(n);
         return;
     }
-    if (asks.stepped) {
-        outer_end(&n->e.rp.local.outer, &n->e.rp.g);
-        n->e.rp.steps += n->plan.local_steps; /* (round_step counts the node's own) */
-        node_step_done(n);
+    if (asks.stepped) { /* (the caller waits meanwhile: its buffer is the loop's to read) */
+        node_step_taken(n, asks.stepped);
         return;
     }
     if (holding)
@@ -89,7 +89,7 @@ void node_caller_close(node *n)
 void node_caller_end(node *n, int rc, const char *err)
 {
     node_status s = {0};
-    if (n->e.rp.g.dim)
+    if (n->e)
         node_caller_status(n, &s);
     node_ext_end(n->c->ext, rc, err, rc == 0 ? n->r->model : NULL, &s);
 }

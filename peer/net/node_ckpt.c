@@ -10,7 +10,8 @@
 static void write_checkpoint(uv_work_t *w)
 {
     node *n = w->data;
-    n->ckpt_rc = ckpt_save(n->c->checkpoint, &n->run, &n->e.rp.g, &n->e.rp.local, n->ckpt_err, sizeof n->ckpt_err);
+    n->ckpt_rc = ckpt_save(n->c->checkpoint, &n->run, engine_gossip(n->e), engine_local(n->e), n->ckpt_err,
+                          sizeof n->ckpt_err);
 }
 
 /* A checkpoint write's outcome: counted, or one event line (training goes
@@ -60,7 +61,7 @@ void node_checkpoint_now(node *n)
         return;
     }
     n->ckpt_final = 0;
-    int rc = ckpt_save(n->c->checkpoint, &n->run, &n->e.rp.g, &n->e.rp.local, err, sizeof err);
+    int rc = ckpt_save(n->c->checkpoint, &n->run, engine_gossip(n->e), engine_local(n->e), err, sizeof err);
     written_count(n, rc, err);
     if (n->c->ext)
         node_ext_checkpointed(n->c->ext, rc);
@@ -74,17 +75,19 @@ void node_resume(node *n)
 {
     const node_config *c = n->c;
     char used[4400], err[9000];
-    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, &n->e.rp.g, &n->e.rp.local, used, sizeof used, err,
-                                       sizeof err)
-                           : -ENOENT;
+    gsp_peer *g;
+    local_state *local;
+    engine_state_to_load(n->e, &g, &local);
+    int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, g, local, used, sizeof used, err, sizeof err) : -ENOENT;
+    const uint64_t incarnation = g->incarnation; /* (this process's: engine_new's) */
     if (rc == 0) {
-        const double w_checkpoint = n->e.rp.g.w;
-        engine_resume(&n->e);
+        const double w_checkpoint = g->w;
+        engine_come_back(n->e, ENGINE_WITH_STATE, incarnation, clock_now());
         node_log_resume(n, w_checkpoint);
         node_event(n, "resumed from", -1, used);
         return;
     }
     if (rc != -ENOENT)
         node_event(n, "cannot resume", -1, err);
-    engine_set_joining(&n->e, clock_now());
+    engine_come_back(n->e, ENGINE_WITHOUT_STATE, incarnation, clock_now());
 }

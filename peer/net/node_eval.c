@@ -17,7 +17,7 @@
 static void evaluate(uv_work_t *w)
 {
     node *n = w->data;
-    nn_model_evaluate(&n->model, local_eval_params(&n->model, &n->e.rp.g), n->test, &n->eval_loss, &n->eval_acc);
+    nn_model_evaluate(&n->model, engine_eval_params(n->e, &n->model), n->test, &n->eval_loss, &n->eval_acc);
 }
 
 /* The epoch's line, the MODEL requests that waited, then the rest of the
@@ -29,7 +29,7 @@ static int eval_done(node *n)
     for (int q = 0; q < n->c->cluster->n_peers; q++)
         if (n->eval_deferred[q]) {
             n->eval_deferred[q] = 0;
-            engine_model_request(&n->e, q, now);
+            engine_model_request(n->e, q, now);
         }
     if (n->finish_pending) { /* (stopped meanwhile: the close writes the last checkpoint) */
         node_log_round(n, n->eval_round + 1, n->eval_acc);
@@ -52,7 +52,7 @@ int node_evaluate(node *n, long round, int checkpoint)
 {
     n->eval_round = round, n->eval_checkpoint = checkpoint;
     n->eval_work.data = n;
-    if (!n->e.refreshing && !n->e.joining) {
+    if (!engine_refreshing(n->e) && !engine_joining(n->e)) {
         n->eval_busy = 1;
         if (uv_queue_work(&n->loop, &n->eval_work, evaluate, evaluated) == 0)
             return 0;

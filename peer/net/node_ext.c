@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gossip/gsp.h"
+#include "peer/core/engine.h"
 #include "peer/net/node_ext.h"
 
 int node_ext_init(node_ext *e, size_t dim, long rounds, long rounds_per_epoch)
@@ -90,31 +90,25 @@ void node_ext_status(node_ext *e, node_status *s)
 
 /* ---- the loop's side --------------------------------------------------------- */
 
-void node_ext_take(node_ext *e, struct gsp_peer *g, int holding, node_ext_asks *a)
+void node_ext_take(node_ext *e, int holding, node_ext_asks *a)
 {
     pthread_mutex_lock(&e->mu);
     a->stop = e->stop_asked;
     a->checkpoint = e->checkpoint_asked;
-    a->stepped = 0;
+    a->stepped = NULL;
     if (holding && e->stepped && e->params) {
-        /* The caller stepped from z = x / w: x moves by w times its step, as
-         * local_step moves it (so a peer whose weight has shrunk does not
-         * take steps of 1 / w on its model). */
-        const float w = (float)g->w, inv = gsp_debias_factor(g);
-        for (size_t i = 0; i < g->dim; i++) /* (z value by value, as gsp_debias has it: no z beside x) */
-            g->x[i] += w * (e->params[i] - g->x[i] * inv);
         e->stepped = 0;
-        a->stepped = 1;
+        a->stepped = e->params;
     }
     pthread_mutex_unlock(&e->mu);
 }
 
-void node_ext_hand_out(node_ext *e, const struct gsp_peer *g, const node_status *s)
+void node_ext_hand_out(node_ext *e, const struct engine *g, const node_status *s)
 {
     pthread_mutex_lock(&e->mu);
     e->status = *s;
     if (e->params && !e->stepped && !e->handed) {
-        gsp_debias_to(g, e->params);
+        engine_model_to(g, e->params);
         e->handed = 1;
         pthread_cond_broadcast(&e->cv);
     }

@@ -80,16 +80,19 @@ void node_ext_status(node_ext *e, node_status *s);
 /* ---- the loop's side (node.c) ----------------------------------------------- */
 
 /* What the caller has asked for, taken under mu: a stop, a checkpoint, and
- * whether it came back with a step (which has then been applied to g). */
+ * its step, if it came back with one for the round the loop holds: its
+ * parameters (engine_step_taken), which stay the loop's to read until the
+ * next hand-out, as the caller waits for that. */
 typedef struct node_ext_asks {
-    int stop, checkpoint, stepped;
+    int stop, checkpoint;
+    const float *stepped;
 } node_ext_asks;
 
-struct gsp_peer;
-void node_ext_take(node_ext *e, struct gsp_peer *g, int holding, node_ext_asks *a);
+void node_ext_take(node_ext *e, int holding, node_ext_asks *a);
 /* The round may start: hand its model z = x / w to a caller waiting for it
  * (written straight into the caller's parameters: no z beside x). */
-void node_ext_hand_out(node_ext *e, const struct gsp_peer *g, const node_status *s);
+struct engine;
+void node_ext_hand_out(node_ext *e, const struct engine *g, const node_status *s);
 void node_ext_checkpointed(node_ext *e, int rc);
 /* No more signals: the loop is closing its wake handle. */
 void node_ext_closing(node_ext *e);

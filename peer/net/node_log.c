@@ -7,7 +7,7 @@
 
 void node_event(node *n, const char *what, int peer, const char *detail)
 {
-    const long round = n->e.rp.g.round;
+    const long round = engine_round(n->e);
     if (n->c->progress) {
         fprintf(n->c->progress, "peer %d: round %ld: %s", n->c->id, round, what);
         if (peer >= 0)
@@ -44,21 +44,23 @@ void node_log_round(node *n, long round, float test_accuracy)
 {
     if (!n->c->log)
         return;
-    const gsp_peer *g = &n->e.rp.g;
+    const gsp_peer *g = engine_gossip(n->e);
+    engine_stats st;
+    engine_stats_of(n->e, &st);
     const double now = clock_now();
     roundlog_line l = {.round = round,
-                       .loss = n->e.rp.loss,
+                       .loss = st.loss,
                        .bytes_out = n->r->bytes_sent,
                        .bytes_in = n->r->bytes_received,
-                       .absorbed = n->e.rp.absorbed,
+                       .absorbed = st.absorbed,
                        .staleness = g->stats.absorbed ? (double)g->stats.stale_sum / (double)g->stats.absorbed : 0.0,
                        .round_seconds = now - n->round_start,
                        .t = now - n->t0,
                        .w = g->w,
-                       .step_s = n->e.rp.times.step,
-                       .gossip_s = n->e.rp.times.gossip,
+                       .step_s = n->step_seconds,
+                       .gossip_s = n->gossip_seconds,
                        .frame_s = n->frame_seconds + n->net.crypto_seconds,
-                       .wait_s = n->e.wait_seconds,
+                       .wait_s = st.wait_seconds,
                        .test_accuracy = test_accuracy};
     roundlog_write(n->c->log, &l); /* flushed: the launcher reads it live, and after a kill */
 }
@@ -71,7 +73,7 @@ void node_log_ledger(node *n)
     FILE *f = n->c->log;
     if (!f)
         return;
-    const gsp_peer *g = &n->e.rp.g;
+    const gsp_peer *g = engine_gossip(n->e);
     fprintf(f,
             "{\"ledger\": \"peer\", \"id\": %d, \"incarnation\": %llu, \"w\": %.17g, \"round\": %ld, "
             "\"w_adopted\": %.17g}\n",
@@ -89,7 +91,7 @@ void node_log_resume(node *n, double w_checkpoint)
 {
     if (n->c->log) {
         fprintf(n->c->log, "{\"ledger\": \"resume\", \"w_checkpoint\": %.17g, \"w\": %.17g}\n", w_checkpoint,
-                n->e.rp.g.w);
+                engine_gossip(n->e)->w);
         fflush(n->c->log);
     }
 }

@@ -23,7 +23,7 @@ static void drawn(uv_work_t *w, int status)
     node *n = w->data;
     n->origin_busy = 0;
     if (status == 0 && !n->closed && n->origin_buf)
-        gsp_origin_ahead(&n->e.rp.g, n->origin_buf); /* (freed there if no longer wanted) */
+        engine_origin_ahead(n->e, n->origin_buf); /* (freed there if no longer wanted) */
     else
         free(n->origin_buf);
     n->origin_buf = NULL;
@@ -44,11 +44,11 @@ static int in_neighbour_lost(const gsp_pace *p)
 
 void node_origin_ahead(node *n)
 {
-    const gsp_peer *g = &n->e.rp.g;
-    const gsp_pace *p = &n->e.rp.pace;
+    const gsp_peer *g = engine_gossip(n->e);
+    const gsp_pace *p = engine_pace(n->e);
     if (n->closed || n->origin_busy || !gsp_origin_ahead_wanted(g) || !in_neighbour_lost(p))
         return;
-    if (n->e.rounds_done || g->round + 1 >= p->c.total_rounds)
+    if (engine_rounds_done(n->e) || g->round + 1 >= p->c.total_rounds)
         return; /* (in the last round a neighbour lost is finishing, not coming back for a new edge) */
     n->origin_busy = 1;
     /* (the worker gets its own copy: the loop ends g's fill if a draw differs from the origin) */

@@ -41,14 +41,14 @@ static void on_push(node *n, int peer, const wire_msg *m)
     /* An incarnation is a process's start on its wall clock: one more than a
      * day ahead of ours is no run that has started (a single forged one
      * would make every later message of the real sender stale). */
-    n->e.incarnation_max = clock_wall_us() + NODE_INCARNATION_AHEAD_US;
-    engine_push(&n->e, &view, clock_now());
+    engine_set_incarnation_max(n->e, clock_wall_us() + NODE_INCARNATION_AHEAD_US);
+    engine_push(n->e, &view, clock_now());
 }
 
 /* A model's size must be ours: nothing of another could be absorbed. */
 static int same_size(node *n, int peer, uint64_t dim, const char *what)
 {
-    if (dim == n->e.rp.g.dim)
+    if (dim == engine_gossip(n->e)->dim)
         return 1;
     char why[64];
     snprintf(why, sizeof why, "%s for a model of another size", what);
@@ -91,32 +91,33 @@ static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash
         net_drop(&n->net, peer, why);
         return;
     }
-    engine_link_state(&n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
+    engine_link_state(n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
+    const double t_engine = clock_now();
     switch (m.type) {
     case WIRE_GOODBYE:
-        engine_goodbye(&n->e, peer, m.goodbye.len == 4 && memcmp(m.goodbye.reason, "done", 4) == 0, now);
+        engine_goodbye(n->e, peer, m.goodbye.len == 4 && memcmp(m.goodbye.reason, "done", 4) == 0, now);
         break;
     case WIRE_NACK:
-        engine_nack(&n->e, peer, m.nack.seq, now);
+        engine_nack(n->e, peer, m.nack.seq, now);
         break;
     case WIRE_HEARTBEAT:
-        engine_heartbeat(&n->e, peer, m.heartbeat.round, now);
+        engine_heartbeat(n->e, peer, m.heartbeat.round, now);
         break;
     case WIRE_ACK:
-        engine_ack(&n->e, peer, m.ack.seq, now);
+        engine_ack(n->e, peer, m.ack.seq, now);
         break;
     case WIRE_MODEL_REQUEST:
         if (!same_size(n, peer, m.model_request.dim, "MODEL_REQUEST") || node_eval_defers(n, peer))
             return;
-        engine_model_request(&n->e, peer, now);
+        engine_model_request(n->e, peer, now);
         break;
     case WIRE_MODEL_SOON:
-        engine_model_soon(&n->e, peer, now);
+        engine_model_soon(n->e, peer, now);
         break;
     case WIRE_MODEL: {
         if (!same_size(n, peer, m.model.dim, "MODEL"))
             return;
-        engine_model(&n->e, peer, m.model.round, (const float *)m.model.payload,
+        engine_model(n->e, peer, m.model.round, (const float *)m.model.payload,
                      hash_ok >= 0 ? hash_ok : model_hash_ok(&m), now);
         break;
     }
@@ -128,6 +129,7 @@ static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash
     default:
         return;
     }
+    node_engine_time(n, t_engine);
     node_pump(n);
 }
 
@@ -143,12 +145,14 @@ static void on_frame_noted(void *ctx, int peer, const uint8_t *buf, size_t len, 
 static void on_up(void *ctx, int peer)
 {
     node *n = ctx;
-    if (!engine_is_neighbour(&n->e, peer)) { /* authenticated, but no neighbour of ours */
+    if (!engine_is_neighbour(n->e, peer)) { /* authenticated, but no neighbour of ours */
         net_drop(&n->net, peer, "not a neighbour under the topology");
         return;
     }
-    engine_link_state(&n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
-    engine_link_up(&n->e, peer, clock_now());
+    engine_link_state(n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
+    const double now = clock_now();
+    engine_link_up(n->e, peer, now);
+    node_engine_time(n, now);
     node_pump(n);
 }
 
@@ -156,14 +160,16 @@ static void on_down(void *ctx, int peer, int reason)
 {
     node *n = ctx;
     (void)reason;
-    engine_link_down(&n->e, peer, clock_now());
+    const double now = clock_now();
+    engine_link_down(n->e, peer, now);
+    node_engine_time(n, now);
     node_pump(n);
 }
 
 static void on_progress(void *ctx, int peer)
 {
     node *n = ctx;
-    engine_link_progress(&n->e, peer, clock_now());
+    engine_link_progress(n->e, peer, clock_now());
 }
 
 static void on_log(void *ctx, const char *line)

@@ -64,7 +64,7 @@ static long encode(node *n, const engine_send *s, uint8_t *buf, size_t cap)
     case ENGINE_ACK:
         return wire_encode_ack(buf, cap, s->seq);
     case ENGINE_NACK:
-        net_expect_busy(&n->net, s->peer, n->e.rp.g.dim * sizeof(float)); /* the SYNC it asks for */
+        net_expect_busy(&n->net, s->peer, engine_gossip(n->e)->dim * sizeof(float)); /* the SYNC it asks for */
         return wire_encode_nack(buf, cap, s->seq);
     case ENGINE_HEARTBEAT:
         return wire_encode_heartbeat(buf, cap, s->round);
@@ -99,7 +99,7 @@ void node_send_frame(node *n, const engine_send *s)
         n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
     else {
         n->r->send_refused++; /* running sums / a SYNC make up for a share later */
-        engine_unsent(&n->e, s, rc, clock_now());
+        engine_unsent(n->e, s, rc, clock_now());
     }
     n->frame_seconds += clock_now() - t0;
 }

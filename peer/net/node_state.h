@@ -24,7 +24,7 @@ typedef struct node {
     nn_model model;
     peer_settings settings;    /* the caller's, with the cluster's size and the barrier */
     round_plan plan;
-    engine e;                   /* every decision: gossip state, pacing, inbox, local step, reactions */
+    engine *e;                  /* every decision: gossip state, pacing, inbox, local step, reactions */
     double slow_pad;            /* --slow: seconds added to each local step (0 until measured) */
     ckpt_run run;
     uv_work_t ckpt_work;        /* a periodic checkpoint being written on the thread pool, from the live state:
@@ -47,6 +47,8 @@ typedef struct node {
     size_t origin_dim;
     int closed;                 /* the loop's handles are closing */
     double epoch_loss, t0, round_start;
+    double step_seconds;        /* the local steps' (on the thread pool; the caller's own are not counted) */
+    double gossip_seconds;      /* the engine's inputs: absorbing, emitting, pacing (the engine reads no clock) */
     double frame_seconds;       /* encoding and sending this peer's shares, decoding what arrives (crypto: net) */
     long epoch_steps;
     int rc;
@@ -58,6 +60,11 @@ typedef struct node {
  * (engine_event.goodbye). */
 void node_pump(node *n);
 void node_step_done(node *n);
+/* The caller is back with its step from the model handed out (z). */
+void node_step_taken(node *n, const float *z);
+/* An input to the engine that started at `since` is over: its time is the
+ * peer's gossip time. */
+void node_engine_time(node *n, double since);
 void node_stop(node *n);
 void node_close(node *n, int goodbye);
 

@@ -12,7 +12,9 @@
 static void work_step(uv_work_t *w)
 {
     node *n = w->data;
-    round_step(&n->e.rp, &n->model);
+    const double t0 = clock_now();
+    engine_compute_step(n->e, &n->model);
+    n->step_seconds += clock_now() - t0;
     if (n->slow_pad > 0) { /* an emulated slow machine (--slow) */
         double pad = n->slow_pad;
         struct timespec ts = {(time_t)pad, (long)((pad - (double)(time_t)pad) * 1e9)};
@@ -39,7 +41,7 @@ static int cmp_double(const void *a, const void *b)
  * mostly the cluster's rhythm, not this peer's compute). */
 static void slow_down(node *n)
 {
-    const gsp_pace *pc = &n->e.rp.pace;
+    const gsp_pace *pc = engine_pace(n->e);
     if (n->c->slow <= 1.0 || n->slow_pad > 0 || pc->n_recent < 48)
         return;
     double d[GSP_PACE_RECENT];
@@ -58,7 +60,6 @@ void node_start_step(node *n)
 {
     n->round_start = clock_now();
     if (n->c->ext) {
-        outer_begin(&n->e.rp.local.outer, &n->e.rp.g); /* the caller's H steps start from the model handed out */
         node_caller_give(n);
         return;
     }

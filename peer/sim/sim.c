@@ -46,7 +46,7 @@ int sim_gone(const sim_peer *p) { return p->state == P_CRASHED || p->exited; }
  * broke (kind EV_DOWN) or is up (EV_UP), as TCP would. */
 void sim_tell_neighbours(sim *s, int i, int kind)
 {
-    const gsp_pace *pc = &s->p[i].e.rp.pace;
+    const gsp_pace *pc = engine_pace(s->p[i].e);
     for (int k = 0; k < pc->n_nb; k++) {
         int q = pc->nb[k].peer;
         if (sim_gone(&s->p[q]))
@@ -66,6 +66,8 @@ static void wake_at(sim *s, int i, double t)
     sim_queue_push(&s->q, t, EV_WAKE, i, 0);
 }
 
+void sim_engine_time(sim *s, double since) { s->r->cpu_gossip_seconds += clock_now() - since; }
+
 /* ---- what an engine asked for ------------------------------------------------------ */
 
 static double step_time(sim *s, sim_peer *p)
@@ -80,21 +82,25 @@ static double step_time(sim *s, sim_peer *p)
 static void compute(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
-    round_peer *rp = &p->e.rp;
-    const long steps = rp->steps;
-    float loss = round_step(rp, s->c->averaging_only ? NULL : &s->model);
-    if (rp->steps > steps) {
+    engine_stats before, after;
+    engine_stats_of(p->e, &before);
+    const double t0 = clock_now();
+    float loss = engine_compute_step(p->e, s->c->averaging_only ? NULL : &s->model);
+    s->r->cpu_step_seconds += clock_now() - t0;
+    engine_stats_of(p->e, &after);
+    const long steps = after.steps - before.steps;
+    if (steps > 0) {
         s->epoch_loss += loss, s->epoch_steps++;
-        s->r->local_steps += rp->steps - steps;
+        s->r->local_steps += steps;
     }
     p->state = P_COMPUTING;
-    sim_queue_push(&s->q, s->now + (double)(rp->steps - steps) * step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
+    sim_queue_push(&s->q, s->now + (double)steps * step_time(s, p), EV_STEP_DONE, i, ++p->step_id);
 }
 
 /* Peer i's round moved (a step, a catch-up, a join): the watermark follows. */
 static void follow_round(sim *s, int i, long *before)
 {
-    const long now = s->p[i].e.rp.g.round;
+    const long now = engine_round(s->p[i].e);
     if (now == *before || s->p[i].state == P_CRASHED)
         return;
     move_round(s, *before, now);
@@ -108,7 +114,7 @@ static void follow_round(sim *s, int i, long *before)
 int sim_pump(sim *s, int i, long round_before)
 {
     sim_peer *p = &s->p[i];
-    engine *e = &p->e;
+    engine *e = p->e;
     for (int again = 1; again && !sim_gone(p);) {
         again = 0;
         engine_send t;
@@ -144,7 +150,7 @@ int sim_pump(sim *s, int i, long round_before)
                         return rc;
                 if (v.rc == -EDOM) {
                     char why[400];
-                    round_diverged_text(&e->rp, e->diverged ? e->diverged : "the parameters", why, sizeof why);
+                    engine_diverged_text(e, why, sizeof why);
                     snprintf(s->err, sizeof s->err, "peer %d: %s", i, why);
                 }
                 if (v.rc == -EDOM || v.rc == -ENOMEM)
@@ -156,14 +162,14 @@ int sim_pump(sim *s, int i, long round_before)
                     break;
                 }
                 if (v.goodbye >= 0) /* what a networked peer says last on each connection */
-                    for (int k = 0; k < e->rp.pace.n_nb; k++)
+                    for (int k = 0; k < engine_pace(e)->n_nb; k++)
                         if ((rc = sim_transmit(s, i, &(engine_send){.kind = ENGINE_GOODBYE, .done = v.goodbye,
-                                                                     .peer = e->rp.pace.nb[k].peer})) < 0)
+                                                                     .peer = engine_pace(e)->nb[k].peer})) < 0)
                             return rc;
                 if (p->state != P_DONE) { /* (a leave: it holds no round of the run any more) */
                     p->state = P_DONE;
                     s->running--;
-                    s->at_round[e->rp.g.round]--;
+                    s->at_round[engine_round(e)]--;
                 }
                 p->exited = 1;
                 sim_tell_neighbours(s, i, EV_DOWN);
@@ -172,7 +178,7 @@ int sim_pump(sim *s, int i, long round_before)
             case ENGINE_LOG:
                 if (s->c->events)
                     fprintf(s->c->events, "{\"id\": %d, \"event\": \"%s\", \"peer\": %d, \"round\": %ld, \"t\": %.6f}\n", i,
-                            v.what, v.peer, v.round, s->now);
+                            engine_log_text(v.log), v.peer, v.round, s->now);
                 break;
             }
             if (rc < 0)
@@ -199,17 +205,17 @@ static void finish(sim *s)
             continue;
         sim_frame *f = &s->flight[e.arg];
         const int take = f->s.kind == ENGINE_PUSH && s->p[e.peer].state != P_CRASHED;
+        const double t0 = clock_now();
         if (take) /* (the engine takes the payload over: into its inbox, or freed when refused) */
-            engine_push(&s->p[e.peer].e, &f->s.msg, s->now);
+            engine_push(s->p[e.peer].e, &f->s.msg, s->now);
+        sim_engine_time(s, t0);
         sim_flight_release(s, e.arg, !take);
     }
-    for (int i = 0; i < s->c->peer.n_peers; i++) {
-        round_peer *rp = &s->p[i].e.rp;
+    const double t0 = clock_now();
+    for (int i = 0; i < s->c->peer.n_peers; i++)
         if (s->p[i].state != P_CRASHED)
-            engine_drain(&s->p[i].e);
-        s->r->cpu_step_seconds += rp->times.step;
-        s->r->cpu_gossip_seconds += rp->times.gossip;
-    }
+            engine_drain(s->p[i].e);
+    sim_engine_time(s, t0);
     sim_final_report(s);
 }
 
@@ -237,8 +243,8 @@ static int deferred(sim *s, const sim_event *e)
 static int dispatch(sim *s, const sim_event *e)
 {
     sim_peer *p = &s->p[e->peer];
-    engine *g = &p->e;
-    const long round = g->rp.g.round;
+    engine *g = p->e;
+    const long round = engine_round(g);
     int advanced = 0, rc = 0;
     if (e->kind == EV_CUT || e->kind == EV_CUT_CLOSE || e->kind == EV_HEAL) {
         sim_cut_event(s, e->kind, (int)e->arg);
@@ -254,6 +260,7 @@ static int dispatch(sim *s, const sim_event *e)
         return sim_churn(s, e->peer);
     if (sim_gone(p))
         return 0;
+    const double t0 = clock_now();
     switch (e->kind) {
     case EV_STEP_DONE:
         if (p->state != P_COMPUTING || e->arg != p->step_id)
@@ -281,6 +288,7 @@ static int dispatch(sim *s, const sim_event *e)
         rc = sim_boundary(s, e->peer, &advanced);
         break;
     }
+    sim_engine_time(s, t0);
     return rc < 0 ? rc : sim_pump(s, e->peer, round);
 }
 
@@ -293,7 +301,7 @@ static void measure_memory(sim *s, const nn_dataset *train)
                      .in_flight = (size_t)s->cap_flight * (sizeof *s->flight + sizeof *s->free_slots)};
     m->codec += gsp_scratch_bytes(&s->scratch);
     for (int i = 0; i < s->c->peer.n_peers; i++)
-        round_memory(&s->p[i].e.rp, m);
+        engine_memory(s->p[i].e, m);
     for (size_t k = 0; k < s->q.n; k++) /* the slots in use: those an arrival is pending for */
         if (s->q.heap[k].kind == EV_ARRIVE)
             m->in_flight += sim_frame_bytes(&s->flight[s->q.heap[k].arg]);
@@ -320,7 +328,7 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
     round_plan_make(&s.plan, &c->peer.train, train->n, c->peer.n_peers, c->peer.local_steps);
     progress_init(&s.bar, c->progress ? c->progress : stdout, c->progress ? c->progress_bar : 0);
     int rc = sim_setup(&s, c, train, err, errlen);
-    for (int i = 0; rc == 0 && i < c->peer.n_peers; i++) { /* round 0 starts from the hold engine_init leaves */
+    for (int i = 0; rc == 0 && i < c->peer.n_peers; i++) { /* round 0 starts from the hold engine_new leaves */
         int advanced = 0;
         if ((rc = sim_boundary(&s, i, &advanced)) == 0)
             rc = sim_pump(&s, i, 0);

@@ -17,11 +17,11 @@ double sim_weight(const sim *s)
 {
     double w = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++) {
-        const gsp_peer *g = &s->p[i].e.rp.g;
+        const gsp_peer *g = engine_gossip(s->p[i].e);
         if (s->p[i].state != P_CRASHED)
             w += g->w + g->stats.w_adopted;
         for (int k = 0; k < g->n_out; k++)
-            w += gsp_edge_pending(g, &s->p[g->out[k].peer].e.rp.g, NULL);
+            w += gsp_edge_pending(g, engine_gossip(s->p[g->out[k].peer].e), NULL);
     }
     return w;
 }
@@ -29,16 +29,16 @@ double sim_weight(const sim *s)
 int sim_check_event(sim *s, char *err, size_t errlen)
 {
     for (int i = 0; i < s->c->peer.n_peers; i++) { /* a joiner taking its model: one unit of weight more */
-        s->mass_changed |= s->p[i].was_joining && !s->p[i].e.joining;
-        s->p[i].was_joining = s->p[i].e.joining;
+        s->mass_changed |= s->p[i].was_joining && !engine_joining(s->p[i].e);
+        s->p[i].was_joining = engine_joining(s->p[i].e);
     }
     const double w = sim_weight(s);
     if (getenv("SGP_DEBUG_MASS")) {
         for (int i = 0; i < s->c->peer.n_peers; i++) {
-            const gsp_peer *g = &s->p[i].e.rp.g;
-            fprintf(stderr, "t=%.6f peer %d state %d w %.6f adopted %.6f inc %llu join %d:", s->now, i, s->p[i].state, g->w, g->stats.w_adopted, (unsigned long long)g->incarnation, s->p[i].e.joining);
+            const gsp_peer *g = engine_gossip(s->p[i].e);
+            fprintf(stderr, "t=%.6f peer %d state %d w %.6f adopted %.6f inc %llu join %d:", s->now, i, s->p[i].state, g->w, g->stats.w_adopted, (unsigned long long)g->incarnation, engine_joining(s->p[i].e));
             for (int k = 0; k < g->n_out; k++)
-                fprintf(stderr, " ->%d %.6f", g->out[k].peer, gsp_edge_pending(g, &s->p[g->out[k].peer].e.rp.g, NULL));
+                fprintf(stderr, " ->%d %.6f", g->out[k].peer, gsp_edge_pending(g, engine_gossip(s->p[g->out[k].peer].e), NULL));
             fprintf(stderr, "\n");
         }
     }
@@ -50,7 +50,7 @@ int sim_check_event(sim *s, char *err, size_t errlen)
     }
     s->mass_ref = w, s->mass_changed = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++) {
-        const double wi = s->p[i].e.rp.g.w;
+        const double wi = engine_gossip(s->p[i].e)->w;
         if (s->p[i].state != P_CRASHED && !(wi > 0 && isfinite(wi))) {
             snprintf(err, errlen, "invariant: peer %d's weight is %g at %.6f s", i, wi, s->now);
             return -EPROTO;
@@ -67,7 +67,7 @@ int sim_check_event(sim *s, char *err, size_t errlen)
 
 int sim_check_model(const sim *s, int i, char *err, size_t errlen)
 {
-    const gsp_peer *g = &s->p[i].e.rp.g;
+    const gsp_peer *g = engine_gossip(s->p[i].e);
     for (size_t d = 0; d < g->dim; d++)
         if (!isfinite(g->x[d])) {
             snprintf(err, errlen, "invariant: peer %d's x[%zu] is %g at round %ld (%.6f s)", i, d, (double)g->x[d],
@@ -97,6 +97,8 @@ void sim_check_absorbed(sim *s, int i)
         return;
     s->mass_changed = 1;
     p->stale_inbox = 0;
-    for (int k = 0; k < p->e.rp.n_inbox; k++) /* (kept for a later round: tau = 0) */
-        p->stale_inbox |= p->e.rp.inbox[k].incarnation < s->p[p->e.rp.inbox[k].src].e.rp.g.incarnation;
+    int n_inbox;
+    const gsp_msg *inbox = engine_inbox(p->e, &n_inbox);
+    for (int k = 0; k < n_inbox; k++) /* (kept for a later round: tau = 0) */
+        p->stale_inbox |= inbox[k].incarnation < engine_gossip(s->p[inbox[k].src].e)->incarnation;
 }

@@ -42,7 +42,7 @@ typedef struct sim_frame {
 } sim_frame;
 
 typedef struct sim_peer {
-    engine e;            /* the peer engine every peer runs, simulated or not */
+    engine *e;           /* the peer engine every peer runs, simulated or not */
     int state;
     double slow;
     double stopped_until; /* frozen (SIGSTOP) until then */
@@ -105,6 +105,9 @@ void sim_watermark_advance(sim *s);
 /* sim_link.c: a frame from peer i over the link model; a frame reaching
  * peer j; frames in flight. */
 int sim_arrive(sim *s, int j, long slot);
+/* An engine input that started at `since` (clock_now) is over: its time is
+ * the run's gossip CPU (the engine reads no clock). */
+void sim_engine_time(sim *s, double since);
 int sim_transmit(sim *s, int i, const engine_send *t);
 /* Tell peer i's engine which of its links are busy or still sending
  * (engine_link_state), before an input that may send. */

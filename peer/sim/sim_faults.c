@@ -28,40 +28,43 @@ void sim_crash(sim *s, int i)
     sim_peer *p = &s->p[i];
     p->state = P_CRASHED;
     s->mass_changed = 1;
-    s->r->messages_lost += (uint64_t)engine_crash(&p->e);
+    s->r->messages_lost += (uint64_t)engine_crash(p->e);
     s->r->crashes++;
-    s->at_round[p->e.rp.g.round]--;
+    s->at_round[engine_round(p->e)]--;
     sim_tell_neighbours(s, i, EV_DOWN);
     sim_watermark_advance(s);
 }
 
 /* Back as a new process: with the state it had at the crash (as if
- * checkpointed every round: engine_restart; the pacing policy then catches
+ * checkpointed every round: engine_come_back; the pacing policy then catches
  * it up with the run), or fresh, without state, pulling a neighbour's
  * model as `sgp peer --resume` without a checkpoint does. */
 int sim_rejoin(sim *s, int i, int fresh)
 {
     sim_peer *p = &s->p[i];
-    const uint64_t incarnation = p->e.rp.g.incarnation + 1;
+    const uint64_t incarnation = engine_gossip(p->e)->incarnation + 1;
     s->mass_changed = 1;
-    for (int j = 0; j < s->c->peer.n_peers; j++) /* shares of its dead run waiting in inboxes (sim.c: absorbed) */
-        for (int k = 0; k < s->p[j].e.rp.n_inbox; k++)
-            s->p[j].stale_inbox |= s->p[j].e.rp.inbox[k].src == i;
+    for (int j = 0; j < s->c->peer.n_peers; j++) { /* shares of its dead run waiting in inboxes (sim.c: absorbed) */
+        int n_inbox;
+        const gsp_msg *inbox = engine_inbox(s->p[j].e, &n_inbox);
+        for (int k = 0; k < n_inbox; k++)
+            s->p[j].stale_inbox |= inbox[k].src == i;
+    }
     int rc;
     if (fresh) {
         char err[256];
-        engine_free(&p->e);
-        rc = engine_init(&p->e, &s->settings, &s->plan, i, s->train, s->x0, s->model.n_params, s->now, err, sizeof err);
+        engine_free(p->e);
+        rc = engine_new(&p->e, &s->settings, &s->plan, i, s->train, s->x0, s->model.n_params, incarnation, s->now, err,
+                        sizeof err);
         if (rc < 0)
             return rc;
-        p->e.rp.g.incarnation = incarnation;
-        engine_set_joining(&p->e, s->now);
-    } else if ((rc = engine_restart(&p->e, incarnation, s->now)) < 0)
+    }
+    if ((rc = engine_come_back(p->e, fresh ? ENGINE_WITHOUT_STATE : ENGINE_WITH_STATE, incarnation, s->now)) < 0)
         return rc;
     p->state = P_WAITING;
     p->wake_at = -1;
     s->r->resumes++;
-    s->at_round[p->e.rp.g.round]++;
+    s->at_round[engine_round(p->e)]++;
     sim_tell_neighbours(s, i, EV_UP);
     sim_queue_push(&s->q, s->now + s->c->latency, EV_RELEASE, i, 0);
     return 0;
@@ -101,7 +104,7 @@ int sim_churn(sim *s, int i)
 int sim_boundary(sim *s, int i, int *advanced)
 {
     sim_peer *p = &s->p[i];
-    const long round = p->e.rp.g.round;
+    const long round = engine_round(p->e);
     int k;
     if (fault_at(s->c->crash, s->c->n_crash, s->crash_fired, i, round) >= 0) {
         s->running--;
@@ -113,8 +116,10 @@ int sim_boundary(sim *s, int i, int *advanced)
          * shares are out, GOODBYE "stopped" follows: sim.c) and the process
          * is gone; the neighbours route around it at once. */
         s->r->leaves++;
-        engine_stop(&p->e, s->now);
-        engine_advance(&p->e, s->now);
+        const double t0 = clock_now();
+        engine_stop(p->e, s->now);
+        engine_advance(p->e, s->now);
+        sim_engine_time(s, t0);
         *advanced = 1;
         return 0;
     }
@@ -125,7 +130,9 @@ int sim_boundary(sim *s, int i, int *advanced)
         sim_queue_push(&s->q, p->stopped_until, EV_RESUME, i, 0);
         return 0;
     }
-    engine_advance(&p->e, s->now);
+    const double t0 = clock_now();
+    engine_advance(p->e, s->now);
+    sim_engine_time(s, t0);
     *advanced = 1;
     return 0;
 }
@@ -148,7 +155,7 @@ static void cut_links(sim *s, int k, int kind, double delay)
 {
     const uint8_t *side = s->c->cut[k].side;
     for (int i = 0; i < s->c->peer.n_peers; i++) {
-        const gsp_pace *pc = &s->p[i].e.rp.pace;
+        const gsp_pace *pc = engine_pace(s->p[i].e);
         for (int n = 0; n < pc->n_nb; n++) {
             const int j = pc->nb[n].peer;
             if (side[i] != side[j] && !sim_gone(&s->p[i]) && !sim_gone(&s->p[j]))

@@ -67,7 +67,7 @@ size_t sim_frame_bytes(const sim_frame *f)
  * neighbour of i, which sends it nothing). */
 static double *held(sim *s, int i, int j)
 {
-    const int slot = j >= 0 && j < s->c->peer.n_peers ? s->p[i].e.rp.pace.slot[j] : -1;
+    const int slot = j >= 0 && j < s->c->peer.n_peers ? engine_pace(s->p[i].e)->slot[j] : -1;
     return slot >= 0 ? &s->p[i].held[(size_t)slot * SIM_LINK_SLOTS] : NULL;
 }
 
@@ -87,11 +87,11 @@ static int holding(sim *s, int i, int j, double **free_slot)
 
 void sim_link_states(sim *s, int i)
 {
-    const gsp_pace *pc = &s->p[i].e.rp.pace;
+    const gsp_pace *pc = engine_pace(s->p[i].e);
     for (int k = 0; k < pc->n_nb; k++) {
         double *slot;
         const int q = pc->nb[k].peer, n = holding(s, i, q, &slot);
-        engine_link_state(&s->p[i].e, q, n >= SIM_LINK_SLOTS, n > 0);
+        engine_link_state(s->p[i].e, q, n >= SIM_LINK_SLOTS, n > 0);
     }
 }
 
@@ -132,7 +132,7 @@ int sim_transmit(sim *s, int i, const engine_send *t)
     const double done = link_send(s, i, t->peer, bytes);
     if (done < 0) { /* the link holds all it can: the transport refuses, as a socket that does not drain */
         s->r->frames_refused++;
-        engine_unsent(&s->p[i].e, t, -EAGAIN, s->now);
+        engine_unsent(s->p[i].e, t, -EAGAIN, s->now);
         return 0;
     }
     if (t->kind != ENGINE_PUSH) {
@@ -162,8 +162,8 @@ int sim_arrive(sim *s, int j, long slot)
 {
     sim_peer *p = &s->p[j];
     sim_frame *f = &s->flight[slot];
-    engine *e = &p->e;
-    const long round = e->rp.g.round;
+    engine *e = p->e;
+    const long round = engine_round(e);
     const int q = f->src;
     int k;
     if (!sim_gone(p) && sim_cut_between(s, q, j, &k)) {
@@ -181,14 +181,17 @@ int sim_arrive(sim *s, int j, long slot)
         return 0;
     }
     int rc = 0;
+    const double t0 = clock_now();
     switch (f->s.kind) {
     case ENGINE_PUSH:
         /* A share of a run of q that has since crashed and come back: its
          * edge's totals went with that run, so the weight it brings when it is
          * absorbed is the comeback's (gossip/GUARANTEES.md, "Mass at
          * comebacks"), which --check does not hold to conservation. */
-        p->stale_inbox |= f->s.msg.incarnation < s->p[q].e.rp.g.incarnation;
+        p->stale_inbox |= f->s.msg.incarnation < engine_gossip(s->p[q].e)->incarnation;
+        const double t0 = clock_now();
         rc = engine_push(e, &f->s.msg, s->now); /* the inbox takes over the payload */
+        sim_engine_time(s, t0);
         sim_flight_release(s, slot, 0);
         return rc < 0 ? rc : sim_pump(s, j, round);
     case ENGINE_ACK:
@@ -213,6 +216,7 @@ int sim_arrive(sim *s, int j, long slot)
         engine_model_soon(e, q, s->now);
         break;
     }
+    sim_engine_time(s, t0);
     sim_flight_release(s, slot, 1);
     return sim_pump(s, j, round);
 }

@@ -20,14 +20,14 @@ void sim_average_model(sim *s, float *avg)
     double acc[BLOCK], w = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++)
         if (live(s, i))
-            w += s->p[i].e.rp.g.w;
+            w += engine_gossip(s->p[i].e)->w;
     for (size_t at = 0; at < dim; at += BLOCK) {
         const size_t n = dim - at < BLOCK ? dim - at : BLOCK;
         memset(acc, 0, n * sizeof *acc);
         for (int i = 0; i < s->c->peer.n_peers; i++) {
             if (!live(s, i))
                 continue;
-            const float *x = s->p[i].e.rp.g.x + at;
+            const float *x = engine_gossip(s->p[i].e)->x + at;
             for (size_t d = 0; d < n; d++)
                 acc[d] += x[d];
         }
@@ -47,7 +47,7 @@ static double consensus_distance(sim *s, const float *avg)
     for (int i = 0; i < s->c->peer.n_peers; i++) {
         if (!live(s, i))
             continue;
-        const gsp_peer *g = &s->p[i].e.rp.g;
+        const gsp_peer *g = engine_gossip(s->p[i].e);
         const float inv = gsp_debias_factor(g);
         double e = 0;
         for (size_t d = 0; d < dim; d++) {
@@ -64,8 +64,11 @@ static float mean_last_loss(const sim *s)
     double sum = 0;
     int n = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++)
-        if (live(s, i))
-            sum += s->p[i].e.rp.loss, n++;
+        if (live(s, i)) {
+            engine_stats st;
+            engine_stats_of(s->p[i].e, &st);
+            sum += st.loss, n++;
+        }
     return n ? (float)(sum / n) : 0.0f;
 }
 
@@ -131,11 +134,11 @@ static void mass_check(sim *s)
         return;
     for (int i = 0; i < n; i++) {
         for (size_t d = 0; d < dim; d++)
-            x[d] += s->p[i].e.rp.g.x[d];
-        w += s->p[i].e.rp.g.w;
+            x[d] += engine_gossip(s->p[i].e)->x[d];
+        w += engine_gossip(s->p[i].e)->w;
         for (int j = 0; j < n; j++)
             if (j != i)
-                w += gsp_edge_pending(&s->p[i].e.rp.g, &s->p[j].e.rp.g, x);
+                w += gsp_edge_pending(engine_gossip(s->p[i].e), engine_gossip(s->p[j].e), x);
     }
     double ex = 0, norm = 0;
     for (size_t d = 0; d < dim; d++)
@@ -152,10 +155,10 @@ static double weight_in_flight(const sim *s)
 {
     double w = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++) {
-        const gsp_peer *g = &s->p[i].e.rp.g;
+        const gsp_peer *g = engine_gossip(s->p[i].e);
         for (int k = 0; live(s, i) && k < g->n_out; k++)
             if (live(s, g->out[k].peer))
-                w += gsp_edge_pending(g, &s->p[g->out[k].peer].e.rp.g, NULL);
+                w += gsp_edge_pending(g, engine_gossip(s->p[g->out[k].peer].e), NULL);
     }
     return w;
 }
@@ -177,24 +180,24 @@ void sim_final_report(sim *s)
     double acc_sum = 0, loss_sum = 0, stale = 0, absorbed = 0;
     for (int i = 0; i < c->peer.n_peers; i++) {
         sim_peer *p = &s->p[i];
-        const gsp_pace_stats *ps = &p->e.rp.pace.stats;
+        const gsp_pace_stats *ps = &engine_pace(p->e)->stats;
         r->late_marks += ps->late_marks, r->catch_ups += ps->catch_ups, r->refreshes += ps->refreshes, r->rounds_skipped += ps->rounds_skipped;
         r->neighbours_lost += ps->neighbours_lost, r->brakes += ps->brakes;
         r->isolated_rounds += ps->isolated_rounds, r->busy_kept += ps->busy_kept;
-        r->syncs += p->e.rp.g.stats.syncs_sent;
+        r->syncs += engine_gossip(p->e)->stats.syncs_sent;
         if (!live(s, i))
             continue;
         float acc, loss;
-        const float *z = local_eval_params(&s->model, &p->e.rp.g);
+        const float *z = engine_eval_params(p->e, &s->model);
         nn_model_evaluate(&s->model, z, s->test, &loss, &acc);
         r->test_loss_max = fmaxf(r->test_loss_max, loss), loss_sum += loss;
         if (r->peer_models)
             memcpy(r->peer_models + (size_t)i * s->model.n_params, z, s->model.n_params * sizeof(float));
         r->test_accuracy_min = acc < r->test_accuracy_min ? acc : r->test_accuracy_min;
         acc_sum += acc, r->peers_live++;
-        stale += (double)p->e.rp.g.stats.stale_sum, absorbed += (double)p->e.rp.g.stats.absorbed;
-        r->weight_min = fmin(r->weight_min, p->e.rp.g.w), r->weight_max = fmax(r->weight_max, p->e.rp.g.w);
-        r->weight_total += p->e.rp.g.w;
+        stale += (double)engine_gossip(p->e)->stats.stale_sum, absorbed += (double)engine_gossip(p->e)->stats.absorbed;
+        r->weight_min = fmin(r->weight_min, engine_gossip(p->e)->w), r->weight_max = fmax(r->weight_max, engine_gossip(p->e)->w);
+        r->weight_total += engine_gossip(p->e)->w;
     }
     if (r->peers_live == 0)
         r->weight_min = 0;

@@ -125,10 +125,10 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
             nn_model_init_params(&s->model, c->peer.train.seed + 0x9e3779b9ULL * (uint64_t)(i + 1));
             memcpy(x0, s->model.params, dim * sizeof(float));
         }
-        rc = engine_init(&p->e, &s->settings, &s->plan, i, train, x0, dim, 0.0, err, errlen);
+        rc = engine_new(&p->e, &s->settings, &s->plan, i, train, x0, dim, 0, 0.0, err, errlen);
         if (rc < 0)
             return rc;
-        if (!(p->held = calloc((size_t)p->e.rp.pace.n_nb * SIM_LINK_SLOTS + 1, sizeof *p->held))) {
+        if (!(p->held = calloc((size_t)engine_pace(p->e)->n_nb * SIM_LINK_SLOTS + 1, sizeof *p->held))) {
             snprintf(err, errlen, "out of memory for %d peers", n);
             return -ENOMEM;
         }
@@ -137,16 +137,16 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
     if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
         for (int i = 0; i < n; i++)
             for (size_t d = 0; d < dim; d++)
-                s->mass0[d] += s->p[i].e.rp.g.x[d];
+                s->mass0[d] += engine_gossip(s->p[i].e)->x[d];
     s->at_round[0] = n;
     s->running = n;
     nn_rng_seed(&s->net, c->peer.train.seed, 0x6e6574ULL);
     nn_rng_seed(&s->churn, c->peer.train.seed, 0x636875726eULL);
     /* Every connection is up from the start, as after the round-0 barrier. */
     for (int i = 0; i < n; i++) {
-        const gsp_pace *pc = &s->p[i].e.rp.pace;
+        const gsp_pace *pc = engine_pace(s->p[i].e);
         for (int k = 0; k < pc->n_nb; k++)
-            engine_link_up(&s->p[i].e, pc->nb[k].peer, 0.0);
+            engine_link_up(s->p[i].e, pc->nb[k].peer, 0.0);
         if (c->churn > 0)
             sim_queue_push(&s->q, sim_churn_wait(s, 0), EV_CHURN, i, 0);
     }
@@ -160,7 +160,7 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
 void sim_teardown(sim *s)
 {
     for (int i = 0; s->p && i < s->c->peer.n_peers; i++)
-        engine_free(&s->p[i].e);
+        engine_free(s->p[i].e);
     sim_event e;
     while (sim_queue_pop(&s->q, &e))
         if (e.kind == EV_ARRIVE)

@@ -1,0 +1,52 @@
+/* The peer engine's state: private to peer/core/engine.c, and to its unit
+ * test (tests/check_includes.sh holds every other file to engine.h, whose
+ * getters and inputs are all a driver sees). */
+#ifndef PEER_CORE_ENGINE_STATE_H
+#define PEER_CORE_ENGINE_STATE_H
+
+#include "peer/core/engine.h"
+
+struct engine {
+    round_peer rp;            /* the round: gossip state, pacing, inbox, local optimizer */
+    int id, n_peers;
+    double checkpoint_every;  /* > 0: BOUNDARY events say when a checkpoint is due */
+    int caller_steps;         /* the caller takes the local steps itself (libsgp): engine_set_caller_steps */
+    /* per peer */
+    uint8_t *busy;            /* the transport would refuse a frame to it now */
+    uint8_t *sending;         /* frames to it are still queued */
+    uint8_t *model_wanted;    /* asked for our model while a round ran: answered at the boundary */
+    uint8_t *model_queued;    /* our model went to it: a repeated request waits while frames are queued */
+    long *model_sent_round;   /* our round when our model last went to it (-1: never): another request within
+                               * engine_hold_max rounds is ignored */
+    uint64_t *ack_due, *ack_sent, *ack_incarnation; /* the highest seq received from it, acknowledged, and
+                                                      * the sender's incarnation they belong to */
+    uint64_t *sync_queued;    /* the seq of the last SYNC queued to it (0: none since the link came up) */
+    uint64_t *sync_asked;     /* ...the seq its NACK asked from */
+    uint32_t *refusals;       /* its messages refused (GSP_REFUSED): logged at 1, 2, 4, ... */
+    uint8_t *promise_broken;  /* it said MODEL_SOON and sent no model within the promise's limit: not believed again */
+    /* where the peer is */
+    int computing, held, stopping, said_done, rounds_done, finished;
+    int joining, refreshing, asked, ask_left, alone;
+    int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */
+    double promised_at;       /* ...when it said so */
+    double asked_at, refresh_since, join_since, last_ckpt, next_tick;
+    double first_step_at;     /* the first round's start since the run (re)started (-1: none yet) */
+    double done_at;           /* every round was done then (-1: not yet): the wait for in-neighbours is bounded */
+    double wait_since, wait_seconds; /* rounds that could not start yet */
+    double wake;              /* the pacing policy's next question (INFINITY: none) */
+    long start_round;         /* the round it entered the run at (a resume, a join) */
+    double absorb_now;        /* the time of the absorb under way (its NACKs are sent then) */
+    /* queued outputs */
+    engine_send *sends;
+    int n_sends, cap_sends, next_send;
+    engine_event *events;
+    int n_events, cap_events, next_event;
+    int fail;                 /* a negative errno the engine finishes with: a queue could not grow (-ENOMEM),
+                               * a message no frame can hold (-EMSGSIZE) */
+    uint64_t incarnation_max; /* a PUSH of a higher incarnation is refused (the driver's clock allows no
+                               * such run yet; UINT64_MAX: none is) */
+    const char *diverged;     /* finished with -EDOM: where the model was not finite ("the loss", "the
+                               * parameters"); round_diverged_text says the rest */
+};
+
+#endif
