@@ -20,18 +20,23 @@ Test(lib_python, pip_install_into_a_fresh_venv_then_import_from_another_director
     char cmd[4096], log[512];
     snprintf(log, sizeof log, "%s/pip.log", dir);
     sgp_python_env(); /* SGP_LIB: setup.py packs this build's library instead of running make */
-    /* --no-index: offline, with the setuptools the system has */
+    /* Offline: --no-build-isolation builds with the setuptools and wheel
+     * the system has (the venv sees them through --system-site-packages),
+     * --no-index takes NumPy from there too. */
     snprintf(cmd, sizeof cmd,
              PYTHON " -m venv --system-site-packages %s/venv >%s 2>&1 && "
-             "%s/venv/bin/pip install --no-index ./peer/python >>%s 2>&1",
+             "%s/venv/bin/pip install --no-build-isolation --no-index ./peer/python >>%s 2>&1",
              dir, log, dir, log);
     cr_assert_eq(system(cmd), 0, "%s (see %s)", cmd, log);
-    /* From elsewhere, with no SGP_LIB: the package finds the library it carries. */
+    /* From elsewhere, with no SGP_LIB: the package finds the library it
+     * carries, and its release is the one the build wrote beside it (no
+     * sgp.h to read there) and the library's. */
     snprintf(cmd, sizeof cmd,
              "cd %s && env -u SGP_LIB -u PYTHONPATH %s/venv/bin/python -c '"
-             "import sgp; lib = sgp.load_library().path; "
+             "import sgp, sgp._version; lib = sgp.load_library().path; "
              "assert lib.startswith(\"%s/venv/\"), lib; "
              "assert sgp.__file__.startswith(\"%s/venv/\"), sgp.__file__; "
+             "assert sgp.__version__ == sgp._version.version == sgp.load_library().sgp_version().decode(); "
              "print(\"sgp\", sgp.__version__, \"from\", lib)' >>%s 2>&1",
              dir, dir, dir, dir, log);
     cr_assert_eq(system(cmd), 0, "%s (see %s)", cmd, log);
