@@ -167,6 +167,8 @@ def load_library(path=None):
         raise Error(_errno.ENOENT, "cannot load libsgp from %s: %s" % (path, e)) from None
     P = ctypes.c_void_p
     F = ctypes.POINTER(ctypes.c_float)
+    if not hasattr(lib, "sgp_version"):
+        raise Error(_errno.ENOEXEC, "%s is not libsgp (no sgp_version)" % path)
     lib.sgp_version.argtypes = []
     lib.sgp_version.restype = ctypes.c_char_p
     version = lib.sgp_version().decode()
