@@ -1,11 +1,13 @@
-"""pip install ./peer/python: the sgp package with the libsgp.so it was built with.
+"""pip install --no-build-isolation ./peer/python: the sgp package with the libsgp.so it was built with.
 
-Offline, with Debian's python3-setuptools (and python3-wheel): no
-pyproject.toml, so pip builds with the setuptools already installed instead
-of fetching one into an isolated environment. Building runs `make` in the
-source tree this directory belongs to (build/libsgp.so; `make deps` installs
-what the C build needs) and puts the library inside the package, so that
-`import sgp` finds it from anywhere, without environment variables.
+pyproject.toml names setuptools as the build backend; --no-build-isolation
+has pip build with the setuptools and wheel already installed (Debian's
+python3-setuptools and python3-wheel) instead of downloading them, so it
+works offline. Building runs `make` in the source tree this directory
+belongs to (build/libsgp.so; `make deps` installs what the C build needs)
+and puts the library inside the package, so that `import sgp` finds it from
+anywhere, without environment variables. The release is SGP_VERSION of
+peer/lib/sgp.h, written into the package as sgp/_version.py.
 """
 
 import os
@@ -27,10 +29,15 @@ def version():
 
 
 class BuildWithLibrary(build_py):
-    """build_py, plus libsgp.so built by the source tree's Makefile."""
+    """build_py, plus libsgp.so built by the source tree's Makefile and
+    sgp/_version.py, the release of sgp.h the package was built from (the
+    package reads it instead of a number of its own)."""
 
     def run(self):
         super().run()
+        with open(os.path.join(self.build_lib, "sgp", "_version.py"), "w") as f:
+            f.write("# Written by setup.py from SGP_VERSION in peer/lib/sgp.h.\nversion = %r\n"
+                    % self.distribution.get_version())
         lib = os.path.join(ROOT, "build", "libsgp.so")
         if os.environ.get("SGP_LIB"):
             lib = os.environ["SGP_LIB"]

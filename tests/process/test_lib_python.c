@@ -1,6 +1,7 @@
 /* The Python package (peer/python) as a user gets it: `pip install` into a
  * fresh virtual environment, then `import sgp` from another directory with
- * no environment variable; and sgp.torch against real peers
+ * no environment variable; its own logic with no peer
+ * (tests/python/test_sgp_package.py); and sgp.torch against real peers
  * (tests/python/test_sgp_torch.py, Debian's python3-torch). */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -20,18 +21,23 @@ Test(lib_python, pip_install_into_a_fresh_venv_then_import_from_another_director
     char cmd[4096], log[512];
     snprintf(log, sizeof log, "%s/pip.log", dir);
     sgp_python_env(); /* SGP_LIB: setup.py packs this build's library instead of running make */
-    /* --no-index: offline, with the setuptools the system has */
+    /* Offline: --no-build-isolation builds with the setuptools and wheel
+     * the system has (the venv sees them through --system-site-packages),
+     * --no-index takes NumPy from there too. */
     snprintf(cmd, sizeof cmd,
              PYTHON " -m venv --system-site-packages %s/venv >%s 2>&1 && "
-             "%s/venv/bin/pip install --no-index ./peer/python >>%s 2>&1",
+             "%s/venv/bin/pip install --no-build-isolation --no-index ./peer/python >>%s 2>&1",
              dir, log, dir, log);
     cr_assert_eq(system(cmd), 0, "%s (see %s)", cmd, log);
-    /* From elsewhere, with no SGP_LIB: the package finds the library it carries. */
+    /* From elsewhere, with no SGP_LIB: the package finds the library it
+     * carries, and its release is the one the build wrote beside it (no
+     * sgp.h to read there) and the library's. */
     snprintf(cmd, sizeof cmd,
              "cd %s && env -u SGP_LIB -u PYTHONPATH %s/venv/bin/python -c '"
-             "import sgp; lib = sgp.load_library().path; "
+             "import sgp, sgp._version; lib = sgp.load_library().path; "
              "assert lib.startswith(\"%s/venv/\"), lib; "
              "assert sgp.__file__.startswith(\"%s/venv/\"), sgp.__file__; "
+             "assert sgp.__version__ == sgp._version.version == sgp.load_library().sgp_version().decode(); "
              "print(\"sgp\", sgp.__version__, \"from\", lib)' >>%s 2>&1",
              dir, dir, dir, dir, log);
     cr_assert_eq(system(cmd), 0, "%s (see %s)", cmd, log);
@@ -39,20 +45,39 @@ Test(lib_python, pip_install_into_a_fresh_venv_then_import_from_another_director
     sgp_rm_rf(dir);
 }
 
-Test(lib_python, sgp_torch_against_real_peers, .timeout = 900)
+/* Python's unittest on SCRIPT (under tests/python) with this build's
+ * library: it must end OK. */
+static void python_unittest(const char *script)
 {
-    if (!sgp_python_has("torch"))
-        cr_skip_test("no python3-torch (make test installs it)");
-    char dir[] = "/tmp/sgp-torch-XXXXXX";
+    char dir[] = "/tmp/sgp-unittest-XXXXXX";
     cr_assert(mkdtemp(dir));
-    char out[512];
+    char out[512], path[256];
     snprintf(out, sizeof out, "%s/unittest.out", dir);
+    snprintf(path, sizeof path, "tests/python/%s", script);
     sgp_python_env();
-    char *argv[] = {PYTHON, "-m", "unittest", "-v", "tests/python/test_sgp_torch.py", NULL};
+    char *argv[] = {PYTHON, "-m", "unittest", "-v", path, NULL};
     pid_t pid = sgp_spawn(argv, out);
     cr_assert_eq(sgp_wait_exit(pid, 5 * SGP_EVENT_LIMIT_S), 0, "see %s", out);
     cr_assert(sgp_file_has(out, "OK"), "see %s", out);
     sgp_rm_rf(dir);
+}
+
+Test(lib_python, sgp_torch_against_real_peers, .timeout = 900)
+{
+    if (!sgp_python_has("torch"))
+        cr_skip_test("no python3-torch (make test installs it)");
+    python_unittest("test_sgp_torch.py");
+}
+
+/* The package's own logic with no peer (tests/python/test_sgp_package.py):
+ * its release from sgp.h or the _version.py a build wrote, the library it
+ * loads and the ones it refuses, the look-up order, the options as C gets
+ * them, libsgp's return codes as results and sgp.Error. */
+Test(lib_python, the_package_s_release_library_look_up_options_and_errors_without_a_peer, .timeout = 300)
+{
+    if (!sgp_python_has("numpy"))
+        cr_skip_test("no python3-numpy (make deps installs it)");
+    python_unittest("test_sgp_package.py");
 }
 
 #define GPT_ARGS "--model", "2:64:4", "--steps", "300", "--bytes", "262144", "--batch", "16"

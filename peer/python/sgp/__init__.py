@@ -5,9 +5,9 @@ project): peers train one model together with no coordinator, each taking
 its own optimizer steps and exchanging compressed push-sum messages with its
 neighbours on the cluster file's topology.
 
-Install: ``pip install ./peer/python`` from a built source tree (the package
-carries the libsgp.so it was built with), or put ``peer/python`` on
-PYTHONPATH. The library is looked up in this order: ``$SGP_LIB``, the copy
+Install: ``pip install --no-build-isolation ./peer/python`` from the source
+tree (the build runs ``make build/libsgp.so`` and the package carries that
+library), or put ``peer/python`` on PYTHONPATH. The library is looked up in this order: ``$SGP_LIB``, the copy
 inside the package, ``build/libsgp.so`` of the source tree the package sits
 in, then the system's (``make install``).
 
@@ -46,12 +46,34 @@ Errors raise sgp.Error with libsgp's message and errno.
 import ctypes
 import errno as _errno
 import os
+import re
 from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 if TYPE_CHECKING:
     import numpy as np
 
-__version__ = "0.2.0"
+_here = os.path.dirname(os.path.abspath(__file__))
+
+
+def _release() -> str:
+    """The release this binding is: the _version.py that setup.py writes
+    into the package it builds, else (the package used from the source tree,
+    PYTHONPATH=peer/python) SGP_VERSION of that tree's peer/lib/sgp.h, where
+    the number is kept once."""
+    try:
+        from ._version import version
+        return version
+    except ImportError:
+        pass
+    header = os.path.normpath(os.path.join(_here, "..", "..", "lib", "sgp.h"))
+    try:
+        with open(header) as f:
+            return re.search(r'#define SGP_VERSION "([^"]+)"', f.read()).group(1)
+    except (OSError, AttributeError):
+        raise ImportError("sgp: no _version.py (pip install builds it) nor SGP_VERSION in %s" % header) from None
+
+
+__version__ = _release()
 __all__ = ["Peer", "TorchPeer", "Error", "load_library", "library_path", "OPTIONS", "__version__"]
 
 DONE = 1
@@ -115,7 +137,6 @@ class _Status(ctypes.Structure):
 
 
 _lib = None
-_here = os.path.dirname(os.path.abspath(__file__))
 
 
 def library_path():
@@ -138,7 +159,7 @@ def load_library(path=None):
         return _lib
     path = path or library_path()
     if not path:
-        raise Error(_errno.ENOENT, "libsgp not found: pip install ./peer/python from a built source tree, "
+        raise Error(_errno.ENOENT, "libsgp not found: pip install --no-build-isolation ./peer/python, "
                     "run `make install`, or set SGP_LIB to a libsgp.so")
     try:
         lib = ctypes.CDLL(path)
@@ -146,6 +167,8 @@ def load_library(path=None):
         raise Error(_errno.ENOENT, "cannot load libsgp from %s: %s" % (path, e)) from None
     P = ctypes.c_void_p
     F = ctypes.POINTER(ctypes.c_float)
+    if not hasattr(lib, "sgp_version"):
+        raise Error(_errno.ENOEXEC, "%s is not libsgp (no sgp_version)" % path)
     lib.sgp_version.argtypes = []
     lib.sgp_version.restype = ctypes.c_char_p
     version = lib.sgp_version().decode()
