@@ -13,7 +13,7 @@
 #include "peer/lib/sgp.h"
 #include "peer/config/member.h"
 #include "peer/net/node.h"
-#include "peer/net/node_ext.h"
+#include "peer/lib/handoff.h"
 
 #define SGP_MAX_OPEN 1024 /* peers open at once in one process */
 
@@ -23,10 +23,10 @@ struct sgp_peer {
     outer_opts outer;
     node_config config;
     node_result result;
-    node_ext ext;
+    handoff handoff;
     pthread_t thread;
     FILE *log;
-    char loop_err[512]; /* node_run's, copied into ext.err */
+    char loop_err[512]; /* node_run's, copied into handoff.err */
     char err[512];
     int busy;           /* a call is in progress (under registry_mu) */
 };
@@ -140,7 +140,7 @@ static void *network_thread(void *arg)
 
 static void peer_free(sgp_peer *p)
 {
-    node_ext_free(&p->ext);
+    handoff_free(&p->handoff);
     node_result_free(&p->result);
     if (p->log)
         fclose(p->log);
@@ -173,11 +173,10 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
         snprintf(err, errlen, "sgp_open: cannot write %s: %s", o->log, strerror(-rc));
         return rc;
     }
-    if ((rc = node_ext_init(&p->ext, n, o->rounds, o->rounds_per_epoch)) < 0) {
+    if ((rc = handoff_init(&p->handoff, params, n, o->rounds, o->rounds_per_epoch)) < 0) {
         snprintf(err, errlen, "sgp_open: %s", strerror(-rc));
         return rc;
     }
-    p->ext.params = params; /* x0, read by node_run's set-up */
     node_config *c = &p->config;
     node_config_defaults(c);
     c->peer.train.seed = o->seed;
@@ -191,7 +190,7 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
     c->checkpoint = o->checkpoint, c->checkpoint_every = o->checkpoint_every, c->resume = o->resume;
     c->log = p->log;
     c->progress = o->verbose ? stderr : NULL;
-    c->ext = &p->ext;
+    c->stepper = handoff_stepper(&p->handoff);
     return 0;
 }
 
@@ -236,14 +235,14 @@ int sgp_open(sgp_peer **peer, const sgp_options *o, float *params, size_t n, cha
         snprintf(err, errlen, "sgp_open: cannot start the network thread: %s", strerror(-rc));
         goto undo;
     }
-    rc = node_ext_round(&p->ext, params, 0); /* the cluster is up and round 0 (or the resumed round) may start */
+    rc = handoff_round(&p->handoff, params, 0); /* the cluster is up and round 0 (or the resumed round) may start */
     if (rc == 0)
         return *peer = p, 0;
     if (rc > 0) {
         rc = -ECANCELED;
         snprintf(err, errlen, "sgp_open: the run ended before its first round");
     } else
-        snprintf(err, errlen, "sgp_open: %s", p->ext.err);
+        snprintf(err, errlen, "sgp_open: %s", p->handoff.err);
     pthread_join(p->thread, NULL);
 undo:
     pthread_mutex_lock(&registry_mu);
@@ -258,12 +257,12 @@ int sgp_step(sgp_peer *p, float *params, size_t n)
     int rc = enter(p);
     if (rc < 0)
         return rc;
-    if (!params || n != p->ext.dim) {
+    if (!params || n != p->handoff.stepper.dim) {
         char want[32];
-        snprintf(want, sizeof want, "%zu", p->ext.dim);
+        snprintf(want, sizeof want, "%zu", p->handoff.stepper.dim);
         rc = fail(p, -EINVAL, "sgp_step: params must be %s floats", want);
-    } else if ((rc = node_ext_round(&p->ext, params, 1)) < 0)
-        fail(p, rc, "%s", p->ext.err);
+    } else if ((rc = handoff_round(&p->handoff, params, 1)) < 0)
+        fail(p, rc, "%s", p->handoff.err);
     leave(p);
     return rc;
 }
@@ -277,7 +276,7 @@ int sgp_status_get(sgp_peer *p, sgp_status *s)
         rc = fail(p, -EINVAL, "%s", "sgp_status_get: s is NULL");
     else {
         node_status ns;
-        node_ext_status(&p->ext, &ns);
+        handoff_status(&p->handoff, &ns);
         *s = (sgp_status){.id = ns.id, .peers = ns.peers, .round = ns.round, .start_round = ns.start_round, .local_steps = ns.local_steps,
                           .weight = ns.weight, .neighbours = ns.neighbours,
                           .neighbours_alive = ns.neighbours_alive, .bytes_sent = ns.bytes_sent,
@@ -297,7 +296,7 @@ int sgp_checkpoint(sgp_peer *p)
         return rc;
     if (!p->config.checkpoint)
         rc = fail(p, -EINVAL, "%s", "sgp_checkpoint: the peer was opened without options.checkpoint");
-    else if ((rc = node_ext_checkpoint(&p->ext)) < 0)
+    else if ((rc = handoff_checkpoint(&p->handoff)) < 0)
         fail(p, rc, "sgp_checkpoint: %s", rc == -ESHUTDOWN ? "the run is over" : strerror(-rc));
     leave(p);
     return rc;
@@ -313,9 +312,9 @@ int sgp_close(sgp_peer *p)
     pthread_mutex_unlock(&registry_mu);
     if (rc < 0)
         return rc;
-    node_ext_stop(&p->ext);
+    handoff_stop(&p->handoff);
     pthread_join(p->thread, NULL);
-    rc = p->ext.rc < 0 ? p->ext.rc : 0;
+    rc = p->handoff.rc < 0 ? p->handoff.rc : 0;
     peer_free(p);
     return rc;
 }

@@ -91,7 +91,7 @@ static int boundary(node *n, const engine_event *v)
     engine_stats_of(n->e, &st);
     n->r->local_steps = st.steps;
     n->epoch_loss += st.loss, n->epoch_steps++;
-    if (!n->c->ext && (v->round + 1) % n->plan.rounds_per_epoch == 0)
+    if (!n->c->stepper && (v->round + 1) % n->plan.rounds_per_epoch == 0)
         return node_evaluate(n, v->round, v->checkpoint);
     return node_boundary_done(n, v->round, -1.0f, v->checkpoint);
 }
@@ -145,8 +145,8 @@ void node_close(node *n, int goodbye)
                 n->r->bytes_sent += (uint64_t)bye, n->r->messages_sent++;
     }
     uv_close((uv_handle_t *)&n->timer, NULL);
-    if (n->c->ext)
-        node_caller_close(n);
+    if (n->c->stepper)
+        n->c->stepper->close(n->c->stepper->ctx);
     else {
         uv_close((uv_handle_t *)&n->sigint, NULL);
         uv_close((uv_handle_t *)&n->sigterm, NULL);
@@ -196,10 +196,12 @@ void node_pump(node *n)
 }
 
 /* Stop (SIGTERM, SIGINT, or libsgp's close): a checkpoint and GOODBYE
- * "stopped", now or when the running step is done. A caller stepping
- * itself holds no worker. */
+ * "stopped", now or when the running step is done (a caller stepping
+ * itself holds no worker); once. */
 void node_stop(node *n)
 {
+    if (engine_stopping(n->e))
+        return;
     const double now = clock_now();
     engine_stop(n->e, now);
     node_engine_time(n, now);
@@ -233,9 +235,13 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     const float *x0;
     size_t dim;
     int rc;
-    if (c->ext) /* the caller's parameters and run length; it steps itself */
-        node_caller_plan(n, &x0, &dim);
-    else {
+    const node_stepper *st = c->stepper;
+    if (st) { /* the caller's parameters and run length; it steps itself */
+        const int H = c->peer.local_steps > 1 ? c->peer.local_steps : 1;
+        n->plan = (round_plan){.local_steps = H, .steps_per_epoch = st->rounds_per_epoch * H,
+                               .rounds_per_epoch = st->rounds_per_epoch, .total_rounds = st->rounds};
+        x0 = st->x0, dim = st->dim;
+    } else {
         round_plan_make(&n->plan, &c->peer.train, train->n, np, c->peer.local_steps);
         rc = train_opts_model(&c->peer.train, train, nn_eval_batch(n->plan.per_batch, train->text ? train->w : 0),
                               &n->model, err, errlen);
@@ -252,7 +258,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->settings = c->peer;
     n->settings.n_peers = np, n->settings.barrier = !c->resume; /* (a resumed peer comes back into a running run) */
     n->settings.reliable_links = 1;
-    rc = engine_new(&n->e, &n->settings, &n->plan, id, c->ext ? NULL : train, x0, dim, new_incarnation(), clock_now(),
+    rc = engine_new(&n->e, &n->settings, &n->plan, id, st ? NULL : train, x0, dim, new_incarnation(), clock_now(),
                     err, errlen);
     if (rc < 0)
         return rc;
@@ -262,17 +268,17 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
      * it (with --init or the caller's parameters the copy stays). Nothing
      * is drawn here: gossip/ checks the first draw. */
     int n_out, n_in;
-    if (!c->ext && !c->peer.train.init && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0)
+    if (!st && !c->peer.train.init && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0)
         (void)engine_set_origin_fill(n->e, draw_origin, n, n_out + n_in);
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
     engine_set_checkpoint_every(n->e, c->checkpoint ? c->checkpoint_every : 0);
-    if (c->ext)
+    if (st)
         engine_set_caller_steps(n->e);
     if (!(n->eval_deferred = calloc((size_t)np, 1))) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
     }
-    n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = c->ext ? "external" : c->peer.train.model,
+    n->run = (ckpt_run){.id = id, .n_peers = np, .dim = dim, .model = st ? "external" : c->peer.train.model,
                         .cluster = c->cluster->name,
                         .codec = c->peer.codec ? c->peer.codec->text : "exact", .seed = c->peer.train.seed};
     cluster_id(c->cluster, n->run.cluster_digest); /* a checkpoint of another run is refused */
@@ -312,8 +318,8 @@ static int start_loop(node *n, char *err, size_t errlen)
             return rc;
     uv_timer_init(&n->loop, &n->timer);
     n->timer.data = n;
-    if (c->ext) { /* the caller's process owns its signals; it asks through the wake handle */
-        if ((rc = node_caller_open(n)) < 0)
+    if (c->stepper) { /* the caller's process owns its signals; it asks through its wake handle */
+        if ((rc = c->stepper->open(c->stepper->ctx, n, &n->loop)) < 0)
             return rc;
     } else {
         uv_signal_init(&n->loop, &n->sigint);
@@ -340,8 +346,8 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         rc = -ENOMEM;
     }
     if (rc < 0) {
-        if (c->ext)
-            node_caller_refuse(c, rc, err);
+        if (c->stepper)
+            c->stepper->end(c->stepper->ctx, rc, err, NULL, &(node_status){0});
         return rc;
     }
     n->c = c, n->train = train, n->test = test, n->r = r;
@@ -390,7 +396,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         r->rounds = g->round;
         r->mean_staleness = g->stats.absorbed ? (double)g->stats.stale_sum / (double)g->stats.absorbed : 0;
         r->model = engine_take_model(n->e);
-        if (!c->ext)
+        if (!c->stepper)
             nn_model_evaluate(&n->model, r->model, test, &r->test_loss, &r->test_accuracy);
     }
     if (n->e) {
@@ -405,8 +411,12 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     r->step_seconds = n->step_seconds, r->gossip_seconds = n->gossip_seconds;
     r->frame_seconds = n->frame_seconds + n->net.crypto_seconds;
     r->frame_pool_seconds = n->net.pool_seconds;
-    if (c->ext)
-        node_caller_end(n, rc, err);
+    if (c->stepper) {
+        node_status s = {0};
+        if (n->e)
+            node_status_of(n, &s);
+        c->stepper->end(c->stepper->ctx, rc, err, rc == 0 ? r->model : NULL, &s);
+    }
     if (net_started)
         net_free(&n->net);
     if (loop_ok)

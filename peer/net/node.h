@@ -25,7 +25,9 @@
 #ifndef PEER_NET_NODE_H
 #define PEER_NET_NODE_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <uv.h>
 
 #include "compress/cmp.h"
 #include "nn/nn_data.h"
@@ -36,7 +38,56 @@
 #include "peer/wire/sec.h"
 #include "topologies/topo.h"
 
-typedef struct node_ext node_ext; /* peer/net/node_ext.h: the caller takes the local steps (libsgp) */
+typedef struct node node; /* a running peer, as a stepper sees it (below) */
+
+/* What a caller that steps itself may show between steps (sgp_status). */
+typedef struct node_status {
+    int id, peers;
+    long round, start_round, local_steps;
+    double weight;
+    int neighbours, neighbours_alive;
+    uint64_t bytes_sent, bytes_received, messages_sent, messages_absorbed;
+    long late_marks, catch_ups, neighbours_lost, checkpoints;
+    int ended;              /* the loop is over */
+} node_status;
+
+/* Who takes each round's local steps, when not the node itself (sgp peer:
+ * node_config.stepper NULL, the steps of train.model on this peer's shard
+ * run on libuv's thread pool). A stepper is a caller with a training loop
+ * of its own (libsgp's hand-off, peer/lib/handoff.h): node_run takes its
+ * parameters and run length, hands it each round's model, and takes its
+ * step back through the node_* calls below. Its callbacks run on the
+ * loop's thread. */
+typedef struct node_stepper {
+    void *ctx;
+    const float *x0;        /* the parameters to start from */
+    size_t dim;
+    long rounds, rounds_per_epoch;
+    /* The loop is up: open what the caller wakes it with (it keeps n). 0 or a negative errno. */
+    int (*open)(void *ctx, node *n, uv_loop_t *loop);
+    /* The loop is closing its handles: no more wakes. */
+    void (*close)(void *ctx);
+    /* A round has started: its model goes to the caller (node_model_to) when it waits for one. */
+    void (*give)(void *ctx, node *n);
+    /* The checkpoint the caller asked for is written (rc: 0 or a negative errno). */
+    void (*checkpointed)(void *ctx, int rc);
+    /* node_run is over (or refused before its loop ran): rc, why, the final model (NULL: none) and the
+     * last status. */
+    void (*end)(void *ctx, int rc, const char *err, const float *model, const node_status *s);
+} node_stepper;
+
+/* For a stepper, on the loop's thread: */
+void node_status_of(const node *n, node_status *s);
+/* A round is out with the caller (its step is awaited). */
+int node_holding(const node *n);
+/* The round's model z = x / w into z (dim floats). */
+void node_model_to(const node *n, float *z);
+/* The caller is back with its step from the model handed out (z). */
+void node_step_taken(node *n, const float *z);
+/* Stop: checkpoint, GOODBYE "stopped". */
+void node_stop(node *n);
+/* Write a checkpoint now (stepper->checkpointed says how it went). */
+void node_checkpoint_now(node *n);
 
 typedef struct node_config {
     peer_settings peer;    /* training and gossip, as sgp sim's (n_peers: the cluster's; barrier: unless
@@ -50,9 +101,8 @@ typedef struct node_config {
     double slow;           /* experiments: each local step takes this many times its compute time (>= 1) */
     FILE *log;             /* JSON lines per round, or NULL */
     FILE *progress;        /* per-epoch lines, or NULL */
-    node_ext *ext;         /* NULL: the node trains train.model on its shard; else the caller's own
-                            * training loop takes each local step (node_ext.h) and node_run gets
-                            * no data sets */
+    const node_stepper *stepper; /* NULL: the node trains train.model on its shard; else the caller's own
+                            * training loop takes each local step and node_run gets no data sets */
 } node_config;
 
 typedef struct node_result {

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "peer/core/clock.h"
-#include "peer/net/node_ext.h"
 #include "peer/net/node_state.h"
 
 static void write_checkpoint(uv_work_t *w)
@@ -49,7 +48,7 @@ void node_checkpoint(node *n)
     uv_queue_work(&n->loop, &n->ckpt_work, write_checkpoint, checkpoint_written);
 }
 
-/* Final (done or stopping) or asked for by the caller (node_ext): written
+/* Final (done or stopping) or asked for by the caller (a stepper): written
  * here, after any periodic one in flight. */
 void node_checkpoint_now(node *n)
 {
@@ -63,8 +62,8 @@ void node_checkpoint_now(node *n)
     n->ckpt_final = 0;
     int rc = ckpt_save(n->c->checkpoint, &n->run, engine_gossip(n->e), engine_local(n->e), err, sizeof err);
     written_count(n, rc, err);
-    if (n->c->ext)
-        node_ext_checkpointed(n->c->ext, rc);
+    if (n->c->stepper)
+        n->c->stepper->checkpointed(n->c->stepper->ctx, rc);
 }
 
 /* --resume: the checkpoint if there is a whole one, else the model of a

@@ -12,7 +12,7 @@
 #include "peer/net/node.h"
 #include "peer/store/ckpt.h"
 
-typedef struct node {
+struct node {
     const node_config *c;
     const nn_dataset *train, *test;
     node_result *r;
@@ -53,42 +53,28 @@ typedef struct node {
     long epoch_steps;
     int rc;
     int listen_rc;              /* the listener's bind gave up (net.h on_listen_failed): why */
-} node;
+};
 
 /* node.c: after every input, act on what the engine queued; the step is
  * done (emit, the boundary); stop; close with a goodbye
  * (engine_event.goodbye). */
 void node_pump(node *n);
 void node_step_done(node *n);
-/* The caller is back with its step from the model handed out (z). */
-void node_step_taken(node *n, const float *z);
 /* An input to the engine that started at `since` is over: its time is the
  * peer's gossip time. */
 void node_engine_time(node *n, double since);
-void node_stop(node *n);
 void node_close(node *n, int goodbye);
 
 /* node_send.c: one frame the engine queued, encoded and sent. */
 void node_send_frame(node *n, const engine_send *s);
 /* node_recv.c: the transport's callbacks (frames in, links up and down). */
 void node_net_callbacks(net_callbacks *cb);
-/* node_step.c: a round has started: its steps on the thread pool, or the caller's. */
+/* node_step.c: a round has started: its steps on the thread pool, or the stepper's. */
 void node_start_step(node *n);
 
 /* node_origin.c: while a neighbour is lost, the run's starting model is
  * drawn on the thread pool for the edge that starts next (gsp_origin_ahead). */
 void node_origin_ahead(node *n);
-
-/* node_caller.c: the caller takes the local steps (libsgp, node_ext.h):
- * its run's plan and parameters, its hand-outs and asks, the end. */
-struct node_status;
-void node_caller_plan(node *n, const float **x0, size_t *dim);
-void node_caller_refuse(const node_config *c, int rc, const char *err);
-void node_caller_status(const node *n, struct node_status *s);
-void node_caller_give(node *n);
-int node_caller_open(node *n);
-void node_caller_close(node *n);
-void node_caller_end(node *n, int rc, const char *err);
 
 /* node_log.c: a fault-handling event (a progress line and a JSON line), an
  * epoch's line (its evaluation: node_eval.c), a round's JSON line, the
@@ -117,7 +103,6 @@ int node_boundary_done(node *n, long round, float acc, int checkpoint);
 void node_checkpoint(node *n);
 /* node.c: a checkpoint is written; the rounds go on (or the finish that waited). */
 void node_rounds_resume(node *n);
-void node_checkpoint_now(node *n);
 void node_resume(node *n);
 
 #endif

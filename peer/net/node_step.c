@@ -59,8 +59,8 @@ static void slow_down(node *n)
 void node_start_step(node *n)
 {
     n->round_start = clock_now();
-    if (n->c->ext) {
-        node_caller_give(n);
+    if (n->c->stepper) {
+        n->c->stepper->give(n->c->stepper->ctx, n);
         return;
     }
     slow_down(n);
