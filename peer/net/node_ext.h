@@ -6,7 +6,8 @@
  *   node_ext e;
  *   node_ext_init(&e, dim, rounds, rounds_per_epoch);
  *   e.params = x0;                                 // read by node_run's set-up
- *   ... start a thread running node_run(&config with .ext = &e, NULL, NULL, ...) ...
+ *   config.ext = &e;
+ *   ... start a thread running node_run(&config, NULL, NULL, &result, err, sizeof err) ...
  *   node_ext_round(&e, x0, 0);                     // 0: x0 holds the model to start from
  *   for (;;) {
  *       ... the caller's optimizer step on x0 ...
