@@ -253,6 +253,8 @@ check: $(SGP) $(UNIT) $(PROCESS) $(FUZZ_REPLAY) $(LIB_SO) $(LIB_A) $(EXAMPLE_BIN
 	bash tests/check_includes.sh --self-test
 	bash tests/check_docs.sh
 	bash tests/check_docs.sh --self-test
+	CC="$(CC)" bash tests/check_sketches.sh
+	CC="$(CC)" bash tests/check_sketches.sh --self-test
 
 # make fuzz [FUZZ_SECONDS=60]: run every fuzz target with libFuzzer, growing its corpus.
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)

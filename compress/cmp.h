@@ -6,7 +6,7 @@
  *   uint8_t *msg = malloc(cmp_bound(&s, n));
  *   void *work = malloc(cmp_work_size(&s, n));                    // sized once, reused every round
  *   long len = cmp_encode(&s, x, n, seed, work, msg, cmp_bound(&s, n));
- *   cmp_decode_add(msg, len, 0.5f, dst, n);                       // dst += 0.5 * decoded
+ *   cmp_decode_add(msg, len, n, 0.5f, dst);                       // dst += 0.5 * decoded
  *
  * Every message is self-describing (format in compress/FORMAT.md): a common
  * header (codec id, n) then the codec's own header (its parameters, scales,

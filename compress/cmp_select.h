@@ -64,8 +64,10 @@ int cmp_select_topk_sampled(const float *x, size_t n, size_t k, uint64_t seed, v
  *           c.key[j] = cmp_list_bits(x[c.pos[j]]);          // the sample, positions ascending
  *       uint32_t t;
  *       cmp_select_stream_threshold(&c, n, k, work, &t);     // c.m = 0, ready to collect
- *       for (i ascending) if (cmp_list_key(x_i) >= t) {     // c.m == c.cap first: too many, select from x
- *           c.pos[c.m] = i, c.key[c.m++] = cmp_list_bits(x_i);
+ *       for (size_t i = 0; i < n; i++) {
+ *           float x_i = value_at(i);                          // computed now, never stored
+ *           if (cmp_list_key(x_i) >= t)                       // c.m == c.cap first: too many, select from x
+ *               c.pos[c.m] = i, c.key[c.m++] = cmp_list_bits(x_i);
  *       }
  *       cmp_select_topk_list(&c, n, k, work, idx, val);      // -EAGAIN: fewer than k, select from x
  *   }

@@ -5,7 +5,7 @@
  *
  *   gsp_peer g = {0};
  *   gsp_init(&g, id, n_peers, dim, tau, x0);       // x = x0, w = 1
- *   gsp_set_codec(&g, &spec, seed);                // optional: compressed messages
+ *   gsp_set_codec(&g, &spec, seed, step);          // optional: compressed messages
  *   for (;;) {
  *       const float *z = gsp_debias(&g);            // z = x / w: the model to use
  *       ... gradient at z, optimizer step applied to g.x ...
@@ -15,7 +15,7 @@
  *       ... deliver msgs (gsp_msg_copy gives a message its own payload) ...
  *       ... gsp_absorb(&g, &incoming) for what arrived, in (sender, seq) order;
  *           GSP_NEED_SYNC asks the driver to tell the sender: gsp_request_sync ...
- *       while (!gsp_ready(&g, &t, alive)) wait for more messages;
+ *       while (!gsp_ready(&g, &t, alive)) ... wait for more messages ...
  *   }
  *   gsp_free(&g);
  *

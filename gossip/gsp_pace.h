@@ -8,19 +8,28 @@
  * what to do and when to ask again.
  *
  *   gsp_pace p;
- *   gsp_pace_init(&p, &config, id, &topology, now);
- *   ... on every frame from q:        gsp_pace_heard(&p, q, now);
- *       on a PUSH of round r:         gsp_pace_push(&p, &g, q, r);
- *       on a HEARTBEAT at round r:    gsp_pace_claim(&p, q, r);
- *       on connect / disconnect:      gsp_pace_up(&p, q, now) / gsp_pace_down(&p, q, now);
- *       on GOODBYE:                   gsp_pace_goodbye(&p, q, done);
- *       every heartbeat interval:     gsp_pace_tick(&p, now, lost, max); heartbeat to q if gsp_pace_heartbeat_due
+ *   gsp_pace_init(&p, &config, id, now);     // config.topology: the neighbours
+ *   gsp_pace_heard(&p, q, now);              // on every frame from q
+ *   gsp_pace_push(&p, &g, q, r, now);        // on a PUSH of round r
+ *   gsp_pace_claim(&p, q, r, now);           // on a HEARTBEAT at round r
+ *   gsp_pace_up(&p, q, now);                 // on connect
+ *   gsp_pace_down(&p, q, now);               // on disconnect
+ *   gsp_pace_goodbye(&p, q, done);           // on GOODBYE
+ *   gsp_pace_tick(&p, now, lost, max);       // every heartbeat interval; then, for each q:
+ *   if (gsp_pace_heartbeat_due(&p, q, now))
+ *       ... send q a HEARTBEAT ...
  *   gsp_pace_decision d;
  *   switch (gsp_pace_next(&p, &g, inbox, n_inbox, now, &d)) {
- *   case GSP_PACE_WAIT:  ask again at d.wake_at, or when something arrives
- *   case GSP_PACE_START: gsp_pace_started(&p, now); absorb, local step;
- *                        gsp_pace_route(&p, &g, now, busy, &out); gsp_emit(&g, &out, msgs)
- *   case GSP_PACE_DONE:  every round is done (or nothing to join): finish
+ *   case GSP_PACE_WAIT:                      // ask again at d.wake_at, or when something arrives
+ *       break;
+ *   case GSP_PACE_START:
+ *       gsp_pace_started(&p, now);
+ *       ... absorb, local step ...
+ *       gsp_pace_route(&p, &g, now, busy, &out);
+ *       gsp_emit(&g, &out, msgs);
+ *       break;
+ *   case GSP_PACE_DONE:                      // every round is done (or nothing to join): finish
+ *       break;
  *   }
  *
  * The rules, with the reasons for each, are in gossip/GUARANTEES.md

@@ -5,7 +5,8 @@
  *
  *   nn_embed_forward(ids, B * T, vocab, C, Wte, x);        // x [B][T][C]
  *   nn_pos_forward(x, B, T, C, Wpe, x);                    // in place
- *   ... nn_dense_forward(x, B * T, C, 3 * C, Wqkv, bqkv, qkv);
+ *   ...
+ *   nn_dense_forward(x, B * T, C, 3 * C, Wqkv, bqkv, qkv);  // nn_layers.h
  *   float *work = malloc(nn_attention_workspace(B, T, H) * sizeof(float));
  *   nn_attention_forward(qkv, B, T, C, H, att, work);      // att [B][T][C]
  *   ...

@@ -3,7 +3,7 @@
  * (make SANITIZER=address test) reports a read of one byte past the end:
  *
  *   uint8_t *m = exact_copy(msg, len);
- *   cr_assert_eq(decode(m, len - 1, ...), -EBADMSG);
+ *   cr_assert_eq(decode(m, len - 1), -EBADMSG);        // decode: the parser under test
  *   free(m);
  */
 #ifndef TESTS_EXACT_COPY_H

@@ -6,9 +6,9 @@
  *       fprintf(stderr, "%s:%d: %s\n", e.file, e.line, e.msg);
  *   // or: topo_generate(&t, "exponential", 8, NULL, &e);
  *   topo_out out;
- *   topo_route(&t, round, peer, alive, &out);   // live out-neighbours and weights
- *   for (int k = 0; k < out.n; k++) send(out.peer[k], out.weight[k] * x);
- *   x *= out.keep;
+ *   topo_route(&t, r, peer, alive, &out);       // round r's live out-neighbours and weights
+ *   for (int k = 0; k < out.n; k++) ... send out.weight[k] * x to out.peer[k] ...
+ *   ... keep out.keep * x ...
  *   topo_free(&t);
  *
  * A topology is a schedule of P phases; round r uses phase r mod P. Each phase

@@ -2,7 +2,8 @@
  * formatting, and the seeded generator the random graph and the mixing
  * analysis draw from.
  *
- *   size_t *at = ...; topo_edge *edges = ...;   // grouped by phase, any order inside
+ *   size_t *at = malloc((phases + 1) * sizeof *at);          // phase p's edges: at[p] .. at[p + 1] - 1
+ *   topo_edge *edges = malloc(n_edges * sizeof *edges);     // grouped by phase, any order inside
  *   rc = topo_build(t, n, phases, weighted, at, edges, "ring", e);   // owns at and edges now
  */
 #ifndef TOPOLOGIES_TOPO_IMPL_H

@@ -6,8 +6,12 @@
  *
  *   gossip_opts g;
  *   gossip_opts_defaults(&g, &settings);
- *   ... getopt_long over a table that includes GOSSIP_OPTS_LONG ...
- *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != 1) ...
+ *   static const struct option opts[] = {GOSSIP_OPTS_LONG, {0, 0, 0, 0}};  // and the command's own
+ *   int c, rc;
+ *   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+ *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != 1) {
+ *           if (rc != 0) return rc;            // CLI_USAGE: a bad value, said on stderr
+ *       } else ...                             // the command's own options
  *   if (gossip_opts_check(&g, &settings, cmd)) return CLI_USAGE;   // parses --codec and --outer
  */
 #ifndef PEER_CMD_GOSSIP_OPTS_H

@@ -3,9 +3,13 @@
  *
  *   train_opts o;
  *   train_opts_defaults(&o);
- *   ... getopt_long over an option table that includes TRAIN_OPTS_LONG ...
- *       default: if ((rc = train_opts_parse(&o, "sgp train", c, optarg)) != 1) ...
- *   if (train_opts_check(&o, "sgp train")) return CLI_USAGE;
+ *   static const struct option opts[] = {TRAIN_OPTS_LONG, {0, 0, 0, 0}};   // and the command's own
+ *   int c, rc;
+ *   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+ *       if ((rc = train_opts_parse(&o, "sgp train", c, optarg)) != 1) {
+ *           if (rc != 0) return rc;            // CLI_USAGE: a bad value, said on stderr
+ *       } else ...                             // the command's own options
+ *   if ((rc = train_opts_check(&o, "sgp train")) != 0) return rc;
  *   fputs(TRAIN_OPTS_HELP, stdout);
  */
 #ifndef PEER_CMD_TRAIN_CLI_H

@@ -16,7 +16,7 @@
  * The launcher builds one instead and writes it:
  *
  *   cluster_init(&c, "my-run", "exp8.topo");
- *   for (...) cluster_add_peer(&c, "10.0.0.2", 7000, kp.pk);   // ids 0, 1, ...
+ *   for (int i = 0; i < n; i++) cluster_add_peer(&c, "10.0.0.2", 7000 + i, keys[i].pk);   // ids 0, 1, ...
  *   cluster_write(&c, f, "written by sgp launch");
  *
  * Host names are kept as written: resolving them is the transport's job.

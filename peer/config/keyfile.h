@@ -8,7 +8,7 @@
  *       fprintf(stderr, "%s\n", err);          // names the path and the problem
  *       ...
  *   }
- *   ... sec_hs_init(&hs, SEC_INITIATOR, 0, 3, &me, ...) ...   // peer/wire/sec.h
+ *   sec_hs_init(&hs, SEC_INITIATOR, 0, 3, &me, cluster_pubkey_lookup, &c, cid);   // peer/wire/sec.h
  *   sec_keypair_free(&me);
  *
  *   sec_keypair kp;

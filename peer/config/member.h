@@ -9,7 +9,9 @@
  *       fprintf(stderr, "%s\n", err);      // names the file (and line) or the id
  *       ...
  *   }
- *   ... node_config c = {.cluster = &m.cluster, .id = m.id, .key = &m.key, .topology = &m.topology, ...}
+ *   node_config c;                         // peer/net/node.h
+ *   node_config_defaults(&c);
+ *   c.cluster = &m.cluster, c.id = m.id, c.key = &m.key, c.peer.topology = &m.topology;
  *   member_close(&m);
  */
 #ifndef PEER_CONFIG_MEMBER_H

@@ -16,19 +16,27 @@
  *       ... feed what happened: engine_push / _ack / _heartbeat / _nack / _goodbye / _model_request / _model_soon /
  *           _model / _link_up / _link_down / _timer (at engine_wake_at) / _step_done ...
  *       engine_send s;
- *       while (engine_poll_send(e, &s))      // frames, valid until the next engine call
- *           ... encode and send s ...; a refused one: engine_unsent(e, &s, rc)
+ *       while (engine_poll_send(e, &s)) {    // frames, valid until the next engine call
+ *           int rc = send_frame(&s);          // encode and send s
+ *           if (rc < 0) engine_unsent(e, &s, rc, now);    // a refused one
+ *       }
  *       engine_event v;
  *       while (engine_poll_event(e, &v))
  *           switch (v.kind) {
- *           case ENGINE_STEP:      compute the round's steps (engine_compute_step, any thread), then
- *                                  engine_step_done; or hand engine_model_to's model to a caller who steps
- *                                  itself, and engine_step_taken with what it comes back with
- *           case ENGINE_BOUNDARY:  the round is emitted, the model is the next round's: evaluate, log,
- *                                  checkpoint..., then engine_advance (nothing starts until then)
- *           case ENGINE_FINISHED:  close (v.goodbye: what to say last on every connection)
- *           case ENGINE_LOG:       engine_log_text(v.log), v.peer, v.detail
- *           ...
+ *           case ENGINE_STEP:      // compute the round's steps (any thread), then say so
+ *               engine_compute_step(e, &model);
+ *               engine_step_done(e, now);
+ *               break;                        // (or hand engine_model_to's model to a caller who steps
+ *                                             // itself, and engine_step_taken with its step)
+ *           case ENGINE_BOUNDARY:  // the round is emitted, the model is the next round's
+ *               ... evaluate, log, checkpoint ...
+ *               engine_advance(e, now);       // nothing starts until then
+ *               break;
+ *           case ENGINE_LOG:
+ *               printf("%s %d %s\n", engine_log_text(v.log), v.peer, v.detail);
+ *               break;
+ *           case ENGINE_FINISHED:  // close (v.goodbye: what to say last on every connection)
+ *           default: ...
  *           }
  *   }
  *   engine_free(e);

@@ -1,7 +1,7 @@
 /* One peer's local SGP computation, shared by the simulator and the networked
  * peer so that both run exactly the same arithmetic:
  *
- *   z = x / w;  g = clip(grad f_i(z));  x -= w * lr * step(g), weight decay taken at z
+ *  z = x / w;  g = clip(grad f_i(z));  x -= w * lr * step(g), weight decay taken at z
  *
  * (the step of z itself is the optimizer's step, SGD or AdamW, whatever w
  * has become)

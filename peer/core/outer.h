@@ -3,7 +3,7 @@
  * from the mixed model a = z (what the round's absorbs made of it), takes H
  * local steps to z', and treats the difference as a pseudo-gradient:
  *
- *   delta = a - z';   a = a - lr * dir(delta)   (SGD with momentum, Nesterov or not);   x = w * a
+ *  delta = a - z';   a = a - lr * dir(delta)   (SGD with momentum, Nesterov or not);   x = w * a
  *
  * then gossips x as every round does, so the peers' outer steps are
  * averaged by the mixing. With lr 1 and no momentum a = z': plain SGP with
@@ -18,7 +18,9 @@
  *   if (outer_opts_parse(&o, "nesterov:0.7:0.9", err, sizeof err) < 0) ...
  *   outer_state s;
  *   outer_init(&s, &o, dim);
- *   each round, after absorbing: outer_begin(&s, &g); the H local steps; outer_end(&s, &g);
+ *   outer_begin(&s, &g);                   // each round, after absorbing
+ *   ... the H local steps ...
+ *   outer_end(&s, &g);
  *   outer_free(&s);
  */
 #ifndef PEER_CORE_OUTER_H

@@ -8,13 +8,13 @@
  *   round_plan plan;
  *   round_plan_make(&plan, &settings.train, train->n, n_peers, local_steps);
  *   round_peer rp;
- *   round_peer_init(&rp, &settings, &plan, &model, train, x0, now, err, sizeof err);
+ *   round_peer_init(&rp, &settings, &plan, id, train, x0, dim, now, err, sizeof err);
  *   for (;;) {
- *       ... round_inbox_put(&rp, &msg) for every PUSH that arrives,
- *           gsp_pace_heard / _push / _claim / _up / _down for what the transport saw ...
+ *       round_inbox_put(&rp, &msg);             // every PUSH that arrives
+ *       ... gsp_pace_heard / _push / _claim / _up / _down for what the transport saw ...
  *       gsp_pace_decision d;
  *       switch (round_next(&rp, now, &d)) {
- *       case GSP_PACE_WAIT: wait for a message or d.wake_at; continue;
+ *       case GSP_PACE_WAIT: ... wait for a message or d.wake_at ...; continue;
  *       case GSP_PACE_DONE: round_absorb(&rp, 1, nack, ctx); goto done;
  *       case GSP_PACE_START: break;
  *       }
@@ -24,7 +24,7 @@
  *       int n = round_emit(&rp, now, busy, msgs);
  *       ... send msgs ...
  *   }
- *   round_peer_free(&rp);
+ *   done: round_peer_free(&rp);
  */
 #ifndef PEER_CORE_ROUND_H
 #define PEER_CORE_ROUND_H

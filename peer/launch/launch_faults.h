@@ -1,16 +1,16 @@
 /* Fault injection for `sgp launch` (experiments and tests of peer/net/node.c's
  * fault handling on real processes):
  *
- *   --kill PEER@ROUND              SIGKILL when PEER's log reaches ROUND
- *   --restart PEER@ROUND[:SECONDS] SIGKILL, then start it again with --resume after SECONDS [1]
- *   --stop PEER@ROUND:SECONDS      SIGSTOP, then SIGCONT after SECONDS
- *   --slow PEER:FACTOR             PEER runs its rounds at 1/FACTOR of its speed (sgp peer --slow)
+ *  --kill PEER@ROUND              SIGKILL when PEER's log reaches ROUND
+ *  --restart PEER@ROUND[:SECONDS] SIGKILL, then start it again with --resume after SECONDS [1]
+ *  --stop PEER@ROUND:SECONDS      SIGSTOP, then SIGCONT after SECONDS
+ *  --slow PEER:FACTOR             PEER runs its rounds at 1/FACTOR of its speed (sgp peer --slow)
  *
  *   fault_plan p = {0};
  *   fault_plan_add(&p, "--kill", "3@200", err, sizeof err);   // 1: not a fault option
  *   ...
  *   fault_plan_check(&p, n_peers, err, sizeof err);
- *   every poll: fault_plan_tick(&p, rounds, pids, now, restart, ctx);
+ *   fault_plan_tick(&p, rounds, pids, now, restart, ctx);     // every poll
  *
  * Rounds are read from the peers' logs by polling, so a fault lands at the
  * first poll that sees ROUND or later (a few rounds late on a fast run).

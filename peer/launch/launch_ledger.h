@@ -14,7 +14,7 @@
  *
  * The comebacks' part (gossip/GUARANTEES.md, "Mass at comebacks"): with
  * N peers started, J joins and no kill,
- *   held + in_flight == N + J + rescaled - adopted
+ *  held + in_flight == N + J + rescaled - adopted
  * where rescaled is what resumes added (gsp_resume's power of two) and
  * adopted what resumed and joining peers took as a baseline on an in-edge
  * (sent to the id, taken in by a run of it that died, or by none). A kill

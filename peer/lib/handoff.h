@@ -6,8 +6,8 @@
  *
  *   handoff h;
  *   handoff_init(&h, x0, dim, rounds, rounds_per_epoch);
- *   node_config c; ... c.stepper = handoff_stepper(&h);
- *   ... start a thread running node_run(&c, NULL, NULL, ...) ...
+ *   c.stepper = handoff_stepper(&h);              // c: the node_config, set up as for sgp peer
+ *   ... start a thread running node_run(&c, NULL, NULL, &result, err, sizeof err) ...
  *   handoff_round(&h, x0, 0);                     // 0: x0 holds the model to start from
  *   for (;;) {
  *       ... the caller's optimizer step on x0 ...

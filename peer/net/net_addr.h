@@ -3,8 +3,9 @@
  * host, which is how net_admit.c gives handshakes their room by address.
  *
  *   struct sockaddr_storage sa;
- *   if (net_addr_of(&cluster->peers[id], &sa) == 0) ... uv_tcp_connect(..., (struct sockaddr *)&sa, ...)
- *   int member = net_addr_is_member(cluster, my_id, &from);
+ *   if (net_addr_of(&c->peers[id], &sa) == 0)
+ *       uv_tcp_connect(&req, &tcp, (struct sockaddr *)&sa, on_connect);
+ *   int member = net_addr_is_member(c, my_id, &from);
  */
 #ifndef PEER_NET_NET_ADDR_H
 #define PEER_NET_NET_ADDR_H

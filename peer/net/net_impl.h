@@ -1,16 +1,16 @@
 /* The transport's insides, shared by its files; internal to peer/net (the
  * API is net.h). One job per file:
  *
- *   net.c        the public calls over the peer table, and the log
- *   net_listen.c the listener: bound, or bound again while the address is in use
- *   net_conn.c   a connection's life: made, closed once, freed
- *   net_dial.c   dialling and redialling with backoff; accepting
- *   net_admit.c  room for inbound handshakes: who waits, who gives way
- *   net_hs.c     the handshake pump (peer/wire/sec_hs.c) and a connection coming up
- *   net_frame.c  frames: write slots and backpressure, reading and opening,
- *                the last writes of a close that drains (net_close_after)
- *   net_idle.c   deadlines on the connection's timer: connect, handshake,
- *                idle, drain
+ *  net.c        the public calls over the peer table, and the log
+ *  net_listen.c the listener: bound, or bound again while the address is in use
+ *  net_conn.c   a connection's life: made, closed once, freed
+ *  net_dial.c   dialling and redialling with backoff; accepting
+ *  net_admit.c  room for inbound handshakes: who waits, who gives way
+ *  net_hs.c     the handshake pump (peer/wire/sec_hs.c) and a connection coming up
+ *  net_frame.c  frames: write slots and backpressure, reading and opening,
+ *               the last writes of a close that drains (net_close_after)
+ *  net_idle.c   deadlines on the connection's timer: connect, handshake,
+ *               idle, drain
  *
  * Every connection owns two libuv handles (its socket and its timer) and is
  * freed when the second one's close callback has run; libuv calls pending

@@ -3,7 +3,7 @@
  *   node_config c;
  *   node_config_defaults(&c);            // then: cluster, id, key, topology, data, codec, ...
  *   node_result r;
- *   int rc = node_run(&c, &r, err, sizeof err);   // returns when training is done or stopped
+ *   int rc = node_run(&c, &train, &test, &r, err, sizeof err);   // returns when training is done or stopped
  *
  * The arithmetic is exactly the simulator's (same seeds, shards, local step,
  * codec seeds, and with tau = 0 the same absorb rule: at the start of round r

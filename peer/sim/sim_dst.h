@@ -7,7 +7,8 @@
  * dropped while it still fails) and prints as one `sgp sim` command line
  * that replays it.
  *
- *   dst_world w;                                 // the data, loaded once
+ *   dst_world w;
+ *   dst_world_init(&w, err, sizeof err);         // the data, loaded once
  *   dst_schedule s;
  *   dst_draw(&s, seed);                          // everything from the seed
  *   dst_outcome o;

@@ -3,7 +3,7 @@
  * a run is reproducible.
  *
  *   sim_queue q = {0};
- *   sim_queue_push(&q, t, SIM_EV_ARRIVE, peer, msg_slot);
+ *   sim_queue_push(&q, t, EV_ARRIVE, peer, msg_slot);   // the kinds: peer/sim/sim_engine.h
  *   sim_event e;
  *   while (sim_queue_pop(&q, &e)) ...
  *   sim_queue_free(&q);

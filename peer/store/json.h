@@ -6,7 +6,7 @@
  *   json_num(&j, "test_accuracy", 0.97);
  *   json_str(&j, "model", "lenet");
  *   rc = json_close(&j);                         // < 0: j.err says which file and step
- *   json_begin_line(&j, log);                    // one line of a JSON-lines log
+ *   json_begin_line(&j, log_file);               // one line of a JSON-lines log
  *   json_int(&j, "round", 12);
  *   json_close(&j);
  *

@@ -4,7 +4,7 @@
  * follows the logs live, reads exactly what a peer writes.
  *
  *   roundlog_line l = {.round = 12, .loss = 0.31, ..., .test_accuracy = -1};   // < 0: not evaluated
- *   roundlog_write(log, &l);                 // {"round": 12, "loss": 0.31, ...}\n, flushed
+ *   roundlog_write(log_file, &l);            // {"round": 12, "loss": 0.31, ...}\n, flushed
  *
  *   int rc = roundlog_parse(line, strlen(line), &l, err, sizeof err);
  *   // 0: a round line; 1: another kind of line (an event, the ledger); < 0: malformed (err says how)

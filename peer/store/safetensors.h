@@ -11,7 +11,7 @@
  *   st_writer_free(&w);
  *
  *   st_file f;                                    // reading: the whole file, checked
- *   if (st_read("model.safetensors", &f, err, sizeof err) < 0) ...   // "FILE: what is wrong"
+ *   if (st_read("model.safetensors", max_bytes, &f, err, sizeof err) < 0) ...   // "FILE: what is wrong"
  *   const st_tensor *t = st_find(&f, "fc1.weight");
  *   const char *spec = st_meta(&f, "spec");
  *   st_free(&f);

@@ -7,7 +7,7 @@
  *   if (summary_peer_write("run/peer3.json", &s, err, sizeof err) < 0) ...   // atomic (peer/store/wholefile.h)
  *
  *   summary_peer back;
- *   if (summary_peer_read("run/peer3.json", &back, err, sizeof err) < 0)
+ *   if (summary_peer_read("run/peer3.json", &back, err, sizeof err) < 0) ...
  *       // err: "run/peer3.json:14: expected "weight", found '"rounds": 375'"
  *
  * The file is a flat JSON object (peer/store/json.h, JSON_PRETTY) with

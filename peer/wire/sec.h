@@ -9,7 +9,7 @@
  *   if (keyfile_load(&me, "keys/0.key", err, sizeof err) < 0) ...   // peer/config/keyfile.h
  *
  *   sec_hs hs = {0};                      // dialling peer 3 (the lower id dials)
- *   sec_hs_init(&hs, SEC_INITIATOR, 0, 3, &me, cluster_pubkey_lookup, &cluster, cid);
+ *   sec_hs_init(&hs, SEC_INITIATOR, 0, 3, &me, cluster_pubkey_lookup, &c, cid);
  *   while (!sec_hs_done(&hs)) {
  *       uint8_t out[SEC_HS_OUT_MAX];
  *       int n = sec_hs_produce(&hs, out, sizeof out);   // send these n bytes
@@ -20,7 +20,7 @@
  *   sec_session s = {0};
  *   sec_hs_finish(&hs, &s);               // s.peer_id is authenticated
  *
- *   n = sec_seal(&s, msg, len, frame, sec_seal_bound(len));
+ *   int n = sec_seal(&s, msg, len, frame, sec_seal_bound(len));
  *   int need = sec_frame_need(buf, have, s.max_frame);  // read until have >= need
  *   n = sec_open(&s, buf, need, msg, cap);              // < 0: close the connection
  *   sec_session_free(&s);

@@ -12,7 +12,7 @@
  *   wire_msg m;
  *   wire_err e;
  *   if (wire_decode(&m, plain, plain_len, &e) < 0) {
- *       log("peer %d: malformed message at byte %zu: %s: %s", peer, e.offset, e.field, e.why);
+ *       fprintf(stderr, "peer %d: malformed message at byte %zu: %s: %s\n", peer, e.offset, e.field, e.why);
  *       ... close the connection ...
  *   }
  *   if (m.type == WIRE_PUSH) {
