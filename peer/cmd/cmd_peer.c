@@ -121,7 +121,7 @@ int cmd_peer(int argc, char **argv)
     const char *cluster_path = NULL, *key_path = NULL, *log_path = NULL;
     long id = -1;
     gossip_opts go;
-    gossip_opts_defaults(&go, &c.peer);
+    gossip_opts_defaults(&go);
     opterr = 0;
     optind = 1;
     int ch, rc;

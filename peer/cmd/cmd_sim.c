@@ -319,9 +319,9 @@ int cmd_sim(int argc, char **argv)
     int n_cut = 0;
     const char *topology = "exponential", *log_path = NULL, *events_path = NULL;
     gossip_opts go;
-    gossip_opts_defaults(&go, &c.peer);
-    long peers = 8;
-    double mbit = 1000;
+    gossip_opts_defaults(&go);
+    long peers = c.peer.n_peers;
+    double mbit = c.bandwidth * 8 / 1e6;
     struct {
         long peer;
         double factor;

@@ -5,7 +5,7 @@
  * optimizer) and the texts they are parsed from.
  *
  *   gossip_opts g;
- *   gossip_opts_defaults(&g, &settings);
+ *   gossip_opts_defaults(&g);                  // settings: from peer_settings_defaults
  *   ... getopt_long over a table that includes GOSSIP_OPTS_LONG ...
  *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != 1) ...
  *   if (gossip_opts_check(&g, &settings, cmd)) return CLI_USAGE;   // parses --codec and --outer
@@ -52,7 +52,8 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --outer SPEC          outer optimizer on each round's local progress (DiLoCo style):\n"                    \
     "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"
 
-void gossip_opts_defaults(gossip_opts *o, peer_settings *s);
+/* The texts' defaults; the settings' are peer_settings_defaults'. */
+void gossip_opts_defaults(gossip_opts *o);
 /* 1 if c is not a gossip option, 0 when handled, CLI_USAGE on a bad value. */
 int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, const char *arg);
 /* Parses the codec and outer optimizer specs into o, and points s at them;

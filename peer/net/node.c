@@ -19,9 +19,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sgp peer assumes a li
 void node_config_defaults(node_config *c)
 {
     memset(c, 0, sizeof *c);
-    train_opts_defaults(&c->peer.train);
-    c->peer.dead_timeout = 5.0;
-    c->peer.round_timeout = 30.0;
+    peer_settings_defaults(&c->peer);
     c->checkpoint_every = 30.0;
     c->slow = 1.0;
 }
