@@ -198,26 +198,28 @@ int cmd_peer(int argc, char **argv)
     int status = 1;
     nn_dataset train = {0}, test = {0};
     node_result r = {0};
-    nn_model shape = {0};
+    nn_model model = {0};
     FILE *log = NULL;
     nn_blas_set_threads((int)c.peer.train.threads);
     if (nn_data_load(c.peer.train.data, (int)c.peer.train.context, &train, &test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         goto out;
     }
+    c.cluster = &me.cluster, c.key = &me.key, c.peer.topology = &me.topology;
     /* A bad --model or --init is said now, before any file is written; the
-     * model's layers also describe the saved file. */
-    if ((rc = train_opts_model(&c.peer.train, &train, 1, &shape, err, sizeof err)) < 0) {
+     * node trains this model and hands back its shape, which describes the
+     * saved file. */
+    if ((rc = node_model(&c, &train, &model, err, sizeof err)) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         status = rc == -EINVAL && !c.peer.train.init ? CLI_USAGE : 1;
         goto out;
     }
-    nn_model_keep_shape(&shape);
+    c.model = &model;
     if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
         goto out;
     }
-    c.cluster = &me.cluster, c.key = &me.key, c.peer.topology = &me.topology, c.log = log, c.progress = stdout;
+    c.log = log, c.progress = stdout;
     printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", id, me.cluster.n_peers, me.cluster.name,
            c.peer.train.model, c.peer.codec ? c.peer.codec->text : "exact", me.cluster.peers[id].host, me.cluster.peers[id].port);
     fflush(stdout);
@@ -242,7 +244,7 @@ int cmd_peer(int argc, char **argv)
         status = 1;
     } else if (c.peer.train.save_model) {
         char *text = model_summary(&c, &r);
-        status |= train_cli_save_model(&c.peer.train, &shape, r.model, text, CMD);
+        status |= train_cli_save_model(&c.peer.train, &model, r.model, text, CMD);
         free(text);
     }
     if (c.peer.train.summary && (rc = write_summary(c.peer.train.summary, &c, &r)) < 0) {
@@ -252,7 +254,7 @@ int cmd_peer(int argc, char **argv)
 out:
     if (log)
         fclose(log);
-    nn_model_free(&shape);
+    nn_model_free(&model);
     node_result_free(&r);
     nn_dataset_free(&train);
     nn_dataset_free(&test);
