@@ -111,9 +111,10 @@ typedef struct peer_cmd {
     FILE *log;
 } peer_cmd;
 
-/* One option of the command line: 0, or the exit status of a bad one. */
-static int parse_option(peer_cmd *p, int ch, const char *arg, char **argv)
+/* One option of the command line (a cli_option_fn). */
+static int parse_option(void *ctx, int ch, const char *arg)
 {
+    peer_cmd *p = ctx;
     node_config *c = &p->c;
     switch (ch) {
     case P_CLUSTER:
@@ -146,11 +147,7 @@ static int parse_option(peer_cmd *p, int ch, const char *arg, char **argv)
         return cli_double(CMD, "--slow", arg, 1, 1000, &c->slow);
     }
     int rc = train_opts_parse(&c->peer.train, CMD, ch, arg);
-    if (rc == 1)
-        rc = gossip_opts_parse(&p->go, &c->peer, CMD, ch, arg);
-    if (rc == 1)
-        rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
-    return rc;
+    return rc == CLI_NOT_MINE ? gossip_opts_parse(&p->go, &c->peer, CMD, ch, arg) : rc;
 }
 
 /* The command line into p: 0 (p->help: the help was printed), or the exit
@@ -177,23 +174,7 @@ static int parse(peer_cmd *p, int argc, char **argv)
     node_config_defaults(&p->c);
     gossip_opts_defaults(&p->go);
     p->id = -1;
-    opterr = 0;
-    optind = 1;
-    int ch, rc;
-    while ((ch = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        if (ch == 'h') {
-            help();
-            p->help = 1;
-            return 0;
-        }
-        if (ch == '?' || ch == ':')
-            return cli_getopt_error(CMD, ch, argv);
-        if ((rc = parse_option(p, ch, optarg, argv)) != 0)
-            return rc;
-    }
-    if (optind < argc)
-        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    return 0;
+    return cli_parse(CMD, argc, argv, long_opts, help, parse_option, p, &p->help);
 }
 
 /* What needs the whole command line: 0, or the exit status. */

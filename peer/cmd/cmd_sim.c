@@ -331,9 +331,10 @@ static int parse_churn(sim_config *c, const char *arg)
     return rc;
 }
 
-/* One option of the command line: 0, or the exit status of a bad one. */
-static int parse_option(sim_cmd *s, int ch, const char *arg, char **argv)
+/* One option of the command line (a cli_option_fn). */
+static int parse_option(void *ctx, int ch, const char *arg)
 {
+    sim_cmd *s = ctx;
     sim_config *c = &s->c;
     int rc;
     switch (ch) {
@@ -400,11 +401,7 @@ static int parse_option(sim_cmd *s, int ch, const char *arg, char **argv)
         return 0;
     }
     rc = train_opts_parse(&c->peer.train, CMD, ch, arg);
-    if (rc == 1)
-        rc = gossip_opts_parse(&s->go, &c->peer, CMD, ch, arg);
-    if (rc == 1)
-        rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
-    return rc;
+    return rc == CLI_NOT_MINE ? gossip_opts_parse(&s->go, &c->peer, CMD, ch, arg) : rc;
 }
 
 /* The command line into s: 0 (s->help: the help was printed), or the exit
@@ -446,23 +443,7 @@ static int parse(sim_cmd *s, int argc, char **argv)
     s->topology = "exponential";
     s->peers = s->c.peer.n_peers;
     s->mbit = s->c.bandwidth * 8 / 1e6;
-    opterr = 0;
-    optind = 1;
-    int ch, rc;
-    while ((ch = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        if (ch == 'h') {
-            help();
-            s->help = 1;
-            return 0;
-        }
-        if (ch == '?' || ch == ':')
-            return cli_getopt_error(CMD, ch, argv);
-        if ((rc = parse_option(s, ch, optarg, argv)) != 0)
-            return rc;
-    }
-    if (optind < argc)
-        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    return 0;
+    return cli_parse(CMD, argc, argv, long_opts, help, parse_option, s, &s->help);
 }
 
 /* Every fault names a peer of the run, and a rejoin follows a crash. */

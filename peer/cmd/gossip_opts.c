@@ -39,7 +39,7 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
     case GOPT_ALONE:
         return cli_double(cmd, "--alone-wait", arg, 0, 1e6, &s->alone_wait);
     }
-    return 1;
+    return CLI_NOT_MINE;
 }
 
 int gossip_opts_check(gossip_opts *o, peer_settings *s, const char *cmd)

@@ -7,7 +7,7 @@
  *   gossip_opts g;
  *   gossip_opts_defaults(&g);                  // settings: from peer_settings_defaults
  *   ... getopt_long over a table that includes GOSSIP_OPTS_LONG ...
- *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != 1) ...
+ *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != CLI_NOT_MINE) ...
  *   if (gossip_opts_check(&g, &settings, cmd)) return CLI_USAGE;   // parses --codec and --outer
  */
 #ifndef PEER_CMD_GOSSIP_OPTS_H
@@ -54,7 +54,8 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
 
 /* The texts' defaults; the settings' are peer_settings_defaults'. */
 void gossip_opts_defaults(gossip_opts *o);
-/* 1 if c is not a gossip option, 0 when handled, CLI_USAGE on a bad value. */
+/* CLI_OK when handled, CLI_USAGE on a bad value, CLI_NOT_MINE when c is not
+ * a gossip option. */
 int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, const char *arg);
 /* Parses the codec and outer optimizer specs into o, and points s at them;
  * CLI_USAGE (message printed) when one is bad. */
