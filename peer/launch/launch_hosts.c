@@ -15,7 +15,7 @@ void launch_hosts_local(launch_host *where, int n)
 }
 
 /* One line's host and its slot count: 0, 1 for a blank line, -EINVAL. */
-static int parse_line(char *line, launch_host *h, long *slots, char *why, size_t cap)
+static int parse_line(char *line, launch_host *h, long *slots, char *err, size_t errlen)
 {
     line[strcspn(line, "#\r\n")] = 0;
     char *save = NULL, *tok = strtok_r(line, " \t", &save);
@@ -24,7 +24,7 @@ static int parse_line(char *line, launch_host *h, long *slots, char *why, size_t
     memset(h, 0, sizeof *h);
     *slots = 1;
     if (strlen(tok) >= sizeof h->addr) {
-        snprintf(why, cap, "address too long");
+        snprintf(err, errlen, "address too long");
         return -EINVAL;
     }
     strcpy(h->addr, tok);
@@ -41,7 +41,7 @@ static int parse_line(char *line, launch_host *h, long *slots, char *why, size_t
             strcpy(h->ssh, tok + 4);
             continue;
         }
-        snprintf(why, cap, "expected slots=N, ssh=DEST or ssh-port=P, got '%.64s'", tok);
+        snprintf(err, errlen, "expected slots=N, ssh=DEST or ssh-port=P, got '%.64s'", tok);
         return -EINVAL;
     }
     return 0;

@@ -50,9 +50,9 @@ static mode_t mode_of(const char *path)
     return st.st_mode & 07777;
 }
 
-static int put(const char *path, const char *text, mode_t mode, int flags, char *err, size_t cap)
+static int put(const char *path, const char *text, mode_t mode, int flags, char *err, size_t errlen)
 {
-    return wholefile_write(path, text, strlen(text), mode, flags, err, cap);
+    return wholefile_write(path, text, strlen(text), mode, flags, err, errlen);
 }
 
 Test(peer_store, wholefile_write_replaces_with_exactly_the_mode_given, .fini = cleanup)
