@@ -261,17 +261,15 @@ static int save_model(const sim_config *c, const char *topology, const nn_datase
 /* FILE if it exists, else a generator name for n peers. */
 static int load_topology(topo *t, const char *spec, int n)
 {
-    topo_error e = {0};
+    parse_error e = {0};
     int rc;
     if (access(spec, F_OK) == 0 || strchr(spec, '/') || strstr(spec, ".topo"))
         rc = topo_load(t, spec, &e);
     else
         rc = topo_generate(t, spec, n, NULL, &e);
     if (rc < 0) {
-        if (e.line > 0)
-            fprintf(stderr, "%s: %s:%d: %s\n", CMD, e.file, e.line, e.msg);
-        else
-            fprintf(stderr, "%s: %s%s%s\n", CMD, e.file[0] ? e.file : "", e.file[0] ? ": " : "", e.msg);
+        char err[600];
+        fprintf(stderr, "%s: %s\n", CMD, parse_error_text(&e, err, sizeof err));
         return rc == -EINVAL && !e.file[0] ? CLI_USAGE : 1;
     }
     if (t->n_peers != n) {

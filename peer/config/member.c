@@ -40,12 +40,9 @@ int member_open(member *m, const char *cluster_path, long id, const char *key_pa
             snprintf(err, errlen, "no peer id: give one, or run under mpirun/srun (no rank in the environment)");
         return -ESRCH;
     }
-    cluster_error ce;
+    parse_error ce;
     if ((rc = cluster_load(&m->cluster, cluster_path, &ce)) < 0) {
-        if (ce.line > 0)
-            snprintf(err, errlen, "%s:%d: %s", ce.file, ce.line, ce.msg);
-        else
-            snprintf(err, errlen, "%s: %s", ce.file, ce.msg);
+        parse_error_text(&ce, err, errlen);
         return rc;
     }
     if (id >= m->cluster.n_peers) {
@@ -68,9 +65,9 @@ int member_open(member *m, const char *cluster_path, long id, const char *key_pa
         rc = -EACCES;
         goto fail;
     }
-    topo_error te = {0};
+    parse_error te = {0};
     if ((rc = topo_load(&m->topology, m->cluster.topology_path, &te)) < 0) {
-        snprintf(err, errlen, "%s:%d: %s", te.file, te.line, te.msg);
+        parse_error_text(&te, err, errlen);
         goto fail;
     }
     if (m->topology.n_peers != m->cluster.n_peers) {

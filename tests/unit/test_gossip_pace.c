@@ -35,7 +35,7 @@ typedef struct scene {
 static void scene_make(scene *s, const char *kind, int n, gsp_pace_config c, int connected)
 {
     memset(s, 0, sizeof *s);
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_generate(&s->t, kind, n, NULL, &e), 0, "%s", e.msg);
     c.topology = &s->t;
     c.total_rounds = c.total_rounds ? c.total_rounds : 100;

@@ -44,7 +44,7 @@ static void net_init(net *s, const char *kind, int n, const char *params, int ta
     memset(s, 0, sizeof *s);
     s->n = n;
     s->rng = seed;
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_generate(&s->t, kind, n, params, &e), 0, "%s: %s", kind, e.msg);
     s->p = calloc((size_t)n, sizeof *s->p);
     s->alive = malloc((size_t)n);
