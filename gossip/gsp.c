@@ -681,7 +681,7 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         e->incarnation = m->incarnation;
     if (m->incarnation < e->incarnation) { /* from before the sender restarted */
         g->stats.ignored++;
-        return 0;
+        return GSP_IGNORED;
     }
     if (m->incarnation > e->incarnation) /* the sender restarted: its totals start again from zero */
         edge_restart(g, e, m->incarnation);
@@ -693,12 +693,12 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         if (m->kind == GSP_DELTA)
             return need_sync(e, m->seq - 1);
         adopt_baseline(g, e, m);
-        return 0;
+        return GSP_IGNORED;
     }
     e->adopt = 0;
     if (m->seq <= e->seq) { /* its mass arrived with this or a later message */
         g->stats.ignored++;
-        return 0;
+        return GSP_IGNORED;
     }
     if (m->kind == GSP_SYNC && m->base != e->seq) {
         if (m->base < e->seq) /* (from before messages we applied since: ask again from here) */
@@ -706,7 +706,7 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
         /* The sender no longer keeps what we lack: we lost messages we had
          * acknowledged (a crash). Their mass is gone; the rest continues. */
         adopt_baseline(g, e, m);
-        return 0;
+        return GSP_IGNORED;
     }
     /* A sender's running total of weight only grows, and no share is more
      * than the run's whole weight (a unit a peer, joins and resumes keep it
@@ -745,7 +745,7 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     e->round = m->round;
     g->stats.absorbed++;
     g->stats.stale_sum += (uint64_t)(g->round > m->round ? g->round - m->round : 0);
-    return 1;
+    return GSP_APPLIED;
 }
 
 static gsp_edge *out_edge(const gsp_peer *g, int dst)

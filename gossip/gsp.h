@@ -60,6 +60,12 @@ typedef enum gsp_kind {
     GSP_SYNC,  /* codec, after a gap: ref = r, corr = the corrections since `base`, uncompressed */
 } gsp_kind;
 
+/* What gsp_absorb returns for a message whose mass it applied, and for one
+ * that moved no mass: a duplicate or an older one (its mass is already in),
+ * or one adopted as its edge's new baseline. */
+#define GSP_IGNORED 0
+#define GSP_APPLIED 1
+
 /* What gsp_absorb returns when a compressed edge lost a message: the driver
  * tells the sender, whose next message on that edge is then a SYNC. */
 #define GSP_NEED_SYNC 2
@@ -309,7 +315,7 @@ float *gsp_take_model(gsp_peer *g);
  * the peer must stop, its state part-way through the emit). */
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs);
 
-/* Apply a message addressed to this peer: returns 1 if applied, 0 if ignored
+/* Apply a message addressed to this peer: returns GSP_APPLIED, GSP_IGNORED
  * (duplicate or older than one already applied: its mass is already in),
  * GSP_NEED_SYNC (a compressed edge lost a message: nothing applied until a
  * SYNC comes), GSP_REFUSED (a share no honest sender makes: nothing applied,

@@ -118,6 +118,7 @@ extern int argc;
 extern char **argv;
 
 //@ peer/cmd/train_cli.h
+#include "peer/cmd/cli.h"
 extern int argc;
 extern char **argv;
 
@@ -127,7 +128,7 @@ extern sec_hs hs;
 extern uint32_t me;
 extern sec_keypair kp, keys[];
 extern topo t;
-extern topo_error te;
+extern parse_error te;
 extern int n;
 extern FILE *f;
 
@@ -151,6 +152,10 @@ extern uint64_t incarnation;
 extern double now;
 extern nn_model model;
 int send_frame(const engine_send *s);
+
+//@ peer/core/settings.h
+#include "topologies/topo.h"
+extern topo t;
 
 //@ peer/core/local_step.h
 extern train_opts opts;
@@ -335,11 +340,16 @@ extern long r;
 extern int peer;
 extern const uint8_t *alive;
 
+//@ topologies/parse_error.h
+#include "topologies/topo.h"
+extern topo t;
+extern const char *path;
+
 //@ topologies/topo_impl.h
 extern topo *t;
 extern int n, phases, weighted;
 extern size_t n_edges;
-extern topo_error *e;
+extern parse_error *e;
 
 //@ topologies/topo_lex.h
 extern const char *text;

@@ -14,7 +14,7 @@
  * pass, and the builder rescales so no mass leaks either way. */
 #define WEIGHT_TOL 1e-6
 
-void topo_err(topo_error *e, int line, const char *fmt, ...)
+void topo_err(parse_error *e, int line, const char *fmt, ...)
 {
     if (!e)
         return;
@@ -90,7 +90,7 @@ out:
     return rc;
 }
 
-int topo_validate(const topo *t, topo_error *e)
+int topo_validate(const topo *t, parse_error *e)
 {
     if (!t)
         return -EINVAL;
@@ -276,7 +276,7 @@ static int derive(topo *t)
 }
 
 int topo_build(topo *t, int n_peers, int n_phases, int weighted, size_t *phase_at, topo_edge *edges,
-               const char *kind, topo_error *e)
+               const char *kind, parse_error *e)
 {
     memset(t, 0, sizeof *t);
     t->n_peers = n_peers;

@@ -1,9 +1,9 @@
 /* Directed, possibly time-varying communication graphs for push-sum.
  *
  *   topo t = {0};
- *   topo_error e;
+ *   parse_error e;
  *   if (topo_load(&t, "topologies/exp8.topo", &e) < 0)
- *       fprintf(stderr, "%s:%d: %s\n", e.file, e.line, e.msg);
+ *       fprintf(stderr, "%s\n", parse_error_text(&e, err, sizeof err));   // "FILE:LINE: ..."
  *   // or: topo_generate(&t, "exponential", 8, NULL, &e);
  *   topo_out out;
  *   topo_route(&t, r, peer, alive, &out);       // round r's live out-neighbours and weights
@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "topologies/parse_error.h"
 
 #define TOPO_MAX_PEERS 65536
 #define TOPO_MAX_OUT 64 /* out-degree of one peer in one phase (its kept share not counted) */
@@ -54,12 +56,6 @@ typedef struct topo {
     char kind[64];     /* generator name and parameters, or "explicit" */
 } topo;
 
-typedef struct topo_error {
-    char file[256];
-    int line; /* 0 when the problem is not on one line (e.g. connectivity) */
-    char msg[256];
-} topo_error;
-
 /* The routed out-neighbours of one peer in one round. keep + sum(weight) == 1. */
 typedef struct topo_out {
     int n;
@@ -73,8 +69,8 @@ typedef struct topo_out {
  * t is overwritten, not freed first; on failure it is left zeroed. e may be
  * NULL. Explicit weights within 1e-6 of summing to 1 are rescaled so that each
  * sender's shares sum to 1 to double round-off (mass is conserved). */
-int topo_load(topo *t, const char *path, topo_error *e);
-int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_error *e);
+int topo_load(topo *t, const char *path, parse_error *e);
+int topo_parse(topo *t, const char *text, size_t len, const char *name, parse_error *e);
 
 /* Generators, by name (exact edges in topologies/FORMAT.md; L = max(1, ceil(log2 n))):
  * "ring" (i -> i+1), "exponential" (one-peer, L phases: i -> i + 2^p),
@@ -85,13 +81,13 @@ int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_err
  * params: NULL or "key=value key=value"; kind may carry them too
  * ("random out=2"). t->kind records every parameter, defaults included.
  * Returns 0, or -EINVAL (unknown kind, bad parameter, limits) / -ENOMEM. */
-int topo_generate(topo *t, const char *kind, int n_peers, const char *params, topo_error *e);
+int topo_generate(topo *t, const char *kind, int n_peers, const char *params, parse_error *e);
 
 /* Checks done by topo_load/topo_generate, exposed for tests: ids in range, no
  * duplicate edges, weights summing to 1 per sender, union of the phases
  * strongly connected. Reads only n_peers, n_phases, weighted, phase_at and
  * edges (which must be sorted). Returns 0 or -EINVAL (line 0), -ENOMEM. */
-int topo_validate(const topo *t, topo_error *e);
+int topo_validate(const topo *t, parse_error *e);
 
 /* Out-neighbours of `peer` in round `round`, routed around dead peers
  * (alive == NULL: everybody is alive). Routing rule: an out-edge whose target

@@ -21,7 +21,7 @@ typedef struct gen {
     uint64_t val[MAX_PARAMS];
     int given[MAX_PARAMS];
     char kind[64];
-    topo_error *e;
+    parse_error *e;
 } gen;
 
 typedef struct gen_kind {
@@ -313,9 +313,9 @@ static int parse_params(gen *g, const gen_kind *k, const char *s)
     return 0;
 }
 
-int topo_generate(topo *t, const char *kind, int n_peers, const char *params, topo_error *e)
+int topo_generate(topo *t, const char *kind, int n_peers, const char *params, parse_error *e)
 {
-    topo_error dummy;
+    parse_error dummy;
     if (!e)
         e = &dummy;
     memset(e, 0, sizeof *e);

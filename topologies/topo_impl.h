@@ -16,13 +16,13 @@
 
 /* Fills e->line and e->msg (not e->file, which belongs to whoever knows the
  * input's name). e may be NULL. */
-void topo_err(topo_error *e, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void topo_err(parse_error *e, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Takes ownership of phase_at (n_phases + 1 offsets) and edges, sorts each
  * phase by (src, dst), validates, rescales explicit weights to sum to 1 and
  * derives the CSR lists. On failure everything is freed and t is zeroed. */
 int topo_build(topo *t, int n_peers, int n_phases, int weighted, size_t *phase_at, topo_edge *edges,
-               const char *kind, topo_error *e);
+               const char *kind, parse_error *e);
 
 /* Whether the union of the phases is strongly connected (self-edges ignored).
  * Returns 1, 0 with *who a peer that 0 cannot reach (*from_zero = 1) or that

@@ -19,7 +19,7 @@
 #define MAX_FILE (64L << 20)   /* a .topo is hand-sized; this only stops accidents */
 
 typedef struct parser {
-    topo_error *e;
+    parse_error *e;
     topo_lex L;
     int line; /* for messages: the line being parsed (L.line), or the one a problem belongs to */
     int n;                   /* peer count, 0 until the peers line */
@@ -401,9 +401,9 @@ static int finish(parser *P, topo *t, const char *name)
     return rc == -EINVAL ? -EBADMSG : rc;
 }
 
-int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_error *e)
+int topo_parse(topo *t, const char *text, size_t len, const char *name, parse_error *e)
 {
-    topo_error dummy;
+    parse_error dummy;
     if (!e)
         e = &dummy;
     memset(e, 0, sizeof *e);
@@ -434,9 +434,9 @@ int topo_parse(topo *t, const char *text, size_t len, const char *name, topo_err
     return rc;
 }
 
-int topo_load(topo *t, const char *path, topo_error *e)
+int topo_load(topo *t, const char *path, parse_error *e)
 {
-    topo_error dummy;
+    parse_error dummy;
     if (!e)
         e = &dummy;
     memset(e, 0, sizeof *e);

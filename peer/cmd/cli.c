@@ -70,3 +70,29 @@ int cli_getopt_error(const char *cmd, int c, char *const argv[])
         return cli_usage(cmd, "unknown option '-%c'", optopt);
     return cli_usage(cmd, "unknown option '%s'", what);
 }
+
+int cli_parse(const char *cmd, int argc, char **argv, const struct option *opts, void (*help)(void),
+              cli_option_fn option, void *ctx, int *helped)
+{
+    *helped = 0;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            help();
+            *helped = 1;
+            return CLI_OK;
+        }
+        if (c == '?' || c == ':')
+            return cli_getopt_error(cmd, c, argv);
+        int rc = option(ctx, c, optarg);
+        if (rc == CLI_NOT_MINE)
+            return cli_usage(cmd, "option '%s' is not for this command", argv[optind - 1]);
+        if (rc != CLI_OK)
+            return rc;
+    }
+    if (optind < argc)
+        return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+    return CLI_OK;
+}

@@ -97,7 +97,62 @@ static char *model_summary(const node_config *c, const node_result *r)
     return json_close_text(&j);
 }
 
-int cmd_peer(int argc, char **argv)
+/* Everything `sgp peer` holds from its command line to its exit. */
+typedef struct peer_cmd {
+    node_config c;
+    gossip_opts go;
+    int help; /* --help was printed: nothing to run */
+    const char *cluster_path, *key_path, *log_path;
+    long id;
+    member me;
+    nn_dataset train, test;
+    nn_model model; /* built before the run, its shape after it (node_config.model) */
+    node_result r;
+    FILE *log;
+} peer_cmd;
+
+/* One option of the command line (a cli_option_fn). */
+static int parse_option(void *ctx, int ch, const char *arg)
+{
+    peer_cmd *p = ctx;
+    node_config *c = &p->c;
+    switch (ch) {
+    case P_CLUSTER:
+        p->cluster_path = arg;
+        return 0;
+    case P_ID:
+        return cli_long(CMD, "--id", arg, 0, TOPO_MAX_PEERS - 1, &p->id);
+    case P_KEY:
+        p->key_path = arg;
+        return 0;
+    case P_DEAD:
+        return cli_double(CMD, "--dead-timeout", arg, 0.01, 1e6, &c->peer.dead_timeout);
+    case P_ROUND:
+        return cli_double(CMD, "--round-timeout", arg, 0.01, 1e6, &c->peer.round_timeout);
+    case P_LOG:
+        p->log_path = arg;
+        return 0;
+    case P_DEADLINE:
+        c->peer.round_deadline = 0;
+        return strcmp(arg, "auto") == 0 ? 0 : cli_double(CMD, "--round-deadline", arg, 0.001, 1e6, &c->peer.round_deadline);
+    case P_CKPT:
+        c->checkpoint = arg;
+        return 0;
+    case P_CKPT_EVERY:
+        return cli_double(CMD, "--checkpoint-every", arg, 0, 1e9, &c->checkpoint_every);
+    case P_RESUME:
+        c->resume = 1;
+        return 0;
+    case P_SLOW:
+        return cli_double(CMD, "--slow", arg, 1, 1000, &c->slow);
+    }
+    int rc = train_opts_parse(&c->peer.train, CMD, ch, arg);
+    return rc == CLI_NOT_MINE ? gossip_opts_parse(&p->go, &c->peer, CMD, ch, arg) : rc;
+}
+
+/* The command line into p: 0 (p->help: the help was printed), or the exit
+ * status of a usage error. */
+static int parse(peer_cmd *p, int argc, char **argv)
 {
     static const struct option long_opts[] = {
         TRAIN_OPTS_LONG,
@@ -116,146 +171,114 @@ int cmd_peer(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    node_config c;
-    node_config_defaults(&c);
-    const char *cluster_path = NULL, *key_path = NULL, *log_path = NULL;
-    long id = -1;
-    gossip_opts go;
-    gossip_opts_defaults(&go, &c.peer);
-    opterr = 0;
-    optind = 1;
-    int ch, rc;
-    while ((ch = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h':
-            help();
-            return 0;
-        case '?':
-        case ':':
-            return cli_getopt_error(CMD, ch, argv);
-        case P_CLUSTER:
-            cluster_path = optarg, rc = 0;
-            break;
-        case P_ID:
-            rc = cli_long(CMD, "--id", optarg, 0, TOPO_MAX_PEERS - 1, &id);
-            break;
-        case P_KEY:
-            key_path = optarg, rc = 0;
-            break;
-        case P_DEAD:
-            rc = cli_double(CMD, "--dead-timeout", optarg, 0.01, 1e6, &c.peer.dead_timeout);
-            break;
-        case P_ROUND:
-            rc = cli_double(CMD, "--round-timeout", optarg, 0.01, 1e6, &c.peer.round_timeout);
-            break;
-        case P_LOG:
-            log_path = optarg, rc = 0;
-            break;
-        case P_DEADLINE:
-            c.peer.round_deadline = 0, rc = 0;
-            if (strcmp(optarg, "auto") != 0)
-                rc = cli_double(CMD, "--round-deadline", optarg, 0.001, 1e6, &c.peer.round_deadline);
-            break;
-        case P_CKPT:
-            c.checkpoint = optarg, rc = 0;
-            break;
-        case P_CKPT_EVERY:
-            rc = cli_double(CMD, "--checkpoint-every", optarg, 0, 1e9, &c.checkpoint_every);
-            break;
-        case P_RESUME:
-            c.resume = 1, rc = 0;
-            break;
-        case P_SLOW:
-            rc = cli_double(CMD, "--slow", optarg, 1, 1000, &c.slow);
-            break;
-        default:
-            rc = train_opts_parse(&c.peer.train, CMD, ch, optarg);
-            if (rc == 1)
-                rc = gossip_opts_parse(&go, &c.peer, CMD, ch, optarg);
-            if (rc == 1)
-                rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
-        }
-        if (rc)
-            return rc;
-    }
-    if (optind < argc)
-        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!cluster_path)
-        return cli_usage(CMD, "--cluster FILE is required");
-    int checked = train_opts_check(&c.peer.train, CMD);
-    if (checked)
-        return checked;
-    if (gossip_opts_check(&go, &c.peer, CMD))
-        return CLI_USAGE;
-    char err[512];
+    node_config_defaults(&p->c);
+    gossip_opts_defaults(&p->go);
+    p->id = -1;
+    return cli_parse(CMD, argc, argv, long_opts, help, parse_option, p, &p->help);
+}
 
-    member me;
-    if ((rc = member_open(&me, cluster_path, id, key_path, err, sizeof err)) < 0) {
+/* What needs the whole command line: 0, or the exit status. */
+static int check(peer_cmd *p)
+{
+    if (!p->cluster_path)
+        return cli_usage(CMD, "--cluster FILE is required");
+    int rc = train_opts_check(&p->c.peer.train, CMD);
+    if (rc)
+        return rc;
+    return gossip_opts_check(&p->go, &p->c.peer, CMD) ? CLI_USAGE : 0;
+}
+
+/* This peer's place in the cluster, its data, its model and its log, then
+ * the run: 0, or the exit status. */
+static int run(peer_cmd *p)
+{
+    node_config *c = &p->c;
+    char err[512];
+    int rc;
+    if ((rc = member_open(&p->me, p->cluster_path, p->id, p->key_path, err, sizeof err)) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         return rc == -ESRCH ? CLI_USAGE : 1;
     }
-    id = c.id = me.id;
-    int status = 1;
-    nn_dataset train = {0}, test = {0};
-    node_result r = {0};
-    nn_model shape = {0};
-    FILE *log = NULL;
-    nn_blas_set_threads((int)c.peer.train.threads);
-    if (nn_data_load(c.peer.train.data, (int)c.peer.train.context, &train, &test, err, sizeof err) < 0) {
+    p->id = c->id = p->me.id;
+    nn_blas_set_threads((int)c->peer.train.threads);
+    if (nn_data_load(c->peer.train.data, (int)c->peer.train.context, &p->train, &p->test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
-        goto out;
+        return 1;
     }
+    c->cluster = &p->me.cluster, c->key = &p->me.key, c->peer.topology = &p->me.topology;
     /* A bad --model or --init is said now, before any file is written; the
-     * model's layers also describe the saved file. */
-    if ((rc = train_opts_model(&c.peer.train, &train, 1, &shape, err, sizeof err)) < 0) {
+     * node trains this model and hands back its shape, which describes the
+     * saved file. */
+    if ((rc = node_model(c, &p->train, &p->model, err, sizeof err)) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
-        status = rc == -EINVAL && !c.peer.train.init ? CLI_USAGE : 1;
-        goto out;
+        return rc == -EINVAL && !c->peer.train.init ? CLI_USAGE : 1;
     }
-    nn_model_keep_shape(&shape);
-    if (log_path && !(log = fopen(log_path, c.resume ? "a" : "w"))) { /* a resumed peer continues its log */
-        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
-        goto out;
+    c->model = &p->model;
+    if (p->log_path && !(p->log = fopen(p->log_path, c->resume ? "a" : "w"))) { /* a resumed peer continues its log */
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, p->log_path, strerror(errno));
+        return 1;
     }
-    c.cluster = &me.cluster, c.key = &me.key, c.peer.topology = &me.topology, c.log = log, c.progress = stdout;
-    printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", id, me.cluster.n_peers, me.cluster.name,
-           c.peer.train.model, c.peer.codec ? c.peer.codec->text : "exact", me.cluster.peers[id].host, me.cluster.peers[id].port);
+    c->log = p->log, c->progress = stdout;
+    const cluster *cl = &p->me.cluster;
+    printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", p->id, cl->n_peers, cl->name,
+           c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact", cl->peers[p->id].host,
+           cl->peers[p->id].port);
     fflush(stdout);
-    rc = node_run(&c, &train, &test, &r, err, sizeof err);
-    if (rc < 0) {
+    if (node_run(c, &p->train, &p->test, &p->r, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
-        goto out;
+        return 1;
     }
-    if (test.text)
+    return 0;
+}
+
+/* The result on stdout, the saved model and the summary: 0 or 1. */
+static int report(const peer_cmd *p)
+{
+    const node_result *r = &p->r;
+    const train_opts *o = &p->c.peer.train;
+    if (p->test.text)
         printf("peer %ld: validation loss %.4f (%.4f bits/byte, own model), %ld rounds (%ld computed here), %.1f MB "
                "out, %.1fs\n",
-               id, r.test_loss, nn_bits_per_byte(r.test_loss), r.rounds, r.local_steps, r.bytes_sent / 1e6,
-               r.wall_seconds);
+               p->id, r->test_loss, nn_bits_per_byte(r->test_loss), r->rounds, r->local_steps, r->bytes_sent / 1e6,
+               r->wall_seconds);
     else
-        printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n", id,
-               100 * r.test_accuracy, r.rounds, r.local_steps, r.bytes_sent / 1e6, r.wall_seconds);
-    printf("peer %ld ", id);
-    mem_print(stdout, &r.memory, 1);
-    status = 0;
-    if (c.peer.train.save_model && !r.model) {
+        printf("peer %ld: test accuracy %.2f%% (own model), %ld rounds (%ld computed here), %.1f MB out, %.1fs\n",
+               p->id, 100 * r->test_accuracy, r->rounds, r->local_steps, r->bytes_sent / 1e6, r->wall_seconds);
+    printf("peer %ld ", p->id);
+    mem_print(stdout, &r->memory, 1);
+    int status = 0, rc;
+    if (o->save_model && !r->model) {
         fprintf(stderr, "%s: no final model to save (out of memory)\n", CMD);
         status = 1;
-    } else if (c.peer.train.save_model) {
-        char *text = model_summary(&c, &r);
-        status |= train_cli_save_model(&c.peer.train, &shape, r.model, text, CMD);
+    } else if (o->save_model) {
+        char *text = model_summary(&p->c, r);
+        status |= train_cli_save_model(o, &p->model, r->model, text, CMD);
         free(text);
     }
-    if (c.peer.train.summary && (rc = write_summary(c.peer.train.summary, &c, &r)) < 0) {
-        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.peer.train.summary, strerror(-rc));
+    if (o->summary && (rc = write_summary(o->summary, &p->c, r)) < 0) {
+        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, o->summary, strerror(-rc));
         status = 1;
     }
-out:
-    if (log)
-        fclose(log);
-    nn_model_free(&shape);
-    node_result_free(&r);
-    nn_dataset_free(&train);
-    nn_dataset_free(&test);
-    member_close(&me);
+    return status;
+}
+
+static void release(peer_cmd *p)
+{
+    if (p->log)
+        fclose(p->log);
+    nn_model_free(&p->model);
+    node_result_free(&p->r);
+    nn_dataset_free(&p->train);
+    nn_dataset_free(&p->test);
+    member_close(&p->me);
+}
+
+int cmd_peer(int argc, char **argv)
+{
+    peer_cmd p = {0};
+    int status = parse(&p, argc, argv);
+    if (status == 0 && !p.help && (status = check(&p)) == 0 && (status = run(&p)) == 0)
+        status = report(&p);
+    release(&p);
     return status;
 }

@@ -261,17 +261,15 @@ static int save_model(const sim_config *c, const char *topology, const nn_datase
 /* FILE if it exists, else a generator name for n peers. */
 static int load_topology(topo *t, const char *spec, int n)
 {
-    topo_error e = {0};
+    parse_error e = {0};
     int rc;
     if (access(spec, F_OK) == 0 || strchr(spec, '/') || strstr(spec, ".topo"))
         rc = topo_load(t, spec, &e);
     else
         rc = topo_generate(t, spec, n, NULL, &e);
     if (rc < 0) {
-        if (e.line > 0)
-            fprintf(stderr, "%s: %s:%d: %s\n", CMD, e.file, e.line, e.msg);
-        else
-            fprintf(stderr, "%s: %s%s%s\n", CMD, e.file[0] ? e.file : "", e.file[0] ? ": " : "", e.msg);
+        char err[600];
+        fprintf(stderr, "%s: %s\n", CMD, parse_error_text(&e, err, sizeof err));
         return rc == -EINVAL && !e.file[0] ? CLI_USAGE : 1;
     }
     if (t->n_peers != n) {
@@ -281,7 +279,132 @@ static int load_topology(topo *t, const char *spec, int n)
     return 0;
 }
 
-int cmd_sim(int argc, char **argv)
+/* Everything `sgp sim` holds from its command line to its exit. */
+typedef struct sim_cmd {
+    sim_config c;
+    gossip_opts go;
+    int help; /* --help was printed: nothing to run */
+    const char *topology, *log_path, *events_path;
+    long peers;
+    double mbit;
+    struct {
+        long peer;
+        double factor;
+    } slow[SIM_MAX_EVENTS];
+    int n_slow;
+    const char *cut_text[SIM_MAX_CUTS];
+    int n_cut;
+    double *factors; /* c.slow, from --slow */
+    topo t;
+    nn_dataset train, test;
+    sim_result r;
+    FILE *log;
+} sim_cmd;
+
+/* --slow PEER:FACTOR */
+static int add_slow(sim_cmd *s, const char *arg)
+{
+    if (s->n_slow == SIM_MAX_EVENTS)
+        return cli_usage(CMD, "at most %d --slow options", SIM_MAX_EVENTS);
+    const char *v = NULL;
+    int rc = parse_pair("--slow", arg, ':', &s->slow[s->n_slow].peer, &v);
+    if (rc == 0)
+        rc = cli_double(CMD, "--slow", v, 1e-3, 1e6, &s->slow[s->n_slow++].factor);
+    return rc;
+}
+
+/* --churn FRACTION[:SECONDS] */
+static int parse_churn(sim_config *c, const char *arg)
+{
+    char f[32];
+    const char *colon = strchr(arg, ':');
+    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (len == 0 || len >= sizeof f)
+        return cli_usage(CMD, "--churn expects FRACTION[:SECONDS], got '%s'", arg);
+    memcpy(f, arg, len);
+    f[len] = 0;
+    int rc = cli_double(CMD, "--churn", f, 0, 0.9, &c->churn);
+    if (rc == 0 && colon)
+        rc = cli_double(CMD, "--churn", colon + 1, 1e-6, 1e6, &c->churn_down);
+    return rc;
+}
+
+/* One option of the command line (a cli_option_fn). */
+static int parse_option(void *ctx, int ch, const char *arg)
+{
+    sim_cmd *s = ctx;
+    sim_config *c = &s->c;
+    int rc;
+    switch (ch) {
+    case S_PEERS:
+        return cli_long(CMD, "--peers", arg, 1, TOPO_MAX_PEERS, &s->peers);
+    case S_TOPOLOGY:
+        s->topology = arg;
+        return 0;
+    case S_COMPUTE:
+        if (strcmp(arg, "measured") != 0)
+            return cli_double(CMD, "--compute-time", arg, 0, 1e6, &c->compute_seconds);
+        c->compute_seconds = SIM_COMPUTE_MEASURED;
+        return 0;
+    case S_LATENCY:
+        return cli_double(CMD, "--latency", arg, 0, 1e6, &c->latency);
+    case S_BANDWIDTH:
+        return cli_double(CMD, "--bandwidth", arg, 0, 1e9, &s->mbit);
+    case S_LOSS:
+        return cli_double(CMD, "--loss", arg, 0, 0.99, &c->loss);
+    case S_DUP:
+        return cli_double(CMD, "--duplicate", arg, 0, 0.99, &c->duplicate);
+    case S_JITTER:
+        return cli_double(CMD, "--jitter", arg, 0, 1e6, &c->jitter);
+    case S_SLOW:
+        return add_slow(s, arg);
+    case S_CRASH:
+        return add_fault(c->crash, &c->n_crash, "--crash", arg, 0);
+    case S_REJOIN:
+        return add_fault(c->rejoin, &c->n_rejoin, "--rejoin", arg, 0);
+    case S_JOIN:
+        if ((rc = add_fault(c->rejoin, &c->n_rejoin, "--join", arg, 0)) == 0)
+            c->rejoin[c->n_rejoin - 1].fresh = 1;
+        return rc;
+    case S_CUT:
+        if (s->n_cut == SIM_MAX_CUTS)
+            return cli_usage(CMD, "at most %d --partition options", SIM_MAX_CUTS);
+        s->cut_text[s->n_cut++] = arg;
+        return 0;
+    case S_STOP:
+        return add_fault(c->stop, &c->n_stop, "--stop", arg, 1);
+    case S_LEAVE:
+        return add_fault(c->leave, &c->n_leave, "--leave", arg, 0);
+    case S_CHURN:
+        return parse_churn(c, arg);
+    case S_DRIFT:
+        return cli_double(CMD, "--speed-drift", arg, 0, 1e3, &c->speed_drift);
+    case S_RTIMEOUT:
+        return cli_double(CMD, "--round-timeout", arg, 1e-6, 1e6, &c->peer.round_timeout);
+    case S_RDEADLINE:
+        return cli_double(CMD, "--round-deadline", arg, 1e-6, 1e6, &c->peer.round_deadline);
+    case S_DEAD:
+        return cli_double(CMD, "--dead-timeout", arg, 0, 1e6, &c->peer.dead_timeout);
+    case S_AVG:
+        c->averaging_only = 1;
+        return 0;
+    case S_LOG:
+        s->log_path = arg;
+        return 0;
+    case S_EVENTS:
+        s->events_path = arg;
+        return 0;
+    case S_CHECK:
+        c->check = 1;
+        return 0;
+    }
+    rc = train_opts_parse(&c->peer.train, CMD, ch, arg);
+    return rc == CLI_NOT_MINE ? gossip_opts_parse(&s->go, &c->peer, CMD, ch, arg) : rc;
+}
+
+/* The command line into s: 0 (s->help: the help was printed), or the exit
+ * status of a usage error. */
+static int parse(sim_cmd *s, int argc, char **argv)
 {
     static const struct option long_opts[] = {
         TRAIN_OPTS_LONG,
@@ -313,260 +436,184 @@ int cmd_sim(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    sim_config c;
-    sim_config_defaults(&c);
-    const char *cut_text[SIM_MAX_CUTS];
-    int n_cut = 0;
-    const char *topology = "exponential", *log_path = NULL, *events_path = NULL;
-    gossip_opts go;
-    gossip_opts_defaults(&go, &c.peer);
-    long peers = 8;
-    double mbit = 1000;
-    struct {
-        long peer;
-        double factor;
-    } slow[SIM_MAX_EVENTS];
-    int n_slow = 0;
-    opterr = 0;
-    optind = 1;
-    int ch, rc;
-    while ((ch = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        const char *v = NULL;
-        switch (ch) {
-        case 'h':
-            help();
-            return 0;
-        case '?':
-        case ':':
-            return cli_getopt_error(CMD, ch, argv);
-        case S_PEERS:
-            rc = cli_long(CMD, "--peers", optarg, 1, TOPO_MAX_PEERS, &peers);
-            break;
-        case S_TOPOLOGY:
-            topology = optarg, rc = 0;
-            break;
-        case S_COMPUTE:
-            if (strcmp(optarg, "measured") == 0)
-                c.compute_seconds = SIM_COMPUTE_MEASURED, rc = 0;
-            else
-                rc = cli_double(CMD, "--compute-time", optarg, 0, 1e6, &c.compute_seconds);
-            break;
-        case S_LATENCY:
-            rc = cli_double(CMD, "--latency", optarg, 0, 1e6, &c.latency);
-            break;
-        case S_BANDWIDTH:
-            rc = cli_double(CMD, "--bandwidth", optarg, 0, 1e9, &mbit);
-            break;
-        case S_LOSS:
-            rc = cli_double(CMD, "--loss", optarg, 0, 0.99, &c.loss);
-            break;
-        case S_DUP:
-            rc = cli_double(CMD, "--duplicate", optarg, 0, 0.99, &c.duplicate);
-            break;
-        case S_JITTER:
-            rc = cli_double(CMD, "--jitter", optarg, 0, 1e6, &c.jitter);
-            break;
-        case S_SLOW:
-            if (n_slow == SIM_MAX_EVENTS)
-                return cli_usage(CMD, "at most %d --slow options", SIM_MAX_EVENTS);
-            rc = parse_pair("--slow", optarg, ':', &slow[n_slow].peer, &v);
-            if (rc == 0)
-                rc = cli_double(CMD, "--slow", v, 1e-3, 1e6, &slow[n_slow++].factor);
-            break;
-        case S_CRASH:
-            rc = add_fault(c.crash, &c.n_crash, "--crash", optarg, 0);
-            break;
-        case S_REJOIN:
-            rc = add_fault(c.rejoin, &c.n_rejoin, "--rejoin", optarg, 0);
-            break;
-        case S_JOIN:
-            if ((rc = add_fault(c.rejoin, &c.n_rejoin, "--join", optarg, 0)) == 0)
-                c.rejoin[c.n_rejoin - 1].fresh = 1;
-            break;
-        case S_CUT:
-            if (n_cut == SIM_MAX_CUTS)
-                return cli_usage(CMD, "at most %d --partition options", SIM_MAX_CUTS);
-            cut_text[n_cut++] = optarg, rc = 0;
-            break;
-        case S_STOP:
-            rc = add_fault(c.stop, &c.n_stop, "--stop", optarg, 1);
-            break;
-        case S_LEAVE:
-            rc = add_fault(c.leave, &c.n_leave, "--leave", optarg, 0);
-            break;
-        case S_CHURN: {
-            char f[32];
-            const char *colon = strchr(optarg, ':');
-            size_t len = colon ? (size_t)(colon - optarg) : strlen(optarg);
-            if (len == 0 || len >= sizeof f)
-                return cli_usage(CMD, "--churn expects FRACTION[:SECONDS], got '%s'", optarg);
-            memcpy(f, optarg, len);
-            f[len] = 0;
-            rc = cli_double(CMD, "--churn", f, 0, 0.9, &c.churn);
-            if (rc == 0 && colon)
-                rc = cli_double(CMD, "--churn", colon + 1, 1e-6, 1e6, &c.churn_down);
-            break;
-        }
-        case S_DRIFT:
-            rc = cli_double(CMD, "--speed-drift", optarg, 0, 1e3, &c.speed_drift);
-            break;
-        case S_RTIMEOUT:
-            rc = cli_double(CMD, "--round-timeout", optarg, 1e-6, 1e6, &c.peer.round_timeout);
-            break;
-        case S_RDEADLINE:
-            rc = cli_double(CMD, "--round-deadline", optarg, 1e-6, 1e6, &c.peer.round_deadline);
-            break;
-        case S_DEAD:
-            rc = cli_double(CMD, "--dead-timeout", optarg, 0, 1e6, &c.peer.dead_timeout);
-            break;
-        case S_AVG:
-            c.averaging_only = 1, rc = 0;
-            break;
-        case S_LOG:
-            log_path = optarg, rc = 0;
-            break;
-        case S_EVENTS:
-            events_path = optarg, rc = 0;
-            break;
-        case S_CHECK:
-            c.check = 1, rc = 0;
-            break;
-        default:
-            rc = train_opts_parse(&c.peer.train, CMD, ch, optarg);
-            if (rc == 1)
-                rc = gossip_opts_parse(&go, &c.peer, CMD, ch, optarg);
-            if (rc == 1)
-                rc = cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]);
-        }
-        if (rc)
-            return rc;
-    }
-    if (optind < argc)
-        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
-    int checked = train_opts_check(&c.peer.train, CMD);
-    if (checked)
-        return checked;
-    if (gossip_opts_check(&go, &c.peer, CMD))
-        return CLI_USAGE;
-    c.peer.n_peers = (int)peers;
-    c.bandwidth = mbit * 1e6 / 8;
-    for (int k = 0; k < n_slow; k++)
-        if (slow[k].peer >= peers)
-            return cli_usage(CMD, "--slow: peer %ld does not exist (--peers %ld)", slow[k].peer, peers);
-    for (int k = 0; k < c.n_crash + c.n_rejoin + c.n_stop + c.n_leave; k++) {
-        const int a = c.n_crash, b = a + c.n_rejoin, d = b + c.n_stop;
-        const sim_fault *f = k < a ? &c.crash[k] : k < b ? &c.rejoin[k - a] : k < d ? &c.stop[k - b] : &c.leave[k - d];
+    sim_config_defaults(&s->c);
+    gossip_opts_defaults(&s->go);
+    s->topology = "exponential";
+    s->peers = s->c.peer.n_peers;
+    s->mbit = s->c.bandwidth * 8 / 1e6;
+    return cli_parse(CMD, argc, argv, long_opts, help, parse_option, s, &s->help);
+}
+
+/* Every fault names a peer of the run, and a rejoin follows a crash. */
+static int check_faults(const sim_config *c, long peers)
+{
+    for (int k = 0; k < c->n_crash + c->n_rejoin + c->n_stop + c->n_leave; k++) {
+        const int a = c->n_crash, b = a + c->n_rejoin, d = b + c->n_stop;
+        const sim_fault *f = k < a ? &c->crash[k] : k < b ? &c->rejoin[k - a] : k < d ? &c->stop[k - b] : &c->leave[k - d];
         const char *what = k < a ? "crash" : k < b ? "rejoin" : k < d ? "stop" : "leave";
         if (f->peer >= peers)
             return cli_usage(CMD, "--%s: peer %d does not exist (--peers %ld)", what, f->peer, peers);
     }
-    for (int k = 0; k < c.n_rejoin; k++) {
+    for (int k = 0; k < c->n_rejoin; k++) {
         int crashed_before = 0;
-        for (int q = 0; q < c.n_crash; q++)
-            crashed_before |= c.crash[q].peer == c.rejoin[k].peer && c.crash[q].round < c.rejoin[k].round;
+        for (int q = 0; q < c->n_crash; q++)
+            crashed_before |= c->crash[q].peer == c->rejoin[k].peer && c->crash[q].round < c->rejoin[k].round;
         if (!crashed_before)
-            return cli_usage(CMD, "--rejoin/--join %d@%ld: peer %d has no --crash before round %ld", c.rejoin[k].peer,
-                             c.rejoin[k].round, c.rejoin[k].peer, c.rejoin[k].round);
+            return cli_usage(CMD, "--rejoin/--join %d@%ld: peer %d has no --crash before round %ld", c->rejoin[k].peer,
+                             c->rejoin[k].round, c->rejoin[k].peer, c->rejoin[k].round);
     }
+    return 0;
+}
 
-    for (int k = 0; k < n_cut; k++)
-        if ((rc = parse_cut(cut_text[k], peers, &c.cut[c.n_cut++])) != 0) {
-            free_cuts(&c);
+/* What needs the whole command line: the options against each other and
+ * against --peers, the partitions and the slow peers' factors. 0, or the
+ * exit status. */
+static int check(sim_cmd *s)
+{
+    sim_config *c = &s->c;
+    int rc = train_opts_check(&c->peer.train, CMD);
+    if (rc)
+        return rc;
+    if (gossip_opts_check(&s->go, &c->peer, CMD))
+        return CLI_USAGE;
+    c->peer.n_peers = (int)s->peers;
+    c->bandwidth = s->mbit * 1e6 / 8;
+    for (int k = 0; k < s->n_slow; k++)
+        if (s->slow[k].peer >= s->peers)
+            return cli_usage(CMD, "--slow: peer %ld does not exist (--peers %ld)", s->slow[k].peer, s->peers);
+    if ((rc = check_faults(c, s->peers)) != 0)
+        return rc;
+    for (int k = 0; k < s->n_cut; k++)
+        if ((rc = parse_cut(s->cut_text[k], s->peers, &c->cut[c->n_cut++])) != 0)
             return rc;
-        }
-    double *factors = n_slow ? calloc((size_t)peers, sizeof(double)) : NULL;
-    if (n_slow && !factors) {
-        free_cuts(&c);
+    if (s->n_slow && !(s->factors = calloc((size_t)s->peers, sizeof(double))))
+        return 1;
+    for (int i = 0; s->factors && i < s->peers; i++)
+        s->factors[i] = 1.0;
+    for (int k = 0; k < s->n_slow; k++)
+        s->factors[s->slow[k].peer] = s->slow[k].factor;
+    c->slow = s->factors;
+    return 0;
+}
+
+/* The topology, the data and the output files, then the simulation: 0, or
+ * the exit status. */
+static int run(sim_cmd *s)
+{
+    sim_config *c = &s->c;
+    char err[512];
+    nn_blas_set_threads((int)c->peer.train.threads);
+    int status = load_topology(&s->t, s->topology, (int)s->peers);
+    if (status)
+        return status;
+    if (nn_data_load(c->peer.train.data, (int)c->peer.train.context, &s->train, &s->test, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
         return 1;
     }
-    for (int i = 0; factors && i < peers; i++)
-        factors[i] = 1.0;
-    for (int k = 0; k < n_slow; k++)
-        factors[slow[k].peer] = slow[k].factor;
-    c.slow = factors;
-
-    nn_blas_set_threads((int)c.peer.train.threads);
-    topo t = {0};
-    nn_dataset train = {0}, test = {0};
-    sim_result r = {0};
-    FILE *log = NULL;
-    char err[512];
-    int status = load_topology(&t, topology, (int)peers);
-    if (status)
-        goto out;
-    status = 1;
-    if (nn_data_load(c.peer.train.data, (int)c.peer.train.context, &train, &test, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", CMD, err);
-        goto out;
-    }
-    if (log_path) {
-        if (!(log = fopen(log_path, "w"))) {
-            fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
-            goto out;
+    if (s->log_path) {
+        if (!(s->log = fopen(s->log_path, "w"))) {
+            fprintf(stderr, "%s: cannot write %s: %s\n", CMD, s->log_path, strerror(errno));
+            return 1;
         }
-        fputs("round,sim_seconds,train_loss,consensus_distance,bytes_sent,messages_lost\n", log);
+        fputs("round,sim_seconds,train_loss,consensus_distance,bytes_sent,messages_lost\n", s->log);
     }
-    if (events_path && !(c.events = fopen(events_path, "w"))) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, events_path, strerror(errno));
-        goto out;
+    if (s->events_path && !(c->events = fopen(s->events_path, "w"))) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, s->events_path, strerror(errno));
+        return 1;
     }
-    c.peer.topology = &t;
-    c.log = log;
-    c.progress = stdout;
-    c.progress_bar = c.peer.train.progress < 0 ? isatty(1) : c.peer.train.progress;
+    c->peer.topology = &s->t;
+    c->log = s->log;
+    c->progress = stdout;
+    c->progress_bar = c->peer.train.progress < 0 ? isatty(1) : c->peer.train.progress;
     printf("sgp sim: %d peers on %s (%s), %s, codec %s, per-peer batch %ld, %ld epochs, tau %d, seed %llu\n",
-           c.peer.n_peers, topology, t.kind, c.peer.train.model, c.peer.codec ? c.peer.codec->text : "exact", c.peer.train.batch / peers > 0 ? c.peer.train.batch / peers : 1, c.peer.train.epochs,
-           c.peer.tau, (unsigned long long)c.peer.train.seed);
+           c->peer.n_peers, s->topology, s->t.kind, c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact",
+           c->peer.train.batch / s->peers > 0 ? c->peer.train.batch / s->peers : 1, c->peer.train.epochs, c->peer.tau,
+           (unsigned long long)c->peer.train.seed);
     fflush(stdout);
-    rc = sim_run(&c, &train, &test, &r, err, sizeof err);
+    int rc = sim_run(c, &s->train, &s->test, &s->r, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
-        status = rc == -EINVAL ? CLI_USAGE : 1;
-        goto out;
+        return rc == -EINVAL ? CLI_USAGE : 1;
     }
-    if (test.text)
+    return 0;
+}
+
+static void print_result(const sim_cmd *s)
+{
+    const sim_result *r = &s->r;
+    if (s->test.text)
         printf("validation loss %.4f (%.4f bits/byte, next byte %.2f%%) average model, peers worst %.4f (%.4f bits/byte) "
                "mean %.4f; consensus distance %.2e\n",
-               r.test_loss, nn_bits_per_byte(r.test_loss), 100 * r.test_accuracy, r.test_loss_max,
-               nn_bits_per_byte(r.test_loss_max), r.test_loss_mean, r.consensus_distance);
+               r->test_loss, nn_bits_per_byte(r->test_loss), 100 * r->test_accuracy, r->test_loss_max,
+               nn_bits_per_byte(r->test_loss_max), r->test_loss_mean, r->consensus_distance);
     else
         printf("test accuracy %.2f%% (average model), peers min %.2f%% mean %.2f%%; consensus distance %.2e\n",
-               100 * r.test_accuracy, 100 * r.test_accuracy_min, 100 * r.test_accuracy_mean, r.consensus_distance);
+               100 * r->test_accuracy, 100 * r->test_accuracy_min, 100 * r->test_accuracy_mean, r->consensus_distance);
     printf("%llu rounds, %.1f MB sent in %llu messages (%llu lost, %llu on connections a partition closed, %llu after "
            "their receiver had finished), %.2f simulated s (%.3g ms a step), %.1f wall s\n",
-           (unsigned long long)r.rounds, r.bytes_sent / 1e6, (unsigned long long)r.messages_sent,
-           (unsigned long long)r.messages_lost, (unsigned long long)r.messages_cut,
-           (unsigned long long)r.messages_after_end, r.simulated_seconds, 1e3 * r.step_seconds, r.wall_seconds);
+           (unsigned long long)r->rounds, r->bytes_sent / 1e6, (unsigned long long)r->messages_sent,
+           (unsigned long long)r->messages_lost, (unsigned long long)r->messages_cut,
+           (unsigned long long)r->messages_after_end, r->simulated_seconds, 1e3 * r->step_seconds, r->wall_seconds);
     printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped, %ld with a neighbour's model), %ld neighbours lost, "
            "%ld brakes; %ld crashes, %ld resumes, %ld stops, %ld leaves, %ld partitions; %d peers live, weight %.3g..%.3g (total %.4g held, "
            "%.3g in flight at the end)\n",
-           r.local_steps, r.late_marks, r.catch_ups, r.rounds_skipped, r.refreshes, r.neighbours_lost, r.brakes, r.crashes,
-           r.resumes, r.stops, r.leaves, r.cuts, r.peers_live, r.weight_min, r.weight_max, r.weight_total, r.weight_in_flight);
+           r->local_steps, r->late_marks, r->catch_ups, r->rounds_skipped, r->refreshes, r->neighbours_lost, r->brakes,
+           r->crashes, r->resumes, r->stops, r->leaves, r->cuts, r->peers_live, r->weight_min, r->weight_max,
+           r->weight_total, r->weight_in_flight);
     printf("cpu: local steps %.2f s, gossip %.2f s (all peers; per peer-round %.3g ms and %.3g ms)\n",
-           r.cpu_step_seconds, r.cpu_gossip_seconds, r.local_steps ? 1e3 * r.cpu_step_seconds / r.local_steps : 0.0,
-           r.local_steps ? 1e3 * r.cpu_gossip_seconds / r.local_steps : 0.0);
-    mem_print(stdout, &r.memory, c.peer.n_peers);
-    status = 0;
-    if (c.peer.train.summary && (rc = write_summary(c.peer.train.summary, &c, topology, &r)) < 0) {
-        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c.peer.train.summary, strerror(-rc));
+           r->cpu_step_seconds, r->cpu_gossip_seconds, r->local_steps ? 1e3 * r->cpu_step_seconds / r->local_steps : 0.0,
+           r->local_steps ? 1e3 * r->cpu_gossip_seconds / r->local_steps : 0.0);
+    mem_print(stdout, &r->memory, s->c.peer.n_peers);
+}
+
+/* The result on stdout, in the summary and the saved model: 0 or 1. */
+static int report(const sim_cmd *s)
+{
+    const sim_config *c = &s->c;
+    print_result(s);
+    int status = 0, rc;
+    if (c->peer.train.summary && (rc = write_summary(c->peer.train.summary, c, s->topology, &s->r)) < 0) {
+        fprintf(stderr, "%s: cannot write summary %s: %s\n", CMD, c->peer.train.summary, strerror(-rc));
         status = 1;
     }
-    if (c.peer.train.save_model)
-        status |= save_model(&c, topology, &train, &r);
-out:
-    if (log && fclose(log) != 0 && status == 0) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, log_path, strerror(errno));
+    if (c->peer.train.save_model)
+        status |= save_model(c, s->topology, &s->train, &s->r);
+    return status;
+}
+
+/* The round log and the events are closed; a write that failed at the
+ * close fails a run that had not failed otherwise. */
+static int close_outputs(sim_cmd *s, int status)
+{
+    if (s->log && fclose(s->log) != 0 && status == 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, s->log_path, strerror(errno));
         status = 1;
     }
-    if (c.events && fclose(c.events) != 0 && status == 0) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, events_path, strerror(errno));
+    if (s->c.events && fclose(s->c.events) != 0 && status == 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, s->events_path, strerror(errno));
         status = 1;
     }
-    free_cuts(&c);
-    sim_result_free(&r);
-    nn_dataset_free(&train);
-    nn_dataset_free(&test);
-    topo_free(&t);
-    free(factors);
+    s->log = s->c.events = NULL;
+    return status;
+}
+
+static void release(sim_cmd *s)
+{
+    free_cuts(&s->c);
+    sim_result_free(&s->r);
+    nn_dataset_free(&s->train);
+    nn_dataset_free(&s->test);
+    topo_free(&s->t);
+    free(s->factors);
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    sim_cmd s = {0};
+    int status = parse(&s, argc, argv);
+    if (status == 0 && !s.help && (status = check(&s)) == 0 && (status = run(&s)) == 0)
+        status = report(&s);
+    status = close_outputs(&s, status);
+    release(&s);
     return status;
 }

@@ -36,14 +36,6 @@ static const char SOURCE_HELP[] =
     "[out=K], bipartite-exponential, torus [rows=R cols=C], complete, star\n"
     "[center=C], random [out=K seed=S phases=P].\n\n";
 
-static void print_topo_error(const topo_error *e)
-{
-    if (e->line > 0)
-        fprintf(stderr, "%s:%d: %s\n", e->file, e->line, e->msg);
-    else
-        fprintf(stderr, "%s: %s\n", e->file, e->msg);
-}
-
 /* Positional words joined by spaces: "random out=2 seed=7". */
 static int join_words(const char *cmd, int n, char **w, char *buf, size_t cap)
 {
@@ -61,7 +53,7 @@ static int join_words(const char *cmd, int n, char **w, char *buf, size_t cap)
  * generator. Returns 0, 1 (reported) or CLI_USAGE (reported). */
 static int load_source(const char *cmd, int npos, char **pos, long peers, topo *t, char *label, size_t cap)
 {
-    topo_error e;
+    parse_error e;
     if (npos < 1)
         return cli_usage(cmd, "expected a topology FILE (or a generator name with --peers N)");
     if (peers > 0) {
@@ -84,8 +76,10 @@ static int load_source(const char *cmd, int npos, char **pos, long peers, topo *
     if (rc < 0) {
         if (rc == -ENOENT && !strchr(pos[0], '/') && !strchr(pos[0], '.'))
             fprintf(stderr, "%s: %s (to use a generator, give --peers N)\n", pos[0], e.msg);
-        else
-            print_topo_error(&e);
+        else {
+            char err[600];
+            fprintf(stderr, "%s\n", parse_error_text(&e, err, sizeof err));
+        }
         return 1;
     }
     snprintf(label, cap, "%s", pos[0]);
@@ -512,7 +506,7 @@ static int topo_gen(int argc, char **argv)
     size_t len = strlen(spec);
     snprintf(spec + len, sizeof spec - len, "%s", o.params);
     topo t = {0};
-    topo_error e;
+    parse_error e;
     rc = topo_generate(&t, spec, (int)peers, NULL, &e);
     if (rc == -EINVAL)
         return cli_usage(cmd, "%s", e.msg);

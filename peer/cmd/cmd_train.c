@@ -115,27 +115,16 @@ static int run(const train_opts *o, nn_model *m, nn_optimizer *opt, nn_batcher *
     return 0;
 }
 
+static int train_option(void *o, int code, const char *value) { return train_opts_parse(o, CMD, code, value); }
+
 int cmd_train(int argc, char **argv)
 {
     static const struct option long_opts[] = {TRAIN_OPTS_LONG, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     train_opts o;
     train_opts_defaults(&o);
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-        if (c == 'h') {
-            help();
-            return 0;
-        }
-        if (c == '?' || c == ':')
-            return cli_getopt_error(CMD, c, argv);
-        int rc = train_opts_parse(&o, CMD, c, optarg);
-        if (rc)
-            return rc == 1 ? cli_usage(CMD, "option '%s' is not for this command", argv[optind - 1]) : rc;
-    }
-    if (optind < argc)
-        return cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    int helped, parsed = cli_parse(CMD, argc, argv, long_opts, help, train_option, &o, &helped);
+    if (parsed || helped)
+        return parsed;
     int checked = train_opts_check(&o, CMD);
     if (checked)
         return checked;

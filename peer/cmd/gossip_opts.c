@@ -4,13 +4,11 @@
 #include "peer/cmd/cli.h"
 #include "peer/cmd/gossip_opts.h"
 
-void gossip_opts_defaults(gossip_opts *o, peer_settings *s)
+void gossip_opts_defaults(gossip_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->codec_text = "none";
     o->outer_text = "none";
-    s->shard_alpha = 0, s->tau = 0, s->step = 0, s->codec_warmup = 0, s->alone_wait = 0;
-    s->local_steps = 1;
 }
 
 int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, const char *arg)
@@ -41,7 +39,7 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
     case GOPT_ALONE:
         return cli_double(cmd, "--alone-wait", arg, 0, 1e6, &s->alone_wait);
     }
-    return 1;
+    return CLI_NOT_MINE;
 }
 
 int gossip_opts_check(gossip_opts *o, peer_settings *s, const char *cmd)

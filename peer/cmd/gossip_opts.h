@@ -5,11 +5,11 @@
  * optimizer) and the texts they are parsed from.
  *
  *   gossip_opts g;
- *   gossip_opts_defaults(&g, &settings);
+ *   gossip_opts_defaults(&g);                  // settings: from peer_settings_defaults
  *   static const struct option opts[] = {GOSSIP_OPTS_LONG, {0, 0, 0, 0}};  // and the command's own
  *   int c, rc;
  *   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
- *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != 1) {
+ *       if ((rc = gossip_opts_parse(&g, &settings, cmd, c, optarg)) != CLI_NOT_MINE) {
  *           if (rc != 0) return rc;            // CLI_USAGE: a bad value, said on stderr
  *       } else ...                             // the command's own options
  *   if (gossip_opts_check(&g, &settings, cmd)) return CLI_USAGE;   // parses --codec and --outer
@@ -56,8 +56,10 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --outer SPEC          outer optimizer on each round's local progress (DiLoCo style):\n"                    \
     "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"
 
-void gossip_opts_defaults(gossip_opts *o, peer_settings *s);
-/* 1 if c is not a gossip option, 0 when handled, CLI_USAGE on a bad value. */
+/* The texts' defaults; the settings' are peer_settings_defaults'. */
+void gossip_opts_defaults(gossip_opts *o);
+/* CLI_OK when handled, CLI_USAGE on a bad value, CLI_NOT_MINE when c is not
+ * a gossip option. */
 int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, const char *arg);
 /* Parses the codec and outer optimizer specs into o, and points s at them;
  * CLI_USAGE (message printed) when one is bad. */

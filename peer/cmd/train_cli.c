@@ -84,7 +84,7 @@ int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg)
         o->progress = 0;
         return 0;
     }
-    return 1;
+    return CLI_NOT_MINE;
 }
 
 /* --init's file names the model when --model does not, and must agree when it does. */

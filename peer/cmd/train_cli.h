@@ -6,7 +6,7 @@
  *   static const struct option opts[] = {TRAIN_OPTS_LONG, {0, 0, 0, 0}};   // and the command's own
  *   int c, rc;
  *   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
- *       if ((rc = train_opts_parse(&o, "sgp train", c, optarg)) != 1) {
+ *       if ((rc = train_opts_parse(&o, "sgp train", c, optarg)) != CLI_NOT_MINE) {
  *           if (rc != 0) return rc;            // CLI_USAGE: a bad value, said on stderr
  *       } else ...                             // the command's own options
  *   if ((rc = train_opts_check(&o, "sgp train")) != 0) return rc;
@@ -72,8 +72,9 @@ enum {
     "  --model-format KIND safetensors or raw (bare little-endian float32) [safetensors]\n"                     \
     "  --progress, --no-progress   live progress bar [on when stdout is a terminal]\n"
 
-/* Handles one getopt code c. Returns 1 if c is not a training option, 0 when
- * handled, CLI_USAGE on a bad value (the error is printed). */
+/* Handles one getopt code c (a cli_option_fn's answers): CLI_OK, CLI_USAGE
+ * on a bad value (the error is printed), CLI_NOT_MINE when c is not a
+ * training option. */
 int train_opts_parse(train_opts *o, const char *cmd, int c, const char *arg);
 /* train_opts_finish, with a usage error (CLI_USAGE) when it refuses; with
  * --init, the file's architecture read and checked against --model (exit

@@ -19,7 +19,7 @@
 
 typedef struct parser {
     cluster *c;
-    cluster_error *e;
+    parse_error *e;
     topo_lex L;
     int line; /* for messages: the line being parsed (L.line), or the one a problem belongs to */
     int name_line, topo_line;
@@ -436,9 +436,9 @@ static int check_ids(parser *P)
     return 0;
 }
 
-int cluster_parse(cluster *c, const char *text, size_t len, const char *name, const char *dir, cluster_error *e)
+int cluster_parse(cluster *c, const char *text, size_t len, const char *name, const char *dir, parse_error *e)
 {
-    cluster_error dummy;
+    parse_error dummy;
     if (!e)
         e = &dummy;
     memset(e, 0, sizeof *e);
@@ -488,9 +488,9 @@ out:
     return rc;
 }
 
-int cluster_load(cluster *c, const char *path, cluster_error *e)
+int cluster_load(cluster *c, const char *path, parse_error *e)
 {
-    cluster_error dummy;
+    parse_error dummy;
     if (!e)
         e = &dummy;
     memset(e, 0, sizeof *e);

@@ -2,9 +2,9 @@
  * which public key it must prove it holds (format: peer/config/CLUSTER.md).
  *
  *   cluster c = {0};
- *   cluster_error e;
+ *   parse_error e;
  *   if (cluster_load(&c, "run/cluster.conf", &e) < 0) {
- *       fprintf(stderr, "%s:%d: %s\n", e.file, e.line, e.msg);   // line 0: whole file
+ *       fprintf(stderr, "%s\n", parse_error_text(&e, err, sizeof err));   // "FILE:LINE: ..." or "FILE: ..."
  *       return 1;
  *   }
  *   uint8_t cid[SEC_CLUSTER_ID_BYTES];
@@ -29,6 +29,7 @@
 #include <stdio.h>
 
 #include "peer/wire/sec.h"
+#include "topologies/parse_error.h"
 
 #define CLUSTER_MAX_PEERS 65536 /* as topologies/ (TOPO_MAX_PEERS) */
 #define CLUSTER_NAME_MAX 64
@@ -56,19 +57,13 @@ typedef struct cluster {
     int cap;
 } cluster;
 
-typedef struct cluster_error {
-    char file[256];
-    int line; /* 0 when the problem is not on one line (missing line, unreadable file) */
-    char msg[256];
-} cluster_error;
-
 /* Parse a cluster file, or text in memory (name used in messages, dir the
  * directory relative topology paths are resolved against; NULL: as written).
  * Returns 0, or -EBADMSG (with e->line), -ENOENT/-EACCES/... (the file),
  * -EFBIG, -ENOMEM. c is overwritten, not freed first, and left zeroed on
  * failure. e may be NULL. */
-int cluster_load(cluster *c, const char *path, cluster_error *e);
-int cluster_parse(cluster *c, const char *text, size_t len, const char *name, const char *dir, cluster_error *e);
+int cluster_load(cluster *c, const char *path, parse_error *e);
+int cluster_parse(cluster *c, const char *text, size_t len, const char *name, const char *dir, parse_error *e);
 
 /* Build a cluster in code. init: -EINVAL on a bad name or path. add_peer
  * checks the host and port as the parser does and refuses a key or address

@@ -16,14 +16,14 @@
 
 _Static_assert(KEYFILE_B64 == sodium_base64_ENCODED_LEN(SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL), "b64");
 
-static void set_err(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t cap, const char *fmt, ...)
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || !cap)
+    if (!err || !errlen)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
+    vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
 }
 
@@ -98,35 +98,35 @@ int keyfile_pub_decode(uint8_t pk[SEC_KEY_BYTES], const char *text, size_t len, 
 }
 
 /* A key file: one key line, an optional final newline (LF or CRLF). The text
- * lands in buf (cap bytes, sodium memory for secret keys). */
+ * lands in buf (KEY_FILE_MAX + 1 bytes, sodium memory for secret keys). */
 #define KEY_FILE_MAX 128
 
-static int read_key_file(const char *path, int secret, char *buf, size_t *len, char *err, size_t cap)
+static int read_key_file(const char *path, int secret, char *buf, size_t *len, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        set_err(err, cap, "%s: %s", path, strerror(e));
+        set_err(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) < 0) {
         rc = -errno;
-        set_err(err, cap, "%s: %s", path, strerror(-rc));
+        set_err(err, errlen, "%s: %s", path, strerror(-rc));
     } else if (!S_ISREG(st.st_mode)) {
         rc = -EINVAL;
-        set_err(err, cap, "%s: not a regular file", path);
+        set_err(err, errlen, "%s: not a regular file", path);
     } else if (secret && (st.st_mode & (S_IRWXG | S_IRWXO))) {
         /* ssh's rule: a secret others can read is no longer a secret, and
          * saying so loudly beats using it. */
         rc = -EACCES;
-        set_err(err, cap, "%s: permissions %04o are too open: a secret key must be accessible by its owner only "
+        set_err(err, errlen, "%s: permissions %04o are too open: a secret key must be accessible by its owner only "
                           "(chmod 600 %s)",
                 path, (unsigned)(st.st_mode & 07777), path);
     } else if (st.st_size > KEY_FILE_MAX) {
         rc = -EBADMSG;
-        set_err(err, cap, "%s: not a key file (%lld bytes)", path, (long long)st.st_size);
+        set_err(err, errlen, "%s: not a key file (%lld bytes)", path, (long long)st.st_size);
     }
     size_t n = 0;
     while (rc == 0) {
@@ -135,12 +135,12 @@ static int read_key_file(const char *path, int secret, char *buf, size_t *len, c
             continue;
         if (r < 0) {
             rc = -errno;
-            set_err(err, cap, "%s: %s", path, strerror(-rc));
+            set_err(err, errlen, "%s: %s", path, strerror(-rc));
         } else if (r == 0) {
             break;
         } else if ((n += (size_t)r) > KEY_FILE_MAX) {
             rc = -EBADMSG;
-            set_err(err, cap, "%s: not a key file (too long)", path);
+            set_err(err, errlen, "%s: not a key file (too long)", path);
         }
     }
     close(fd);
@@ -154,13 +154,13 @@ static int read_key_file(const char *path, int secret, char *buf, size_t *len, c
     return 0;
 }
 
-int keyfile_load(sec_keypair *kp, const char *key_path, char *err, size_t cap)
+int keyfile_load(sec_keypair *kp, const char *key_path, char *err, size_t errlen)
 {
     if (!kp || !key_path)
         return -EINVAL;
     memset(kp, 0, sizeof *kp);
     if (sec_init() < 0) {
-        set_err(err, cap, "cannot initialise libsodium");
+        set_err(err, errlen, "cannot initialise libsodium");
         return -EIO;
     }
     /* The file text is as secret as the key: read it into guarded memory. */
@@ -168,16 +168,16 @@ int keyfile_load(sec_keypair *kp, const char *key_path, char *err, size_t cap)
     kp->sk = sodium_malloc(SEC_KEY_BYTES);
     int rc = -ENOMEM;
     if (!text || !kp->sk) {
-        set_err(err, cap, "%s: out of memory", key_path);
+        set_err(err, errlen, "%s: out of memory", key_path);
         goto out;
     }
     size_t len;
-    if ((rc = read_key_file(key_path, 1, text, &len, err, cap)) < 0)
+    if ((rc = read_key_file(key_path, 1, text, &len, err, errlen)) < 0)
         goto out;
     const char *why;
     if ((rc = key_decode(kp->sk, text, len, text + KEY_FILE_MAX + 1, &why)) < 0) {
         rc = -EBADMSG;
-        set_err(err, cap, "%s: not a secret key file: %s", key_path, why);
+        set_err(err, errlen, "%s: not a secret key file: %s", key_path, why);
         goto out;
     }
     crypto_scalarmult_base(kp->pk, kp->sk);
@@ -190,7 +190,7 @@ out:
     return rc;
 }
 
-int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t cap)
+int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t errlen)
 {
     if (!pk || !pub_path)
         return -EINVAL;
@@ -198,19 +198,19 @@ int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err,
         return -EIO;
     char text[KEY_FILE_MAX + 1], scratch[KEYFILE_B64];
     size_t len;
-    int rc = read_key_file(pub_path, 0, text, &len, err, cap);
+    int rc = read_key_file(pub_path, 0, text, &len, err, errlen);
     if (rc < 0)
         return rc;
     const char *why;
     if (key_decode(pk, text, len, scratch, &why) < 0) {
-        set_err(err, cap, "%s: not a public key file: %s", pub_path, why);
+        set_err(err, errlen, "%s: not a public key file: %s", pub_path, why);
         return -EBADMSG;
     }
     return 0;
 }
 
 int keyfile_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
-                     size_t cap)
+                     size_t errlen)
 {
     if (!kp || !kp->sk || !key_path)
         return -EINVAL;
@@ -222,26 +222,26 @@ int keyfile_save(const sec_keypair *kp, const char *key_path, const char *pub_pa
         const char *paths[2] = {key_path, pub_path};
         for (int i = 0; i < 2; i++)
             if (paths[i] && access(paths[i], F_OK) == 0) {
-                set_err(err, cap, "%s exists", paths[i]);
+                set_err(err, errlen, "%s exists", paths[i]);
                 return -EEXIST;
             }
     }
     char *text = sodium_malloc(KEYFILE_B64 + 1);
     if (!text) {
-        set_err(err, cap, "%s: out of memory", key_path);
+        set_err(err, errlen, "%s: out of memory", key_path);
         return -ENOMEM;
     }
     sodium_bin2base64(text, KEYFILE_B64, kp->sk, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
     text[KEYFILE_B64 - 1] = '\n';
     const int flags = overwrite ? 0 : WHOLEFILE_NOREPLACE;
-    int rc = wholefile_write(key_path, text, KEYFILE_B64, 0600, flags, err, cap);
+    int rc = wholefile_write(key_path, text, KEYFILE_B64, 0600, flags, err, errlen);
     sodium_free(text);
     if (rc < 0 || !pub_path)
         return rc;
     char pub[KEYFILE_B64 + 1];
     keyfile_pub_encode(kp->pk, pub);
     pub[KEYFILE_B64 - 1] = '\n';
-    rc = wholefile_write(pub_path, pub, KEYFILE_B64, 0644, flags, err, cap);
+    rc = wholefile_write(pub_path, pub, KEYFILE_B64, 0644, flags, err, errlen);
     if (rc < 0 && !overwrite)
         unlink(key_path); /* ours, written a moment ago: no key without its .pub */
     return rc;

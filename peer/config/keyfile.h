@@ -34,18 +34,18 @@
  * Refuses, like ssh, a file that its group or others may read or write
  * (-EACCES), as well as one that is not a regular file. 0, or a negative
  * errno with a one-line message in err (which names the path). */
-int keyfile_load(sec_keypair *kp, const char *key_path, char *err, size_t cap);
+int keyfile_load(sec_keypair *kp, const char *key_path, char *err, size_t errlen);
 
 /* Read a public key file (one base64 line). 0 or a negative errno with a
  * message. */
-int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t cap);
+int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t errlen);
 
 /* Write key_path (mode 0600) and pub_path (mode 0644), each one base64 line,
  * atomically (peer/store/wholefile.h: PATH.tmp, fsync, rename; with
  * overwrite == 0 an existing file is never replaced: -EEXIST). pub_path may
  * be NULL. 0 or a negative errno with a message. */
 int keyfile_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
-                 size_t cap);
+                 size_t errlen);
 
 /* Public keys as text: standard base64 with padding (44 characters), as in
  * .pub files and the cluster file. decode accepts exactly one spelling per key

@@ -9,8 +9,10 @@
 #include "peer/config/member.h"
 #include "peer/config/keyfile.h"
 
-/* The rank an MPI or Slurm launcher gives: 1 and *id, 0 when there is none,
- * -EINVAL (err says which variable) when it is not a number. */
+enum env_rank { RANK_NONE = 0, RANK_FOUND = 1 };
+
+/* The rank an MPI or Slurm launcher gives: RANK_FOUND and *id, RANK_NONE,
+ * or -EINVAL (err says which variable) when it is not a number. */
 static int rank_from_env(long *id, char *err, size_t errlen)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
@@ -26,26 +28,23 @@ static int rank_from_env(long *id, char *err, size_t errlen)
             return -EINVAL;
         }
         *id = r;
-        return 1;
+        return RANK_FOUND;
     }
-    return 0;
+    return RANK_NONE;
 }
 
 int member_open(member *m, const char *cluster_path, long id, const char *key_path, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     int rc;
-    if (id < 0 && (rc = rank_from_env(&id, err, errlen)) <= 0) {
-        if (rc == 0)
+    if (id < 0 && (rc = rank_from_env(&id, err, errlen)) != RANK_FOUND) {
+        if (rc == RANK_NONE)
             snprintf(err, errlen, "no peer id: give one, or run under mpirun/srun (no rank in the environment)");
         return -ESRCH;
     }
-    cluster_error ce;
+    parse_error ce;
     if ((rc = cluster_load(&m->cluster, cluster_path, &ce)) < 0) {
-        if (ce.line > 0)
-            snprintf(err, errlen, "%s:%d: %s", ce.file, ce.line, ce.msg);
-        else
-            snprintf(err, errlen, "%s: %s", ce.file, ce.msg);
+        parse_error_text(&ce, err, errlen);
         return rc;
     }
     if (id >= m->cluster.n_peers) {
@@ -68,9 +67,9 @@ int member_open(member *m, const char *cluster_path, long id, const char *key_pa
         rc = -EACCES;
         goto fail;
     }
-    topo_error te = {0};
+    parse_error te = {0};
     if ((rc = topo_load(&m->topology, m->cluster.topology_path, &te)) < 0) {
-        snprintf(err, errlen, "%s:%d: %s", te.file, te.line, te.msg);
+        parse_error_text(&te, err, errlen);
         goto fail;
     }
     if (m->topology.n_peers != m->cluster.n_peers) {

@@ -208,11 +208,11 @@ int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
             continue;
         }
         int rc = gsp_absorb(&rp->g, m);
-        if (rc == 1 && !all && rp->n_taken < ROUND_TAKEN_MAX)
+        if (rc == GSP_APPLIED && !all && rp->n_taken < ROUND_TAKEN_MAX)
             rp->taken_from[rp->n_taken] = m->src, rp->taken_round[rp->n_taken] = m->round;
-        if (rc == 1)
+        if (rc == GSP_APPLIED)
             applied++, rp->n_taken += !all;
-        if (rc == 1 && ask == m->src)
+        if (rc == GSP_APPLIED && ask == m->src)
             ask = -1;
         else if (rc == GSP_NEED_SYNC && nack)
             ask = m->src, ask_seq = gsp_nack_seq(&rp->g, m);

@@ -1,7 +1,14 @@
 /* How a peer trains and gossips, in one struct: filled once (from the
  * command line by peer/cmd, from sgp_options by libsgp), carried by both
  * drivers (node_config.peer, sim_config.peer) and read by the engine; the
- * pacing policy's own gsp_pace_config is made from it in round.c. */
+ * pacing policy's own gsp_pace_config is made from it in round.c. Every
+ * driver and command starts from peer_settings_defaults, so a default is
+ * written once; a driver that wants another says so where it sets it.
+ *
+ *   peer_settings s;
+ *   peer_settings_defaults(&s);          // a networked peer's: dead 5 s, round 30 s
+ *   s.tau = 2, s.topology = &t;          // ... and the rest the run sets
+ */
 #ifndef PEER_CORE_SETTINGS_H
 #define PEER_CORE_SETTINGS_H
 
@@ -34,5 +41,11 @@ typedef struct peer_settings {
     struct gsp_scratch *share_scratch; /* non-NULL: the peers run one at a time in this process and share one
                                  * codec scratch (gsp_share_scratch); its owner frees it after them */
 } peer_settings;
+
+/* A networked peer's defaults: train_opts_defaults, one local step per
+ * round, iid shards, tau 0, no codec nor outer step, a dead timeout of 5 s,
+ * a round timeout of 30 s, a derived round deadline; n_peers and topology
+ * unset. */
+void peer_settings_defaults(peer_settings *s);
 
 #endif

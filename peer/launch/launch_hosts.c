@@ -14,17 +14,20 @@ void launch_hosts_local(launch_host *where, int n)
         strcpy(where[i].addr, "127.0.0.1");
 }
 
-/* One line's host and its slot count: 0, 1 for a blank line, -EINVAL. */
-static int parse_line(char *line, launch_host *h, long *slots, char *why, size_t cap)
+/* What a line of a hosts file holds, when it is not malformed. */
+enum hosts_line { HOSTS_HOST = 0, HOSTS_BLANK = 1 };
+
+/* One line's host and its slot count: a hosts_line, or -EINVAL. */
+static int parse_line(char *line, launch_host *h, long *slots, char *err, size_t errlen)
 {
     line[strcspn(line, "#\r\n")] = 0;
     char *save = NULL, *tok = strtok_r(line, " \t", &save);
     if (!tok)
-        return 1;
+        return HOSTS_BLANK;
     memset(h, 0, sizeof *h);
     *slots = 1;
     if (strlen(tok) >= sizeof h->addr) {
-        snprintf(why, cap, "address too long");
+        snprintf(err, errlen, "address too long");
         return -EINVAL;
     }
     strcpy(h->addr, tok);
@@ -41,10 +44,10 @@ static int parse_line(char *line, launch_host *h, long *slots, char *why, size_t
             strcpy(h->ssh, tok + 4);
             continue;
         }
-        snprintf(why, cap, "expected slots=N, ssh=DEST or ssh-port=P, got '%.64s'", tok);
+        snprintf(err, errlen, "expected slots=N, ssh=DEST or ssh-port=P, got '%.64s'", tok);
         return -EINVAL;
     }
-    return 0;
+    return HOSTS_HOST;
 }
 
 int launch_hosts_load(launch_host *where, int n, const char *path, long base_port, char *err, size_t errlen)
@@ -62,11 +65,11 @@ int launch_hosts_load(launch_host *where, int n, const char *path, long base_por
         long slots;
         lineno++;
         rc = parse_line(line, &h, &slots, why, sizeof why);
-        if (rc == 0 && base_port + slots - 1 > 65535)
+        if (rc == HOSTS_HOST && base_port + slots - 1 > 65535)
             snprintf(why, sizeof why, "%ld slots from port %ld go past 65535", slots, base_port), rc = -EINVAL;
         if (rc < 0)
             snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-        for (long k = 0; rc == 0 && k < slots && placed < n; k++) {
+        for (long k = 0; rc == HOSTS_HOST && k < slots && placed < n; k++) {
             where[placed] = h;
             where[placed++].port = (int)(base_port + k);
         }

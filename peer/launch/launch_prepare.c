@@ -54,11 +54,11 @@ static int write_text(const char *dir, const char *name, text_fn fn, const void 
 static int write_topology(const char *dir, int n, const char *topology, char *err, size_t errlen)
 {
     topo t = {0};
-    topo_error te = {0};
+    parse_error te = {0};
     int rc = access(topology, F_OK) == 0 || strchr(topology, '/') ? topo_load(&t, topology, &te)
                                                                   : topo_generate(&t, topology, n, NULL, &te);
     if (rc < 0) {
-        snprintf(err, errlen, "%s%s%s", te.file[0] ? te.file : "", te.file[0] ? ": " : "", te.msg);
+        parse_error_text(&te, err, errlen);
         return -EINVAL;
     }
     if (t.n_peers != n) {

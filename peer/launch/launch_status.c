@@ -26,7 +26,7 @@ void launch_status_read(const char *log_path, launch_status *s)
     /* The first line may be cut by the seek and the last one still being
      * written: roundlog_parse refuses both. */
     while (fgets(line, sizeof line, f))
-        if (roundlog_parse(line, strlen(line), &l, err, sizeof err) == 0) {
+        if (roundlog_parse(line, strlen(line), &l, err, sizeof err) == ROUNDLOG_ROUND) {
             last = l, have = 1;
             if (l.test_accuracy >= 0)
                 s->test_accuracy = l.test_accuracy;

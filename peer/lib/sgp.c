@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compress/cmp.h"
+#include "peer/core/settings.h"
 #include "peer/lib/sgp.h"
 #include "peer/config/member.h"
 #include "peer/net/node.h"
@@ -81,7 +82,10 @@ void sgp_options_init_sized(sgp_options *o, size_t size)
 {
     if (!o)
         return;
-    sgp_options d = {.size = size, .id = -1, .dead_timeout = 5.0, .round_timeout = 30.0, .seed = 1, .local_steps = 1};
+    peer_settings s;
+    peer_settings_defaults(&s);
+    sgp_options d = {.size = size, .id = -1, .dead_timeout = s.dead_timeout, .round_timeout = s.round_timeout,
+                     .seed = s.train.seed, .local_steps = s.local_steps};
     memcpy(o, &d, size < sizeof d ? size : sizeof d); /* never past the caller's struct */
 }
 

@@ -19,9 +19,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sgp peer assumes a li
 void node_config_defaults(node_config *c)
 {
     memset(c, 0, sizeof *c);
-    train_opts_defaults(&c->peer.train);
-    c->peer.dead_timeout = 5.0;
-    c->peer.round_timeout = 30.0;
+    peer_settings_defaults(&c->peer);
     c->checkpoint_every = 30.0;
     c->slow = 1.0;
 }
@@ -228,6 +226,14 @@ static void draw_origin(void *ctx, float *dst)
     nn_model_fill_params(&n->model, n->c->peer.train.seed, dst);
 }
 
+int node_model(const node_config *c, const nn_dataset *train, nn_model *m, char *err, size_t errlen)
+{
+    round_plan plan;
+    round_plan_make(&plan, &c->peer.train, train->n, c->cluster->n_peers, c->peer.local_steps);
+    return train_opts_model(&c->peer.train, train, nn_eval_batch(plan.per_batch, train->text ? train->w : 0), m, err,
+                            errlen);
+}
+
 static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
 {
     const node_config *c = n->c;
@@ -243,9 +249,9 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
         x0 = st->x0, dim = st->dim;
     } else {
         round_plan_make(&n->plan, &c->peer.train, train->n, np, c->peer.local_steps);
-        rc = train_opts_model(&c->peer.train, train, nn_eval_batch(n->plan.per_batch, train->text ? train->w : 0),
-                              &n->model, err, errlen);
-        if (rc < 0)
+        if (c->model) /* built and checked by the caller: taken, handed back at the end */
+            n->model = *c->model, *c->model = (nn_model){0};
+        else if ((rc = node_model(c, train, &n->model, err, errlen)) < 0)
             return rc;
         x0 = n->model.params, dim = n->model.n_params;
     }
@@ -422,7 +428,11 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     if (loop_ok)
         uv_loop_close(&n->loop);
     engine_free(n->e);
-    nn_model_free(&n->model);
+    if (c->model && n->model.n_layers) { /* the caller's again, as its shape */
+        nn_model_keep_shape(&n->model);
+        *c->model = n->model;
+    } else
+        nn_model_free(&n->model);
     free(n->eval_deferred);
     r->wall_seconds = clock_now() - n->t0;
     r->idle_seconds = fmax(0.0, r->wall_seconds - r->step_seconds - r->gossip_seconds - r->frame_seconds -

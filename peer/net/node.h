@@ -31,6 +31,7 @@
 
 #include "compress/cmp.h"
 #include "nn/nn_data.h"
+#include "nn/nn_model.h"
 #include "peer/core/memory.h"
 #include "peer/core/outer.h"
 #include "peer/config/cluster.h"
@@ -103,6 +104,10 @@ typedef struct node_config {
     FILE *progress;        /* per-epoch lines, or NULL */
     const node_stepper *stepper; /* NULL: the node trains train.model on its shard; else the caller's own
                             * training loop takes each local step and node_run gets no data sets */
+    nn_model *model;       /* NULL: node_run builds the model; else the one node_model built for this
+                            * config (a caller that checks it before starting), which node_run takes
+                            * and hands back as its shape (nn_model_keep_shape: what a model file's
+                            * header needs); the caller frees it */
 } node_config;
 
 typedef struct node_result {
@@ -128,6 +133,11 @@ typedef struct node_result {
 } node_result;
 
 void node_config_defaults(node_config *c);
+/* The model node_run trains for this config (cluster and settings set):
+ * parameters drawn from the seed or read from --init, buffers for the
+ * node's batches. 0, or a negative errno (-EINVAL: a spec or file that does
+ * not fit the data) with a one-line message. */
+int node_model(const node_config *c, const nn_dataset *train, nn_model *m, char *err, size_t errlen);
 /* 0, or a negative errno with a one-line message. SIGINT/SIGTERM stop it
  * cleanly (goodbye to the neighbours, every handle closed). */
 int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *test, node_result *r, char *err,

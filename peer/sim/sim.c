@@ -222,12 +222,17 @@ static void finish(sim *s)
 void sim_config_defaults(sim_config *c)
 {
     memset(c, 0, sizeof *c);
-    train_opts_defaults(&c->peer.train);
+    peer_settings_defaults(&c->peer);
     c->peer.n_peers = 8;
+    /* Simulated links neither stall nor retransmit, so a neighbour silent
+     * for 1 simulated second has crashed or stopped; the real network's 5 s
+     * would cost the survivors of a run of millisecond steps thousands of
+     * rounds of waiting for it. */
+    c->peer.dead_timeout = 1.0;
+    c->peer.round_timeout = 0; /* derived from the step and link times at set-up (sim_setup.c) */
     c->compute_seconds = SIM_COMPUTE_ESTIMATE;
     c->latency = 1e-4;
     c->bandwidth = 1.25e8; /* 1 Gbit/s */
-    c->peer.dead_timeout = 1.0;
 }
 
 /* Events for a frozen peer wait until it runs again, in their order. */

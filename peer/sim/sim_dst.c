@@ -189,7 +189,7 @@ static int build(const dst_schedule *s, int faults, sim_config *c, built *b, cha
     p->train.model = DST_MODEL, p->train.batch = DST_BATCH, p->train.epochs = s->epochs, p->train.progress = 0;
     train_opts_finish(&p->train);
     p->n_peers = s->peers, p->tau = s->tau, p->local_steps = s->local_steps, p->dead_timeout = s->dead_timeout;
-    topo_error te;
+    parse_error te;
     if (topo_generate(&b->t, s->topology, s->peers, NULL, &te) < 0) {
         snprintf(err, errlen, "%s", te.msg);
         return -EINVAL;

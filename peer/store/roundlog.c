@@ -31,7 +31,7 @@ int roundlog_parse(const char *line, size_t len, roundlog_line *l, char *err, si
     json_in r;
     json_in_init(&r, JSON_LINE, "log line", line, len);
     if (!r.err && !json_in_next_is(&r, "round"))
-        return 1;
+        return ROUNDLOG_OTHER;
     roundlog_line got = {.test_accuracy = -1};
     json_in_fields(&r, FIELDS, N_FIELDS, &got);
     if (json_in_next_is(&r, "test_accuracy"))
@@ -42,5 +42,5 @@ int roundlog_parse(const char *line, size_t len, roundlog_line *l, char *err, si
         return rc;
     }
     *l = got;
-    return 0;
+    return ROUNDLOG_ROUND;
 }

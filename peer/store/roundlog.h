@@ -7,7 +7,7 @@
  *   roundlog_write(log_file, &l);            // {"round": 12, "loss": 0.31, ...}\n, flushed
  *
  *   int rc = roundlog_parse(line, strlen(line), &l, err, sizeof err);
- *   // 0: a round line; 1: another kind of line (an event, the ledger); < 0: malformed (err says how)
+ *   // ROUNDLOG_ROUND: l holds it; ROUNDLOG_OTHER: an event or the ledger; < 0: malformed (err says how)
  *
  * A log also holds event lines ({"event": ...}) and, at the end, ledger lines
  * ({"ledger": ...}); they are written elsewhere (peer/net/node.c) and
@@ -36,7 +36,11 @@ typedef struct roundlog_line {
 
 /* 0, or -EIO when the stream fails. */
 int roundlog_write(FILE *f, const roundlog_line *l);
-/* line: one whole line with its newline. */
+/* What roundlog_parse found on a line that is not malformed. */
+enum roundlog_kind { ROUNDLOG_ROUND = 0, ROUNDLOG_OTHER = 1 };
+
+/* line: one whole line with its newline. A roundlog_kind, or a negative
+ * errno (-EBADMSG) with err set. */
 int roundlog_parse(const char *line, size_t len, roundlog_line *l, char *err, size_t errlen);
 
 #endif

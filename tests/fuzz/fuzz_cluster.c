@@ -33,7 +33,7 @@ static void same(const cluster *a, const cluster *b)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     cluster c;
-    cluster_error e;
+    parse_error e;
     int rc = cluster_parse(&c, (const char *)data, size, "fuzz", "/base", &e);
     if (rc < 0) {
         check(rc == -EBADMSG || rc == -ENOMEM || rc == -EFBIG);

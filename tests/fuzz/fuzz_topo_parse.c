@@ -21,7 +21,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     topo t;
-    topo_error e;
+    parse_error e;
     int rc = topo_parse(&t, (const char *)data, size, "fuzz", &e);
     if (rc < 0) {
         check(e.msg[0] != 0);

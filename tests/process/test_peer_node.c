@@ -102,7 +102,7 @@ static void sim_equals_network_near(const workload *w, const char *codec_text, c
     else
         cr_assert_eq(nn_data_embedded(&train, &test, err, sizeof err), 0, "%s", err);
     topo t = {0};
-    topo_error te;
+    parse_error te;
     cr_assert_eq(topo_load(&t, topo_path, &te), 0, "%s", te.msg);
     cmp_spec spec;
     const int exact = strcmp(codec_text, "exact") == 0; /* (no codec: running sums in float64) */

@@ -112,7 +112,7 @@ Test(topo_parse, cli_gen_writes_a_file_that_checks_and_round_trips)
             NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
     topo a, b;
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_load(&a, f1, &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
     cr_assert_eq(topo_load(&b, f2, &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
     cr_assert_str_eq(a.kind, "random out=3 seed=77 phases=2");

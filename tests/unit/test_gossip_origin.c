@@ -79,8 +79,8 @@ Test(gossip_origin, a_common_start_makes_the_first_message_a_small_one)
     /* bf16 of every value against stc's 5%: well over ten times smaller. */
     cr_assert_lt(10 * m.payload_len, n.payload_len, "%zu vs %zu bytes", m.payload_len, n.payload_len);
     cr_assert_geq(n.payload_len, 2 * DIM);
-    cr_assert_eq(gsp_absorb(&b, &m), 1);
-    cr_assert_eq(gsp_absorb(&d, &n), 1);
+    cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED);
+    cr_assert_eq(gsp_absorb(&d, &n), GSP_APPLIED);
     /* Both ends hold the same reference afterwards, so the next delta applies too. */
     cr_assert_eq(memcmp(a.out[0].ref, b.in[0].ref, DIM * sizeof(float)), 0);
     cr_assert_eq(send(&a, &b), 1);
@@ -125,8 +125,8 @@ static void twin_rounds(gsp_peer *a, gsp_peer *b, gsp_peer *c, gsp_peer *d, int 
         cr_assert_eq(m.origin, n.origin, "round %d: the same origin id", r);
         cr_assert_eq(m.payload_len, n.payload_len, "round %d", r);
         cr_assert_eq(memcmp(m.payload, n.payload, m.payload_len), 0, "round %d: the same message", r);
-        cr_assert_eq(gsp_absorb(to, &m), 1);
-        cr_assert_eq(gsp_absorb(to2, &n), 1, "round %d: taken", r);
+        cr_assert_eq(gsp_absorb(to, &m), GSP_APPLIED);
+        cr_assert_eq(gsp_absorb(to2, &n), GSP_APPLIED, "round %d: taken", r);
     }
     cr_assert_eq(memcmp(a->x, c->x, sizeof(float) * DIM), 0);
     cr_assert_eq(memcmp(b->x, d->x, sizeof(float) * DIM), 0);
@@ -215,7 +215,7 @@ Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
             cr_assert_eq(memcmp(m.payload, want, (size_t)len), 0, "%s round %d: the same message", codecs[c], r);
             cr_assert_eq(a.v == NULL, r < 5, "%s round %d: the difference is made only for the whole one", codecs[c],
                          r);
-            cr_assert_eq(gsp_absorb(&b, &m), 1);
+            cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED);
             double mass = 0;
             for (int i = 0; i < N; i++)
                 mass += (double)a.x[i] + (double)b.x[i];
@@ -302,20 +302,20 @@ Test(gossip_origin, a_drawn_origin_that_differs_ends_the_origin_and_the_edge_syn
     gsp_msg m;
     cr_assert_eq(gsp_emit(&e, &to_f, &m), 1); /* e's out-edge takes the copy */
     cr_assert_eq(m.origin, id);
-    cr_assert_eq(gsp_absorb(&f, &m), 1);
+    cr_assert_eq(gsp_absorb(&f, &m), GSP_APPLIED);
     cr_assert_eq(gsp_emit(&f, &to_e, &m), 1);
     cr_assert_eq(gsp_absorb(&e, &m), GSP_NEED_SYNC, "the in-edge drew an origin that is not the one");
     cr_assert_eq(de.calls, 1);
     cr_assert_eq(e.origin_id, 0, "no origin from here on");
     gsp_msg sync;
     cr_assert_eq(gsp_sync_msg(&f, 0, gsp_in_seq(&e, 1), &sync), 0);
-    cr_assert_eq(gsp_absorb(&e, &sync), 1);
+    cr_assert_eq(gsp_absorb(&e, &sync), GSP_APPLIED);
     cr_assert_eq(memcmp(e.in[0].ref, f.out[0].ref, sizeof(float) * DIM), 0, "the references agree after the SYNC");
     for (int r = 0; r < 4; r++) { /* and the edges go on with deltas */
         cr_assert_eq(gsp_emit(&e, &to_f, &m), 1);
-        cr_assert_eq(gsp_absorb(&f, &m), 1, "round %d", r);
+        cr_assert_eq(gsp_absorb(&f, &m), GSP_APPLIED, "round %d", r);
         cr_assert_eq(gsp_emit(&f, &to_e, &m), 1);
-        cr_assert_eq(gsp_absorb(&e, &m), 1, "round %d", r);
+        cr_assert_eq(gsp_absorb(&e, &m), GSP_APPLIED, "round %d", r);
     }
     double mass = 0;
     for (int i = 0; i < DIM; i++)
@@ -368,7 +368,7 @@ Test(gossip_origin, a_draw_made_ahead_is_what_the_next_edge_takes)
     cr_assert_eq(gsp_emit(&d, &to_c, &m), 1);
     cr_assert_eq(m.seq, 1);
     const int calls = dc.calls;
-    cr_assert_eq(gsp_absorb(&c, &m), 1, "the restarted edge's first delta is taken");
+    cr_assert_eq(gsp_absorb(&c, &m), GSP_APPLIED, "the restarted edge's first delta is taken");
     cr_assert_eq(dc.calls, calls, "nothing drawn in absorb");
     cr_assert_eq(c.in[0].ref, again);
     cr_assert_eq(memcmp(c.in[0].ref, d.out[0].ref, sizeof(float) * DIM), 0, "both ends hold one reference");

@@ -35,7 +35,7 @@ typedef struct scene {
 static void scene_make(scene *s, const char *kind, int n, gsp_pace_config c, int connected)
 {
     memset(s, 0, sizeof *s);
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_generate(&s->t, kind, n, NULL, &e), 0, "%s", e.msg);
     c.topology = &s->t;
     c.total_rounds = c.total_rounds ? c.total_rounds : 100;
@@ -120,7 +120,7 @@ static gsp_msg emit_to(scene *s, int q, long r, int to)
 static void push(scene *s, int q, long r, int to, double now)
 {
     gsp_msg m = emit_to(s, q, r, to);
-    cr_assert_eq(gsp_absorb(&s->g[to], &m), 1);
+    cr_assert_eq(gsp_absorb(&s->g[to], &m), GSP_APPLIED);
     gsp_pace_heard(&s->p[to], q, now);
     gsp_pace_push(&s->p[to], &s->g[to], q, r, now);
     gsp_pace_acked(&s->p[q], to, m.seq); /* as the receiver acknowledges what it takes in */
@@ -1008,7 +1008,7 @@ Test(gossip_pace, join_takes_the_model_with_one_unit_of_weight)
     cr_assert_eq(gsp_init(&s.g[0], 0, 4, DIM, 0, NULL), 0);
     gsp_join(&s.g[0], z, 40);
     gsp_msg m = emit_to(&s, 3, 3, 0);
-    cr_assert_eq(gsp_absorb(&s.g[0], &m), 0, "seq 4: totals meant for the earlier peer 0, adopted");
+    cr_assert_eq(gsp_absorb(&s.g[0], &m), GSP_IGNORED, "seq 4: totals meant for the earlier peer 0, adopted");
     cr_assert(s.g[0].w == 1.0);
     cr_assert_arr_eq(s.g[0].x, z, sizeof z);
     scene_free(&s);
@@ -1086,7 +1086,7 @@ Test(gossip_pace, restart_starts_out_edges_from_zero_and_the_receiver_counts_no_
     const gsp_edge *in = gsp_in_edge(&s.g[1], 0);
     cr_assert(in->incarnation == 5 && in->seq == 1 && in->w == share, "the receiver's edge started again");
     cr_assert_float_eq(s.g[0].w + s.g[1].w, w, 1e-15, "the new share arrives once, nothing else");
-    cr_assert_eq(gsp_absorb(&s.g[1], &stale), 0, "a message of the earlier incarnation is stale");
+    cr_assert_eq(gsp_absorb(&s.g[1], &stale), GSP_IGNORED, "a message of the earlier incarnation is stale");
     cr_assert_float_eq(s.g[0].w + s.g[1].w, w, 1e-15);
     gsp_msg_free(&stale);
     scene_free(&s);

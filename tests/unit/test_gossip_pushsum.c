@@ -44,7 +44,7 @@ static void net_init(net *s, const char *kind, int n, const char *params, int ta
     memset(s, 0, sizeof *s);
     s->n = n;
     s->rng = seed;
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_generate(&s->t, kind, n, params, &e), 0, "%s: %s", kind, e.msg);
     s->p = calloc((size_t)n, sizeof *s->p);
     s->alive = malloc((size_t)n);
@@ -277,7 +277,7 @@ Test(gossip_pushsum, loss_share_arrives_with_next_message)
         }
         for (int i = 0; i < 2; i++)
             if (!(i == 0 && r == 0))
-                cr_assert_eq(gsp_absorb(&b.p[m[i][0].dst], &m[i][0]), 1);
+                cr_assert_eq(gsp_absorb(&b.p[m[i][0].dst], &m[i][0]), GSP_APPLIED);
         b.round++;
         double pending = gsp_edge_pending(&b.p[0], &b.p[1], acc);
         if (r == 0)
@@ -492,7 +492,7 @@ Test(gossip_pushsum, a_share_no_honest_sender_makes_is_refused_and_nothing_of_it
         tot[i] = 0.25 * x0[i];
     gsp_msg m = {.src = 0, .dst = 1, .round = 0, .seq = 1, .kind = GSP_RAW, .w_total = 0.25, .dim = DIM,
                  .x_total = tot};
-    cr_assert_eq(gsp_absorb(&g, &m), 1);
+    cr_assert_eq(gsp_absorb(&g, &m), GSP_APPLIED);
     const double w1 = g.w;
     float x1[DIM];
     memcpy(x1, g.x, sizeof x1);
@@ -534,7 +534,7 @@ Test(gossip_pushsum, a_share_no_honest_sender_makes_is_refused_and_nothing_of_it
     for (int i = 0; i < DIM; i++) /* the honest sender's next totals: everything since the last one applied */
         tot[i] += 0.25 * x0[i];
     m.seq = 20, m.w_total = 0.5;
-    cr_assert_eq(gsp_absorb(&g, &m), 1);
+    cr_assert_eq(gsp_absorb(&g, &m), GSP_APPLIED);
     cr_assert_float_eq(g.w, w1 + 0.25, 1e-15);
     gsp_free(&g);
 
@@ -552,7 +552,7 @@ Test(gossip_pushsum, a_share_no_honest_sender_makes_is_refused_and_nothing_of_it
     topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}, .keep = 0.5};
     gsp_msg d[TOPO_MAX_OUT];
     cr_assert_eq(gsp_emit(&a, &out, d), 1);
-    cr_assert_eq(gsp_absorb(&r, &d[0]), 1);
+    cr_assert_eq(gsp_absorb(&r, &d[0]), GSP_APPLIED);
     cr_assert_eq(gsp_emit(&a, &out, d), 1);
     uint8_t poisoned[4096];
     cr_assert_leq(d[0].payload_len, sizeof poisoned);
@@ -741,7 +741,7 @@ Test(gossip_compressed, a_sync_lists_its_corrections_where_the_messages_changed_
             a.x[i] += 0.01f * cosf((float)(i * r));
         cr_assert_eq(gsp_emit(&a, &out, &m), 1);
         if (r <= 2)
-            cr_assert_eq(gsp_absorb(&b, &m), 1);
+            cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED);
     }
     double *want = malloc(D * sizeof *want), *got = malloc(D * sizeof *got);
     uint8_t *changed = malloc(D);
@@ -799,7 +799,7 @@ Test(gossip_compressed, a_sync_from_the_receivers_seq_brings_what_it_lost_after_
             a.x[i] += 0.01f * cosf((float)(i * r));
         cr_assert_eq(gsp_emit(&a, &out, &m), 1);
         if (r <= 2)
-            cr_assert_eq(gsp_absorb(&b, &m), 1);
+            cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED);
         else if (r == 6)
             cr_assert_eq(gsp_absorb(&b, &m), GSP_NEED_SYNC, "3 to 5 were lost");
     }
@@ -815,7 +815,7 @@ Test(gossip_compressed, a_sync_from_the_receivers_seq_brings_what_it_lost_after_
     cr_assert_eq(gsp_sync_msg(&a, 1, gsp_in_seq(&b, 0), &sync), 0);
     cr_assert_eq(sync.kind, GSP_SYNC);
     cr_assert_eq(sync.base, 2);
-    cr_assert_eq(gsp_absorb(&b, &sync), 1);
+    cr_assert_eq(gsp_absorb(&b, &sync), GSP_APPLIED);
     cr_assert_eq(memcmp(a.out[0].ref, b.in[0].ref, D * sizeof(float)), 0, "the references agree again");
     cr_assert_float_eq(a.w + b.w, 2.0, 1e-15, "the weight whole");
     double mass = 0, scale = 0;
@@ -884,8 +884,8 @@ Test(gossip_pushsum, a_push_of_the_other_kind_than_the_receiver_s_codec_is_refus
                   "%s: counted as refused", cases[k].what);
     }
     /* the messages of the right kind are taken */
-    cr_assert_eq(gsp_absorb(&b, &delta), 1);
-    cr_assert_eq(gsp_absorb(&v, &raw), 1);
+    cr_assert_eq(gsp_absorb(&b, &delta), GSP_APPLIED);
+    cr_assert_eq(gsp_absorb(&v, &raw), GSP_APPLIED);
     gsp_free(&a), gsp_free(&b), gsp_free(&u), gsp_free(&v);
 }
 
@@ -904,7 +904,7 @@ Test(gossip_compressed, a_sync_nobody_asked_for_is_taken_by_its_base)
                 a.x[i] += 0.01f * cosf((float)(i * r));
             cr_assert_eq(gsp_emit(&a, &out, &m), 1);
             if (r <= 2 || (c == 3 && r <= 4))
-                cr_assert_eq(gsp_absorb(&b, &m), 1);
+                cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED);
         }
         const uint64_t held = gsp_in_seq(&b, 0);
         const uint64_t base = c == 0 ? held : c == 1 ? held - 1 : c == 2 ? held + 1 : held - 1;
@@ -957,14 +957,14 @@ Test(gossip_pushsum, raw_totals_may_go_down_w_total_may_not)
         tot[i] = 1.0 + i;
     gsp_msg m = {.src = 0, .dst = 1, .round = 0, .seq = 1, .kind = GSP_RAW, .w_total = 0.5, .dim = DIM,
                  .x_total = tot};
-    cr_assert_eq(gsp_absorb(&g, &m), 1);
+    cr_assert_eq(gsp_absorb(&g, &m), GSP_APPLIED);
     const float x3 = g.x[3];
     tot[3] -= 2.5; /* a coordinate whose shares were negative since */
     m.seq = 2, m.w_total = 0.75;
-    cr_assert_eq(gsp_absorb(&g, &m), 1, "a total that went down is taken");
+    cr_assert_eq(gsp_absorb(&g, &m), GSP_APPLIED, "a total that went down is taken");
     cr_assert_float_eq(g.x[3], x3 - 2.5f, 1e-6, "its change applied");
     m.seq = 3, m.w_total = 0.75;
-    cr_assert_eq(gsp_absorb(&g, &m), 1, "w_total may repeat");
+    cr_assert_eq(gsp_absorb(&g, &m), GSP_APPLIED, "w_total may repeat");
     m.seq = 4, m.w_total = 0.625;
     cr_assert_eq(gsp_absorb(&g, &m), GSP_REFUSED, "w_total may not go down");
     gsp_free(&g);
@@ -984,17 +984,17 @@ Test(gossip_pushsum, a_nack_s_answer_repeats_the_last_seq_and_a_seq_held_is_igno
             cr_assert_eq(gsp_emit(&a, &out, &m), 1);
             cr_assert_eq(m.seq, (uint64_t)r, "each message the next seq");
             if (r == 1)
-                cr_assert_eq(gsp_absorb(&b, &m), 1);
+                cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED);
         }
         gsp_msg answer;
         cr_assert_eq(gsp_sync_msg(&a, 1, gsp_in_seq(&b, 0), &answer), 0);
         cr_assert_eq(answer.kind, c ? GSP_SYNC : GSP_RAW);
         cr_assert_eq(answer.seq, 3, "%s: the last seq sent, again", c ? "SYNC" : "RAW");
-        cr_assert_eq(gsp_absorb(&b, &answer), 1);
+        cr_assert_eq(gsp_absorb(&b, &answer), GSP_APPLIED);
         const double w = b.w;
         const uint64_t ignored = b.stats.ignored;
-        cr_assert_eq(gsp_absorb(&b, &m), 0, "seq 3 again: held");
-        cr_assert_eq(gsp_absorb(&b, &answer), 0, "the answer again: held");
+        cr_assert_eq(gsp_absorb(&b, &m), GSP_IGNORED, "seq 3 again: held");
+        cr_assert_eq(gsp_absorb(&b, &answer), GSP_IGNORED, "the answer again: held");
         cr_assert_eq(b.w, w);
         cr_assert_eq(b.stats.ignored, ignored + 2);
         gsp_free(&a), gsp_free(&b);

@@ -40,7 +40,7 @@ static void talked(gsp_peer *a, gsp_peer *b, int rounds)
     peer(b, 1, 7, 10.0f);
     for (int r = 0; r < rounds; r++) {
         gsp_msg m = half_to(a, 1);
-        cr_assert_eq(gsp_absorb(b, &m), 1);
+        cr_assert_eq(gsp_absorb(b, &m), GSP_APPLIED);
     }
 }
 
@@ -58,9 +58,9 @@ Test(gossip_rejoin, a_restarted_sender_starts_its_edge_again_and_old_messages_ar
     double w_before = b.w;
     gsp_msg m = half_to(&a, 1);
     cr_assert_eq(m.seq, 1);
-    cr_assert_eq(gsp_absorb(&b, &m), 1, "a higher incarnation is taken even though its seq is lower");
+    cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED, "a higher incarnation is taken even though its seq is lower");
     cr_assert_float_eq(b.w - w_before, 0.5, 1e-12, "exactly the new share arrives, not its total minus the old run's");
-    cr_assert_eq(gsp_absorb(&b, &stale), 0, "a message of the earlier run is stale");
+    cr_assert_eq(gsp_absorb(&b, &stale), GSP_IGNORED, "a message of the earlier run is stale");
     cr_assert_float_eq(b.w - w_before, 0.5, 1e-12);
     gsp_msg_free(&stale);
     gsp_free(&a);
@@ -76,12 +76,12 @@ Test(gossip_rejoin, a_joiner_adopts_the_totals_meant_for_its_predecessor)
     b.adopt = 1;
     gsp_msg m = half_to(&a, 1);
     cr_assert_gt(m.seq, 1);
-    cr_assert_eq(gsp_absorb(&b, &m), 0, "adopted: a baseline, nothing applied");
+    cr_assert_eq(gsp_absorb(&b, &m), GSP_IGNORED, "adopted: a baseline, nothing applied");
     cr_assert(b.w == 1.0, "the joiner keeps its own unit of weight (w %.17g)", b.w);
     float z0 = b.x[0];
     m = half_to(&a, 1);
     double share = m.w_total - b.in[0].w;
-    cr_assert_eq(gsp_absorb(&b, &m), 1, "the next message is mass again");
+    cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED, "the next message is mass again");
     cr_assert_float_eq(b.w, 1.0 + share, 1e-12);
     cr_assert_neq(b.x[0], z0);
     gsp_free(&a);
@@ -110,11 +110,11 @@ Test(gossip_rejoin, a_joiner_with_a_codec_asks_for_a_sync_and_adopts_it)
     cr_assert_eq(sync.base, m.seq - 1);
     cr_assert_leq(sync.n_corr, 2, "the last message's positions only (topk:0.4 of 5)");
     cr_assert_lt(sync.n_corr, all_corrections, "from seq 0 the SYNC would carry every message's corrections");
-    cr_assert_eq(gsp_absorb(&b, &sync), 0, "the SYNC is adopted");
+    cr_assert_eq(gsp_absorb(&b, &sync), GSP_IGNORED, "the SYNC is adopted");
     cr_assert(b.w == 1.0);
     cr_assert_eq(memcmp(b.in[0].ref, a.out[0].ref, DIM * sizeof(float)), 0, "both ends hold the same reference");
     m = half_to(&a, 1);
-    cr_assert_eq(gsp_absorb(&b, &m), 1, "deltas apply from there on");
+    cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED, "deltas apply from there on");
     gsp_free(&a);
     gsp_free(&b);
     g_codec = NULL;
@@ -128,7 +128,7 @@ Test(gossip_rejoin, a_first_message_of_a_fresh_edge_is_mass_even_for_a_joiner)
     b.adopt = 1;
     gsp_msg m = half_to(&a, 1);
     cr_assert_eq(m.seq, 1);
-    cr_assert_eq(gsp_absorb(&b, &m), 1, "seq 1 holds only this share: nothing of a predecessor to adopt");
+    cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED, "seq 1 holds only this share: nothing of a predecessor to adopt");
     cr_assert_float_eq(b.w, 1.5, 1e-12);
     gsp_free(&a);
     gsp_free(&b);

@@ -154,7 +154,7 @@ static void round_trip(const char *codec_text)
     for (int i = 0; i < N_PEERS; i++)
         state_init(&s[i], i, dim, 100 + (uint64_t)i);
     topo t;
-    topo_error te;
+    parse_error te;
     cr_assert_eq(topo_generate(&t, "exponential", N_PEERS, NULL, &te), 0);
     uint8_t alive[N_PEERS];
     memset(alive, 1, sizeof alive);
@@ -432,7 +432,7 @@ Test(peer_ckpt, resume_changes_the_total_weight_by_w_c_minus_w_crash)
     for (int i = 0; i < N_PEERS; i++)
         state_init(&s[i], i, dim, 10);
     topo t;
-    topo_error te;
+    parse_error te;
     cr_assert_eq(topo_generate(&t, "exponential", N_PEERS, NULL, &te), 0);
     uint8_t alive[N_PEERS];
     memset(alive, 1, sizeof alive);

@@ -45,7 +45,7 @@ static const char *key(int i)
     return b;
 }
 
-static int parse(cluster *c, const char *text, cluster_error *e)
+static int parse(cluster *c, const char *text, parse_error *e)
 {
     return cluster_parse(c, text, strlen(text), "c.conf", "/etc/sgp", e);
 }
@@ -53,7 +53,7 @@ static int parse(cluster *c, const char *text, cluster_error *e)
 static void expect_error(const char *text, int line, const char *needle)
 {
     cluster c;
-    cluster_error e;
+    parse_error e;
     memset(&c, 0x5a, sizeof c); /* parse must not trust what was there */
     int rc = parse(&c, text, &e);
     cr_assert_eq(rc, -EBADMSG, "rc %d for:\n%s\nmsg: %s", rc, text, e.msg);
@@ -68,7 +68,7 @@ static void expect_error(const char *text, int line, const char *needle)
 
 static void expect_ok(cluster *c, const char *text)
 {
-    cluster_error e;
+    parse_error e;
     int rc = parse(c, text, &e);
     cr_assert_eq(rc, 0, "%s:%d: %s\n---\n%s", e.file, e.line, e.msg, text);
 }
@@ -165,7 +165,7 @@ Test(peer_cluster, load_resolves_the_topology_against_the_file_directory)
     snprintf(text, sizeof text, "cluster a\ntopology topo/x.topo\npeer 0 h:1 %s\n", key(0));
     sgp_write_text(path, text);
     cluster c;
-    cluster_error e;
+    parse_error e;
     cr_assert_eq(cluster_load(&c, path, &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
     char want[200];
     snprintf(want, sizeof want, "%s/topo/x.topo", sub);
@@ -197,7 +197,7 @@ Test(peer_cluster, load_resolves_the_topology_against_the_file_directory)
 Test(peer_cluster, missing_or_unreadable_file)
 {
     cluster c;
-    cluster_error e;
+    parse_error e;
     char path[128];
     snprintf(path, sizeof path, "%s/nope.conf", g_dir);
     cr_assert_eq(cluster_load(&c, path, &e), -ENOENT);
@@ -398,7 +398,7 @@ Test(peer_cluster, many_peers_parse_and_duplicates_are_found_among_them)
         len += (size_t)snprintf(text + len, cap - len, "peer %d 10.%d.%d.%d:7000 %s\n", i, i >> 16, (i >> 8) & 255,
                                 i & 255, key(i));
     cluster c;
-    cluster_error e;
+    parse_error e;
     cr_assert_eq(cluster_parse(&c, text, len, "big", NULL, &e), 0, "%d: %s", e.line, e.msg);
     cr_assert_eq(c.n_peers, n);
     for (int i = 0; i < n; i++)
@@ -422,7 +422,7 @@ static void round_trip(const cluster *a)
     cr_assert_eq(cluster_write(a, f, "written by a test\nsecond comment line"), 0);
     fclose(f);
     cluster b;
-    cluster_error e;
+    parse_error e;
     cr_assert_eq(cluster_parse(&b, buf, len, "rt", NULL, &e), 0, "%d: %s\n---\n%s", e.line, e.msg, buf);
     same_cluster(a, &b);
     /* writing what was read gives the same text */
@@ -458,7 +458,7 @@ Test(peer_cluster, build_write_load_round_trip)
     cr_assert_eq(cluster_write(&c, f, NULL), 0);
     fclose(f);
     cluster d;
-    cluster_error e;
+    parse_error e;
     cr_assert_eq(cluster_load(&d, path, &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
     same_cluster(&c, &d);
     uint8_t ia[SEC_CLUSTER_ID_BYTES], ib[SEC_CLUSTER_ID_BYTES];

@@ -32,7 +32,7 @@ typedef struct scene {
 static void scene_make_codec(scene *s, const char *kind, int n, long rounds, int tau, const cmp_spec *codec)
 {
     memset(s, 0, sizeof *s);
-    topo_error te;
+    parse_error te;
     cr_assert_eq(topo_generate(&s->t, kind, n, NULL, &te), 0, "%s", te.msg);
     s->c = (peer_settings){.topology = &s->t, .n_peers = n, .tau = tau, .dead_timeout = 1.0, .round_timeout = 0.5,
                            .barrier = 1, .codec = codec};
@@ -821,7 +821,7 @@ static void reference_equals_simulator(const char *codec_text)
     cr_assert_eq(nn_dataset_subset(&full_train, idx, 1000, &train), 0);
     cr_assert_eq(nn_dataset_subset(&full_test, idx, 200, &test), 0);
     topo t;
-    topo_error te;
+    parse_error te;
     cr_assert_eq(topo_generate(&t, "exponential", 4, NULL, &te), 0, "%s", te.msg);
     cmp_spec spec;
     cr_assert_eq(cmp_spec_parse(&spec, codec_text, err, sizeof err), 0, "%s", err);

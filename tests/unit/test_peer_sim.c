@@ -37,7 +37,7 @@ TestSuite(peer_sim, .init = load, .fini = unload, .timeout = 120);
 
 static void config(sim_config *c, const char *kind, int n)
 {
-    topo_error e;
+    parse_error e;
     topo_free(&t);
     cr_assert_eq(topo_generate(&t, kind, n, NULL, &e), 0, "%s", e.msg);
     sim_config_defaults(c);

@@ -50,9 +50,9 @@ static mode_t mode_of(const char *path)
     return st.st_mode & 07777;
 }
 
-static int put(const char *path, const char *text, mode_t mode, int flags, char *err, size_t cap)
+static int put(const char *path, const char *text, mode_t mode, int flags, char *err, size_t errlen)
 {
-    return wholefile_write(path, text, strlen(text), mode, flags, err, cap);
+    return wholefile_write(path, text, strlen(text), mode, flags, err, errlen);
 }
 
 Test(peer_store, wholefile_write_replaces_with_exactly_the_mode_given, .fini = cleanup)
@@ -243,9 +243,9 @@ Test(peer_store, roundlog_reads_back_what_it_writes)
     cr_assert(nl && nl[1] && strchr(nl + 1, '\n') == text + len - 1, "one line each: %s", text);
     cr_assert_null(strstr(text, "test_accuracy\": -1"), "left out when not evaluated: %s", text);
     roundlog_line back;
-    cr_assert_eq(roundlog_parse(text, (size_t)(nl + 1 - text), &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(roundlog_parse(text, (size_t)(nl + 1 - text), &back, err, sizeof err), ROUNDLOG_ROUND, "%s", err);
     cr_assert_eq(memcmp(&back, &a, sizeof a), 0);
-    cr_assert_eq(roundlog_parse(nl + 1, strlen(nl + 1), &back, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(roundlog_parse(nl + 1, strlen(nl + 1), &back, err, sizeof err), ROUNDLOG_ROUND, "%s", err);
     cr_assert(isnan(back.loss) && back.test_accuracy == 0.9125 && back.round == 13);
     free(text);
 }
@@ -265,8 +265,8 @@ Test(peer_store, roundlog_tells_round_lines_from_the_others)
                        "\"w\": 0.125, \"step_s\": 1.5, \"gossip_s\": 0.5, \"frame_s\": 0.25, \"wait_s\": 0.125, "
                        "\"test_accuracy\": 0.912300}\n"),
                  0);
-    cr_assert_eq(parse("{\"event\": \"neighbour lost\", \"peer\": 3, \"round\": 12, \"t\": 1.000}\n"), 1);
-    cr_assert_eq(parse("{\"ledger\": \"peer\", \"id\": 0, \"incarnation\": 1, \"w\": 0.5, \"round\": 9, \"w_adopted\": 0}\n"), 1);
+    cr_assert_eq(parse("{\"event\": \"neighbour lost\", \"peer\": 3, \"round\": 12, \"t\": 1.000}\n"), ROUNDLOG_OTHER);
+    cr_assert_eq(parse("{\"ledger\": \"peer\", \"id\": 0, \"incarnation\": 1, \"w\": 0.5, \"round\": 9, \"w_adopted\": 0}\n"), ROUNDLOG_OTHER);
     cr_assert_eq(parse("{\"round\": 250, \"loss\": 0.4}\n"), -EBADMSG, "a line cut short");
     cr_assert_eq(parse("{\"round\": 250, \"loss\": 0.412345, \"bytes_out\": 12"), -EBADMSG, "a torn last line");
     cr_assert_eq(parse(""), -EBADMSG);

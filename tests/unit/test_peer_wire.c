@@ -985,7 +985,7 @@ static void absorb_through_the_wire(const char *codec)
 {
     enum { DIM = 257, ROUNDS = 24 };
     topo t;
-    topo_error te;
+    parse_error te;
     cr_assert_eq(topo_generate(&t, "ring", 2, NULL, &te), 0);
     cmp_spec spec;
     char err[128];

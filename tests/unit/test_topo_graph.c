@@ -15,7 +15,7 @@ TestSuite(topo_graph, .timeout = 120);
 
 static void gen(topo *t, const char *kind, int n, const char *params)
 {
-    topo_error e;
+    parse_error e;
     int rc = topo_generate(t, kind, n, params, &e);
     cr_assert_eq(rc, 0, "%s n=%d %s: %s", kind, n, params ? params : "", e.msg);
 }
@@ -23,7 +23,7 @@ static void gen(topo *t, const char *kind, int n, const char *params)
 static void gen_fails(const char *kind, int n, const char *params, const char *needle)
 {
     topo t;
-    topo_error e;
+    parse_error e;
     int rc = topo_generate(&t, kind, n, params, &e);
     cr_assert_eq(rc, -EINVAL, "%s n=%d %s: rc %d", kind, n, params ? params : "", rc);
     cr_assert(strstr(e.msg, needle), "expected '%s' in: %s", needle, e.msg);
@@ -254,7 +254,7 @@ Test(topo_graph, random_is_seeded_with_exact_out_degree)
                     cr_assert_lt(got[k - 1], got[k], "distinct targets");
             }
         }
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_validate(&a, &e), 0, "%s", e.msg);
     topo_free(&a), topo_free(&b), topo_free(&c);
 
@@ -309,7 +309,7 @@ Test(topo_graph, validate_rejects_a_bad_hand_built_topology)
     size_t at[2] = {0, 2};
     topo_edge edges[2] = {{1, 0, -1}, {0, 1, -1}};
     topo t = {.n_peers = 2, .n_phases = 1, .phase_at = at, .edges = edges};
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_validate(&t, &e), -EINVAL);
     cr_assert(strstr(e.msg, "not sorted"), "%s", e.msg);
     edges[0] = (topo_edge){0, 1, -1}, edges[1] = (topo_edge){1, 0, -1};
@@ -372,7 +372,7 @@ Test(topo_graph, route_never_targets_a_dead_peer_and_conserves_shares)
         topo_free(&t);
     }
     topo t;
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_load(&t, "topologies/racks8.topo", &e), 0, "%s", e.msg);
     uint8_t alive[8] = {1, 0, 1, 1, 0, 1, 1, 1};
     check_routes(&t, alive, "racks8");
@@ -602,7 +602,7 @@ Test(topo_graph, dot_has_one_edge_per_union_edge_labelled_by_phase)
     topo_free(&t);
 
     /* an edge active in several phases lists them all */
-    topo_error e;
+    parse_error e;
     const char *text = "peers 2\nphase\n0 -> 1\n1 -> 0\nphase\n0 -> 1\n";
     cr_assert_eq(topo_parse(&t, text, strlen(text), "d", &e), 0, "%s", e.msg);
     f = open_memstream(&buf, &len);
@@ -619,7 +619,7 @@ Test(topo_graph, dot_has_one_edge_per_union_edge_labelled_by_phase)
 Test(topo_graph, degree_counts_distinct_neighbours_over_all_phases)
 {
     topo t;
-    topo_error e;
+    parse_error e;
     int n_out, n_in;
     cr_assert_eq(topo_generate(&t, "exponential", 8, NULL, &e), 0, "%s", e.msg);
     for (int i = 0; i < 8; i++) {

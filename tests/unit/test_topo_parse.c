@@ -19,12 +19,12 @@ TestSuite(topo_parse, .timeout = 120);
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static int parse(topo *t, const char *text, topo_error *e) { return topo_parse(t, text, strlen(text), "t.topo", e); }
+static int parse(topo *t, const char *text, parse_error *e) { return topo_parse(t, text, strlen(text), "t.topo", e); }
 
 static void expect_error(const char *text, int line, const char *needle)
 {
     topo t;
-    topo_error e;
+    parse_error e;
     memset(&t, 0x5a, sizeof t); /* parse must not trust what was there */
     int rc = parse(&t, text, &e);
     cr_assert_eq(rc, -EBADMSG, "rc %d for:\n%s\nmsg: %s", rc, text, e.msg);
@@ -38,7 +38,7 @@ static void expect_error(const char *text, int line, const char *needle)
 
 static void expect_ok(topo *t, const char *text)
 {
-    topo_error e;
+    parse_error e;
     int rc = parse(t, text, &e);
     cr_assert_eq(rc, 0, "%s:%d: %s\n---\n%s", e.file, e.line, e.msg, text);
 }
@@ -53,7 +53,7 @@ static void round_trip(const topo *a, const char *what)
     cr_assert_eq(topo_write(a, f, "round trip\nsecond comment line"), 0);
     fclose(f);
     topo b;
-    topo_error e;
+    parse_error e;
     int rc = topo_parse(&b, buf, len, what, &e);
     cr_assert_eq(rc, 0, "%s:%d: %s\n---\n%s", e.file, e.line, e.msg, buf);
     assert_same_edges(a, &b, what);
@@ -76,7 +76,7 @@ Test(topo_parse, every_example_file_loads_and_validates)
         char path[128];
         snprintf(path, sizeof path, "topologies/%s.topo", want[i].name);
         topo t;
-        topo_error e;
+        parse_error e;
         int rc = topo_load(&t, path, &e);
         cr_assert_eq(rc, 0, "%s:%d: %s", e.file, e.line, e.msg);
         cr_assert_eq(t.n_peers, want[i].peers, "%s", path);
@@ -90,7 +90,7 @@ Test(topo_parse, every_example_file_loads_and_validates)
     cr_assert_geq(g.gl_pathc, sizeof want / sizeof *want);
     for (size_t i = 0; i < g.gl_pathc; i++) {
         topo t;
-        topo_error e;
+        parse_error e;
         cr_assert_eq(topo_load(&t, g.gl_pathv[i], &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
         topo_free(&t);
     }
@@ -117,7 +117,7 @@ Test(topo_parse, example_files_begin_with_a_when_to_use_comment)
 Test(topo_parse, racks8_is_explicit_weighted_and_sums_to_one)
 {
     topo t;
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_load(&t, "topologies/racks8.topo", &e), 0, "%s:%d: %s", e.file, e.line, e.msg);
     cr_assert(t.weighted);
     cr_assert_str_eq(t.kind, "explicit");
@@ -218,7 +218,7 @@ Test(topo_parse, generator_line_matches_topo_generate)
 {
     topo a, b;
     expect_ok(&a, "peers 16\ngenerator random out=3 seed=42 phases=2   # comment\n");
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_generate(&b, "random", 16, "out=3 seed=42 phases=2", &e), 0, "%s", e.msg);
     assert_same_edges(&a, &b, "random");
     cr_assert_str_eq(a.kind, "random out=3 seed=42 phases=2");
@@ -381,7 +381,7 @@ Test(topo_parse, nul_byte)
 {
     static const char text[] = "peers 2\n0 -> 1\0\n1 -> 0\n";
     topo t;
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_parse(&t, text, sizeof text - 1, "t.topo", &e), -EBADMSG);
     cr_assert_eq(e.line, 2);
     cr_assert(strstr(e.msg, "NUL"), "%s", e.msg);
@@ -390,7 +390,7 @@ Test(topo_parse, nul_byte)
 Test(topo_parse, load_names_the_missing_file)
 {
     topo t;
-    topo_error e;
+    parse_error e;
     cr_assert_eq(topo_load(&t, "/nonexistent/x.topo", &e), -ENOENT);
     cr_assert_str_eq(e.file, "/nonexistent/x.topo");
     cr_assert_eq(e.line, 0);
@@ -408,7 +408,7 @@ Test(topo_parse, round_trip_examples_generators_and_weights)
     cr_assert_eq(glob("topologies/*.topo", 0, NULL, &g), 0);
     for (size_t i = 0; i < g.gl_pathc; i++) {
         topo t;
-        topo_error e;
+        parse_error e;
         cr_assert_eq(topo_load(&t, g.gl_pathv[i], &e), 0, "%s", e.msg);
         round_trip(&t, g.gl_pathv[i]);
         /* and as explicit phases, the way 'gen --explicit' writes them */
@@ -423,7 +423,7 @@ Test(topo_parse, round_trip_examples_generators_and_weights)
                                            {"star", "center=3"},  {"random", "out=2 seed=9 phases=3"}};
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
         topo t;
-        topo_error e;
+        parse_error e;
         cr_assert_eq(topo_generate(&t, kinds[i][0], 12, kinds[i][1], &e), 0, "%s: %s", kinds[i][0], e.msg);
         round_trip(&t, kinds[i][0]);
         snprintf(t.kind, sizeof t.kind, "explicit");
