@@ -5,7 +5,7 @@
 # (tests/bench/api_peer.c). Runs interleaved, REPEAT times each; prints the
 # median rounds per second of each and their ratio (the reference is sgp
 # peer, measured in this run).
-#   make bench-bin && bash tests/bench/api_overhead.sh     Knobs: EPOCHS (3), REPEAT (3), CODEC (stc:0.04), BUILD
+#   make build/sgp build/bench/api_peer && bash tests/bench/api_overhead.sh     Knobs: EPOCHS (3), REPEAT (3), CODEC (stc:0.04), BUILD
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
