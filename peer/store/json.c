@@ -154,12 +154,11 @@ static int fail(json_in *r, int rc, const char *fmt, ...)
 {
     if (r->err)
         return r->err;
-    char what[160];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    vsnprintf(r->error.msg, sizeof r->error.msg, fmt, ap);
     va_end(ap);
-    snprintf(r->msg, sizeof r->msg, "%s:%d: %s", r->name, r->line, what);
+    r->error.line = r->line;
     return r->err = rc;
 }
 
@@ -190,7 +189,8 @@ static int literal(json_in *r, const char *s)
 void json_in_init(json_in *r, json_layout layout, const char *name, const char *text, size_t len)
 {
     memset(r, 0, sizeof *r);
-    r->p = text, r->end = text + len, r->name = name, r->layout = layout, r->line = 1;
+    r->p = text, r->end = text + len, r->layout = layout, r->line = 1;
+    snprintf(r->error.file, sizeof r->error.file, "%s", name ? name : "");
     if (literal(r, "{") < 0)
         fail(r, -EBADMSG, "not a JSON object");
 }
@@ -205,9 +205,10 @@ static int expect_key(json_in *r, const char *key)
     if (literal(r, sep) < 0)
         return fail(r, -EBADMSG, "expected %s\"%s\", found %s", r->n ? "a comma and " : "", key,
                     found(r, q, sizeof q));
-    const json_in start = *r; /* quote from the key on */
+    const char *at = r->p; /* quote from the key on */
+    int line = r->line;
     if (literal(r, "\"") < 0 || literal(r, key) < 0 || literal(r, "\": ") < 0) {
-        *r = start;
+        r->p = at, r->line = line;
         return fail(r, -EBADMSG, "expected \"%s\", found %s", key, found(r, q, sizeof q));
     }
     r->n++;
