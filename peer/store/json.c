@@ -256,14 +256,18 @@ static size_t number_len(const char *p, const char *end, int integer)
     return (size_t)(p - s);
 }
 
-/* The number token of member `key`, NUL-terminated in tok; 0, 1 for null. */
+/* What number found when it did not fail. */
+enum number_kind { NUMBER_TOKEN = 0, NUMBER_NULL = 1 };
+
+/* The number token of member `key`, NUL-terminated in tok: NUMBER_TOKEN,
+ * NUMBER_NULL (a number that was not finite), or the sticky error. */
 static int number(json_in *r, const char *key, int integer, char *tok, size_t cap)
 {
     char q[64];
     if (expect_key(r, key) < 0)
         return r->err;
     if (!integer && literal(r, "null") == 0)
-        return 1;
+        return NUMBER_NULL;
     size_t n = number_len(r->p, r->end, integer);
     if (n == 0 || n >= cap)
         return fail(r, -EBADMSG, "\"%s\": expected %s, found %s", key, integer ? "an integer" : "a number",
@@ -271,7 +275,7 @@ static int number(json_in *r, const char *key, int integer, char *tok, size_t ca
     memcpy(tok, r->p, n);
     tok[n] = 0;
     r->p += n;
-    return 0;
+    return NUMBER_TOKEN;
 }
 
 int json_in_num(json_in *r, const char *key, double *v)
@@ -279,7 +283,7 @@ int json_in_num(json_in *r, const char *key, double *v)
     char tok[64];
     int rc = number(r, key, 0, tok, sizeof tok);
     if (rc >= 0)
-        *v = rc == 1 ? NAN : strtod(tok, NULL);
+        *v = rc == NUMBER_NULL ? NAN : strtod(tok, NULL);
     return rc < 0 ? rc : 0;
 }
 
