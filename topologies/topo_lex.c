@@ -19,7 +19,7 @@ void topo_lex_init(topo_lex *L, const char *text, size_t len, int flags)
 int topo_lex_line(topo_lex *L, const char **s, const char **end)
 {
     if (!L->p || L->p >= L->end)
-        return 0;
+        return TOPO_LEX_END;
     /* An int counts the lines because messages print them with %d; a text
      * of 2^31 lines is no configuration anyone wrote. */
     if (L->line == INT_MAX)
@@ -30,7 +30,7 @@ int topo_lex_line(topo_lex *L, const char **s, const char **end)
     *s = L->p;
     *end = hash ? hash : le;
     L->p = nl ? nl + 1 : L->end;
-    return 1;
+    return TOPO_LEX_LINE;
 }
 
 int topo_lex_space(const topo_lex *L, char c)

@@ -9,7 +9,7 @@
  *   topo_lex_init(&L, text, len, 0);              // TOPO_LEX_COMMA: ',' separates too
  *   const char *s, *end;
  *   int rc;
- *   while ((rc = topo_lex_line(&L, &s, &end)) > 0) {   // L.line: this line's number
+ *   while ((rc = topo_lex_line(&L, &s, &end)) == TOPO_LEX_LINE) { // L.line: its number
  *       topo_span kw;
  *       if (!topo_lex_token(&L, &s, end, &kw))
  *           continue;                              // blank or comment only
@@ -17,7 +17,7 @@
  *       char q[40];
  *       ... "unknown keyword '%s'", topo_span_quote(kw, q, sizeof q) ...
  *   }
- *   if (rc < 0) ... "too many lines" at L.line ...
+ *   if (rc < 0) ... "too many lines" at L.line ...  // else rc == TOPO_LEX_END
  *
  * The input is untrusted (both parsers are fuzzed): a token is a span into
  * the text, never NUL-terminated, and nothing here allocates. What a line
@@ -44,10 +44,14 @@ typedef struct topo_lex {
 
 void topo_lex_init(topo_lex *L, const char *text, size_t len, int flags);
 
+/* What topo_lex_line found when it did not fail. */
+enum topo_lex_result { TOPO_LEX_END = 0, TOPO_LEX_LINE = 1 };
+
 /* The next line, without its '\n' and without its comment (from the first
- * '#'): 1 with the line in [*s, *end), 0 after the last line, or -ERANGE
- * when the line number would pass INT_MAX (L->line stays at INT_MAX). A
- * text that ends without '\n' still ends with a line; an empty text has none. */
+ * '#'): TOPO_LEX_LINE with the line in [*s, *end), TOPO_LEX_END after the
+ * last line, or -ERANGE when the line number would pass INT_MAX (L->line
+ * stays at INT_MAX). A text that ends without '\n' still ends with a line;
+ * an empty text has none. */
 int topo_lex_line(topo_lex *L, const char **s, const char **end);
 
 /* Whether c separates tokens: blank characters (space, tab, CR, VT, FF),

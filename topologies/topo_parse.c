@@ -418,15 +418,16 @@ int topo_parse(topo *t, const char *text, size_t len, const char *name, parse_er
     }
     parser P = {.e = e, .weighted = -1};
     topo_lex_init(&P.L, text, len, TOPO_LEX_COMMA);
-    int rc = 0;
+    int rc;
     const char *s, *end;
-    while (rc == 0 && (rc = topo_lex_line(&P.L, &s, &end)) > 0) {
+    while ((rc = topo_lex_line(&P.L, &s, &end)) == TOPO_LEX_LINE) {
         P.line = P.L.line;
-        rc = parse_line(&P, s, end);
+        if ((rc = parse_line(&P, s, end)) < 0)
+            break;
     }
-    if (rc == -ERANGE)
+    if (rc == -ERANGE) /* the lexer's: parse_line says -EBADMSG or -ENOMEM */
         rc = perr(&P, "too many lines");
-    if (rc == 0)
+    if (rc == TOPO_LEX_END)
         rc = finish(&P, t, name);
     parser_free(&P);
     if (rc < 0)

@@ -110,7 +110,7 @@ int cmd_dst(int argc, char **argv)
                    (unsigned long long)s.seed, o.failed ? "FAILED" : "ok", 100 * o.accuracy, 100 * o.baseline,
                    o.simulated_seconds, o.wall_seconds, cmd);
         }
-        if (rc == 1) {
+        if (rc == DST_FAILED) {
             progress_clear(&bar);
             printf("schedule %llu failed: %s\nshrinking...\n", (unsigned long long)s.seed, o.why);
             fflush(stdout);

@@ -71,8 +71,10 @@ static int take(launch_opts *o, fault_plan *f, const char *a, const char *v)
 {
     char ferr[256];
     int rc = fault_plan_add(f, a, v, ferr, sizeof ferr);
-    if (rc <= 0)
-        return rc < 0 ? cli_usage(CMD, "%s", ferr) : 0;
+    if (rc < 0)
+        return cli_usage(CMD, "%s", ferr);
+    if (rc == FAULT_TAKEN)
+        return 0;
     long peers;
     if (!strcmp(a, "--peers")) {
         if (cli_long(CMD, "--peers", v, 1, TOPO_MAX_PEERS, &peers))

@@ -461,7 +461,7 @@ int cluster_parse(cluster *c, const char *text, size_t len, const char *name, co
     }
     topo_lex_init(&P.L, text, len, 0);
     const char *s, *end;
-    while ((rc = topo_lex_line(&P.L, &s, &end)) > 0) {
+    while ((rc = topo_lex_line(&P.L, &s, &end)) == TOPO_LEX_LINE) {
         P.line = P.L.line;
         if ((rc = parse_line(&P, s, end)) < 0)
             goto out;

@@ -1,4 +1,5 @@
 /* sgp launch's fault injection: parse, schedule, signal. See launch_faults.h. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,14 +41,14 @@ int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, s
         double f = end != arg && *end == ':' ? strtod(end + 1, &end) : 0;
         if (peer < 0 || peer >= TOPO_MAX_PEERS || *end || !(f >= 1 && f <= 1000)) {
             snprintf(err, errlen, "--slow '%s': expected PEER:FACTOR with FACTOR in [1, 1000]", arg);
-            return -1;
+            return -EINVAL;
         }
         if (p->n_slow == FAULT_MAX) {
             snprintf(err, errlen, "at most %d --slow", FAULT_MAX);
-            return -1;
+            return -EINVAL;
         }
         p->slow[p->n_slow++] = (fault_slow){(int)peer, f};
-        return 0;
+        return FAULT_TAKEN;
     }
     fault f = {0};
     if (!strcmp(opt, "--kill"))
@@ -57,7 +58,7 @@ int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, s
     else if (!strcmp(opt, "--stop"))
         f.kind = FAULT_STOP;
     else
-        return 1;
+        return FAULT_NOT_MINE;
     int has_seconds;
     double seconds = 0;
     if (parse_at(arg, &f.peer, &f.round, &seconds, &has_seconds) < 0 || (f.kind == FAULT_KILL && has_seconds) ||
@@ -66,16 +67,16 @@ int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, s
                  f.kind == FAULT_KILL      ? "PEER@ROUND"
                  : f.kind == FAULT_RESTART ? "PEER@ROUND or PEER@ROUND:SECONDS"
                                            : "PEER@ROUND:SECONDS");
-        return -1;
+        return -EINVAL;
     }
     if (has_seconds)
         f.seconds = seconds;
     if (p->n == FAULT_MAX) {
         snprintf(err, errlen, "at most %d faults", FAULT_MAX);
-        return -1;
+        return -EINVAL;
     }
     p->f[p->n++] = f;
-    return 0;
+    return FAULT_TAKEN;
 }
 
 int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen)
@@ -83,12 +84,12 @@ int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen)
     for (int k = 0; k < p->n; k++)
         if (p->f[k].peer >= n_peers) {
             snprintf(err, errlen, "a fault names peer %d; the run has peers 0..%d", p->f[k].peer, n_peers - 1);
-            return -1;
+            return -EINVAL;
         }
     for (int k = 0; k < p->n_slow; k++)
         if (p->slow[k].peer >= n_peers) {
             snprintf(err, errlen, "--slow names peer %d; the run has peers 0..%d", p->slow[k].peer, n_peers - 1);
-            return -1;
+            return -EINVAL;
         }
     return 0;
 }

@@ -7,7 +7,7 @@
  *  --slow PEER:FACTOR             PEER runs its rounds at 1/FACTOR of its speed (sgp peer --slow)
  *
  *   fault_plan p = {0};
- *   fault_plan_add(&p, "--kill", "3@200", err, sizeof err);   // 1: not a fault option
+ *   rc = fault_plan_add(&p, "--kill", "3@200", err, sizeof err); // FAULT_NOT_MINE: not a fault option
  *   ...
  *   fault_plan_check(&p, n_peers, err, sizeof err);
  *   fault_plan_tick(&p, rounds, pids, now, restart, ctx);     // every poll
@@ -48,9 +48,13 @@ typedef struct fault_plan {
     int injected;               /* faults injected so far (a restart counts once) */
 } fault_plan;
 
-/* Take one option: 0 taken, 1 not a fault option, -1 bad value (err says why). */
+/* What fault_plan_add did with an option it did not refuse. */
+enum fault_add_result { FAULT_TAKEN = 0, FAULT_NOT_MINE = 1 };
+
+/* Take one option: FAULT_TAKEN, FAULT_NOT_MINE (not a fault option: the next
+ * parser's turn), or -EINVAL for a bad value (err says why). */
 int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, size_t errlen);
-/* Every peer named must exist. 0 or -1. */
+/* Every peer named must exist. 0 or -EINVAL (err says which). */
 int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen);
 
 /* --slow FACTOR for peer, or 0 when it runs at its own speed. */

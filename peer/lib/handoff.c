@@ -20,7 +20,7 @@ int handoff_round(handoff *h, float *params, int stepped)
     pthread_mutex_lock(&h->mu);
     int rc;
     if (h->ended) {
-        rc = h->rc < 0 ? h->rc : 1;
+        rc = h->rc < 0 ? h->rc : HANDOFF_ENDED;
         pthread_mutex_unlock(&h->mu);
         return rc;
     }
@@ -28,7 +28,7 @@ int handoff_round(handoff *h, float *params, int stepped)
     wake_loop(h);
     while (!h->handed && !h->ended)
         pthread_cond_wait(&h->cv, &h->mu);
-    rc = h->handed ? 0 : h->rc < 0 ? h->rc : 1;
+    rc = h->handed ? HANDOFF_HANDED : h->rc < 0 ? h->rc : HANDOFF_ENDED;
     h->params = NULL, h->stepped = 0, h->handed = 0;
     pthread_mutex_unlock(&h->mu);
     return rc;

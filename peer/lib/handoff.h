@@ -8,10 +8,10 @@
  *   handoff_init(&h, x0, dim, rounds, rounds_per_epoch);
  *   c.stepper = handoff_stepper(&h);              // c: the node_config, set up as for sgp peer
  *   ... start a thread running node_run(&c, NULL, NULL, &result, err, sizeof err) ...
- *   handoff_round(&h, x0, 0);                     // 0: x0 holds the model to start from
+ *   handoff_round(&h, x0, 0);                     // HANDOFF_HANDED: x0 holds the model to start from
  *   for (;;) {
  *       ... the caller's optimizer step on x0 ...
- *       int rc = handoff_round(&h, x0, 1);        // 0: mixed, 1: the run is over, < 0: error
+ *       int rc = handoff_round(&h, x0, 1);        // HANDOFF_HANDED: mixed, HANDOFF_ENDED: over, < 0: error
  *   }
  *   handoff_stop(&h); ... join the thread ...; handoff_free(&h);
  *
@@ -55,11 +55,14 @@ void handoff_free(handoff *h);
 /* What node_config.stepper takes. */
 const node_stepper *handoff_stepper(handoff *h);
 
+/* What handoff_round found when the loop did not fail. */
+enum handoff_result { HANDOFF_HANDED = 0, HANDOFF_ENDED = 1 };
+
 /* stepped 0: wait for the first round (params receive the model to start
  * from); 1: params hold the step from the model last handed out; apply it,
- * and wait for the next round's model. 0 when params hold it, 1 when the run
- * is over (params hold the final model), or the loop's negative errno (h->err
- * says why). */
+ * and wait for the next round's model. HANDOFF_HANDED when params hold it,
+ * HANDOFF_ENDED when the run is over (params hold the final model), or the
+ * loop's negative errno (h->err says why). */
 int handoff_round(handoff *h, float *params, int stepped);
 /* Write a checkpoint at the current round boundary: 0 or a negative errno. */
 int handoff_checkpoint(handoff *h);

@@ -240,9 +240,9 @@ int sgp_open(sgp_peer **peer, const sgp_options *o, float *params, size_t n, cha
         goto undo;
     }
     rc = handoff_round(&p->handoff, params, 0); /* the cluster is up and round 0 (or the resumed round) may start */
-    if (rc == 0)
+    if (rc == HANDOFF_HANDED)
         return *peer = p, 0;
-    if (rc > 0) {
+    if (rc == HANDOFF_ENDED) {
         rc = -ECANCELED;
         snprintf(err, errlen, "sgp_open: the run ended before its first round");
     } else
@@ -267,6 +267,8 @@ int sgp_step(sgp_peer *p, float *params, size_t n)
         rc = fail(p, -EINVAL, "sgp_step: params must be %s floats", want);
     } else if ((rc = handoff_round(&p->handoff, params, 1)) < 0)
         fail(p, rc, "%s", p->handoff.err);
+    else
+        rc = rc == HANDOFF_ENDED ? SGP_DONE : 0;
     leave(p);
     return rc;
 }

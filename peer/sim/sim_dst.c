@@ -309,7 +309,7 @@ int dst_run(dst_world *w, const dst_schedule *s, dst_outcome *o)
     if (rc < 0) {
         snprintf(o->why, sizeof o->why, "the run without faults failed: %s", err);
         o->failed = 1;
-        return 1;
+        return DST_FAILED;
     }
     sim_result r;
     rc = simulate(w, s, 1, &r, err, sizeof err);
@@ -319,7 +319,7 @@ int dst_run(dst_world *w, const dst_schedule *s, dst_outcome *o)
     if (rc < 0) {
         snprintf(o->why, sizeof o->why, "%s", err);
         o->failed = 1;
-        return 1;
+        return DST_FAILED;
     }
     const long R = rounds_of(s);
     const double steps = (double)s->peers * DST_STEPS_PER_EPOCH * s->epochs;
@@ -342,7 +342,7 @@ int dst_run(dst_world *w, const dst_schedule *s, dst_outcome *o)
                  100 * o->accuracy, 100 * o->baseline, 100 * o->bound, 100 * o->absent, 100 * o->apart);
     o->failed = o->why[0] != 0;
     sim_result_free(&r);
-    return o->failed;
+    return o->failed ? DST_FAILED : DST_PASSED;
 }
 
 /* ---- shrinking and replaying ---------------------------------------------------- */
@@ -356,7 +356,7 @@ void dst_shrink(dst_world *w, dst_schedule *s, dst_outcome *o)
             memmove(&t.fault[k], &t.fault[k + 1], (size_t)(t.n_faults - k - 1) * sizeof *t.fault);
             t.n_faults--;
             dst_outcome u;
-            if (dst_run(w, &t, &u) == 1)
+            if (dst_run(w, &t, &u) == DST_FAILED)
                 *s = t, *o = u, changed = 1;
         }
         for (int k = 0; k < 3 && !changed; k++) { /* loss, duplicates, jitter */
@@ -366,7 +366,7 @@ void dst_shrink(dst_world *w, dst_schedule *s, dst_outcome *o)
                 continue;
             *v = 0;
             dst_outcome u;
-            if (dst_run(w, &t, &u) == 1)
+            if (dst_run(w, &t, &u) == DST_FAILED)
                 *s = t, *o = u, changed = 1;
         }
     }

@@ -12,7 +12,7 @@
  *   dst_schedule s;
  *   dst_draw(&s, seed);                          // everything from the seed
  *   dst_outcome o;
- *   if (dst_run(&w, &s, &o) != 0) {             // 1: it failed (o.why)
+ *   if (dst_run(&w, &s, &o) == DST_FAILED) {    // o.why: how
  *       dst_shrink(&w, &s, &o);                  // s: the minimal failing schedule
  *       char cmd[2048]; dst_command(&s, cmd, sizeof cmd);
  *   }
@@ -80,8 +80,11 @@ void dst_world_free(dst_world *w);
 
 /* Every choice of a schedule, from its seed alone. */
 void dst_draw(dst_schedule *s, uint64_t seed);
-/* Run it (and its baseline, once per setting): 0 passed, 1 failed (o->why),
- * or a negative errno (out of memory). */
+/* What dst_run found when it could run the schedule. */
+enum dst_verdict { DST_PASSED = 0, DST_FAILED = 1 };
+
+/* Run it (and its baseline, once per setting): DST_PASSED, DST_FAILED
+ * (o->why says how), or a negative errno (out of memory). */
 int dst_run(dst_world *w, const dst_schedule *s, dst_outcome *o);
 /* Drop faults and network faults one at a time while it still fails. */
 void dst_shrink(dst_world *w, dst_schedule *s, dst_outcome *o);

@@ -154,12 +154,11 @@ static int fail(json_in *r, int rc, const char *fmt, ...)
 {
     if (r->err)
         return r->err;
-    char what[160];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    vsnprintf(r->error.msg, sizeof r->error.msg, fmt, ap);
     va_end(ap);
-    snprintf(r->msg, sizeof r->msg, "%s:%d: %s", r->name, r->line, what);
+    r->error.line = r->line;
     return r->err = rc;
 }
 
@@ -190,7 +189,8 @@ static int literal(json_in *r, const char *s)
 void json_in_init(json_in *r, json_layout layout, const char *name, const char *text, size_t len)
 {
     memset(r, 0, sizeof *r);
-    r->p = text, r->end = text + len, r->name = name, r->layout = layout, r->line = 1;
+    r->p = text, r->end = text + len, r->layout = layout, r->line = 1;
+    snprintf(r->error.file, sizeof r->error.file, "%s", name ? name : "");
     if (literal(r, "{") < 0)
         fail(r, -EBADMSG, "not a JSON object");
 }
@@ -205,9 +205,10 @@ static int expect_key(json_in *r, const char *key)
     if (literal(r, sep) < 0)
         return fail(r, -EBADMSG, "expected %s\"%s\", found %s", r->n ? "a comma and " : "", key,
                     found(r, q, sizeof q));
-    const json_in start = *r; /* quote from the key on */
+    const char *at = r->p; /* quote from the key on */
+    int line = r->line;
     if (literal(r, "\"") < 0 || literal(r, key) < 0 || literal(r, "\": ") < 0) {
-        *r = start;
+        r->p = at, r->line = line;
         return fail(r, -EBADMSG, "expected \"%s\", found %s", key, found(r, q, sizeof q));
     }
     r->n++;
@@ -255,14 +256,18 @@ static size_t number_len(const char *p, const char *end, int integer)
     return (size_t)(p - s);
 }
 
-/* The number token of member `key`, NUL-terminated in tok; 0, 1 for null. */
+/* What number found when it did not fail. */
+enum number_kind { NUMBER_TOKEN = 0, NUMBER_NULL = 1 };
+
+/* The number token of member `key`, NUL-terminated in tok: NUMBER_TOKEN,
+ * NUMBER_NULL (a number that was not finite), or the sticky error. */
 static int number(json_in *r, const char *key, int integer, char *tok, size_t cap)
 {
     char q[64];
     if (expect_key(r, key) < 0)
         return r->err;
     if (!integer && literal(r, "null") == 0)
-        return 1;
+        return NUMBER_NULL;
     size_t n = number_len(r->p, r->end, integer);
     if (n == 0 || n >= cap)
         return fail(r, -EBADMSG, "\"%s\": expected %s, found %s", key, integer ? "an integer" : "a number",
@@ -270,7 +275,7 @@ static int number(json_in *r, const char *key, int integer, char *tok, size_t ca
     memcpy(tok, r->p, n);
     tok[n] = 0;
     r->p += n;
-    return 0;
+    return NUMBER_TOKEN;
 }
 
 int json_in_num(json_in *r, const char *key, double *v)
@@ -278,7 +283,7 @@ int json_in_num(json_in *r, const char *key, double *v)
     char tok[64];
     int rc = number(r, key, 0, tok, sizeof tok);
     if (rc >= 0)
-        *v = rc == 1 ? NAN : strtod(tok, NULL);
+        *v = rc == NUMBER_NULL ? NAN : strtod(tok, NULL);
     return rc < 0 ? rc : 0;
 }
 

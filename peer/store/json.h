@@ -14,7 +14,8 @@
  *   json_in_init(&r, JSON_PRETTY, "out.json", text, len);
  *   json_in_num(&r, "test_accuracy", &acc);
  *   json_in_str(&r, "model", model, sizeof model);
- *   if (json_in_end(&r) < 0) puts(r.msg);        // "out.json:3: expected "model", got "codec""
+ *   if (json_in_end(&r) < 0)                     // r.error: where and what (topologies/parse_error.h)
+ *       parse_error_text(&r.error, err, sizeof err); // "out.json:3: expected "model", got "codec""
  *
  * JSON_PRETTY: "{", then each member on its own line indented by two spaces,
  * then "}" on a line of its own. JSON_LINE: {"a": 1, "b": 2} and a newline.
@@ -28,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "topologies/parse_error.h"
 
 typedef enum json_layout { JSON_PRETTY, JSON_LINE } json_layout;
 
@@ -62,10 +65,11 @@ int json_close(json_obj *j);
 char *json_close_text(json_obj *j);
 
 typedef struct json_in {
-    const char *p, *end, *name; /* name: the file, for messages */
+    const char *p, *end;
     json_layout layout;
-    int n, line, err; /* err: sticky, the first failure's negative errno */
-    char msg[256];    /* "NAME:LINE: what was expected and what was there" */
+    int n, line, err;  /* line: where the reader is; err: sticky, the first failure's negative errno */
+    parse_error error; /* the first failure: file (the name given), its line, what was expected
+                        * and what was there; parse_error_text makes "NAME:LINE: what" */
 } json_in;
 
 /* Every call checks the next member: its key must be `key`, its value of

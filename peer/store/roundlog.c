@@ -38,7 +38,7 @@ int roundlog_parse(const char *line, size_t len, roundlog_line *l, char *err, si
         json_in_num(&r, "test_accuracy", &got.test_accuracy);
     int rc = json_in_end(&r);
     if (rc < 0) {
-        snprintf(err, errlen, "%s", r.msg);
+        parse_error_text(&r.error, err, errlen);
         return rc;
     }
     *l = got;

@@ -87,7 +87,7 @@ int summary_peer_read(const char *path, summary_peer *s, char *err, size_t errle
     if (rc == 0)
         json_in_fields(&r, FIELDS, N_FIELDS, &got);
     if (rc == 0 && (rc = json_in_end(&r)) < 0)
-        snprintf(err, errlen, "%s", r.msg);
+        parse_error_text(&r.error, err, errlen);
     free(text);
     if (rc == 0)
         *s = got;

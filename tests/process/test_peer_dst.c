@@ -21,7 +21,7 @@ Test(peer_sim_dst, the_printed_command_line_replays_the_run)
     for (dst_draw(&s, seed); s.n_faults < 3; dst_draw(&s, ++seed)) /* one with several faults */
         ;
     dst_outcome o;
-    cr_assert_eq(dst_run(&w, &s, &o), 0, "%s", o.why);
+    cr_assert_eq(dst_run(&w, &s, &o), DST_PASSED, "%s", o.why);
     char cmd[2048];
     dst_command(&s, cmd, sizeof cmd);
     char *sgp = strchr(cmd, ' ') + 1; /* after "sgp" */

@@ -23,7 +23,7 @@ static void schedules(uint64_t first, int n)
         dst_outcome o;
         int rc = dst_run(&w, &s, &o);
         cr_assert_geq(rc, 0, "schedule %llu: %s", (unsigned long long)s.seed, strerror(-rc));
-        if (rc == 1) {
+        if (rc == DST_FAILED) {
             dst_shrink(&w, &s, &o);
             char cmd[2048];
             dst_command(&s, cmd, sizeof cmd);
@@ -55,7 +55,7 @@ Test(peer_sim_dst, a_peer_stopped_until_the_others_finished_catches_up_to_the_la
     s.n_faults = 1;
     s.fault[0] = (dst_fault){.kind = DST_STOP, .peer = 0, .a = 31, .t = 0.051903297891878468};
     dst_outcome o;
-    cr_assert_eq(dst_run(&w, &s, &o), 0, "%s", o.why);
+    cr_assert_eq(dst_run(&w, &s, &o), DST_PASSED, "%s", o.why);
     dst_world_free(&w);
 }
 
@@ -86,7 +86,7 @@ Test(peer_sim_dst, peers_cut_off_alone_in_a_long_cut_keep_every_invariant)
         char cmd[2048];
         dst_command(&s, cmd, sizeof cmd);
         cr_assert(strstr(cmd, " --partition 2@0.32") && strstr(cmd, " --partition 3@0.32"), "%s", cmd);
-        cr_assert_eq(dst_run(&w, &s, &o), 0, "%s: %s\nreplay: %s", codecs[k], o.why, cmd);
+        cr_assert_eq(dst_run(&w, &s, &o), DST_PASSED, "%s: %s\nreplay: %s", codecs[k], o.why, cmd);
     }
     dst_world_free(&w);
 }
@@ -120,7 +120,7 @@ Test(peer_sim_dst, a_failing_schedule_shrinks_to_its_cause)
     s.fault[s.n_faults++] = (dst_fault){.kind = DST_SLOW, .peer = 2, .f = 2};
     s.fault[s.n_faults++] = (dst_fault){.kind = DST_CRASH, .peer = 1, .a = 3};
     dst_outcome o;
-    cr_assert_eq(dst_run(&w, &s, &o), 1, "one peer left must fail");
+    cr_assert_eq(dst_run(&w, &s, &o), DST_FAILED, "one peer left must fail");
     cr_assert(strstr(o.why, "1 peers live"), "%s", o.why);
     dst_shrink(&w, &s, &o);
     cr_assert_eq(s.n_faults, 2, "the two crashes are the cause");
