@@ -38,6 +38,9 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
         return 0;
     case GOPT_ALONE:
         return cli_double(cmd, "--alone-wait", arg, 0, 1e6, &s->alone_wait);
+    case GOPT_OVERLAP:
+        s->overlap = 1;
+        return 0;
     }
     return CLI_NOT_MINE;
 }

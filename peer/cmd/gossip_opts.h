@@ -28,13 +28,13 @@ typedef struct gossip_opts {
     outer_opts outer;       /* parsed by gossip_opts_check */
 } gossip_opts;
 
-enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE, GOPT_LOCAL, GOPT_OUTER };
+enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE, GOPT_LOCAL, GOPT_OUTER, GOPT_OVERLAP };
 
 #define GOSSIP_OPTS_LONG                                                                                          \
     {"shard", required_argument, 0, GOPT_SHARD}, {"tau", required_argument, 0, GOPT_TAU},                        \
         {"codec", required_argument, 0, GOPT_CODEC}, {"step", required_argument, 0, GOPT_STEP},                  \
         {"codec-warmup", required_argument, 0, GOPT_CWARM}, {"local-steps", required_argument, 0, GOPT_LOCAL},   \
-        {"outer", required_argument, 0, GOPT_OUTER}, {                                                            \
+        {"outer", required_argument, 0, GOPT_OUTER}, {"overlap", no_argument, 0, GOPT_OVERLAP}, {                  \
         "alone-wait", required_argument, 0, GOPT_ALONE                                                           \
     }
 
@@ -54,7 +54,10 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "                        for one to come back before going on alone [the round timeout]\n"                  \
     "  --local-steps H       local optimizer steps between two exchanges [1]\n"                                   \
     "  --outer SPEC          outer optimizer on each round's local progress (DiLoCo style):\n"                    \
-    "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"
+    "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"                          \
+    "  --overlap             a round's local steps start before the in-neighbours' shares of the\n"              \
+    "                        round before are in; they are absorbed after the steps (one round of\n"            \
+    "                        delay: the exchange runs while the steps compute) [off]\n"
 
 /* The texts' defaults; the settings' are peer_settings_defaults'. */
 void gossip_opts_defaults(gossip_opts *o);

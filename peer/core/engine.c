@@ -366,12 +366,38 @@ static void start_refresh(engine *e, double now)
 }
 
 /* Start the next round if the pacing policy says so. */
+static void emit_round(engine *e, double now);
+
+/* The round's local steps: a STEP event (the caller's bracketed by the outer
+ * step here; round_step brackets its own). */
+static void start_step(engine *e)
+{
+    e->computing = 1;
+    if (e->caller_steps)
+        outer_begin(&e->rp.local.outer, &e->rp.g);
+    event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
+}
+
+/* With overlap, a round's steps run before its pacing question (from the
+ * model as the last emit left it, without the in-neighbours' shares of the
+ * round before, which travel meanwhile); the question, the absorb of what
+ * arrived and the emit follow the steps. Not while the peer pulls a model,
+ * nor past the run's last round. */
+static int step_first(const engine *e)
+{
+    return e->rp.c->overlap && !e->stepped && !wants_model(e) && e->rp.g.round < e->rp.pace.c.total_rounds;
+}
+
 static void try_start(engine *e, double now)
 {
     if (e->finished || e->computing || e->held)
         return;
     if (e->fail || e->stopping) {
         finish(e, e->fail);
+        return;
+    }
+    if (step_first(e)) {
+        start_step(e);
         return;
     }
     gsp_pace_decision d;
@@ -409,10 +435,12 @@ static void try_start(engine *e, double now)
         e->first_step_at = now;
     e->absorb_now = now;
     absorb(e, 0);
-    e->computing = 1;
-    if (e->caller_steps) /* the caller's H steps start from the model handed out; round_step brackets its own */
-        outer_begin(&e->rp.local.outer, &e->rp.g);
-    event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
+    if (e->stepped) { /* overlap: the steps came first */
+        e->stepped = 0;
+        emit_round(e, now);
+        return;
+    }
+    start_step(e);
 }
 
 void engine_drain(engine *e) { absorb(e, 1); }
@@ -436,21 +464,12 @@ void engine_step_taken(engine *e, const float *z, double now)
     engine_step_done(e, now);
 }
 
-void engine_step_done(engine *e, double now)
+/* The round's steps are done: emit its shares, then hold at its BOUNDARY. */
+static void emit_round(engine *e, double now)
 {
-    if (e->finished || !e->computing)
-        return;
-    e->computing = 0;
     round_peer *rp = &e->rp;
     const long round = rp->g.round;
     const int was_isolated = rp->pace.isolated;
-    /* A model that is no longer finite is never gossiped nor reported: the
-     * peer stops at the first round that shows it (its loss, or the
-     * parameters its emit reads). */
-    if (!isfinite(rp->loss)) {
-        diverged(e, "the loss");
-        return;
-    }
     gsp_msg msgs[TOPO_MAX_OUT];
     const int m = round_emit(rp, now, e->busy, msgs);
     if (rp->pace.isolated != was_isolated)
@@ -477,6 +496,26 @@ void engine_step_done(engine *e, double now)
     if (e->checkpoint_every > 0 && now - e->last_ckpt >= e->checkpoint_every)
         v.checkpoint = 1, e->last_ckpt = now;
     event(e, v);
+}
+
+void engine_step_done(engine *e, double now)
+{
+    if (e->finished || !e->computing)
+        return;
+    e->computing = 0;
+    /* A model that is no longer finite is never gossiped nor reported: the
+     * peer stops at the first round that shows it (its loss, or the
+     * parameters its emit reads). */
+    if (!isfinite(e->rp.loss)) {
+        diverged(e, "the loss");
+        return;
+    }
+    if (e->rp.c->overlap) { /* the pacing question, the absorb, then the emit */
+        e->stepped = 1;
+        try_start(e, now);
+        return;
+    }
+    emit_round(e, now);
 }
 
 void engine_advance(engine *e, double now)
@@ -644,6 +683,7 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
         log_event(e, ENGINE_LOG_JOINED, q, NULL);
     }
     gsp_pace_joined(&e->rp.pace);
+    e->stepped = 0; /* (overlap: steps taken before the model came are not this model's) */
     try_start(e, now);
 }
 
@@ -788,7 +828,7 @@ static void reset(engine *e, double now)
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
     memset(e->sync_asked, 0, n * sizeof *e->sync_asked);
-    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
+    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = e->stepped = 0;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->diverged = NULL;
     e->held = 1;

@@ -41,6 +41,10 @@
  *   }
  *   engine_free(e);
  *
+ * With settings.overlap a round's STEP comes first and its pacing
+ * question, absorb and emit follow the step (gossip/GUARANTEES.md): the
+ * drivers see the same events in another order.
+ *
  * The engine is opaque: drivers see it through the getters below (its
  * round, its state, read-only views of the model and of the pacing) and
  * tell it things only through its inputs. It reads no clock: every input

@@ -26,6 +26,7 @@ struct engine {
     uint8_t *promise_broken;  /* it said MODEL_SOON and sent no model within the promise's limit: not believed again */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
+    int stepped;              /* overlap: the round's steps are done, its emit waits for the pacing question */
     int joining, refreshing, asked, ask_left, alone;
     int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */
     double promised_at;       /* ...when it said so */

@@ -73,7 +73,7 @@ static const workload WIDE = {"mlp:1024", "sgd", "0.1", 0, "1"};
  * a link still busy with the last big frame (backpressure, which the
  * simulator does not model) moves the last bits. */
 static void sim_equals_network_near(const workload *w, const char *codec_text, const char *warmup,
-                                    const char *local_steps, const char *outer, double near)
+                                    const char *local_steps, const char *outer, int overlap, double near)
 {
     char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256], data[300] = "";
     cr_assert(mkdtemp(dir));
@@ -90,8 +90,9 @@ static void sim_equals_network_near(const workload *w, const char *codec_text, c
     const char *epochs = w->epochs ? w->epochs : "2";
     char *extra[] = {"--model", (char *)w->model, "--epochs", (char *)epochs, "--codec", (char *)codec_text, "--round-deadline",
                      "30", "--codec-warmup", (char *)warmup, "--local-steps", (char *)local_steps, "--outer",
-                     (char *)outer, "--optimizer", (char *)w->optimizer, "--lr", (char *)w->lr, "--no-progress",
-                     w->text ? "--data" : NULL, data, "--context", "16", NULL};
+                     (char *)outer, "--optimizer", (char *)w->optimizer, "--lr", (char *)w->lr,
+                     overlap ? "--overlap" : "--no-progress", "--no-progress", w->text ? "--data" : NULL, data,
+                     "--context", "16", NULL};
     run_peers(dir, 4, extra);
 
     /* The same run in the simulator, in this process. */
@@ -112,6 +113,7 @@ static void sim_equals_network_near(const workload *w, const char *codec_text, c
     c.peer.n_peers = 4, c.peer.topology = &t, c.peer.codec = exact ? NULL : &spec, c.keep_peer_models = 1;
     c.peer.codec_warmup = atof(warmup);
     c.peer.local_steps = atoi(local_steps);
+    c.peer.overlap = overlap;
     outer_opts oo;
     cr_assert_eq(outer_opts_parse(&oo, outer, err, sizeof err), 0, "%s", err);
     c.peer.outer = &oo;
@@ -153,7 +155,7 @@ static void sim_equals_network_near(const workload *w, const char *codec_text, c
 static void sim_equals_network_on(const workload *w, const char *codec_text, const char *warmup,
                                   const char *local_steps, const char *outer)
 {
-    sim_equals_network_near(w, codec_text, warmup, local_steps, outer, 0);
+    sim_equals_network_near(w, codec_text, warmup, local_steps, outer, 0, 0);
 }
 
 static void sim_equals_network(const char *codec_text, const char *warmup, const char *local_steps, const char *outer)
@@ -180,7 +182,7 @@ Test(peer_node, sparseloco_in_four_processes_equals_the_simulator)
  * peer at a distance of the order of its model, or at NaN. */
 Test(peer_node, whole_model_frames_in_four_processes_match_the_simulator)
 {
-    sim_equals_network_near(&WIDE, "exact", "0", "1", "none", 0.2);
+    sim_equals_network_near(&WIDE, "exact", "0", "1", "none", 0, 0.2);
 }
 
 /* A language model on text, compressed, with local steps and an outer
@@ -198,6 +200,13 @@ Test(peer_node, codec_warmup_in_four_processes_equals_the_simulator) { sim_equal
 Test(peer_node, local_steps_and_outer_in_four_processes_equal_the_simulator)
 {
     sim_equals_network("stc:0.05", "0", "3", "nesterov:0.5:0.5");
+}
+
+/* And the overlapped exchange (--overlap: the steps of a round before the
+ * shares of the round before are absorbed), the same rule in both. */
+Test(peer_node, overlapped_rounds_in_four_processes_equal_the_simulator)
+{
+    sim_equals_network_near(&DIGITS, "stc:0.05", "0", "3", "none", 1, 0);
 }
 
 /* `mpirun -np 4 sgp peer --cluster FILE` (no --id: the rank comes from

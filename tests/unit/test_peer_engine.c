@@ -68,6 +68,13 @@ static void all_up(scene *s, double now)
             engine_link_up(s->e[i], engine_pace(s->e[i])->nb[k].peer, now);
 }
 
+static uint64_t absorbed_by(const engine *e)
+{
+    engine_stats st;
+    engine_stats_of(e, &st);
+    return st.absorbed;
+}
+
 /* What the engine queued since the last look. */
 typedef struct outputs {
     engine_send s[64];
@@ -167,6 +174,41 @@ Test(peer_engine, without_the_in_neighbours_share_a_synchronous_round_waits)
     take(s.e[0], &o);
     cr_assert_null(event_of(&o, ENGINE_STEP), "tau 0: round 1 waits for peer 1's round-0 share");
     cr_assert(engine_wake_at(s.e[0], MS) > MS, "and asks to be woken later");
+    scene_free(&s);
+}
+
+/* Overlapped (--overlap): a round's steps start at once, before the
+ * in-neighbours' shares of the round before are in; its emit waits for them
+ * after the steps, absorbs them and goes out (tests/process/test_peer_node.c
+ * checks that the simulator and real peers compute the same model so). */
+Test(peer_engine, overlapped_a_round_steps_first_and_emits_once_the_shares_before_it_are_in)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    s.c.overlap = 1;
+    all_up(&s, 0);
+    outputs o, o1;
+    round_of(&s, 0, 0, &o); /* round 0 needs no share */
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1);
+    cr_assert_not_null(event_of(&o, ENGINE_BOUNDARY));
+    engine_advance(s.e[0], MS);
+    take(s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_STEP), "round 1's steps start without peer 1's round-0 share");
+    cr_assert_eq(engine_round(s.e[0]), 1);
+    engine_step_done(s.e[0], 2 * MS);
+    take(s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, -1), 0, "...but its shares wait for it");
+    cr_assert_null(event_of(&o, ENGINE_BOUNDARY));
+    round_of(&s, 1, 3 * MS, &o1);
+    const double w_before = engine_gossip(s.e[0])->w;
+    deliver_push(&s, &o1, 0, 4 * MS);
+    take(s.e[0], &o);
+    cr_assert_eq(absorbed_by(s.e[0]), 1, "peer 1's share is absorbed after the steps");
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "then round 1 goes out");
+    const engine_event *b = event_of(&o, ENGINE_BOUNDARY);
+    cr_assert(b && b->round == 1);
+    cr_assert_null(event_of(&o, ENGINE_STEP), "and holds at its boundary");
+    cr_assert_float_eq(engine_gossip(s.e[0])->w, (w_before + 0.5) / 2, 1e-12, "absorbed, then half of it sent");
     scene_free(&s);
 }
 
