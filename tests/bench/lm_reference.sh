@@ -160,11 +160,12 @@ for r in rows:
     series.setdefault(key, []).append((r["bytes_per_worker"] / 1e6, r["val_loss"], f"H{r.get('H', 1)}"))
 for label, loss, mb in sgp:
     series.setdefault("sgp (frontier.sh or LMREF_SGP_ROWS; bytes of 8 peers / 8)", []).append((mb, loss, label.split("/")[0]))
-plot = ["set terminal pngcairo size 1100,700", f"set output '{out}/{name}.png'", "set logscale x",
+plot = ["set terminal pngcairo noenhanced size 1100,700", f"set output '{out}/{name}.png'", "set logscale x",
         "set xlabel 'bytes sent per worker (MB, log)'",
-        "set ylabel 'validation loss of the shared model (nats per byte)'", "set grid", "set key font ',9' top left",
+        "set ylabel 'validation loss of the shared model (nats per byte)'", "set grid", "set key font ',9' bottom left",
         f"set title 'bytes against validation loss, {r0['model']}, {r0['tokens']:,} tokens, {W} workers'"]
-if alone:
+if alone:  # the one-process line and +2%, +3% in view
+    plot.append(f"set yrange [{alone['val_loss'] - 0.03}:*]")
     for f, dt in ((1, 1), (1.02, 2), (1.03, 3)):
         plot.append(f"set arrow from graph 0, first {alone['val_loss'] * f} to graph 1, first "
                     f"{alone['val_loss'] * f} nohead dt {dt} lc rgb 'gray'")
@@ -180,7 +181,7 @@ for key, pts in series.items():
     cmds.append("'-' using 1:2:3 with labels offset 0,0.8 font ',8' notitle")
 plot.append("plot " + ", ".join(cmds))
 subprocess.run(["gnuplot"], input=("\n".join(plot) + "\n" + "\n".join(blocks) + "\n").encode(), check=False)
-curve = ["set terminal pngcairo size 1100,700", f"set output '{out}/{name}_curve.png'",
+curve = ["set terminal pngcairo noenhanced size 1100,700", f"set output '{out}/{name}_curve.png'",
          "set xlabel 'tokens'", "set ylabel 'validation loss of the shared model (nats per byte)'", "set grid",
          "set key font ',8' top right", f"set title 'validation loss along the run, {r0['model']}'"]
 data = ["\n".join(f"{c[1]} {c[3]}" for c in r["curve"]) + "\ne" for r in rows]
