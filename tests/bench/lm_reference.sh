@@ -176,7 +176,7 @@ for key, pts in series.items():
     pts.sort()
     data = "\n".join(f"{b} {a} {h}" for b, a, h in pts) + "\ne"
     blocks += [data, data]
-    style = "points pt 7 ps 1.2" if key.startswith("sgp") else "linespoints"
+    style = "points pt 7 ps 1.2 lc rgb 'black'" if key.startswith("sgp") else "linespoints"
     cmds.append(f"'-' using 1:2 with {style} title '{key}'")
     cmds.append("'-' using 1:2:3 with labels offset 0,0.8 font ',8' notitle")
 plot.append("plot " + ", ".join(cmds))
