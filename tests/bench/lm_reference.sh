@@ -16,7 +16,7 @@
 # frontier.sh's text tables (build/bench/frontier_text*.txt, bytes of all 8
 # peers / 8) where there are some, and from LMREF_SGP_ROWS.
 #
-#   bash tests/bench/lm_reference.sh                       # after make data; about 40 CPU minutes
+#   bash tests/bench/lm_reference.sh                       # after make data; about 45 CPU minutes
 #   LMREF_ROWS="alone diloco:10:0.7:0.9 sparseloco:10:64" bash tests/bench/lm_reference.sh
 #   LMREF_TRAIN_BYTES=65536 LMREF_CURVE=2 bash tests/bench/lm_reference.sh   # a quick smoke run
 #
