@@ -81,7 +81,10 @@ Test(lib_api, bad_calls_return_errors)
     o.local_steps = 10, o.outer = "adam:0.7";
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
     cr_assert(strstr(err, "outer") && strstr(err, "nesterov:LR:MOMENTUM"), "%s", err);
-    o.outer = NULL;
+    o.outer = NULL, o.overlap = 2;
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "overlap must be 0 or 1"), "%s", err);
+    o.overlap = 0;
     o.size = sizeof o + 8; /* built against an sgp.h of no release */
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
     cr_assert_null(p);
@@ -301,20 +304,19 @@ Test(lib_api, the_outer_optimizer_steps_on_each_round_and_its_velocity_survives_
     sgp_rm_rf(dir);
 }
 
-/* A program built with the 0.1.0 header (tests/fixtures/abi-0.1.0, whose
- * sgp_options is smaller and whose sgp_options_init is a function) runs
- * unchanged against this libsgp.so: two processes of it average. */
-Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
+/* The program caller.c of a release's fixture folder (tests/fixtures/abi-0.1.0,
+ * ...), built with the sgp.h of that release beside it, runs unchanged
+ * against this libsgp.so: two processes of it average (each checks its own
+ * model and says "mean OK"). */
+static void an_old_caller_runs(const char *fixture)
 {
     char dir[] = "/tmp/sgp-lib-abi-XXXXXX";
     cr_assert(mkdtemp(dir));
     const char *san = getenv("SGP_SANITIZER");
     char cmd[2048], bin[512];
     snprintf(bin, sizeof bin, "%s/caller", dir);
-    snprintf(cmd, sizeof cmd,
-             "cc -std=c99 -Wall -Werror %s -Itests/fixtures/abi-0.1.0 tests/fixtures/abi-0.1.0/caller.c -o %s "
-             "-L%s -lsgp -Wl,-rpath,%s",
-             san && *san ? "-fsanitize=address" : "", bin, sgp_build_dir(), sgp_build_dir());
+    snprintf(cmd, sizeof cmd, "cc -std=c99 -Wall -Werror %s -I%s %s/caller.c -o %s -L%s -lsgp -Wl,-rpath,%s",
+             san && *san ? "-fsanitize=address" : "", fixture, fixture, bin, sgp_build_dir(), sgp_build_dir());
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     char cluster[512], outs[2][512], ids[2][4];
     sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
@@ -329,6 +331,20 @@ Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
     for (int i = 0; i < 2; i++)
         cr_assert(sgp_file_has(outs[i], "mean OK (sgp " SGP_VERSION ")"), "see %s", outs[i]);
     sgp_rm_rf(dir);
+}
+
+/* 0.1.0's sgp_options is smaller and its sgp_options_init is a function. */
+Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
+{
+    an_old_caller_runs("tests/fixtures/abi-0.1.0");
+}
+
+/* 0.2.0's sgp_options ends at `outer` (sized by the sgp_options_init macro):
+ * its local_steps reach the run, and overlap, which it has not, stays off
+ * (the first sgp_step hands back the mix). */
+Test(lib_api, a_program_built_with_the_0_2_0_header_still_runs, .timeout = 300)
+{
+    an_old_caller_runs("tests/fixtures/abi-0.2.0");
 }
 
 /* `make install PREFIX=...` and a program built the way sgp.h tells C users
