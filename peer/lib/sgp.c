@@ -71,12 +71,21 @@ static int fail(sgp_peer *p, int rc, const char *fmt, const char *detail)
 
 const char *sgp_version(void) { return SGP_VERSION; }
 
+/* The size of a struct whose fields end at END: END and the padding after it. */
+#define OPTIONS_SIZE_OF(end) (((end) + _Alignof(sgp_options) - 1) / _Alignof(sgp_options) * _Alignof(sgp_options))
+
 /* sgp_options as 0.1.0 had it, up to `verbose`: its last field's end, and
  * its size with the padding after it. A program built with that header
  * calls the function sgp_options_init (below) and passes that size. */
 #define OPTIONS_0_1_END (offsetof(sgp_options, verbose) + sizeof(int))
-#define OPTIONS_0_1_SIZE \
-    ((OPTIONS_0_1_END + _Alignof(sgp_options) - 1) / _Alignof(sgp_options) * _Alignof(sgp_options))
+#define OPTIONS_0_1_SIZE OPTIONS_SIZE_OF(OPTIONS_0_1_END)
+
+/* sgp_options as 0.2.0 had it, up to `outer` (its sgp_options_init is the
+ * macro, so it passes this size itself). */
+#define OPTIONS_0_2_END (offsetof(sgp_options, outer) + sizeof(const char *))
+#define OPTIONS_0_2_SIZE OPTIONS_SIZE_OF(OPTIONS_0_2_END)
+_Static_assert(OPTIONS_0_1_SIZE < OPTIONS_0_2_SIZE && OPTIONS_0_2_SIZE < sizeof(sgp_options),
+               "each release's sgp_options has a size of its own: the size tells the header");
 
 void sgp_options_init_sized(sgp_options *o, size_t size)
 {
@@ -97,10 +106,19 @@ void(sgp_options_init)(sgp_options *o) { sgp_options_init_sized(o, OPTIONS_0_1_S
  * defaults for the rest. -EINVAL for a size no version of sgp.h had. */
 static int options_of(const sgp_options *o, sgp_options *full)
 {
-    if (!o || (o->size != sizeof *o && o->size != OPTIONS_0_1_SIZE))
+    if (!o)
+        return -EINVAL;
+    size_t known; /* the bytes of fields the caller's header had */
+    if (o->size == sizeof *o)
+        known = sizeof *o;
+    else if (o->size == OPTIONS_0_2_SIZE)
+        known = OPTIONS_0_2_END;
+    else if (o->size == OPTIONS_0_1_SIZE)
+        known = OPTIONS_0_1_END;
+    else
         return -EINVAL;
     sgp_options_init_sized(full, sizeof *full);
-    memcpy(full, o, o->size == sizeof *o ? sizeof *o : OPTIONS_0_1_END);
+    memcpy(full, o, known);
     full->size = sizeof *full;
     return 0;
 }
@@ -124,6 +142,8 @@ static int check_options(const sgp_options *o, const float *params, size_t n, ch
               "checkpoint_every, round_deadline)";
     else if (o->local_steps < 1 || o->local_steps > 100000)
         why = "options.local_steps must be 1 to 100000";
+    else if (o->overlap != 0 && o->overlap != 1)
+        why = "options.overlap must be 0 or 1";
     else if (!(o->dead_timeout >= 0.01) || !(o->round_timeout >= 0.01))
         why = "dead_timeout and round_timeout must be at least 0.01 s";
     if (why)
@@ -187,6 +207,7 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
     c->cluster = &p->me.cluster, c->key = &p->me.key, c->peer.topology = &p->me.topology, c->id = p->me.id;
     c->peer.tau = o->tau;
     c->peer.local_steps = o->local_steps;
+    c->peer.overlap = o->overlap;
     c->peer.outer = p->outer.lr > 0 ? &p->outer : NULL;
     c->peer.codec = strcmp(codec, "exact") ? &p->codec : NULL;
     c->peer.step = o->step, c->peer.codec_warmup = o->codec_warmup;

@@ -33,10 +33,11 @@
  *
  * Rounds. Round r is: your step from the parameters handed to you, the push
  * of shares, and the wait for and absorption of the shares that round r + 1
- * starts from. sgp_step returns SGP_DONE after the last round, once the
- * in-neighbours' last shares are in; a peer that fell far behind catches up
- * by skipping rounds (gossip/GUARANTEES.md), so loop until SGP_DONE rather
- * than counting. sgp_status_get tells the round.
+ * starts from (o.overlap moves that wait a round later: Overlap, below).
+ * sgp_step returns SGP_DONE after the last round, once the in-neighbours'
+ * last shares are in; a peer that fell far behind catches up by skipping
+ * rounds (gossip/GUARANTEES.md), so loop until SGP_DONE rather than
+ * counting. sgp_status_get tells the round.
  *
  * Threads and ownership. sgp_open starts one network thread per peer (libuv;
  * it blocks every signal, so SIGINT and SIGTERM stay yours). All calls on one
@@ -68,6 +69,16 @@
  * come back with) is a pseudo-gradient for SGD or Nesterov momentum, whose
  * velocity stays on this peer and goes into its checkpoint.
  *
+ * Overlap. With o.overlap = 1 the exchange runs during your steps instead
+ * of between them: sgp_step folds your step into the model, waits only for
+ * the in-neighbours' shares of the round before (which had your steps'
+ * time to arrive), mixes those in, pushes this round's shares and returns
+ * without waiting for the neighbours' shares of this round; they are mixed
+ * in at your next sgp_step. So the parameters handed back after a step are
+ * your own step plus what the neighbours sent one round earlier: the first
+ * sgp_step hands back your own step unmixed, and a round's mix is one round
+ * late (asynchronous DiLoCo's delay; gossip/GUARANTEES.md, `--overlap`).
+ *
  * Building. After `make install PREFIX=...`: cc app.c $(pkg-config --cflags
  * --libs sgp) (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix of your
  * own; the library path is built into the program). From the source tree:
@@ -89,7 +100,7 @@
 extern "C" {
 #endif
 
-#define SGP_VERSION "0.2.0"
+#define SGP_VERSION "0.3.0"
 #define SGP_DONE 1 /* sgp_step: the run is over, params hold the final model */
 
 typedef struct sgp_peer sgp_peer;
@@ -124,6 +135,14 @@ typedef struct sgp_options {
     const char *outer;       /* the outer optimizer on each round's progress (DiLoCo-style): NULL or
                               * "none", "sgd:LR[:MOMENTUM]", "nesterov:LR:MOMENTUM", as `sgp peer --outer`;
                               * its velocity goes into the checkpoint [NULL] */
+    /* ---- from 0.3.0 on (a program built with an older sgp.h gets the defaults) ---- */
+    int overlap;             /* 1: overlap the exchange with your steps, as `sgp peer --overlap`: the
+                              * parameters sgp_step hands back are your own step folded into the model
+                              * mixed one round late (the in-neighbours' shares of the round before,
+                              * not of the round just sent; the first sgp_step hands back your own
+                              * step), and sgp_step no longer waits for the shares of the round it
+                              * just sent; 0: each round's shares are mixed in before sgp_step
+                              * returns [0] */
 } sgp_options;
 
 typedef struct sgp_status {
@@ -131,7 +150,8 @@ typedef struct sgp_status {
     long round;              /* the round the parameters last handed to you start */
     long start_round;        /* 0, or the round this peer resumed or joined at */
     long local_steps;        /* your steps applied so far */
-    double weight;           /* the push-sum weight w (about 1; the model is x / w) */
+    double weight;           /* the push-sum weight w (about 1; with overlap, as the round's emit left it:
+                              * about 1 / (out-neighbours + 1)); the model is x / w */
     int neighbours;          /* peers this one sends to or hears from in some round */
     int neighbours_alive;    /* of them, not routed around now */
     uint64_t bytes_sent, bytes_received, messages_sent, messages_absorbed;
@@ -160,9 +180,10 @@ void sgp_options_init_sized(sgp_options *o, size_t size);
 int sgp_open(sgp_peer **peer, const sgp_options *o, float *params, size_t n, char *err, size_t errlen);
 
 /* params: your parameters after your optimizer step from the ones handed to
- * you. On return they hold the mixed model of the next round (0), or the
- * final model (SGP_DONE, and every later call says SGP_DONE), unless a
- * negative errno is returned (params then unchanged, sgp_error says why). */
+ * you. On return they hold the mixed model of the next round (0; with
+ * o->overlap, mixed with the shares of the round before), or the final
+ * model (SGP_DONE, and every later call says SGP_DONE), unless a negative
+ * errno is returned (params then unchanged, sgp_error says why). */
 int sgp_step(sgp_peer *peer, float *params, size_t n);
 
 /* As of the last round handed to you. */

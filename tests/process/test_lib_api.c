@@ -81,7 +81,10 @@ Test(lib_api, bad_calls_return_errors)
     o.local_steps = 10, o.outer = "adam:0.7";
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
     cr_assert(strstr(err, "outer") && strstr(err, "nesterov:LR:MOMENTUM"), "%s", err);
-    o.outer = NULL;
+    o.outer = NULL, o.overlap = 2;
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "overlap must be 0 or 1"), "%s", err);
+    o.overlap = 0;
     o.size = sizeof o + 8; /* built against an sgp.h of no release */
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
     cr_assert_null(p);
@@ -209,14 +212,16 @@ Test(lib_api, two_peers_average_and_refuse_misuse, .timeout = 300)
 
 /* ---- the 1000x setting through the library: local steps and the outer optimizer ---- */
 
-typedef struct outer_peer {
+/* A call on a peer of the pair made from a thread of its own: what it
+ * needs and what it returned. */
+typedef struct peer_call {
     pair_peer *q;
-    int resume, rc;
-} outer_peer;
+    int resume, overlap, rc;
+} peer_call;
 
-static void *open_outer_peer(void *arg)
+static void *open_peer_call(void *arg)
 {
-    outer_peer *op = arg;
+    peer_call *op = arg;
     pair_peer *q = op->q;
     sgp_options o;
     sgp_options_init(&o);
@@ -230,14 +235,14 @@ static void *open_outer_peer(void *arg)
  * steps"), then both peers call sgp_step at once. */
 static void *outer_round(void *arg)
 {
-    outer_peer *op = arg;
+    peer_call *op = arg;
     for (int k = 0; k < N; k++)
         op->q->params[k] -= 1.0f;
     op->rc = sgp_step(op->q->p, op->q->params, N);
     return NULL;
 }
 
-static void both(outer_peer op[2], void *(*fn)(void *))
+static void both(peer_call op[2], void *(*fn)(void *))
 {
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
@@ -264,15 +269,15 @@ Test(lib_api, the_outer_optimizer_steps_on_each_round_and_its_velocity_survives_
     static char cluster[256], ckpt[2][256];
     sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
     pair_peer *q = calloc(2, sizeof *q);
-    outer_peer op[2];
+    peer_call op[2];
     for (int i = 0; i < 2; i++) {
         snprintf(ckpt[i], sizeof ckpt[i], "%s/%d.ckpt", dir, i);
         q[i].cluster = cluster, q[i].id = i, q[i].checkpoint = ckpt[i];
         for (int k = 0; k < N; k++)
             q[i].params[k] = (float)k;
-        op[i] = (outer_peer){.q = &q[i]};
+        op[i] = (peer_call){.q = &q[i]};
     }
-    both(op, open_outer_peer);
+    both(op, open_peer_call);
     /* sgd:1:0.5 on the round's progress g = 1: v = 0.5 v + g, a -= v, so
      * the model moves by 1, then 1.5 (plain SGP would move 1 a round). */
     both(op, outer_round);
@@ -291,7 +296,7 @@ Test(lib_api, the_outer_optimizer_steps_on_each_round_and_its_velocity_survives_
      * next round moves by 0.5 * 1.5 + 1 = 1.75 (a fresh one would move 1). */
     for (int i = 0; i < 2; i++)
         op[i].resume = 1, q[i].p = NULL;
-    both(op, open_outer_peer);
+    both(op, open_peer_call);
     all_at(q, -2.5f, "resumed");
     both(op, outer_round);
     all_at(q, -4.25f, "round 3, after the restart");
@@ -301,20 +306,114 @@ Test(lib_api, the_outer_optimizer_steps_on_each_round_and_its_velocity_survives_
     sgp_rm_rf(dir);
 }
 
-/* A program built with the 0.1.0 header (tests/fixtures/abi-0.1.0, whose
- * sgp_options is smaller and whose sgp_options_init is a function) runs
- * unchanged against this libsgp.so: two processes of it average. */
-Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
+/* ---- overlap: the exchange runs during the caller's steps --------------------- */
+
+static void *open_overlap_peer(void *arg)
+{
+    peer_call *op = arg;
+    pair_peer *q = op->q;
+    sgp_options o;
+    sgp_options_init(&o);
+    o.cluster = q->cluster, o.id = q->id, o.rounds = 3, o.codec = "exact", o.overlap = op->overlap;
+    op->rc = sgp_open(&q->p, &o, q->params, N, q->err, sizeof q->err);
+    return NULL;
+}
+
+/* Peer p's "optimizer step" adds p + 1 to every entry; then its sgp_step. */
+static void *own_step(void *arg)
+{
+    peer_call *op = arg;
+    for (int k = 0; k < N; k++)
+        op->q->params[k] += (float)(op->q->id + 1);
+    op->rc = sgp_step(op->q->p, op->q->params, N);
+    return NULL;
+}
+
+/* Every entry of peer i should be v (exactly: the values are sums of halves). */
+static void peer_at(const pair_peer *q, int i, float v, const char *when)
+{
+    for (int k = 0; k < N; k += 37)
+        cr_assert_eq(q[i].params[k], v, "%s: peer %d, entry %d: %g, not %g", when, i, k, q[i].params[k], v);
+}
+
+/* Two peers that start from 0 and send each other half their mass every round
+ * (push-sum, "exact" codec), x += w (z' - z) for a step (engine_step_taken).
+ * Without overlap, round r absorbs the other's share of round r before
+ * sgp_step returns: z = 1.5, 3, then the final 4.5 on both. With overlap a
+ * round's step comes first, from the model its last emit left (x = z / 2,
+ * w = 1 / 2), and absorbs the other's share of the round before:
+ *   round 0: the steps from 0 at w = 1, emit: peer 0 x = 0.5, peer 1 x = 1,
+ *            w = 1/2, so sgp_step hands back the own step z = 1 and 2;
+ *   round 1: z' = 2 and 4, x = 1 and 2, + the other's round-0 share (1 and
+ *            0.5, w + 1/2) = 2 and 2.5 at w = 1 (peer 0's 2 happens to be its
+ *            own step too; peer 1's is not its own 4);
+ *   round 2: z' = 3 and 4.5, x = 1.5 and 2.25, + the round-1 shares (1.25 and
+ *            1) = 2.75 and 3.25; the end takes in the round-2 shares: 3 and 3.
+ * And since a round waits only for the shares of the round before, each
+ * peer's first two sgp_step calls return with the other peer not stepping. */
+Test(lib_api, with_overlap_sgp_step_hands_back_the_own_step_mixed_one_round_late, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-lib-overlap-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    static char cluster[256];
+    sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
+    pair_peer *q = calloc(2, sizeof *q);
+    peer_call op[2];
+    for (int overlap = 0; overlap <= 1; overlap++) {
+        for (int i = 0; i < 2; i++) {
+            q[i] = (pair_peer){.cluster = cluster, .id = i}; /* params 0 */
+            op[i] = (peer_call){.q = &q[i], .overlap = overlap};
+        }
+        both(op, open_overlap_peer);
+        if (!overlap) {
+            both(op, own_step);
+            peer_at(q, 0, 1.5f, "no overlap, round 0"), peer_at(q, 1, 1.5f, "no overlap, round 0");
+            both(op, own_step);
+            peer_at(q, 0, 3.0f, "no overlap, round 1"), peer_at(q, 1, 3.0f, "no overlap, round 1");
+            both(op, own_step);
+            cr_assert_eq(op[0].rc, SGP_DONE);
+            peer_at(q, 0, 4.5f, "no overlap, the end"), peer_at(q, 1, 4.5f, "no overlap, the end");
+        } else {
+            const float first[2] = {1.0f, 2.0f}, second[2] = {2.0f, 2.5f};
+            for (int i = 0; i < 2; i++) { /* one peer after the other, on this thread */
+                own_step(&op[i]);
+                cr_assert_eq(op[i].rc, 0, "peer %d: %s", i, sgp_error(q[i].p));
+                peer_at(q, i, first[i], "overlap, round 0: the own step");
+                sgp_status s;
+                cr_assert_eq(sgp_status_get(q[i].p, &s), 0);
+                cr_assert_eq(s.round, 1);
+                cr_assert_float_eq(s.weight, 0.5, 1e-9, "the weight the emit left: %g", s.weight);
+            }
+            for (int i = 0; i < 2; i++) {
+                own_step(&op[i]);
+                cr_assert_eq(op[i].rc, 0, "peer %d: %s", i, sgp_error(q[i].p));
+                peer_at(q, i, second[i], "overlap, round 1: the round-0 shares are in");
+            }
+            both(op, own_step); /* the end waits for the round-2 shares */
+            cr_assert_eq(op[0].rc, SGP_DONE);
+            peer_at(q, 0, 3.0f, "overlap, the end"), peer_at(q, 1, 3.0f, "overlap, the end");
+        }
+        cr_assert_eq(op[1].rc, SGP_DONE);
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(sgp_close(q[i].p), 0);
+    }
+    free(q);
+    sgp_rm_rf(dir);
+}
+
+/* The program caller.c of a release's fixture folder (tests/fixtures/abi-0.1.0,
+ * ...), built with the sgp.h of that release beside it, runs unchanged
+ * against this libsgp.so: two processes of it average (each checks its own
+ * model and says "mean OK"). */
+static void an_old_caller_runs(const char *fixture)
 {
     char dir[] = "/tmp/sgp-lib-abi-XXXXXX";
     cr_assert(mkdtemp(dir));
     const char *san = getenv("SGP_SANITIZER");
     char cmd[2048], bin[512];
     snprintf(bin, sizeof bin, "%s/caller", dir);
-    snprintf(cmd, sizeof cmd,
-             "cc -std=c99 -Wall -Werror %s -Itests/fixtures/abi-0.1.0 tests/fixtures/abi-0.1.0/caller.c -o %s "
-             "-L%s -lsgp -Wl,-rpath,%s",
-             san && *san ? "-fsanitize=address" : "", bin, sgp_build_dir(), sgp_build_dir());
+    snprintf(cmd, sizeof cmd, "cc -std=c99 -Wall -Werror %s -I%s %s/caller.c -o %s -L%s -lsgp -Wl,-rpath,%s",
+             san && *san ? "-fsanitize=address" : "", fixture, fixture, bin, sgp_build_dir(), sgp_build_dir());
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     char cluster[512], outs[2][512], ids[2][4];
     sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
@@ -329,6 +428,20 @@ Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
     for (int i = 0; i < 2; i++)
         cr_assert(sgp_file_has(outs[i], "mean OK (sgp " SGP_VERSION ")"), "see %s", outs[i]);
     sgp_rm_rf(dir);
+}
+
+/* 0.1.0's sgp_options is smaller and its sgp_options_init is a function. */
+Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
+{
+    an_old_caller_runs("tests/fixtures/abi-0.1.0");
+}
+
+/* 0.2.0's sgp_options ends at `outer` (sized by the sgp_options_init macro):
+ * its local_steps reach the run, and overlap, which it has not, stays off
+ * (the first sgp_step hands back the mix). */
+Test(lib_api, a_program_built_with_the_0_2_0_header_still_runs, .timeout = 300)
+{
+    an_old_caller_runs("tests/fixtures/abi-0.2.0");
 }
 
 /* `make install PREFIX=...` and a program built the way sgp.h tells C users

@@ -9,7 +9,7 @@ no copy; the optimizer's state survives the wrapping; buffers averaged or
 kept local as asked, a constant buffer of -inf (a causal attention mask)
 kept local by default; values that are not finite refused with the
 tensor named; the wrapper's state_dict round trip (gossip checkpoint
-included); sgp.Error for a wrong size, a closed peer, a missing cluster
+included); overlap=True reaching libsgp; sgp.Error for a wrong size, a closed peer, a missing cluster
 file; the GPU path when a GPU is present.
 """
 
@@ -293,6 +293,36 @@ class StateDict(unittest.TestCase):
             warnings.simplefilter("ignore")
             sched.step()
         self.assertEqual(opt.optimizer.param_groups[0]["lr"], 0.5)
+
+
+class Overlap(unittest.TestCase):
+    def test_overlap_true_reaches_libsgp_the_first_round_leaves_the_own_step(self):
+        # Peer i's step adds i + 1 (SGD, lr 1, gradient -(i + 1)) from 0, 2
+        # rounds of one step, push-sum with the "exact" codec. With overlap the
+        # first gossip step leaves the own step (1, 2), the second mixes in
+        # the first round's shares and the end the second's: 2.25 on both
+        # (tests/process/test_lib_api.c derives such values); without, 1.5
+        # and then 3.
+        d, conf = cluster()
+        self.addCleanup(shutil.rmtree, d, True)
+
+        def peer(i):
+            w = torch.nn.Parameter(torch.zeros(4))
+            opt = sgp.torch.Optimizer(torch.optim.SGD([w], lr=1.0), cluster=conf, id=i, steps=2,
+                                      codec="exact", overlap=True)
+            seen = []
+            for _ in range(2):
+                w.grad = torch.full((4,), -(i + 1.0))
+                opt.step()
+                seen.append(w.detach().clone())
+            self.assertTrue(opt.done)
+            opt.close()
+            return seen, repr(opt)
+
+        for i, (seen, r) in enumerate(on_threads(peer)):
+            self.assertTrue(torch.equal(seen[0], torch.full((4,), i + 1.0)), "peer %d: %s" % (i, seen[0]))
+            self.assertTrue(torch.equal(seen[1], torch.full((4,), 2.25)), "peer %d: %s" % (i, seen[1]))
+            self.assertIn("overlap=True", r)
 
 
 class Errors(unittest.TestCase):

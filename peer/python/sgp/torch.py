@@ -220,6 +220,12 @@ class Optimizer(torch.optim.Optimizer):
     steps: how many optimizer steps every peer takes; the run has
         ceil(steps / local_steps) rounds.
     local_steps, outer, codec: the recipe (``sgp peer`` options of the same names).
+    overlap: True to run each round's exchange during the next round's
+        local steps (``sgp peer --overlap``): the gossip step no longer
+        waits for the neighbours' shares of the round it sends, and the
+        parameters it leaves are your own steps mixed with the shares of
+        the round before (one round of delay; the first round's are your
+        own steps unmixed).
     model: pass it to have its running statistics mixed too, and its
         parameters named in errors (see buffers).
     checkpoint: the gossip checkpoint file; state_dict() includes its
@@ -233,7 +239,8 @@ class Optimizer(torch.optim.Optimizer):
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, *, cluster: str, steps: int, local_steps: int = 1,
-                 outer: Optional[str] = None, codec: Optional[str] = None, model: Optional[torch.nn.Module] = None,
+                 outer: Optional[str] = None, codec: Optional[str] = None, overlap: bool = False,
+                 model: Optional[torch.nn.Module] = None,
                  buffers: str = "running", checkpoint: Optional[str] = None, **options: Any) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError("sgp.torch.Optimizer wraps a torch.optim.Optimizer, not %s" % type(optimizer).__name__)
@@ -253,7 +260,8 @@ class Optimizer(torch.optim.Optimizer):
             checkpoint = os.path.join(self._tmp.name, "gossip.ckpt")
         self._checkpoint = os.fspath(checkpoint)
         self._options = dict(options, cluster=cluster, rounds=math.ceil(self.total_steps / self.local_steps),
-                             local_steps=self.local_steps, outer=outer, codec=codec, checkpoint=self._checkpoint)
+                             local_steps=self.local_steps, outer=outer, codec=codec, overlap=bool(overlap),
+                             checkpoint=self._checkpoint)
         self._peer: Optional[Peer] = None
         self._steps = 0
         self.done = False
@@ -284,8 +292,9 @@ class Optimizer(torch.optim.Optimizer):
                     "add the group to the inner optimizer before wrapping it")
 
     def __repr__(self) -> str:
-        return "sgp.torch.Optimizer(%r, local_steps=%d, outer=%r, codec=%r)" % (
-            self.optimizer, self.local_steps, self._options["outer"], self._options["codec"])
+        return "sgp.torch.Optimizer(%r, local_steps=%d, outer=%r, codec=%r, overlap=%r)" % (
+            self.optimizer, self.local_steps, self._options["outer"], self._options["codec"],
+            self._options["overlap"])
 
     # ---- the peer ------------------------------------------------------------------
     def _open(self, resume: bool = False) -> Peer:
