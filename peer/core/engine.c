@@ -373,9 +373,30 @@ static void emit_round(engine *e, double now);
 static void start_step(engine *e)
 {
     e->computing = 1;
+    if (e->stepped_early && !e->z_start && !(e->z_start = malloc(e->rp.g.dim * sizeof *e->z_start)))
+        e->fail = -ENOMEM; /* (the run ends at the round's end) */
+    if (e->stepped_early && e->z_start)
+        gsp_debias_to(&e->rp.g, e->z_start);
     if (e->caller_steps)
         outer_begin(&e->rp.local.outer, &e->rp.g);
     event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
+}
+
+/* An overlapped round's steps ran after its emit, at the weight the emit
+ * left (half of it, sending one share): moving x by that weight times the
+ * step, as a step between an absorb and an emit does, would make each step
+ * count for that fraction once the in-neighbours' shares are in. So x moves
+ * by the weight before the emit instead, the one the absorb restores:
+ * x += (w_emit - w) (z' - z). */
+static void overlap_step_weight(engine *e)
+{
+    gsp_peer *g = &e->rp.g;
+    const double dw = e->w_emit - g->w;
+    if (!e->stepped_early || !e->z_start || dw == 0)
+        return;
+    const float inv = gsp_debias_factor(g);
+    for (size_t i = 0; i < g->dim; i++)
+        g->x[i] += (float)(dw * ((double)g->x[i] * inv - (double)e->z_start[i]));
 }
 
 /* With overlap, a round's steps run before its pacing question (from the
@@ -397,6 +418,7 @@ static void try_start(engine *e, double now)
         return;
     }
     if (step_first(e)) {
+        e->stepped_early = 1;
         start_step(e);
         return;
     }
@@ -440,6 +462,7 @@ static void try_start(engine *e, double now)
         emit_round(e, now);
         return;
     }
+    e->stepped_early = 0;
     start_step(e);
 }
 
@@ -471,6 +494,7 @@ static void emit_round(engine *e, double now)
     const long round = rp->g.round;
     const int was_isolated = rp->pace.isolated;
     gsp_msg msgs[TOPO_MAX_OUT];
+    e->w_emit = rp->g.w;
     const int m = round_emit(rp, now, e->busy, msgs);
     if (rp->pace.isolated != was_isolated)
         log_event(e, rp->pace.isolated ? ENGINE_LOG_ISOLATED : ENGINE_LOG_HEARING_AGAIN,
@@ -503,6 +527,7 @@ void engine_step_done(engine *e, double now)
     if (e->finished || !e->computing)
         return;
     e->computing = 0;
+    overlap_step_weight(e);
     /* A model that is no longer finite is never gossiped nor reported: the
      * peer stops at the first round that shows it (its loss, or the
      * parameters its emit reads). */
@@ -684,6 +709,7 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
     }
     gsp_pace_joined(&e->rp.pace);
     e->stepped = 0; /* (overlap: steps taken before the model came are not this model's) */
+    e->w_emit = e->rp.g.w;
     try_start(e, now);
 }
 
@@ -828,7 +854,7 @@ static void reset(engine *e, double now)
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
     memset(e->sync_asked, 0, n * sizeof *e->sync_asked);
-    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = e->stepped = 0;
+    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = e->stepped = e->stepped_early = 0;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->diverged = NULL;
     e->held = 1;
@@ -876,6 +902,7 @@ int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int
     }
     e->incarnation_max = UINT64_MAX;
     reset(e, now);
+    e->w_emit = e->rp.g.w;
     *out = e;
     return 0;
 }
@@ -888,7 +915,7 @@ void engine_free(engine *e)
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
     free(e->refusals), free(e->promise_broken), free(e->model_sent_round);
-    free(e->sends), free(e->events);
+    free(e->sends), free(e->events), free(e->z_start);
     free(e);
 }
 
@@ -916,6 +943,7 @@ int engine_come_back(engine *e, engine_comeback how, uint64_t incarnation, doubl
     }
     if (how == ENGINE_WITH_STATE) {
         gsp_resume(&e->rp.g);
+        e->w_emit = e->rp.g.w;
         gsp_pace_joined(&e->rp.pace);
         e->start_round = e->rp.g.round;
         return 0;
@@ -980,4 +1008,9 @@ void engine_diverged_text(const engine *e, char *buf, size_t len)
     round_diverged_text(&e->rp, e->diverged ? e->diverged : "the parameters", buf, len);
 }
 
-void engine_memory(const engine *e, mem_parts *m) { round_memory(&e->rp, m); }
+void engine_memory(const engine *e, mem_parts *m)
+{
+    round_memory(&e->rp, m);
+    if (e->z_start)
+        m->gossip += e->rp.g.dim * sizeof *e->z_start;
+}

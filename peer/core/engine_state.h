@@ -27,6 +27,9 @@ struct engine {
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
     int stepped;              /* overlap: the round's steps are done, its emit waits for the pacing question */
+    int stepped_early;        /* overlap: the running steps started before the round's absorb (step_first) */
+    double w_emit;            /* overlap: the weight before the last emit, what such steps move x by */
+    float *z_start;           /* overlap: z where the round's steps started (dim floats, allocated at the first) */
     int joining, refreshing, asked, ask_left, alone;
     int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */
     double promised_at;       /* ...when it said so */

@@ -340,15 +340,17 @@ static void peer_at(const pair_peer *q, int i, float v, const char *when)
  * (push-sum, "exact" codec), x += w (z' - z) for a step (engine_step_taken).
  * Without overlap, round r absorbs the other's share of round r before
  * sgp_step returns: z = 1.5, 3, then the final 4.5 on both. With overlap a
- * round's step comes first, from the model its last emit left (x = z / 2,
- * w = 1 / 2), and absorbs the other's share of the round before:
+ * round's step comes first, from the model its last emit left (w = 1/2),
+ * and x moves by the weight before that emit (1) times the step; then the
+ * other's share of the round before comes in:
  *   round 0: the steps from 0 at w = 1, emit: peer 0 x = 0.5, peer 1 x = 1,
  *            w = 1/2, so sgp_step hands back the own step z = 1 and 2;
- *   round 1: z' = 2 and 4, x = 1 and 2, + the other's round-0 share (1 and
- *            0.5, w + 1/2) = 2 and 2.5 at w = 1 (peer 0's 2 happens to be its
- *            own step too; peer 1's is not its own 4);
- *   round 2: z' = 3 and 4.5, x = 1.5 and 2.25, + the round-1 shares (1.25 and
- *            1) = 2.75 and 3.25; the end takes in the round-2 shares: 3 and 3.
+ *   round 1: z' = 2 and 4, x = 0.5 + 1 = 1.5 and 1 + 2 = 3, + the other's
+ *            round-0 share (1 and 0.5, w + 1/2) = 2.5 and 3.5 at w = 1;
+ *   round 2: z' = 3.5 and 5.5, x = 1.25 + 1 = 2.25 and 1.75 + 2 = 3.75, + the
+ *            round-1 shares (1.75 and 1.25) = 4 and 5; the end takes in the
+ *            round-2 shares: 4.5 and 4.5, as without overlap (every step
+ *            counts whole).
  * And since a round waits only for the shares of the round before, each
  * peer's first two sgp_step calls return with the other peer not stepping. */
 Test(lib_api, with_overlap_sgp_step_hands_back_the_own_step_mixed_one_round_late, .timeout = 300)
@@ -374,7 +376,7 @@ Test(lib_api, with_overlap_sgp_step_hands_back_the_own_step_mixed_one_round_late
             cr_assert_eq(op[0].rc, SGP_DONE);
             peer_at(q, 0, 4.5f, "no overlap, the end"), peer_at(q, 1, 4.5f, "no overlap, the end");
         } else {
-            const float first[2] = {1.0f, 2.0f}, second[2] = {2.0f, 2.5f};
+            const float first[2] = {1.0f, 2.0f}, second[2] = {2.5f, 3.5f};
             for (int i = 0; i < 2; i++) { /* one peer after the other, on this thread */
                 own_step(&op[i]);
                 cr_assert_eq(op[i].rc, 0, "peer %d: %s", i, sgp_error(q[i].p));
@@ -391,7 +393,7 @@ Test(lib_api, with_overlap_sgp_step_hands_back_the_own_step_mixed_one_round_late
             }
             both(op, own_step); /* the end waits for the round-2 shares */
             cr_assert_eq(op[0].rc, SGP_DONE);
-            peer_at(q, 0, 3.0f, "overlap, the end"), peer_at(q, 1, 3.0f, "overlap, the end");
+            peer_at(q, 0, 4.5f, "overlap, the end"), peer_at(q, 1, 4.5f, "overlap, the end");
         }
         cr_assert_eq(op[1].rc, SGP_DONE);
         for (int i = 0; i < 2; i++)
