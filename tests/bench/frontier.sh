@@ -42,14 +42,9 @@ if [ "${FRONTIER_TEXT:-0}" = 1 ]; then
     corpus=${SGP_DATA_DIR:-$root/build/data}/brown/brown.txt
     [ -f "$corpus" ] || { echo "frontier.sh: $corpus not there (run make data)" >&2; exit 1; }
     textdir=$root/build/bench/text
-    mkdir -p "$textdir"
-    len=$(stat -c %s "$corpus")
-    held=$((len / 100 * 10 + len % 100 * 10 / 100)) # the tenth --data text:FILE holds out
-    # (no pipes into head: under pipefail the writer's SIGPIPE would end the script)
-    want=${FRONTIER_TRAIN_BYTES:-1048576}
-    head -c $((want < len - held ? want : len - held)) "$corpus" >"$textdir/train.txt"
-    tail -c "$held" "$corpus" >"$textdir/held.txt"
-    head -c "${FRONTIER_VAL_BYTES:-65536}" "$textdir/held.txt" >"$textdir/val.txt"
+    # shellcheck source=tests/bench/text_split.sh
+    . "$here/text_split.sh"
+    text_split "$corpus" "$textdir" "${FRONTIER_TRAIN_BYTES:-1048576}" "${FRONTIER_VAL_BYTES:-65536}"
     DATA=${FRONTIER_DATA:-text:$textdir/train.txt,$textdir/val.txt}
     MODEL=${FRONTIER_MODEL:-gpt:4:128:4}
     EPOCHS=${FRONTIER_EPOCHS:-1}

@@ -59,14 +59,9 @@ fi
 
 # The text, as frontier.sh's FRONTIER_TEXT=1 makes it (the same files).
 textdir=$OUT/text
-mkdir -p "$textdir"
-len=$(stat -c %s "$corpus")
-# shellcheck disable=SC2017  # the same rounding as sgp's
-held=$((len / 100 * 10 + len % 100 * 10 / 100)) # the tenth --data text:FILE holds out
-want=${LMREF_TRAIN_BYTES:-1048576}
-head -c $((want < len - held ? want : len - held)) "$corpus" >"$textdir/train.txt"
-tail -c "$held" "$corpus" >"$textdir/held.txt"
-head -c "${LMREF_VAL_BYTES:-65536}" "$textdir/held.txt" >"$textdir/val.txt"
+# shellcheck source=tests/bench/text_split.sh
+. "$here/text_split.sh"
+text_split "$corpus" "$textdir" "${LMREF_TRAIN_BYTES:-1048576}" "${LMREF_VAL_BYTES:-65536}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
