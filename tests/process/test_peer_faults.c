@@ -32,8 +32,9 @@
 TestSuite(peer_faults, .timeout = 900);
 
 /* A launch or a set of peers that is not done after this long is stuck (the
- * slowest of these runs takes well under a minute under ASan). */
-#define RUN_LIMIT_S 300
+ * slowest of these runs, the restart's 12 epochs, took about 350 s under
+ * AddressSanitizer with the machine shared: a load of 5 on 2 cores). */
+#define RUN_LIMIT_S 700
 
 /* ---- reading what the peers wrote ---------------------------------------- */
 
@@ -434,9 +435,11 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
  * "Nearly": on an idle machine every fast peer computes all 500 rounds; on a
  * busy one the scheduler can hold one of them back long enough that it is
  * itself a few rounds behind the others and jumps them (478 of 500 seen at
- * a load of 18 on 2 cores), which is the catch-up rule doing its job. A
- * fast peer that the straggler dragged into its pace would not jump at all;
- * the check is that each is far from the straggler's fraction (<= 70 %). */
+ * a load of 18 on 2 cores, 449 under AddressSanitizer beside other work,
+ * where the straggler computed 150), which is the catch-up rule doing its
+ * job. A fast peer that the straggler dragged into its pace would not jump
+ * at all; the check is that each stays clear of the straggler's fraction
+ * (<= 70 %): at least 80 %. */
 Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
 {
     /* mlp:256, as for the kills: measured 93.05/93.25% with the straggler
@@ -457,7 +460,7 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
                           rounds, dir);
             cr_assert_geq(sgp_peer_number(run, 3, "catch_ups"), 1, "%s", dir);
         } else {
-            cr_assert_geq(steps, 0.90 * rounds, "fast peer %d computed %.0f of %.0f rounds (logs in %s)", i, steps,
+            cr_assert_geq(steps, 0.80 * rounds, "fast peer %d computed %.0f of %.0f rounds (logs in %s)", i, steps,
                           rounds, dir);
             if (steps < rounds)
                 cr_log_info("fast peer %d jumped %.0f of %.0f rounds (a busy machine?)", i, rounds - steps, rounds);
