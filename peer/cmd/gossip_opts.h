@@ -54,9 +54,7 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "                        for one to come back before going on alone [the round timeout]\n"                  \
     "  --local-steps H       local optimizer steps between two exchanges [1]\n"                                   \
     "  --outer SPEC          outer optimizer on each round's local progress (DiLoCo style):\n"                    \
-    "                        none, sgd:LR[:MOMENTUM], nesterov:LR:MOMENTUM, or ef:[LR:]DECAY:CODEC\n"          \
-    "                        (SparseLoCo's: the progress plus an error buffer, compressed by CODEC,\n"        \
-    "                        e.g. ef:0.95:sparseloco:32) [none]\n"                                             \
+    "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"                          \
     "  --overlap             a round's local steps start before the in-neighbours' shares of the\n"              \
     "                        round before are in; they are absorbed after the steps (one round of\n"            \
     "                        delay: the exchange runs while the steps compute) [off]\n"

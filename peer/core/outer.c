@@ -2,39 +2,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "peer/core/outer.h"
-
-/* "ef:[LR:]DECAY:CODEC" */
-static int parse_ef(outer_opts *o, const char *text, char *err, size_t errlen)
-{
-    double num[2];
-    int k = 0;
-    const char *p = text + 3;
-    char *end = NULL;
-    while (k < 2 && (*p == '.' || (*p >= '0' && *p <= '9'))) {
-        num[k++] = strtod(p, &end);
-        if (*end != ':')
-            break;
-        p = end + 1;
-    }
-    const double lr = k == 2 ? num[0] : 1, decay = k ? num[k - 1] : -1;
-    if (k == 0 || *end != ':' || !(decay >= 0 && decay <= 1) || !(lr > 0 && lr <= 10)) {
-        snprintf(err, errlen,
-                 "'%s': expected ef:[LR:]DECAY:CODEC with 0 < LR <= 10 and 0 <= DECAY <= 1 (e.g. "
-                 "ef:0.95:sparseloco:32)",
-                 text);
-        return -EINVAL;
-    }
-    char why[160];
-    if (cmp_spec_parse(&o->codec, p, why, sizeof why) < 0) {
-        snprintf(err, errlen, "'%s': %s", text, why);
-        return -EINVAL;
-    }
-    o->lr = (float)lr, o->momentum = (float)decay, o->ef = 1;
-    return 0;
-}
 
 int outer_opts_parse(outer_opts *o, const char *text, char *err, size_t errlen)
 {
@@ -42,12 +11,6 @@ int outer_opts_parse(outer_opts *o, const char *text, char *err, size_t errlen)
     snprintf(o->text, sizeof o->text, "%s", text);
     if (strcmp(text, "none") == 0)
         return 0;
-    if (strncmp(text, "ef:", 3) == 0) {
-        const int rc = parse_ef(o, text, err, errlen);
-        if (rc < 0)
-            memset(o, 0, sizeof *o);
-        return rc;
-    }
     const int nesterov = strncmp(text, "nesterov:", 9) == 0;
     if (!nesterov && strncmp(text, "sgd:", 4) != 0)
         goto bad;
@@ -63,8 +26,8 @@ int outer_opts_parse(outer_opts *o, const char *text, char *err, size_t errlen)
     return 0;
 bad:
     snprintf(err, errlen,
-             "'%s': expected none, sgd:LR[:MOMENTUM], nesterov:LR:MOMENTUM with 0 < LR <= 10 and "
-             "0 <= MOMENTUM < 1 (nesterov: > 0), or ef:DECAY:CODEC",
+             "'%s': expected none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM with 0 < LR <= 10 and "
+             "0 <= MOMENTUM < 1 (nesterov: > 0)",
              text);
     memset(o, 0, sizeof *o);
     return -EINVAL;
@@ -76,16 +39,11 @@ int outer_init(outer_state *s, const outer_opts *o, size_t dim)
     if (!o || o->lr <= 0)
         return 0;
     s->o = *o;
-    int rc = nn_sgd_init(&s->sgd, dim, o->ef ? 0.0f : o->momentum, 0.0f, o->nesterov);
+    int rc = nn_sgd_init(&s->sgd, dim, o->momentum, 0.0f, o->nesterov);
     if (rc < 0)
         return rc;
     s->anchor = malloc((dim ? dim : 1) * sizeof(float));
-    if (o->ef) {
-        s->cap = cmp_bound(&o->codec, dim);
-        s->msg = malloc(s->cap);
-        s->work = malloc(cmp_work_size(&o->codec, dim) + 1);
-    }
-    if (!s->anchor || (o->ef && (!s->msg || !s->work))) {
+    if (!s->anchor) {
         outer_free(s);
         return -ENOMEM;
     }
@@ -96,27 +54,6 @@ void outer_begin(outer_state *s, gsp_peer *g)
 {
     if (s->anchor)
         gsp_debias_to(g, s->anchor);
-}
-
-/* e = decay e + delta; c = the codec's view of e; e -= c; a -= c. delta
- * comes in x, which is scratch. */
-static void ef_step(outer_state *s, float *a, float *x)
-{
-    const size_t n = s->sgd.n;
-    const float decay = s->o.momentum;
-    float *e = s->sgd.velocity;
-    for (size_t i = 0; i < n; i++)
-        e[i] = decay * e[i] + x[i];
-    const long len = cmp_encode(&s->o.codec, e, n, s->rounds++, s->work, s->msg, s->cap);
-    /* The encoder cannot fail on a buffer of cmp_bound bytes; if it did, the
-     * round takes no outer step and e keeps all of it. */
-    if (len < 0 || cmp_decode(s->msg, (size_t)len, n, x) < 0)
-        return;
-    const float lr = s->o.lr;
-    for (size_t i = 0; i < n; i++) {
-        e[i] -= x[i];
-        a[i] -= lr * x[i];
-    }
 }
 
 void outer_end(outer_state *s, gsp_peer *g)
@@ -131,10 +68,7 @@ void outer_end(outer_state *s, gsp_peer *g)
     float *a = s->anchor, *x = g->x;
     for (size_t i = 0; i < n; i++)
         x[i] = a[i] - x[i] * inv;
-    if (s->o.ef)
-        ef_step(s, a, x);
-    else
-        nn_sgd_step(&s->sgd, a, x, s->o.lr);
+    nn_sgd_step(&s->sgd, a, x, s->o.lr);
     /* x = w a: the step moves x as a local step does; w stays. */
     const float w = (float)g->w;
     for (size_t i = 0; i < n; i++)
@@ -143,9 +77,7 @@ void outer_end(outer_state *s, gsp_peer *g)
 
 size_t outer_bytes(const outer_state *s)
 {
-    if (!s->anchor)
-        return 0;
-    return 2 * s->sgd.n * sizeof(float) + (s->msg ? s->cap + cmp_work_size(&s->o.codec, s->sgd.n) : 0);
+    return s->anchor ? 2 * s->sgd.n * sizeof(float) : 0; /* the anchor and the velocity */
 }
 
 void outer_free(outer_state *s)
@@ -154,7 +86,5 @@ void outer_free(outer_state *s)
         return;
     nn_sgd_free(&s->sgd);
     free(s->anchor);
-    free(s->msg);
-    free(s->work);
     memset(s, 0, sizeof *s);
 }

@@ -14,15 +14,6 @@
  * peer and goes into its checkpoint; the step moves x only (as a local step
  * does), so push-sum's weights and mixing are untouched.
  *
- * "ef:DECAY:CODEC" is SparseLoCo's outer step (Sarfi et al. 2025): an error
- * buffer in place of the momentum, outer lr 1,
- *
- *  e = DECAY * e + delta;   c = decode(encode_CODEC(e));   e = e - c;   a = a - c
- *
- * so each round moves a peer's model by a compressed step (sparseloco:32 sends
- * 32 values of every 4,096) and what the codec dropped waits in e. The
- * buffer lives where the momentum's velocity does (checkpointed the same way).
- *
  *   outer_opts o;
  *   if (outer_opts_parse(&o, "nesterov:0.7:0.9", err, sizeof err) < 0) ...
  *   outer_state s;
@@ -37,7 +28,6 @@
 
 #include <stddef.h>
 
-#include "compress/cmp.h"
 #include "gossip/gsp.h"
 #include "nn/nn_optim.h"
 
@@ -45,24 +35,17 @@ typedef struct outer_opts {
     float lr;       /* <= 0: no outer optimizer */
     float momentum; /* [0, 1) */
     int nesterov;
-    int ef;         /* ef:DECAY:CODEC: the error-feedback step (lr 1, momentum the decay) */
-    cmp_spec codec; /* ef: what compresses the step */
     char text[48];  /* as given, for logs */
 } outer_opts;
 
-/* "none", "sgd:LR[:MOMENTUM]", "nesterov:LR:MOMENTUM" (0 < LR <= 10,
- * 0 <= MOMENTUM < 1) or "ef:DECAY:CODEC" (0 <= DECAY <= 1, a codec as
- * compress/FORMAT.md names it); -EINVAL with a message. */
+/* "none", "sgd:LR[:MOMENTUM]" or "nesterov:LR:MOMENTUM" (0 < LR <= 10,
+ * 0 <= MOMENTUM < 1); -EINVAL with a message. */
 int outer_opts_parse(outer_opts *o, const char *text, char *err, size_t errlen);
 
 typedef struct outer_state {
     outer_opts o;
-    nn_sgd sgd;    /* its velocity is the outer momentum, or ef's error buffer (checkpointed) */
+    nn_sgd sgd;    /* its velocity is the outer momentum (checkpointed) */
     float *anchor; /* the model the round's local steps started from */
-    uint8_t *msg;  /* ef: the compressed step, and the codec's scratch */
-    void *work;
-    size_t cap;
-    uint64_t rounds; /* ef: seeds a stochastic codec */
 } outer_state;
 
 /* -ENOMEM; a state for o NULL or o->lr <= 0 holds nothing, and
@@ -73,7 +56,7 @@ static inline int outer_on(const outer_state *s) { return s->anchor != NULL; }
 void outer_begin(outer_state *s, gsp_peer *g);
 /* After them: the outer step from a, into x. */
 void outer_end(outer_state *s, gsp_peer *g);
-/* Bytes it holds: the anchor, the momentum and ef's message and scratch. */
+/* Bytes it holds: the anchor and the momentum. */
 size_t outer_bytes(const outer_state *s);
 void outer_free(outer_state *s);
 

@@ -133,8 +133,8 @@ typedef struct sgp_options {
                               * (rounds and rounds_per_epoch count rounds). The codec's lag limit
                               * follows H, as in `sgp peer --local-steps` [1] */
     const char *outer;       /* the outer optimizer on each round's progress (DiLoCo-style): NULL or
-                              * "none", "sgd:LR[:MOMENTUM]", "nesterov:LR:MOMENTUM", "ef:[LR:]DECAY:CODEC",
-                              * as `sgp peer --outer`; its velocity (ef: error buffer) is checkpointed [NULL] */
+                              * "none", "sgd:LR[:MOMENTUM]", "nesterov:LR:MOMENTUM", as `sgp peer --outer`;
+                              * its velocity goes into the checkpoint [NULL] */
     /* ---- from 0.3.0 on (a program built with an older sgp.h gets the defaults) ---- */
     int overlap;             /* 1: overlap the exchange with your steps, as `sgp peer --overlap`: the
                               * parameters sgp_step hands back are your own step folded into the model

@@ -59,58 +59,28 @@ Test(peer_outer, sgd_at_lr_1_keeps_where_the_steps_ended)
     peer_free(&p);
 }
 
-/* With a codec that drops nothing, the error buffer empties each round: the
- * same as sgd:1, whatever the decay. */
-Test(peer_outer, ef_with_a_lossless_codec_is_plain_local_steps)
+/* sgd:0.5:0.5 by hand: the velocity v = 0.5 v + delta, a -= 0.5 v, where
+ * delta = a - z' is the negated progress of the round. */
+Test(peer_outer, sgd_with_momentum_follows_its_velocity)
 {
-    const float z0[DIM] = {1, 2, 3, 4}, step[DIM] = {0.5f, -0.25f, 0.125f, 1};
+    const float z0[DIM] = {0, 0, 0, 0}, step[DIM] = {1, -2, 0.5f, 0}, none[DIM] = {0, 0, 0, 0};
     peer p;
-    peer_init(&p, "ef:0.9:none", z0, 1.0);
-    float z[DIM], want[DIM];
-    memcpy(want, z0, sizeof want);
-    for (int r = 0; r < 3; r++) {
-        round_with(&p, step, z);
-        for (int i = 0; i < DIM; i++) {
-            want[i] += step[i];
-            cr_assert_eq(z[i], want[i], "round %d: z[%d] = %g, want %g", r, i, z[i], want[i]);
-            cr_assert_eq(p.s.sgd.velocity[i], 0.0f, "nothing waits in the error buffer");
-        }
-    }
-    peer_free(&p);
-}
-
-/* topk:0.25 of 4 values sends the largest one: what it drops waits in e,
- * decays, and goes out once it is the largest. */
-Test(peer_outer, ef_sends_the_largest_value_and_keeps_the_rest_decayed)
-{
-    const float z0[DIM] = {0, 0, 0, 0};
-    const float step1[DIM] = {-4, 1, -0.5f, -2}; /* delta = a - z' = {4, -1, 0.5, 2} */
-    const float none[DIM] = {0, 0, 0, 0};
-    peer p;
-    peer_init(&p, "ef:0.5:topk:0.25", z0, 2.0);
+    peer_init(&p, "sgd:0.5:0.5", z0, 0.5);
     float z[DIM];
-    round_with(&p, step1, z);
-    const float after1[DIM] = {-4, 0, 0, 0}, e1[DIM] = {0, -1, 0.5f, 2};
-    for (int i = 0; i < DIM; i++) {
-        cr_assert_eq(z[i], after1[i], "round 1: z[%d] = %g, want %g", i, z[i], after1[i]);
-        cr_assert_eq(p.s.sgd.velocity[i], e1[i], "round 1: e[%d] = %g", i, p.s.sgd.velocity[i]);
-    }
-    /* No local progress: e = 0.5 e = {0, -0.5, 0.25, 1}, of which 1 goes. */
-    round_with(&p, none, z);
-    const float after2[DIM] = {-4, 0, 0, -1}, e2[DIM] = {0, -0.5f, 0.25f, 0};
-    for (int i = 0; i < DIM; i++) {
-        cr_assert_eq(z[i], after2[i], "round 2: z[%d] = %g, want %g", i, z[i], after2[i]);
-        cr_assert_eq(p.s.sgd.velocity[i], e2[i], "round 2: e[%d] = %g", i, p.s.sgd.velocity[i]);
-    }
-    cr_assert_eq(p.g.w, 2.0, "the outer step keeps w");
-    cr_assert_gt(outer_bytes(&p.s), 2 * DIM * sizeof(float), "the message buffer counts too");
+    round_with(&p, step, z); /* v = -step, a = 0.5 step */
+    for (int i = 0; i < DIM; i++)
+        cr_assert_eq(z[i], 0.5f * step[i], "round 1: z[%d] = %g", i, z[i]);
+    round_with(&p, none, z); /* v = -0.5 step, a = 0.75 step */
+    for (int i = 0; i < DIM; i++)
+        cr_assert_eq(z[i], 0.75f * step[i], "round 2: z[%d] = %g", i, z[i]);
+    cr_assert_eq(p.g.w, 0.5, "the outer step keeps w");
     peer_free(&p);
 }
 
 Test(peer_outer, bad_specs_are_refused_with_the_text)
 {
-    const char *bad[] = {"ef", "ef:0.9", "ef:1.5:none", "ef:-0.1:none", "ef:0.9:nosuch:3", "ef:x:none",
-                         "ef:0.9:topk:2"};
+    const char *bad[] = {"sgd", "sgd:0", "sgd:11", "sgd:1:1", "nesterov:0.7", "nesterov:0.7:0", "adam:1",
+                         "sgd:x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         outer_opts o;
         char err[256] = "";
