@@ -83,7 +83,7 @@ static void event(engine *e, engine_event v)
     e->events[e->n_events++] = v;
 }
 
-static void log_event(engine *e, engine_log log, int peer, const char *detail)
+void engine_log_event(engine *e, engine_log log, int peer, const char *detail)
 {
     engine_event v = {.kind = ENGINE_LOG, .round = e->rp.g.round, .log = log, .peer = peer};
     if (detail)
@@ -122,7 +122,7 @@ int engine_is_neighbour(const engine *e, int q) { return gsp_pace_is_neighbour(&
 static void heard(engine *e, int q, double now)
 {
     if (gsp_pace_heard(&e->rp.pace, q, now))
-        log_event(e, ENGINE_LOG_NEIGHBOUR_BACK, q, NULL);
+        engine_log_event(e, ENGINE_LOG_NEIGHBOUR_BACK, q, NULL);
 }
 
 /* Tell q we have taken in its messages up to the last one received: its
@@ -172,7 +172,7 @@ static void send_model(engine *e, int q, double now)
           now);
     e->model_wanted[q] = 0, e->model_queued[q] = 1;
     e->model_sent_round[q] = e->rp.g.round;
-    log_event(e, ENGINE_LOG_MODEL_SENT, q, NULL);
+    engine_log_event(e, ENGINE_LOG_MODEL_SENT, q, NULL);
 }
 
 /* ---- pulling a neighbour's model --------------------------------------------------- */
@@ -195,7 +195,7 @@ static void ask_next(engine *e, double now)
         if (connected(e, q)) {
             queue(e, (engine_send){.kind = ENGINE_MODEL_REQUEST, .peer = q, .dim = e->rp.g.dim}, now);
             e->asked = j, e->asked_at = now, e->ask_left -= k;
-            log_event(e, ENGINE_LOG_MODEL_ASKED, q, NULL);
+            engine_log_event(e, ENGINE_LOG_MODEL_ASKED, q, NULL);
             return;
         }
     }
@@ -230,7 +230,7 @@ static void give_up_promise(engine *e, double now)
     const int q = e->rp.pace.nb[e->asked].peer;
     char why[64];
     snprintf(why, sizeof why, "no model %.0f s after its MODEL_SOON", promise_limit(e));
-    log_event(e, ENGINE_LOG_PROMISE_BROKEN, q, why);
+    engine_log_event(e, ENGINE_LOG_PROMISE_BROKEN, q, why);
     e->promise_broken[q] = 1;
     e->promised = 0;
     e->join_since = now;
@@ -266,7 +266,7 @@ static void refused(engine *e, int q, const char *why)
     if ((k & (k - 1)) == 0) {
         char detail[96];
         snprintf(detail, sizeof detail, "%s (%u so far)", why, k);
-        log_event(e, ENGINE_LOG_REFUSED, q, detail);
+        engine_log_event(e, ENGINE_LOG_REFUSED, q, detail);
     }
 }
 
@@ -298,7 +298,7 @@ static void finish(engine *e, int rc)
 static void diverged(engine *e, const char *what)
 {
     e->diverged = what;
-    log_event(e, ENGINE_LOG_DIVERGED, -1, what);
+    engine_log_event(e, ENGINE_LOG_DIVERGED, -1, what);
     e->stopping = 1;
     finish(e, -EDOM);
 }
@@ -327,7 +327,7 @@ static void stop_lingering(engine *e)
         len += snprintf(who + len, sizeof who - (size_t)len, " %d", peers[j]);
     if (n > 4 && len < (int)sizeof who)
         snprintf(who + len, sizeof who - (size_t)len, " and %d more", n - 4);
-    log_event(e, ENGINE_LOG_LEAVING, -1, who);
+    engine_log_event(e, ENGINE_LOG_LEAVING, -1, who);
     finish(e, 0);
 }
 
@@ -361,7 +361,7 @@ static void start_refresh(engine *e, double now)
 {
     e->refreshing = 1;
     e->refresh_since = now;
-    log_event(e, ENGINE_LOG_FAR_BEHIND, -1, NULL);
+    engine_log_event(e, ENGINE_LOG_FAR_BEHIND, -1, NULL);
     ask_for_model(e, now);
 }
 
@@ -428,16 +428,16 @@ static void try_start(engine *e, double now)
         char why[96];
         snprintf(why, sizeof why, "%ld rounds behind: jumping to round %ld", e->rp.g.round - d.jumped_from,
                  e->rp.g.round);
-        log_event(e, ENGINE_LOG_CATCHING_UP, -1, why);
+        engine_log_event(e, ENGINE_LOG_CATCHING_UP, -1, why);
     }
     if (d.refresh)
         start_refresh(e, now);
     for (int j = 0; j < d.n_late; j++)
-        log_event(e, ENGINE_LOG_NOT_WAITING_FOR_LATE, d.late[j], NULL);
+        engine_log_event(e, ENGINE_LOG_NOT_WAITING_FOR_LATE, d.late[j], NULL);
     if (d.alone != e->alone) {
         e->alone = d.alone;
         if (d.alone)
-            log_event(e, ENGINE_LOG_ALL_IN_LOST, -1, NULL);
+            engine_log_event(e, ENGINE_LOG_ALL_IN_LOST, -1, NULL);
     }
     if (a == GSP_PACE_WAIT) {
         if (e->wait_since < 0)
@@ -497,7 +497,7 @@ static void emit_round(engine *e, double now)
     e->w_emit = rp->g.w;
     const int m = round_emit(rp, now, e->busy, msgs);
     if (rp->pace.isolated != was_isolated)
-        log_event(e, rp->pace.isolated ? ENGINE_LOG_ISOLATED : ENGINE_LOG_HEARING_AGAIN,
+        engine_log_event(e, rp->pace.isolated ? ENGINE_LOG_ISOLATED : ENGINE_LOG_HEARING_AGAIN,
                   -1, NULL);
     if (m == -EDOM) {
         diverged(e, "the parameters");
@@ -643,7 +643,7 @@ void engine_nack(engine *e, int q, uint64_t seq, double now)
 void engine_goodbye(engine *e, int q, int done_all, double now)
 {
     if (gsp_pace_goodbye(&e->rp.pace, q, done_all))
-        log_event(e, done_all ? ENGINE_LOG_NEIGHBOUR_DONE : ENGINE_LOG_NEIGHBOUR_GOODBYE, q, NULL);
+        engine_log_event(e, done_all ? ENGINE_LOG_NEIGHBOUR_DONE : ENGINE_LOG_NEIGHBOUR_GOODBYE, q, NULL);
     try_start(e, now);
 }
 
@@ -688,24 +688,24 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
     if (!wants_model(e) || e->finished)
         return; /* (an answer that came after another neighbour's) */
     if (intact && !gsp_floats_finite(z, e->rp.g.dim)) {
-        log_event(e, ENGINE_LOG_MODEL_NOT_FINITE, q, NULL);
+        engine_log_event(e, ENGINE_LOG_MODEL_NOT_FINITE, q, NULL);
         ask_for_model(e, now);
         return;
     }
     if (!intact) {
-        log_event(e, ENGINE_LOG_MODEL_BAD_HASH, q, NULL);
+        engine_log_event(e, ENGINE_LOG_MODEL_BAD_HASH, q, NULL);
         ask_for_model(e, now);
         return;
     }
     if (e->refreshing) {
         gsp_adopt(&e->rp.g, z);
         e->refreshing = 0;
-        log_event(e, ENGINE_LOG_MODEL_TAKEN, q, NULL);
+        engine_log_event(e, ENGINE_LOG_MODEL_TAKEN, q, NULL);
     } else {
         gsp_join(&e->rp.g, z, round);
         e->joining = 0;
         e->start_round = round;
-        log_event(e, ENGINE_LOG_JOINED, q, NULL);
+        engine_log_event(e, ENGINE_LOG_JOINED, q, NULL);
     }
     gsp_pace_joined(&e->rp.pace);
     e->stepped = 0; /* (overlap: steps taken before the model came are not this model's) */
@@ -721,7 +721,7 @@ void engine_link_up(engine *e, int q, double now)
     const gsp_pace *pc = &e->rp.pace;
     const int slot = pc->slot[q], ever_up = slot >= 0 && pc->nb[slot].ever_up;
     if (gsp_pace_up(&e->rp.pace, q, now))
-        log_event(e, ENGINE_LOG_NEIGHBOUR_RECONNECTED, q, NULL);
+        engine_log_event(e, ENGINE_LOG_NEIGHBOUR_RECONNECTED, q, NULL);
     if (e->finished)
         return;
     if (ever_up)
@@ -768,7 +768,7 @@ static void tick(engine *e, double now)
     const int k = gsp_pace_tick(pc, now, lost, 64);
     for (int j = 0; j < k; j++) {
         const gsp_pace_nb *b = &pc->nb[pc->slot[lost[j]]];
-        log_event(e, ENGINE_LOG_ROUTING_AROUND, lost[j],
+        engine_log_event(e, ENGINE_LOG_ROUTING_AROUND, lost[j],
                   b->connected ? "silent for the dead timeout"
                   : b->ever_up ? "disconnected for the dead timeout"
                                : "never connected");
@@ -786,7 +786,7 @@ static void tick(engine *e, double now)
     if (e->refreshing && now - e->refresh_since > 2 * pc->c.dead_timeout) {
         e->refreshing = 0;
         gsp_pace_joined(pc);
-        log_event(e, ENGINE_LOG_NO_MODEL, -1, NULL);
+        engine_log_event(e, ENGINE_LOG_NO_MODEL, -1, NULL);
     }
     /* (a promise has its own limit, after which the join's starts again) */
     if (e->joining && !e->promised && now - e->join_since > pc->c.round_timeout)
@@ -818,7 +818,7 @@ void engine_unsent(engine *e, const engine_send *s, int rc, double now)
 {
     const int q = s->peer;
     if (rc == -EMSGSIZE || rc == -ENOSPC) { /* no frame will ever hold it: a retry would repeat forever, silently */
-        log_event(e, ENGINE_LOG_TOO_LARGE, q, NULL);
+        engine_log_event(e, ENGINE_LOG_TOO_LARGE, q, NULL);
         e->fail = -EMSGSIZE;
         try_start(e, now);
         return;
@@ -842,175 +842,4 @@ void engine_unsent(engine *e, const engine_send *s, int rc, double now)
     default: /* running sums and a later SYNC make up for a share; the rest is repeated anyway */
         break;
     }
-}
-
-/* ---- set-up --------------------------------------------------------------------------- */
-
-static void reset(engine *e, double now)
-{
-    const size_t n = (size_t)e->n_peers;
-    memset(e->busy, 0, n), memset(e->sending, 0, n);
-    memset(e->model_wanted, 0, n), memset(e->model_queued, 0, n);
-    memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
-    memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
-    memset(e->sync_asked, 0, n * sizeof *e->sync_asked);
-    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = e->stepped = e->stepped_early = 0;
-    e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
-    e->diverged = NULL;
-    e->held = 1;
-    e->asked_at = e->refresh_since = e->promised_at = -INFINITY;
-    e->first_step_at = e->done_at = -1;
-    memset(e->promise_broken, 0, n);
-    for (size_t q = 0; q < n; q++)
-        e->model_sent_round[q] = -1;
-    e->join_since = e->last_ckpt = now;
-    e->next_tick = now + gsp_pace_heartbeat(&e->rp.pace.c);
-    e->wait_since = -1, e->wake = INFINITY;
-    e->start_round = e->rp.g.round;
-    e->n_sends = e->next_send = e->n_events = e->next_event = 0;
-}
-
-int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
-               const float *x0, size_t dim, uint64_t incarnation, double now, char *err, size_t errlen)
-{
-    *out = NULL;
-    engine *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
-        return -ENOMEM;
-    }
-    int rc = round_peer_init(&e->rp, c, plan, id, train, x0, dim, now, err, errlen);
-    if (rc < 0) {
-        free(e);
-        return rc;
-    }
-    const size_t n = (size_t)c->n_peers;
-    e->id = id, e->n_peers = c->n_peers;
-    e->rp.g.incarnation = incarnation;
-    e->busy = calloc(n, 1), e->sending = calloc(n, 1);
-    e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
-    e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
-    e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
-    e->sync_asked = calloc(n, sizeof *e->sync_asked), e->refusals = calloc(n, sizeof *e->refusals);
-    e->promise_broken = calloc(n, 1), e->model_sent_round = calloc(n, sizeof *e->model_sent_round);
-    if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
-        !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals || !e->promise_broken ||
-        !e->model_sent_round) {
-        engine_free(e);
-        snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
-        return -ENOMEM;
-    }
-    e->incarnation_max = UINT64_MAX;
-    reset(e, now);
-    e->w_emit = e->rp.g.w;
-    *out = e;
-    return 0;
-}
-
-void engine_free(engine *e)
-{
-    if (!e)
-        return;
-    round_peer_free(&e->rp);
-    free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
-    free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
-    free(e->refusals), free(e->promise_broken), free(e->model_sent_round);
-    free(e->sends), free(e->events), free(e->z_start);
-    free(e);
-}
-
-void engine_set_checkpoint_every(engine *e, double seconds) { e->checkpoint_every = seconds; }
-void engine_set_caller_steps(engine *e) { e->caller_steps = 1; }
-
-int engine_set_origin_fill(engine *e, void (*fill)(void *ctx, float *dst), void *ctx, int edges)
-{
-    return gsp_set_origin_fill(&e->rp.g, fill, ctx, edges);
-}
-
-void engine_state_to_load(engine *e, gsp_peer **g, local_state **local) { *g = &e->rp.g, *local = &e->rp.local; }
-
-int engine_come_back(engine *e, engine_comeback how, uint64_t incarnation, double now)
-{
-    if (incarnation != e->rp.g.incarnation) { /* the same peer as a new process: what its old one sent is gone */
-        gsp_restart(&e->rp.g, incarnation);
-        gsp_pace_config pc = e->rp.pace.c;
-        pc.barrier = 0;
-        gsp_pace_free(&e->rp.pace);
-        int rc = gsp_pace_init(&e->rp.pace, &pc, e->id, now);
-        if (rc < 0)
-            return rc;
-        reset(e, now);
-    }
-    if (how == ENGINE_WITH_STATE) {
-        gsp_resume(&e->rp.g);
-        e->w_emit = e->rp.g.w;
-        gsp_pace_joined(&e->rp.pace);
-        e->start_round = e->rp.g.round;
-        return 0;
-    }
-    e->joining = 1;
-    e->join_since = now;
-    e->asked_at = -INFINITY; /* ask as soon as a neighbour is up */
-    gsp_pace_set_joining(&e->rp.pace);
-    log_event(e, ENGINE_LOG_NO_CHECKPOINT, -1, NULL);
-    return 0;
-}
-
-int engine_crash(engine *e)
-{
-    const int lost = e->rp.n_inbox;
-    for (int k = 0; k < e->rp.n_inbox; k++)
-        gsp_msg_free(&e->rp.inbox[k]);
-    e->rp.n_inbox = 0;
-    e->finished = 1;
-    e->n_sends = e->next_send = e->n_events = e->next_event = 0;
-    return lost;
-}
-
-void engine_set_incarnation_max(engine *e, uint64_t max) { e->incarnation_max = max; }
-
-void engine_origin_ahead(engine *e, float *drawn) { gsp_origin_ahead(&e->rp.g, drawn); }
-
-/* ---- what the drivers show ------------------------------------------------------ */
-
-long engine_round(const engine *e) { return e->rp.g.round; }
-long engine_start_round(const engine *e) { return e->start_round; }
-const gsp_peer *engine_gossip(const engine *e) { return &e->rp.g; }
-const gsp_pace *engine_pace(const engine *e) { return &e->rp.pace; }
-const local_state *engine_local(const engine *e) { return &e->rp.local; }
-void engine_model_to(const engine *e, float *z) { gsp_debias_to(&e->rp.g, z); }
-const float *engine_eval_params(engine *e, nn_model *m) { return local_eval_params(m, &e->rp.g); }
-float *engine_take_model(engine *e) { return gsp_take_model(&e->rp.g); }
-
-const gsp_msg *engine_inbox(const engine *e, int *n)
-{
-    *n = e->rp.n_inbox;
-    return e->rp.inbox;
-}
-
-int engine_joining(const engine *e) { return e->joining; }
-int engine_refreshing(const engine *e) { return e->refreshing; }
-int engine_computing(const engine *e) { return e->computing; }
-int engine_stopping(const engine *e) { return e->stopping; }
-int engine_rounds_done(const engine *e) { return e->rounds_done; }
-int engine_promise_pending(const engine *e) { return e->promised; }
-
-void engine_stats_of(const engine *e, engine_stats *s)
-{
-    *s = (engine_stats){.steps = e->rp.steps, .loss = e->rp.loss, .absorbed = e->rp.absorbed,
-                        .wait_seconds = e->wait_seconds};
-}
-
-const char *engine_diverged(const engine *e) { return e->diverged; }
-
-void engine_diverged_text(const engine *e, char *buf, size_t len)
-{
-    round_diverged_text(&e->rp, e->diverged ? e->diverged : "the parameters", buf, len);
-}
-
-void engine_memory(const engine *e, mem_parts *m)
-{
-    round_memory(&e->rp, m);
-    if (e->z_start)
-        m->gossip += e->rp.g.dim * sizeof *e->z_start;
 }

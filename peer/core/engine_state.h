@@ -1,6 +1,7 @@
-/* The peer engine's state: private to peer/core/engine.c, and to its unit
- * test (tests/check_includes.sh holds every other file to engine.h, whose
- * getters and inputs are all a driver sees). */
+/* The peer engine's state: private to peer/core/engine*.c (the state
+ * machine in engine.c, its life in engine_setup.c, its getters in
+ * engine_view.c) and to its unit test (tests/check_includes.sh holds every
+ * other file to engine.h, whose getters and inputs are all a driver sees). */
 #ifndef PEER_CORE_ENGINE_STATE_H
 #define PEER_CORE_ENGINE_STATE_H
 
@@ -52,5 +53,8 @@ struct engine {
     const char *diverged;     /* finished with -EDOM: where the model was not finite ("the loss", "the
                                * parameters"); round_diverged_text says the rest */
 };
+
+/* A log event into the engine's queue (engine.c). */
+void engine_log_event(engine *e, engine_log log, int peer, const char *detail);
 
 #endif
