@@ -9,7 +9,14 @@ host buffer and back, the least a step that mixes on the host can cost, and
 the old pack/unpack (one copy per parameter tensor each way, what TorchPeer
 did before the flat buffer).
 
+With --local-steps H each round is H stand-in optimizer steps of --step-ms
+milliseconds of real work each (a matrix product on the model's device), and
+the table gives peer.step()'s blocking time as a share of the round's H
+steps; --overlap runs the exchange during the next round's steps (`sgp peer
+--overlap`), so peer.step() waits only for what the steps did not cover.
+
     SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py [--device cuda] [--params 25e6]
+    SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py --local-steps 10 --step-ms 20 [--overlap]
 
 Prints a table; median over --rounds rounds after 3 warm-up rounds.
 """
@@ -34,6 +41,17 @@ def model(params, device):
     torch.manual_seed(0)
     layers = [torch.nn.Linear(width, width) for _ in range(4)]
     return torch.nn.Sequential(*layers).to(device), sum(p.numel() for lay in layers for p in lay.parameters())
+
+
+def busy(ms, device):
+    """About ms milliseconds of real work on device: a stand-in for a forward and backward pass."""
+    if ms <= 0:
+        return
+    a = torch.randn(256, 256, device=device)
+    t0 = time.perf_counter()
+    while (time.perf_counter() - t0) * 1e3 < ms:
+        a = torch.tanh(a @ a)
+        sync(device)
 
 
 def sync(device):
@@ -77,24 +95,33 @@ def main():
     ap.add_argument("--params", type=float, default=5e6)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--codec", default="stc:0.04")
+    ap.add_argument("--local-steps", type=int, default=1, help="stand-in optimizer steps a round [1]")
+    ap.add_argument("--step-ms", type=float, default=0, help="milliseconds of work a stand-in step [0]")
+    ap.add_argument("--overlap", action="store_true", help="the exchange runs during the next round's steps")
     a = ap.parse_args()
     torch.set_num_threads(2)
     d = tempfile.mkdtemp(prefix="sgp-torch-step-")
     subprocess.run([os.environ.get("SGP_BIN", "build/sgp"), "launch", "--peers", "2", "--prepare", "--run-dir", d],
                    check=True, capture_output=True)
     times = [[], []]
+    compute = [[], []]
     sizes = [0, 0]
 
     def peer(i):
         m, n = model(a.params, a.device)
         sizes[i] = n
         with sgp.torch.TorchPeer(m, cluster=os.path.join(d, "cluster.conf"), id=i, rounds=a.rounds + 3,
-                                 codec=a.codec) as p:
+                                 codec=a.codec, local_steps=a.local_steps, overlap=a.overlap) as p:
             for r in range(a.rounds + 3):
-                with torch.no_grad():
-                    for q in m.parameters():
-                        q.mul_(0.999)  # a stand-in for an optimizer step: the model moves
+                t0 = time.perf_counter()
+                for _ in range(a.local_steps):
+                    busy(a.step_ms, a.device)
+                    with torch.no_grad():
+                        for q in m.parameters():
+                            q.mul_(0.999)  # a stand-in for an optimizer step: the model moves
                 sync(a.device)
+                if r >= 3:
+                    compute[i].append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 p.step()
                 sync(a.device)
@@ -109,11 +136,14 @@ def main():
     m, n = model(a.params, a.device)
     whole, per_tensor = copy_times(m, a.device, a.rounds)
     step = statistics.median(times[0] + times[1])
+    steps = statistics.median(compute[0] + compute[1])
     name = torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu"
-    print("| device | parameters | codec | peer.step() | flat copy out and back | per-tensor pack/unpack |")
-    print("|---|---|---|---|---|---|")
-    print("| %s (%s) | %d | %s | %.2f ms | %.2f ms | %.2f ms |" % (a.device, name, n, a.codec, 1e3 * step,
-                                                              1e3 * whole, 1e3 * per_tensor))
+    print("| device | parameters | codec | H | overlap | peer.step() | the H steps | blocking share | "
+          "flat copy out and back | per-tensor pack/unpack |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| %s (%s) | %d | %s | %d | %s | %.2f ms | %.2f ms | %s | %.2f ms | %.2f ms |" % (
+        a.device, name, n, a.codec, a.local_steps, "yes" if a.overlap else "no", 1e3 * step, 1e3 * steps,
+        "%.1f%%" % (100 * step / steps) if a.step_ms > 0 else "-", 1e3 * whole, 1e3 * per_tensor))
 
 
 if __name__ == "__main__":
