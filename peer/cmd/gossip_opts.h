@@ -55,8 +55,8 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --local-steps H       local optimizer steps between two exchanges [1]\n"                                   \
     "  --outer SPEC          outer optimizer on each round's local progress (DiLoCo style):\n"                    \
     "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"                          \
-    "  --overlap             a round's local steps start before the in-neighbours' shares of the\n"              \
-    "                        round before are in; they are absorbed after the steps (one round of\n"            \
+    "  --overlap             a round's local steps run beside the absorb of the in-neighbours'\n"               \
+    "                        shares of the round before and are folded in after it (one round of\n"          \
     "                        delay: the exchange runs while the steps compute) [off]\n"
 
 /* The texts' defaults; the settings' are peer_settings_defaults'. */

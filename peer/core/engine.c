@@ -365,61 +365,120 @@ static void start_refresh(engine *e, double now)
     ask_for_model(e, now);
 }
 
-/* Start the next round if the pacing policy says so. */
 static void emit_round(engine *e, double now);
 
-/* The round's local steps: a STEP event (the caller's bracketed by the outer
- * step here; round_step brackets its own). */
-static void start_step(engine *e)
+static int overlap(const engine *e) { return e->rp.c->overlap; }
+
+/* --overlap's two models, allocated at its first round: where the steps
+ * start, and where they run (a caller's run in its own buffer, copied only
+ * for an outer step). */
+static int overlap_buffers(engine *e)
+{
+    const size_t n = e->rp.g.dim;
+    if (!e->z_start && !(e->z_start = malloc(n * sizeof *e->z_start)))
+        return -ENOMEM;
+    const int work = !e->caller_steps || outer_on(&e->rp.local.outer);
+    if (work && !e->z_work && !(e->z_work = malloc(n * sizeof *e->z_work)))
+        return -ENOMEM;
+    return 0;
+}
+
+/* Round `round`'s local steps: a STEP event (the caller's bracketed by the
+ * outer step here; round_step brackets its own). With overlap they start
+ * from z_start: the model the last fold left, before its emit, or z now. */
+static void start_step(engine *e, long round)
 {
     e->computing = 1;
-    if (e->stepped_early && !e->z_start && !(e->z_start = malloc(e->rp.g.dim * sizeof *e->z_start)))
-        e->fail = -ENOMEM; /* (the run ends at the round's end) */
-    if (e->stepped_early && e->z_start)
-        gsp_debias_to(&e->rp.g, e->z_start);
-    if (e->caller_steps)
+    e->step_round = round;
+    if (overlap(e)) {
+        if (overlap_buffers(e) < 0) {
+            e->fail = -ENOMEM; /* (the run ends when the steps are done) */
+            e->steps_void = 1;
+        } else {
+            if (!e->start_ready)
+                gsp_debias_to(&e->rp.g, e->z_start);
+            e->steps_void = 0;
+        }
+        e->start_ready = 0;
+        if (e->caller_steps && e->z_start)
+            outer_begin_at(&e->rp.local.outer, e->z_start);
+    } else if (e->caller_steps)
         outer_begin(&e->rp.local.outer, &e->rp.g);
-    event(e, (engine_event){.kind = ENGINE_STEP, .round = e->rp.g.round});
+    event(e, (engine_event){.kind = ENGINE_STEP, .round = round});
 }
 
-/* An overlapped round's steps ran after its emit, at the weight the emit
- * left (half of it, sending one share): moving x by that weight times the
- * step, as a step between an absorb and an emit does, would make each step
- * count for that fraction once the in-neighbours' shares are in. So x moves
- * by the weight before the emit instead, the one the absorb restores:
- * x += (w_emit - w) (z' - z). */
-static void overlap_step_weight(engine *e)
-{
-    gsp_peer *g = &e->rp.g;
-    const double dw = e->w_emit - g->w;
-    if (!e->stepped_early || !e->z_start || dw == 0)
-        return;
-    const float inv = gsp_debias_factor(g);
-    for (size_t i = 0; i < g->dim; i++)
-        g->x[i] += (float)(dw * ((double)g->x[i] * inv - (double)e->z_start[i]));
-}
-
-/* With overlap, a round's steps run before its pacing question (from the
- * model as the last emit left it, without the in-neighbours' shares of the
- * round before, which travel meanwhile); the question, the absorb of what
- * arrived and the emit follow the steps. Not while the peer pulls a model,
- * nor past the run's last round. */
+/* With overlap, a round's steps start as soon as the round before is folded
+ * in, and its pacing question and absorb run beside them. Not while the
+ * peer pulls a model, nor past the run's last round. */
 static int step_first(const engine *e)
 {
-    return e->rp.c->overlap && !e->stepped && !wants_model(e) && e->rp.g.round < e->rp.pace.c.total_rounds;
+    return overlap(e) && !e->computing && !e->stepped && !e->absorbed && !wants_model(e) &&
+           e->rp.g.round < e->rp.pace.c.total_rounds;
+}
+
+/* Overlap: the round's steps are done and its absorb too. The steps'
+ * progress goes onto the mixed model, x += w (z' - z_start) at the weight
+ * the absorb left (the fold of one round of delay: the steps never saw the
+ * shares absorbed beside them), and the next steps' model is taken before
+ * the emit. A caller stepping itself gets it at once, and the emit (the
+ * codec's encode) follows at the next engine call, off its path; the
+ * simulator and `sgp peer` emit now and start the next steps at the
+ * boundary, as the caller's would be had it been quicker. */
+static void fold(engine *e, double now)
+{
+    gsp_peer *g = &e->rp.g;
+    e->stepped = e->absorbed = 0;
+    if (!e->steps_void && e->z_start) {
+        const float *z = e->z_work;
+        if (e->caller_steps) {
+            z = e->caller_z;
+            if (outer_on(&e->rp.local.outer)) {
+                memcpy(e->z_work, z, g->dim * sizeof *z);
+                outer_end_at(&e->rp.local.outer, e->z_work);
+                z = e->z_work;
+            }
+        }
+        /* (one pass: the fold and the next start, x / w as gsp_debias_to has it) */
+        const float w = (float)g->w, inv = gsp_debias_factor(g);
+        float *x = g->x, *z0 = e->z_start;
+        for (size_t i = 0; i < g->dim; i++) {
+            x[i] += w * (z[i] - z0[i]);
+            z0[i] = x[i] * inv;
+        }
+    } else if (e->z_start)
+        gsp_debias_to(g, e->z_start);
+    e->steps_void = 0;
+    e->caller_z = NULL;
+    e->start_ready = e->z_start != NULL;
+    if (e->caller_steps && e->z_start && !e->fail && !e->stopping && !wants_model(e) &&
+        g->round + 1 < e->rp.pace.c.total_rounds) {
+        start_step(e, g->round + 1);
+        e->emit_due = 1;
+        return;
+    }
+    emit_round(e, now);
 }
 
 static void try_start(engine *e, double now)
 {
-    if (e->finished || e->computing || e->held)
+    if (e->finished || e->held)
         return;
-    if (e->fail || e->stopping) {
-        finish(e, e->fail);
+    if (e->emit_due) { /* (a caller stepping itself has its model: now the round goes out) */
+        e->emit_due = 0;
+        emit_round(e, now);
         return;
     }
-    if (step_first(e)) {
-        e->stepped_early = 1;
-        start_step(e);
+    if (e->fail || e->stopping) {
+        if (!e->computing)
+            finish(e, e->fail);
+        return;
+    }
+    if (step_first(e))
+        start_step(e, e->rp.g.round); /* and the pacing question beside the steps */
+    if (e->computing && (!overlap(e) || e->absorbed))
+        return;
+    if (e->stepped && e->absorbed) {
+        fold(e, now);
         return;
     }
     gsp_pace_decision d;
@@ -457,24 +516,40 @@ static void try_start(engine *e, double now)
         e->first_step_at = now;
     e->absorb_now = now;
     absorb(e, 0);
-    if (e->stepped) { /* overlap: the steps came first */
-        e->stepped = 0;
-        emit_round(e, now);
+    if (!overlap(e)) {
+        start_step(e, e->rp.g.round);
         return;
     }
-    e->stepped_early = 0;
-    start_step(e);
+    e->absorbed = 1;
+    if (!e->computing && !e->stepped) /* (after a model was taken: the steps follow the absorb) */
+        start_step(e, e->rp.g.round);
+    if (e->stepped)
+        fold(e, now);
 }
 
 void engine_drain(engine *e) { absorb(e, 1); }
 
-float engine_compute_step(engine *e, nn_model *model) { return round_step(&e->rp, model); }
+float engine_compute_step(engine *e, nn_model *model)
+{
+    if (!overlap(e))
+        return round_step(&e->rp, model);
+    if (!e->z_start || !e->z_work) /* (out of memory at the start: the run ends with this round) */
+        return 0.0f;
+    memcpy(e->z_work, e->z_start, e->rp.g.dim * sizeof *e->z_work);
+    return round_step_on(&e->rp, model, e->z_work, e->step_round);
+}
 
 void engine_step_taken(engine *e, const float *z, double now)
 {
     if (e->finished || !e->computing)
         return;
     gsp_peer *g = &e->rp.g;
+    e->rp.steps += e->rp.plan->local_steps; /* (round_step counts its own) */
+    if (overlap(e)) { /* folded in once the round's absorb is done (fold) */
+        e->caller_z = z;
+        engine_step_done(e, now);
+        return;
+    }
     /* The caller stepped from z = x / w: x moves by w times its step, as
      * local_step moves it (so a peer whose weight has shrunk does not take
      * steps of 1 / w on its model); value by value, as gsp_debias has it:
@@ -483,7 +558,6 @@ void engine_step_taken(engine *e, const float *z, double now)
     for (size_t i = 0; i < g->dim; i++)
         g->x[i] += w * (z[i] - g->x[i] * inv);
     outer_end(&e->rp.local.outer, g);
-    e->rp.steps += e->rp.plan->local_steps; /* (round_step counts its own) */
     engine_step_done(e, now);
 }
 
@@ -494,7 +568,6 @@ static void emit_round(engine *e, double now)
     const long round = rp->g.round;
     const int was_isolated = rp->pace.isolated;
     gsp_msg msgs[TOPO_MAX_OUT];
-    e->w_emit = rp->g.w;
     const int m = round_emit(rp, now, e->busy, msgs);
     if (rp->pace.isolated != was_isolated)
         engine_log_event(e, rp->pace.isolated ? ENGINE_LOG_ISOLATED : ENGINE_LOG_HEARING_AGAIN,
@@ -527,7 +600,6 @@ void engine_step_done(engine *e, double now)
     if (e->finished || !e->computing)
         return;
     e->computing = 0;
-    overlap_step_weight(e);
     /* A model that is no longer finite is never gossiped nor reported: the
      * peer stops at the first round that shows it (its loss, or the
      * parameters its emit reads). */
@@ -535,7 +607,7 @@ void engine_step_done(engine *e, double now)
         diverged(e, "the loss");
         return;
     }
-    if (e->rp.c->overlap) { /* the pacing question, the absorb, then the emit */
+    if (overlap(e)) { /* folded in once the round's absorb is done */
         e->stepped = 1;
         try_start(e, now);
         return;
@@ -708,8 +780,10 @@ void engine_model(engine *e, int q, long round, const float *z, int intact, doub
         engine_log_event(e, ENGINE_LOG_JOINED, q, NULL);
     }
     gsp_pace_joined(&e->rp.pace);
-    e->stepped = 0; /* (overlap: steps taken before the model came are not this model's) */
-    e->w_emit = e->rp.g.w;
+    /* (overlap: steps running or taken from the model before are not this
+     * one's: dropped, and the next start from it) */
+    e->steps_void = e->computing || e->stepped;
+    e->start_ready = 0;
     try_start(e, now);
 }
 
@@ -810,7 +884,8 @@ double engine_wake_at(const engine *e, double now)
 {
     if (e->finished)
         return INFINITY;
-    const double at = !e->computing && !e->held && e->wake < e->next_tick ? e->wake : e->next_tick;
+    const int asking = !e->held && (!e->computing || (overlap(e) && !e->absorbed)); /* the pacing question */
+    const double at = e->emit_due ? now : asking && e->wake < e->next_tick ? e->wake : e->next_tick;
     return at > now ? at : now;
 }
 

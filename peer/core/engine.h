@@ -42,8 +42,12 @@
  *   engine_free(e);
  *
  * With settings.overlap a round's STEP comes first and its pacing
- * question, absorb and emit follow the step (gossip/GUARANTEES.md): the
- * drivers see the same events in another order.
+ * question and absorb run beside the steps (which then touch a model of
+ * their own, not x); the steps are folded in and the round emitted once
+ * both are done (gossip/GUARANTEES.md). A caller stepping itself gets the
+ * next STEP before that emit, which follows at the next engine call
+ * (engine_wake_at says now): the drivers see the same events in another
+ * order.
  *
  * The engine is opaque: drivers see it through the getters below (its
  * round, its state, read-only views of the model and of the pacing) and

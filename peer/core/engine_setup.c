@@ -16,7 +16,9 @@ static void reset(engine *e, double now)
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
     memset(e->sync_asked, 0, n * sizeof *e->sync_asked);
-    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = e->stepped = e->stepped_early = 0;
+    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
+    e->stepped = e->absorbed = e->start_ready = e->steps_void = e->emit_due = 0;
+    e->caller_z = NULL;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->diverged = NULL;
     e->held = 1;
@@ -64,7 +66,6 @@ int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int
     }
     e->incarnation_max = UINT64_MAX;
     reset(e, now);
-    e->w_emit = e->rp.g.w;
     *out = e;
     return 0;
 }
@@ -77,7 +78,7 @@ void engine_free(engine *e)
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
     free(e->refusals), free(e->promise_broken), free(e->model_sent_round);
-    free(e->sends), free(e->events), free(e->z_start);
+    free(e->sends), free(e->events), free(e->z_start), free(e->z_work);
     free(e);
 }
 
@@ -105,7 +106,6 @@ int engine_come_back(engine *e, engine_comeback how, uint64_t incarnation, doubl
     }
     if (how == ENGINE_WITH_STATE) {
         gsp_resume(&e->rp.g);
-        e->w_emit = e->rp.g.w;
         gsp_pace_joined(&e->rp.pace);
         e->start_round = e->rp.g.round;
         return 0;

@@ -27,10 +27,19 @@ struct engine {
     uint8_t *promise_broken;  /* it said MODEL_SOON and sent no model within the promise's limit: not believed again */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
-    int stepped;              /* overlap: the round's steps are done, its emit waits for the pacing question */
-    int stepped_early;        /* overlap: the running steps started before the round's absorb (step_first) */
-    double w_emit;            /* overlap: the weight before the last emit, what such steps move x by */
-    float *z_start;           /* overlap: z where the round's steps started (dim floats, allocated at the first) */
+    /* --overlap (gossip/GUARANTEES.md): a round's steps run on z_work, apart
+     * from x, while its pacing question and absorb run on x; both done, the
+     * steps are folded in (fold) and the round emitted. */
+    int stepped;              /* the round's steps are done, their fold waits for its absorb */
+    int absorbed;             /* the round's pacing question is answered and its absorb done */
+    int start_ready;          /* z_start holds the next steps' model, taken at the last fold (before its emit) */
+    int steps_void;           /* a model was taken while steps ran: they are not its, and are dropped */
+    int emit_due;             /* a caller stepping itself has its next model: the round's emit follows at the
+                               * next engine call, not on the caller's path */
+    float *z_start;           /* where the running steps started (dim floats, allocated at the first) */
+    float *z_work;            /* the steps' own model (the caller's, copied for its outer step) */
+    const float *caller_z;    /* a caller stepping itself: its stepped model, the loop's until the next hand-out */
+    long step_round;          /* the round of the running steps (the pacing question may jump meanwhile) */
     int joining, refreshing, asked, ask_left, alone;
     int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */
     double promised_at;       /* ...when it said so */

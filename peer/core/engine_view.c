@@ -1,4 +1,6 @@
 /* What the drivers see of the peer engine: its getters (engine.h). */
+#include <string.h>
+
 #include "peer/core/engine_state.h"
 
 long engine_round(const engine *e) { return e->rp.g.round; }
@@ -6,7 +8,13 @@ long engine_start_round(const engine *e) { return e->start_round; }
 const gsp_peer *engine_gossip(const engine *e) { return &e->rp.g; }
 const gsp_pace *engine_pace(const engine *e) { return &e->rp.pace; }
 const local_state *engine_local(const engine *e) { return &e->rp.local; }
-void engine_model_to(const engine *e, float *z) { gsp_debias_to(&e->rp.g, z); }
+void engine_model_to(const engine *e, float *z)
+{
+    if (e->rp.c->overlap && e->computing && e->z_start) /* (the running steps' model, which a fold took) */
+        memcpy(z, e->z_start, e->rp.g.dim * sizeof *z);
+    else
+        gsp_debias_to(&e->rp.g, z);
+}
 const float *engine_eval_params(engine *e, nn_model *m) { return local_eval_params(m, &e->rp.g); }
 float *engine_take_model(engine *e) { return gsp_take_model(&e->rp.g); }
 
@@ -41,4 +49,6 @@ void engine_memory(const engine *e, mem_parts *m)
     round_memory(&e->rp, m);
     if (e->z_start)
         m->gossip += e->rp.g.dim * sizeof *e->z_start;
+    if (e->z_work)
+        m->gossip += e->rp.g.dim * sizeof *e->z_work;
 }

@@ -28,6 +28,19 @@ int local_init_external(local_state *l, const outer_opts *outer, size_t n_params
     return outer_init(&l->outer, outer, n_params);
 }
 
+/* One step of z itself (weight 1) with the batch B already drawn. */
+static float step_at(local_state *l, nn_model *m, float *z, size_t dim, int B, float lr, int *correct)
+{
+    float *own = m->params;
+    m->params = z;
+    float loss = nn_model_grad(m, l->batches.x, l->batches.y, B, correct);
+    m->params = own;
+    if (l->clip > 0)
+        nn_clip_norm(m->grads, dim, l->clip);
+    nn_optimizer_step(&l->opt, z, m->grads, lr, z);
+    return loss;
+}
+
 float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size)
 {
     int B = nn_batcher_next(&l->batches);
@@ -44,15 +57,17 @@ float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correc
      * first such step on. On a regular graph with no faults w stays exactly
      * 1 and neither changes a bit. */
     gsp_debias_in_place(g);
-    float *own = m->params;
-    m->params = g->x;
-    float loss = nn_model_grad(m, l->batches.x, l->batches.y, B, correct);
-    m->params = own;
-    if (l->clip > 0)
-        nn_clip_norm(m->grads, g->dim, l->clip);
-    nn_optimizer_step(&l->opt, g->x, m->grads, lr, g->x);
+    float loss = step_at(l, m, g->x, g->dim, B, lr, correct);
     gsp_rebias_in_place(g);
     return loss;
+}
+
+float local_step_at(local_state *l, nn_model *m, float *z, size_t dim, float lr, int *correct, int *batch_size)
+{
+    int B = nn_batcher_next(&l->batches);
+    *batch_size = B;
+    *correct = 0;
+    return B == 0 ? 0.0f : step_at(l, m, z, dim, B, lr, correct);
 }
 
 const float *local_eval_params(nn_model *m, gsp_peer *g)

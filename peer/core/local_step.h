@@ -46,6 +46,9 @@ int local_init(local_state *l, const train_opts *o, const outer_opts *outer, con
 int local_init_external(local_state *l, const outer_opts *outer, size_t n_params);
 /* One step at the current round; returns the batch loss (0 for an empty shard). */
 float local_step(local_state *l, nn_model *m, gsp_peer *g, float lr, int *correct, int *batch_size);
+/* The same step of a model z of dim floats held apart from the gossip
+ * state (--overlap's steps, which run while the exchange moves x). */
+float local_step_at(local_state *l, nn_model *m, float *z, size_t dim, float lr, int *correct, int *batch_size);
 /* The model to evaluate between steps, z = x / w, bit for bit as
  * gsp_debias has it: x itself when w is exactly 1, else written into m's
  * gradient buffer, free between steps (every backward pass writes it whole),

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "peer/core/outer.h"
 
@@ -56,23 +57,43 @@ void outer_begin(outer_state *s, gsp_peer *g)
         gsp_debias_to(g, s->anchor);
 }
 
+/* x = a - x * inv (the outer gradient, z = x * inv taken value by value as
+ * gsp_debias would write it), then the step of a by it. */
+static void outer_step(outer_state *s, float *x, size_t n, float inv)
+{
+    float *a = s->anchor;
+    for (size_t i = 0; i < n; i++)
+        x[i] = a[i] - x[i] * inv;
+    nn_sgd_step(&s->sgd, a, x, s->o.lr);
+}
+
 void outer_end(outer_state *s, gsp_peer *g)
 {
     if (!s->anchor)
         return;
     const size_t n = g->dim;
-    /* The outer gradient a - z goes into x, which is overwritten below
-     * anyway: no scratch vector, and z = x * inv taken value by value as
-     * gsp_debias would write it (no z beside x). */
-    const float inv = gsp_debias_factor(g);
-    float *a = s->anchor, *x = g->x;
-    for (size_t i = 0; i < n; i++)
-        x[i] = a[i] - x[i] * inv;
-    nn_sgd_step(&s->sgd, a, x, s->o.lr);
+    /* The outer gradient goes into x, which is overwritten below anyway: no
+     * scratch vector, and no z beside x. */
+    outer_step(s, g->x, n, gsp_debias_factor(g));
     /* x = w a: the step moves x as a local step does; w stays. */
-    const float w = (float)g->w;
+    const float w = (float)g->w, *a = s->anchor;
+    float *x = g->x;
     for (size_t i = 0; i < n; i++)
         x[i] = w * a[i];
+}
+
+void outer_begin_at(outer_state *s, const float *z)
+{
+    if (s->anchor)
+        memcpy(s->anchor, z, s->sgd.n * sizeof *z);
+}
+
+void outer_end_at(outer_state *s, float *z)
+{
+    if (!s->anchor)
+        return;
+    outer_step(s, z, s->sgd.n, 1.0f);
+    memcpy(z, s->anchor, s->sgd.n * sizeof *z);
 }
 
 size_t outer_bytes(const outer_state *s)

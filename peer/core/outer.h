@@ -56,6 +56,10 @@ static inline int outer_on(const outer_state *s) { return s->anchor != NULL; }
 void outer_begin(outer_state *s, gsp_peer *g);
 /* After them: the outer step from a, into x. */
 void outer_end(outer_state *s, gsp_peer *g);
+/* The same two on a model z held apart from the gossip state (--overlap's
+ * steps): a = z before them; z = the outer step's a after them. */
+void outer_begin_at(outer_state *s, const float *z);
+void outer_end_at(outer_state *s, float *z);
 /* Bytes it holds: the anchor and the momentum. */
 size_t outer_bytes(const outer_state *s);
 void outer_free(outer_state *s);

@@ -255,23 +255,36 @@ gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d)
     return gsp_pace_next(&rp->pace, &rp->g, rp->inbox, rp->n_inbox, now, d);
 }
 
-float round_step(round_peer *rp, nn_model *model)
+/* The round's steps, on x (z NULL) or on z apart from it; with the outer
+ * step around them. */
+static float steps(round_peer *rp, nn_model *model, float *z, long round)
 {
     const train_opts *o = &rp->c->train;
     long first;
-    const int steps = model ? round_plan_steps(rp->plan, rp->g.round, &first) : 0;
+    const int n = model ? round_plan_steps(rp->plan, round, &first) : 0;
     double loss = 0;
-    outer_begin(&rp->local.outer, &rp->g);
-    for (int s = 0; s < steps; s++) {
+    if (z)
+        outer_begin_at(&rp->local.outer, z);
+    else
+        outer_begin(&rp->local.outer, &rp->g);
+    for (int s = 0; s < n; s++) {
         float lr = nn_lr_at(&o->schedule, first + s, rp->plan->steps_per_epoch);
         int correct, B;
-        loss += local_step(&rp->local, model, &rp->g, lr, &correct, &B);
+        loss += z ? local_step_at(&rp->local, model, z, rp->g.dim, lr, &correct, &B)
+                  : local_step(&rp->local, model, &rp->g, lr, &correct, &B);
     }
-    outer_end(&rp->local.outer, &rp->g);
-    rp->steps += steps;
-    rp->loss = steps ? (float)(loss / steps) : 0.0f;
+    if (z)
+        outer_end_at(&rp->local.outer, z);
+    else
+        outer_end(&rp->local.outer, &rp->g);
+    rp->steps += n;
+    rp->loss = n ? (float)(loss / n) : 0.0f;
     return rp->loss;
 }
+
+float round_step(round_peer *rp, nn_model *model) { return steps(rp, model, NULL, rp->g.round); }
+
+float round_step_on(round_peer *rp, nn_model *model, float *z, long round) { return steps(rp, model, z, round); }
 
 int round_emit(round_peer *rp, double now, const uint8_t *busy, gsp_msg *msgs)
 {

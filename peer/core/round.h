@@ -136,6 +136,11 @@ gsp_pace_action round_next(round_peer *rp, double now, gsp_pace_decision *d);
  * no step (averaging experiments).
  * Touches x, the local optimizer and the model's buffers only. */
 float round_step(round_peer *rp, nn_model *model);
+/* The same steps, those of `round`, of a model z (dim floats) held apart
+ * from the gossip state, which they leave alone (--overlap: the exchange
+ * moves x, and may move the round, meanwhile): z is where they start and,
+ * after, where they end. */
+float round_step_on(round_peer *rp, nn_model *model, float *z, long round);
 
 /* Why a peer stops when its model is no longer finite (-EDOM from
  * round_emit, or a loss that is not): `what` ("the loss", "the parameters")

@@ -28,8 +28,9 @@ typedef struct peer_settings {
     double codec_warmup;     /* epochs of DGC sparsity warm-up: topk/randk/stc/sketch/sparseloco start dense and reach
                               * their fraction F exponentially (F^((e+1)/(W+1)) in epoch e < W) */
     int local_steps;         /* H: local optimizer steps between two exchanges (1: every step) */
-    int overlap;             /* a round's steps start before its shares are in: the pacing question, the absorb
-                              * and the emit follow the steps (one round of delay: gossip/GUARANTEES.md) */
+    int overlap;             /* a round's steps run on a model of their own beside its pacing question and
+                              * absorb, and are folded in before its emit (one round of delay:
+                              * gossip/GUARANTEES.md) */
     const outer_opts *outer; /* NULL or lr <= 0: none; else the outer step on each round's progress (outer.h) */
     double dead_timeout;     /* seconds of silence or disconnection before a neighbour is routed around */
     double round_timeout;    /* seconds a round waits at most (the first rounds, the round-0 barrier) */

@@ -70,14 +70,16 @@
  * velocity stays on this peer and goes into its checkpoint.
  *
  * Overlap. With o.overlap = 1 the exchange runs during your steps instead
- * of between them: sgp_step folds your step into the model, waits only for
- * the in-neighbours' shares of the round before (which had your steps'
- * time to arrive), mixes those in, pushes this round's shares and returns
- * without waiting for the neighbours' shares of this round; they are mixed
- * in at your next sgp_step. So the parameters handed back after a step are
+ * of between them: the in-neighbours' shares of the round before are
+ * absorbed while you step (they had your steps' time to arrive), sgp_step
+ * folds your step onto that mixed model and returns it at once, and this
+ * round's push (the codec's encode and the send) runs on sgp's thread
+ * during your next steps. So the parameters handed back after a step are
  * your own step plus what the neighbours sent one round earlier: the first
  * sgp_step hands back your own step unmixed, and a round's mix is one round
  * late (asynchronous DiLoCo's delay; gossip/GUARANTEES.md, `--overlap`).
+ * sgp_step then blocks only for the fold and the copy of the model (and for
+ * shares that are later than your steps).
  *
  * Building. After `make install PREFIX=...`: cc app.c $(pkg-config --cflags
  * --libs sgp) (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix of your
@@ -140,9 +142,9 @@ typedef struct sgp_options {
                               * parameters sgp_step hands back are your own step folded into the model
                               * mixed one round late (the in-neighbours' shares of the round before,
                               * not of the round just sent; the first sgp_step hands back your own
-                              * step), and sgp_step no longer waits for the shares of the round it
-                              * just sent; 0: each round's shares are mixed in before sgp_step
-                              * returns [0] */
+                              * step), and sgp_step waits neither for the shares of the round it just
+                              * sent nor for their encode; 0: each round's shares are mixed in before
+                              * sgp_step returns [0] */
 } sgp_options;
 
 typedef struct sgp_status {
@@ -150,8 +152,8 @@ typedef struct sgp_status {
     long round;              /* the round the parameters last handed to you start */
     long start_round;        /* 0, or the round this peer resumed or joined at */
     long local_steps;        /* your steps applied so far */
-    double weight;           /* the push-sum weight w (about 1; with overlap, as the round's emit left it:
-                              * about 1 / (out-neighbours + 1)); the model is x / w */
+    double weight;           /* the push-sum weight w (about 1; with overlap, before the round's emit,
+                              * which follows the hand-out); the model is x / w */
     int neighbours;          /* peers this one sends to or hears from in some round */
     int neighbours_alive;    /* of them, not routed around now */
     uint64_t bytes_sent, bytes_received, messages_sent, messages_absorbed;

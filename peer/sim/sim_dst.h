@@ -50,7 +50,7 @@ typedef struct dst_fault {
 typedef struct dst_schedule {
     uint64_t seed;
     int peers, tau, local_steps, epochs;
-    int overlap;   /* --overlap: the steps before the pacing question and the absorb */
+    int overlap;   /* --overlap: the steps beside the pacing question and the absorb */
     const char *topology, *codec, *outer;
     double loss, duplicate, jitter, dead_timeout, compute;
     double mbit;   /* link bandwidth in Mbit/s (a setting, as in the run without faults); 0: the simulator's */

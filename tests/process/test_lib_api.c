@@ -340,15 +340,15 @@ static void peer_at(const pair_peer *q, int i, float v, const char *when)
  * (push-sum, "exact" codec), x += w (z' - z) for a step (engine_step_taken).
  * Without overlap, round r absorbs the other's share of round r before
  * sgp_step returns: z = 1.5, 3, then the final 4.5 on both. With overlap a
- * round's step comes first, from the model its last emit left (w = 1/2),
- * and x moves by the weight before that emit (1) times the step; then the
- * other's share of the round before comes in:
- *   round 0: the steps from 0 at w = 1, emit: peer 0 x = 0.5, peer 1 x = 1,
- *            w = 1/2, so sgp_step hands back the own step z = 1 and 2;
- *   round 1: z' = 2 and 4, x = 0.5 + 1 = 1.5 and 1 + 2 = 3, + the other's
- *            round-0 share (1 and 0.5, w + 1/2) = 2.5 and 3.5 at w = 1;
- *   round 2: z' = 3.5 and 5.5, x = 1.25 + 1 = 2.25 and 1.75 + 2 = 3.75, + the
- *            round-1 shares (1.75 and 1.25) = 4 and 5; the end takes in the
+ * round's step runs beside its absorb of the shares of the round before, and
+ * sgp_step hands back the model with the step folded in before the round's
+ * emit, which follows on sgp's thread (w = 1 at the hand-out):
+ *   round 0: the steps from 0, nothing to absorb: sgp_step hands back the own
+ *            step z = 1 and 2; the emits leave x = 0.5 and 1 at w = 1/2;
+ *   round 1: the other's round-0 share (1 and 0.5, w + 1/2) makes x = 1.5 and
+ *            1.5 at w = 1, the steps (1 and 2 from 1 and 2) x = 2.5 and 3.5;
+ *   round 2: the round-1 shares (1.75 and 1.25) on the halves left (1.25 and
+ *            1.75) make 3 and 3, the steps 4 and 5; the end takes in the
  *            round-2 shares: 4.5 and 4.5, as without overlap (every step
  *            counts whole).
  * And since a round waits only for the shares of the round before, each
@@ -383,8 +383,8 @@ Test(lib_api, with_overlap_sgp_step_hands_back_the_own_step_mixed_one_round_late
                 peer_at(q, i, first[i], "overlap, round 0: the own step");
                 sgp_status s;
                 cr_assert_eq(sgp_status_get(q[i].p, &s), 0);
-                cr_assert_eq(s.round, 1);
-                cr_assert_float_eq(s.weight, 0.5, 1e-9, "the weight the emit left: %g", s.weight);
+                cr_assert_eq(s.round, 0, "the hand-out comes before the round's emit");
+                cr_assert_float_eq(s.weight, 1.0, 1e-9, "the weight before the emit: %g", s.weight);
             }
             for (int i = 0; i < 2; i++) {
                 own_step(&op[i]);

@@ -123,6 +123,7 @@ static void round_of(scene *s, int i, double now, outputs *o)
     engine_advance(s->e[i], now);
     take(s->e[i], o);
     cr_assert_not_null(event_of(o, ENGINE_STEP), "peer %d starts its round", i);
+    engine_compute_step(s->e[i], NULL);
     engine_step_done(s->e[i], now);
     take(s->e[i], o);
 }
@@ -195,6 +196,7 @@ Test(peer_engine, overlapped_a_round_steps_first_and_emits_once_the_shares_befor
     take(s.e[0], &o);
     cr_assert_not_null(event_of(&o, ENGINE_STEP), "round 1's steps start without peer 1's round-0 share");
     cr_assert_eq(engine_round(s.e[0]), 1);
+    engine_compute_step(s.e[0], NULL);
     engine_step_done(s.e[0], 2 * MS);
     take(s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_PUSH, -1), 0, "...but its shares wait for it");
@@ -209,6 +211,92 @@ Test(peer_engine, overlapped_a_round_steps_first_and_emits_once_the_shares_befor
     cr_assert(b && b->round == 1);
     cr_assert_null(event_of(&o, ENGINE_STEP), "and holds at its boundary");
     cr_assert_float_eq(engine_gossip(s.e[0])->w, (w_before + 0.5) / 2, 1e-12, "absorbed, then half of it sent");
+    scene_free(&s);
+}
+
+/* A caller's overlapped step (engine_step_taken): folded in and the next
+ * round's model handed out (a STEP) before the round's emit, which follows
+ * at the next engine call; the next round's absorb runs while its steps
+ * run, and the steps land on the mixed model: x += w (z' - z_start). */
+static void caller_step(scene *s, int i, float add, double now, outputs *o)
+{
+    float z[DIM];
+    engine_model_to(s->e[i], z);
+    for (int k = 0; k < DIM; k++)
+        z[k] += add;
+    engine_step_taken(s->e[i], z, now);
+    take(s->e[i], o);
+}
+
+Test(peer_engine, overlapped_a_caller_gets_its_model_before_the_emit_and_absorbs_beside_its_steps)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    s.c.overlap = 1;
+    for (int i = 0; i < 2; i++)
+        engine_set_caller_steps(s.e[i]);
+    all_up(&s, 0);
+    outputs o, o1;
+    for (int i = 0; i < 2; i++) { /* round 0: x0 = (1, 2, 3) and (2, 3, 4), steps of 1 */
+        engine_advance(s.e[i], 0);
+        take(s.e[i], &o);
+        cr_assert_not_null(event_of(&o, ENGINE_STEP));
+        caller_step(&s, i, 1.0f, MS, i ? &o1 : &o);
+        const outputs *oi = i ? &o1 : &o;
+        const engine_event *st = event_of(oi, ENGINE_STEP);
+        cr_assert(st && st->round == 1, "peer %d: round 1's model is handed out at once", i);
+        cr_assert_eq(sends(oi, ENGINE_PUSH, -1), 0, "peer %d: before round 0's emit", i);
+        cr_assert_eq(engine_wake_at(s.e[i], MS), MS, "which is due now");
+        engine_timer(s.e[i], MS);
+        take(s.e[i], i ? &o1 : &o);
+        cr_assert_eq(sends(oi, ENGINE_PUSH, 1 - i), 1, "peer %d: round 0 goes out", i);
+        const engine_event *b = event_of(oi, ENGINE_BOUNDARY);
+        cr_assert(b && b->round == 0);
+        engine_advance(s.e[i], MS);
+    }
+    float z[DIM];
+    engine_model_to(s.e[0], z);
+    cr_assert(z[0] == 2 && z[1] == 3 && z[2] == 4, "peer 0's round-1 steps start from its own step: %g", z[0]);
+    /* Peer 1's round-0 share comes while peer 0's round-1 steps run. */
+    deliver_push(&s, &o1, 0, 2 * MS);
+    cr_assert(engine_computing(s.e[0]));
+    cr_assert_eq(absorbed_by(s.e[0]), 1, "absorbed beside the steps");
+    cr_assert_float_eq(engine_gossip(s.e[0])->w, 1.0, 1e-12);
+    caller_step(&s, 0, 2.0f, 3 * MS, &o);
+    const engine_event *st = event_of(&o, ENGINE_STEP);
+    cr_assert(st && st->round == 2);
+    engine_model_to(s.e[0], z);
+    /* (2, 3, 4) / 2 + peer 1's half of (3, 4, 5), at w = 1, + the step 2 */
+    cr_assert(z[0] == 4.5f && z[1] == 5.5f && z[2] == 6.5f, "the step on the mixed model: %g %g %g", z[0], z[1],
+              z[2]);
+    scene_free(&s);
+}
+
+/* Without a caller (the simulator, `sgp peer`), the steps run on a model of
+ * their own (engine_compute_step), the absorb beside them touches x only,
+ * and the round goes out as soon as both are done. */
+Test(peer_engine, overlapped_the_absorb_runs_beside_the_steps)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    s.c.overlap = 1;
+    all_up(&s, 0);
+    outputs o, o1;
+    round_of(&s, 0, 0, &o);
+    round_of(&s, 1, 0, &o1);
+    engine_advance(s.e[0], MS);
+    take(s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_STEP));
+    deliver_push(&s, &o1, 0, 2 * MS);
+    take(s.e[0], &o);
+    cr_assert_eq(absorbed_by(s.e[0]), 1, "absorbed while the steps run");
+    cr_assert_eq(sends(&o, ENGINE_PUSH, -1), 0, "the round waits for its steps");
+    engine_compute_step(s.e[0], NULL);
+    engine_step_done(s.e[0], 3 * MS);
+    take(s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "then goes out at once");
+    const engine_event *b = event_of(&o, ENGINE_BOUNDARY);
+    cr_assert(b && b->round == 1);
     scene_free(&s);
 }
 

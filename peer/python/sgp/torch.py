@@ -221,8 +221,9 @@ class Optimizer(torch.optim.Optimizer):
         ceil(steps / local_steps) rounds.
     local_steps, outer, codec: the recipe (``sgp peer`` options of the same names).
     overlap: True to run each round's exchange during the next round's
-        local steps (``sgp peer --overlap``): the gossip step no longer
-        waits for the neighbours' shares of the round it sends, and the
+        local steps (``sgp peer --overlap``): the gossip step waits
+        neither for the neighbours' shares of the round it sends nor for
+        their encode, and the
         parameters it leaves are your own steps mixed with the shares of
         the round before (one round of delay; the first round's are your
         own steps unmixed).
