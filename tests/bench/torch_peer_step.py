@@ -12,11 +12,13 @@ did before the flat buffer).
 With --local-steps H each round is H stand-in optimizer steps of --step-ms
 milliseconds of real work each (a matrix product on the model's device), and
 the table gives peer.step()'s blocking time as a share of the round's H
-steps; --overlap runs the exchange during the next round's steps (`sgp peer
+steps (--idle-steps: the stand-in steps sleep, leaving the host's cores to
+sgp's threads as a GPU's steps do; else both peers' steps and exchanges
+share this host's cores); --overlap runs the exchange during the next round's steps (`sgp peer
 --overlap`), so peer.step() waits only for what the steps did not cover.
 
     SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py [--device cuda] [--params 25e6]
-    SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py --local-steps 10 --step-ms 20 [--overlap]
+    SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py --local-steps 10 --step-ms 20 [--overlap] [--idle-steps]
 
 Prints a table; median over --rounds rounds after 3 warm-up rounds.
 """
@@ -43,9 +45,13 @@ def model(params, device):
     return torch.nn.Sequential(*layers).to(device), sum(p.numel() for lay in layers for p in lay.parameters())
 
 
-def busy(ms, device):
-    """About ms milliseconds of real work on device: a stand-in for a forward and backward pass."""
+def busy(ms, device, idle=False):
+    """About ms milliseconds of real work on device: a stand-in for a forward and backward pass
+    (idle: a sleep, the host as a GPU's step leaves it, its cores free for sgp's threads)."""
     if ms <= 0:
+        return
+    if idle:
+        time.sleep(ms / 1e3)
         return
     a = torch.randn(256, 256, device=device)
     t0 = time.perf_counter()
@@ -98,6 +104,8 @@ def main():
     ap.add_argument("--local-steps", type=int, default=1, help="stand-in optimizer steps a round [1]")
     ap.add_argument("--step-ms", type=float, default=0, help="milliseconds of work a stand-in step [0]")
     ap.add_argument("--overlap", action="store_true", help="the exchange runs during the next round's steps")
+    ap.add_argument("--idle-steps", action="store_true",
+                    help="the stand-in steps sleep: the host's cores stay free, as on a GPU host")
     a = ap.parse_args()
     torch.set_num_threads(2)
     d = tempfile.mkdtemp(prefix="sgp-torch-step-")
@@ -115,7 +123,7 @@ def main():
             for r in range(a.rounds + 3):
                 t0 = time.perf_counter()
                 for _ in range(a.local_steps):
-                    busy(a.step_ms, a.device)
+                    busy(a.step_ms, a.device, a.idle_steps)
                     with torch.no_grad():
                         for q in m.parameters():
                             q.mul_(0.999)  # a stand-in for an optimizer step: the model moves
@@ -138,11 +146,12 @@ def main():
     step = statistics.median(times[0] + times[1])
     steps = statistics.median(compute[0] + compute[1])
     name = torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu"
-    print("| device | parameters | codec | H | overlap | peer.step() | the H steps | blocking share | "
+    print("| device | parameters | codec | H | overlap | steps | peer.step() | the H steps | blocking share | "
           "flat copy out and back | per-tensor pack/unpack |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    print("| %s (%s) | %d | %s | %d | %s | %.2f ms | %.2f ms | %s | %.2f ms | %.2f ms |" % (
-        a.device, name, n, a.codec, a.local_steps, "yes" if a.overlap else "no", 1e3 * step, 1e3 * steps,
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| %s (%s) | %d | %s | %d | %s | %s | %.2f ms | %.2f ms | %s | %.2f ms | %.2f ms |" % (
+        a.device, name, n, a.codec, a.local_steps, "yes" if a.overlap else "no",
+        "idle" if a.idle_steps else "busy", 1e3 * step, 1e3 * steps,
         "%.1f%%" % (100 * step / steps) if a.step_ms > 0 else "-", 1e3 * whole, 1e3 * per_tensor))
 
 

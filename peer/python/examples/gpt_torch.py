@@ -24,13 +24,17 @@ windows of --context bytes (its own stream: the peers' data differ, as the
 shards of a real run would), --batch / peers of them a step, so every step
 of the run uses --batch windows in all. Ends with "validation loss L" (mean
 next-byte cross-entropy in nats, over every held-out byte) and a JSON line
-after "summary " (bytes sent, rounds, time).
+after "summary " (bytes sent, rounds, time, peak RSS, and for a peer
+gossip_seconds: what its gossip rounds held the loop for, and
+blocking_share: that against the loop's own time; --overlap runs each
+round's exchange during the next round's steps).
 """
 
 import argparse
 import json
 import math
 import os
+import resource
 import sys
 import time
 
@@ -150,6 +154,7 @@ def main():
     ap.add_argument("--local-steps", type=int, default=1, help="optimizer steps a gossip round [1]")
     ap.add_argument("--outer", help="outer optimizer, e.g. nesterov:0.7:0.9 [none]")
     ap.add_argument("--codec", help="message codec, e.g. stc:0.04 [none: float32]")
+    ap.add_argument("--overlap", action="store_true", help="run each round's exchange during the next steps")
     a = ap.parse_args()
     layers, width, heads = (int(v) for v in a.model.split(":"))
     torch.set_num_threads(a.threads)
@@ -161,7 +166,7 @@ def main():
     if a.cluster:
         import sgp.torch
         opt = sgp.torch.Optimizer(inner, cluster=a.cluster, id=a.id, steps=a.steps, local_steps=a.local_steps,
-                                  outer=a.outer, codec=a.codec, model=model)
+                                  outer=a.outer, codec=a.codec, overlap=a.overlap, model=model)
         me, peers = opt.id, opt.peers
     sched = schedule(opt, a)  # on the wrapper: schedulers drive it as any optimizer
     per_peer = max(1, a.batch // peers)
@@ -176,6 +181,7 @@ def main():
 
     print("peer %d of %d: %d parameters, %d training bytes, %d held out" % (
         me, peers, sum(p.numel() for p in model.parameters()), len(train), len(val)), flush=True)
+    loop_seconds = 0.0  # the training loop's, evaluations left out
     for step in range(a.steps):
         t_step = time.time()
         w = windows(train, a.context, per_peer, gen)
@@ -187,6 +193,7 @@ def main():
         sched.step()
         if a.slow > 1:
             time.sleep((a.slow - 1) * (time.time() - t_step))
+        loop_seconds += time.time() - t_step
         if a.eval_every and (step + 1) % a.eval_every == 0:
             log_eval(step + 1)
         if (step + 1) % max(1, a.steps // 10) == 0:
@@ -197,9 +204,12 @@ def main():
     if not a.eval_every or (step + 1) % a.eval_every:
         log_eval(step + 1, v)
     summary = {"parameters": sum(p.numel() for p in model.parameters()), "steps": step + 1,
-               "validation_loss": v, "seconds": time.time() - t0}
+               "validation_loss": v, "seconds": time.time() - t0, "loop_seconds": loop_seconds,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if a.cluster:
-        summary.update(opt.status())
+        # what the gossip rounds held the loop for, against the steps' own time
+        summary.update(opt.status(), gossip_seconds=opt.gossip_seconds,
+                       blocking_share=opt.gossip_seconds / max(1e-9, loop_seconds - opt.gossip_seconds))
         opt.close()
     print("peer %d: validation loss %.4f" % (me, v))
     print("summary " + json.dumps(summary), flush=True)

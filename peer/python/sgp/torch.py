@@ -53,6 +53,7 @@ import errno
 import math
 import os
 import tempfile
+import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
@@ -267,6 +268,9 @@ class Optimizer(torch.optim.Optimizer):
         self._steps = 0
         self.done = False
         """True once the run's last round is over: the parameters hold the final model."""
+        self.gossip_seconds = 0.0
+        """Wall seconds step() spent in its gossip rounds (the checks, the copies and sgp's step): what
+        the exchange held your training loop for; its share of the run is its cost."""
 
     # ---- what a torch.optim.Optimizer is: the inner one's -----------------------
     @property
@@ -330,11 +334,13 @@ class Optimizer(torch.optim.Optimizer):
         loss = self.optimizer.step(closure) if closure is not None else self.optimizer.step()
         self._steps += 1
         if not self.done and (self._steps % self.local_steps == 0 or self._steps >= self.total_steps):
+            t0 = time.perf_counter()
             self._flat.check()
             self._flat.check_finite()
             self._flat.to_host()
             self.done = peer.step(self._flat.array)
             self._flat.from_host()
+            self.gossip_seconds += time.perf_counter() - t0
         return loss
 
     def state_dict(self) -> Dict[str, Any]:
