@@ -370,15 +370,13 @@ static void emit_round(engine *e, double now);
 static int overlap(const engine *e) { return e->rp.c->overlap; }
 
 /* --overlap's two models, allocated at its first round: where the steps
- * start, and where they run (a caller's run in its own buffer, copied only
- * for an outer step). */
+ * start, and where they run (a caller's run in its own buffer). */
 static int overlap_buffers(engine *e)
 {
     const size_t n = e->rp.g.dim;
     if (!e->z_start && !(e->z_start = malloc(n * sizeof *e->z_start)))
         return -ENOMEM;
-    const int work = !e->caller_steps || outer_on(&e->rp.local.outer);
-    if (work && !e->z_work && !(e->z_work = malloc(n * sizeof *e->z_work)))
+    if (!e->caller_steps && !e->z_work && !(e->z_work = malloc(n * sizeof *e->z_work)))
         return -ENOMEM;
     return 0;
 }
@@ -430,13 +428,9 @@ static void fold(engine *e, double now)
     e->stepped = e->absorbed = 0;
     if (!e->steps_void && e->z_start) {
         const float *z = e->z_work;
-        if (e->caller_steps) {
+        if (e->caller_steps) { /* (its buffer: the next model is written into it anyway) */
+            outer_end_at(&e->rp.local.outer, e->caller_z);
             z = e->caller_z;
-            if (outer_on(&e->rp.local.outer)) {
-                memcpy(e->z_work, z, g->dim * sizeof *z);
-                outer_end_at(&e->rp.local.outer, e->z_work);
-                z = e->z_work;
-            }
         }
         /* (one pass: the fold and the next start, x / w as gsp_debias_to has it) */
         const float w = (float)g->w, inv = gsp_debias_factor(g);
@@ -539,7 +533,7 @@ float engine_compute_step(engine *e, nn_model *model)
     return round_step_on(&e->rp, model, e->z_work, e->step_round);
 }
 
-void engine_step_taken(engine *e, const float *z, double now)
+void engine_step_taken(engine *e, float *z, double now)
 {
     if (e->finished || !e->computing)
         return;

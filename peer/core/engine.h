@@ -207,8 +207,10 @@ float engine_compute_step(engine *e, nn_model *model);
 void engine_step_done(engine *e, double now);
 /* A caller that steps itself (engine_set_caller_steps) is back from the STEP's model
  * (engine_model_to) with z: x moves by w times its step, as a local step
- * moves it, the outer step closes the round's, and engine_step_done. */
-void engine_step_taken(engine *e, const float *z, double now);
+ * moves it, the outer step closes the round's, and engine_step_done. z is
+ * the engine's until the next STEP's model is written into it (with
+ * overlap the outer step is taken there, in place). */
+void engine_step_taken(engine *e, float *z, double now);
 /* Go on from a BOUNDARY (or from the hold engine_new leaves). */
 void engine_advance(engine *e, double now);
 /* Stop: absorb, GOODBYE "stopped"; now, or when the running step is done

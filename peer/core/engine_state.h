@@ -38,7 +38,7 @@ struct engine {
                                * next engine call, not on the caller's path */
     float *z_start;           /* where the running steps started (dim floats, allocated at the first) */
     float *z_work;            /* the steps' own model (the caller's, copied for its outer step) */
-    const float *caller_z;    /* a caller stepping itself: its stepped model, the loop's until the next hand-out */
+    float *caller_z;          /* a caller stepping itself: its stepped model, the loop's until the next hand-out */
     long step_round;          /* the round of the running steps (the pacing question may jump meanwhile) */
     int joining, refreshing, asked, ask_left, alone;
     int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */

@@ -92,7 +92,7 @@ static void on_wake(uv_async_t *a)
     const int holding = node_holding(n);
     pthread_mutex_lock(&h->mu);
     const int stop = h->stop_asked, checkpoint = h->checkpoint_asked;
-    const float *stepped = NULL;
+    float *stepped = NULL;
     if (holding && h->stepped && h->params) { /* (its buffer stays the loop's until the next hand-out: it waits) */
         h->stepped = 0;
         stepped = h->params;

@@ -58,7 +58,7 @@ void node_step_done(node *n)
     node_pump(n);
 }
 
-void node_step_taken(node *n, const float *z)
+void node_step_taken(node *n, float *z)
 {
     link_states(n);
     const double now = clock_now();

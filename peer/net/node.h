@@ -83,8 +83,9 @@ void node_status_of(const node *n, node_status *s);
 int node_holding(const node *n);
 /* The round's model z = x / w into z (dim floats). */
 void node_model_to(const node *n, float *z);
-/* The caller is back with its step from the model handed out (z). */
-void node_step_taken(node *n, const float *z);
+/* The caller is back with its step from the model handed out (z, the
+ * loop's until the next model is written into it). */
+void node_step_taken(node *n, float *z);
 /* Stop: checkpoint, GOODBYE "stopped". */
 void node_stop(node *n);
 /* Write a checkpoint now (stepper->checkpointed says how it went). */

@@ -210,6 +210,20 @@ class FiniteOnly(unittest.TestCase):
         self.assertEqual(e.exception.errno, errno.EDOM)
         self.assertIn("buffer mask", str(e.exception))
 
+    def test_the_finiteness_check_finds_any_bad_value_and_lets_an_overflowing_sum_pass(self):
+        w = torch.zeros(3 << 20)  # more than one of the exact check's chunks
+        f = sgp.torch._Flat([("w", w)])
+        self.assertTrue(f.all_finite())
+        with torch.no_grad():
+            w[:2] = 3e38  # finite values whose sum is not
+        self.assertTrue(f.all_finite())
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            with torch.no_grad():
+                w[(2 << 20) + 5] = bad
+            self.assertFalse(f.all_finite(), bad)
+            with torch.no_grad():
+                w[(2 << 20) + 5] = 0
+
     def test_a_parameter_gone_to_nan_is_refused_at_the_round_naming_it(self):
         d, conf = cluster()
         self.addCleanup(shutil.rmtree, d, True)

@@ -272,6 +272,34 @@ Test(peer_engine, overlapped_a_caller_gets_its_model_before_the_emit_and_absorbs
     scene_free(&s);
 }
 
+/* A caller's outer step (sgd:2: twice the round's progress) is taken on its
+ * own buffer at the fold, before the next model is written there. */
+Test(peer_engine, overlapped_a_caller_s_outer_step_lands_on_the_mixed_model)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    outer_opts oo;
+    char err[128];
+    cr_assert_eq(outer_opts_parse(&oo, "sgd:2", err, sizeof err), 0, "%s", err);
+    s.c.overlap = 1, s.c.outer = &oo;
+    for (int i = 0; i < 2; i++) {
+        engine_free(s.e[i]);
+        const float x0[DIM] = {(float)i + 1, (float)i + 2, (float)i + 3};
+        cr_assert_eq(engine_new(&s.e[i], &s.c, &s.plan, i, NULL, x0, DIM, 0, 0.0, err, sizeof err), 0, "%s", err);
+        engine_set_caller_steps(s.e[i]);
+    }
+    all_up(&s, 0);
+    outputs o;
+    engine_advance(s.e[0], 0);
+    take(s.e[0], &o);
+    caller_step(&s, 0, 1.0f, MS, &o);
+    cr_assert_not_null(event_of(&o, ENGINE_STEP));
+    float z[DIM];
+    engine_model_to(s.e[0], z);
+    cr_assert(z[0] == 3 && z[1] == 4 && z[2] == 5, "(1, 2, 3) + 2 x the step of 1: %g %g %g", z[0], z[1], z[2]);
+    scene_free(&s);
+}
+
 /* Without a caller (the simulator, `sgp peer`), the steps run on a model of
  * their own (engine_compute_step), the absorb beside them touches x only,
  * and the round goes out as soon as both are done. */

