@@ -155,6 +155,8 @@ def main():
     ap.add_argument("--outer", help="outer optimizer, e.g. nesterov:0.7:0.9 [none]")
     ap.add_argument("--codec", help="message codec, e.g. stc:0.04 [none: float32]")
     ap.add_argument("--overlap", action="store_true", help="run each round's exchange during the next steps")
+    ap.add_argument("--dead-timeout", type=float, help="seconds of silence before a neighbour is routed around "
+                    "[libsgp's]; raise it where the peers' steps starve their network threads of CPU")
     a = ap.parse_args()
     layers, width, heads = (int(v) for v in a.model.split(":"))
     torch.set_num_threads(a.threads)
@@ -166,7 +168,8 @@ def main():
     if a.cluster:
         import sgp.torch
         opt = sgp.torch.Optimizer(inner, cluster=a.cluster, id=a.id, steps=a.steps, local_steps=a.local_steps,
-                                  outer=a.outer, codec=a.codec, overlap=a.overlap, model=model)
+                                  outer=a.outer, codec=a.codec, overlap=a.overlap, model=model,
+                                  **({"dead_timeout": a.dead_timeout} if a.dead_timeout else {}))
         me, peers = opt.id, opt.peers
     sched = schedule(opt, a)  # on the wrapper: schedulers drive it as any optimizer
     per_peer = max(1, a.batch // peers)
