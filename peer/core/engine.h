@@ -249,6 +249,9 @@ int engine_is_neighbour(const engine *e, int q);
 /* ---- what the drivers show ------------------------------------------------------ */
 
 long engine_round(const engine *e);
+/* The round of the steps running (with overlap a caller's next round is
+ * handed out before the round before is emitted), else engine_round. */
+long engine_step_round(const engine *e);
 /* The round it entered the run at (a resume, a join). */
 long engine_start_round(const engine *e);
 /* The model, read-only: x, w, the edges' totals and counters. */

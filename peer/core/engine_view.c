@@ -5,6 +5,7 @@
 
 long engine_round(const engine *e) { return e->rp.g.round; }
 long engine_start_round(const engine *e) { return e->start_round; }
+long engine_step_round(const engine *e) { return e->computing ? e->step_round : e->rp.g.round; }
 const gsp_peer *engine_gossip(const engine *e) { return &e->rp.g; }
 const gsp_pace *engine_pace(const engine *e) { return &e->rp.pace; }
 const local_state *engine_local(const engine *e) { return &e->rp.local; }

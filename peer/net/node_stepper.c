@@ -9,7 +9,7 @@ void node_status_of(const node *n, node_status *s)
     const node_result *r = n->r;
     engine_stats st;
     engine_stats_of(n->e, &st);
-    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = engine_round(n->e),
+    *s = (node_status){.id = n->c->id, .peers = n->c->cluster->n_peers, .round = engine_step_round(n->e),
                        .start_round = engine_start_round(n->e), .local_steps = r->local_steps,
                        .weight = engine_gossip(n->e)->w, .neighbours = pc->n_nb, .bytes_sent = r->bytes_sent,
                        .bytes_received = r->bytes_received, .messages_sent = r->messages_sent,

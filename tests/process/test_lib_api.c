@@ -383,8 +383,8 @@ Test(lib_api, with_overlap_sgp_step_hands_back_the_own_step_mixed_one_round_late
                 peer_at(q, i, first[i], "overlap, round 0: the own step");
                 sgp_status s;
                 cr_assert_eq(sgp_status_get(q[i].p, &s), 0);
-                cr_assert_eq(s.round, 0, "the hand-out comes before the round's emit");
-                cr_assert_float_eq(s.weight, 1.0, 1e-9, "the weight before the emit: %g", s.weight);
+                cr_assert_eq(s.round, 1, "round 1's model");
+                cr_assert_float_eq(s.weight, 1.0, 1e-9, "handed out before round 0's emit: %g", s.weight);
             }
             for (int i = 0; i < 2; i++) {
                 own_step(&op[i]);
