@@ -108,6 +108,18 @@ static void follow_round(sim *s, int i, long *before)
     sim_watermark_advance(s);
 }
 
+/* Peer i's engine absorbed since the last look (a round's start, its steps
+ * under --overlap, the end): sim_check_absorbed. */
+static void absorbed_lately(sim *s, int i)
+{
+    engine_stats st;
+    engine_stats_of(s->p[i].e, &st);
+    if (st.absorbed != s->p[i].absorbed) {
+        s->p[i].absorbed = st.absorbed;
+        sim_check_absorbed(s, i);
+    }
+}
+
 /* After every input to peer i's engine: carry its frames over the link
  * model, follow its round for the watermark, act on its events, and wake it
  * when it asked. */
@@ -117,6 +129,7 @@ int sim_pump(sim *s, int i, long round_before)
     engine *e = p->e;
     for (int again = 1; again && !sim_gone(p);) {
         again = 0;
+        absorbed_lately(s, i);
         engine_send t;
         while (engine_poll_send(e, &t)) {
             int rc = sim_transmit(s, i, &t);
@@ -129,7 +142,7 @@ int sim_pump(sim *s, int i, long round_before)
             int rc = 0;
             switch (v.kind) {
             case ENGINE_STEP:
-                sim_check_absorbed(s, i);
+                absorbed_lately(s, i);
                 compute(s, i);
                 break;
             case ENGINE_BOUNDARY:
@@ -144,7 +157,7 @@ int sim_pump(sim *s, int i, long round_before)
                 s->running--;
                 break;
             case ENGINE_FINISHED:
-                sim_check_absorbed(s, i);
+                absorbed_lately(s, i);
                 for (engine_send t; engine_poll_send(e, &t);) /* what it said last (GOODBYE "done") */
                     if ((rc = sim_transmit(s, i, &t)) < 0)
                         return rc;

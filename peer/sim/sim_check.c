@@ -88,8 +88,9 @@ int sim_check_end(const sim *s, char *err, size_t errlen)
     return 0;
 }
 
-/* Peer i's engine has absorbed (a round started, or it finished): a share
- * of a dead run among what it took in changed the run's weight. */
+/* Peer i's engine has absorbed (a round started, an overlapped round's
+ * absorb beside its steps, or it finished): a share of a dead run among
+ * what it took in changed the run's weight. */
 void sim_check_absorbed(sim *s, int i)
 {
     sim_peer *p = &s->p[i];

@@ -53,6 +53,7 @@ typedef struct sim_peer {
     nn_rng speed;         /* --speed-drift */
     int was_joining;      /* --check: joining at the last event (a join changes the run's weight) */
     int stale_inbox;      /* --check: its inbox holds a share of a run that crashed and came back */
+    uint64_t absorbed;    /* --check: its engine's absorbed messages at the last look */
     double *held;         /* per neighbour (its pace slot), SIM_LINK_SLOTS times: when each frame this peer's
                            * link to it holds leaves (all on the wire by then) */
 } sim_peer;
@@ -136,8 +137,9 @@ double sim_weight(const sim *s);
 int sim_check_event(sim *s, char *err, size_t errlen);
 int sim_check_model(const sim *s, int i, char *err, size_t errlen);
 int sim_check_end(const sim *s, char *err, size_t errlen);
-/* Peer i absorbed (a round started, or it finished): a share of a dead run
- * among what it took in changed the run's weight on purpose. */
+/* Peer i absorbed (a round started, an overlapped round's absorb beside
+ * its steps, or it finished): a share of a dead run among what it took in
+ * changed the run's weight on purpose. */
 void sim_check_absorbed(sim *s, int i);
 
 /* sim_setup.c */
