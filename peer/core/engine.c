@@ -414,15 +414,12 @@ static int step_first(const engine *e)
            e->rp.g.round < e->rp.pace.c.total_rounds;
 }
 
-/* Overlap: the round's steps are done and its absorb too. The steps'
- * progress goes onto the mixed model, x += w (z' - z_start) at the weight
- * the absorb left (the fold of one round of delay: the steps never saw the
- * shares absorbed beside them), and the next steps' model is taken before
- * the emit. A caller stepping itself gets it at once, and the emit (the
- * codec's encode) follows at the next engine call, off its path; the
- * simulator and `sgp peer` emit now and start the next steps at the
- * boundary, as the caller's would be had it been quicker. */
-static void fold(engine *e, double now)
+/* Overlap: the round's steps are done and its absorb too (or the peer
+ * stops). The steps' progress goes onto the mixed model, x += w (z' -
+ * z_start) at the weight the absorb left (the fold of one round of delay:
+ * the steps never saw the shares absorbed beside them), and the next
+ * steps' model is taken, before the emit. */
+static void fold_steps(engine *e)
 {
     gsp_peer *g = &e->rp.g;
     e->stepped = e->absorbed = 0;
@@ -444,6 +441,16 @@ static void fold(engine *e, double now)
     e->steps_void = 0;
     e->caller_z = NULL;
     e->start_ready = e->z_start != NULL;
+}
+
+/* A caller stepping itself gets the next model at once, and the emit (the
+ * codec's encode) follows at the next engine call, off its path; the
+ * simulator and `sgp peer` emit now and start the next steps at the
+ * boundary, as the caller's would be had it been quicker. */
+static void fold(engine *e, double now)
+{
+    fold_steps(e);
+    const gsp_peer *g = &e->rp.g;
     if (e->caller_steps && e->z_start && !e->fail && !e->stopping && !wants_model(e) &&
         g->round + 1 < e->rp.pace.c.total_rounds) {
         start_step(e, g->round + 1);
@@ -463,8 +470,11 @@ static void try_start(engine *e, double now)
         return;
     }
     if (e->fail || e->stopping) {
-        if (!e->computing)
-            finish(e, e->fail);
+        if (e->computing)
+            return;
+        finish(e, e->fail);
+        if (e->stepped) /* (overlap: the model it stops with, and checkpoints, has the steps taken) */
+            fold_steps(e);
         return;
     }
     if (step_first(e))

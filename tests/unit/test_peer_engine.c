@@ -272,6 +272,33 @@ Test(peer_engine, overlapped_a_caller_gets_its_model_before_the_emit_and_absorbs
     scene_free(&s);
 }
 
+/* A peer stopped while its overlapped steps wait for the round's absorb
+ * stops with them in its model (what its checkpoint keeps). */
+Test(peer_engine, overlapped_steps_waiting_for_their_absorb_are_kept_at_a_stop)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    s.c.overlap = 1;
+    engine_set_caller_steps(s.e[0]);
+    all_up(&s, 0);
+    outputs o;
+    engine_advance(s.e[0], 0);
+    take(s.e[0], &o);
+    caller_step(&s, 0, 1.0f, MS, &o); /* round 0: (1, 2, 3) + 1, handed out */
+    engine_timer(s.e[0], MS);         /* its emit */
+    take(s.e[0], &o);
+    engine_advance(s.e[0], MS);
+    caller_step(&s, 0, 2.0f, 2 * MS, &o); /* round 1's steps; peer 1's round-0 share never comes */
+    cr_assert_eq(sends(&o, ENGINE_PUSH, -1), 0, "waiting for the share");
+    engine_stop(s.e[0], 3 * MS);
+    take(s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_FINISHED));
+    float z[DIM];
+    engine_model_to(s.e[0], z);
+    cr_assert(z[0] == 4 && z[1] == 5 && z[2] == 6, "both steps kept: %g %g %g", z[0], z[1], z[2]);
+    scene_free(&s);
+}
+
 /* A caller's outer step (sgd:2: twice the round's progress) is taken on its
  * own buffer at the fold, before the next model is written there. */
 Test(peer_engine, overlapped_a_caller_s_outer_step_lands_on_the_mixed_model)
