@@ -369,18 +369,6 @@ static void emit_round(engine *e, double now);
 
 static int overlap(const engine *e) { return e->rp.c->overlap; }
 
-/* --overlap's two models, allocated at its first round: where the steps
- * start, and where they run (a caller's run in its own buffer). */
-static int overlap_buffers(engine *e)
-{
-    const size_t n = e->rp.g.dim;
-    if (!e->z_start && !(e->z_start = malloc(n * sizeof *e->z_start)))
-        return -ENOMEM;
-    if (!e->caller_steps && !e->z_work && !(e->z_work = malloc(n * sizeof *e->z_work)))
-        return -ENOMEM;
-    return 0;
-}
-
 /* Round `round`'s local steps: a STEP event (the caller's bracketed by the
  * outer step here; round_step brackets its own). With overlap they start
  * from z_start: the model the last fold left, before its emit, or z now. */
@@ -388,19 +376,9 @@ static void start_step(engine *e, long round)
 {
     e->computing = 1;
     e->step_round = round;
-    if (overlap(e)) {
-        if (overlap_buffers(e) < 0) {
-            e->fail = -ENOMEM; /* (the run ends when the steps are done) */
-            e->steps_void = 1;
-        } else {
-            if (!e->start_ready)
-                gsp_debias_to(&e->rp.g, e->z_start);
-            e->steps_void = 0;
-        }
-        e->start_ready = 0;
-        if (e->caller_steps && e->z_start)
-            outer_begin_at(&e->rp.local.outer, e->z_start);
-    } else if (e->caller_steps)
+    if (overlap(e))
+        engine_overlap_start(e);
+    else if (e->caller_steps)
         outer_begin(&e->rp.local.outer, &e->rp.g);
     event(e, (engine_event){.kind = ENGINE_STEP, .round = round});
 }
@@ -414,42 +392,13 @@ static int step_first(const engine *e)
            e->rp.g.round < e->rp.pace.c.total_rounds;
 }
 
-/* Overlap: the round's steps are done and its absorb too (or the peer
- * stops). The steps' progress goes onto the mixed model, x += w (z' -
- * z_start) at the weight the absorb left (the fold of one round of delay:
- * the steps never saw the shares absorbed beside them), and the next
- * steps' model is taken, before the emit. */
-static void fold_steps(engine *e)
-{
-    gsp_peer *g = &e->rp.g;
-    e->stepped = e->absorbed = 0;
-    if (!e->steps_void && e->z_start) {
-        const float *z = e->z_work;
-        if (e->caller_steps) { /* (its buffer: the next model is written into it anyway) */
-            outer_end_at(&e->rp.local.outer, e->caller_z);
-            z = e->caller_z;
-        }
-        /* (one pass: the fold and the next start, x / w as gsp_debias_to has it) */
-        const float w = (float)g->w, inv = gsp_debias_factor(g);
-        float *x = g->x, *z0 = e->z_start;
-        for (size_t i = 0; i < g->dim; i++) {
-            x[i] += w * (z[i] - z0[i]);
-            z0[i] = x[i] * inv;
-        }
-    } else if (e->z_start)
-        gsp_debias_to(g, e->z_start);
-    e->steps_void = 0;
-    e->caller_z = NULL;
-    e->start_ready = e->z_start != NULL;
-}
-
 /* A caller stepping itself gets the next model at once, and the emit (the
  * codec's encode) follows at the next engine call, off its path; the
  * simulator and `sgp peer` emit now and start the next steps at the
  * boundary, as the caller's would be had it been quicker. */
 static void fold(engine *e, double now)
 {
-    fold_steps(e);
+    engine_fold_steps(e);
     const gsp_peer *g = &e->rp.g;
     if (e->caller_steps && e->z_start && !e->fail && !e->stopping && !wants_model(e) &&
         g->round + 1 < e->rp.pace.c.total_rounds) {
@@ -474,7 +423,7 @@ static void try_start(engine *e, double now)
             return;
         finish(e, e->fail);
         if (e->stepped) /* (overlap: the model it stops with, and checkpoints, has the steps taken) */
-            fold_steps(e);
+            engine_fold_steps(e);
         return;
     }
     if (step_first(e))
@@ -535,12 +484,7 @@ void engine_drain(engine *e) { absorb(e, 1); }
 
 float engine_compute_step(engine *e, nn_model *model)
 {
-    if (!overlap(e))
-        return round_step(&e->rp, model);
-    if (!e->z_start || !e->z_work) /* (out of memory at the start: the run ends with this round) */
-        return 0.0f;
-    memcpy(e->z_work, e->z_start, e->rp.g.dim * sizeof *e->z_work);
-    return round_step_on(&e->rp, model, e->z_work, e->step_round);
+    return overlap(e) ? engine_overlap_compute(e, model) : round_step(&e->rp, model);
 }
 
 void engine_step_taken(engine *e, float *z, double now)

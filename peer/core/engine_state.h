@@ -1,7 +1,8 @@
 /* The peer engine's state: private to peer/core/engine*.c (the state
  * machine in engine.c, its life in engine_setup.c, its getters in
- * engine_view.c) and to its unit test (tests/check_includes.sh holds every
- * other file to engine.h, whose getters and inputs are all a driver sees). */
+ * engine_view.c, --overlap's arithmetic in engine_overlap.c) and to its
+ * unit test (tests/check_includes.sh holds every other file to engine.h,
+ * whose getters and inputs are all a driver sees). */
 #ifndef PEER_CORE_ENGINE_STATE_H
 #define PEER_CORE_ENGINE_STATE_H
 
@@ -62,6 +63,19 @@ struct engine {
     const char *diverged;     /* finished with -EDOM: where the model was not finite ("the loss", "the
                                * parameters"); round_diverged_text says the rest */
 };
+
+/* --overlap's arithmetic (engine_overlap.c). A round's steps start: from
+ * z_start as the last fold left it, or z now (a caller's outer step
+ * anchored there); -ENOMEM into fail. */
+void engine_overlap_start(engine *e);
+/* Their computation (engine_compute_step), on z_work from z_start. */
+float engine_overlap_compute(engine *e, nn_model *model);
+/* The round's steps are done and its absorb too (or the peer stops): their
+ * progress goes onto the mixed model, x += w (z' - z_start) at the weight
+ * the absorb left (the steps never saw the shares absorbed beside them:
+ * one round of delay), and the next steps' model is taken into z_start,
+ * before the emit. */
+void engine_fold_steps(engine *e);
 
 /* A log event into the engine's queue (engine.c). */
 void engine_log_event(engine *e, engine_log log, int peer, const char *detail);

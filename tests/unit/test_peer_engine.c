@@ -29,6 +29,18 @@ typedef struct scene {
     engine *e[MAX_PEERS];
 } scene;
 
+/* The scene's engines from its settings (again, after a test changed them:
+ * an engine reads them when it is made); x0 of peer i is (i+1, i+2, i+3). */
+static void scene_engines(scene *s)
+{
+    char err[256];
+    for (int i = 0; i < s->n; i++) {
+        engine_free(s->e[i]);
+        const float x0[DIM] = {(float)i + 1, (float)i + 2, (float)i + 3};
+        cr_assert_eq(engine_new(&s->e[i], &s->c, &s->plan, i, NULL, x0, DIM, 0, 0.0, err, sizeof err), 0, "%s", err);
+    }
+}
+
 static void scene_make_codec(scene *s, const char *kind, int n, long rounds, int tau, const cmp_spec *codec)
 {
     memset(s, 0, sizeof *s);
@@ -40,11 +52,7 @@ static void scene_make_codec(scene *s, const char *kind, int n, long rounds, int
     s->plan = (round_plan){.per_batch = 1, .local_steps = 1, .steps_per_epoch = 1, .rounds_per_epoch = 1,
                            .total_rounds = rounds};
     s->n = n;
-    char err[256];
-    for (int i = 0; i < n; i++) {
-        const float x0[DIM] = {(float)i + 1, (float)i + 2, (float)i + 3};
-        cr_assert_eq(engine_new(&s->e[i], &s->c, &s->plan, i, NULL, x0, DIM, 0, 0.0, err, sizeof err), 0, "%s", err);
-    }
+    scene_engines(s);
 }
 
 static void scene_make_tau(scene *s, const char *kind, int n, long rounds, int tau)
@@ -310,12 +318,9 @@ Test(peer_engine, overlapped_a_caller_s_outer_step_lands_on_the_mixed_model)
     char err[128];
     cr_assert_eq(outer_opts_parse(&oo, "sgd:2", err, sizeof err), 0, "%s", err);
     s.c.overlap = 1, s.c.outer = &oo;
-    for (int i = 0; i < 2; i++) {
-        engine_free(s.e[i]);
-        const float x0[DIM] = {(float)i + 1, (float)i + 2, (float)i + 3};
-        cr_assert_eq(engine_new(&s.e[i], &s.c, &s.plan, i, NULL, x0, DIM, 0, 0.0, err, sizeof err), 0, "%s", err);
+    scene_engines(&s);
+    for (int i = 0; i < 2; i++)
         engine_set_caller_steps(s.e[i]);
-    }
     all_up(&s, 0);
     outputs o;
     engine_advance(s.e[0], 0);

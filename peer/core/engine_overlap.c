@@ -1,0 +1,67 @@
+/* --overlap's arithmetic (gossip/GUARANTEES.md, "Local steps"): where a
+ * round's steps start, the steps on a model apart from x, and their fold
+ * onto the mixed model. engine.c decides when each runs. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/core/engine_state.h"
+
+/* Its two models, allocated at its first round: where the steps start, and
+ * where they run (a caller's run in its own buffer). */
+static int buffers(engine *e)
+{
+    const size_t n = e->rp.g.dim;
+    if (!e->z_start && !(e->z_start = malloc(n * sizeof *e->z_start)))
+        return -ENOMEM;
+    if (!e->caller_steps && !e->z_work && !(e->z_work = malloc(n * sizeof *e->z_work)))
+        return -ENOMEM;
+    return 0;
+}
+
+void engine_overlap_start(engine *e)
+{
+    if (buffers(e) < 0) {
+        e->fail = -ENOMEM; /* (the run ends when the steps are done) */
+        e->steps_void = 1;
+    } else {
+        if (!e->start_ready)
+            gsp_debias_to(&e->rp.g, e->z_start);
+        e->steps_void = 0;
+    }
+    e->start_ready = 0;
+    if (e->caller_steps && e->z_start)
+        outer_begin_at(&e->rp.local.outer, e->z_start);
+}
+
+float engine_overlap_compute(engine *e, nn_model *model)
+{
+    if (!e->z_start || !e->z_work) /* (out of memory at the start: the run ends with this round) */
+        return 0.0f;
+    memcpy(e->z_work, e->z_start, e->rp.g.dim * sizeof *e->z_work);
+    return round_step_on(&e->rp, model, e->z_work, e->step_round);
+}
+
+void engine_fold_steps(engine *e)
+{
+    gsp_peer *g = &e->rp.g;
+    e->stepped = e->absorbed = 0;
+    if (!e->steps_void && e->z_start) {
+        const float *z = e->z_work;
+        if (e->caller_steps) { /* (its buffer: the next model is written into it anyway) */
+            outer_end_at(&e->rp.local.outer, e->caller_z);
+            z = e->caller_z;
+        }
+        /* (one pass: the fold and the next start, x / w as gsp_debias_to has it) */
+        const float w = (float)g->w, inv = gsp_debias_factor(g);
+        float *x = g->x, *z0 = e->z_start;
+        for (size_t i = 0; i < g->dim; i++) {
+            x[i] += w * (z[i] - z0[i]);
+            z0[i] = x[i] * inv;
+        }
+    } else if (e->z_start)
+        gsp_debias_to(g, e->z_start);
+    e->steps_void = 0;
+    e->caller_z = NULL;
+    e->start_ready = e->z_start != NULL;
+}
