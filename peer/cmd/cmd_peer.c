@@ -64,7 +64,7 @@ static int write_summary(const char *path, const node_config *c, const node_resu
         .sends_refused = (int64_t)r->send_refused, .mean_staleness = r->mean_staleness,
         .wall_seconds = r->wall_seconds, .local_steps = r->local_steps, .start_round = r->start_round,
         .neighbours_lost = r->neighbours_lost, .late_marks = r->late_marks, .catch_ups = r->catch_ups,
-        .refreshes = r->refreshes,
+        .refreshes = r->refreshes, .syncs_sent = r->syncs_sent,
         .checkpoints = r->checkpoints,
         .step_seconds = r->step_seconds, .gossip_seconds = r->gossip_seconds, .frame_seconds = r->frame_seconds,
         .wait_seconds = r->wait_seconds, .idle_seconds = r->idle_seconds, .frame_pool_seconds = r->frame_pool_seconds,

@@ -48,6 +48,8 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
     n->cb = *cb;
     n->ctx = ctx;
     n->max_frame = SEC_FRAME_MAX;
+    n->max_message = (size_t)1 << 31;
+    n->piece = SEC_PIECE_MAX;
     n->closing = 1; /* until the listener is up or its bind is being retried: net_want does nothing */
     cluster_id(c, n->cid);
     for (int i = 0; i < 8; i++)
@@ -114,6 +116,22 @@ int net_set_max_frame(net *n, size_t max_frame)
     return 0;
 }
 
+int net_set_max_message(net *n, size_t bytes)
+{
+    if (!n || bytes < SEC_PIECE_MAX)
+        return -EINVAL;
+    n->max_message = bytes;
+    return 0;
+}
+
+int net_set_piece(net *n, size_t bytes)
+{
+    if (!n || !bytes || bytes > SEC_PIECE_MAX)
+        return -EINVAL;
+    n->piece = bytes;
+    return 0;
+}
+
 static net_conn *up_conn(const net *n, int peer)
 {
     if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers)
@@ -135,7 +153,7 @@ size_t net_bytes(const net *n)
 {
     size_t b = n->last ? n->last_len : 0;
     for (const net_conn *c = n->conns; c; c = c->next) {
-        b += sizeof *c + c->rcap;
+        b += sizeof *c + c->rcap + c->mcap + c->ocap;
         for (int i = 0; i < NET_SLOTS; i++)
             b += c->slot[i].cap;
     }
@@ -149,10 +167,20 @@ uint8_t *net_room(net *n, int peer, size_t *len, int *err)
     net_slot *s = NULL;
     if (!c)
         goto fail;
-    if (*len > c->s.max_frame - SEC_ABYTES) /* (no frame is longer: a message that needs more fails to encode) */
-        *len = c->s.max_frame - SEC_ABYTES;
     rc = -EAGAIN;
-    if (c->sealing || !(s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES))) /* (frames are sealed in order) */
+    if (c->sealing || c->olen) /* (frames are sealed in order) */
+        goto fail;
+    c->room = NULL, c->room_message = 0;
+    if (*len > net_piece(c)) { /* a message in pieces, from a buffer of its own */
+        if (*len > n->max_message) /* (no message is longer: one that needs more fails to encode) */
+            *len = n->max_message;
+        rc = -ENOMEM;
+        if (net_buf_grow(&c->obuf, &c->ocap, *len) < 0)
+            goto fail;
+        c->room_message = 1;
+        return c->obuf;
+    }
+    if (!(s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES)))
         goto fail;
     rc = -ENOMEM;
     if (net_buf_grow(&s->buf, &s->cap, sec_seal_bound(*len)) < 0)
@@ -180,9 +208,33 @@ static net_slot *take_room(net *n, int peer, size_t len, net_conn **c, int *err)
     return s;
 }
 
+/* net_room's buffer of a message in pieces to peer, taken for its len bytes:
+ * its pieces go (after before on the thread pool, when given). 1 when the
+ * room was no such buffer, else 0 or an error as net_send_room's. */
+static int send_message(net *n, int peer, size_t len, void (*before)(uint8_t *, size_t, void *), void *arg)
+{
+    net_conn *c = up_conn(n, peer);
+    if (!c || !c->room_message)
+        return 1;
+    c->room_message = 0;
+    if (c->sealing || c->olen || len > c->ocap)
+        return -EINVAL;
+    c->olen = len, c->osent = 0;
+    if (!before) {
+        net_pieces_pump(c);
+        return 0;
+    }
+    int r = net_seal_later(c, NULL, len, before, arg);
+    if (r < 0)
+        c->olen = 0;
+    return r;
+}
+
 int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt, size_t len, void *arg), void *arg)
 {
-    int err;
+    int err = send_message(n, peer, len, before, arg);
+    if (err <= 0)
+        return err;
     net_conn *c;
     net_slot *s = take_room(n, peer, len, &c, &err);
     return s ? net_seal_later(c, s, len, before, arg) : err;
@@ -190,7 +242,9 @@ int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt
 
 int net_send_room(net *n, int peer, size_t len)
 {
-    int err;
+    int err = send_message(n, peer, len, NULL, NULL);
+    if (err <= 0)
+        return err;
     net_conn *c;
     net_slot *s = take_room(n, peer, len, &c, &err);
     if (!s)
@@ -222,7 +276,7 @@ int net_send(net *n, int peer, const void *msg, size_t len)
 int net_busy(const net *n, int peer)
 {
     net_conn *c = up_conn(n, peer);
-    return !c || c->sealing || !net_slot_find_free(c, 0, NET_QUEUE_FRAMES);
+    return !c || c->sealing || c->olen || !net_slot_find_free(c, 0, NET_QUEUE_FRAMES);
 }
 
 int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
@@ -230,6 +284,8 @@ int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
 int net_sending(const net *n, int peer)
 {
     net_conn *c = up_conn(n, peer);
+    if (c && c->olen)
+        return 1;
     for (int i = 0; c && i < NET_QUEUE_FRAMES; i++)
         if (c->slot[i].busy)
             return 1;
@@ -258,7 +314,7 @@ int net_read_pause(net *n, int peer, int paused)
     if (!c->paused)
         return 0;
     c->paused = 0;
-    if (c->opening) /* (reading starts again once that frame is delivered) */
+    if (c->noting) /* (reading starts again once that message is delivered) */
         return 0;
     int r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
     if (r < 0) {

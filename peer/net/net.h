@@ -45,13 +45,18 @@
  * NET_QUEUE_FRAMES frames per peer are ever buffered in user space, and
  * net_send says -EAGAIN instead of queueing more. The caller keeps what it
  * wanted to send (the project's rule for gossip shares) and tries later.
- * Read and write buffers grow to the largest frame seen (the read buffer only
- * once a length prefix has passed the limit) and are kept up to 16 MiB, so a
- * steady run allocates nothing per message. A frame is opened in place in
- * the read buffer; one of 4 MiB or more is opened on libuv's thread pool
- * while the connection reads nothing more (the idle limit waits for it), and
- * net_send_room_later seals one there. The session and the buffers of a
- * connection closed meanwhile are freed when that work is done.
+ * A frame carries at most SEC_PIECE_MAX (1 MiB) of plaintext; a longer
+ * message goes in pieces (WIRE.md "Frames"): sealed a piece at a time from
+ * the buffer it was written into as the write slots free, and put together
+ * at the receiver in a buffer of the connection, which grows only as
+ * authenticated pieces arrive and never past net_set_max_message. Read and
+ * write buffers grow to the largest frame or message seen and are kept up
+ * to 16 MiB, so a steady run allocates nothing per message. A frame is
+ * opened in place in the read buffer; a message of 4 MiB or more in pieces
+ * goes to cb.on_frame_work on libuv's thread pool while the connection
+ * reads nothing more (the idle limit waits for it), and net_send_room_later
+ * runs its `before` there. The session and the buffers of a connection
+ * closed meanwhile are freed when that work is done.
  *
  * SIGPIPE: libuv writes with write(2), which raises SIGPIPE on a connection
  * the peer has reset. net_init sets SIGPIPE to SIG_IGN when it is still at its
@@ -79,10 +84,11 @@ typedef struct net_callbacks {
     void (*on_up)(void *ctx, int peer);                /* handshake done: net_send works */
     void (*on_down)(void *ctx, int peer, int reason);  /* only after on_up; reason is -errno */
     void (*on_frame)(void *ctx, int peer, const uint8_t *msg, size_t len); /* msg valid during the call */
-    /* A frame of many MB is opened on libuv's thread pool, and on_frame_work
-     * (NULL: nothing) runs there with it first; what it returns (e.g. whether
-     * a hash matched) goes with the same msg to on_frame_noted on the loop,
-     * instead of on_frame (which gets it when on_frame_noted is NULL). */
+    /* A message of many MB (it arrived in pieces) goes to on_frame_work
+     * (NULL: nothing) on libuv's thread pool first; what it returns (e.g.
+     * whether a hash matched) goes with the same msg to on_frame_noted on
+     * the loop, instead of on_frame (which gets it when on_frame_noted is
+     * NULL). */
     int (*on_frame_work)(void *ctx, int peer, const uint8_t *msg, size_t len);
     void (*on_frame_noted)(void *ctx, int peer, const uint8_t *msg, size_t len, int note);
     void (*on_progress)(void *ctx, int peer);          /* 64 KiB more of frames arrived (NULL: not told) */
@@ -113,12 +119,14 @@ typedef struct net {
     int n_pending;           /* inbound connections still in their handshake */
     uint64_t arrivals;       /* inbound connections admitted and claims made, ever: their order (net_admit.c) */
     size_t max_frame;        /* for new sessions */
+    size_t max_message;      /* the longest message that may arrive in pieces (net_set_max_message) */
+    size_t piece;            /* plaintext bytes a frame this peer seals carries at most (net_set_piece) */
     uint64_t idle_ms;        /* an up connection with no complete frame for this long is closed (0: never) */
     uint64_t log_window_start, log_in_window, log_suppressed; /* rate limit of inbound-failure lines */
     uint64_t rng;
     int closing;
     double crypto_seconds;   /* opening the frames that arrive on the loop (sealing is the sender's to time) */
-    double pool_seconds;     /* sealing and opening big frames on the thread pool, with what runs beside
+    double pool_seconds;     /* work on big messages on the thread pool (before, on_frame_work, a seal),
                               * (before, on_frame_work): not the loop's time, so not in crypto_seconds */
     uint8_t *last;           /* net_close_after: the frame each connection sends last */
     size_t last_len;
@@ -162,6 +170,16 @@ int net_set_listen_retry(net *n, double seconds);
  * connections set up from now on. 0 or -EINVAL. */
 int net_set_max_frame(net *n, size_t max_frame);
 
+/* The longest message that may arrive in several frames (WIRE.md "Frames":
+ * the largest message of the run); a connection whose pieces add up to more
+ * is closed before they are kept. Default 2^31 bytes. 0 or -EINVAL. */
+int net_set_max_message(net *n, size_t bytes);
+
+/* Seal frames of at most this many plaintext bytes from now on (default and
+ * most SEC_PIECE_MAX): a message longer goes in pieces. Receivers take any
+ * split, so tests lower it to send a small model in many frames. 0 or -EINVAL. */
+int net_set_piece(net *n, size_t bytes);
+
 /* Bytes the transport holds: every connection's receive and send buffers
  * (the memory breakdown's messages in flight). */
 size_t net_bytes(const net *n);
@@ -171,22 +189,26 @@ size_t net_bytes(const net *n);
  * -EINVAL, -ENOMEM, or a socket error (which also closes the connection). */
 int net_send(net *n, int peer, const void *msg, size_t len);
 
-/* The same in two calls, for a message written straight into its frame (a
+/* The same in two calls, for a message written straight into its frame or,
+ * longer than one frame, into the buffer its pieces are sealed from (a
  * whole model is then in memory once, not once encoded and once sealed):
- * net_room gives room for *len bytes of plaintext in a free write slot to
- * peer (less when no frame can be that long: *len says how much; NULL with
- * *err as net_send's), net_send_room seals the `len` bytes put there in
- * place and writes them (0 or as net_send). Nothing else of this net may be
- * called in between; a room not sent is simply not used. */
+ * net_room gives room for *len bytes of plaintext (less when no message
+ * can be that long: *len says how much; NULL with *err as net_send's),
+ * net_send_room seals the `len` bytes put there and writes them (0 or as
+ * net_send; a message in pieces is sealed a piece at a time as the write
+ * slots free, and the connection takes no other frame until its last
+ * piece is sealed). Nothing else of this net may be called in between; a
+ * room not sent is simply not used. */
 uint8_t *net_room(net *n, int peer, size_t *len, int *err);
 int net_send_room(net *n, int peer, size_t len);
-/* net_send_room with the seal on libuv's thread pool, for a frame of hundreds
- * of MB (half a second of the loop's time, more on a busy machine: its
- * heartbeats would stop): there first before(pt, len, arg) (NULL: nothing;
- * e.g. a hash of the message written into it), then the seal; the loop
- * writes the frame when both are done. Until then the connection takes no
- * other frame (net_room says -EAGAIN, net_busy 1): frames are sealed in
- * order. 0, or an error as net_send_room's. */
+/* net_send_room with work on libuv's thread pool first, for a message of
+ * hundreds of MB (half a second of the loop's time, more on a busy machine:
+ * its heartbeats would stop): there before(pt, len, arg) (NULL: nothing;
+ * e.g. a hash of the message written into it), and the seal of a message
+ * of one frame; the loop writes (or seals and writes the pieces) when that
+ * is done. Until then the connection takes no other frame (net_room says
+ * -EAGAIN, net_busy 1): frames are sealed in order. 0, or an error as
+ * net_send_room's. */
 int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt, size_t len, void *arg),
                         void *arg);
 
@@ -203,13 +225,12 @@ int net_is_up(const net *n, int peer);
  * redialled as after any failure. Callable from on_frame. 0 or -ENOTCONN. */
 int net_drop(net *n, int peer, const char *why);
 
-/* Inside on_frame or on_frame_noted, for a frame that was opened on the
- * thread pool (4 MiB or more): the buffer it arrived in becomes the
- * caller's (free() it), the plaintext still where the callback got it
- * (at SEC_PT_OFFSET), and the connection reads on into a new one. So a
+/* Inside on_frame or on_frame_noted, for a message that arrived in several
+ * frames: the buffer its pieces were put together in becomes the caller's
+ * (free() it; the message at its start, where the callback got it). So a
  * whole-model message is kept where it arrived instead of copied out.
- * NULL for any other frame (it shares the connection's buffer), or on
- * -ENOMEM: then copy out of it as usual. */
+ * NULL for a message of one frame (it shares the connection's buffer):
+ * then copy out of it as usual. */
 uint8_t *net_frame_keep(net *n, int peer);
 
 /* Stop (paused = 1) or resume reading from peer: the receiver's side of flow

@@ -26,12 +26,14 @@ static void conn_free(net_conn *c)
     for (int i = 0; i < NET_SLOTS; i++)
         free(c->slot[i].buf);
     free(c->rbuf);
+    free(c->mbuf);
+    free(c->obuf);
     free(c);
 }
 
 void net_conn_release(net_conn *c)
 {
-    if (c->state == C_CLOSING && c->open_handles == 0 && !c->sealing && !c->opening)
+    if (c->state == C_CLOSING && c->open_handles == 0 && !c->sealing && !c->noting)
         conn_free(c);
 }
 

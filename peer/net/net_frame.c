@@ -43,7 +43,11 @@ static void write_cb(uv_write_t *req, int status)
         char why[96];
         snprintf(why, sizeof why, "write: %s", uv_strerror(status));
         net_conn_close(c, status, why);
-    } else if (c->closing_after)
+        return;
+    }
+    if (c->olen && c->state == C_UP) /* (a slot is free: the next piece of a message) */
+        net_pieces_pump(c);
+    if (c->closing_after)
         net_drain_step(c);
 }
 
@@ -89,106 +93,117 @@ void net_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = c->rcap - c->rlen;
 }
 
-/* Frames this long are opened on the thread pool (and on_frame_work run
- * there): half a second of the loop's time at 400 MB, more on a busy
- * machine, would stop its heartbeats. */
-#define NET_OPEN_LATER_BYTES (4u << 20)
+/* Messages this long (put together from their pieces) go to on_frame_work
+ * on the thread pool: a MODEL's hash at 400 MB is half a second of the
+ * loop's time, more on a busy machine, which would stop its heartbeats. */
+#define NET_NOTE_LATER_BYTES (4u << 20)
 
-static void open_work(uv_work_t *req)
+/* Hand mbuf's whole message to the callbacks (noted: on_frame_work's note
+ * comes with it); the buffer is then emptied, or given away (net_frame_keep). */
+static void deliver_message(net_conn *c, int noted, int note)
 {
-    net_open_work *w = (net_open_work *)req;
+    net *n = c->n;
+    c->delivering = 1;
+    if (noted && n->cb.on_frame_noted)
+        n->cb.on_frame_noted(n->ctx, c->peer, c->mbuf, c->mlen, note);
+    else if (n->cb.on_frame)
+        n->cb.on_frame(n->ctx, c->peer, c->mbuf, c->mlen);
+    c->delivering = 0, c->mlen = 0;
+    if (c->kept)
+        c->kept = 0;
+    else if (c->mcap > NET_KEEP_BYTES) {
+        free(c->mbuf);
+        c->mbuf = NULL, c->mcap = 0;
+    }
+}
+
+static void note_work(uv_work_t *req)
+{
+    net_note_work *w = (net_note_work *)req;
     net_conn *c = w->c;
     const uint64_t t0 = uv_hrtime();
-    uint8_t *pt = c->rbuf + SEC_PT_OFFSET;
-    w->rc = sec_open(&c->s, c->rbuf, w->need, pt, w->need - SEC_PT_OFFSET);
-    if (w->rc >= 0 && c->n->cb.on_frame_work)
-        w->note = c->n->cb.on_frame_work(c->n->ctx, c->peer, pt, (size_t)w->rc);
+    w->note = c->n->cb.on_frame_work(c->n->ctx, c->peer, c->mbuf, c->mlen);
     w->seconds = (double)(uv_hrtime() - t0) * 1e-9;
 }
 
-static void opened(uv_work_t *req, int status)
+static void noted(uv_work_t *req, int status)
 {
-    net_open_work *w = (net_open_work *)req;
+    net_note_work *w = (net_note_work *)req;
     net_conn *c = w->c;
-    const int m = status < 0 ? status : w->rc, note = w->note;
-    const size_t need = w->need;
+    const int note = status < 0 ? -1 : w->note;
     c->n->pool_seconds += w->seconds;
-    c->opening = NULL;
+    c->noting = NULL;
     free(w);
     if (c->state == C_CLOSING) {
         net_conn_release(c);
         return;
     }
-    if (m < 0) {
-        net_conn_close(c, m, m == -EBADMSG ? "frame fails authentication" : "frame refused");
-        return;
-    }
     net_idle_rearm(c);
-    c->draining = 1, c->delivering = need;
-    if (c->n->cb.on_frame_noted)
-        c->n->cb.on_frame_noted(c->n->ctx, c->peer, c->rbuf + SEC_PT_OFFSET, (size_t)m, note);
-    else if (c->n->cb.on_frame)
-        c->n->cb.on_frame(c->n->ctx, c->peer, c->rbuf + SEC_PT_OFFSET, (size_t)m);
-    const int kept = c->kept;
-    c->draining = 0, c->delivering = 0, c->kept = 0;
+    deliver_message(c, 1, note);
     if (c->state != C_UP)
         return;
-    if (!kept) {
-        memmove(c->rbuf, c->rbuf + need, c->rlen - need);
-        c->rlen -= need;
-    }
-    if (!c->paused) { /* (on_frame may have paused and resumed it: then it reads already) */
+    if (!c->paused) {
         int r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
         if (r < 0 && r != UV_EALREADY) {
             net_conn_close(c, r, "read_start failed");
             return;
         }
     }
-    net_frames_drain(c); /* (what came behind it, and the buffer back to its usual size) */
+    net_frames_drain(c); /* (what came behind it) */
 }
 
-uint8_t *net_frame_keep(net *n, int peer)
+/* mbuf's message is whole: delivered now, or first looked at on the thread
+ * pool (reading stops until it is delivered, so frames stay in order). */
+static void message_in(net_conn *c)
 {
-    net_conn *c = NULL;
-    for (net_conn *k = n ? n->conns : NULL; k && !c; k = k->next)
-        if (k->peer == peer && k->delivering && !k->kept)
-            c = k;
-    if (!c)
-        return NULL;
-    const size_t after = c->rlen - c->delivering, cap = after > NET_RBUF_INIT ? after : NET_RBUF_INIT;
-    uint8_t *fresh = malloc(cap);
-    if (!fresh)
-        return NULL;
-    memcpy(fresh, c->rbuf + c->delivering, after);
-    uint8_t *frame = c->rbuf;
-    c->rbuf = fresh, c->rcap = cap, c->rlen = after, c->kept = 1;
-    return frame;
-}
-
-/* Open the big frame at the start of the read buffer on the thread pool;
- * reading stops until it is delivered (the buffer holds it exactly). */
-static void open_later(net_conn *c, size_t need)
-{
-    net_open_work *w = calloc(1, sizeof *w);
-    if (w)
-        w->c = c, w->need = need; /* (before the queue: a worker may start on it at once) */
-    if (!w || uv_queue_work(c->n->loop, &w->req, open_work, opened) < 0) {
-        free(w);
-        net_conn_close(c, -ENOMEM, "cannot open a frame on the thread pool");
+    net *n = c->n;
+    if (c->mlen < NET_NOTE_LATER_BYTES || !n->cb.on_frame_work) {
+        deliver_message(c, 0, -1);
         return;
     }
-    c->opening = w;
+    net_note_work *w = calloc(1, sizeof *w);
+    if (w)
+        w->c = c; /* (before the queue: a worker may start on it at once) */
+    if (!w || uv_queue_work(n->loop, &w->req, note_work, noted) < 0) {
+        free(w);
+        deliver_message(c, 0, -1);
+        return;
+    }
+    c->noting = w;
     uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+/* A piece of a message in several frames: kept, as far as the run's
+ * longest message goes. 0, or -1 when the connection was closed. */
+static int piece_in(net_conn *c, const uint8_t *pt, size_t len)
+{
+    net *n = c->n;
+    if (len > n->max_message - c->mlen) {
+        net_conn_close(c, -EMSGSIZE, "message in pieces over the limit");
+        return -1;
+    }
+    if (c->mlen + len > c->mcap) {
+        size_t cap = c->mcap * 2 > c->mlen + len ? c->mcap * 2 : c->mlen + len;
+        if (cap > n->max_message)
+            cap = n->max_message;
+        if (net_buf_grow(&c->mbuf, &c->mcap, cap) < 0) {
+            net_conn_close(c, -ENOMEM, "out of memory for a message");
+            return -1;
+        }
+    }
+    memcpy(c->mbuf + c->mlen, pt, len);
+    c->mlen += len;
+    return 0;
 }
 
 void net_frames_drain(net_conn *c)
 {
     net *n = c->n;
     size_t off = 0;
-    if (c->opening)
+    if (c->noting)
         return;
     c->draining = 1;
-    while (c->state == C_UP && !c->paused && c->rlen - off >= 4) {
+    while (c->state == C_UP && !c->paused && !c->noting && c->rlen - off >= 4) {
         int need = sec_frame_need(c->rbuf + off, c->rlen - off, c->s.max_frame);
         if (need < 0) {
             net_conn_close(c, need, need == -EMSGSIZE ? "frame length over the limit" : "frame length below the minimum");
@@ -196,12 +211,11 @@ void net_frames_drain(net_conn *c)
         }
         if (c->rlen - off < (size_t)need)
             break;
-        if ((size_t)need >= NET_OPEN_LATER_BYTES) /* (opened from the start of the buffer, below) */
-            break;
-        /* Opened where it arrived: a frame of a whole model is in memory once. */
+        /* Opened where it arrived. */
         uint8_t *pt = c->rbuf + off + SEC_PT_OFFSET;
         const uint64_t t0 = uv_hrtime();
-        int m = sec_open(&c->s, c->rbuf + off, (size_t)need, pt, (size_t)need - SEC_PT_OFFSET);
+        int more = 0;
+        int m = sec_open_piece(&c->s, c->rbuf + off, (size_t)need, pt, (size_t)need - SEC_PT_OFFSET, &more);
         n->crypto_seconds += (double)(uv_hrtime() - t0) * 1e-9;
         if (m < 0) {
             net_conn_close(c, m, m == -EBADMSG ? "frame fails authentication" : "frame refused");
@@ -209,8 +223,15 @@ void net_frames_drain(net_conn *c)
         }
         off += (size_t)need;
         net_idle_rearm(c);
-        if (n->cb.on_frame)
-            n->cb.on_frame(n->ctx, c->peer, pt, (size_t)m);
+        if (!more && !c->mlen) { /* a message of one frame */
+            if (n->cb.on_frame)
+                n->cb.on_frame(n->ctx, c->peer, pt, (size_t)m);
+            continue;
+        }
+        if (piece_in(c, pt, (size_t)m) < 0)
+            return;
+        if (!more)
+            message_in(c);
     }
     c->draining = 0;
     if (c->state == C_CLOSING)
@@ -230,8 +251,6 @@ void net_frames_drain(net_conn *c)
         }
         if (net_buf_grow(&c->rbuf, &c->rcap, (size_t)need) < 0)
             net_conn_close(c, -ENOMEM, "out of memory for a frame");
-        else if (!c->paused && c->rlen >= (size_t)need && (size_t)need >= NET_OPEN_LATER_BYTES)
-            open_later(c, (size_t)need);
     }
 }
 
@@ -262,14 +281,25 @@ void net_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         net_frames_drain(c);
 }
 
+uint8_t *net_frame_keep(net *n, int peer)
+{
+    for (net_conn *c = n ? n->conns : NULL; c; c = c->next)
+        if (c->peer == peer && c->delivering && !c->kept) {
+            uint8_t *m = c->mbuf;
+            c->mbuf = NULL, c->mcap = 0, c->kept = 1;
+            return m;
+        }
+    return NULL;
+}
+
 static void seal_work(uv_work_t *req)
 {
     net_seal_work *w = (net_seal_work *)req;
     const uint64_t t0 = uv_hrtime();
-    uint8_t *pt = w->s->buf + SEC_PT_OFFSET;
+    uint8_t *pt = w->s ? w->s->buf + SEC_PT_OFFSET : w->c->obuf;
     if (w->before)
         w->before(pt, w->len, w->arg);
-    w->rc = sec_seal(&w->c->s, pt, w->len, w->s->buf, w->s->cap);
+    w->rc = w->s ? sec_seal(&w->c->s, pt, w->len, w->s->buf, w->s->cap) : 0;
     w->seconds = (double)(uv_hrtime() - t0) * 1e-9;
 }
 
@@ -281,7 +311,8 @@ static void sealed(uv_work_t *req, int status)
     const int rc = status < 0 ? status : w->rc;
     c->n->pool_seconds += w->seconds;
     c->sealing = NULL;
-    s->busy = 0;
+    if (s)
+        s->busy = 0;
     free(w);
     if (c->state == C_CLOSING) {
         net_conn_release(c);
@@ -291,7 +322,11 @@ static void sealed(uv_work_t *req, int status)
         net_conn_close(c, rc, "seal failed");
         return;
     }
-    if (net_slot_send(c, s, (size_t)rc) == 0 && c->closing_after)
+    if (!s)
+        net_pieces_pump(c);
+    else if (net_slot_send(c, s, (size_t)rc) < 0)
+        return;
+    if (c->closing_after)
         net_drain_step(c);
 }
 
@@ -306,16 +341,51 @@ int net_seal_later(net_conn *c, net_slot *s, size_t len, void (*before)(uint8_t 
         free(w);
         return r;
     }
-    s->busy = 1; /* (not written yet: no other frame takes it, and net_sending counts it) */
+    if (s)
+        s->busy = 1; /* (not written yet: no other frame takes it, and net_sending counts it) */
     c->sealing = w;
     return 0;
+}
+
+size_t net_piece(const net_conn *c)
+{
+    const size_t frame = c->s.max_frame - SEC_ABYTES;
+    return c->n->piece < frame ? c->n->piece : frame;
+}
+
+void net_pieces_pump(net_conn *c)
+{
+    const size_t piece = net_piece(c);
+    net_slot *s;
+    while (c->state == C_UP && c->osent < c->olen && !c->sealing &&
+           (s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES))) {
+        const size_t len = c->olen - c->osent < piece ? c->olen - c->osent : piece;
+        const int more = c->osent + len < c->olen;
+        int m = net_buf_grow(&s->buf, &s->cap, sec_seal_bound(len)) < 0
+                    ? -ENOMEM
+                    : sec_seal_piece(&c->s, c->obuf + c->osent, len, s->buf, s->cap, more);
+        if (m < 0) {
+            net_conn_close(c, m, "seal failed");
+            return;
+        }
+        c->osent += len;
+        if (net_slot_send(c, s, (size_t)m) < 0)
+            return;
+    }
+    if (c->olen && c->osent == c->olen) {
+        c->olen = c->osent = 0;
+        if (c->ocap > NET_KEEP_BYTES) {
+            free(c->obuf);
+            c->obuf = NULL, c->ocap = 0;
+        }
+    }
 }
 
 /* A connection closing after its writes: n->last into the first free slot,
  * then close once no slot is busy. */
 void net_drain_step(net_conn *c)
 {
-    if (c->state == C_CLOSING || c->sealing) /* (again once it is sealed and written) */
+    if (c->state == C_CLOSING || c->sealing || c->olen) /* (again once it is sealed and written) */
         return;
     net *n = c->n;
     if (n->last && !c->last_sent) {

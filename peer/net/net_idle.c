@@ -31,7 +31,7 @@ static void idle_cb(uv_timer_t *t)
     /* A whole-model frame being built or taken in at the other end (or
      * here) blocks a loop for as long as its size takes: that is no stall. */
     const uint64_t now = uv_now(c->n->loop);
-    if (c->opening) { /* (not reading while a big frame is opened on the thread pool) */
+    if (c->noting) { /* (not reading while a big message is looked at on the thread pool) */
         net_idle_rearm(c);
         return;
     }

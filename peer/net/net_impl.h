@@ -64,16 +64,15 @@ typedef struct net_seal_work {
     double seconds; /* the work's, added to the net's pool_seconds on the loop */
 } net_seal_work;
 
-/* A frame opened on libuv's thread pool (net_frames_drain, for big ones): it
- * lies at the start of the read buffer, which is left alone meanwhile. */
-typedef struct net_open_work {
+/* A message of many MB, assembled from its frames, looked at on libuv's
+ * thread pool (cb.on_frame_work) before it is delivered: it lies in the
+ * connection's message buffer, which is left alone meanwhile. */
+typedef struct net_note_work {
     uv_work_t req; /* first */
     struct net_conn *c;
-    size_t need; /* the frame's bytes */
-    int rc;      /* sec_open's */
-    int note;    /* on_frame_work's */
+    int note; /* on_frame_work's */
     double seconds;
-} net_open_work;
+} net_note_work;
 
 typedef struct net_slot {
     uv_write_t req; /* first: write_cb gets back to the slot from the request */
@@ -109,12 +108,20 @@ typedef struct net_conn {
     int last_sent;
     net_slot slot[NET_SLOTS];
     net_slot *room; /* net_room's slot, until net_send_room */
-    net_seal_work *sealing; /* a frame being sealed off the loop: no other is sealed meanwhile, and the
-                             * session and the slot stay until it is done */
-    net_open_work *opening; /* a frame being opened off the loop: not reading, no other opened meanwhile */
-    size_t delivering;      /* the bytes of a frame opened off the loop while on_frame has it (0: none); its
-                             * buffer holds it at the start and may become the callback's (net_frame_keep) */
-    int kept;               /* ...and has: rbuf is a new one, holding what came after that frame */
+    int room_message; /* ...or net_room's room is obuf: a message longer than one frame */
+    net_seal_work *sealing; /* a frame being sealed (or a message prepared: s NULL) off the loop: no other
+                             * is sealed meanwhile, and the session and the slot stay until it is done */
+    /* A message going out in pieces (WIRE.md "Frames"): its plaintext, of
+     * which osent bytes are sealed into frames; olen 0 when none. It takes
+     * the write slots as they free, and no other frame goes meanwhile. */
+    uint8_t *obuf;
+    size_t olen, osent, ocap;
+    /* A message arriving in pieces: the plaintext of its frames so far. */
+    uint8_t *mbuf;
+    size_t mlen, mcap;
+    net_note_work *noting; /* mbuf's message looked at off the loop: not reading meanwhile */
+    int delivering;         /* on_frame has mbuf's message, which may become the callback's (net_frame_keep) */
+    int kept;               /* ...and has: mbuf is NULL */
 } net_conn;
 
 /* Bytes of a frame still arriving that count as progress (a large frame on a
@@ -203,8 +210,14 @@ void net_frames_drain(net_conn *c);
  * then close once no slot is busy. */
 void net_drain_step(net_conn *c);
 /* Seal s's len bytes on the thread pool (after before(pt, len, arg) there),
- * then write them. 0 or a libuv error. */
+ * then write them; with s NULL, run before on obuf's len bytes there, then
+ * send them in pieces. 0 or a libuv error. */
 int net_seal_later(net_conn *c, net_slot *s, size_t len, void (*before)(uint8_t *, size_t, void *), void *arg);
+/* The plaintext bytes a frame of c carries at most as this peer sends. */
+size_t net_piece(const net_conn *c);
+/* Seal the next pieces of obuf's message into the write slots that are
+ * free, and write them. */
+void net_pieces_pump(net_conn *c);
 
 /* net_idle.c */
 /* An up connection made progress: the idle limit starts again. */

@@ -257,7 +257,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     }
     if (dim > WIRE_MAX_DIM) { /* no PUSH, SYNC or MODEL of it would go out: refuse rather than train alone */
         snprintf(err, errlen, "peer %d: a model of %zu parameters is more than a peer can exchange (at most %zu: a SYNC "
-                              "of up to 12 bytes a parameter must fit one frame, peer/wire/WIRE.md)",
+                              "lists positions as uint32, peer/wire/WIRE.md)",
                  id, dim, (size_t)WIRE_MAX_DIM);
         return -EMSGSIZE;
     }
@@ -309,11 +309,19 @@ static int start_loop(node *n, char *err, size_t errlen)
         listen_error(n, rc, err, errlen);
         return rc;
     }
-    const size_t dim = engine_gossip(n->e)->dim;
-    /* WIRE.md MAX_FRAME: the same number at both ends of every session of the run. */
-    const size_t max_frame = wire_frame_max(dim, c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0);
+    const size_t dim = engine_gossip(n->e)->dim, delta = c->peer.codec ? cmp_bound(c->peer.codec, dim) : 0;
+    /* WIRE.md MAX_FRAME: the same number at both ends of every session of
+     * the run; a longer message (up to the run's longest) goes in pieces. */
+    const size_t max_frame = wire_frame_max(dim, delta), max_message = wire_push_bound(dim, delta);
     if (max_frame) /* (always within what net_set_max_frame takes) */
         (void)net_set_max_frame(&n->net, max_frame);
+    if (max_message > SEC_PIECE_MAX)
+        (void)net_set_max_message(&n->net, max_message);
+    /* Test-only: frames of fewer bytes, so that a test's small model travels
+     * in many pieces as a big one does (WIRE.md "Frames"). */
+    const char *piece = getenv("SGP_TEST_FRAME_BYTES");
+    if (piece && net_set_piece(&n->net, (size_t)strtoull(piece, NULL, 10)) < 0)
+        fprintf(stderr, "peer %d: SGP_TEST_FRAME_BYTES=%s ignored (1 to %zu)\n", c->id, piece, SEC_PIECE_MAX);
     /* Heartbeats keep a live link busy every dead_timeout / 4: twice the dead
      * timeout without a frame is a stall (the peer is routed around by then). */
     net_set_idle_timeout(&n->net, 2 * c->peer.dead_timeout);
@@ -401,6 +409,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         r->weight = g->w;
         r->rounds = g->round;
         r->mean_staleness = g->stats.absorbed ? (double)g->stats.stale_sum / (double)g->stats.absorbed : 0;
+        r->syncs_sent = (long)g->stats.syncs_sent;
         r->model = engine_take_model(n->e);
         if (!c->stepper)
             nn_model_evaluate(&n->model, r->model, test, &r->test_loss, &r->test_accuracy);

@@ -123,6 +123,7 @@ typedef struct node_result {
     long local_steps;            /* rounds computed here (catching up skips rounds) */
     long neighbours_lost, late_marks, catch_ups, checkpoints;
     long refreshes;              /* catch-ups long enough to take a neighbour's model */
+    long syncs_sent;             /* SYNCs sent in answer to a NACK (a compressed edge's gap) */
     long start_round;            /* 0, or the round it resumed or joined at */
     /* Where the wall time went (seconds): local steps, gossip CPU (absorb,
      * emit), framing and crypto, waiting for neighbours, and the rest. The

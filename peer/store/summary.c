@@ -38,6 +38,7 @@ static const json_field FIELDS[] = {
     F(catch_ups, JSON_I64),
     F(refreshes, JSON_I64),
     F(checkpoints, JSON_I64),
+    F(syncs_sent, JSON_I64),
     F(step_seconds, JSON_NUM),
     F(gossip_seconds, JSON_NUM),
     F(frame_seconds, JSON_NUM),

@@ -36,6 +36,7 @@ typedef struct summary_peer {
     int64_t bytes_sent, bytes_received, messages_sent, messages_absorbed, sends_refused;
     double mean_staleness, wall_seconds;
     int64_t local_steps, start_round, neighbours_lost, late_marks, catch_ups, refreshes, checkpoints;
+    int64_t syncs_sent; /* SYNCs this peer answered a NACK with (a compressed edge's gap) */
     /* where the wall time went: local steps, gossip CPU, framing and crypto, waiting, the rest; and the
      * framing and crypto of big frames on the thread pool, beside the loop */
     double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds, frame_pool_seconds;

@@ -57,9 +57,14 @@
  * and its AUTH flight, should the caller consume the reply before producing. */
 #define SEC_HS_OUT_MAX (SEC_MSG1_BYTES + SEC_HEADER_BYTES + SEC_AUTH_FRAME_BYTES)
 
-/* Frames: u32 length, then that many ciphertext bytes (plaintext + 17). */
+/* Frames: u32 length, then that many ciphertext bytes (plaintext + 17). A
+ * message longer than one frame's plaintext travels in several, each but
+ * the last sealed with SEC_TAG_MORE (WIRE.md "Frames"), so no frame is
+ * longer than a piece, whatever the model's size: a frame is opened on the
+ * loop in a millisecond, and a connection's buffers stay a few MB. */
 #define SEC_FRAME_MIN SEC_ABYTES
-#define SEC_FRAME_MAX ((1u << 31) - 64) /* 2 GiB, less room for the u32 prefix in an int */
+#define SEC_PIECE_MAX ((size_t)1 << 20) /* plaintext bytes of one frame */
+#define SEC_FRAME_MAX (SEC_PIECE_MAX + SEC_ABYTES)
 
 #define SEC_ANY_PEER UINT32_MAX
 
@@ -89,7 +94,7 @@ struct sec_secret; /* sodium_malloc: ephemeral key, key schedule, stream states 
 typedef struct sec_session {
     struct sec_secret *st;
     uint32_t peer_id;   /* authenticated by the handshake */
-    size_t max_frame;   /* ciphertext limit, SEC_FRAME_MIN..SEC_FRAME_MAX (default the latter) */
+    size_t max_frame;   /* ciphertext limit of one frame, SEC_FRAME_MIN..SEC_FRAME_MAX (default the latter) */
     int err;            /* sticky: once a frame fails, every call fails */
     uint64_t sent, received;
 } sec_session;
@@ -184,6 +189,9 @@ static inline size_t sec_seal_bound(size_t len) { return 4 + len + SEC_ABYTES; }
  * max_frame), -ENOBUFS (cap too small), -EINVAL, or the session's sticky
  * error. */
 int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap);
+/* The same for one piece of a message in several frames: more = 1 for every
+ * piece but the last (the stream's tag says so, authenticated). */
+int sec_seal_piece(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap, int more);
 
 /* Decrypt one whole frame (exactly the sec_frame_need bytes). out may be in +
  * SEC_PT_OFFSET (opened in place; cap: len - SEC_PT_OFFSET); any other
@@ -193,6 +201,10 @@ int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t ca
  * max_frame), -EPROTO (not a plain message tag), -ENOBUFS (cap too small: the
  * only error that leaves the session usable). Nothing is allocated. */
 int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap);
+/* The same for a frame that may be a piece of a longer message: *more = 1
+ * when the message goes on in the next frame, 0 when this frame ends it
+ * (sec_open refuses the former: -EPROTO). */
+int sec_open_piece(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap, int *more);
 
 /* For reading frames off a stream: the total size (prefix included) of the
  * frame at buf, given the first `have` bytes of it, or 4 while the prefix is

@@ -58,7 +58,16 @@ static int sess_fail(sec_session *s, int rc)
     return rc;
 }
 
+/* The stream's tag of a piece that more pieces of its message follow:
+ * libsodium's PUSH tag, which no sgp frame used before (WIRE.md "Frames"). */
+#define SEC_TAG_MORE crypto_secretstream_xchacha20poly1305_TAG_PUSH
+
 int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap)
+{
+    return sec_seal_piece(s, pt, len, out, cap, 0);
+}
+
+int sec_seal_piece(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t cap, int more)
 {
     static const uint8_t empty[1];
     if (!s || !s->st || (!pt && len) || !out)
@@ -73,12 +82,17 @@ int sec_seal(sec_session *s, const void *pt, size_t len, uint8_t *out, size_t ca
         return -EINVAL;
     sec_put_u32(out, (uint32_t)(len + SEC_ABYTES));
     crypto_secretstream_xchacha20poly1305_push(&s->st->tx, out + 4, NULL, len ? pt : empty, len, NULL, 0,
-                                               crypto_secretstream_xchacha20poly1305_TAG_MESSAGE);
+                                               more ? SEC_TAG_MORE : crypto_secretstream_xchacha20poly1305_TAG_MESSAGE);
     s->sent++;
     return (int)sec_seal_bound(len);
 }
 
 int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap)
+{
+    return sec_open_piece(s, in, len, out, cap, NULL);
+}
+
+int sec_open_piece(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t cap, int *more)
 {
     uint8_t empty[1];
     if (!s || !s->st || (!in && len))
@@ -103,11 +117,14 @@ int sec_open(sec_session *s, const uint8_t *in, size_t len, uint8_t *out, size_t
     if (crypto_secretstream_xchacha20poly1305_pull(&s->st->rx, plen ? out : empty, NULL, &tag, in + 4, len - 4, NULL,
                                                    0) != 0)
         return sess_fail(s, -EBADMSG);
-    if (tag != crypto_secretstream_xchacha20poly1305_TAG_MESSAGE) {
+    const int piece = tag == SEC_TAG_MORE && more;
+    if (tag != crypto_secretstream_xchacha20poly1305_TAG_MESSAGE && !piece) {
         if (plen)
             sodium_memzero(out, plen);
         return sess_fail(s, -EPROTO);
     }
+    if (more)
+        *more = piece;
     s->received++;
     return (int)plen;
 }

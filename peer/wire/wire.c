@@ -156,10 +156,9 @@ int wire_push_check(const wire_push *p, const char **why)
     if (p->kind == GSP_SYNC && (*why = sync_check(p)))
         return F_PAYLOAD;
     /* A compress/ message has at least its codec id; its own decoder checks
-     * the rest (it knows the codec's layout, we do not). The bin32 length
-     * field bounds what one message can carry at all. */
-    if (p->kind == GSP_DELTA && (p->payload_len < 1 || p->payload_len > UINT32_MAX))
-        return *why = "DELTA payload empty or over 4 GiB", F_PAYLOAD;
+     * the rest (it knows the codec's layout, we do not). */
+    if (p->kind == GSP_DELTA && p->payload_len < 1)
+        return *why = "DELTA payload empty", F_PAYLOAD;
     return -1;
 }
 
@@ -284,7 +283,7 @@ static long encode_push(uint8_t *out, size_t cap, const wire_push *p, const gsp_
     msgpack_pack_uint64(&pk, p->origin);
     msgpack_pack_uint64(&pk, p->base);
     msgpack_pack_uint64(&pk, p->dim);
-    msgpack_pack_bin(&pk, p->payload_len);
+    msgpack_pack_uint64(&pk, p->payload_len); /* (the payload follows the array: WIRE.md) */
     uint8_t *body = wr_take(&w, p->payload_len);
     if (!body)
         return -ENOSPC;
@@ -412,7 +411,7 @@ static long encode_model(uint8_t *out, size_t cap, long round, const uint8_t *by
     msgpack_pack_uint64(&pk, (uint64_t)round);
     msgpack_pack_uint64(&pk, dim);
     msgpack_pack_bin_with_body(&pk, hash, WIRE_HASH_LEN);
-    msgpack_pack_bin(&pk, dim * sizeof(float));
+    msgpack_pack_uint64(&pk, dim * sizeof(float));
     uint8_t *body = wr_take(&w, dim * sizeof(float));
     if (!body)
         return -ENOSPC;
@@ -468,7 +467,7 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
 
 size_t wire_push_bound(size_t dim, size_t payload_len)
 {
-    if (dim > WIRE_MAX_DIM || payload_len > UINT32_MAX)
+    if (dim > WIRE_MAX_DIM || payload_len > SIZE_MAX / 2)
         return 0;
     size_t tensors = gsp_sync_bytes(dim, dim); /* the longest: a SYNC with every correction */
     size_t body = tensors > payload_len ? tensors : payload_len;
@@ -481,7 +480,7 @@ size_t wire_frame_max(size_t dim, size_t delta_bound)
     const size_t msg = wire_push_bound(dim, delta_bound);
     if (!msg)
         return 0;
-    return msg > SEC_FRAME_MAX - SEC_ABYTES ? SEC_FRAME_MAX : msg + SEC_ABYTES;
+    return msg > SEC_PIECE_MAX ? SEC_FRAME_MAX : msg + SEC_ABYTES;
 }
 
 size_t wire_push_scratch_bound(size_t dim)

@@ -50,21 +50,21 @@
  * (sec_hs.c), so peers that would misread each other's messages never get
  * as far as a message. Bump it with any change to WIRE.md that a peer of the
  * previous version would misread. */
-#define SGP_PROTOCOL_VERSION 7
+#define SGP_PROTOCOL_VERSION 8
 
-/* Largest dim a PUSH may declare. WIRE.md caps a frame just under 2 GiB and
- * a SYNC carries at most 12 bytes per parameter (+ 4), so 2^27 (134M
- * parameters, a SYNC of 1.6 GB) is the largest power of two whose SYNC still
- * fits a frame. */
-#define WIRE_MAX_DIM ((size_t)1 << 27)
+/* Largest dim a message may declare: a SYNC's positions are uint32 below
+ * dim. A message longer than a frame travels in several (WIRE.md "Frames")
+ * and a payload's length is a uint, not a msgpack bin's, so nothing else
+ * caps a model's size on the wire. */
+#define WIRE_MAX_DIM ((size_t)UINT32_MAX)
 /* GOODBYE reason, bytes of UTF-8. */
 #define WIRE_REASON_MAX 128
 /* AUTH: BLAKE2b-256 of the handshake transcript. */
 #define WIRE_HASH_LEN 32
 /* Largest encoding of a PUSH without its payload bytes: array header, type,
  * round, seq, incarnation (uint64 each at worst), kind, w_total (float64),
- * gain, step (float32), origin, base, dim (uint64), bin32 header. */
-#define WIRE_PUSH_HEADER_MAX 81
+ * gain, step (float32), origin, base, dim and the payload's length (uint64). */
+#define WIRE_PUSH_HEADER_MAX 85
 /* Largest encoding of any message but a PUSH or a MODEL (AUTH, NACK, ACK,
  * HEARTBEAT, ...): a GOODBYE with the longest reason (fixarray, type, str8
  * header, the reason). */
@@ -154,10 +154,10 @@ size_t wire_push_bound(size_t dim, size_t payload_len);
  * carry in a cluster whose model has dim values and whose DELTA payloads are
  * at most delta_bound bytes (cmp_bound of the run's codec for dim values; 0
  * without one): the largest message (wire_push_bound) plus the 17 bytes of
- * secretstream overhead, never more than SEC_FRAME_MAX (peer/wire/sec.h).
- * Both directions of a session use it, so a sender cannot seal a frame its
- * receiver of the same run would refuse. 0 if dim > WIRE_MAX_DIM or
- * delta_bound > UINT32_MAX (no such message can be encoded). */
+ * secretstream overhead, never more than SEC_FRAME_MAX (peer/wire/sec.h: a
+ * longer message travels in pieces). Both directions of a session use it,
+ * so a sender cannot seal a frame its receiver of the same run would
+ * refuse. 0 if dim > WIRE_MAX_DIM (no such message can be encoded). */
 size_t wire_frame_max(size_t dim, size_t delta_bound);
 
 /* Scratch bytes wire_push_to_gsp needs for a PUSH of dim values (any kind;

@@ -141,6 +141,23 @@ static int rd_bin(wire_rd *r, const char *field, size_t max, const uint8_t **b, 
     return rd_bytes(r, at, field, l, max, b, len);
 }
 
+/* A payload (WIRE.md "Messages"): its length as a uint, the message's last
+ * field, and then exactly that many bytes, the rest of the input, which the
+ * view points into. A length is no msgpack bin's, so a payload may pass
+ * 4 GiB. */
+static int rd_tail(wire_rd *r, const char *field, const uint8_t **b, size_t *len)
+{
+    const uint8_t *at = r->p;
+    uint64_t l;
+    if (rd_uint(r, field, SIZE_MAX, &l) < 0)
+        return -EBADMSG;
+    if (l != rd_left(r))
+        return rd_fail(r, at, field, l > rd_left(r) ? "truncated" : "trailing bytes after the payload");
+    *b = r->p, *len = (size_t)l;
+    r->p += l;
+    return 0;
+}
+
 /* A str (fixstr or str8: the schema's strings are short) of at most max bytes. */
 static int rd_str(wire_rd *r, const char *field, size_t max, const uint8_t **s, size_t *len)
 {
@@ -214,7 +231,7 @@ static int decode_push(wire_rd *r, wire_push *p)
         return -EBADMSG;
     p->dim = (size_t)v;
     at[F_PAYLOAD] = r->p;
-    if (rd_bin(r, "payload", UINT32_MAX, &p->payload, &p->payload_len) < 0)
+    if (rd_tail(r, "payload", &p->payload, &p->payload_len) < 0)
         return -EBADMSG;
     const char *why;
     int f = wire_push_check(p, &why);
@@ -320,7 +337,7 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
             goto fail;
         }
         at = r.p;
-        if (rd_bin(&r, "payload", UINT32_MAX, &m->model.payload, &pl) < 0)
+        if (rd_tail(&r, "payload", &m->model.payload, &pl) < 0)
             goto fail;
         if (pl != m->model.dim * sizeof(float)) {
             rc = rd_fail(&r, at, "payload", "not 4 * dim bytes");

@@ -579,9 +579,13 @@ static void same_decisions_in_the_simulator(const char *dir)
     free(real), free(simulated);
 }
 
-Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
+/* frame_bytes: NULL, or SGP_TEST_FRAME_BYTES for every peer (WIRE.md
+ * "Frames"): its MODEL and SYNCs then travel in many frames each. */
+static void late_join(const char *frame_bytes)
 {
     char dir[] = "/tmp/sgp-faults-join-XXXXXX", topo_path[512], what[600];
+    if (frame_bytes)
+        setenv("SGP_TEST_FRAME_BYTES", frame_bytes, 1);
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
     sgp_make_cluster(dir, "late-join", 4, topo_path);
@@ -620,8 +624,19 @@ Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model)
     const double acc0 = sgp_peer_number(dir, 0, "test_accuracy"), acc1 = sgp_peer_number(dir, 1, "test_accuracy");
     cr_assert_leq(fabs(acc0 - acc1), 0.010 + 1e-6, "the joiner ends at %.2f%%, peer 1 at %.2f%% (logs in %s)",
                   100 * acc0, 100 * acc1, dir);
+    double syncs = 0;
+    for (int i = 0; i < 4; i++)
+        syncs += sgp_peer_number(dir, i, "syncs_sent");
+    cr_log_info("SYNCs sent: %.0f", syncs); /* (how many a join takes depends on timing: a gap or none) */
     sgp_rm_rf(dir);
 }
+
+Test(peer_faults, late_join_without_checkpoint_pulls_a_neighbours_model) { late_join(NULL); }
+
+/* The same with frames of at most 1,000 bytes: the model (19 KB) and any
+ * SYNC (at least its 19 KB reference) go in pieces, put together at the
+ * other end, and the run is the same. */
+Test(peer_faults, a_joiner_s_model_and_syncs_in_many_frames_each) { late_join("1000"); }
 
 /* ---- a long SIGSTOP ---------------------------------------------------------- */
 
@@ -741,8 +756,19 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
  * rescaled is what the resume's power of two added and adopted what the
  * comebacks took as a baseline on their in-edges (shares that reached the
  * stopped process or were meant for the id before the join). */
-Test(peer_faults, a_join_and_a_clean_restart_keep_the_ledger_exact)
+static void ledger_at_comebacks(const char *frame_bytes);
+
+Test(peer_faults, a_join_and_a_clean_restart_keep_the_ledger_exact) { ledger_at_comebacks(NULL); }
+
+/* The same with frames of at most 1,000 bytes (WIRE.md "Frames"): the
+ * joiner's MODEL and the restarted peer's SYNCs go in pieces, and not a
+ * bit of weight is lost. */
+Test(peer_faults, in_many_frames_a_join_and_a_clean_restart_keep_the_ledger_exact) { ledger_at_comebacks("1000"); }
+
+static void ledger_at_comebacks(const char *frame_bytes)
 {
+    if (frame_bytes)
+        setenv("SGP_TEST_FRAME_BYTES", frame_bytes, 1);
     char dir[] = "/tmp/sgp-faults-ledger-XXXXXX", topo_path[512], what[600];
     cr_assert(mkdtemp(dir));
     snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
@@ -775,6 +801,10 @@ Test(peer_faults, a_join_and_a_clean_restart_keep_the_ledger_exact)
     cr_assert_leq(fabs(m.held + m.in_flight - expect), 1e-6,
                   "total weight %.9g (%.3g in flight), expected 4 + %.9g rescaled - %.9g adopted (logs in %s)",
                   m.held + m.in_flight, m.in_flight, m.rescaled, m.adopted, dir);
+    double syncs = 0;
+    for (int i = 0; i < 4; i++)
+        syncs += sgp_peer_number(dir, i, "syncs_sent");
+    cr_log_info("SYNCs sent: %.0f", syncs);
     sgp_rm_rf(dir);
 }
 

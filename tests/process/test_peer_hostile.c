@@ -79,9 +79,9 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
     scene_connect(&sc, 1);
     const char *out = sc.out;
 
-    /* [PUSH, round 1, seq 1, incarnation 1, RAW, w_total NaN, gain 0, step 0, origin 0, base 0, dim 1, 8 bytes] */
+    /* [PUSH, round 1, seq 1, incarnation 1, RAW, w_total NaN, gain 0, step 0, origin 0, base 0, dim 1, 8] and 8 bytes */
     uint8_t nan_push[] = {0x9c, 0x01, 0x01, 0x01, 0x01, 0x00, 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0, 0xca, 0,   0, 0,
-                          0,    0xca, 0,    0,    0,    0,    0x00, 0x00, 0x01, 0xc4, 0x08, 0, 0, 0, 0, 0, 0, 0, 0};
+                          0,    0xca, 0,    0,    0,    0,    0x00, 0x00, 0x01, 0x08, 0, 0, 0, 0, 0, 0, 0, 0};
     const struct {
         const char *what;
         const uint8_t *bytes;

@@ -47,7 +47,7 @@ typedef struct inst {
     int noted[MAXP];             /* of them, opened on the thread pool with on_frame_work's note */
     int kept[MAXP];              /* of those, kept in their own buffer (net_frame_keep) */
     size_t frame_bytes[MAXP];
-    int logs, refused_inbound, refused_connect, oversize, other_version;
+    int logs, refused_inbound, refused_connect, oversize, oversize_message, other_version;
     char last_log[320], version_line[320];
 } inst;
 
@@ -140,12 +140,14 @@ static void on_down(void *ctx, int peer, int reason)
     x->t_down[peer] = now_ms(x->w);
 }
 
+static int g_small_pieces; /* messages of a few KB come in pieces too: net_frame_keep may hand them over */
+
 /* Frames carry [u32 k][pattern(from, k)] so the receiver checks every byte. */
 static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len)
 {
     inst *x = ctx;
     cr_assert(peer >= 0 && peer < MAXP);
-    if (len < (4u << 20) && net_frame_keep(&x->n, peer)) /* (a small frame shares the connection's buffer) */
+    if (!g_small_pieces && len <= SEC_PIECE_MAX && net_frame_keep(&x->n, peer)) /* (a message of one frame shares the connection's buffer) */
         x->bad[peer]++;
     int k = x->frames[peer]++;
     x->frame_bytes[peer] += len;
@@ -177,6 +179,8 @@ static void on_log(void *ctx, const char *line)
         x->refused_connect++;
     if (strstr(line, "over the limit"))
         x->oversize++;
+    if (strstr(line, "message in pieces over the limit"))
+        x->oversize_message++;
     if (strstr(line, "speaks protocol version")) {
         x->other_version++;
         snprintf(x->version_line, sizeof x->version_line, "%s", line);
@@ -185,7 +189,7 @@ static void on_log(void *ctx, const char *line)
         fprintf(stderr, "[%d] %s\n", x->id, line);
 }
 
-/* On the thread pool, for a big frame: its number, plus 1000 (the note). */
+/* On the thread pool, for a big message: its number, plus 1000 (the note). */
 static int frame_work(void *ctx, int peer, const uint8_t *m, size_t len)
 {
     (void)ctx, (void)peer;
@@ -195,7 +199,7 @@ static int frame_work(void *ctx, int peer, const uint8_t *m, size_t len)
     return (int)k + 1000;
 }
 
-/* The first big frame from each peer is kept in its own buffer (checked
+/* The first big message from each peer is kept in its own buffer (checked
  * after the connection has read on into a new one), the next is not. */
 static void on_frame_noted(void *ctx, int peer, const uint8_t *m, size_t len, int note)
 {
@@ -205,7 +209,7 @@ static void on_frame_noted(void *ctx, int peer, const uint8_t *m, size_t len, in
     uint8_t *own = x->noted[peer]++ == 0 ? net_frame_keep(&x->n, peer) : NULL;
     if (own) {
         x->kept[peer]++;
-        if (own + SEC_PT_OFFSET != m || net_frame_keep(&x->n, peer)) /* (the frame's buffer, once) */
+        if (own != m || net_frame_keep(&x->n, peer)) /* (the message's buffer, once) */
             x->bad[peer]++;
     }
     on_frame(ctx, peer, m, len);
@@ -398,9 +402,10 @@ TestSuite(peer_net, .timeout = 60);
 
 /* ---- two peers -------------------------------------------------------------- */
 
-/* (the last two: frames the receiver opens on its thread pool, one of them
- * sealed on the sender's) */
-static const size_t g_sizes[] = {4, 5, 1000, 65536, 200003, 17, 6, (5u << 20) + 3, 9, 11, 6u << 20};
+/* (over 1 MiB: messages in pieces; the 5 and 6 MB ones looked at on the
+ * receiver's thread pool, the latter prepared on the sender's; the 2 MB one
+ * delivered on the loop) */
+static const size_t g_sizes[] = {4, 5, 1000, 65536, 200003, 17, 6, (5u << 20) + 3, 9, (2u << 20) + 5, 11, 6u << 20};
 #define NSIZES (sizeof g_sizes / sizeof *g_sizes)
 
 /* Sends the next of g_sizes from x to peer when a slot is free; 1 when all sent. */
@@ -459,7 +464,7 @@ Test(peer_net, two_peers_handshake_and_exchange_frames_both_ways)
     cr_assert_eq(a->frames[1], (int)NSIZES);
     cr_assert_eq(b->bad[0], 0, "every byte as sent, in order");
     cr_assert_eq(a->bad[1], 0);
-    cr_assert_eq(b->noted[0], 2, "the two frames of 5 and 6 MB were opened on the thread pool");
+    cr_assert_eq(b->noted[0], 2, "the two messages of 5 and 6 MB were looked at on the thread pool");
     cr_assert_eq(a->noted[1], 2);
     cr_assert_eq(b->kept[0], 1, "the first of them kept in its own buffer, the frames after it read on");
     cr_assert_eq(a->kept[1], 1);
@@ -467,6 +472,36 @@ Test(peer_net, two_peers_handshake_and_exchange_frames_both_ways)
     cr_assert_eq(a->frame_bytes[1], total);
     cr_assert_eq(a->downs[1], 1, "net_close reports the live link as down");
     cr_assert_eq(a->last_reason[1], -ECANCELED);
+    world_free(&w);
+}
+
+/* WIRE.md "Frames": a sender may cut its messages into pieces as small as
+ * it likes (SGP_TEST_FRAME_BYTES, net_set_piece); the other end takes any
+ * split, and every message arrives whole, in order. */
+Test(peer_net, messages_in_small_pieces_arrive_whole_and_in_order)
+{
+    world w;
+    world_start(&w, 2, two_tick, GUARD_MS);
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    cr_assert_eq(net_set_piece(&a->n, 0), -EINVAL);
+    cr_assert_eq(net_set_piece(&a->n, SEC_PIECE_MAX + 1), -EINVAL);
+    cr_assert_eq(net_set_piece(&a->n, 4093), 0);
+    cr_assert_eq(net_set_piece(&b->n, 65536), 0);
+    g_sent[0] = g_sent[1] = 0;
+    g_small_pieces = 1;
+    world_run(&w);
+    g_small_pieces = 0;
+    size_t total = 0;
+    for (size_t k = 0; k < NSIZES; k++)
+        total += g_sizes[k];
+    cr_assert_eq(b->frames[0], (int)NSIZES);
+    cr_assert_eq(a->frames[1], (int)NSIZES);
+    cr_assert_eq(b->bad[0], 0, "every byte as sent, in order");
+    cr_assert_eq(a->bad[1], 0);
+    cr_assert_eq(b->frame_bytes[0], total);
+    cr_assert_eq(a->frame_bytes[1], total);
+    cr_assert_eq(b->noted[0], 2);
+    cr_assert_eq(b->kept[0], 1);
     world_free(&w);
 }
 
@@ -667,6 +702,8 @@ Test(peer_net, killed_peer_is_redialled_with_backoff_when_it_comes_back)
 
 /* ---- an oversize frame after a valid handshake ----------------------------------- */
 
+static int g_over_message; /* the message limit, not the frame limit */
+
 static void oversize_tick(world *w)
 {
     inst *a = &w->in[0], *b = &w->in[1];
@@ -674,7 +711,10 @@ static void oversize_tick(world *w)
     case 0:
         if (a->ups[1] && b->ups[0]) {
             cr_assert_eq(send_k(a, 1, 0, 200), 0, "fits");
-            cr_assert_eq(send_k(a, 1, 1, 5000), 0, "b's limit is 1000: a does not know");
+            if (g_over_message) /* (pieces of 1 MiB, each within b's frame limit) */
+                cr_assert_eq(send_k(a, 1, 1, (3u << 20) + 1), 0, "b's message limit is 1 MiB: a does not know");
+            else
+                cr_assert_eq(send_k(a, 1, 1, 5000), 0, "b's limit is 1000: a does not know");
             next(w);
         }
         break;
@@ -706,6 +746,26 @@ Test(peer_net, oversize_length_prefix_closes_the_link_which_then_comes_back)
     cr_assert_eq(err, -ENOTCONN, "no room before the handshake");
     world_run(&w);
     cr_assert_eq(b->oversize, 1);
+    cr_assert_eq(a->downs[1], 2);
+    cr_assert_eq(b->bad[0], 0);
+    world_free(&w);
+}
+
+/* WIRE.md "Frames": pieces that add up to more than the run's longest
+ * message close the link before the piece past the limit is kept; the
+ * lower id redials and the link carries messages again. */
+Test(peer_net, a_message_whose_pieces_pass_the_limit_closes_the_link_which_then_comes_back)
+{
+    world w;
+    world_start(&w, 2, oversize_tick, GUARD_MS);
+    g_over_message = 1;
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    cr_assert_eq(net_set_max_message(&b->n, SEC_PIECE_MAX - 1), -EINVAL, "at least a frame's");
+    cr_assert_eq(net_set_max_message(&b->n, SEC_PIECE_MAX), 0);
+    world_run(&w);
+    g_over_message = 0;
+    cr_assert_eq(b->oversize, 1);
+    cr_assert_eq(b->oversize_message, 1, "%s", b->last_log);
     cr_assert_eq(a->downs[1], 2);
     cr_assert_eq(b->bad[0], 0);
     world_free(&w);

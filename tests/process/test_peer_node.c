@@ -167,6 +167,15 @@ Test(peer_node, four_processes_equal_the_simulator_bit_for_bit) { sim_equals_net
 
 Test(peer_node, compressed_four_processes_equal_the_simulator) { sim_equals_network("stc:0.05", "0", "1", "none"); }
 
+/* Every message in frames of at most 256 bytes (WIRE.md "Frames": the test-
+ * only SGP_TEST_FRAME_BYTES): put together at the receiver, they make the
+ * same run to the bit. */
+Test(peer_node, four_processes_with_messages_in_many_frames_equal_the_simulator)
+{
+    setenv("SGP_TEST_FRAME_BYTES", "256", 1);
+    sim_equals_network("stc:0.05", "0", "1", "none");
+}
+
 /* sparseloco's chunks and levels are the same bytes on the wire as in the simulator. */
 Test(peer_node, sparseloco_in_four_processes_equals_the_simulator)
 {

@@ -178,7 +178,7 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(SGP_PROTOCOL_VERSION, 7, "WIRE.md's version");
+    cr_assert_eq(SGP_PROTOCOL_VERSION, 8, "WIRE.md's version");
     cr_assert_eq(memcmp(log.b[0], head(SGP_PROTOCOL_VERSION), 6), 0, "the one version constant goes out");
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
     cr_assert_eq(memcmp(log.b[1], head(SGP_PROTOCOL_VERSION), 6), 0);
@@ -406,7 +406,7 @@ Test(peer_sec, wrong_magic_version_cluster_or_id_is_refused_at_the_first_message
  * answer is our own magic and version, the initiator answers nothing. */
 Test(peer_sec, another_version_is_refused_from_six_bytes_and_answered_with_ours)
 {
-    const unsigned others[] = {0, 1, 3, SGP_PROTOCOL_VERSION + 1, 0xffff};
+    const unsigned others[] = {0, 1, 3, SGP_PROTOCOL_VERSION - 1, SGP_PROTOCOL_VERSION + 1, 0xffff}; /* (- 1: a peer of the last release) */
     char want[96];
     uint8_t out[SEC_HS_OUT_MAX];
     for (size_t k = 0; k < sizeof others / sizeof *others; k++) {
@@ -797,7 +797,7 @@ Test(peer_sec, frames_seal_and_open_in_place_as_by_copy)
 {
     sec_session a, b;
     pair(&a, &b);
-    const size_t len = (1u << 20) + 3;
+    const size_t len = SEC_PIECE_MAX - 3;
     uint8_t *msg = malloc(len), *f1 = malloc(sec_seal_bound(len)), *f2 = malloc(sec_seal_bound(len)),
             *out = malloc(len);
     cr_assert(msg && f1 && f2 && out);
@@ -835,6 +835,40 @@ Test(peer_sec, frames_seal_and_open_in_place_as_by_copy)
     sec_session_free(&b);
 }
 
+/* WIRE.md "Frames": a message in pieces. Each piece's frame says, in its
+ * authenticated tag, whether the message goes on; a frame that does is
+ * refused where a whole message is expected (sec_open), and a tag turned
+ * into the other fails authentication. */
+Test(peer_sec, a_message_in_pieces_says_so_in_each_frame_s_tag)
+{
+    sec_session a, b;
+    pair(&a, &b);
+    uint8_t msg[300], buf[400], out[300];
+    fill(msg, sizeof msg, 4);
+    int n = sec_seal_piece(&a, msg, 100, buf, sizeof buf, 1);
+    cr_assert_eq(n, 121);
+    int more = -1;
+    cr_assert_eq(sec_open_piece(&b, buf, (size_t)n, out, sizeof out, &more), 100);
+    cr_assert_eq(more, 1, "the message goes on");
+    n = sec_seal_piece(&a, msg + 100, 200, buf, sizeof buf, 0);
+    cr_assert_eq(sec_open_piece(&b, buf, (size_t)n, out + 100, sizeof out - 100, &more), 200);
+    cr_assert_eq(more, 0, "and ends here");
+    cr_assert_eq(memcmp(out, msg, sizeof msg), 0);
+    n = sec_seal_piece(&a, msg, 50, buf, sizeof buf, 1);
+    cr_assert_eq(sec_open(&b, buf, (size_t)n, out, sizeof out), -EPROTO, "no piece where a message is expected");
+    cr_assert_eq(sec_open(&b, buf, (size_t)n, out, sizeof out), -EPROTO, "and the session has ended");
+    sec_session_free(&a);
+    sec_session_free(&b);
+    /* The tag byte is encrypted and under the MAC: flipping it does not
+     * make a last piece of a continued one. */
+    pair(&a, &b);
+    n = sec_seal_piece(&a, msg, 50, buf, sizeof buf, 0);
+    buf[4] ^= 1; /* (crypto_secretstream_xchacha20poly1305_TAG_MESSAGE ^ 1 is its TAG_PUSH) */
+    cr_assert_eq(sec_open_piece(&b, buf, (size_t)n, out, sizeof out, &more), -EBADMSG);
+    sec_session_free(&a);
+    sec_session_free(&b);
+}
+
 Test(peer_sec, frame_limits_and_small_buffers)
 {
     sec_session a, b;
@@ -862,14 +896,21 @@ Test(peer_sec, frame_limits_and_small_buffers)
     sec_session_free(&b);
 }
 
-/* WIRE.md "Frames": MAX_FRAME = min(2^31 - 64, 17 + max(132, 81 + max(12 dim
- * + 4, D))), D the codec's cmp_bound (0 without one); wire_frame_max is
- * that number, and a session with it takes a frame of exactly that many
- * ciphertext bytes and refuses one byte more. */
+/* WIRE.md "Frames": MAX_MESSAGE = max(132, 85 + max(12 dim + 4, D)), D the
+ * codec's cmp_bound (0 without one), and MAX_FRAME = 17 + min(MAX_MESSAGE,
+ * 2^20); wire_push_bound and wire_frame_max are those numbers, and a
+ * session with the latter takes a frame of exactly that many ciphertext
+ * bytes and refuses one byte more. */
+static size_t page_max_message(size_t dim, size_t d)
+{
+    size_t body = 12 * dim + 4 > d ? 12 * dim + 4 : d;
+    return 85 + body > 132 ? 85 + body : 132;
+}
+
 static size_t page_max_frame(size_t dim, size_t d)
 {
-    size_t body = 12 * dim + 4 > d ? 12 * dim + 4 : d, msg = 81 + body > 132 ? 81 + body : 132;
-    return 17 + msg < ((size_t)1 << 31) - 64 ? 17 + msg : ((size_t)1 << 31) - 64;
+    const size_t msg = page_max_message(dim, d);
+    return 17 + (msg < ((size_t)1 << 20) ? msg : (size_t)1 << 20);
 }
 
 Test(peer_sec, the_frame_limit_is_the_page_s_formula_and_holds_to_the_byte)
@@ -887,11 +928,15 @@ Test(peer_sec, the_frame_limit_is_the_page_s_formula_and_holds_to_the_byte)
             }
             cr_assert_eq(wire_frame_max(dims[k], d), page_max_frame(dims[k], d), "dim %zu, %s", dims[k],
                          codecs[c] ? codecs[c] : "no codec");
+            cr_assert_eq(wire_push_bound(dims[k], d), page_max_message(dims[k], d), "dim %zu, %s", dims[k],
+                         codecs[c] ? codecs[c] : "no codec");
         }
-    cr_assert_eq(wire_frame_max(7850, 0), 94302, "the page's example");
-    cr_assert_eq(wire_frame_max(1, (size_t)UINT32_MAX), SEC_FRAME_MAX, "capped at 2 GiB - 64");
+    cr_assert_eq(wire_frame_max(7850, 0), 94306, "the page's example");
+    cr_assert_eq(wire_push_bound(7850, 0), 94289, "the page's example");
+    cr_assert_eq(wire_push_bound(100000000, 0), 1200000089, "the page's example");
+    cr_assert_eq(wire_frame_max(100000000, 0), 1048593, "the page's example");
+    cr_assert_eq(wire_frame_max(1, (size_t)UINT32_MAX), SEC_FRAME_MAX, "a frame carries at most a piece");
     cr_assert_eq(wire_frame_max(WIRE_MAX_DIM + 1, 0), 0, "no such message");
-    cr_assert_eq(wire_frame_max(1, (size_t)UINT32_MAX + 1), 0, "no such message");
 
     /* At the limit and one byte past it, at both ends of a session. */
     sec_session a, b;

@@ -1,6 +1,8 @@
-/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 7
+/* The wire's message layer (peer/wire/wire.h, peer/wire/WIRE.md "Messages"), version 8
  * (PUSH carries the sender's incarnation, a DELTA's origin and a SYNC's base;
- * MODEL_REQUEST, MODEL, ACK and MODEL_SOON): every type
+ * MODEL_REQUEST, MODEL, ACK and MODEL_SOON; a PUSH's or MODEL's last field is
+ * its payload's length, a uint, and the payload is the bytes after the
+ * array): every type
  * round-trips bit for bit; what the encoder writes is msgpack that msgpack-c's
  * own unpacker reads as the schema says; the decoder rejects with -EBADMSG
  * every strict prefix, trailing bytes, wrong types, out-of-range integers,
@@ -315,7 +317,9 @@ static void samples_free(sample *s)
 /* A test-side msgpack builder (msgpack-c's sbuffer: allocation is fine here)
  * for messages our encoder would never write. */
 typedef struct item {
-    char t; /* A array, M map, u uint, i int, f float32, d float64, b bin, s str, n nil, T true, r raw bytes */
+    char t; /* A array, M map, u uint, i int, f float32, d float64, b bin, s str, n nil, T true, r raw bytes,
+             * P a payload: the uint u, then the n bytes at p (WIRE.md: a PUSH's or MODEL's last field
+             * is the payload's length; its bytes follow the array) */
     uint64_t u;
     int64_t i;
     double d;
@@ -331,6 +335,9 @@ typedef struct item {
 #define B(ptr, len) ((item){.t = 'b', .p = (ptr), .n = (len)})
 #define S(ptr, len) ((item){.t = 's', .p = (ptr), .n = (len)})
 #define RAWB(ptr, len) ((item){.t = 'r', .p = (ptr), .n = (len)})
+#define PAY(ptr, len) ((item){.t = 'P', .u = (len), .p = (ptr), .n = (len)})
+/* A payload whose length field claims `claim` bytes where n follow. */
+#define PAY_CLAIM(claim, ptr, len) ((item){.t = 'P', .u = (claim), .p = (ptr), .n = (len)})
 #define NIL ((item){.t = 'n'})
 
 static uint8_t *build(const item *it, size_t n_items, size_t *len)
@@ -353,6 +360,7 @@ static uint8_t *build(const item *it, size_t n_items, size_t *len)
         case 'n': msgpack_pack_nil(&pk); break;
         case 'T': msgpack_pack_true(&pk); break;
         case 'r': msgpack_sbuffer_write(&sb, x->p, x->n); break;
+        case 'P': msgpack_pack_uint64(&pk, x->u), msgpack_sbuffer_write(&sb, x->p, x->n); break;
         default: cr_assert_fail("bad item");
         }
     }
@@ -383,7 +391,7 @@ static void push_items(item *it, gsp_kind kind, size_t dim)
     it[0] = A(12), it[P_TYPE] = U(WIRE_PUSH), it[P_ROUND] = U(17), it[P_SEQ] = U(4), it[P_INC] = U(9);
     it[P_KIND] = U((uint64_t)kind), it[P_W] = D(1.5), it[P_GAIN] = F(kind == GSP_DELTA ? 0.75 : 0.0);
     it[P_STEP] = F(kind == GSP_DELTA ? 0.5 : 0.0), it[P_ORIGIN] = U(0), it[P_BASE] = U(0), it[P_DIM] = U(dim);
-    it[P_PAYLOAD] = B(zeros, plen);
+    it[P_PAYLOAD] = PAY(zeros, plen);
 }
 
 /* A valid MODEL as items (6: array header + 5 fields), all-zero hash and z. */
@@ -393,7 +401,7 @@ static void model_items(item *it, size_t dim)
 {
     cr_assert_leq(4 * dim, sizeof zeros);
     it[0] = A(5), it[M_TYPE] = U(WIRE_MODEL), it[M_ROUND] = U(12), it[M_DIM] = U(dim);
-    it[M_HASH] = B(zeros, WIRE_HASH_LEN), it[M_PAYLOAD] = B(zeros, 4 * dim);
+    it[M_HASH] = B(zeros, WIRE_HASH_LEN), it[M_PAYLOAD] = PAY(zeros, 4 * dim);
 }
 
 /* ---- round trips ------------------------------------------------------------- */
@@ -472,7 +480,7 @@ Test(peer_wire, goodbye_round_trips)
     }
 }
 
-/* Every kind at dims 0, 1, 1000 and one whose bin needs bin32 (> 64 KiB). */
+/* Every kind at dims 0, 1, 1000 and one whose payload's length needs a uint32 (> 64 KiB). */
 Test(peer_wire, push_of_every_kind_round_trips_bit_for_bit)
 {
     static const size_t dims[] = {0, 1, 1000, 10000};
@@ -843,7 +851,7 @@ Test(peer_wire, model_request_round_trips)
  * hash are views into the input. */
 Test(peer_wire, model_round_trips_bit_for_bit)
 {
-    static const size_t dims[] = {0, 1, 3, 1000, 5000, 20000}; /* bin8, bin16 and bin32 payloads */
+    static const size_t dims[] = {0, 1, 3, 40, 1000, 5000, 20000}; /* payload lengths: fixint, uint8, 16 and 32 */
     static const long rounds[] = {0, 1, 70000, LONG_MAX};
     for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
         for (size_t r = 0; r < sizeof rounds / sizeof *rounds; r++) {
@@ -919,15 +927,33 @@ Test(peer_wire, model_hash_and_payload_lengths_are_exact)
     } pay_bad[] = {{2, 7}, {2, 9}, {2, 0}, {2, 16}, {0, 1}, {0, 4}, {1, 3}, {3, 8}, {1000, 3999}, {1000, 4001}};
     for (size_t k = 0; k < sizeof pay_bad / sizeof *pay_bad; k++) {
         model_items(it, pay_bad[k].dim);
-        it[M_PAYLOAD] = B(zeros, pay_bad[k].len);
+        it[M_PAYLOAD] = PAY(zeros, pay_bad[k].len);
         cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "case %zu accepted", k);
         cr_assert_str_eq(e.field, "payload", "case %zu: %s: %s", k, e.field, e.why);
         cr_assert_str_eq(e.why, "not 4 * dim bytes", "case %zu", k);
     }
-    model_items(it, 2);
-    it[M_PAYLOAD] = S(zeros, 8);
-    cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG);
-    cr_assert_str_eq(e.field, "payload");
+    /* The payload's length is the rest of the message, exactly: 4 * dim claimed
+     * with a byte fewer or more after the array is refused, whatever dim says. */
+    static const struct {
+        size_t claim, have;
+        const char *why;
+    } tail_bad[] = {{8, 7, "truncated"}, {8, 0, "truncated"}, {8, 9, "trailing bytes after the payload"},
+                    {8, 16, "trailing bytes after the payload"}, {0, 8, "trailing bytes after the payload"}};
+    for (size_t k = 0; k < sizeof tail_bad / sizeof *tail_bad; k++) {
+        model_items(it, 2);
+        it[M_PAYLOAD] = PAY_CLAIM(tail_bad[k].claim, zeros, tail_bad[k].have);
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "tail case %zu accepted", k);
+        cr_assert_str_eq(e.field, "payload", "tail case %zu: %s: %s", k, e.field, e.why);
+        cr_assert_str_eq(e.why, tail_bad[k].why, "tail case %zu", k);
+    }
+    /* The length is a uint: not a str, nor a bin (a version-7 MODEL's payload), nor negative. */
+    const item len_bad[] = {S(zeros, 8), B(zeros, 8), I(-8), D(8.0), NIL};
+    for (size_t k = 0; k < sizeof len_bad / sizeof *len_bad; k++) {
+        model_items(it, 2);
+        it[M_PAYLOAD] = len_bad[k];
+        cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "payload variant %zu accepted", k);
+        cr_assert_str_eq(e.field, "payload", "payload variant %zu: %s: %s", k, e.field, e.why);
+    }
     /* The other fields: integers in range, of the right type. */
     const item round_bad[] = {U((uint64_t)LONG_MAX + 1), I(-1), D(1.0), NIL};
     for (size_t k = 0; k < sizeof round_bad / sizeof *round_bad; k++) {
@@ -959,7 +985,7 @@ Test(peer_wire, model_dims_above_wire_max_dim_are_rejected)
         item it[M_ITEMS];
         model_items(it, 0);
         it[M_DIM] = U(big[k]);
-        it[M_PAYLOAD] = B(zeros, 0); /* the dim is refused before any payload is looked at */
+        it[M_PAYLOAD] = PAY(zeros, 0); /* the dim is refused before any payload is looked at */
         cr_assert_eq(decode_items(it, M_ITEMS, &m, &e), -EBADMSG, "MODEL dim %llu", (unsigned long long)big[k]);
         cr_assert_str_eq(e.field, "dim");
     }
@@ -1064,13 +1090,43 @@ Test(peer_wire, decoded_push_absorbs_like_the_original_compressed)
 
 /* ---- what we write is the schema in msgpack --------------------------------- */
 
-static void unpack_whole(msgpack_unpacked *u, const uint8_t *buf, size_t len)
+/* The array at the start of buf, read by msgpack-c; returns the bytes it took. */
+static size_t unpack_array(msgpack_unpacked *u, const uint8_t *buf, size_t len)
 {
     size_t off = 0;
     msgpack_unpacked_init(u);
     cr_assert_eq(msgpack_unpack_next(u, (const char *)buf, len, &off), MSGPACK_UNPACK_SUCCESS);
-    cr_assert_eq(off, len, "msgpack-c reads %zu of %zu bytes", off, len);
+    cr_assert_leq(off, len);
     cr_assert_eq(u->data.type, MSGPACK_OBJECT_ARRAY);
+    return off;
+}
+
+/* A message that is the array alone. */
+static void unpack_whole(msgpack_unpacked *u, const uint8_t *buf, size_t len)
+{
+    size_t off = unpack_array(u, buf, len);
+    cr_assert_eq(off, len, "msgpack-c reads %zu of %zu bytes", off, len);
+}
+
+/* A PUSH or MODEL: the array, whose last element (o, read by msgpack-c) is
+ * a uint, the payload's length, written in its shortest form (msgpack-c's
+ * packer writes that), and then exactly that many bytes, the payload, which
+ * *payload points to. */
+static size_t payload_after(const msgpack_object *o, const uint8_t *buf, size_t len, size_t off,
+                            const uint8_t **payload)
+{
+    cr_assert_eq(o->type, MSGPACK_OBJECT_POSITIVE_INTEGER, "the payload's length is a uint");
+    cr_assert_eq(o->via.u64, len - off, "the length is the bytes after the array (%zu)", len - off);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_uint64(&pk, o->via.u64);
+    cr_assert_leq(sb.size, off);
+    cr_assert_eq(memcmp(buf + off - sb.size, sb.data, sb.size), 0, "the length's shortest form ends the array");
+    msgpack_sbuffer_destroy(&sb);
+    *payload = buf + off;
+    return len - off;
 }
 
 Test(peer_wire, encodings_read_back_with_msgpack_c)
@@ -1124,7 +1180,7 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
             c.m.base = 12345; /* only a SYNC's goes out: the others write 0 */
         size_t len;
         uint8_t *pb = encode_push(&c.m, &len);
-        unpack_whole(&u, pb, len);
+        const size_t off = unpack_array(&u, pb, len);
         o = u.data.via.array.ptr;
         cr_assert_eq(u.data.via.array.size, 12);
         cr_assert_eq(o[0].via.u64, 1);
@@ -1146,14 +1202,13 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
         cr_assert_eq(o[9].via.u64, kind == GSP_SYNC ? c.m.base : 0);
         cr_assert_eq(o[10].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
         cr_assert_eq(o[10].via.u64, 300);
-        cr_assert_eq(o[11].type, MSGPACK_OBJECT_BIN);
-        const uint8_t *bin = (const uint8_t *)o[11].via.bin.ptr;
+        const uint8_t *bin;
+        const size_t size = payload_after(&o[11], pb, len, off, &bin);
         if (kind == GSP_DELTA) {
-            cr_assert_eq(o[11].via.bin.size, c.m.payload_len);
+            cr_assert_eq(size, c.m.payload_len);
             cr_assert_eq(memcmp(bin, c.m.payload, c.m.payload_len), 0);
         } else {
             /* Little-endian, read here byte by byte: independent of the host. */
-            const size_t size = o[11].via.bin.size;
             if (kind == GSP_RAW) {
                 cr_assert_eq(size, 300 * 8);
                 for (size_t i = 0; i < 300; i++) {
@@ -1192,7 +1247,9 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
     c.m.incarnation = UINT64_MAX;
     size_t len;
     uint8_t *pb = encode_push(&c.m, &len);
-    unpack_whole(&u, pb, len);
+    size_t off = unpack_array(&u, pb, len);
+    const uint8_t *tail;
+    cr_assert_eq(payload_after(&u.data.via.array.ptr[11], pb, len, off, &tail), 8);
     o = u.data.via.array.ptr;
     cr_assert_eq(u.data.via.array.size, 12);
     cr_assert_eq(o[3].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
@@ -1203,7 +1260,8 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
     push_make(&c, GSP_SYNC, 1);
     c.m.seq = UINT64_MAX, c.m.base = UINT64_MAX - 1;
     pb = encode_push(&c.m, &len);
-    unpack_whole(&u, pb, len);
+    off = unpack_array(&u, pb, len);
+    cr_assert_eq(payload_after(&u.data.via.array.ptr[11], pb, len, off, &tail), gsp_sync_bytes(1, c.m.n_corr));
     o = u.data.via.array.ptr;
     cr_assert_eq(u.data.via.array.size, 12);
     cr_assert_eq(o[9].type, MSGPACK_OBJECT_POSITIVE_INTEGER);
@@ -1227,7 +1285,7 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
     hash[0] = 0x01, hash[WIRE_HASH_LEN - 1] = 0xfe;
     n = wire_encode_model(buf, sizeof buf, 123456, z, MD, hash);
     cr_assert_gt(n, 0);
-    unpack_whole(&u, buf, (size_t)n);
+    off = unpack_array(&u, buf, (size_t)n);
     o = u.data.via.array.ptr;
     cr_assert_eq(u.data.via.array.size, 5);
     cr_assert_eq(o[0].via.u64, 6);
@@ -1238,9 +1296,8 @@ Test(peer_wire, encodings_read_back_with_msgpack_c)
     cr_assert_eq(o[3].type, MSGPACK_OBJECT_BIN);
     cr_assert_eq(o[3].via.bin.size, WIRE_HASH_LEN);
     cr_assert_eq(memcmp(o[3].via.bin.ptr, hash, WIRE_HASH_LEN), 0);
-    cr_assert_eq(o[4].type, MSGPACK_OBJECT_BIN);
-    cr_assert_eq(o[4].via.bin.size, 4 * MD);
-    const uint8_t *zb = (const uint8_t *)o[4].via.bin.ptr;
+    const uint8_t *zb;
+    cr_assert_eq(payload_after(&o[4], buf, (size_t)n, off, &zb), 4 * MD);
     for (size_t i = 0; i < MD; i++) {
         const uint8_t *b = zb + 4 * i;
         uint32_t v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24, w;
@@ -1284,10 +1341,14 @@ Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
         c.m.corr_idx = NULL, c.m.n_corr = kind == GSP_SYNC ? 20000 : 0; /* (its longest: every correction) */
         size_t len;
         uint8_t *b = encode_push(&c.m, &len);
-        /* In the SYNC, only dim (3 bytes, not 9) is shorter than the worst case. */
+        /* In the SYNC, only dim (uint16: 3 bytes, not 9) and the payload's
+         * length (240004, a uint32: 5 bytes, not 9) are shorter than the worst case. */
         cr_assert_leq(len, wire_push_bound(20000, 0));
-        if (kind == GSP_SYNC)
-            cr_assert_eq(wire_push_bound(20000, 0) - len, 6);
+        if (kind == GSP_SYNC) {
+            cr_assert_eq(gsp_sync_bytes(20000, 20000), 240004);
+            cr_assert_eq(wire_push_bound(20000, 0) - len, 6 + 4);
+            cr_assert_eq(len - 240004, WIRE_PUSH_HEADER_MAX - 6 - 4, "the header as the bound counts it");
+        }
         free(b);
         push_free(&c);
     }
@@ -1309,11 +1370,22 @@ Test(peer_wire, bound_covers_every_message_and_enospc_never_writes_past_cap)
         free(b);
         free(z);
     }
-    /* At WIRE_MAX_DIM, by arithmetic: header at most array, type, round (9), dim (9), bin8 hash, bin32 header. */
-    cr_assert_leq(1 + 1 + 9 + 9 + 2 + WIRE_HASH_LEN + 5 + 4 * WIRE_MAX_DIM, wire_push_bound(WIRE_MAX_DIM, 0));
+    /* At WIRE_MAX_DIM, by arithmetic: a MODEL's header at most array, type, round (9), dim (9), bin8 hash,
+     * and the payload's length (4 * WIRE_MAX_DIM is past 4 GiB: a uint64, 9). */
+    cr_assert_gt(4 * (uint64_t)WIRE_MAX_DIM, UINT32_MAX);
+    cr_assert_leq(1 + 1 + 9 + 9 + 2 + WIRE_HASH_LEN + 9 + 4 * WIRE_MAX_DIM, wire_push_bound(WIRE_MAX_DIM, 0));
     cr_assert_eq(wire_push_bound(WIRE_MAX_DIM + 1, 0), 0);
     cr_assert_eq(wire_push_scratch_bound(WIRE_MAX_DIM + 1), 0);
-    cr_assert_lt(wire_push_bound(WIRE_MAX_DIM, 0), (size_t)SEC_FRAME_MAX - SEC_ABYTES, "a SYNC at WIRE_MAX_DIM fits a frame");
+    /* The longest PUSH at WIRE_MAX_DIM, a SYNC with every correction (4 + 12 * dim bytes, some 48 GiB), is
+     * counted without overflow; so is a DELTA past 4 GiB (a length no msgpack bin could carry). */
+    const size_t sync_max = 4 * (size_t)WIRE_MAX_DIM + 4 + 8 * (size_t)WIRE_MAX_DIM;
+    cr_assert_eq(gsp_sync_bytes(WIRE_MAX_DIM, WIRE_MAX_DIM), sync_max);
+    cr_assert_eq(wire_push_bound(WIRE_MAX_DIM, 0), WIRE_PUSH_HEADER_MAX + sync_max);
+    cr_assert_eq(wire_push_bound(1, (size_t)UINT32_MAX + 1), WIRE_PUSH_HEADER_MAX + (size_t)UINT32_MAX + 1);
+    cr_assert_eq(wire_push_bound(WIRE_MAX_DIM, sync_max + 1), WIRE_PUSH_HEADER_MAX + sync_max + 1);
+    /* The worst header: array, type, round, seq, incarnation (9 each), kind, w_total (9), gain, step (5 each),
+     * origin, base, dim and the payload's length (9 each). */
+    cr_assert_eq(WIRE_PUSH_HEADER_MAX, 1 + 1 + 9 + 9 + 9 + 1 + 9 + 5 + 5 + 9 + 9 + 9 + 9);
 }
 
 /* ---- malformed input ------------------------------------------------------ */
@@ -1395,23 +1467,31 @@ Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
     static const uint8_t array32_11[] = {0xdd, 0x00, 0x00, 0x00, 0x0b, 0x01, 0x00};
     static const uint8_t array32_9[] = {0xdd, 0x00, 0x00, 0x00, 0x09, 0x01, 0x00}; /* a version-1 PUSH's 9 */
     static const uint8_t auth_bin32[] = {0x92, 0x00, 0xc6, 0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
-    /* PUSH RAW (incarnation 7, origin 0, base 0), dim 2, payload bin32 claiming 4 GiB - 1. */
-    static const uint8_t push_bin32[] = {0x9c, 0x01, 0x00, 0x01, 0x07, 0x00,             /* type .. kind */
+    /* PUSH RAW (incarnation 7, origin 0, base 0), dim 2, a payload length (uint32) claiming 4 GiB - 1
+     * where one byte follows. */
+    static const uint8_t push_len32[] = {0x9c, 0x01, 0x00, 0x01, 0x07, 0x00,             /* type .. kind */
                                          0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,             /* w_total 1.0 */
                                          0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0,             /* gain, step */
-                                         0x00, 0x00, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, /* origin, base, dim, bin32 */
+                                         0x00, 0x00, 0x02, 0xce, 0xff, 0xff, 0xff, 0xff, /* origin, base, dim, length */
+                                         0};
+    /* The same claiming 2^64 - 1 bytes (a uint64 length: no 4 GiB cap on the wire, only what follows). */
+    static const uint8_t push_len64[] = {0x9c, 0x01, 0x00, 0x01, 0x07, 0x00,
+                                         0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
+                                         0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0,
+                                         0x00, 0x00, 0x02, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                                          0};
     /* The same claiming 2^63 values: dim out of range before the payload. */
     static const uint8_t push_dim[] = {0x9c, 0x01, 0x00, 0x01, 0x07, 0x00,
                                        0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0,
                                        0xca, 0, 0, 0, 0, 0xca, 0, 0, 0, 0,
                                        0x00, 0x00, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, /* origin, base, dim uint64 */
-                                       0xc4, 0};
+                                       0x00};
     /* MODEL round 1, dim 2, a hash bin32 claiming 4 GiB - 1. */
     static const uint8_t model_hash32[] = {0x95, 0x06, 0x01, 0x02, 0xc6, 0xff, 0xff, 0xff, 0xff, 0};
-    /* MODEL round 1, dim 2, a good hash, then a payload bin32 claiming 4 GiB - 1 (not 8 bytes). */
-    uint8_t model_bin32[4 + 2 + WIRE_HASH_LEN + 6] = {0x95, 0x06, 0x01, 0x02, 0xc4, WIRE_HASH_LEN};
-    memcpy(model_bin32 + 4 + 2 + WIRE_HASH_LEN, (const uint8_t[]){0xc6, 0xff, 0xff, 0xff, 0xff, 0}, 6);
+    /* MODEL round 1, dim 2, a good hash, then a payload length (uint32) claiming 4 GiB - 1 (not 8 bytes)
+     * where one byte follows. */
+    uint8_t model_len32[4 + 2 + WIRE_HASH_LEN + 6] = {0x95, 0x06, 0x01, 0x02, 0xc4, WIRE_HASH_LEN};
+    memcpy(model_len32 + 4 + 2 + WIRE_HASH_LEN, (const uint8_t[]){0xce, 0xff, 0xff, 0xff, 0xff, 0}, 6);
     /* MODEL and MODEL_REQUEST claiming 2^63 values. */
     static const uint8_t model_dim[] = {0x95, 0x06, 0x01, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc4, 0};
     static const uint8_t request_dim[] = {0x92, 0x05, 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0};
@@ -1419,14 +1499,21 @@ Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
     const struct {
         const uint8_t *b;
         size_t n;
-        const char *field;
-    } cases[] = {{array32, sizeof array32, "array"},     {array16, sizeof array16, "array"},
-                 {array32_12, sizeof array32_12, "array"}, {array32_11, sizeof array32_11, "array"},
-                 {array32_9, sizeof array32_9, "array"},
-                 {auth_bin32, sizeof auth_bin32, "hash"},   {push_bin32, sizeof push_bin32, "payload"},
-                 {push_dim, sizeof push_dim, "dim"},        {goodbye_str8, sizeof goodbye_str8, "reason"},
-                 {model_hash32, sizeof model_hash32, "hash"}, {model_bin32, sizeof model_bin32, "payload"},
-                 {model_dim, sizeof model_dim, "dim"},      {request_dim, sizeof request_dim, "dim"}};
+        const char *field, *why; /* (why: NULL, any) */
+    } cases[] = {{array32, sizeof array32, "array", NULL},
+                 {array16, sizeof array16, "array", NULL},
+                 {array32_12, sizeof array32_12, "array", NULL},
+                 {array32_11, sizeof array32_11, "array", NULL},
+                 {array32_9, sizeof array32_9, "array", NULL},
+                 {auth_bin32, sizeof auth_bin32, "hash", NULL},
+                 {push_len32, sizeof push_len32, "payload", "truncated"},
+                 {push_len64, sizeof push_len64, "payload", "truncated"},
+                 {push_dim, sizeof push_dim, "dim", NULL},
+                 {goodbye_str8, sizeof goodbye_str8, "reason", NULL},
+                 {model_hash32, sizeof model_hash32, "hash", NULL},
+                 {model_len32, sizeof model_len32, "payload", "truncated"},
+                 {model_dim, sizeof model_dim, "dim", NULL},
+                 {request_dim, sizeof request_dim, "dim", NULL}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         uint8_t *in = exact_copy(cases[k].b, cases[k].n);
         wire_msg m;
@@ -1436,6 +1523,8 @@ Test(peer_wire, hostile_counts_and_lengths_are_rejected_without_allocating)
         size_t after = heap_in_use();
         cr_assert_eq(rc, -EBADMSG, "case %zu", k);
         cr_assert_str_eq(e.field, cases[k].field, "case %zu: %s: %s", k, e.field, e.why);
+        if (cases[k].why)
+            cr_assert_str_eq(e.why, cases[k].why, "case %zu", k);
         cr_assert_eq(after, before, "case %zu: heap grew by %zu bytes", k, after - before);
         free(in);
     }
@@ -1457,11 +1546,11 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
     cr_assert_eq(decode_exact(&m, auth, sizeof auth, NULL), 0);
     cr_assert_eq(m.type, WIRE_AUTH);
     /* PUSH as array16, round uint16, seq int8, incarnation uint64 holding 5, origin uint16 0, base uint32 0,
-     * dim uint8 0, RAW. */
+     * dim uint8 0, RAW, its payload's length 0 as a uint16. */
     static const uint8_t push[] = {0xdc, 0,    12,   0x01, 0xcd, 0,    17,   0xd0, 4,    0xcf, 0,    0,    0,
                                    0,    0,    0,    0,    5,    0x00, 0xcb, 0x3f, 0xf8, 0,    0,    0,    0,
                                    0,    0,    0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0xcd,
-                                   0,    0,    0xce, 0,    0,    0,    0,    0xcc, 0,    0xc4, 0};
+                                   0,    0,    0xce, 0,    0,    0,    0,    0xcc, 0,    0xcd, 0,    0};
     wire_err e;
     cr_assert_eq(decode_exact(&m, push, sizeof push, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.type, WIRE_PUSH);
@@ -1470,40 +1559,78 @@ Test(peer_wire, non_shortest_but_valid_encodings_are_accepted)
     cr_assert_eq(m.push.incarnation, 5);
     cr_assert_eq(m.push.kind, GSP_RAW);
     cr_assert_eq(m.push.dim, 0);
-    /* The incarnation as int16 too. */
+    cr_assert_eq(m.push.payload_len, 0);
+    /* The incarnation as int16 too, and the payload's length 0 as an int8. */
     static const uint8_t push16[] = {0x9c, 0x01, 0x11, 0x04, 0xd1, 0x01, 0x00, 0x00, 0xcb, 0x3f, 0xf8, 0,    0,
                                      0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0xca, 0,    0,    0,
-                                     0,    0x00, 0x00, 0x00, 0xc4, 0};
+                                     0,    0x00, 0x00, 0x00, 0xd0, 0};
     cr_assert_eq(decode_exact(&m, push16, sizeof push16, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.push.incarnation, 256);
-    /* A SYNC (dim 0: its payload the count 0) whose seq 5 is an int16 and whose base 4 an int64. */
+    /* A SYNC (dim 0: its payload the count 0) whose seq 5 is an int16, whose base 4 an int64 and whose
+     * payload's length 4 a uint64. */
     static const uint8_t sync64[] = {0x9c, 0x01, 0x11, 0xd1, 0x00, 0x05, 0x07, 0x02, 0xcb, 0x3f, 0xf8, 0, 0,
                                      0,    0,    0,    0,    0xca, 0,    0,    0,    0,    0xca, 0,    0, 0,
-                                     0,    0x00, 0xd3, 0,    0,    0,    0,    0,    0,    0,    4,    0, 0xc4, 4,
-                                     0,    0,    0,    0};
+                                     0,    0x00, 0xd3, 0,    0,    0,    0,    0,    0,    0,    4,    0, 0xcf, 0,
+                                     0,    0,    0,    0,    0,    0,    4,    0,    0,    0,    0};
     cr_assert_eq(decode_exact(&m, sync64, sizeof sync64, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.push.kind, GSP_SYNC);
     cr_assert_eq(m.push.seq, 5);
     cr_assert_eq(m.push.base, 4);
-    /* MODEL_REQUEST with dim as uint32; MODEL with round int16, dim uint16, hash bin16, payload bin32. */
+    cr_assert_eq(m.push.payload_len, 4);
+    /* MODEL_REQUEST with dim as uint32; MODEL with round int16, dim uint16, hash bin16, the payload's
+     * length as a uint32. */
     static const uint8_t req[] = {0x92, 0x05, 0xce, 0, 0, 0, 3};
     cr_assert_eq(decode_exact(&m, req, sizeof req, &e), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.type, WIRE_MODEL_REQUEST);
     cr_assert_eq(m.model_request.dim, 3);
     uint8_t model[1 + 1 + 3 + 3 + 3 + WIRE_HASH_LEN + 5 + 4] = {0x95, 0x06, 0xd1, 0,    2,
                                                                 0xcd, 0,    1,    0xc5, 0, WIRE_HASH_LEN};
-    memcpy(model + 11 + WIRE_HASH_LEN, (const uint8_t[]){0xc6, 0, 0, 0, 4, 0x00, 0x00, 0x80, 0x3f}, 9);
-    cr_assert_eq(decode_exact(&m, model, sizeof model, &e), 0, "%s: %s", e.field, e.why);
+    memcpy(model + 11 + WIRE_HASH_LEN, (const uint8_t[]){0xce, 0, 0, 0, 4, 0x00, 0x00, 0x80, 0x3f}, 9);
+    uint8_t *in;
+    cr_assert_eq(decode_copy(&m, model, sizeof model, &e, &in), 0, "%s: %s", e.field, e.why);
     cr_assert_eq(m.type, WIRE_MODEL);
     cr_assert_eq(m.model.round, 2);
     cr_assert_eq(m.model.dim, 1);
+    cr_assert_eq(m.model.payload, in + sizeof model - 4, "the payload is the bytes after the array");
+    cr_assert_eq(le_bytes(m.model.payload, 4), 0x3f800000u);
+    free(in);
+    /* The same with the length as an int16. */
+    uint8_t model16[sizeof model - 2];
+    memcpy(model16, model, 11 + WIRE_HASH_LEN);
+    memcpy(model16 + 11 + WIRE_HASH_LEN, (const uint8_t[]){0xd1, 0, 4, 0x00, 0x00, 0x80, 0x3f}, 7);
+    cr_assert_eq(decode_exact(&m, model16, sizeof model16, &e), 0, "%s: %s", e.field, e.why);
+    cr_assert_eq(m.model.dim, 1);
 }
 
+/* Bytes of the shortest msgpack uint holding v. */
+static size_t uint_width(uint64_t v)
+{
+    return v < 128 ? 1 : v <= UINT8_MAX ? 2 : v <= UINT16_MAX ? 3 : v <= UINT32_MAX ? 5 : 9;
+}
+
+/* After a message, anything is refused. A PUSH's or MODEL's payload is the
+ * rest of the message, so a byte more there is the payload's length
+ * disagreeing with what follows, named at that length; after any other
+ * message it is the message's trailing bytes, named where they start. */
 Test(peer_wire, trailing_bytes_are_rejected)
 {
     sample s[N_SAMPLES];
     samples_make(s);
+    int tails = 0;
     for (int k = 0; k < N_SAMPLES; k++) {
+        wire_msg orig;
+        uint8_t *in;
+        cr_assert_eq(decode_copy(&orig, s[k].buf, s[k].len, NULL, &in), 0);
+        const int tail = orig.type == WIRE_PUSH || orig.type == WIRE_MODEL;
+        size_t len_at = 0; /* a payload's: where its length field starts */
+        if (tail) {
+            const uint8_t *pl = orig.type == WIRE_PUSH ? orig.push.payload : orig.model.payload;
+            const size_t pl_len = orig.type == WIRE_PUSH ? orig.push.payload_len : 4 * orig.model.dim;
+            cr_assert_eq((size_t)(pl - in) + pl_len, s[k].len, "sample %d: the payload ends the message", k);
+            len_at = (size_t)(pl - in) - uint_width(pl_len);
+            tails++;
+        }
+        free(in);
         uint8_t *b = malloc(2 * s[k].len);
         memcpy(b, s[k].buf, s[k].len);
         static const uint8_t extra[] = {0x00, 0xc0, 0x90};
@@ -1512,14 +1639,22 @@ Test(peer_wire, trailing_bytes_are_rejected)
             wire_msg m;
             wire_err e;
             cr_assert_eq(decode_exact(&m, b, s[k].len + 1, &e), -EBADMSG, "sample %d", k);
-            cr_assert_eq(e.offset, s[k].len);
-            cr_assert_str_eq(e.why, "trailing bytes");
+            if (tail) {
+                cr_assert_str_eq(e.field, "payload", "sample %d: %s: %s", k, e.field, e.why);
+                cr_assert_str_eq(e.why, "trailing bytes after the payload", "sample %d", k);
+                cr_assert_eq(e.offset, len_at, "sample %d: at %zu, not %zu", k, e.offset, len_at);
+            } else {
+                cr_assert_str_eq(e.field, "message", "sample %d: %s: %s", k, e.field, e.why);
+                cr_assert_str_eq(e.why, "trailing bytes", "sample %d", k);
+                cr_assert_eq(e.offset, s[k].len);
+            }
         }
         memcpy(b + s[k].len, s[k].buf, s[k].len); /* two messages in one frame */
         wire_msg m;
         cr_assert_eq(decode_exact(&m, b, 2 * s[k].len, NULL), -EBADMSG);
         free(b);
     }
+    cr_assert_eq(tails, 6, "two MODELs and four PUSHes among the samples");
     samples_free(s);
 }
 
@@ -1564,8 +1699,11 @@ Test(peer_wire, wrong_field_types_are_rejected)
     const item not_f32[] = {D(0.5), U(0), NIL, S("x", 1)};
     push_field_rejects(GSP_DELTA, P_GAIN, not_f32, 4, "gain");
     push_field_rejects(GSP_DELTA, P_STEP, not_f32, 4, "step");
-    const item not_bin[] = {S(zeros, 16), A(2), NIL, U(0), {.t = 'M', .n = 0}};
-    push_field_rejects(GSP_RAW, P_PAYLOAD, not_bin, 5, "payload");
+    /* The payload's length is a uint (its bytes follow the array): a bin (a
+     * version-7 payload), a str, a negative or a float is no length. */
+    const item not_len[] = {B(zeros, 16), S(zeros, 16), A(2), NIL, I(-16), D(16.0), {.t = 'M', .n = 0}};
+    push_field_rejects(GSP_RAW, P_PAYLOAD, not_len, 7, "payload");
+    push_field_rejects(GSP_DELTA, P_PAYLOAD, not_len, 7, "payload");
 
     wire_msg m;
     wire_err e;
@@ -1721,7 +1859,7 @@ Test(peer_wire, sync_corrections_must_be_a_sound_list)
                 at[4 + 4 * j + (uint32_t)b] = (uint8_t)(cases[k].idx[j] >> (8 * b));
         item it[P_ITEMS];
         push_items(it, GSP_SYNC, DIM);
-        it[P_PAYLOAD] = B(payload, len);
+        it[P_PAYLOAD] = PAY(payload, len);
         wire_msg m;
         wire_err e = {0};
         size_t in_len;
@@ -1754,11 +1892,35 @@ Test(peer_wire, push_payload_length_must_match_dim)
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         item it[P_ITEMS];
         push_items(it, bad[k].kind, bad[k].dim);
-        it[P_PAYLOAD] = B(zeros, bad[k].len);
+        it[P_PAYLOAD] = PAY(zeros, bad[k].len);
         wire_msg m;
         wire_err e = {0};
         cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), -EBADMSG, "case %zu accepted", k);
         cr_assert_str_eq(e.field, "payload", "case %zu: %s: %s", k, e.field, e.why);
+    }
+    /* The length field and the bytes after the array must agree, whatever the
+     * kind: the right length for dim with a byte fewer or more is refused. */
+    for (int kind = GSP_RAW; kind <= GSP_SYNC; kind++) {
+        item it[P_ITEMS];
+        push_items(it, (gsp_kind)kind, 2);
+        const size_t want = it[P_PAYLOAD].n;
+        const struct {
+            size_t claim, have;
+            const char *why;
+        } tail_bad[] = {{want, want - 1, "truncated"},
+                        {want, 0, "truncated"},
+                        {want, want + 1, "trailing bytes after the payload"},
+                        {want - 1, want, "trailing bytes after the payload"},
+                        {0, want, "trailing bytes after the payload"}};
+        for (size_t k = 0; k < sizeof tail_bad / sizeof *tail_bad; k++) {
+            push_items(it, (gsp_kind)kind, 2);
+            it[P_PAYLOAD] = PAY_CLAIM(tail_bad[k].claim, zeros, tail_bad[k].have);
+            wire_msg m;
+            wire_err e = {0};
+            cr_assert_eq(decode_items(it, P_ITEMS, &m, &e), -EBADMSG, "kind %d tail case %zu accepted", kind, k);
+            cr_assert_str_eq(e.field, "payload", "kind %d tail case %zu: %s: %s", kind, k, e.field, e.why);
+            cr_assert_str_eq(e.why, tail_bad[k].why, "kind %d tail case %zu", kind, k);
+        }
     }
     /* And the encoder does not produce them: a DELTA needs a payload. */
     push_case c;
@@ -1859,6 +2021,10 @@ Test(peer_wire, encoder_refuses_what_a_peer_would_reject)
     cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -EINVAL);
     g.step = 0.5f;
     cr_assert_gt(wire_encode_push(buf, sizeof buf, &g), 0);
+    /* A DELTA's payload has no 4 GiB cap (its length is a uint, not a bin's): one past it is a
+     * message, only too long for this buffer (and its bytes are not read for that). */
+    g.payload = zeros, g.payload_len = (size_t)UINT32_MAX + 1;
+    cr_assert_eq(wire_encode_push(buf, sizeof buf, &g), -ENOSPC);
     cr_assert_eq(wire_encode_push(buf, sizeof buf, NULL), -EINVAL);
     cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, -1), -EINVAL);
     cr_assert_eq(wire_encode_model_soon(buf, sizeof buf, -1), -EINVAL);
@@ -2003,13 +2169,37 @@ Test(peer_wire, errors_say_where)
     cr_assert_eq(e.offset, 4);
     free(b);
     model_items(mi, 2);
-    mi[M_PAYLOAD] = B(zeros, 12);
+    mi[M_PAYLOAD] = PAY(zeros, 12);
     b = build(mi, M_ITEMS, &len);
     cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "payload");
     cr_assert_str_eq(e.why, "not 4 * dim bytes");
     cr_assert_eq(e.offset, 4 + 2 + WIRE_HASH_LEN);
     free(b);
+    /* A payload's length that disagrees with the bytes after the array is named at the length:
+     * a MODEL's after the hash, a PUSH's after dim (origin 0 at 25, base 0 at 26, dim 2 at 27: byte 28). */
+    model_items(mi, 2);
+    mi[M_PAYLOAD] = PAY_CLAIM(8, zeros, 9);
+    b = build(mi, M_ITEMS, &len);
+    cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+    cr_assert_str_eq(e.field, "payload");
+    cr_assert_str_eq(e.why, "trailing bytes after the payload");
+    cr_assert_eq(e.offset, 4 + 2 + WIRE_HASH_LEN);
+    free(b);
+    static const struct {
+        size_t have;
+        const char *why;
+    } tails[] = {{15, "truncated"}, {17, "trailing bytes after the payload"}};
+    for (size_t k = 0; k < sizeof tails / sizeof *tails; k++) {
+        push_items(it, GSP_RAW, 2);
+        it[P_PAYLOAD] = PAY_CLAIM(16, zeros, tails[k].have);
+        b = build(it, P_ITEMS, &len);
+        cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
+        cr_assert_str_eq(e.field, "payload");
+        cr_assert_str_eq(e.why, tails[k].why);
+        cr_assert_eq(e.offset, 28, "%zu bytes after the array: at %zu", tails[k].have, e.offset);
+        free(b);
+    }
     cr_assert_str_eq(wire_type_name(WIRE_PUSH), "PUSH");
     cr_assert_str_eq(wire_type_name(WIRE_GOODBYE), "GOODBYE");
     cr_assert_str_eq(wire_type_name(WIRE_MODEL_REQUEST), "MODEL_REQUEST");
