@@ -153,7 +153,7 @@ size_t net_bytes(const net *n)
 {
     size_t b = n->last ? n->last_len : 0;
     for (const net_conn *c = n->conns; c; c = c->next) {
-        b += sizeof *c + c->rcap + c->mcap + c->ocap;
+        b += sizeof *c + c->rcap + c->mcap;
         for (int i = 0; i < NET_SLOTS; i++)
             b += c->slot[i].cap;
     }
@@ -167,23 +167,13 @@ uint8_t *net_room(net *n, int peer, size_t *len, int *err)
     net_slot *s = NULL;
     if (!c)
         goto fail;
+    if (*len > n->max_message) /* (no message is longer: one that needs more fails to encode) */
+        *len = n->max_message;
     rc = -EAGAIN;
-    if (c->sealing || c->olen) /* (frames are sealed in order) */
-        goto fail;
-    c->room = NULL, c->room_message = 0;
-    if (*len > net_piece(c)) { /* a message in pieces, from a buffer of its own */
-        if (*len > n->max_message) /* (no message is longer: one that needs more fails to encode) */
-            *len = n->max_message;
-        rc = -ENOMEM;
-        if (net_buf_grow(&c->obuf, &c->ocap, *len) < 0)
-            goto fail;
-        c->room_message = 1;
-        return c->obuf;
-    }
-    if (!(s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES)))
+    if (c->sealing || !(s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES))) /* (frames are sealed in order) */
         goto fail;
     rc = -ENOMEM;
-    if (net_buf_grow(&s->buf, &s->cap, sec_seal_bound(*len)) < 0)
+    if (net_buf_grow(&s->buf, &s->cap, net_frames_bound(*len, net_piece(c))) < 0)
         goto fail;
     c->room = s;
     return s->buf + SEC_PT_OFFSET;
@@ -199,42 +189,18 @@ static net_slot *take_room(net *n, int peer, size_t len, net_conn **c, int *err)
     *c = up_conn(n, peer);
     net_slot *s = *c ? (*c)->room : NULL;
     *err = !*c ? -ENOTCONN : (*c)->sealing ? -EAGAIN : -EINVAL;
-    if (!s || s->busy || (*c)->sealing || sec_seal_bound(len) > s->cap)
+    if (!s || s->busy || (*c)->sealing || net_frames_bound(len, net_piece(*c)) > s->cap)
         return NULL;
     *err = -EMSGSIZE;
-    if (len > (*c)->s.max_frame - SEC_ABYTES)
+    if (len > n->max_message)
         return NULL;
     (*c)->room = NULL;
     return s;
 }
 
-/* net_room's buffer of a message in pieces to peer, taken for its len bytes:
- * its pieces go (after before on the thread pool, when given). 1 when the
- * room was no such buffer, else 0 or an error as net_send_room's. */
-static int send_message(net *n, int peer, size_t len, void (*before)(uint8_t *, size_t, void *), void *arg)
-{
-    net_conn *c = up_conn(n, peer);
-    if (!c || !c->room_message)
-        return 1;
-    c->room_message = 0;
-    if (c->sealing || c->olen || len > c->ocap)
-        return -EINVAL;
-    c->olen = len, c->osent = 0;
-    if (!before) {
-        net_pieces_pump(c);
-        return 0;
-    }
-    int r = net_seal_later(c, NULL, len, before, arg);
-    if (r < 0)
-        c->olen = 0;
-    return r;
-}
-
 int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt, size_t len, void *arg), void *arg)
 {
-    int err = send_message(n, peer, len, before, arg);
-    if (err <= 0)
-        return err;
+    int err;
     net_conn *c;
     net_slot *s = take_room(n, peer, len, &c, &err);
     return s ? net_seal_later(c, s, len, before, arg) : err;
@@ -242,17 +208,15 @@ int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt
 
 int net_send_room(net *n, int peer, size_t len)
 {
-    int err = send_message(n, peer, len, NULL, NULL);
-    if (err <= 0)
-        return err;
+    int err;
     net_conn *c;
     net_slot *s = take_room(n, peer, len, &c, &err);
     if (!s)
         return err;
-    int m = sec_seal(&c->s, s->buf + SEC_PT_OFFSET, len, s->buf, s->cap);
+    long m = net_seal_message(c, s, len);
     if (m < 0) {
-        net_conn_close(c, m, "seal failed");
-        return m;
+        net_conn_close(c, (int)m, "seal failed");
+        return (int)m;
     }
     return net_slot_send(c, s, (size_t)m);
 }
@@ -276,7 +240,7 @@ int net_send(net *n, int peer, const void *msg, size_t len)
 int net_busy(const net *n, int peer)
 {
     net_conn *c = up_conn(n, peer);
-    return !c || c->sealing || c->olen || !net_slot_find_free(c, 0, NET_QUEUE_FRAMES);
+    return !c || c->sealing || !net_slot_find_free(c, 0, NET_QUEUE_FRAMES);
 }
 
 int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
@@ -284,8 +248,6 @@ int net_is_up(const net *n, int peer) { return up_conn(n, peer) != NULL; }
 int net_sending(const net *n, int peer)
 {
     net_conn *c = up_conn(n, peer);
-    if (c && c->olen)
-        return 1;
     for (int i = 0; c && i < NET_QUEUE_FRAMES; i++)
         if (c->slot[i].busy)
             return 1;

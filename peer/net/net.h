@@ -46,16 +46,17 @@
  * net_send says -EAGAIN instead of queueing more. The caller keeps what it
  * wanted to send (the project's rule for gossip shares) and tries later.
  * A frame carries at most SEC_PIECE_MAX (1 MiB) of plaintext; a longer
- * message goes in pieces (WIRE.md "Frames"): sealed a piece at a time from
- * the buffer it was written into as the write slots free, and put together
- * at the receiver in a buffer of the connection, which grows only as
- * authenticated pieces arrive and never past net_set_max_message. Read and
- * write buffers grow to the largest frame or message seen and are kept up
- * to 16 MiB, so a steady run allocates nothing per message. A frame is
+ * message goes in pieces (WIRE.md "Frames"): written into a write slot laid
+ * out as its frames, sealed in place there and written at once (one slot,
+ * as a message of one frame), and put together at the receiver in a buffer
+ * of the connection, which grows only as authenticated pieces arrive and
+ * never past net_set_max_message. Read and write buffers grow to the
+ * largest frame or message seen and are kept up to 16 MiB, so a steady run
+ * allocates nothing per message. A frame is
  * opened in place in the read buffer; a message of 4 MiB or more in pieces
  * goes to cb.on_frame_work on libuv's thread pool while the connection
  * reads nothing more (the idle limit waits for it), and net_send_room_later
- * runs its `before` there. The session and the buffers of a connection
+ * seals one there. The session and the buffers of a connection
  * closed meanwhile are freed when that work is done.
  *
  * SIGPIPE: libuv writes with write(2), which raises SIGPIPE on a connection
@@ -189,26 +190,23 @@ size_t net_bytes(const net *n);
  * -EINVAL, -ENOMEM, or a socket error (which also closes the connection). */
 int net_send(net *n, int peer, const void *msg, size_t len);
 
-/* The same in two calls, for a message written straight into its frame or,
- * longer than one frame, into the buffer its pieces are sealed from (a
+/* The same in two calls, for a message written straight into its frames (a
  * whole model is then in memory once, not once encoded and once sealed):
- * net_room gives room for *len bytes of plaintext (less when no message
- * can be that long: *len says how much; NULL with *err as net_send's),
- * net_send_room seals the `len` bytes put there and writes them (0 or as
- * net_send; a message in pieces is sealed a piece at a time as the write
- * slots free, and the connection takes no other frame until its last
- * piece is sealed). Nothing else of this net may be called in between; a
- * room not sent is simply not used. */
+ * net_room gives room for *len bytes of plaintext in a free write slot to
+ * peer (less when no message can be that long: *len says how much; NULL
+ * with *err as net_send's), net_send_room seals the `len` bytes put there
+ * in place, as one frame or the frames of its pieces, and writes them (0 or
+ * as net_send). Nothing else of this net may be called in between; a room
+ * not sent is simply not used. */
 uint8_t *net_room(net *n, int peer, size_t *len, int *err);
 int net_send_room(net *n, int peer, size_t len);
-/* net_send_room with work on libuv's thread pool first, for a message of
+/* net_send_room with the seal on libuv's thread pool, for a message of
  * hundreds of MB (half a second of the loop's time, more on a busy machine:
- * its heartbeats would stop): there before(pt, len, arg) (NULL: nothing;
- * e.g. a hash of the message written into it), and the seal of a message
- * of one frame; the loop writes (or seals and writes the pieces) when that
- * is done. Until then the connection takes no other frame (net_room says
- * -EAGAIN, net_busy 1): frames are sealed in order. 0, or an error as
- * net_send_room's. */
+ * its heartbeats would stop): there first before(pt, len, arg) (NULL:
+ * nothing; e.g. a hash of the message written into it), then the seal; the
+ * loop writes the frames when both are done. Until then the connection
+ * takes no other frame (net_room says -EAGAIN, net_busy 1): frames are
+ * sealed in order. 0, or an error as net_send_room's. */
 int net_send_room_later(net *n, int peer, size_t len, void (*before)(uint8_t *pt, size_t len, void *arg),
                         void *arg);
 

@@ -27,7 +27,6 @@ static void conn_free(net_conn *c)
         free(c->slot[i].buf);
     free(c->rbuf);
     free(c->mbuf);
-    free(c->obuf);
     free(c);
 }
 

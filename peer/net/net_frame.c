@@ -45,17 +45,26 @@ static void write_cb(uv_write_t *req, int status)
         net_conn_close(c, status, why);
         return;
     }
-    if (c->olen && c->state == C_UP) /* (a slot is free: the next piece of a message) */
-        net_pieces_pump(c);
     if (c->closing_after)
         net_drain_step(c);
 }
 
+/* One write of a slot's len bytes, in buffers of at most this many (a
+ * uv_buf_t's length is an unsigned int; a message of many GB is one slot). */
+#define NET_WRITE_BUF_MAX ((size_t)1 << 30)
+
 int net_slot_write(net_conn *c, net_slot *s, size_t len)
 {
-    uv_buf_t b = uv_buf_init((char *)s->buf, (unsigned)len);
+    uv_buf_t b[64];
+    unsigned nb = 0;
+    for (size_t off = 0; off < len || !nb; off += NET_WRITE_BUF_MAX) {
+        if (nb == sizeof b / sizeof *b)
+            return -EMSGSIZE;
+        const size_t part = len - off < NET_WRITE_BUF_MAX ? len - off : NET_WRITE_BUF_MAX;
+        b[nb++] = uv_buf_init((char *)s->buf + off, (unsigned)part);
+    }
     s->req.data = c;
-    int r = uv_write(&s->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+    int r = uv_write(&s->req, (uv_stream_t *)&c->tcp, b, nb, write_cb);
     if (r < 0)
         return r;
     s->busy = 1;
@@ -138,6 +147,8 @@ static void noted(uv_work_t *req, int status)
         net_conn_release(c);
         return;
     }
+    if (c->closing_after) /* (nothing is delivered any more) */
+        return;
     net_idle_rearm(c);
     deliver_message(c, 1, note);
     if (c->state != C_UP)
@@ -296,10 +307,10 @@ static void seal_work(uv_work_t *req)
 {
     net_seal_work *w = (net_seal_work *)req;
     const uint64_t t0 = uv_hrtime();
-    uint8_t *pt = w->s ? w->s->buf + SEC_PT_OFFSET : w->c->obuf;
+    uint8_t *pt = w->s->buf + SEC_PT_OFFSET;
     if (w->before)
         w->before(pt, w->len, w->arg);
-    w->rc = w->s ? sec_seal(&w->c->s, pt, w->len, w->s->buf, w->s->cap) : 0;
+    w->rc = net_seal_message(w->c, w->s, w->len);
     w->seconds = (double)(uv_hrtime() - t0) * 1e-9;
 }
 
@@ -308,25 +319,20 @@ static void sealed(uv_work_t *req, int status)
     net_seal_work *w = (net_seal_work *)req;
     net_conn *c = w->c;
     net_slot *s = w->s;
-    const int rc = status < 0 ? status : w->rc;
+    const long rc = status < 0 ? status : w->rc;
     c->n->pool_seconds += w->seconds;
     c->sealing = NULL;
-    if (s)
-        s->busy = 0;
+    s->busy = 0;
     free(w);
     if (c->state == C_CLOSING) {
         net_conn_release(c);
         return;
     }
     if (rc < 0) {
-        net_conn_close(c, rc, "seal failed");
+        net_conn_close(c, (int)rc, "seal failed");
         return;
     }
-    if (!s)
-        net_pieces_pump(c);
-    else if (net_slot_send(c, s, (size_t)rc) < 0)
-        return;
-    if (c->closing_after)
+    if (net_slot_send(c, s, (size_t)rc) == 0 && c->closing_after)
         net_drain_step(c);
 }
 
@@ -341,8 +347,7 @@ int net_seal_later(net_conn *c, net_slot *s, size_t len, void (*before)(uint8_t 
         free(w);
         return r;
     }
-    if (s)
-        s->busy = 1; /* (not written yet: no other frame takes it, and net_sending counts it) */
+    s->busy = 1; /* (not written yet: no other frame takes it, and net_sending counts it) */
     c->sealing = w;
     return 0;
 }
@@ -353,39 +358,44 @@ size_t net_piece(const net_conn *c)
     return c->n->piece < frame ? c->n->piece : frame;
 }
 
-void net_pieces_pump(net_conn *c)
+size_t net_frames_bound(size_t len, size_t piece)
+{
+    const size_t frames = len ? (len + piece - 1) / piece : 1;
+    return len + frames * (4 + SEC_ABYTES);
+}
+
+long net_seal_message(net_conn *c, net_slot *s, size_t len)
 {
     const size_t piece = net_piece(c);
-    net_slot *s;
-    while (c->state == C_UP && c->osent < c->olen && !c->sealing &&
-           (s = net_slot_find_free(c, 0, NET_QUEUE_FRAMES))) {
-        const size_t len = c->olen - c->osent < piece ? c->olen - c->osent : piece;
-        const int more = c->osent + len < c->olen;
-        int m = net_buf_grow(&s->buf, &s->cap, sec_seal_bound(len)) < 0
-                    ? -ENOMEM
-                    : sec_seal_piece(&c->s, c->obuf + c->osent, len, s->buf, s->cap, more);
-        if (m < 0) {
-            net_conn_close(c, m, "seal failed");
-            return;
-        }
-        c->osent += len;
-        if (net_slot_send(c, s, (size_t)m) < 0)
-            return;
+    if (len <= piece)
+        return sec_seal(&c->s, s->buf + SEC_PT_OFFSET, len, s->buf, s->cap);
+    /* The plaintext lies at SEC_PT_OFFSET in one run; frame k of it starts
+     * at k (piece + 21). Each piece moves right (by 21 bytes a frame before
+     * it), the last first, so none lands on a piece not yet moved, and each
+     * is then sealed in place where it lies. */
+    const size_t frames = (len + piece - 1) / piece, stride = piece + 4 + SEC_ABYTES;
+    if (net_frames_bound(len, piece) > s->cap)
+        return -ENOBUFS;
+    for (size_t k = frames; k-- > 0;) {
+        const size_t at = k * piece, plen = len - at < piece ? len - at : piece;
+        uint8_t *frame = s->buf + k * stride;
+        memmove(frame + SEC_PT_OFFSET, s->buf + SEC_PT_OFFSET + at, plen);
     }
-    if (c->olen && c->osent == c->olen) {
-        c->olen = c->osent = 0;
-        if (c->ocap > NET_KEEP_BYTES) {
-            free(c->obuf);
-            c->obuf = NULL, c->ocap = 0;
-        }
+    for (size_t k = 0; k < frames; k++) {
+        const size_t at = k * piece, plen = len - at < piece ? len - at : piece;
+        uint8_t *frame = s->buf + k * stride;
+        int m = sec_seal_piece(&c->s, frame + SEC_PT_OFFSET, plen, frame, sec_seal_bound(plen), k + 1 < frames);
+        if (m < 0)
+            return m;
     }
+    return (long)((frames - 1) * stride + sec_seal_bound(len - (frames - 1) * piece));
 }
 
 /* A connection closing after its writes: n->last into the first free slot,
  * then close once no slot is busy. */
 void net_drain_step(net_conn *c)
 {
-    if (c->state == C_CLOSING || c->sealing || c->olen) /* (again once it is sealed and written) */
+    if (c->state == C_CLOSING || c->sealing) /* (again once it is sealed and written) */
         return;
     net *n = c->n;
     if (n->last && !c->last_sent) {

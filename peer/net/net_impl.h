@@ -60,7 +60,7 @@ typedef struct net_seal_work {
     size_t len;
     void (*before)(uint8_t *pt, size_t len, void *arg);
     void *arg;
-    int rc;         /* sec_seal's */
+    long rc;        /* net_seal_message's */
     double seconds; /* the work's, added to the net's pool_seconds on the loop */
 } net_seal_work;
 
@@ -108,14 +108,8 @@ typedef struct net_conn {
     int last_sent;
     net_slot slot[NET_SLOTS];
     net_slot *room; /* net_room's slot, until net_send_room */
-    int room_message; /* ...or net_room's room is obuf: a message longer than one frame */
-    net_seal_work *sealing; /* a frame being sealed (or a message prepared: s NULL) off the loop: no other
-                             * is sealed meanwhile, and the session and the slot stay until it is done */
-    /* A message going out in pieces (WIRE.md "Frames"): its plaintext, of
-     * which osent bytes are sealed into frames; olen 0 when none. It takes
-     * the write slots as they free, and no other frame goes meanwhile. */
-    uint8_t *obuf;
-    size_t olen, osent, ocap;
+    net_seal_work *sealing; /* a message being sealed off the loop: no other is sealed meanwhile, and the
+                             * session and the slot stay until it is done */
     /* A message arriving in pieces: the plaintext of its frames so far. */
     uint8_t *mbuf;
     size_t mlen, mcap;
@@ -209,15 +203,17 @@ void net_frames_drain(net_conn *c);
 /* A connection closing after its writes: n->last into the first free slot,
  * then close once no slot is busy. */
 void net_drain_step(net_conn *c);
-/* Seal s's len bytes on the thread pool (after before(pt, len, arg) there),
- * then write them; with s NULL, run before on obuf's len bytes there, then
- * send them in pieces. 0 or a libuv error. */
+/* Seal s's len bytes of plaintext on the thread pool (after before(pt, len,
+ * arg) there), then write them. 0 or a libuv error. */
 int net_seal_later(net_conn *c, net_slot *s, size_t len, void (*before)(uint8_t *, size_t, void *), void *arg);
 /* The plaintext bytes a frame of c carries at most as this peer sends. */
 size_t net_piece(const net_conn *c);
-/* Seal the next pieces of obuf's message into the write slots that are
- * free, and write them. */
-void net_pieces_pump(net_conn *c);
+/* Bytes of the frames that carry a message of len bytes in pieces of piece. */
+size_t net_frames_bound(size_t len, size_t piece);
+/* Seal the len bytes of plaintext at s->buf + SEC_PT_OFFSET in place as the
+ * frames of one message (net_room's layout): the frames' bytes, or the
+ * seal's error. */
+long net_seal_message(net_conn *c, net_slot *s, size_t len);
 
 /* net_idle.c */
 /* An up connection made progress: the idle limit starts again. */

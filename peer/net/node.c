@@ -130,6 +130,7 @@ void node_close(node *n, int goodbye)
         m->data += nn_dataset_bytes(n->test);
     engine_memory(n->e, m);
     mem_measure(m);
+    node_log_memory(n, m);
     /* The goodbye goes after the shares the connections' slots still hold
      * (on a slow link they are not written yet, and closing at once would
      * cancel them: the neighbour would wait its dead timeout for them and

@@ -87,6 +87,17 @@ void node_log_ledger(node *n)
     fflush(f);
 }
 
+void node_log_memory(node *n, const mem_parts *m)
+{
+    if (!n->c->log)
+        return;
+    fprintf(n->c->log,
+            "{\"memory\": \"peer\", \"model\": %zu, \"gossip\": %zu, \"codec\": %zu, \"in_flight\": %zu, "
+            "\"data\": %zu, \"runtime\": %zu, \"rss\": %zu, \"peak_rss\": %zu}\n",
+            m->model, m->gossip, m->codec, m->in_flight, m->data, m->runtime, m->rss, m->peak_rss);
+    fflush(n->c->log);
+}
+
 void node_log_resume(node *n, double w_checkpoint)
 {
     if (n->c->log) {

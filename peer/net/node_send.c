@@ -11,6 +11,13 @@
 #include "peer/net/node_state.h"
 #include "peer/wire/wire.h"
 
+/* Messages longer than this are sealed on the thread pool (net_send_room_later):
+ * a whole model or a SYNC of a big one, whose seal (and a MODEL's hash)
+ * would keep the loop from its heartbeats for seconds on a busy machine.
+ * Sealing takes about a millisecond a MB, the hand-over tens of
+ * microseconds. */
+#define SEAL_OFF_LOOP_BYTES (4u << 20)
+
 /* On the thread pool, before the seal: a MODEL's hash of its own payload,
  * into its hash field (encode left it zero). */
 static void hash_model(uint8_t *pt, size_t len, void *arg)
@@ -83,12 +90,11 @@ void node_send_frame(node *n, const engine_send *s)
     uint8_t *buf = net_room(&n->net, s->peer, &cap, &rc);
     if (buf && (len = encode(n, s, buf, cap)) < 0)
         rc = (int)len;
-    /* A MODEL's hash is made on the thread pool (a second of the loop's time
-     * at 100M on a busy machine); anything longer than a frame is sealed a
-     * piece at a time, a millisecond a MB, between the loop's other work. */
+    const int model = s->kind == ENGINE_MODEL; /* (its hash is made where it is sealed) */
     if (buf && len >= 0)
-        rc = s->kind == ENGINE_MODEL ? net_send_room_later(&n->net, s->peer, (size_t)len, hash_model, NULL)
-                                     : net_send_room(&n->net, s->peer, (size_t)len);
+        rc = model || len >= SEAL_OFF_LOOP_BYTES
+                 ? net_send_room_later(&n->net, s->peer, (size_t)len, model ? hash_model : NULL, NULL)
+                 : net_send_room(&n->net, s->peer, (size_t)len);
     if (rc == 0)
         n->r->bytes_sent += (uint64_t)len, n->r->messages_sent++;
     else {

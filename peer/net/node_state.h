@@ -86,6 +86,8 @@ void node_log_ledger(node *n);
 /* A ledger line at a resume: the checkpoint's weight and the weight it
  * resumed with (gsp_resume rescales it by a power of two). */
 void node_log_resume(node *n, double w_checkpoint);
+/* The memory by part at the end (a libsgp peer has no summary file to put it in). */
+void node_log_memory(node *n, const mem_parts *m);
 
 /* node_eval.c: an epoch's evaluation on the thread pool at the round
  * boundary it ends (round: that boundary's; checkpoint: whether one is due
