@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "peer/lib/sgp.h"
 
@@ -34,6 +35,7 @@ static const char USAGE[] =
     "  --resume             continue from the checkpoint, or pull a neighbour's model\n"
     "  --dead-timeout S     as sgp peer [5]\n"
     "  --round-timeout S    as sgp peer [30]\n"
+    "  --step-ms MS         each step also sleeps this long: a device's step time [0]\n"
     "  --verbose            events (neighbour lost, connection closed, ...) on stderr\n"
     "  --help               this text\n";
 
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
     o.id = -2;
     size_t n = 0;
     long leave_at = -1;
+    double step_ms = 0;
     static const struct option opts[] = {
         {"cluster", required_argument, 0, 'c'},   {"id", required_argument, 0, 'i'},
         {"params", required_argument, 0, 'n'},    {"rounds", required_argument, 0, 'r'},
@@ -66,6 +69,7 @@ int main(int argc, char **argv)
         {"checkpoint", required_argument, 0, 'p'}, {"leave-at", required_argument, 0, 'L'},
         {"resume", no_argument, 0, 'R'},          {"dead-timeout", required_argument, 0, 'd'},
         {"round-timeout", required_argument, 0, 't'}, {"verbose", no_argument, 0, 'v'},
+        {"step-ms", required_argument, 0, 's'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
@@ -82,6 +86,7 @@ int main(int argc, char **argv)
         case 'd': o.dead_timeout = atof(optarg); break;
         case 't': o.round_timeout = atof(optarg); break;
         case 'v': o.verbose = 1; break;
+        case 's': step_ms = atof(optarg); break;
         case 'h': fputs(USAGE, stdout); return 0;
         default: fputs(USAGE, stderr); return 2;
         }
@@ -105,6 +110,9 @@ int main(int argc, char **argv)
     do {
         for (size_t i = 0; i < n; i++)
             x[i] += drift;
+        if (step_ms > 0)
+            nanosleep(&(struct timespec){.tv_sec = (time_t)(step_ms / 1e3),
+                                         .tv_nsec = (long)(fmod(step_ms, 1e3) * 1e6)}, NULL);
         rc = sgp_step(p, x, n);
         if (sgp_status_get(p, &s) == 0 && leave_at >= 0 && s.round >= leave_at && rc == 0)
             break;

@@ -10,16 +10,19 @@
 # each peer's rounds, start round, weight, bytes sent, peak RSS and its
 # memory by part (the end of its log), and the wall time.
 #
-#   bash tests/bench/vector_scale.sh                    # 2 peers of 250M parameters
+#   bash tests/bench/vector_scale.sh                    # 2 peers of 200M parameters
 #   VEC_PARAMS=5e7 VEC_PEERS=4 bash tests/bench/vector_scale.sh
 #
-# Memory: a peer holds about 9 copies of the vector with stc (the caller's
+# Memory: a peer holds 9 to 12 copies of the vector with stc (the caller's
 # vector, x, z, the run's starting vector, one reference per edge, the
 # codec's difference, decoded values and work) and one more while a whole
 # model is encoded or put together; the script refuses to start when
-# MemAvailable is below VEC_PEERS x 10 copies. Knobs: VEC_PARAMS (2.5e8),
-# VEC_PEERS (2), VEC_ROUNDS (12), VEC_CODEC (stc:0.04), VEC_RUNS
-# ("plain join resume"), VEC_KEEP (1: keep the run directories).
+# MemAvailable is below VEC_PEERS x 10 copies. Each step also sleeps
+# VEC_STEP_MS (2000), a device's step time, which leaves a joiner the
+# time to pull the model before a founder alone has run every round.
+# Knobs: VEC_PARAMS (2e8), VEC_PEERS (2), VEC_ROUNDS (12), VEC_STEP_MS,
+# VEC_CODEC (stc:0.04), VEC_RUNS ("plain join resume"), VEC_KEEP (1: keep
+# the run directories).
 # The table also goes to build/bench/vector_scale.txt.
 set -euo pipefail
 
@@ -28,9 +31,10 @@ root=$(cd "$here/../.." && pwd)
 SGP=${SGP_BIN:-$root/build/sgp}
 VP=$root/build/bench/vector_peer
 LEDGER=$root/build/bench/ledger
-N=${VEC_PARAMS:-2.5e8}
+N=${VEC_PARAMS:-2e8}
 P=${VEC_PEERS:-2}
 R=${VEC_ROUNDS:-12}
+STEP_MS=${VEC_STEP_MS:-2000}
 CODEC=${VEC_CODEC:-stc:0.04}
 RUNS=${VEC_RUNS:-plain join resume}
 OUT=$root/build/bench/vector_scale.txt
@@ -55,7 +59,7 @@ start_peer() {
     local d=$1 i=$2
     shift 2
     "$VP" --cluster "$d/cluster.conf" --id "$i" --params "$N" --rounds "$R" --codec "$CODEC" \
-        --log "$d/peer$i.jsonl" --checkpoint "$d/peer$i.ckpt" --dead-timeout 120 "$@" \
+        --log "$d/peer$i.jsonl" --checkpoint "$d/peer$i.ckpt" --dead-timeout 120 --step-ms "$STEP_MS" "$@" \
         >>"$d/peer$i.json" 2>>"$d/peer$i.err" &
     pids[$i]=$!
 }
@@ -90,7 +94,7 @@ for run in $RUNS; do
     join)
         for i in $(seq 0 $((last - 1))); do start_peer "$d" "$i" --round-timeout 5; done
         await_round "$d" 0 1
-        start_peer "$d" "$last" --resume
+        start_peer "$d" "$last" --resume --round-timeout 120
         ;;
     resume)
         for i in $(seq 0 $((last - 1))); do start_peer "$d" "$i"; done
