@@ -50,15 +50,17 @@ static void write_cb(uv_write_t *req, int status)
 }
 
 /* One write of a slot's len bytes, in buffers of at most this many (a
- * uv_buf_t's length is an unsigned int; a message of many GB is one slot). */
+ * uv_buf_t's length is an unsigned int; a message of many GB is one slot),
+ * so a write takes at most 64 GiB. */
 #define NET_WRITE_BUF_MAX ((size_t)1 << 30)
+#define NET_WRITE_BUFS 64
 
 int net_slot_write(net_conn *c, net_slot *s, size_t len)
 {
-    uv_buf_t b[64];
+    uv_buf_t b[NET_WRITE_BUFS];
     unsigned nb = 0;
     for (size_t off = 0; off < len || !nb; off += NET_WRITE_BUF_MAX) {
-        if (nb == sizeof b / sizeof *b)
+        if (nb == NET_WRITE_BUFS)
             return -EMSGSIZE;
         const size_t part = len - off < NET_WRITE_BUF_MAX ? len - off : NET_WRITE_BUF_MAX;
         b[nb++] = uv_buf_init((char *)s->buf + off, (unsigned)part);
