@@ -430,7 +430,7 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
 /* One peer at a quarter of the others' speed (--slow 3:4: its rounds take 4
  * times their median): nobody waits for it past the round deadline, it jumps
  * rounds to keep up, the fast peers compute (nearly) every round, and the
- * average model is within a point of a run without it.
+ * average model is within a point and a half of a run without it.
  *
  * "Nearly": on an idle machine every fast peer computes all 500 rounds; on a
  * busy one the scheduler can hold one of them back long enough that it is
@@ -442,8 +442,13 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
  * (<= 70 %): at least 80 %. */
 Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
 {
-    /* mlp:256, as for the kills: measured 93.05/93.25% with the straggler
-     * against 93.80/94.05% without (its shard is seen a quarter as often). */
+    /* mlp:256, as for the kills. Its shard is seen a third as often, and two
+     * runs of real processes differ by their schedules: on the idle machine
+     * five pairs ended 0.00 to 0.30 points apart (93.50-93.80% without the
+     * straggler), beside the other process tests (CI, --jobs 2) one pair
+     * ended 93.05% against 94.25%. The bound is a point and a half: what a
+     * straggler that was waited for, or whose stale model pulled the others
+     * back, would cost is several points. */
     char base[] = "/tmp/sgp-faults-base-XXXXXX", dir[] = "/tmp/sgp-faults-slow-XXXXXX";
     launch_model(base, "mlp:256", (char *[]){"--epochs", "4", "--dead-timeout", "1", NULL});
     launch_model(dir, "mlp:256", (char *[]){"--epochs", "4", "--dead-timeout", "1", "--slow", "3:4", NULL});
@@ -467,7 +472,7 @@ Test(peer_faults, straggler_is_not_waited_for_and_catches_up)
         }
     }
     double acc = sgp_file_number(sum, "test_accuracy"), base_acc = sgp_file_number(base_sum, "test_accuracy");
-    cr_assert_leq(fabs(acc - base_acc), 0.010 + 1e-6,
+    cr_assert_leq(fabs(acc - base_acc), 0.015 + 1e-6,
                   "average model %.2f%% with a straggler vs %.2f%% without (logs in %s and %s)", 100 * acc,
                   100 * base_acc, dir, base);
     sgp_rm_rf(dir);
