@@ -328,8 +328,9 @@ void net_close_after(net *n, const void *last, size_t len, double seconds)
             continue;
         }
         c->closing_after = 1;
-        c->paused = 1;
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->paused = 0;
+        if (!c->noting) /* (else reading starts again once that message is looked at) */
+            uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
         uv_timer_start(&c->timer, net_drain_deadline_cb, ms, 0);
         net_drain_step(c);
     }

@@ -244,8 +244,12 @@ void net_close(net *n);
  * what its slots hold and then `last` (len bytes, e.g. a goodbye; NULL for
  * none), for at most `seconds` from now: on a slow link the final shares and
  * the goodbye would otherwise be cancelled with the connection, and the
- * neighbour would wait for them until its dead timeout. Reading stops at
- * once. The caller then runs the loop until it returns. */
+ * neighbour would wait for them until its dead timeout. Nothing more is
+ * delivered; what still arrives is read and dropped, and once everything is
+ * written the connection is half-closed and waits for the other side's
+ * close: closing with bytes unread would reset the connection, and the
+ * kernel would throw away what it still had to send. The caller then runs
+ * the loop until it returns. */
 void net_close_after(net *n, const void *last, size_t len, double seconds);
 
 /* Release what is left; call after the loop has run out. Safe on a zeroed net. */

@@ -149,8 +149,10 @@ static void noted(uv_work_t *req, int status)
         net_conn_release(c);
         return;
     }
-    if (c->closing_after) /* (nothing is delivered any more) */
+    if (c->closing_after) { /* nothing is delivered any more: read on, and drop it */
+        uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
         return;
+    }
     net_idle_rearm(c);
     deliver_message(c, 1, note);
     if (c->state != C_UP)
@@ -273,6 +275,10 @@ void net_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     net_conn *c = st->data;
     if (nread == 0 || c->state == C_CLOSING)
         return;
+    if (nread < 0 && c->closing_after) { /* the other side has closed too (or reset): done */
+        net_conn_close(c, -ECANCELED, NULL);
+        return;
+    }
     if (nread < 0) {
         char why[96];
         if (nread == UV_EOF)
@@ -282,6 +288,8 @@ void net_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         net_conn_close(c, nread == UV_EOF ? -ECONNRESET : (int)nread, why);
         return;
     }
+    if (c->closing_after) /* (what a closing peer still receives is dropped) */
+        return;
     c->rlen += (size_t)nread;
     if (c->state == C_UP && (c->idle_bytes += (size_t)nread) >= NET_IDLE_PROGRESS) {
         net_idle_rearm(c);
@@ -393,8 +401,16 @@ long net_seal_message(net_conn *c, net_slot *s, size_t len)
     return (long)((frames - 1) * stride + sec_seal_bound(len - (frames - 1) * piece));
 }
 
+static void shut_cb(uv_shutdown_t *req, int status)
+{
+    net_conn *c = req->data;
+    if (status < 0 && c->state != C_CLOSING)
+        net_conn_close(c, -ECANCELED, NULL);
+}
+
 /* A connection closing after its writes: n->last into the first free slot,
- * then close once no slot is busy. */
+ * then, once no slot is busy, the half-close. */
+
 void net_drain_step(net_conn *c)
 {
     if (c->state == C_CLOSING || c->sealing) /* (again once it is sealed and written) */
@@ -416,5 +432,12 @@ void net_drain_step(net_conn *c)
     for (int i = 0; i < NET_QUEUE_FRAMES; i++)
         if (c->slot[i].busy)
             return;
-    net_conn_close(c, -ECANCELED, NULL);
+    /* Everything is written: a FIN once the kernel has sent it, then wait
+     * (reading) for the other side's close, or the drain's deadline. */
+    if (!c->shut_sent) {
+        c->shut_sent = 1;
+        c->shut.data = c;
+        if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, shut_cb) < 0)
+            net_conn_close(c, -ECANCELED, NULL);
+    }
 }

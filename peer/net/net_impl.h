@@ -103,9 +103,13 @@ typedef struct net_conn {
     int claim;         /* inbound, pending: the member its valid first flight names, in that member's room
                         * (net_admit_claim); -1 while it waits in the open room */
     uint64_t arrival;  /* inbound, pending: when it entered its room (n->arrivals): the smaller, the older */
-    int closing_after; /* net_close_after: closes once its slots are written (and n->last sent) */
+    int closing_after; /* net_close_after: says its last, half-closes, reads (and drops) until the other
+                        * side closes too: closing with bytes unread would reset the connection and throw
+                        * away what the kernel still had to send */
     int refused;       /* the handshake's error, once its refusal answer is written: then it closes */
     int last_sent;
+    uv_shutdown_t shut; /* closing_after: the half-close once the last write is out */
+    int shut_sent;
     net_slot slot[NET_SLOTS];
     net_slot *room; /* net_room's slot, until net_send_room */
     net_seal_work *sealing; /* a message being sealed off the loop: no other is sealed meanwhile, and the

@@ -5,7 +5,8 @@
  * working; a killed peer is redialled with backoff when it comes back; an
  * oversize length prefix after a valid handshake closes the link (which then
  * comes back); a reader that stops makes net_send say -EAGAIN instead of
- * queueing; net_close leaves a loop with no handles. Each test has its own
+ * queueing; net_close_after delivers what it wrote even with frames left
+ * unread; net_close leaves a loop with no handles. Each test has its own
  * loop, its own free ports and a guard timer that fails it if it hangs.
  *
  * Steps advance on events (a link up or down, a refused dial, a frame, an
@@ -141,6 +142,7 @@ static void on_down(void *ctx, int peer, int reason)
 }
 
 static int g_small_pieces; /* messages of a few KB come in pieces too: net_frame_keep may hand them over */
+static int g_slow_reader, g_slowed; /* peer 1 takes one frame a tick: its kernel buffer stays full */
 
 /* Frames carry [u32 k][pattern(from, k)] so the receiver checks every byte. */
 static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len)
@@ -151,6 +153,8 @@ static void on_frame(void *ctx, int peer, const uint8_t *m, size_t len)
         x->bad[peer]++;
     int k = x->frames[peer]++;
     x->frame_bytes[peer] += len;
+    if (g_slow_reader && x->id == 1 && net_read_pause(&x->n, peer, 1) == 0)
+        g_slowed = 1;
     uint32_t got;
     if (len < 4) {
         x->bad[peer]++;
@@ -854,8 +858,14 @@ Test(peer_net, reader_that_stops_makes_send_say_eagain_not_queue)
 
 /* Closing with full slots (a slow link at the end of a run): net_close_after
  * writes what the slots hold, then the last frame, and only then closes; the
- * reader gets every frame, the last one last. */
-static int g_last_closed;
+ * reader gets every frame, the last one last. With g_talk_back the reader
+ * also sends to the closing peer meanwhile (a neighbour's heartbeats and
+ * shares at the end of a run) and reads one frame a tick, so that the
+ * closing peer's kernel still holds what it wrote: the closing peer drops
+ * what it receives, and closing with that unread must not reset the
+ * connection, which would throw away what its kernel still had to send
+ * (at the end of a run: the last share and the goodbye). */
+static int g_last_closed, g_talk_back;
 
 static void close_after_tick(world *w)
 {
@@ -871,11 +881,17 @@ static void close_after_tick(world *w)
             memcpy(last, &k, 4);
             net_close_after(&a->n, last, sizeof last, 20.0);
             a->closed = 1;
+            for (int k = 0; k < 4 * g_talk_back; k++)
+                cr_assert_eq(send_k(b, 0, 4 * k, BIG / 4), 0); /* (net_send: no slot waits on the pool) */
             cr_assert_eq(net_read_pause(&b->n, 0, 0), 0);
             next(w);
         }
         break;
     case 2:
+        if (g_slowed) {
+            g_slowed = 0;
+            net_read_pause(&b->n, 0, 0);
+        }
         if (b->frames[0] == g_accepted + 1 && b->downs[0]) {
             g_last_closed = 1;
             finish(w);
@@ -884,8 +900,15 @@ static void close_after_tick(world *w)
     }
 }
 
-Test(peer_net, closing_after_writes_delivers_what_the_slots_held_and_the_last_frame)
+static void closing_after_writes(int talk_back);
+
+Test(peer_net, closing_after_writes_delivers_what_the_slots_held_and_the_last_frame) { closing_after_writes(0); }
+
+Test(peer_net, closing_with_frames_unread_still_delivers_everything_it_wrote) { closing_after_writes(1); }
+
+static void closing_after_writes(int talk_back)
 {
+    g_talk_back = g_slow_reader = talk_back;
     world w;
     world_start(&w, 2, close_after_tick, GUARD_MS);
     inst *a = start(&w, 0), *b = start(&w, 1);
