@@ -801,6 +801,12 @@ static void tick(engine *e, double now)
             send_heartbeat(e, q, now);
         send_ack(e, q, 0, now);
     }
+    /* A MODEL the link refused (busy with a share being sealed) goes when
+     * the link is free: waiting for the next round boundary would wait for
+     * ever when that round waits for the peer that wants the model. */
+    for (int q = 0; q < e->n_peers && !e->computing && !wants_model(e); q++)
+        if (e->model_wanted[q] && connected(e, q) && !e->busy[q])
+            send_model(e, q, now);
     if (e->promised && wants_model(e) && now - e->promised_at > promise_limit(e))
         give_up_promise(e, now);
     if (ask_due(e, now))
@@ -852,7 +858,7 @@ void engine_unsent(engine *e, const engine_send *s, int rc, double now)
         break;
     case ENGINE_MODEL:
         e->model_queued[q] = 0;
-        e->model_wanted[q] = rc == -EAGAIN; /* try again at the next round boundary */
+        e->model_wanted[q] = rc == -EAGAIN; /* again at a tick with the link free, or the next round boundary */
         break;
     case ENGINE_MODEL_REQUEST:
         e->asked_at = -INFINITY; /* the next one now, or all over again at the next tick */

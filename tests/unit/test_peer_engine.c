@@ -641,6 +641,38 @@ Test(peer_engine, a_model_goes_to_the_same_neighbour_at_most_once_in_hold_max_ro
     scene_free(&s);
 }
 
+/* A MODEL the transport refused because the link was busy (a share being
+ * sealed) goes at the first heartbeat tick that finds the link free, not
+ * only at the next round boundary: the round may be waiting for the very
+ * peer that wants the model (a founder alone with its joiner). */
+Test(peer_engine, a_model_the_busy_link_refused_goes_once_the_link_is_free)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    outputs o;
+    all_up(&s, 0);
+    engine_model_request(s.e[1], 0, MS);
+    take(s.e[1], &o);
+    const engine_send *m = send_of(&o, ENGINE_MODEL);
+    cr_assert_not_null(m, "between rounds: at once");
+    engine_send refused = *m;
+    engine_link_state(s.e[1], 0, 1, 1);
+    engine_unsent(s.e[1], &refused, -EAGAIN, 2 * MS);
+    for (int k = 1; k <= 3; k++) {
+        engine_timer(s.e[1], k * 256 * MS);
+        take(s.e[1], &o);
+        cr_assert_eq(sends(&o, ENGINE_MODEL, -1), 0, "tick %d: the link is still busy", k);
+    }
+    engine_link_state(s.e[1], 0, 0, 0);
+    engine_timer(s.e[1], 4 * 256 * MS);
+    take(s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, 0), 1, "the link is free: the model goes");
+    engine_timer(s.e[1], 5 * 256 * MS);
+    take(s.e[1], &o);
+    cr_assert_eq(sends(&o, ENGINE_MODEL, -1), 0, "once");
+    scene_free(&s);
+}
+
 /* Peer 0 of three joins without a model, its two neighbours up at MS: what
  * it sent by then in o (its first MODEL_REQUEST). */
 static void joiner_scene(scene *s, outputs *o)
