@@ -8,6 +8,7 @@
 #include "gossip/gsp.h"
 #include "gossip/gsp_kernels.h"
 #include "gossip/gsp_internal.h"
+#include "gossip/gsp_pool.h"
 
 /* A reference further than this (relative, in norm) from the model is sent
  * again whole (bf16) instead of corrected with the codec. */
@@ -124,11 +125,32 @@ float gsp_default_step(const cmp_spec *codec, size_t dim)
     return (float)(step < 1e-3 ? 1e-3 : step > 1.0 ? 1.0 : step);
 }
 
+/* The chunk of [0, n) that task i of a pool run has. */
+static void chunk_of(size_t i, size_t n, size_t *s, size_t *e)
+{
+    *s = i * GSP_CHUNK;
+    *e = n - *s > GSP_CHUNK ? *s + GSP_CHUNK : n;
+}
+
+typedef struct debias_job {
+    const float *x;
+    float *dst, inv;
+    size_t n;
+} debias_job;
+
+static void debias_chunk(void *arg, size_t i)
+{
+    const debias_job *a = arg;
+    size_t s, e;
+    chunk_of(i, a->n, &s, &e);
+    for (size_t j = s; j < e; j++)
+        a->dst[j] = a->x[j] * a->inv;
+}
+
 void gsp_debias_to(const gsp_peer *g, float *dst)
 {
-    const float inv = gsp_debias_factor(g);
-    for (size_t i = 0; i < g->dim; i++)
-        dst[i] = g->x[i] * inv;
+    debias_job a = {.x = g->x, .dst = dst, .inv = gsp_debias_factor(g), .n = g->dim};
+    gsp_pool_run(g->pool, gsp_chunks(g->dim), debias_chunk, &a);
 }
 
 const float *gsp_debias(gsp_peer *g)
@@ -244,6 +266,58 @@ static inline void move_at(float *restrict ref, float *x, size_t i, float d, dou
         x[i] = (float)((double)x[i] + xm * ((double)ref[i] - (double)before));
 }
 
+/* One sweep over x and a reference with a sparse message's non-zeros
+ * (positions ascending): block by block, x takes xm times the block of the
+ * reference, then the non-zeros in it move. Give (the sender): each moves
+ * ref and x (move_at); else (the receiver) the reference moves first and
+ * x takes it after, block by block. The chunks of a pool run are disjoint
+ * ranges of positions, so any number of threads computes the same floats. */
+typedef struct sweep_job {
+    float *x, *ref;
+    const uint32_t *idx;
+    const float *c;
+    size_t k, dim;
+    float gain;
+    double xm;
+    float *old;
+    int give;
+} sweep_job;
+
+/* The first of the k ascending positions that is >= pos. */
+static size_t first_at(const uint32_t *idx, size_t k, size_t pos)
+{
+    size_t lo = 0, hi = k;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (idx[mid] < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void sweep_chunk(void *arg, size_t i)
+{
+    const sweep_job *a = arg;
+    float *restrict x = a->x, *restrict ref = a->ref;
+    size_t s0, s1;
+    chunk_of(i, a->dim, &s0, &s1);
+    size_t j = a->idx && s0 ? first_at(a->idx, a->k, s0) : 0;
+    for (size_t s = s0; s < s1; s += BLK) {
+        const size_t end = s + BLK < s1 ? s + BLK : s1;
+        if (a->give) {
+            gsp_add_scaled(x + s, ref + s, end - s, a->xm);
+            for (; j < a->k && a->idx[j] < end; j++)
+                move_at(ref, x, a->idx[j], a->gain * a->c[j], a->xm, a->old ? &a->old[j] : NULL);
+        } else {
+            for (; a->idx && j < a->k && a->idx[j] < end; j++)
+                ref[a->idx[j]] += a->gain * a->c[j];
+            gsp_add_scaled(x + s, ref + s, end - s, a->xm);
+        }
+    }
+}
+
 /* A message moves edge e's reference: r += gain * c at the message's
  * non-zeros (idx NULL: c is dense, n values), the one expression both ends
  * evaluate so that their references stay bit for bit equal. The sender
@@ -253,7 +327,7 @@ static inline void move_at(float *restrict ref, float *x, size_t i, float d, dou
  * message then goes block by block in one sweep, its scattered updates
  * landing in lines the dense pass has just brought in. */
 static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n, float gain, float *x, double xm,
-                      float *old, int give, size_t dim)
+                      float *old, int give, size_t dim, gsp_pool *pool)
 {
     float *restrict ref = e->ref;
     if (!idx) { /* a dense message (the first of an edge, a refresh, the dense codecs): one vectorised pass */
@@ -270,13 +344,9 @@ static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n
         return;
     }
     if (give) { /* (x - moved r is x + (-moved) r: the same float, negation is exact) */
-        size_t j = 0;
-        for (size_t s = 0; s < dim; s += BLK) {
-            const size_t end = s + BLK < dim ? s + BLK : dim;
-            gsp_add_scaled(x + s, ref + s, end - s, xm);
-            for (; j < n && idx[j] < end; j++)
-                move_at(ref, x, idx[j], gain * c[j], xm, old ? &old[j] : NULL);
-        }
+        sweep_job a = {.x = x, .ref = ref, .idx = idx, .c = c, .k = n, .dim = dim, .gain = gain, .xm = xm,
+                       .old = old, .give = 1};
+        gsp_pool_run(pool, gsp_chunks(dim), sweep_chunk, &a);
     } else
         for (size_t j = 0; j < n; j++) {
             if (j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
@@ -381,7 +451,7 @@ static long encode_streamed(gsp_peer *g, const float *src, float inv, const floa
             __builtin_prefetch(&src[c.pos[j + PREFETCH]]), __builtin_prefetch(&ref[c.pos[j + PREFETCH]]);
         c.key[j] = cmp_list_bits(src[c.pos[j]] * inv - ref[c.pos[j]]);
     }
-    if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 || gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c) < 0)
+    if (cmp_stream_threshold(g->codec, &c, n, g->work, &t) < 0 || gsp_diff_collect(src, inv, ref, n, &vv, &zz, t, &c, g->pool) < 0)
         return -EAGAIN;
     if (!isfinite(zz))
         return -EDOM;
@@ -445,51 +515,66 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     gsp_sent *kept = log_add(e, w_before, idx, (size_t)k, &g->spare);
     if (!kept)
         return -ENOMEM;
-    edge_move(e, idx, c, (size_t)k, gain, g->x, -moved, kept->old, give, n);
+    edge_move(e, idx, c, (size_t)k, gain, g->x, -moved, kept->old, give, n, g->pool);
     *gain_out = gain;
     return 0;
 }
 
 static int raw_split(gsp_peer *g, int n_out, const double *weight, gsp_edge **edges);
 
-/* z = x / w, and x -= sum_k moved_k * ref_k with the references as they
- * stand before this round's messages, in double, rounded to float once. One
- * and two edges (the exponential graphs' rounds) get loops of their own that
- * the compiler vectorises. */
-static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n_out)
+typedef struct split_job {
+    float *x, *z, inv;
+    const float *refs[TOPO_MAX_OUT];
+    const double *moved;
+    int n_out;
+    size_t n;
+} split_job;
+
+/* split_x over chunk i. One and two edges (the exponential graphs' rounds)
+ * get loops of their own that the compiler vectorises. */
+static void split_chunk(void *arg, size_t i)
 {
-    float *restrict x = g->x, *restrict z = g->z;
-    const float inv = gsp_debias_factor(g);
-    const size_t n = g->dim;
-    g->z_written = 1;
-    if (n_out == 1) {
-        const float *restrict r0 = edges[0]->ref;
-        const double m0 = moved[0];
-        for (size_t i = 0; i < n; i++) {
+    const split_job *a = arg;
+    float *restrict x = a->x, *restrict z = a->z;
+    const float inv = a->inv;
+    size_t s, e;
+    chunk_of(i, a->n, &s, &e);
+    if (a->n_out == 1) {
+        const float *restrict r0 = a->refs[0];
+        const double m0 = a->moved[0];
+        for (size_t i = s; i < e; i++) {
             z[i] = x[i] * inv;
             x[i] = (float)((double)x[i] - m0 * (double)r0[i]);
         }
         return;
     }
-    if (n_out == 2) {
-        const float *restrict r0 = edges[0]->ref, *restrict r1 = edges[1]->ref;
-        const double m0 = moved[0], m1 = moved[1];
-        for (size_t i = 0; i < n; i++) {
+    if (a->n_out == 2) {
+        const float *restrict r0 = a->refs[0], *restrict r1 = a->refs[1];
+        const double m0 = a->moved[0], m1 = a->moved[1];
+        for (size_t i = s; i < e; i++) {
             z[i] = x[i] * inv;
             x[i] = (float)((double)x[i] - m0 * (double)r0[i] - m1 * (double)r1[i]);
         }
         return;
     }
-    const float *refs[TOPO_MAX_OUT];
-    for (int k = 0; k < n_out; k++)
-        refs[k] = edges[k]->ref;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = s; i < e; i++) {
         z[i] = x[i] * inv;
         double xi = x[i];
-        for (int k = 0; k < n_out; k++)
-            xi -= moved[k] * (double)refs[k][i];
+        for (int k = 0; k < a->n_out; k++)
+            xi -= a->moved[k] * (double)a->refs[k][i];
         x[i] = (float)xi;
     }
+}
+
+/* z = x / w, and x -= sum_k moved_k * ref_k with the references as they
+ * stand before this round's messages, in double, rounded to float once. */
+static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n_out)
+{
+    split_job a = {.x = g->x, .z = g->z, .inv = gsp_debias_factor(g), .moved = moved, .n_out = n_out, .n = g->dim};
+    for (int k = 0; k < n_out; k++)
+        a.refs[k] = edges[k]->ref;
+    g->z_written = 1;
+    gsp_pool_run(g->pool, gsp_chunks(g->dim), split_chunk, &a);
 }
 
 /* Room for the k-th message of an emit (k = TOPO_MAX_OUT: gsp_sync_msg's):
@@ -647,17 +732,12 @@ static int need_sync(gsp_edge *e, uint64_t from)
 static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const float *c, size_t k, float gain,
                          double moved)
 {
-    float *restrict x = g->x, *restrict ref = e->ref;
     const size_t n = g->dim;
     if (!idx)
-        edge_move(e, NULL, c, k, gain, NULL, 0.0, NULL, 0, n);
-    size_t j = 0;
-    for (size_t s = 0; s < n; s += BLK) {
-        const size_t end = s + BLK < n ? s + BLK : n;
-        for (; idx && j < k && idx[j] < end; j++)
-            ref[idx[j]] += gain * c[j];
-        gsp_add_scaled(x + s, ref + s, end - s, moved);
-    }
+        edge_move(e, NULL, c, k, gain, NULL, 0.0, NULL, 0, n, g->pool);
+    sweep_job a = {.x = g->x, .ref = e->ref, .idx = idx, .c = c, .k = idx ? k : 0, .dim = n, .gain = gain,
+                   .xm = moved};
+    gsp_pool_run(g->pool, gsp_chunks(n), sweep_chunk, &a);
 }
 
 int gsp_absorb(gsp_peer *g, const gsp_msg *m)

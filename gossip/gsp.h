@@ -202,6 +202,7 @@ typedef struct gsp_peer {
     uint64_t origin_id;    /* a hash of origin's bits (never 0), or 0 */
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
     struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
+    struct gsp_pool *pool; /* threads for the vector loops (gsp_set_pool; NULL: this thread alone) */
     gsp_sent spare;        /* codec: an acknowledged sparse log entry's room (idx and old for spare.cap
                             * changes; NULL: none), for the next message's, so that a message's changes are
                             * not allocated and faulted in again each time */
@@ -270,6 +271,11 @@ int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *
  * longer draws, is freed. */
 int gsp_origin_ahead_wanted(const gsp_peer *g);
 void gsp_origin_ahead(gsp_peer *g, float *drawn);
+
+/* The vector loops of g's emits and absorbs run on pool's threads (NULL:
+ * on the caller's), chunk by chunk (gossip/gsp_pool.h): the same floats
+ * whatever the pool. p must outlive g's use of it. */
+static inline void gsp_set_pool(gsp_peer *g, struct gsp_pool *pool) { g->pool = pool; }
 
 /* g's codec scratch becomes s's: the first peer gives s its own, the
  * others free theirs and use s's. After gsp_set_codec; s ({0} at first)

@@ -1,5 +1,7 @@
 /* The dense and gathered vector loops of a compressed emit: see gsp_kernels.h. */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -108,8 +110,13 @@ void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float 
 {
     double a = 0, b = 0;
     block_loop *block = block_for_cpu();
-    for (size_t s = 0; s < n; s += BLK)
-        diff_span(x, inv, ref, v + s, s, s + BLK <= n ? s + BLK : n, &a, &b, block);
+    for (size_t s0 = 0; s0 < n; s0 += GSP_CHUNK) { /* (chunk by chunk, as gsp_diff_collect adds them up) */
+        const size_t s1 = n - s0 > GSP_CHUNK ? s0 + GSP_CHUNK : n;
+        double ca = 0, cb = 0;
+        for (size_t s = s0; s < s1; s += BLK)
+            diff_span(x, inv, ref, v + s, s, s + BLK <= s1 ? s + BLK : s1, &ca, &cb, block);
+        a += ca, b += cb;
+    }
     *vv = a, *zz = b;
 }
 
@@ -132,33 +139,117 @@ static uint64_t key_mask(const float *v, uint32_t t)
     return m;
 }
 
-/* The norms of gsp_diff_norms with v never stored: each block of v lives in
- * L1 only, long enough to append the values whose key reaches t to c. */
-int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_t n, double *vv, double *zz,
-                     uint32_t t, cmp_list *c)
+/* A list that grows (a chunk's candidates, before they are put in order). */
+static int list_grow(cmp_list *c)
+{
+    const size_t cap = c->cap ? 2 * c->cap : 1024;
+    uint32_t *pos = realloc(c->pos, cap * sizeof *pos), *key = pos ? realloc(c->key, cap * sizeof *key) : NULL;
+    if (pos)
+        c->pos = pos;
+    if (!key)
+        return -ENOMEM;
+    c->key = key, c->cap = cap;
+    return 0;
+}
+
+/* The norms of gsp_diff_norms over [s0, s1) with v never stored: each block
+ * of v lives in L1 only, long enough to append the values whose key
+ * reaches t to c (grown when `grow`, else -ENOSPC once it is full). */
+static int collect_span(const float *x, float inv, const float *restrict ref, size_t s0, size_t s1, double *vv,
+                        double *zz, uint32_t t, cmp_list *c, int grow)
 {
     float vb[BLK];
     double a = 0, b = 0;
     size_t m = c->m;
     block_loop *block = block_for_cpu();
-    for (size_t s = 0; s < n; s += BLK) {
-        const size_t e = s + BLK <= n ? s + BLK : n, len = e - s;
+    for (size_t s = s0; s < s1; s += BLK) {
+        const size_t e = s + BLK <= s1 ? s + BLK : s1, len = e - s;
         diff_span(x, inv, ref, vb, s, e, &a, &b, block);
-        size_t j = 0;
-        for (; j + 64 <= len; j += 64)
-            for (uint64_t mask = key_mask(vb + j, t); mask; mask &= mask - 1) {
+        for (size_t j = 0; j < len; j++) {
+            uint64_t mask = j + 64 <= len ? key_mask(vb + j, t) : cmp_list_key(vb[j]) >= t;
+            const size_t step = j + 64 <= len ? 64 : 1;
+            for (; mask; mask &= mask - 1) {
                 const size_t l = j + (size_t)__builtin_ctzll(mask);
-                if (m == c->cap)
-                    return -ENOSPC;
+                if (m == c->cap) {
+                    if (!grow)
+                        return -ENOSPC;
+                    c->m = m;
+                    if (list_grow(c) < 0)
+                        return -ENOMEM;
+                }
                 c->pos[m] = (uint32_t)(s + l), c->key[m++] = cmp_list_bits(vb[l]);
             }
-        for (; j < len; j++)
-            if (cmp_list_key(vb[j]) >= t) {
-                if (m == c->cap)
-                    return -ENOSPC;
-                c->pos[m] = (uint32_t)(s + j), c->key[m++] = cmp_list_bits(vb[j]);
-            }
+            j += step - 1;
+        }
     }
+    c->m = m;
+    *vv = a, *zz = b;
+    return 0;
+}
+
+typedef struct collect_job {
+    const float *x, *ref;
+    float inv;
+    size_t n;
+    uint32_t t;
+    cmp_list *lists;
+    double *norms; /* two a chunk */
+    int *rc;
+} collect_job;
+
+static void collect_chunk(void *arg, size_t i)
+{
+    const collect_job *a = arg;
+    const size_t s = i * GSP_CHUNK, e = a->n - s > GSP_CHUNK ? s + GSP_CHUNK : a->n;
+    a->rc[i] = collect_span(a->x, a->inv, a->ref, s, e, &a->norms[2 * i], &a->norms[2 * i + 1], a->t, &a->lists[i], 1);
+}
+
+int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_t n, double *vv, double *zz,
+                     uint32_t t, cmp_list *c, gsp_pool *pool)
+{
+    const size_t chunks = gsp_chunks(n);
+    if (chunks == 1)
+        return collect_span(x, inv, ref, 0, n, vv, zz, t, c, 0);
+    if (gsp_pool_threads(pool) == 1) { /* chunk after chunk straight into c, their norms added as below */
+        double a = 0, b = 0;
+        for (size_t s = 0; s < n; s += GSP_CHUNK) {
+            double ca, cb;
+            const int r = collect_span(x, inv, ref, s, n - s > GSP_CHUNK ? s + GSP_CHUNK : n, &ca, &cb, t, c, 0);
+            if (r < 0)
+                return r;
+            a += ca, b += cb;
+        }
+        *vv = a, *zz = b;
+        return 0;
+    }
+    /* Each chunk into a list of its own, then in order into c; the norms
+     * added in chunk order (what a pool of any size computes). */
+    cmp_list *lists = calloc(chunks, sizeof *lists);
+    double *norms = calloc(2 * chunks, sizeof *norms);
+    int *rc = calloc(chunks, sizeof *rc), err = lists && norms && rc ? 0 : -ENOMEM;
+    if (!err) {
+        collect_job job = {.x = x, .ref = ref, .inv = inv, .n = n, .t = t, .lists = lists, .norms = norms, .rc = rc};
+        gsp_pool_run(pool, chunks, collect_chunk, &job);
+    }
+    double a = 0, b = 0;
+    size_t m = c->m;
+    for (size_t i = 0; !err && i < chunks; i++) {
+        if ((err = rc[i]) < 0)
+            break;
+        if (lists[i].m > c->cap - m) {
+            err = -ENOSPC;
+            break;
+        }
+        memcpy(c->pos + m, lists[i].pos, lists[i].m * sizeof *c->pos);
+        memcpy(c->key + m, lists[i].key, lists[i].m * sizeof *c->key);
+        m += lists[i].m;
+        a += norms[2 * i], b += norms[2 * i + 1];
+    }
+    for (size_t i = 0; lists && i < chunks; i++)
+        free(lists[i].pos), free(lists[i].key);
+    free(lists), free(norms), free(rc);
+    if (err < 0)
+        return err;
     c->m = m;
     *vv = a, *zz = b;
     return 0;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "compress/cmp.h"
+#include "gossip/gsp_pool.h"
 
 enum {
     PREFETCH = 16, /* sparse updates and gathers: how many positions ahead to fetch */
@@ -21,10 +22,11 @@ void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float 
 
 /* The same norms without storing v: every position whose value of v has a
  * key (cmp_list_key) of at least t is appended to c, with the value's bits
- * (a top-k codec's candidates, compress/cmp.h). 0, or -ENOSPC when more
- * than c->cap reach t. */
+ * (a top-k codec's candidates, compress/cmp.h), chunk by chunk on pool's
+ * threads (the same list and norms for any pool, gsp_pool.h). 0, or
+ * -ENOSPC when more than c->cap reach t, -ENOMEM. */
 int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_t n, double *vv, double *zz,
-                     uint32_t t, cmp_list *c);
+                     uint32_t t, cmp_list *c, gsp_pool *pool);
 
 /* x += m * r, in double, rounded to float once per value (what x takes
  * from an in-edge, and with m < 0 what it gives up to an out-edge). */

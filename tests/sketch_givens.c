@@ -57,6 +57,10 @@ extern float step;
 extern topo t;
 extern const uint8_t *alive;
 
+//@ gossip/gsp_pool.h
+#include "gossip/gsp.h"
+extern gsp_peer g;
+
 //@ gossip/gsp_pace.h
 extern gsp_pace_config config;
 extern gsp_peer g;

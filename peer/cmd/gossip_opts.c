@@ -3,6 +3,7 @@
 
 #include "peer/cmd/cli.h"
 #include "peer/cmd/gossip_opts.h"
+#include "gossip/gsp_pool.h"
 
 void gossip_opts_defaults(gossip_opts *o)
 {
@@ -41,6 +42,8 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
     case GOPT_OVERLAP:
         s->overlap = 1;
         return 0;
+    case GOPT_GTHREADS:
+        return cli_int(cmd, "--gossip-threads", arg, 0, GSP_POOL_MAX, &s->gossip_threads);
     }
     return CLI_NOT_MINE;
 }

@@ -28,13 +28,15 @@ typedef struct gossip_opts {
     outer_opts outer;       /* parsed by gossip_opts_check */
 } gossip_opts;
 
-enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE, GOPT_LOCAL, GOPT_OUTER, GOPT_OVERLAP };
+enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE, GOPT_LOCAL, GOPT_OUTER, GOPT_OVERLAP,
+       GOPT_GTHREADS };
 
 #define GOSSIP_OPTS_LONG                                                                                          \
     {"shard", required_argument, 0, GOPT_SHARD}, {"tau", required_argument, 0, GOPT_TAU},                        \
         {"codec", required_argument, 0, GOPT_CODEC}, {"step", required_argument, 0, GOPT_STEP},                  \
         {"codec-warmup", required_argument, 0, GOPT_CWARM}, {"local-steps", required_argument, 0, GOPT_LOCAL},   \
-        {"outer", required_argument, 0, GOPT_OUTER}, {"overlap", no_argument, 0, GOPT_OVERLAP}, {                  \
+        {"outer", required_argument, 0, GOPT_OUTER}, {"overlap", no_argument, 0, GOPT_OVERLAP},                  \
+        {"gossip-threads", required_argument, 0, GOPT_GTHREADS}, {                                              \
         "alone-wait", required_argument, 0, GOPT_ALONE                                                           \
     }
 
@@ -57,7 +59,9 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "                        none, sgd:LR[:MOMENTUM] or nesterov:LR:MOMENTUM [none]\n"                          \
     "  --overlap             a round's local steps run beside the absorb of the in-neighbours'\n"               \
     "                        shares of the round before and are folded in after it (one round of\n"          \
-    "                        delay: the exchange runs while the steps compute) [off]\n"
+    "                        delay: the exchange runs while the steps compute) [off]\n"                   \
+    "  --gossip-threads N    threads for the vector loops of each emit and absorb, in chunks of\n"               \
+    "                        1M values (the same result for any N); 0: the host's cores [0]\n"
 
 /* The texts' defaults; the settings' are peer_settings_defaults'. */
 void gossip_opts_defaults(gossip_opts *o);

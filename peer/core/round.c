@@ -71,6 +71,7 @@ int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *pl
             rc = c->share_origin ? gsp_share_origin(&rp->g, x0) : gsp_set_origin(&rp->g, x0);
         if (rc == 0 && c->share_scratch)
             rc = gsp_share_scratch(&rp->g, c->share_scratch);
+        gsp_set_pool(&rp->g, c->pool);
         /* H local steps move z about sqrt(H) times as far between messages
          * (the steps' noise adds up like a random walk): the codec's normal
          * lag grows as much (measured: at most 0.17 of the norm at H = 1,

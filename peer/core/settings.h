@@ -41,6 +41,9 @@ typedef struct peer_settings {
                               * may lose shares (--loss): a SYNC asked again is then sent again */
     int share_origin;        /* x0 stays as it is while the peers live (one process holds them all): their
                               * references start from it without a copy each (gsp_share_origin) */
+    int gossip_threads;      /* threads for the vector loops of an emit or absorb (gossip/gsp_pool.h); 0: the
+                              * host's cores. The driver makes the pool: the same floats for any number */
+    struct gsp_pool *pool;   /* the driver's pool of gossip_threads, or NULL: the engine's thread alone */
     struct gsp_scratch *share_scratch; /* non-NULL: the peers run one at a time in this process and share one
                                  * codec scratch (gsp_share_scratch); its owner frees it after them */
 } peer_settings;

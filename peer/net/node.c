@@ -9,6 +9,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "gossip/gsp_pool.h"
 #include "peer/core/clock.h"
 #include "peer/net/node_state.h"
 #include "peer/wire/wire.h"
@@ -265,6 +266,12 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     n->settings = c->peer;
     n->settings.n_peers = np, n->settings.barrier = !c->resume; /* (a resumed peer comes back into a running run) */
     n->settings.reliable_links = 1;
+    const int threads = c->peer.gossip_threads > 0 ? c->peer.gossip_threads : gsp_pool_auto();
+    if ((rc = gsp_pool_new(&n->pool, threads)) < 0) {
+        snprintf(err, errlen, "peer %d: cannot start %d gossip threads: %s", id, threads, strerror(-rc));
+        return rc;
+    }
+    n->settings.pool = n->pool;
     rc = engine_new(&n->e, &n->settings, &n->plan, id, st ? NULL : train, x0, dim, new_incarnation(), clock_now(),
                     err, errlen);
     if (rc < 0)
@@ -438,6 +445,8 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     if (loop_ok)
         uv_loop_close(&n->loop);
     engine_free(n->e);
+    gsp_pool_free(n->pool);
+    n->pool = NULL;
     if (c->model && n->model.n_layers) { /* the caller's again, as its shape */
         nn_model_keep_shape(&n->model);
         *c->model = n->model;

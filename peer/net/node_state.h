@@ -25,6 +25,7 @@ struct node {
     peer_settings settings;    /* the caller's, with the cluster's size and the barrier */
     round_plan plan;
     engine *e;                  /* every decision: gossip state, pacing, inbox, local step, reactions */
+    struct gsp_pool *pool;      /* the vector loops' threads (settings.pool) */
     double slow_pad;            /* --slow: seconds added to each local step (0 until measured) */
     ckpt_run run;
     uv_work_t ckpt_work;        /* a periodic checkpoint being written on the thread pool, from the live state:

@@ -71,6 +71,7 @@ typedef struct sim {
     nn_model model;
     peer_settings settings; /* the caller's, with the round timeout derived */
     gsp_scratch scratch;    /* the codec scratch every peer uses in turn (settings.share_scratch) */
+    struct gsp_pool *pool;  /* the vector loops' threads every peer uses in turn (settings.pool) */
     round_plan plan;
     sim_peer *p;
     sim_queue q;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gsp_pool.h"
 #include "peer/core/clock.h"
 #include "peer/sim/sim_engine.h"
 
@@ -101,6 +102,12 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
     s->settings = c->peer;
     s->settings.share_origin = !c->averaging_only; /* (s->x0 is every peer's start, kept to the end) */
     s->settings.share_scratch = &s->scratch;        /* one event at a time: one peer computes at once */
+    const int threads = c->peer.gossip_threads > 0 ? c->peer.gossip_threads : gsp_pool_auto();
+    if ((rc = gsp_pool_new(&s->pool, threads)) < 0) {
+        snprintf(err, errlen, "cannot start %d gossip threads: %s", threads, strerror(-rc));
+        return rc;
+    }
+    s->settings.pool = s->pool;
     if (s->settings.round_timeout <= 0)
         s->settings.round_timeout = 20.0 * (s->plan.local_steps * s->step_seconds + transfer + c->latency) + 1e-3;
     if ((rc = fits(s, train, err, errlen)) < 0)
@@ -176,5 +183,7 @@ void sim_teardown(sim *s)
     free(s->mass0);
     free(s->x0);
     gsp_scratch_free(&s->scratch);
+    gsp_pool_free(s->pool);
+    s->pool = NULL;
     nn_model_free(&s->model);
 }
