@@ -125,32 +125,22 @@ float gsp_default_step(const cmp_spec *codec, size_t dim)
     return (float)(step < 1e-3 ? 1e-3 : step > 1.0 ? 1.0 : step);
 }
 
-/* The chunk of [0, n) that task i of a pool run has. */
-static void chunk_of(size_t i, size_t n, size_t *s, size_t *e)
-{
-    *s = i * GSP_CHUNK;
-    *e = n - *s > GSP_CHUNK ? *s + GSP_CHUNK : n;
-}
-
 typedef struct debias_job {
     const float *x;
     float *dst, inv;
-    size_t n;
 } debias_job;
 
-static void debias_chunk(void *arg, size_t i)
+static void debias_span(void *arg, size_t s, size_t e)
 {
     const debias_job *a = arg;
-    size_t s, e;
-    chunk_of(i, a->n, &s, &e);
     for (size_t j = s; j < e; j++)
         a->dst[j] = a->x[j] * a->inv;
 }
 
 void gsp_debias_to(const gsp_peer *g, float *dst)
 {
-    debias_job a = {.x = g->x, .dst = dst, .inv = gsp_debias_factor(g), .n = g->dim};
-    gsp_pool_run(g->pool, gsp_chunks(g->dim), debias_chunk, &a);
+    debias_job a = {.x = g->x, .dst = dst, .inv = gsp_debias_factor(g)};
+    gsp_pool_spans(g->pool, g->dim, debias_span, &a);
 }
 
 const float *gsp_debias(gsp_peer *g)
@@ -297,12 +287,10 @@ static size_t first_at(const uint32_t *idx, size_t k, size_t pos)
     return lo;
 }
 
-static void sweep_chunk(void *arg, size_t i)
+static void sweep_span(void *arg, size_t s0, size_t s1)
 {
     const sweep_job *a = arg;
     float *restrict x = a->x, *restrict ref = a->ref;
-    size_t s0, s1;
-    chunk_of(i, a->dim, &s0, &s1);
     size_t j = a->idx && s0 ? first_at(a->idx, a->k, s0) : 0;
     for (size_t s = s0; s < s1; s += BLK) {
         const size_t end = s + BLK < s1 ? s + BLK : s1;
@@ -346,7 +334,7 @@ static void edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n
     if (give) { /* (x - moved r is x + (-moved) r: the same float, negation is exact) */
         sweep_job a = {.x = x, .ref = ref, .idx = idx, .c = c, .k = n, .dim = dim, .gain = gain, .xm = xm,
                        .old = old, .give = 1};
-        gsp_pool_run(pool, gsp_chunks(dim), sweep_chunk, &a);
+        gsp_pool_spans(pool, dim, sweep_span, &a);
     } else
         for (size_t j = 0; j < n; j++) {
             if (j + PREFETCH < n) { /* the stride is too irregular for the hardware prefetcher */
@@ -527,18 +515,15 @@ typedef struct split_job {
     const float *refs[TOPO_MAX_OUT];
     const double *moved;
     int n_out;
-    size_t n;
 } split_job;
 
-/* split_x over chunk i. One and two edges (the exponential graphs' rounds)
+/* split_x over [s, e). One and two edges (the exponential graphs' rounds)
  * get loops of their own that the compiler vectorises. */
-static void split_chunk(void *arg, size_t i)
+static void split_span(void *arg, size_t s, size_t e)
 {
     const split_job *a = arg;
     float *restrict x = a->x, *restrict z = a->z;
     const float inv = a->inv;
-    size_t s, e;
-    chunk_of(i, a->n, &s, &e);
     if (a->n_out == 1) {
         const float *restrict r0 = a->refs[0];
         const double m0 = a->moved[0];
@@ -570,11 +555,11 @@ static void split_chunk(void *arg, size_t i)
  * stand before this round's messages, in double, rounded to float once. */
 static void split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n_out)
 {
-    split_job a = {.x = g->x, .z = g->z, .inv = gsp_debias_factor(g), .moved = moved, .n_out = n_out, .n = g->dim};
+    split_job a = {.x = g->x, .z = g->z, .inv = gsp_debias_factor(g), .moved = moved, .n_out = n_out};
     for (int k = 0; k < n_out; k++)
         a.refs[k] = edges[k]->ref;
     g->z_written = 1;
-    gsp_pool_run(g->pool, gsp_chunks(g->dim), split_chunk, &a);
+    gsp_pool_spans(g->pool, g->dim, split_span, &a);
 }
 
 /* Room for the k-th message of an emit (k = TOPO_MAX_OUT: gsp_sync_msg's):
@@ -737,7 +722,7 @@ static void absorb_delta(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const fl
         edge_move(e, NULL, c, k, gain, NULL, 0.0, NULL, 0, n, g->pool);
     sweep_job a = {.x = g->x, .ref = e->ref, .idx = idx, .c = c, .k = idx ? k : 0, .dim = n, .gain = gain,
                    .xm = moved};
-    gsp_pool_run(g->pool, gsp_chunks(n), sweep_chunk, &a);
+    gsp_pool_spans(g->pool, n, sweep_span, &a);
 }
 
 int gsp_absorb(gsp_peer *g, const gsp_msg *m)

@@ -190,17 +190,16 @@ static int collect_span(const float *x, float inv, const float *restrict ref, si
 typedef struct collect_job {
     const float *x, *ref;
     float inv;
-    size_t n;
     uint32_t t;
     cmp_list *lists;
     double *norms; /* two a chunk */
     int *rc;
 } collect_job;
 
-static void collect_chunk(void *arg, size_t i)
+static void collect_chunk(void *arg, size_t s, size_t e)
 {
     const collect_job *a = arg;
-    const size_t s = i * GSP_CHUNK, e = a->n - s > GSP_CHUNK ? s + GSP_CHUNK : a->n;
+    const size_t i = s / GSP_CHUNK;
     a->rc[i] = collect_span(a->x, a->inv, a->ref, s, e, &a->norms[2 * i], &a->norms[2 * i + 1], a->t, &a->lists[i], 1);
 }
 
@@ -228,8 +227,8 @@ int gsp_diff_collect(const float *x, float inv, const float *restrict ref, size_
     double *norms = calloc(2 * chunks, sizeof *norms);
     int *rc = calloc(chunks, sizeof *rc), err = lists && norms && rc ? 0 : -ENOMEM;
     if (!err) {
-        collect_job job = {.x = x, .ref = ref, .inv = inv, .n = n, .t = t, .lists = lists, .norms = norms, .rc = rc};
-        gsp_pool_run(pool, chunks, collect_chunk, &job);
+        collect_job job = {.x = x, .ref = ref, .inv = inv, .t = t, .lists = lists, .norms = norms, .rc = rc};
+        gsp_pool_spans(pool, n, collect_chunk, &job);
     }
     double a = 0, b = 0;
     size_t m = c->m;

@@ -111,6 +111,25 @@ void gsp_pool_run(gsp_pool *p, size_t n, void (*task)(void *arg, size_t i), void
     pthread_mutex_unlock(&p->run);
 }
 
+typedef struct spans {
+    void (*fn)(void *arg, size_t s, size_t e);
+    void *arg;
+    size_t n;
+} spans;
+
+static void span_task(void *arg, size_t i)
+{
+    const spans *a = arg;
+    const size_t s = i * GSP_CHUNK;
+    a->fn(a->arg, s, a->n - s > GSP_CHUNK ? s + GSP_CHUNK : a->n);
+}
+
+void gsp_pool_spans(gsp_pool *p, size_t n, void (*fn)(void *arg, size_t s, size_t e), void *arg)
+{
+    spans a = {.fn = fn, .arg = arg, .n = n};
+    gsp_pool_run(p, gsp_chunks(n), span_task, &a);
+}
+
 void gsp_pool_free(gsp_pool *p)
 {
     if (!p)

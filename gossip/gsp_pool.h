@@ -39,6 +39,10 @@ int gsp_pool_threads(const gsp_pool *p);
  * caller's; returns when every one has. p NULL, or a run already in
  * progress on p (another thread's): in order on the caller. */
 void gsp_pool_run(gsp_pool *p, size_t n, void (*task)(void *arg, size_t i), void *arg);
+/* fn(arg, s, e) for the chunks [s, e) of [0, n) (gsp_chunks(n) of them),
+ * as gsp_pool_run runs tasks: a loop that is elementwise computes the same
+ * floats on any pool. */
+void gsp_pool_spans(gsp_pool *p, size_t n, void (*fn)(void *arg, size_t s, size_t e), void *arg);
 /* Stops and joins its threads; NULL is fine. */
 void gsp_pool_free(gsp_pool *p);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gsp_pool.h"
 #include "peer/core/engine_state.h"
 
 
@@ -487,6 +488,18 @@ float engine_compute_step(engine *e, nn_model *model)
     return overlap(e) ? engine_overlap_compute(e, model) : round_step(&e->rp, model);
 }
 
+typedef struct taken_job {
+    float *x, w, inv;
+    const float *z;
+} taken_job;
+
+static void taken_span(void *arg, size_t s, size_t e)
+{
+    const taken_job *a = arg;
+    for (size_t i = s; i < e; i++)
+        a->x[i] += a->w * (a->z[i] - a->x[i] * a->inv);
+}
+
 void engine_step_taken(engine *e, float *z, double now)
 {
     if (e->finished || !e->computing)
@@ -502,9 +515,8 @@ void engine_step_taken(engine *e, float *z, double now)
      * local_step moves it (so a peer whose weight has shrunk does not take
      * steps of 1 / w on its model); value by value, as gsp_debias has it:
      * no z beside x. */
-    const float w = (float)g->w, inv = gsp_debias_factor(g);
-    for (size_t i = 0; i < g->dim; i++)
-        g->x[i] += w * (z[i] - g->x[i] * inv);
+    taken_job a = {.x = g->x, .z = z, .w = (float)g->w, .inv = gsp_debias_factor(g)};
+    gsp_pool_spans(g->pool, g->dim, taken_span, &a);
     outer_end(&e->rp.local.outer, g);
     engine_step_done(e, now);
 }

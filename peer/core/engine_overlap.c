@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gsp_pool.h"
 #include "peer/core/engine_state.h"
 
 /* Its two models, allocated at its first round: where the steps start, and
@@ -38,8 +39,25 @@ float engine_overlap_compute(engine *e, nn_model *model)
 {
     if (!e->z_start || !e->z_work) /* (out of memory at the start: the run ends with this round) */
         return 0.0f;
-    memcpy(e->z_work, e->z_start, e->rp.g.dim * sizeof *e->z_work);
+    memcpy(e->z_work, e->z_start, e->rp.g.dim * sizeof *e->z_work); /* (on a step's thread: not the pool's) */
     return round_step_on(&e->rp, model, e->z_work, e->step_round);
+}
+
+typedef struct fold_job {
+    float *x, *z0, w, inv;
+    const float *z;
+} fold_job;
+
+/* The fold over [s, e): x += w (z - z0), and the next start z0 = x / w. */
+static void fold_span(void *arg, size_t s, size_t e)
+{
+    const fold_job *a = arg;
+    float *x = a->x, *z0 = a->z0;
+    const float *z = a->z, w = a->w, inv = a->inv;
+    for (size_t i = s; i < e; i++) {
+        x[i] += w * (z[i] - z0[i]);
+        z0[i] = x[i] * inv;
+    }
 }
 
 void engine_fold_steps(engine *e)
@@ -53,12 +71,8 @@ void engine_fold_steps(engine *e)
             z = e->caller_z;
         }
         /* (one pass: the fold and the next start, x / w as gsp_debias_to has it) */
-        const float w = (float)g->w, inv = gsp_debias_factor(g);
-        float *x = g->x, *z0 = e->z_start;
-        for (size_t i = 0; i < g->dim; i++) {
-            x[i] += w * (z[i] - z0[i]);
-            z0[i] = x[i] * inv;
-        }
+        fold_job a = {.x = g->x, .z0 = e->z_start, .w = (float)g->w, .inv = gsp_debias_factor(g), .z = z};
+        gsp_pool_spans(g->pool, g->dim, fold_span, &a);
     } else if (e->z_start)
         gsp_debias_to(g, e->z_start);
     e->steps_void = 0;

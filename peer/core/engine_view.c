@@ -1,6 +1,7 @@
 /* What the drivers see of the peer engine: its getters (engine.h). */
 #include <string.h>
 
+#include "gossip/gsp_pool.h"
 #include "peer/core/engine_state.h"
 
 long engine_round(const engine *e) { return e->rp.g.round; }
@@ -9,11 +10,23 @@ long engine_step_round(const engine *e) { return e->computing ? e->step_round : 
 const gsp_peer *engine_gossip(const engine *e) { return &e->rp.g; }
 const gsp_pace *engine_pace(const engine *e) { return &e->rp.pace; }
 const local_state *engine_local(const engine *e) { return &e->rp.local; }
+typedef struct copy_job {
+    float *dst;
+    const float *src;
+} copy_job;
+
+static void copy_span(void *arg, size_t s, size_t e)
+{
+    const copy_job *a = arg;
+    memcpy(a->dst + s, a->src + s, (e - s) * sizeof *a->dst);
+}
+
 void engine_model_to(const engine *e, float *z)
 {
-    if (e->rp.c->overlap && e->computing && e->z_start) /* (the running steps' model, which a fold took) */
-        memcpy(z, e->z_start, e->rp.g.dim * sizeof *z);
-    else
+    if (e->rp.c->overlap && e->computing && e->z_start) { /* (the running steps' model, which a fold took) */
+        copy_job a = {.dst = z, .src = e->z_start};
+        gsp_pool_spans(e->rp.g.pool, e->rp.g.dim, copy_span, &a);
+    } else
         gsp_debias_to(&e->rp.g, z);
 }
 const float *engine_eval_params(engine *e, nn_model *m) { return local_eval_params(m, &e->rp.g); }
