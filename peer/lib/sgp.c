@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compress/cmp.h"
+#include "gossip/gsp_pool.h"
 #include "peer/core/settings.h"
 #include "peer/lib/sgp.h"
 #include "peer/config/member.h"
@@ -71,6 +72,9 @@ static int fail(sgp_peer *p, int rc, const char *fmt, const char *detail)
 
 const char *sgp_version(void) { return SGP_VERSION; }
 
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x) /* a number's macro as a string literal */
+
 /* The size of a struct whose fields end at END: END and the padding after it. */
 #define OPTIONS_SIZE_OF(end) (((end) + _Alignof(sgp_options) - 1) / _Alignof(sgp_options) * _Alignof(sgp_options))
 
@@ -86,6 +90,13 @@ const char *sgp_version(void) { return SGP_VERSION; }
 #define OPTIONS_0_2_SIZE OPTIONS_SIZE_OF(OPTIONS_0_2_END)
 _Static_assert(OPTIONS_0_1_SIZE < OPTIONS_0_2_SIZE && OPTIONS_0_2_SIZE < sizeof(sgp_options),
                "each release's sgp_options has a size of its own: the size tells the header");
+
+/* 0.3.0's struct ended at `overlap`; 0.4.0's gossip_threads sits in what was
+ * its padding, so both have one size. A 0.3.0 program's struct had that
+ * padding written by sgp_options_init (the library's defaults: 0), which
+ * is what makes it safe to read as 0.4.0's. */
+#define OPTIONS_0_3_END (offsetof(sgp_options, overlap) + sizeof(int))
+_Static_assert(offsetof(sgp_options, gossip_threads) >= OPTIONS_0_3_END, "0.4.0's fields follow 0.3.0's");
 
 void sgp_options_init_sized(sgp_options *o, size_t size)
 {
@@ -144,6 +155,8 @@ static int check_options(const sgp_options *o, const float *params, size_t n, ch
         why = "options.local_steps must be 1 to 100000";
     else if (o->overlap != 0 && o->overlap != 1)
         why = "options.overlap must be 0 or 1";
+    else if (o->gossip_threads < 0 || o->gossip_threads > GSP_POOL_MAX)
+        why = "options.gossip_threads must be 0 (the host's cores) to " TEXT_OF(GSP_POOL_MAX);
     else if (!(o->dead_timeout >= 0.01) || !(o->round_timeout >= 0.01))
         why = "dead_timeout and round_timeout must be at least 0.01 s";
     if (why)
@@ -208,6 +221,7 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
     c->peer.tau = o->tau;
     c->peer.local_steps = o->local_steps;
     c->peer.overlap = o->overlap;
+    c->peer.gossip_threads = o->gossip_threads;
     c->peer.outer = p->outer.lr > 0 ? &p->outer : NULL;
     c->peer.codec = strcmp(codec, "exact") ? &p->codec : NULL;
     c->peer.step = o->step, c->peer.codec_warmup = o->codec_warmup;

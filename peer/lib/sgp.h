@@ -102,7 +102,7 @@
 extern "C" {
 #endif
 
-#define SGP_VERSION "0.3.0"
+#define SGP_VERSION "0.4.0"
 #define SGP_DONE 1 /* sgp_step: the run is over, params hold the final model */
 
 typedef struct sgp_peer sgp_peer;
@@ -145,6 +145,10 @@ typedef struct sgp_options {
                               * step), and sgp_step waits neither for the shares of the round it just
                               * sent nor for their encode; 0: each round's shares are mixed in before
                               * sgp_step returns [0] */
+    /* ---- from 0.4.0 on (a program built with an older sgp.h gets the defaults) ---- */
+    int gossip_threads;      /* threads for sgp's vector loops (absorb, encode, the fold, the hand-out), in
+                              * chunks of 1M values, the same result for any number; 0: the host's cores. Fewer
+                              * leave cores to your data loaders [0] */
 } sgp_options;
 
 typedef struct sgp_status {

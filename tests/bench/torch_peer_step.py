@@ -19,6 +19,7 @@ share this host's cores); --overlap runs the exchange during the next round's st
 
     SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py [--device cuda] [--params 25e6]
     SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py --local-steps 10 --step-ms 20 [--overlap] [--idle-steps]
+        [--gossip-threads N]
 
 Prints a table; median over --rounds rounds after 3 warm-up rounds.
 """
@@ -104,6 +105,8 @@ def main():
     ap.add_argument("--local-steps", type=int, default=1, help="stand-in optimizer steps a round [1]")
     ap.add_argument("--step-ms", type=float, default=0, help="milliseconds of work a stand-in step [0]")
     ap.add_argument("--overlap", action="store_true", help="the exchange runs during the next round's steps")
+    ap.add_argument("--gossip-threads", type=int, default=0,
+                    help="sgp's threads for its vector loops, each peer (0: the host's cores) [0]")
     ap.add_argument("--idle-steps", action="store_true",
                     help="the stand-in steps sleep: the host's cores stay free, as on a GPU host")
     a = ap.parse_args()
@@ -119,7 +122,8 @@ def main():
         m, n = model(a.params, a.device)
         sizes[i] = n
         with sgp.torch.TorchPeer(m, cluster=os.path.join(d, "cluster.conf"), id=i, rounds=a.rounds + 3,
-                                 codec=a.codec, local_steps=a.local_steps, overlap=a.overlap) as p:
+                                 codec=a.codec, local_steps=a.local_steps, overlap=a.overlap,
+                                 gossip_threads=a.gossip_threads) as p:
             for r in range(a.rounds + 3):
                 t0 = time.perf_counter()
                 for _ in range(a.local_steps):
@@ -146,11 +150,12 @@ def main():
     step = statistics.median(times[0] + times[1])
     steps = statistics.median(compute[0] + compute[1])
     name = torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu"
-    print("| device | parameters | codec | H | overlap | steps | peer.step() | the H steps | blocking share | "
-          "flat copy out and back | per-tensor pack/unpack |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print("| %s (%s) | %d | %s | %d | %s | %s | %.2f ms | %.2f ms | %s | %.2f ms | %.2f ms |" % (
+    print("| device | parameters | codec | H | overlap | gossip threads | steps | peer.step() | the H steps | "
+          "blocking share | flat copy out and back | per-tensor pack/unpack |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| %s (%s) | %d | %s | %d | %s | %s | %s | %.2f ms | %.2f ms | %s | %.2f ms | %.2f ms |" % (
         a.device, name, n, a.codec, a.local_steps, "yes" if a.overlap else "no",
+        a.gossip_threads or "cores",
         "idle" if a.idle_steps else "busy", 1e3 * step, 1e3 * steps,
         "%.1f%%" % (100 * step / steps) if a.step_ms > 0 else "-", 1e3 * whole, 1e3 * per_tensor))
 

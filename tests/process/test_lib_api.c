@@ -84,7 +84,10 @@ Test(lib_api, bad_calls_return_errors)
     o.outer = NULL, o.overlap = 2;
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
     cr_assert(strstr(err, "overlap must be 0 or 1"), "%s", err);
-    o.overlap = 0;
+    o.overlap = 0, o.gossip_threads = -1;
+    cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "gossip_threads must be 0 (the host's cores) to 64"), "%s", err);
+    o.gossip_threads = 0;
     o.size = sizeof o + 8; /* built against an sgp.h of no release */
     cr_assert_eq(sgp_open(&p, &o, params, N, err, sizeof err), -EINVAL);
     cr_assert_null(p);
@@ -444,6 +447,14 @@ Test(lib_api, a_program_built_with_the_0_1_0_header_still_runs, .timeout = 300)
 Test(lib_api, a_program_built_with_the_0_2_0_header_still_runs, .timeout = 300)
 {
     an_old_caller_runs("tests/fixtures/abi-0.2.0");
+}
+
+/* 0.3.0's sgp_options has 0.4.0's size (gossip_threads fills its padding,
+ * which its sgp_options_init wrote): its overlap reaches the run and the
+ * gossip threads take their default. */
+Test(lib_api, a_program_built_with_the_0_3_0_header_still_runs, .timeout = 300)
+{
+    an_old_caller_runs("tests/fixtures/abi-0.3.0");
 }
 
 /* `make install PREFIX=...` and a program built the way sgp.h tells C users

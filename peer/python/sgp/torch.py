@@ -240,7 +240,8 @@ class Optimizer(torch.optim.Optimizer):
         contents. None: a file in a private temporary directory.
     Other keywords go to sgp.Peer (id, key, tau, step, codec_warmup,
     dead_timeout, round_timeout, round_deadline, checkpoint_every, seed,
-    log, verbose, rounds_per_epoch).
+    log, verbose, rounds_per_epoch, gossip_threads: sgp's threads for its
+    vector loops, 0 for the host's cores).
 
     The peer is opened (which waits for the cluster) at the first of step(),
     load_state_dict(), or reading id, peers, status() or peer.
