@@ -73,4 +73,16 @@ const char *gsp_unsound(const gsp_peer *g, const gsp_msg *m);
  * waits for a SYNC, as after a loss. Returns GSP_REFUSED. */
 int gsp_refuse(gsp_peer *g, gsp_edge *e, const char *why);
 
+/* A message moves edge e's reference by gain * c at its n non-zeros (idx
+ * NULL: dense); x (given) takes xm times the change, old keeps the values
+ * before, and with give x first gives up -xm times the old reference
+ * (gsp_sweep.c). */
+void gsp_edge_move(gsp_edge *e, const uint32_t *idx, const float *c, size_t n, float gain, float *x, double xm,
+                   float *old, int give, size_t dim, struct gsp_pool *pool);
+/* z = x / w, and x -= sum_k moved_k * ref_k (gsp_sweep.c). */
+void gsp_split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n_out);
+/* The receiver's sweep: x += xm * ref block by block after the reference
+ * moved at the message's k non-zeros (idx NULL: it moved already). */
+void gsp_absorb_sweep(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const float *c, size_t k, float gain, double xm);
+
 #endif
