@@ -6,6 +6,7 @@
 
 #include "compress/cmp_rng.h"
 #include "gossip/gsp.h"
+#include "gossip/gsp_gather.h"
 #include "gossip/gsp_kernels.h"
 #include "gossip/gsp_internal.h"
 #include "gossip/gsp_pool.h"
@@ -89,6 +90,7 @@ void gsp_free(gsp_peer *g)
 {
     if (!g)
         return;
+    gsp_gather_free(g);
     free(g->x);
     free(g->z);
     free(g->c);
@@ -205,16 +207,23 @@ static gsp_edge *edge(gsp_peer *g, gsp_edge **list, int *n, int *cap, int peer, 
     e->peer = peer;
     e->round = -1;
     e->adopt = !outgoing && g->adopt;
-    if (g->codec)
+    if (g->gather) /* (no mass moves: nothing to keep per edge) */
+        ;
+    else if (g->codec)
         e->ref = gsp_ref_new(g);
     else
         e->x = calloc(dim ? dim : 1, sizeof(double));
-    if (g->codec ? !e->ref : !e->x) {
+    if (!g->gather && (g->codec ? !e->ref : !e->x)) {
         free(e->x), free(e->ref);
         return NULL;
     }
     (*n)++;
     return e;
+}
+
+gsp_edge *gsp_edge_at(gsp_peer *g, int peer, int outgoing)
+{
+    return outgoing ? edge(g, &g->out, &g->n_out, &g->cap_out, peer, 1) : edge(g, &g->in, &g->n_in, &g->cap_in, peer, 0);
 }
 
 /* Totals back to zero for a sender's new incarnation. */
@@ -422,6 +431,8 @@ static uint8_t *msg_buf(gsp_peer *g, int k)
 
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 {
+    if (g->gather)
+        return gsp_gather_emit(g, out, msgs);
     gsp_edge *edges[TOPO_MAX_OUT];
     float gains[TOPO_MAX_OUT];
     double moved[TOPO_MAX_OUT];
@@ -575,8 +586,10 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     if (m->dst != g->id || m->src < 0 || m->src >= g->n_peers || m->src == g->id || m->dim != g->dim)
         return -EINVAL;
     if ((m->kind == GSP_RAW && !m->x_total) || (m->kind == GSP_SYNC && !gsp_sync_sound(m)) ||
-        (m->kind == GSP_DELTA && !m->payload))
+        (gsp_kind_payload(m->kind) && !m->payload))
         return -EINVAL;
+    if ((m->kind == GSP_GATHER) != (g->gather != NULL))
+        return gsp_refuse(g, NULL, "a message of another mixing than this peer's (every peer needs the same --gather)");
     /* A sender of another configuration (the handshake does not compare
      * codecs): nothing of it can be applied, and a SYNC would not help. */
     if ((m->kind == GSP_RAW) != !g->codec)
@@ -595,6 +608,8 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
     }
     if (m->incarnation > e->incarnation) /* the sender restarted: its totals start again from zero */
         edge_restart(g, e, m->incarnation);
+    if (g->gather)
+        return gsp_gather_take(g, e, m);
     if (e->adopt && m->seq > e->seq + 1) {
         /* A gap after a comeback: the messages in it were meant for an
          * earlier holder of this id (or for this peer's run that crashed

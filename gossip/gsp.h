@@ -58,7 +58,12 @@ typedef enum gsp_kind {
     GSP_RAW,   /* no codec: x_total = sigma_x */
     GSP_DELTA, /* codec: payload = q, gain */
     GSP_SYNC,  /* codec, after a gap: ref = r, corr = the corrections since `base`, uncompressed */
+    GSP_GATHER, /* --gather (gossip/gsp_gather.h): the sender's compressed pseudo-gradient, payload = the
+                 * codec's message, origin = the digest of the model its steps started from */
 } gsp_kind;
+
+/* The kinds whose message is the payload alone (no tensor of dim values). */
+static inline int gsp_kind_payload(gsp_kind k) { return k == GSP_DELTA || k == GSP_GATHER; }
 
 /* What gsp_absorb returns for a message whose mass it applied, and for one
  * that moved no mass: a duplicate or an older one (its mass is already in),
@@ -107,7 +112,7 @@ typedef struct gsp_msg {
     float step;            /* DELTA: the receiver takes step * r (the sender gave up as much) */
     uint64_t incarnation;  /* the sender's (gsp_peer.incarnation): a higher one restarts the edge */
     uint64_t origin;       /* DELTA with seq 1: the id of the reference the edge started from
-                            * (gsp_set_origin; 0: zeros) */
+                            * (gsp_set_origin; 0: zeros); GATHER: the digest of the sender's model */
     void *owned;           /* non-NULL when this message owns its arrays (gsp_msg_copy) */
     int finite;            /* 1: its totals, reference and corrections were found finite as they were copied
                             * (gsp_msg_copy), so gsp_absorb need not read them again; 0: not known */
@@ -203,6 +208,7 @@ typedef struct gsp_peer {
     int adopt;             /* joined late without state: new in-edges adopt their first totals */
     struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
     struct gsp_pool *pool; /* threads for the vector loops (gsp_set_pool; NULL: this thread alone) */
+    struct gsp_gather *gather; /* the exact sparse all-gather in place of push-sum (gossip/gsp_gather.h), or NULL */
     gsp_sent spare;        /* codec: an acknowledged sparse log entry's room (idx and old for spare.cap
                             * changes; NULL: none), for the next message's, so that a message's changes are
                             * not allocated and faulted in again each time */

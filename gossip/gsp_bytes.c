@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gossip/gsp.h"
+#include "gossip/gsp_gather.h"
 #include "gossip/gsp_internal.h"
 
 /* Fixed part of a message on the wire: src, dst, round, seq, kind, w_total,
@@ -57,6 +58,7 @@ size_t gsp_msg_bytes(const gsp_msg *m)
 {
     switch (m->kind) {
     case GSP_DELTA:
+    case GSP_GATHER:
         return GSP_HEADER_BYTES + m->payload_len;
     case GSP_SYNC:
         return GSP_HEADER_BYTES + gsp_sync_bytes(m->dim, m->n_corr);
@@ -84,7 +86,7 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
             st += e->log[j].cap * (sizeof(float) + (e->log[j].idx ? sizeof(uint32_t) : 0));
     }
     st += g->spare.cap * (sizeof(float) + sizeof(uint32_t));
-    *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge);
+    *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge) + gsp_gather_bytes(g);
     *codec = cs;
 }
 

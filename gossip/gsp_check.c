@@ -42,6 +42,8 @@ const char *gsp_unsound(const gsp_peer *g, const gsp_msg *m)
         return m->finite || (gsp_floats_finite(m->ref, g->dim) && doubles_finite(m->corr, m->n_corr))
                    ? NULL
                    : "a NaN or an infinity in its reference or corrections";
+    case GSP_GATHER: /* (its values are checked as they are decoded) */
+        return NULL;
     case GSP_DELTA:
         return isfinite(m->gain) && m->step > 0 && m->step <= 1 ? NULL : "a gain or step out of range";
     }

@@ -6,6 +6,11 @@
 
 #include "gossip/gsp.h"
 
+/* gsp_origin.c. The id of a model: FNV-1a 64 of its float32 bytes,
+ * little-endian, in index order (never 0; peer/wire/WIRE.md, "The origin
+ * id"). */
+uint64_t gsp_model_id(const float *x, size_t dim);
+
 /* gsp_origin.c. *ref (dim floats) = where an edge's reference starts: the
  * origin set by gsp_set_origin / gsp_share_origin / gsp_set_origin_fill,
  * or zeros. A draw made ahead (gsp_origin_ahead) replaces *ref, which is
@@ -20,6 +25,9 @@ float *gsp_ref_new(gsp_peer *g);
 /* gsp.c. Room for one encoded message of g's: its codec's or a whole
  * model's (bf16), whichever is larger. */
 size_t gsp_msg_room(const gsp_peer *g);
+
+/* gsp.c. The edge to or from peer, created at first use; NULL on -ENOMEM. */
+gsp_edge *gsp_edge_at(gsp_peer *g, int peer, int outgoing);
 
 /* gsp_sync.c. The corrections of out-edge e's messages after base, as a
  * list into c (*n of them; SIZE_MAX on -ENOMEM); returns the base used. */

@@ -11,7 +11,7 @@
  * float32 little-endian bytes, never 0 (0 says zeros). Agreement, not
  * secrecy: peers are authenticated. The bytes are taken least significant
  * first whatever the host's order, so peers of either order agree. */
-static uint64_t origin_hash(const float *x0, size_t dim)
+uint64_t gsp_model_id(const float *x0, size_t dim)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < dim; i++) {
@@ -33,7 +33,7 @@ int gsp_share_origin(gsp_peer *g, const float *x0)
     }
     g->origin = x0;
     g->origin_fill = NULL;
-    g->origin_id = origin_hash(x0, g->dim);
+    g->origin_id = gsp_model_id(x0, g->dim);
     return 0;
 }
 
@@ -65,7 +65,7 @@ static void check_draw(gsp_peer *g, float *ref)
 {
     if (g->origin_checked)
         return;
-    if (origin_hash(ref, g->dim) == g->origin_id) {
+    if (gsp_model_id(ref, g->dim) == g->origin_id) {
         g->origin_checked = 1;
         return;
     }

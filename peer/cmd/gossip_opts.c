@@ -42,6 +42,12 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
     case GOPT_OVERLAP:
         s->overlap = 1;
         return 0;
+    case GOPT_GATHER: {
+        double d;
+        int rc = cli_double(cmd, "--gather", arg, 0, 1, &d);
+        s->gather = rc == 0, s->gather_decay = (float)d;
+        return rc;
+    }
     case GOPT_GTHREADS:
         return cli_int(cmd, "--gossip-threads", arg, 0, GSP_POOL_MAX, &s->gossip_threads);
     }

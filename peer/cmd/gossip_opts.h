@@ -29,14 +29,14 @@ typedef struct gossip_opts {
 } gossip_opts;
 
 enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE, GOPT_LOCAL, GOPT_OUTER, GOPT_OVERLAP,
-       GOPT_GTHREADS };
+       GOPT_GTHREADS, GOPT_GATHER };
 
 #define GOSSIP_OPTS_LONG                                                                                          \
     {"shard", required_argument, 0, GOPT_SHARD}, {"tau", required_argument, 0, GOPT_TAU},                        \
         {"codec", required_argument, 0, GOPT_CODEC}, {"step", required_argument, 0, GOPT_STEP},                  \
         {"codec-warmup", required_argument, 0, GOPT_CWARM}, {"local-steps", required_argument, 0, GOPT_LOCAL},   \
         {"outer", required_argument, 0, GOPT_OUTER}, {"overlap", no_argument, 0, GOPT_OVERLAP},                  \
-        {"gossip-threads", required_argument, 0, GOPT_GTHREADS}, {                                              \
+        {"gossip-threads", required_argument, 0, GOPT_GTHREADS}, {"gather", required_argument, 0, GOPT_GATHER}, {                                            \
         "alone-wait", required_argument, 0, GOPT_ALONE                                                           \
     }
 
@@ -60,6 +60,11 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --overlap             a round's local steps run beside the absorb of the in-neighbours'\n"               \
     "                        shares of the round before and are folded in after it (one round of\n"          \
     "                        delay: the exchange runs while the steps compute) [off]\n"                   \
+    "  --gather DECAY        the exact sparse all-gather instead of push-sum (SparseLoCo): each\n"             \
+    "                        round every peer's compressed pseudo-gradient, with error feedback\n"       \
+    "                        of this decay (0.95), goes to every peer, and each value moves by\n"     \
+    "                        the mean of the peers that picked it; every model stays the same.\n"       \
+    "                        Needs a sparse --codec (sparseloco:32) and --topology complete [off]\n"  \
     "  --gossip-threads N    threads for the vector loops of each emit and absorb, in chunks of\n"               \
     "                        1M values (the same result for any N); 0: the host's cores [0]\n"
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gsp_gather.h"
 #include "peer/core/round.h"
 
 /* The codecs' randomness: one seed for the run, mixed per edge and message
@@ -52,6 +53,33 @@ static void codec_warmup(round_peer *rp, long round)
     rp->g.step = c->step > 0 ? (float)c->step : gsp_default_step(&rp->codec, rp->g.dim);
 }
 
+/* The all-gather's conditions (gossip/gsp_gather.h): 0, or -EINVAL with
+ * the reason. */
+static int gather_check(const peer_settings *c, char *err, size_t errlen)
+{
+    const char *why = NULL;
+    if (!c->codec || !cmp_sparse_bound(c->codec, 1 << 20))
+        why = "a sparse --codec (sparseloco:K, topk:F, stc:F)";
+    else if (c->tau != 0)
+        why = "--tau 0 (every round waits for every live peer's message)";
+    else if (c->overlap)
+        why = "no --overlap";
+    else if (c->outer && c->outer->lr > 0)
+        why = "no --outer (its update is the outer step)";
+    for (long r = 0; !why && c->topology && r < c->topology->n_phases; r++)
+        for (int p = 0; !why && p < c->n_peers; p++) {
+            topo_out out;
+            topo_route(c->topology, r, p, NULL, &out);
+            if (out.n != c->n_peers - 1)
+                why = "a complete topology (every peer sends to every other every round: --topology complete)";
+        }
+    if (why) {
+        snprintf(err, errlen, "--gather needs %s", why);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *plan, int id, const nn_dataset *train,
                     const float *x0, size_t dim, double now, char *err, size_t errlen)
 {
@@ -63,11 +91,15 @@ int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *pl
         return rc; /* err says why */
     if (rc == 0)
         rc = gsp_init(&rp->g, id, c->n_peers, dim, c->tau, x0);
+    if (rc == 0 && c->gather && (rc = gather_check(c, err, errlen)) < 0)
+        return rc; /* err says why */
     if (rc == 0 && c->codec) {
         rp->codec = *c->codec;
         codec_warmup(rp, 0); /* densest first: edge buffers are sized by the first bound */
-        rc = gsp_set_codec(&rp->g, &rp->codec, c->train.seed ^ ROUND_CODEC_SEED, rp->g.step);
-        if (rc == 0 && x0) /* every peer starts from the same model: the references can too */
+        rc = gsp_set_codec(&rp->g, &rp->codec, c->train.seed ^ ROUND_CODEC_SEED, c->gather ? 1.0f : rp->g.step);
+        if (rc == 0 && c->gather)
+            rc = gsp_set_gather(&rp->g, c->gather_decay);
+        else if (rc == 0 && x0) /* every peer starts from the same model: the references can too */
             rc = c->share_origin ? gsp_share_origin(&rp->g, x0) : gsp_set_origin(&rp->g, x0);
         if (rc == 0 && c->share_scratch)
             rc = gsp_share_scratch(&rp->g, c->share_scratch);
@@ -141,6 +173,7 @@ static int follows(const gsp_peer *g, const gsp_msg *m, uint64_t held, int waiti
 {
     switch (m->kind) {
     case GSP_RAW: /* (totals: a later one is complete) */
+    case GSP_GATHER: /* (a message of its own: none waits for another) */
         return m->seq > held;
     case GSP_SYNC:
         return m->base == held && m->seq > held;
@@ -188,7 +221,19 @@ static int cmp_msg(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+static int absorb_inbox(round_peer *rp, int all, round_nack_fn nack, void *ctx);
+
 int round_absorb(round_peer *rp, int all, round_nack_fn nack, void *ctx)
+{
+    int applied = absorb_inbox(rp, all, nack, ctx);
+    /* The all-gather's round: every sender's message taken, the peer's own
+     * included, whatever the inbox held. */
+    if (rp->g.gather && gsp_gather_apply(&rp->g) < 0)
+        return -ENOMEM;
+    return applied;
+}
+
+static int absorb_inbox(round_peer *rp, int all, round_nack_fn nack, void *ctx)
 {
     rp->n_refused = 0;
     if (rp->n_inbox == 0)

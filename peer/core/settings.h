@@ -32,6 +32,9 @@ typedef struct peer_settings {
                               * absorb, and are folded in before its emit (one round of delay:
                               * gossip/GUARANTEES.md) */
     const outer_opts *outer; /* NULL or lr <= 0: none; else the outer step on each round's progress (outer.h) */
+    int gather;              /* the exact sparse all-gather in place of push-sum (gossip/gsp_gather.h): needs a
+                              * sparse codec, tau 0, a complete topology, no overlap and no outer step */
+    float gather_decay;      /* its error feedback's decay */
     double dead_timeout;     /* seconds of silence or disconnection before a neighbour is routed around */
     double round_timeout;    /* seconds a round waits at most (the first rounds, the round-0 barrier) */
     double round_deadline;   /* > 0: seconds a round waits for a late neighbour; else derived (gsp_pace) */

@@ -18,7 +18,7 @@ static void on_push(node *n, int peer, const wire_msg *m)
      * place there (no copy at all); other RAW/SYNC tensors are converted
      * straight into a block (one copy out of the frame, not two), a DELTA
      * payload is copied into one because the frame buffer is the transport's. */
-    const int delta = m->push.kind == GSP_DELTA;
+    const int delta = gsp_kind_payload(m->push.kind);
     gsp_msg view;
     void *mem = delta || !m->push.dim ? NULL : net_frame_keep(&n->net, peer);
     if (mem) {

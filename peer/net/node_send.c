@@ -53,7 +53,7 @@ static long encode(node *n, const engine_send *s, uint8_t *buf, size_t cap)
 {
     switch (s->kind) {
     case ENGINE_PUSH:
-        if (s->msg.kind != GSP_DELTA)
+        if (!gsp_kind_payload(s->msg.kind))
             net_expect_busy(&n->net, s->peer, s->msg.dim * sizeof(float));
         return wire_encode_push(buf, cap, &s->msg);
     case ENGINE_MODEL: {

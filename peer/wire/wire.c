@@ -78,7 +78,7 @@ void wire_get_le(void *dst, const uint8_t *src, size_t n, size_t width)
 /* ---- the schema checks both directions share ---------------------------- */
 
 /* WIRE.md numbers the kinds as gossip/ does; the codec passes them through. */
-_Static_assert(GSP_RAW == 0 && GSP_DELTA == 1 && GSP_SYNC == 2, "PUSH kind numbers are gsp_kind's");
+_Static_assert(GSP_RAW == 0 && GSP_DELTA == 1 && GSP_SYNC == 2 && GSP_GATHER == 3, "PUSH kind numbers are gsp_kind's");
 
 /* PUSH fields in array order (0 is the type); a check names the one at fault. */
 const char *const wire_push_field_names[F_N] = {"type", "round",  "seq",  "incarnation", "kind", "w_total",
@@ -128,7 +128,7 @@ int wire_push_check(const wire_push *p, const char **why)
      * and the mass it carries would be dropped without a trace. */
     if (p->seq < 1)
         return *why = "must be >= 1", F_SEQ;
-    if ((unsigned)p->kind > GSP_SYNC)
+    if ((unsigned)p->kind > GSP_GATHER)
         return *why = "unknown kind", F_KIND;
     /* sigma_w is a running total of positive shares: it is > 0 from the first
      * message on. A NaN or infinity would poison the receiver's w for good. */
@@ -157,8 +157,8 @@ int wire_push_check(const wire_push *p, const char **why)
         return F_PAYLOAD;
     /* A compress/ message has at least its codec id; its own decoder checks
      * the rest (it knows the codec's layout, we do not). */
-    if (p->kind == GSP_DELTA && p->payload_len < 1)
-        return *why = "DELTA payload empty", F_PAYLOAD;
+    if (gsp_kind_payload(p->kind) && p->payload_len < 1)
+        return *why = p->kind == GSP_DELTA ? "DELTA payload empty" : "GATHER payload empty", F_PAYLOAD;
     return -1;
 }
 
@@ -304,7 +304,7 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
                    .w_total = m->w_total, .gain = m->gain, .step = m->step, .origin = m->origin,
                    .base = m->kind == GSP_SYNC ? m->base : 0, .dim = m->dim};
     const char *why;
-    if (p.dim > WIRE_MAX_DIM || (unsigned)p.kind > GSP_SYNC)
+    if (p.dim > WIRE_MAX_DIM || (unsigned)p.kind > GSP_GATHER)
         return -EINVAL;
     switch (p.kind) {
     case GSP_RAW:
@@ -319,6 +319,7 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
         p.payload_len = gsp_sync_bytes(p.dim, m->corr_idx ? m->n_corr : p.dim);
         break;
     case GSP_DELTA:
+    case GSP_GATHER:
         p.payload = m->payload, p.payload_len = m->payload_len;
         if (!m->payload)
             return -EINVAL;
@@ -326,7 +327,7 @@ long wire_encode_push(uint8_t *out, size_t cap, const gsp_msg *m)
     }
     if (wire_push_check(&p, &why) >= 0)
         return -EINVAL;
-    return encode_push(out, cap, &p, p.kind == GSP_DELTA ? NULL : m);
+    return encode_push(out, cap, &p, gsp_kind_payload(p.kind) ? NULL : m);
 }
 
 long wire_encode_auth(uint8_t *out, size_t cap, const uint8_t hash[WIRE_HASH_LEN])

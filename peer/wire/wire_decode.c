@@ -208,7 +208,7 @@ static int decode_push(wire_rd *r, wire_push *p)
     if (rd_uint(r, "incarnation", UINT64_MAX, &p->incarnation) < 0)
         return -EBADMSG;
     at[F_KIND] = r->p;
-    if (rd_uint(r, "kind", GSP_SYNC, &v) < 0)
+    if (rd_uint(r, "kind", GSP_GATHER, &v) < 0)
         return -EBADMSG;
     p->kind = (gsp_kind)v;
     at[F_W] = r->p;
@@ -374,7 +374,7 @@ int wire_push_in_place(const wire_msg *m, gsp_msg *out, uint8_t *base)
 {
     gsp_msg g;
     const wire_push *p = push_fields(m, &g);
-    if (!p || !out || p->kind == GSP_DELTA || !p->dim || !base || base > p->payload ||
+    if (!p || !out || gsp_kind_payload(p->kind) || !p->dim || !base || base > p->payload ||
         (uintptr_t)base % _Alignof(double))
         return -EINVAL;
     /* Each part moves towards base, none past a part not yet moved: the
@@ -415,7 +415,7 @@ int wire_push_to_gsp(const wire_msg *m, gsp_msg *out, void *scratch, size_t scra
     const wire_push *p = push_fields(m, &g);
     if (!p || !out)
         return -EINVAL;
-    if (p->kind == GSP_DELTA) {
+    if (gsp_kind_payload(p->kind)) {
         g.payload = p->payload, g.payload_len = p->payload_len;
         *out = g;
         return 0;

@@ -1786,7 +1786,7 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     push_field_rejects(GSP_RAW, P_SEQ, seq_bad, 2, "seq");
     const item inc_bad[] = {I(-1), I(-200), I(INT64_MIN)}; /* any uint64 is an incarnation, nothing negative */
     push_field_rejects(GSP_RAW, P_INC, inc_bad, 3, "incarnation");
-    const item kind_bad[] = {U(3), U(255), U(UINT64_MAX), I(-1)};
+    const item kind_bad[] = {U(4), U(255), U(UINT64_MAX), I(-1)};
     push_field_rejects(GSP_RAW, P_KIND, kind_bad, 4, "kind");
     const item dim_bad[] = {U(WIRE_MAX_DIM + 1), U(UINT64_MAX), I(-2)};
     push_field_rejects(GSP_RAW, P_DIM, dim_bad, 3, "dim");
@@ -2135,7 +2135,7 @@ Test(peer_wire, errors_say_where)
     cr_assert_eq(e.offset, 4, "seq 4 at byte 3, then the incarnation at byte 4");
     free(b);
     push_items(it, GSP_RAW, 2);
-    it[P_KIND] = U(3);
+    it[P_KIND] = U(4);
     b = build(it, P_ITEMS, &len);
     cr_assert_eq(wire_decode(&m, b, len, &e), -EBADMSG);
     cr_assert_str_eq(e.field, "kind");

@@ -196,7 +196,8 @@ static void only_keys(const example *x, const char *const *keys)
 
 /* ---- checking one example -------------------------------------------------- */
 
-static const char *kind_name(gsp_kind k) { return k == GSP_RAW ? "RAW" : k == GSP_DELTA ? "DELTA" : "SYNC"; }
+static const char *const kind_names[] = {"RAW", "DELTA", "SYNC", "GATHER"};
+static const char *kind_name(gsp_kind k) { return kind_names[k]; }
 
 /* The PUSH the page states, as a gsp_msg (arrays in the caller's). */
 static gsp_msg push_of(const example *x, double *xt, float *ref, uint32_t *idx, double *corr, uint8_t *payload)
@@ -206,13 +207,17 @@ static gsp_msg push_of(const example *x, double *xt, float *ref, uint32_t *idx, 
                  .step = strtof(need(x, "step"), NULL), .origin = u64_of(x, "origin"), .base = u64_of(x, "base"),
                  .dim = u64_of(x, "dim")};
     const char *k = need(x, "kind");
-    g.kind = !strcmp(k, "RAW") ? GSP_RAW : !strcmp(k, "DELTA") ? GSP_DELTA : GSP_SYNC;
-    cr_assert(!strcmp(k, "RAW") || !strcmp(k, "DELTA") || !strcmp(k, "SYNC"), "%s: kind %s", x->name, k);
+    int kind = -1;
+    for (int j = 0; j < 4; j++)
+        if (!strcmp(k, kind_names[j]))
+            kind = j;
+    cr_assert(kind >= 0, "%s: kind %s", x->name, k);
+    g.kind = (gsp_kind)kind;
     double v[MAX_VALUES];
     if (g.kind == GSP_RAW) {
         cr_assert_eq(list_of(x, "x", xt), g.dim, "%s: x has dim values", x->name);
         g.x_total = xt;
-    } else if (g.kind == GSP_DELTA) {
+    } else if (gsp_kind_payload(g.kind)) {
         g.payload_len = hex_of(x, "payload", payload, 256);
         g.payload = payload;
     } else {
@@ -261,7 +266,8 @@ static void check_push(const example *x, const wire_msg *m)
         for (size_t i = 0; i < p->dim; i++)
             cr_assert(g.x_total[i] == xt[i], "%s: x[%zu] = %g", x->name, i, g.x_total[i]);
         break;
-    case GSP_DELTA: {
+    case GSP_DELTA:
+    case GSP_GATHER: {
         cr_assert_eq(p->payload_len, want.payload_len, "%s: payload length", x->name);
         cr_assert_eq(memcmp(p->payload, payload, want.payload_len), 0, "%s: payload", x->name);
         float d[MAX_VALUES];

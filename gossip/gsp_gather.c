@@ -1,0 +1,229 @@
+/* The exact sparse all-gather (gossip/gsp_gather.h): emit, take, apply. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gsp_gather.h"
+#include "gossip/gsp_internal.h"
+
+static void list_free(gsp_gather_list *l)
+{
+    free(l->idx), free(l->val);
+    memset(l, 0, sizeof *l);
+}
+
+void gsp_gather_free(gsp_peer *g)
+{
+    gsp_gather *a = g->gather;
+    if (!a)
+        return;
+    for (int s = 0; a->list && s < g->n_peers; s++)
+        list_free(&a->list[s]);
+    free(a->list), free(a->anchor), free(a->err), free(a->sum), free(a->count), free(a->buf);
+    free(a);
+    g->gather = NULL;
+}
+
+int gsp_set_gather(gsp_peer *g, float decay)
+{
+    if (!g->codec || !cmp_sparse_bound(g->codec, g->dim) || g->step != 1.0f || g->n_out || g->n_in ||
+        g->round > 0 || g->n_peers > UINT16_MAX || !(decay >= 0.0f && decay <= 1.0f))
+        return -EINVAL;
+    const size_t n = g->dim ? g->dim : 1;
+    gsp_gather *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    g->gather = a;
+    a->decay = decay;
+    a->apart_from = -1;
+    a->anchor = malloc(n * sizeof *a->anchor);
+    a->err = calloc(n, sizeof *a->err);
+    a->sum = calloc(n, sizeof *a->sum);
+    a->count = calloc(n, sizeof *a->count);
+    a->list = calloc((size_t)g->n_peers, sizeof *a->list);
+    a->buf_cap = cmp_bound(g->codec, g->dim);
+    a->buf = malloc(a->buf_cap ? a->buf_cap : 1);
+    if (!a->anchor || !a->err || !a->sum || !a->count || !a->list || !a->buf) {
+        gsp_gather_free(g);
+        return -ENOMEM;
+    }
+    for (int s = 0; s < g->n_peers; s++)
+        a->list[s].round = -1;
+    memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
+    a->digest = gsp_model_id(a->anchor, g->dim);
+    return 0;
+}
+
+/* Room for n more entries in l. */
+static int list_room(gsp_gather_list *l, size_t n)
+{
+    if (l->n + n <= l->cap)
+        return 0;
+    size_t cap = l->cap ? l->cap : 64;
+    while (cap < l->n + n)
+        cap *= 2;
+    uint32_t *idx = realloc(l->idx, cap * sizeof *idx);
+    if (!idx)
+        return -ENOMEM;
+    l->idx = idx;
+    float *val = realloc(l->val, cap * sizeof *val);
+    if (!val)
+        return -ENOMEM;
+    l->val = val, l->cap = cap;
+    return 0;
+}
+
+/* Append a message's non-zeros to l: -EBADMSG, -ENOSPC (more than the
+ * receiver's codec would send: another configuration), -ENOMEM. */
+static long list_add(gsp_gather_list *l, const uint8_t *msg, size_t len, size_t dim, size_t bound)
+{
+    if (list_room(l, bound) < 0)
+        return -ENOMEM;
+    return cmp_decode_sparse(msg, len, dim, l->idx + l->n, l->val + l->n, bound);
+}
+
+int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
+{
+    gsp_gather *a = g->gather;
+    gsp_edge *edges[TOPO_MAX_OUT];
+    for (int k = 0; k < out->n; k++)
+        if (!(edges[k] = gsp_edge_at(g, out->peer[k], 1)))
+            return -ENOMEM;
+    /* e = decay e + (a - x): x is the model (w is 1 throughout). */
+    unsigned bad = 0;
+    for (size_t i = 0; i < g->dim; i++) {
+        bad |= gsp_not_finite(g->x[i]);
+        a->err[i] = a->decay * a->err[i] + (a->anchor[i] - g->x[i]);
+    }
+    if (bad)
+        return -EDOM;
+    long len = cmp_encode(g->codec, a->err, g->dim, g->seed ^ ((uint64_t)g->id << 40) ^ (uint64_t)g->round, g->work,
+                          a->buf, a->buf_cap);
+    if (len < 0)
+        return (int)len;
+    a->buf_len = (size_t)len;
+    gsp_gather_list *own = &a->list[g->id];
+    own->n = 0; /* (this round's message replaces one never applied) */
+    long k = list_add(own, a->buf, a->buf_len, g->dim, cmp_sparse_bound(g->codec, g->dim));
+    if (k < 0)
+        return k == -ENOMEM ? -ENOMEM : -EIO;
+    for (long j = 0; j < k; j++)
+        a->err[own->idx[j]] -= own->val[j];
+    own->n = (size_t)k, own->round = g->round, own->digest = a->digest;
+    memcpy(g->x, a->anchor, g->dim * sizeof *g->x);
+    for (int j = 0; j < out->n; j++) {
+        gsp_edge *e = edges[j];
+        e->seq++;
+        e->round = g->round;
+        msgs[j] = (gsp_msg){.src = g->id, .dst = e->peer, .round = g->round, .seq = e->seq, .kind = GSP_GATHER,
+                            .w_total = g->w, .dim = g->dim, .payload = a->buf, .payload_len = a->buf_len,
+                            .gain = 1.0f, .step = 1.0f, .origin = a->digest, .incarnation = g->incarnation};
+    }
+    g->round++;
+    g->stats.sent += (uint64_t)out->n;
+    return out->n;
+}
+
+int gsp_gather_take(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
+{
+    gsp_gather *a = g->gather;
+    if (m->seq <= e->seq) { /* a duplicate */
+        g->stats.ignored++;
+        return GSP_IGNORED;
+    }
+    gsp_gather_list *l = &a->list[m->src];
+    long k = list_add(l, m->payload, m->payload_len, g->dim, cmp_sparse_bound(g->codec, g->dim));
+    if (k == -ENOMEM)
+        return -ENOMEM;
+    if (k < 0)
+        return k == -EBADMSG ? -EBADMSG
+                             : gsp_refuse(g, NULL, "a message of another codec than this peer's (every peer needs "
+                                                   "the same --codec)");
+    if (!gsp_floats_finite(l->val + l->n, (size_t)k))
+        return gsp_refuse(g, NULL, "a NaN or an infinity in its values");
+    l->n += (size_t)k, l->round = m->round, l->digest = m->origin;
+    e->seq = m->seq, e->round = m->round;
+    g->stats.absorbed++;
+    g->stats.stale_sum += (uint64_t)(g->round - 1 > m->round ? g->round - 1 - m->round : 0);
+    return GSP_APPLIED;
+}
+
+static double list_norm(const gsp_gather_list *l)
+{
+    double s = 0;
+    for (size_t j = 0; j < l->n; j++)
+        s += (double)l->val[j] * l->val[j];
+    return sqrt(s);
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+int gsp_gather_apply(gsp_peer *g)
+{
+    gsp_gather *a = g->gather;
+    double *norm = malloc((size_t)g->n_peers * sizeof *norm), *sorted = malloc((size_t)g->n_peers * sizeof *sorted);
+    if (!norm || !sorted) {
+        free(norm), free(sorted);
+        return -ENOMEM;
+    }
+    int n = 0;
+    const long mine = a->list[g->id].round;
+    a->apart_from = -1;
+    for (int s = 0; s < g->n_peers; s++) {
+        gsp_gather_list *l = &a->list[s];
+        norm[s] = l->n ? list_norm(l) : 0.0;
+        if (l->n)
+            sorted[n++] = norm[s];
+        if (l->round >= 0 && s != g->id && l->round == mine && l->digest != a->list[g->id].digest) {
+            a->apart++;
+            if (a->apart_from < 0)
+                a->apart_from = s;
+        }
+    }
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+    const double median = n ? sorted[(n - 1) / 2] : 0.0; /* (the lower middle, as torch.median) */
+    /* Sums in the order of the senders' ids, so that peers with the same
+     * messages compute the same floats. */
+    for (int s = 0; s < g->n_peers; s++) {
+        const gsp_gather_list *l = &a->list[s];
+        const float k = norm[s] > median ? (float)(median / norm[s]) : 1.0f;
+        for (size_t j = 0; j < l->n; j++) {
+            a->sum[l->idx[j]] += k * l->val[j];
+            a->count[l->idx[j]]++;
+        }
+    }
+    for (int s = 0; s < g->n_peers; s++) {
+        gsp_gather_list *l = &a->list[s];
+        for (size_t j = 0; j < l->n; j++) {
+            const uint32_t i = l->idx[j];
+            if (a->count[i]) { /* (the first of the lists that picked i) */
+                g->x[i] -= a->sum[i] / (float)a->count[i];
+                a->sum[i] = 0.0f, a->count[i] = 0;
+            }
+        }
+        l->n = 0, l->round = -1;
+    }
+    free(norm), free(sorted);
+    memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
+    a->digest = gsp_model_id(a->anchor, g->dim);
+    a->applied_rounds++;
+    return n;
+}
+
+size_t gsp_gather_bytes(const gsp_peer *g)
+{
+    const gsp_gather *a = g->gather;
+    if (!a)
+        return 0;
+    const size_t n = g->dim ? g->dim : 1;
+    size_t b = sizeof *a + n * (3 * sizeof(float) + sizeof(uint16_t)) + a->buf_cap +
+               (size_t)g->n_peers * sizeof *a->list;
+    for (int s = 0; s < g->n_peers; s++)
+        b += a->list[s].cap * (sizeof(uint32_t) + sizeof(float));
+    return b;
+}
