@@ -73,11 +73,13 @@ static const workload WIDE = {"mlp:1024", "sgd", "0.1", 0, "1"};
  * a link still busy with the last big frame (backpressure, which the
  * simulator does not model) moves the last bits. */
 static void sim_equals_network_near(const workload *w, const char *codec_text, const char *warmup,
-                                    const char *local_steps, const char *outer, int overlap, double near)
+                                    const char *local_steps, const char *outer, int overlap, double near,
+                                    const char *gather)
 {
     char dir[] = "/tmp/sgp-node-XXXXXX", topo_path[256], data[300] = "";
     cr_assert(mkdtemp(dir));
-    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/%s.topo", getenv("PWD") ? getenv("PWD") : ".",
+             gather ? "complete4" : "exp4");
     sgp_make_cluster(dir, "node-test", 4, topo_path);
     if (w->text) {
         char cmd[400];
@@ -91,7 +93,8 @@ static void sim_equals_network_near(const workload *w, const char *codec_text, c
     char *extra[] = {"--model", (char *)w->model, "--epochs", (char *)epochs, "--codec", (char *)codec_text, "--round-deadline",
                      "30", "--codec-warmup", (char *)warmup, "--local-steps", (char *)local_steps, "--outer",
                      (char *)outer, "--optimizer", (char *)w->optimizer, "--lr", (char *)w->lr,
-                     overlap ? "--overlap" : "--no-progress", "--no-progress", w->text ? "--data" : NULL, data,
+                     overlap ? "--overlap" : "--no-progress", "--no-progress", gather ? "--gather" : "--tau",
+                     gather ? (char *)gather : "0", w->text ? "--data" : NULL, data,
                      "--context", "16", NULL};
     run_peers(dir, 4, extra);
 
@@ -114,6 +117,7 @@ static void sim_equals_network_near(const workload *w, const char *codec_text, c
     c.peer.codec_warmup = atof(warmup);
     c.peer.local_steps = atoi(local_steps);
     c.peer.overlap = overlap;
+    c.peer.gather = gather != NULL, c.peer.gather_decay = gather ? (float)atof(gather) : 0.0f;
     outer_opts oo;
     cr_assert_eq(outer_opts_parse(&oo, outer, err, sizeof err), 0, "%s", err);
     c.peer.outer = &oo;
@@ -155,7 +159,7 @@ static void sim_equals_network_near(const workload *w, const char *codec_text, c
 static void sim_equals_network_on(const workload *w, const char *codec_text, const char *warmup,
                                   const char *local_steps, const char *outer)
 {
-    sim_equals_network_near(w, codec_text, warmup, local_steps, outer, 0, 0);
+    sim_equals_network_near(w, codec_text, warmup, local_steps, outer, 0, 0, NULL);
 }
 
 static void sim_equals_network(const char *codec_text, const char *warmup, const char *local_steps, const char *outer)
@@ -182,6 +186,14 @@ Test(peer_node, sparseloco_in_four_processes_equals_the_simulator)
     sim_equals_network("sparseloco:16:256", "0", "2", "none");
 }
 
+/* The exact sparse all-gather (--gather) on a GPT: every peer's message to
+ * every other, the same aggregate applied everywhere, the same bits as the
+ * simulator's peers (which equal each other). */
+Test(peer_node, the_sparse_all_gather_in_four_processes_equals_the_simulator)
+{
+    sim_equals_network_near(&GPT, "sparseloco:8:256", "0", "3", "none", 0, 0, "0.9");
+}
+
 /* Shares of a whole model each (the running sums, 6.5 MB): the transport's
  * big-frame path (sealed and opened on the thread pool, each taken in where
  * it arrived: wire_push_in_place, which tests/unit/test_peer_wire.c checks
@@ -191,7 +203,7 @@ Test(peer_node, sparseloco_in_four_processes_equals_the_simulator)
  * peer at a distance of the order of its model, or at NaN. */
 Test(peer_node, whole_model_frames_in_four_processes_match_the_simulator)
 {
-    sim_equals_network_near(&WIDE, "exact", "0", "1", "none", 0, 0.2);
+    sim_equals_network_near(&WIDE, "exact", "0", "1", "none", 0, 0.2, NULL);
 }
 
 /* A language model on text, compressed, with local steps and an outer
@@ -215,7 +227,7 @@ Test(peer_node, local_steps_and_outer_in_four_processes_equal_the_simulator)
  * shares of the round before are absorbed), the same rule in both. */
 Test(peer_node, overlapped_rounds_in_four_processes_equal_the_simulator)
 {
-    sim_equals_network_near(&DIGITS, "stc:0.05", "0", "3", "none", 1, 0);
+    sim_equals_network_near(&DIGITS, "stc:0.05", "0", "3", "none", 1, 0, NULL);
 }
 
 /* `mpirun -np 4 sgp peer --cluster FILE` (no --id: the rank comes from
