@@ -20,7 +20,9 @@ void gsp_gather_free(gsp_peer *g)
         return;
     for (int s = 0; a->list && s < g->n_peers; s++)
         list_free(&a->list[s]);
-    free(a->list), free(a->anchor), free(a->err), free(a->sum), free(a->count), free(a->buf);
+    for (int h = 0; h < GSP_GATHER_HISTORY; h++)
+        free(a->past[h].idx), free(a->past[h].d);
+    free(a->list), free(a->anchor), free(a->err), free(a->sum), free(a->count), free(a->buf), free(a->offer);
     free(a);
     g->gather = NULL;
 }
@@ -50,6 +52,8 @@ int gsp_set_gather(gsp_peer *g, float decay)
     }
     for (int s = 0; s < g->n_peers; s++)
         a->list[s].round = -1;
+    for (int h = 0; h < GSP_GATHER_HISTORY; h++)
+        a->past[h].round = -1;
     memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
     a->digest = gsp_model_id(a->anchor, g->dim);
     return 0;
@@ -83,6 +87,27 @@ static long list_add(gsp_gather_list *l, const uint8_t *msg, size_t len, size_t 
     return cmp_decode_sparse(msg, len, dim, l->idx + l->n, l->val + l->n, bound);
 }
 
+int gsp_gather_offer(gsp_peer *g, const float *z, long round)
+{
+    gsp_gather *a = g->gather;
+    if (!a->offer && !(a->offer = malloc((g->dim ? g->dim : 1) * sizeof *a->offer)))
+        return -ENOMEM;
+    memcpy(a->offer, z, g->dim * sizeof *z);
+    a->offer_round = round;
+    return 0;
+}
+
+/* The offer becomes the model this round started from. */
+static void take_offer(gsp_peer *g)
+{
+    gsp_gather *a = g->gather;
+    memcpy(a->anchor, a->offer, g->dim * sizeof *a->offer);
+    a->digest = gsp_model_id(a->anchor, g->dim);
+    free(a->offer);
+    a->offer = NULL;
+    a->taken++;
+}
+
 int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 {
     gsp_gather *a = g->gather;
@@ -110,6 +135,8 @@ int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         return k == -ENOMEM ? -ENOMEM : -EIO;
     for (long j = 0; j < k; j++)
         a->err[own->idx[j]] -= own->val[j];
+    if (a->offer && a->offer_round == g->round) /* (the round's start, as the lowest sender had it) */
+        take_offer(g);
     own->n = (size_t)k, own->round = g->round, own->digest = a->digest;
     memcpy(g->x, a->anchor, g->dim * sizeof *g->x);
     for (int j = 0; j < out->n; j++) {
@@ -132,7 +159,14 @@ int gsp_gather_take(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
         g->stats.ignored++;
         return GSP_IGNORED;
     }
+    if (m->round != g->round - 1) { /* (its round was applied already, or this peer is behind) */
+        e->seq = m->seq, e->round = m->round;
+        a->stale++;
+        g->stats.ignored++;
+        return GSP_IGNORED;
+    }
     gsp_gather_list *l = &a->list[m->src];
+    l->n = 0, l->round = -1;
     long k = list_add(l, m->payload, m->payload_len, g->dim, cmp_sparse_bound(g->codec, g->dim));
     if (k == -ENOMEM)
         return -ENOMEM;
@@ -142,10 +176,9 @@ int gsp_gather_take(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
                                                    "the same --codec)");
     if (!gsp_floats_finite(l->val + l->n, (size_t)k))
         return gsp_refuse(g, NULL, "a NaN or an infinity in its values");
-    l->n += (size_t)k, l->round = m->round, l->digest = m->origin;
+    l->n = (size_t)k, l->round = m->round, l->digest = m->origin;
     e->seq = m->seq, e->round = m->round;
     g->stats.absorbed++;
-    g->stats.stale_sum += (uint64_t)(g->round - 1 > m->round ? g->round - 1 - m->round : 0);
     return GSP_APPLIED;
 }
 
@@ -163,6 +196,40 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+static int step_room(gsp_gather_step *st, size_t n)
+{
+    if (n <= st->cap)
+        return 0;
+    uint32_t *idx = realloc(st->idx, n * sizeof *idx);
+    if (!idx)
+        return -ENOMEM;
+    st->idx = idx;
+    float *d = realloc(st->d, n * sizeof *d);
+    if (!d)
+        return -ENOMEM;
+    st->d = d, st->cap = n;
+    return 0;
+}
+
+/* The offer (the start of round `from`) brought to the start of round
+ * `to` with this peer's updates of the rounds between, as they were
+ * applied; -ENOENT when one of them is no longer kept. */
+static int bring_forward(gsp_peer *g, long from, long to)
+{
+    gsp_gather *a = g->gather;
+    if (to - from > GSP_GATHER_HISTORY)
+        return -ENOENT;
+    for (long r = from; r < to; r++)
+        if (a->past[r % GSP_GATHER_HISTORY].round != r)
+            return -ENOENT;
+    for (long r = from; r < to; r++) {
+        const gsp_gather_step *st = &a->past[r % GSP_GATHER_HISTORY];
+        for (size_t j = 0; j < st->n; j++)
+            a->offer[st->idx[j]] -= st->d[j];
+    }
+    return 0;
+}
+
 int gsp_gather_apply(gsp_peer *g)
 {
     gsp_gather *a = g->gather;
@@ -171,20 +238,33 @@ int gsp_gather_apply(gsp_peer *g)
         free(norm), free(sorted);
         return -ENOMEM;
     }
-    int n = 0;
-    const long mine = a->list[g->id].round;
-    a->apart_from = -1;
+    gsp_gather_list *own = &a->list[g->id];
+    if (a->offer && own->round == g->round - 1 && a->offer_round <= own->round) {
+        if (bring_forward(g, a->offer_round, own->round) == 0) {
+            take_offer(g); /* (the round's start, as the lowest sender had it) */
+            memcpy(g->x, a->anchor, g->dim * sizeof *g->x);
+            own->digest = a->digest;
+        } else {
+            free(a->offer);
+            a->offer = NULL;
+            a->dropped++;
+        }
+    }
+    /* The round's lowest sender (this peer's own message included) decides
+     * which model is the run's: a peer whose model differs takes it. */
+    int n = 0, lowest = -1;
     for (int s = 0; s < g->n_peers; s++) {
         gsp_gather_list *l = &a->list[s];
         norm[s] = l->n ? list_norm(l) : 0.0;
         if (l->n)
             sorted[n++] = norm[s];
-        if (l->round >= 0 && s != g->id && l->round == mine && l->digest != a->list[g->id].digest) {
-            a->apart++;
-            if (a->apart_from < 0)
-                a->apart_from = s;
+        if (own->round >= 0 && l->round == own->round) {
+            a->apart += l->digest != own->digest;
+            if (lowest < 0)
+                lowest = s;
         }
     }
+    a->apart_from = lowest >= 0 && lowest != g->id && a->list[lowest].digest != own->digest ? lowest : -1;
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
     const double median = n ? sorted[(n - 1) / 2] : 0.0; /* (the lower middle, as torch.median) */
     /* Sums in the order of the senders' ids, so that peers with the same
@@ -197,17 +277,29 @@ int gsp_gather_apply(gsp_peer *g)
             a->count[l->idx[j]]++;
         }
     }
+    const long round = own->round; /* (the lists are emptied below) */
+    gsp_gather_step *st = &a->past[(size_t)(round >= 0 ? round : 0) % GSP_GATHER_HISTORY];
+    st->n = 0, st->round = -1;
+    size_t total = 0;
+    for (int s = 0; s < g->n_peers; s++)
+        total += a->list[s].n;
+    int rc = step_room(st, total);
     for (int s = 0; s < g->n_peers; s++) {
         gsp_gather_list *l = &a->list[s];
         for (size_t j = 0; j < l->n; j++) {
             const uint32_t i = l->idx[j];
             if (a->count[i]) { /* (the first of the lists that picked i) */
-                g->x[i] -= a->sum[i] / (float)a->count[i];
+                const float d = a->sum[i] / (float)a->count[i];
+                g->x[i] -= d;
                 a->sum[i] = 0.0f, a->count[i] = 0;
+                if (rc == 0)
+                    st->idx[st->n] = i, st->d[st->n++] = d;
             }
         }
         l->n = 0, l->round = -1;
     }
+    if (rc == 0 && round >= 0) /* (without room the round is not kept: an older offer is dropped) */
+        st->round = round;
     free(norm), free(sorted);
     memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
     a->digest = gsp_model_id(a->anchor, g->dim);
@@ -222,8 +314,10 @@ size_t gsp_gather_bytes(const gsp_peer *g)
         return 0;
     const size_t n = g->dim ? g->dim : 1;
     size_t b = sizeof *a + n * (3 * sizeof(float) + sizeof(uint16_t)) + a->buf_cap +
-               (size_t)g->n_peers * sizeof *a->list;
+               (size_t)g->n_peers * sizeof *a->list + (a->offer ? n * sizeof(float) : 0);
     for (int s = 0; s < g->n_peers; s++)
         b += a->list[s].cap * (sizeof(uint32_t) + sizeof(float));
+    for (int h = 0; h < GSP_GATHER_HISTORY; h++)
+        b += a->past[h].cap * (sizeof(uint32_t) + sizeof(float));
     return b;
 }

@@ -23,11 +23,14 @@
  * mixing computes.
  *
  * No mass moves: w stays 1 and the edges hold no reference. A message that
- * arrives after its round was applied is applied with the next round's; a
- * peer whose messages' digest differs from its own for the same round (a
- * late message, a restart, a model taken in) is counted in apart_from
- * (gossip/GUARANTEES.md, "Exact sparse all-gather", says what the driver
- * does then).
+ * arrives after its round was applied is applied with the next round's. So
+ * peers that took different messages (a late one, a peer that died while
+ * sending, a restart) hold different models from then on: each apply
+ * compares the digests of the round's messages, and a peer whose model
+ * differs from that of the round's lowest sender (apart_from) takes that
+ * sender's model (gsp_gather_offer) at a round boundary where both mean the
+ * same round: every peer's model converges to the lowest live id's, bit for
+ * bit (gossip/GUARANTEES.md, "The exact sparse all-gather").
  *
  *   gsp_init(&g, ...); gsp_set_codec(&g, &sparseloco, seed, 1.0f);
  *   gsp_set_gather(&g, 0.95f);
@@ -51,6 +54,17 @@ typedef struct gsp_gather_list {
     uint64_t digest; /* of the model that message's steps started from */
 } gsp_gather_list;
 
+/* The update one apply made: x[idx[j]] -= d[j]. */
+typedef struct gsp_gather_step {
+    long round; /* of the messages it applied, -1: none */
+    uint32_t *idx;
+    float *d;
+    size_t n, cap;
+} gsp_gather_step;
+
+/* How many rounds' updates a peer keeps to bring an older model forward. */
+#define GSP_GATHER_HISTORY 8
+
 typedef struct gsp_gather {
     float decay;     /* of the error feedback, [0, 1] */
     float *anchor;   /* a: the model this round's steps started from */
@@ -61,9 +75,14 @@ typedef struct gsp_gather {
     uint8_t *buf;    /* this peer's encoded message, buf_len bytes, valid until the next emit */
     size_t buf_len, buf_cap;
     uint64_t digest; /* anchor's id (gsp_model_id) */
-    long apart_from; /* the lowest sender whose message disagreed with this peer's model at the last apply
-                      * (same round, other digest), or -1 */
-    uint64_t apart;  /* messages that disagreed so far */
+    long apart_from; /* at the last apply: the lowest sender of the round's messages when its model (digest)
+                      * differs from this peer's, or -1 */
+    uint64_t apart;  /* messages whose model differed from this peer's, so far */
+    gsp_gather_step past[GSP_GATHER_HISTORY]; /* the last applies' updates, round r's at r % GSP_GATHER_HISTORY */
+    float *offer;    /* a model offered (gsp_gather_offer), or NULL */
+    long offer_round; /* the round whose start it is */
+    uint64_t taken, dropped; /* offers taken in, offers too old to take */
+    uint64_t stale;  /* messages of another round than the one being applied: dropped */
     uint64_t applied_rounds;
 } gsp_gather;
 
@@ -78,6 +97,17 @@ int gsp_set_gather(gsp_peer *g, float decay);
  * and start the next round's steps from there: anchor = x. Returns the
  * number of messages applied (the peer's own included). */
 int gsp_gather_apply(gsp_peer *g);
+
+/* A model from another peer, as it stood at the start of `round` (a peer
+ * between rounds holds its last round's start: gsp_emit gives x back its
+ * anchor), copied: it becomes this peer's model at this peer's emit of that
+ * round, or at its next apply when it has emitted that round already,
+ * brought forward by the updates this peer applied since (kept for
+ * GSP_GATHER_HISTORY rounds, replayed value by value: the same floats the
+ * sender computed, where both took the same messages). The round's own
+ * message, relative to the old model, still counts: it is a difference.
+ * An offer older than the history is dropped. -ENOMEM. */
+int gsp_gather_offer(gsp_peer *g, const float *z, long round);
 
 /* The bytes the all-gather holds. */
 size_t gsp_gather_bytes(const gsp_peer *g);

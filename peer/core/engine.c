@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gsp_gather.h"
 #include "gossip/gsp_pool.h"
 #include "peer/core/engine_state.h"
 
@@ -34,6 +35,7 @@ static const char *const log_texts[ENGINE_LOG_KINDS] = {
     [ENGINE_LOG_DIVERGED] = "the model is no longer finite: stopping",
     [ENGINE_LOG_TOO_LARGE] = "a message larger than the largest frame: stopping; it was for peer",
     [ENGINE_LOG_LEAVING] = "leaving without the last shares of its in-neighbours",
+    [ENGINE_LOG_APART] = "its model differs from the run's: asking for the model of peer",
 };
 
 const char *engine_log_text(engine_log log)
@@ -410,6 +412,20 @@ static void fold(engine *e, double now)
     emit_round(e, now);
 }
 
+/* --gather: a model that differs from the round's lowest sender's takes
+ * that one (gossip/gsp_gather.h), asked for once in engine_hold_max rounds
+ * (the sender answers a peer no more often). */
+static void ask_if_apart(engine *e, double now)
+{
+    const long q = e->rp.g.gather->apart_from;
+    if (q < 0 || !connected(e, (int)q) ||
+        (e->apart_asked_round >= 0 && e->rp.g.round - e->apart_asked_round < engine_hold_max(e)))
+        return;
+    queue(e, (engine_send){.kind = ENGINE_MODEL_REQUEST, .peer = (int)q, .dim = e->rp.g.dim}, now);
+    e->apart_asked = (int)q, e->apart_asked_round = e->rp.g.round;
+    engine_log_event(e, ENGINE_LOG_APART, (int)q, NULL);
+}
+
 static void try_start(engine *e, double now)
 {
     if (e->finished || e->held)
@@ -470,6 +486,8 @@ static void try_start(engine *e, double now)
         e->first_step_at = now;
     e->absorb_now = now;
     absorb(e, 0);
+    if (e->rp.g.gather)
+        ask_if_apart(e, now);
     if (!overlap(e)) {
         start_step(e, e->rp.g.round);
         return;
@@ -717,6 +735,13 @@ void engine_model_soon(engine *e, int q, double now)
 void engine_model(engine *e, int q, long round, const float *z, int intact, double now)
 {
     heard(e, q, now);
+    if (e->rp.g.gather && q == e->apart_asked && !wants_model(e) && !e->finished) {
+        /* (a model between rounds is the start of the round before the one it names) */
+        if (intact && gsp_floats_finite(z, e->rp.g.dim) && gsp_gather_offer(&e->rp.g, z, round - 1) == 0)
+            engine_log_event(e, ENGINE_LOG_MODEL_TAKEN, q, NULL);
+        e->apart_asked = -1;
+        return;
+    }
     if (!wants_model(e) || e->finished)
         return; /* (an answer that came after another neighbour's) */
     if (intact && !gsp_floats_finite(z, e->rp.g.dim)) {

@@ -118,6 +118,7 @@ typedef enum engine_log {
     ENGINE_LOG_DIVERGED,             /* detail: where the model was not finite */
     ENGINE_LOG_TOO_LARGE,            /* peer: a message for it no frame can hold */
     ENGINE_LOG_LEAVING,              /* detail: whom it did not wait for */
+    ENGINE_LOG_APART,                /* peer: --gather: our model differs from the round's lowest sender's */
     ENGINE_LOG_KINDS
 } engine_log;
 

@@ -21,6 +21,7 @@ static void reset(engine *e, double now)
     e->caller_z = NULL;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
     e->diverged = NULL;
+    e->apart_asked = -1, e->apart_asked_round = -1;
     e->held = 1;
     e->asked_at = e->refresh_since = e->promised_at = -INFINITY;
     e->first_step_at = e->done_at = -1;

@@ -50,6 +50,8 @@ struct engine {
     double wait_since, wait_seconds; /* rounds that could not start yet */
     double wake;              /* the pacing policy's next question (INFINITY: none) */
     long start_round;         /* the round it entered the run at (a resume, a join) */
+    int apart_asked;          /* --gather: the peer whose model it asked for, its own differing (-1: none) */
+    long apart_asked_round;   /* ...at that round */
     double absorb_now;        /* the time of the absorb under way (its NACKs are sent then) */
     /* queued outputs */
     engine_send *sends;
