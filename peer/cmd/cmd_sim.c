@@ -167,6 +167,7 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_num(j, "codec_warmup", c->peer.codec_warmup);
     json_int(j, "local_steps_per_round", c->peer.local_steps);
     json_str(j, "outer", c->peer.outer ? c->peer.outer->text : "none");
+    json_num(j, "gather", c->peer.gather ? c->peer.gather_decay : -1.0);
     json_str(j, "optimizer", nn_opt_kind_name(c->peer.train.optimizer));
     json_num(j, "lr", c->peer.train.lr);
     json_int(j, "peers", c->peer.n_peers);

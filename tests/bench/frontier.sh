@@ -23,7 +23,9 @@
 #
 # A row is CODEC:H[:STEP[:OUTER]][/INNER] (OUTER as --outer takes it, e.g.
 # nesterov:0.5:0.5; STEP "-" for the codec's default; INNER the local
-# optimizer as KIND:LR[:MOMENTUM], e.g. adamw:0.003, default sgd:0.1:0.9).
+# optimizer as KIND:LR[:MOMENTUM], e.g. adamw:0.003, default sgd:0.1:0.9),
+# or gather:DECAY:CODEC:H[/INNER]: the exact sparse all-gather (--gather
+# DECAY on the complete topology), e.g. gather:0.8:sparseloco:32:10.
 # The reference row none:1 is always run first.
 # Knobs: FRONTIER_ROWS, FRONTIER_DATA (embedded), FRONTIER_MODEL (mlp:256),
 # FRONTIER_EPOCHS (10), FRONTIER_SEED (1), FRONTIER_NAME (frontier),
@@ -80,6 +82,10 @@ options() {
         read -r -a inner <<<"${row#*/}"
         echo "--optimizer ${inner[0]} --lr ${inner[1]}"
         [ ${#inner[@]} -gt 2 ] && echo "--momentum ${inner[2]}"
+    fi
+    if [ "${f[0]}" = gather ]; then # (after the script's --topology: the last one counts)
+        echo "--topology complete --gather ${f[1]} --codec ${f[2]}:${f[3]} --local-steps ${f[4]}"
+        return 0
     fi
     local codec=${f[0]} i=1
     if [ "$codec" != none ] && [ "$codec" != exact ] && [ "$codec" != fp16 ] && [ "$codec" != bf16 ] &&
@@ -138,7 +144,8 @@ open(out + ".txt", "w").write(text + "\n")
 # One series per setting without H (codec, step, outer), points along H.
 series = {}
 for row, s in rows:
-    key = f"{s['codec']} step {s['step']:.3g}" + ("" if s["outer"] == "none" else f" outer {s['outer']}") + \
+    key = (f"gather {s['gather']:.2g} {s['codec']}" if s.get("gather", -1) >= 0 else f"{s['codec']} step {s['step']:.3g}") + \
+        ("" if s["outer"] == "none" else f" outer {s['outer']}") + \
         ("" if s["optimizer"] == "sgd" else f" {s['optimizer']}:{s['lr']:.3g}")
     y = s["test_loss"] if is_text else 100 * s["test_accuracy"]
     series.setdefault(key, []).append((s["bytes_sent"] / 1e6, y, s["local_steps_per_round"]))
