@@ -29,8 +29,10 @@
 # 64 KiB), LMREF_EXTRA (more lm_reference_torch.py options), LMREF_NAME
 # (lm_reference), LMREF_MORE (JSON-lines files of earlier runs, e.g. a copy
 # of build/bench/lm_reference.jsonl: their rows join the table and the plot
-# where this run has none of that name; LMREF_ROWS=" " runs none), LMREF_SGP_ROWS (more sgp points by hand, "LABEL:LOSS:MB"
-# with MB the bytes of all 8 peers, space-separated), PYTHON
+# where this run has none of that name; LMREF_ROWS=" " runs none;
+# tests/bench/lm_reference_rows.jsonl holds the 16 rows of tests/bench/README.md),
+# LMREF_SGP_ROWS (more sgp points by hand, "LABEL:LOSS:MB" or
+# "SERIES|LABEL:LOSS:MB" with MB the bytes of all 8 peers, space-separated), PYTHON
 # (/usr/bin/python3, Debian's python3-torch; installed with gnuplot-nox when
 # missing, as root).
 set -euo pipefail
@@ -137,7 +139,7 @@ for f in sorted(glob.glob(f"{out}/frontier_text*.txt")):
         if len(t) >= 12 and t[-2].endswith("MB") and t[-1].endswith("x") and re.match(r"^\d+\.\d+$", t[5]):
             sgp.append((f"{t[0]}/{t[4]}", float(t[5]), float(t[-2][:-2]) / 8))
 for item in os.environ.get("SGP_ROWS_BY_HAND", "").split():
-    label, loss, mb = item.rsplit(":", 2)
+    label, loss, mb = item.rsplit(":", 2)  # (label: POINT, or SERIES|POINT)
     sgp.append((label, float(loss), float(mb) / 8))
 if subprocess.call(["sh", "-c", "command -v gnuplot >/dev/null"]) != 0:
     print("(no gnuplot: no plot)")
@@ -154,7 +156,8 @@ for r in rows:
         continue
     series.setdefault(key, []).append((r["bytes_per_worker"] / 1e6, r["val_loss"], f"H{r.get('H', 1)}"))
 for label, loss, mb in sgp:
-    series.setdefault("sgp (frontier.sh or LMREF_SGP_ROWS; bytes of 8 peers / 8)", []).append((mb, loss, label.split("/")[0]))
+    key, point = label.split("|", 1) if "|" in label else ("", label.split("/")[0])
+    series.setdefault(f"sgp {key} (bytes of 8 peers / 8)".replace("  ", " "), []).append((mb, loss, point))
 plot = ["set terminal pngcairo noenhanced size 1100,700", f"set output '{out}/{name}.png'", "set logscale x",
         "set xlabel 'bytes sent per worker (MB, log)'",
         "set ylabel 'validation loss of the shared model (nats per byte)'", "set grid", "set key font ',9' bottom left",
@@ -166,12 +169,15 @@ if alone:  # the one-process line and +2%, +3% in view
                     f"{alone['val_loss'] * f} nohead dt {dt} lc rgb 'gray'")
     plot.append(f"set label 'one process {alone['val_loss']:.4f} (dashed: +2%, +3%)' at graph 0.6, first "
                 f"{alone['val_loss']} offset 0,-0.7 font ',9' tc rgb 'gray40'")
-cmds, blocks = [], []
+cmds, blocks, cmds_keys = [], [], []
 for key, pts in series.items():
     pts.sort()
     data = "\n".join(f"{b} {a} {h}" for b, a, h in pts) + "\ne"
     blocks += [data, data]
-    style = "points pt 7 ps 1.2 lc rgb 'black'" if key.startswith("sgp") else "linespoints"
+    sgp_colours = ("black", "gray50", "dark-green", "brown")  # (sgp's series apart from the references' colours)
+    n_sgp = sum(k.startswith("sgp") for k in cmds_keys)
+    style = f"points pt {7 + 2 * n_sgp} ps 1.3 lc rgb '{sgp_colours[n_sgp % 4]}'" if key.startswith("sgp") else "linespoints"
+    cmds_keys.append(key)
     cmds.append(f"'-' using 1:2 with {style} title '{key}'")
     cmds.append("'-' using 1:2:3 with labels offset 0,0.8 font ',8' notitle")
 plot.append("plot " + ", ".join(cmds))
