@@ -9,6 +9,7 @@
 
 #include "peer/cmd/cli.h"
 #include "peer/cmd/commands.h"
+#include "peer/cmd/gossip_opts.h"
 #include "peer/launch/launch.h"
 #include "topologies/topo.h"
 
@@ -108,6 +109,7 @@ static int take(launch_opts *o, fault_plan *f, const char *a, const char *v)
 /* argv into o; 0, -1 for --help, or the exit status of a usage error. */
 static int parse(int argc, char **argv, launch_opts *o, fault_plan *f)
 {
+    int topology_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
@@ -123,6 +125,7 @@ static int parse(int argc, char **argv, launch_opts *o, fault_plan *f)
         if (in_list(a, LAUNCH_OPTS)) {
             if (i + 1 >= argc)
                 return cli_usage(CMD, "option '%s' needs a value", a);
+            topology_given |= !strcmp(a, "--topology");
             int rc = take(o, f, a, argv[++i]);
             if (rc)
                 return rc;
@@ -138,11 +141,14 @@ static int parse(int argc, char **argv, launch_opts *o, fault_plan *f)
         return cli_usage(CMD, "--kill, --restart and --stop are for local runs (not with --hosts)");
     if (o->remote_dir && (o->remote_dir[0] != '/' || strlen(o->remote_dir) > 1024))
         return cli_usage(CMD, "--remote-dir must be an absolute path of at most 1024 characters");
-    /* The best setting measured in the compression issue, unless told otherwise. */
-    int has_codec = 0;
+    /* The best setting measured in the compression issue, unless told
+     * otherwise; --recipe lm brings its own, and its topology. */
+    int has_codec = 0, recipe = 0;
     for (int k = 0; k < o->nfwd; k++)
-        has_codec |= !strcmp(o->fwd[k], "--codec");
-    if (!has_codec) {
+        has_codec |= !strcmp(o->fwd[k], "--codec"), recipe |= !strcmp(o->fwd[k], "--recipe");
+    if (recipe && !topology_given)
+        o->topology = GOSSIP_RECIPE_LM_TOPOLOGY;
+    if (!has_codec && !recipe) {
         o->fwd[o->nfwd++] = "--codec";
         o->fwd[o->nfwd++] = LAUNCH_DEFAULT_CODEC;
     }

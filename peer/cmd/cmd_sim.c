@@ -439,7 +439,7 @@ static int parse(sim_cmd *s, int argc, char **argv)
     };
     sim_config_defaults(&s->c);
     gossip_opts_defaults(&s->go);
-    s->topology = "exponential";
+    s->topology = NULL; /* (exponential, or the recipe's) */
     s->peers = s->c.peer.n_peers;
     s->mbit = s->c.bandwidth * 8 / 1e6;
     return cli_parse(CMD, argc, argv, long_opts, help, parse_option, s, &s->help);
@@ -477,6 +477,8 @@ static int check(sim_cmd *s)
         return rc;
     if (gossip_opts_check(&s->go, &c->peer, CMD))
         return CLI_USAGE;
+    if (!s->topology)
+        s->topology = s->go.recipe ? GOSSIP_RECIPE_LM_TOPOLOGY : "exponential";
     c->peer.n_peers = (int)s->peers;
     c->bandwidth = s->mbit * 1e6 / 8;
     for (int k = 0; k < s->n_slow; k++)

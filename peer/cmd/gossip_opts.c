@@ -26,13 +26,14 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
     case GOPT_TAU:
         return cli_int(cmd, "--tau", arg, 0, 1000, &s->tau);
     case GOPT_CODEC:
-        o->codec_text = arg;
+        o->codec_text = arg, o->codec_given = 1;
         return 0;
     case GOPT_STEP:
         return cli_double(cmd, "--step", arg, 1e-6, 1, &s->step);
     case GOPT_CWARM:
         return cli_double(cmd, "--codec-warmup", arg, 0, 1e6, &s->codec_warmup);
     case GOPT_LOCAL:
+        o->local_given = 1;
         return cli_int(cmd, "--local-steps", arg, 1, 100000, &s->local_steps);
     case GOPT_OUTER:
         o->outer_text = arg;
@@ -45,9 +46,14 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
     case GOPT_GATHER: {
         double d;
         int rc = cli_double(cmd, "--gather", arg, 0, 1, &d);
-        s->gather = rc == 0, s->gather_decay = (float)d;
+        s->gather = rc == 0, s->gather_decay = (float)d, o->gather_given = 1;
         return rc;
     }
+    case GOPT_RECIPE:
+        if (strcmp(arg, "lm") != 0)
+            return cli_usage(cmd, "--recipe expects lm, got '%s'", arg);
+        o->recipe = arg;
+        return 0;
     case GOPT_GTHREADS:
         return cli_int(cmd, "--gossip-threads", arg, 0, GSP_POOL_MAX, &s->gossip_threads);
     }
@@ -57,6 +63,14 @@ int gossip_opts_parse(gossip_opts *o, peer_settings *s, const char *cmd, int c, 
 int gossip_opts_check(gossip_opts *o, peer_settings *s, const char *cmd)
 {
     char err[256];
+    if (o->recipe) { /* (what was given beside it stays) */
+        if (!o->codec_given)
+            o->codec_text = GOSSIP_RECIPE_LM_CODEC;
+        if (!o->gather_given)
+            s->gather = 1, s->gather_decay = GOSSIP_RECIPE_LM_DECAY;
+        if (!o->local_given)
+            s->local_steps = GOSSIP_RECIPE_LM_LOCAL;
+    }
     if (strcmp(o->codec_text, "exact") != 0 && cmp_spec_parse(&o->codec, o->codec_text, err, sizeof err) < 0)
         return cli_usage(cmd, "--codec: %s", err);
     if (outer_opts_parse(&o->outer, o->outer_text, err, sizeof err) < 0)

@@ -26,17 +26,27 @@ typedef struct gossip_opts {
     const char *outer_text; /* "none" by default */
     cmp_spec codec;         /* parsed by gossip_opts_check */
     outer_opts outer;       /* parsed by gossip_opts_check */
+    const char *recipe;     /* NULL, or "lm" (GOSSIP_RECIPE_LM: what it sets unless given) */
+    int codec_given, local_given, gather_given;
 } gossip_opts;
 
+/* --recipe lm: the language-model recipe of tests/bench/README.md (the
+ * exact sparse all-gather with SparseLoCo's message), as options. */
+#define GOSSIP_RECIPE_LM_CODEC "sparseloco:8"
+#define GOSSIP_RECIPE_LM_DECAY 0.9f
+#define GOSSIP_RECIPE_LM_LOCAL 3
+#define GOSSIP_RECIPE_LM_TOPOLOGY "complete" /* sgp sim's and sgp launch's default under it */
+
 enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALONE, GOPT_LOCAL, GOPT_OUTER, GOPT_OVERLAP,
-       GOPT_GTHREADS, GOPT_GATHER };
+       GOPT_GTHREADS, GOPT_GATHER, GOPT_RECIPE };
 
 #define GOSSIP_OPTS_LONG                                                                                          \
     {"shard", required_argument, 0, GOPT_SHARD}, {"tau", required_argument, 0, GOPT_TAU},                        \
         {"codec", required_argument, 0, GOPT_CODEC}, {"step", required_argument, 0, GOPT_STEP},                  \
         {"codec-warmup", required_argument, 0, GOPT_CWARM}, {"local-steps", required_argument, 0, GOPT_LOCAL},   \
         {"outer", required_argument, 0, GOPT_OUTER}, {"overlap", no_argument, 0, GOPT_OVERLAP},                  \
-        {"gossip-threads", required_argument, 0, GOPT_GTHREADS}, {"gather", required_argument, 0, GOPT_GATHER}, {                                            \
+        {"gossip-threads", required_argument, 0, GOPT_GTHREADS}, {"gather", required_argument, 0, GOPT_GATHER},         \
+        {"recipe", required_argument, 0, GOPT_RECIPE}, {                                            \
         "alone-wait", required_argument, 0, GOPT_ALONE                                                           \
     }
 
@@ -65,6 +75,9 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "                        of this decay (0.95), goes to every peer, and each value moves by\n"     \
     "                        the mean of the peers that picked it; every model stays the same.\n"       \
     "                        Needs a sparse --codec (sparseloco:32) and --topology complete [off]\n"  \
+    "  --recipe lm           the language-model recipe: --codec sparseloco:8 --gather 0.9\n"            \
+    "                        --local-steps 3 (and --topology complete in sgp sim and sgp launch);\n"  \
+    "                        any of them given as well wins (tests/bench/README.md) [none]\n"         \
     "  --gossip-threads N    threads for the vector loops of each emit and absorb, in chunks of\n"               \
     "                        1M values (the same result for any N); 0: the host's cores [0]\n"
 

@@ -245,6 +245,26 @@ Test(peer_cli, lenet_reaches_97_percent_in_10_epochs, .timeout = 300)
     cr_assert_geq(acc, 0.97, "lenet, 10 epochs: test accuracy %.4f", acc);
 }
 
+/* --recipe lm is one switch: the all-gather with SparseLoCo's message and
+ * its topology, and what is given beside it wins. */
+Test(peer_cli, the_lm_recipe_is_one_switch_and_what_is_given_beside_it_wins)
+{
+    double gather = RUN_SUMMARY("gather", "sim", "--peers", "4", "--recipe", "lm", "--model", "mlp:16", "--epochs", "1");
+    cr_assert_float_eq(gather, 0.9, 1e-6);
+    cr_assert_eq(last_number("local_steps_per_round"), 3);
+    cr_assert(strstr(last_summary, "\"codec\": \"sparseloco:8\"") && strstr(last_summary, "\"topology\": \"complete\""),
+              "%s", last_summary);
+    cr_assert_eq(last_number("consensus_distance"), 0, "every model the same bits");
+    gather = RUN_SUMMARY("gather", "sim", "--peers", "4", "--recipe", "lm", "--codec", "sparseloco:16", "--local-steps",
+                         "2", "--gather", "0.5", "--model", "mlp:16", "--epochs", "1");
+    cr_assert_float_eq(gather, 0.5, 1e-6);
+    cr_assert_eq(last_number("local_steps_per_round"), 2);
+    cr_assert(strstr(last_summary, "\"codec\": \"sparseloco:16\""), "%s", last_summary);
+    sgp_run(&o, "sim", "--peers", "4", "--recipe", "lm", "--topology", "ring", "--model", "mlp:16", "--epochs", "1", NULL);
+    cr_assert_neq(o.status, 0);
+    cr_assert(strstr(o.err, "--gather needs a complete topology"), "%s", o.err);
+}
+
 /* SGP over 8 simulated peers on the exponential graph, same total batch and
  * epochs as `sgp train`: the average model within 0.5 points of the single
  * run, every peer's own model within 1.0. */
