@@ -26,7 +26,7 @@ static const char *const CODECS[] = {"exact", "none",    "bf16", "topk:0.1", "ra
 
 /* A baseline: the run of a setting without any fault. */
 typedef struct dst_base {
-    int peers, tau, local_steps, epochs, overlap;
+    int peers, tau, local_steps, epochs, overlap, gather;
     double mbit;
     const char *topology, *codec, *outer;
     double accuracy;
@@ -64,13 +64,14 @@ static int crashes(const dst_schedule *s, int peer)
 
 void dst_draw(dst_schedule *s, uint64_t seed)
 {
-    nn_rng r, cut, ovl;
+    nn_rng r, cut, ovl, gth;
     nn_rng_seed(&r, seed, 0x647374ULL); /* "dst" */
     /* (streams of their own for how a partition cuts and whether the rounds
      * overlap, so that every schedule without them is drawn as it was before
      * they came in) */
     nn_rng_seed(&cut, seed, 0x637574ULL); /* "cut" */
     nn_rng_seed(&ovl, seed, 0x6f766cULL); /* "ovl" */
+    nn_rng_seed(&gth, seed, 0x677468ULL); /* "gth" */
     memset(s, 0, sizeof *s);
     s->seed = seed;
     s->peers = 3 + (int)nn_rng_below(&r, 6);
@@ -81,6 +82,9 @@ void dst_draw(dst_schedule *s, uint64_t seed)
     s->local_steps = H[nn_rng_below(&r, COUNT(H))];
     s->outer = nn_rng_below(&r, 4) == 0 ? "nesterov:0.5:0.5" : "none";
     s->overlap = nn_rng_below(&ovl, 4) == 0;
+    s->gather = nn_rng_below(&gth, 4) == 0;
+    if (s->gather) /* (what the all-gather needs) */
+        s->topology = "complete", s->codec = "topk:0.1", s->tau = 0, s->overlap = 0, s->outer = "none";
     s->epochs = 3;
     s->loss = nn_rng_below(&r, 4) == 0 ? 0.05 : 0;
     s->duplicate = nn_rng_below(&r, 4) == 0 ? 0.05 : 0;
@@ -193,6 +197,7 @@ static int build(const dst_schedule *s, int faults, sim_config *c, built *b, cha
     train_opts_finish(&p->train);
     p->n_peers = s->peers, p->tau = s->tau, p->local_steps = s->local_steps, p->dead_timeout = s->dead_timeout;
     p->overlap = s->overlap;
+    p->gather = s->gather, p->gather_decay = 0.9f;
     parse_error te;
     if (topo_generate(&b->t, s->topology, s->peers, NULL, &te) < 0) {
         snprintf(err, errlen, "%s", te.msg);
@@ -280,7 +285,7 @@ static int baseline(dst_world *w, const dst_schedule *s, double *acc, char *err,
     for (int k = 0; k < w->n_bases; k++) {
         const dst_base *b = &w->bases[k];
         if (b->peers == s->peers && b->tau == s->tau && b->local_steps == s->local_steps && b->epochs == s->epochs &&
-            b->overlap == s->overlap && b->mbit == s->mbit &&
+            b->overlap == s->overlap && b->gather == s->gather && b->mbit == s->mbit &&
             b->topology == s->topology && b->codec == s->codec && b->outer == s->outer) {
             *acc = b->accuracy;
             return 0;
@@ -299,8 +304,8 @@ static int baseline(dst_world *w, const dst_schedule *s, double *acc, char *err,
             return -ENOMEM;
         w->bases = nb, w->cap_bases = nc;
     }
-    w->bases[w->n_bases++] = (dst_base){s->peers,    s->tau,   s->local_steps, s->epochs, s->overlap,
-                                        s->mbit,     s->topology, s->codec,     s->outer,  *acc};
+    w->bases[w->n_bases++] = (dst_base){s->peers,    s->tau,      s->local_steps, s->epochs, s->overlap,
+                                        s->gather,   s->mbit,     s->topology,    s->codec,  s->outer, *acc};
     return 0;
 }
 
@@ -387,6 +392,8 @@ void dst_command(const dst_schedule *s, char *buf, size_t cap)
         s->compute, s->dead_timeout);
     if (s->overlap)
         PUT(" --overlap");
+    if (s->gather)
+        PUT(" --gather 0.9");
     if (s->loss > 0)
         PUT(" --loss %g", s->loss);
     if (s->duplicate > 0)

@@ -51,6 +51,7 @@ typedef struct dst_schedule {
     uint64_t seed;
     int peers, tau, local_steps, epochs;
     int overlap;   /* --overlap: the steps beside the pacing question and the absorb */
+    int gather;    /* --gather 0.9 (with the complete topology, topk:0.1, tau 0, no overlap nor outer step) */
     const char *topology, *codec, *outer;
     double loss, duplicate, jitter, dead_timeout, compute;
     double mbit;   /* link bandwidth in Mbit/s (a setting, as in the run without faults); 0: the simulator's */
