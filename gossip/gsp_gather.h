@@ -4,15 +4,16 @@
  * other (a complete topology). Every peer holds the same model a; a round
  * is H local steps from a to z, then
  *
- *   e = decay e + (a - z)        error feedback on the pseudo-gradient
- *   c = codec(e);  e -= c        a sparse message (chunked top-k, 2 bits)
- *   x = a                        the local steps are gone but for c
+ *  e = decay e + (a - z)        error feedback on the pseudo-gradient
+ *  c = codec(e);  e -= c        a sparse message (chunked top-k, 2 bits)
+ *  x = a                        the local steps are gone but for c
  *
  * and c goes to every live peer (GSP_GATHER; its origin field is a's id,
- * the FNV-1a of its bytes that the origin id uses, peer/wire/WIRE.md). At the next round's start, once the pacing has every live peer's
- * message of the round (or given up on a late one), each peer applies
+ * the FNV-1a of its bytes that the origin id uses, peer/wire/WIRE.md). At
+ * the next round's start, once the pacing has every live peer's message of
+ * the round (or gave up on a late one), each peer applies
  *
- *   a[i] -= (sum over senders s that picked i of k_s c_s[i]) / (how many picked i)
+ *  a[i] -= (sum over senders s that picked i of k_s c_s[i]) / (how many picked i)
  *
  * with k_s = min(1, median norm / ||c_s||) (templar's clipping, over the
  * whole message here, not per tensor), adding in the order of the senders'
@@ -22,20 +23,24 @@
  * plain averaging (tests/bench/README.md): a 1/R mean is what push-sum's
  * mixing computes.
  *
- * No mass moves: w stays 1 and the edges hold no reference. A message that
- * arrives after its round was applied is applied with the next round's. So
- * peers that took different messages (a late one, a peer that died while
- * sending, a restart) hold different models from then on: each apply
- * compares the digests of the round's messages, and a peer whose model
- * differs from that of the round's lowest sender (apart_from) takes that
- * sender's model (gsp_gather_offer) at a round boundary where both mean the
- * same round: every peer's model converges to the lowest live id's, bit for
- * bit (gossip/GUARANTEES.md, "The exact sparse all-gather").
+ * No mass moves: w stays 1 and the edges hold no reference. A message of
+ * another round than the one being applied (late, or from a peer behind) is
+ * dropped. So peers that took different messages (a late one, a peer that
+ * died while sending, a restart) hold different models from then on: each
+ * apply compares the digests of the round's messages, and a peer whose
+ * model differs from that of the round's lowest sender (apart_from) takes
+ * that sender's model (gsp_gather_offer) at a round boundary where both
+ * mean the same round: every peer's model converges to the lowest live
+ * id's, bit for bit (gossip/GUARANTEES.md, "The exact sparse all-gather").
  *
- *   gsp_init(&g, ...); gsp_set_codec(&g, &sparseloco, seed, 1.0f);
- *   gsp_set_gather(&g, 0.95f);
- *   ... gsp_emit sends c on every routed edge; gsp_absorb keeps what arrives;
+ *   gsp_peer g;
+ *   gsp_init(&g, id, n_peers, dim, 0, x0);
+ *   gsp_set_codec(&g, &sparseloco, seed, 1.0f);
+ *   gsp_set_gather(&g, 0.9f);
+ *   ... each round: the steps on g.x, gsp_emit (c on every routed edge),
+ *       gsp_absorb of what arrives ...
  *   gsp_gather_apply(&g);              // at the round's start, after absorbing
+ *   gsp_free(&g);
  */
 #ifndef GOSSIP_GSP_GATHER_H
 #define GOSSIP_GSP_GATHER_H

@@ -57,6 +57,13 @@ extern float step;
 extern topo t;
 extern const uint8_t *alive;
 
+//@ gossip/gsp_gather.h
+extern int id, n_peers;
+extern size_t dim;
+extern const float *x0;
+extern cmp_spec sparseloco;
+extern uint64_t seed;
+
 //@ gossip/gsp_pool.h
 #include "gossip/gsp.h"
 extern gsp_peer g;

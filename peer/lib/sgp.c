@@ -98,6 +98,12 @@ _Static_assert(OPTIONS_0_1_SIZE < OPTIONS_0_2_SIZE && OPTIONS_0_2_SIZE < sizeof(
 #define OPTIONS_0_3_END (offsetof(sgp_options, overlap) + sizeof(int))
 _Static_assert(offsetof(sgp_options, gossip_threads) >= OPTIONS_0_3_END, "0.4.0's fields follow 0.3.0's");
 
+/* 0.4.0's (and 0.3.0's) struct ends at `gossip_threads`. */
+#define OPTIONS_0_4_END (offsetof(sgp_options, gossip_threads) + sizeof(int))
+#define OPTIONS_0_4_SIZE OPTIONS_SIZE_OF(OPTIONS_0_4_END)
+_Static_assert(OPTIONS_0_2_SIZE < OPTIONS_0_4_SIZE && OPTIONS_0_4_SIZE < sizeof(sgp_options),
+               "0.5.0's sgp_options has a size of its own");
+
 void sgp_options_init_sized(sgp_options *o, size_t size)
 {
     if (!o)
@@ -105,7 +111,7 @@ void sgp_options_init_sized(sgp_options *o, size_t size)
     peer_settings s;
     peer_settings_defaults(&s);
     sgp_options d = {.size = size, .id = -1, .dead_timeout = s.dead_timeout, .round_timeout = s.round_timeout,
-                     .seed = s.train.seed, .local_steps = s.local_steps};
+                     .seed = s.train.seed, .local_steps = s.local_steps, .gather = -1};
     memcpy(o, &d, size < sizeof d ? size : sizeof d); /* never past the caller's struct */
 }
 
@@ -122,6 +128,8 @@ static int options_of(const sgp_options *o, sgp_options *full)
     size_t known; /* the bytes of fields the caller's header had */
     if (o->size == sizeof *o)
         known = sizeof *o;
+    else if (o->size == OPTIONS_0_4_SIZE)
+        known = OPTIONS_0_4_END;
     else if (o->size == OPTIONS_0_2_SIZE)
         known = OPTIONS_0_2_END;
     else if (o->size == OPTIONS_0_1_SIZE)
@@ -157,6 +165,8 @@ static int check_options(const sgp_options *o, const float *params, size_t n, ch
         why = "options.overlap must be 0 or 1";
     else if (o->gossip_threads < 0 || o->gossip_threads > GSP_POOL_MAX)
         why = "options.gossip_threads must be 0 (the host's cores) to " TEXT_OF(GSP_POOL_MAX);
+    else if (!(o->gather < 0 || o->gather <= 1)) /* (a NaN too) */
+        why = "options.gather must be below 0 (push-sum) or an error-feedback decay of 0 to 1";
     else if (!(o->dead_timeout >= 0.01) || !(o->round_timeout >= 0.01))
         why = "dead_timeout and round_timeout must be at least 0.01 s";
     if (why)
@@ -222,6 +232,7 @@ static int configure(sgp_peer *p, const sgp_options *o, float *params, size_t n,
     c->peer.local_steps = o->local_steps;
     c->peer.overlap = o->overlap;
     c->peer.gossip_threads = o->gossip_threads;
+    c->peer.gather = o->gather >= 0, c->peer.gather_decay = o->gather >= 0 ? (float)o->gather : 0.0f;
     c->peer.outer = p->outer.lr > 0 ? &p->outer : NULL;
     c->peer.codec = strcmp(codec, "exact") ? &p->codec : NULL;
     c->peer.step = o->step, c->peer.codec_warmup = o->codec_warmup;

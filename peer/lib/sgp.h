@@ -102,7 +102,7 @@
 extern "C" {
 #endif
 
-#define SGP_VERSION "0.4.0"
+#define SGP_VERSION "0.5.0"
 #define SGP_DONE 1 /* sgp_step: the run is over, params hold the final model */
 
 typedef struct sgp_peer sgp_peer;
@@ -149,6 +149,12 @@ typedef struct sgp_options {
     int gossip_threads;      /* threads for sgp's vector loops (absorb, encode, the fold, the hand-out), in
                               * chunks of 1M values, the same result for any number; 0: the host's cores. Fewer
                               * leave cores to your data loaders [0] */
+    /* ---- from 0.5.0 on (a program built with an older sgp.h gets the defaults) ---- */
+    double gather;           /* >= 0: the exact sparse all-gather in place of push-sum, with this error-feedback
+                              * decay (0.9), as `sgp peer --gather`: every peer's compressed round to every
+                              * other, the same model everywhere. Needs a sparse codec (sparseloco:8), a
+                              * complete topology in the cluster file (sgp launch --prepare --topology
+                              * complete), tau 0, no overlap nor outer; < 0: push-sum [-1] */
 } sgp_options;
 
 typedef struct sgp_status {

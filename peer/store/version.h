@@ -11,6 +11,6 @@
 #ifndef PEER_STORE_VERSION_H
 #define PEER_STORE_VERSION_H
 
-#define STORE_SGP_VERSION "0.4.0"
+#define STORE_SGP_VERSION "0.5.0"
 
 #endif

@@ -457,6 +457,13 @@ Test(lib_api, a_program_built_with_the_0_3_0_header_still_runs, .timeout = 300)
     an_old_caller_runs("tests/fixtures/abi-0.3.0");
 }
 
+/* 0.4.0's sgp_options ends at `gossip_threads` (0.5.0's gather follows it):
+ * its gossip threads reach the run, and gather takes its default, push-sum. */
+Test(lib_api, a_program_built_with_the_0_4_0_header_still_runs, .timeout = 300)
+{
+    an_old_caller_runs("tests/fixtures/abi-0.4.0");
+}
+
 /* `make install PREFIX=...` and a program built the way sgp.h tells C users
  * to: cc app.c $(pkg-config --cflags --libs sgp). The C example, built so
  * from the installed files only, runs as two peers of a run. */

@@ -272,19 +272,21 @@ class Options(WithFakeLib):
     def test_values_reach_sgp_open_as_c_has_them(self):
         peer = sgp.Peer(self.params, cluster=pathlib.Path("/run/c.conf"), id=None, rounds=7, codec="stc:0.04",
                         step=0.5, resume=True, seed=2**63 + 1, local_steps=10, outer="nesterov:0.7:0.9",
-                        overlap=True, gossip_threads=3)
+                        overlap=True, gossip_threads=3, gather=0.8)
         o = self.lib.options
         self.assertEqual(o["size"], ctypes.sizeof(sgp._Options), "sized by sgp_options_init_sized")
         self.assertEqual(o["cluster"], b"/run/c.conf")
         self.assertEqual(o["codec"], b"stc:0.04")
         self.assertEqual(o["outer"], b"nesterov:0.7:0.9")
         self.assertEqual((o["rounds"], o["step"], o["resume"], o["seed"], o["local_steps"], o["overlap"],
-                          o["gossip_threads"]), (7, 0.5, 1, 2**63 + 1, 10, 1, 3))
+                          o["gossip_threads"], o["gather"]), (7, 0.5, 1, 2**63 + 1, 10, 1, 3, 0.8))
         # not given, or None: libsgp's defaults (peer/lib/sgp.c)
         self.assertEqual((o["id"], o["dead_timeout"], o["round_timeout"], o["key"]), (-1, 5.0, 30.0, None))
         self.assertEqual(self.lib.calls, [("open", 6)])
         self.assertEqual(peer.n, 6)
         peer.close()
+        sgp.Peer(self.params, cluster="c.conf", rounds=1).close()
+        self.assertEqual(self.lib.options["gather"], -1.0, "push-sum unless asked")
 
     def test_sgp_open_s_error_is_sgp_error_with_its_errno_and_message(self):
         self.lib.open_rc, self.lib.open_err = -errno.ENOENT, b"cluster file c.conf: No such file"

@@ -377,6 +377,21 @@ class Errors(unittest.TestCase):
         self.assertIn("float32", str(e.exception))
 
 
+    def test_the_lm_recipe_sets_the_all_gather_and_what_is_given_wins(self):
+        m = small_model()
+        opt = sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.1), cluster="x", steps=9, recipe="lm")
+        o = opt._options
+        self.assertEqual((o["codec"], o["gather"], o["local_steps"], o["rounds"]), ("sparseloco:8", 0.9, 3, 3))
+        opt = sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.1), cluster="x", steps=9, recipe="lm",
+                                  codec="sparseloco:16", local_steps=1, gather=0.5)
+        o = opt._options
+        self.assertEqual((o["codec"], o["gather"], o["local_steps"]), ("sparseloco:16", 0.5, 1))
+        self.assertNotIn("gather", sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.1), cluster="x",
+                                                       steps=9)._options, "push-sum unless asked")
+        with self.assertRaises(sgp.Error):
+            sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.1), cluster="x", steps=9, recipe="vision")
+
+
 @unittest.skipUnless(torch.cuda.is_available(), "no GPU here: the GPU path is checked where torch sees one")
 class Gpu(unittest.TestCase):
     def test_a_model_on_the_gpu_stays_there_and_averages(self):

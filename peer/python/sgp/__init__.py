@@ -39,7 +39,7 @@ once a round). With NumPy (one flat float32 vector of parameters)::
 Every field of sgp_options is a keyword argument: cluster, id, key, rounds,
 rounds_per_epoch, codec, step, codec_warmup, tau, dead_timeout,
 round_timeout, round_deadline, checkpoint, checkpoint_every, resume, seed,
-log, verbose, local_steps, outer, overlap, gossip_threads (peer/lib/sgp.h
+log, verbose, local_steps, outer, overlap, gossip_threads, gather (peer/lib/sgp.h
 says what each does).
 Errors raise sgp.Error with libsgp's message and errno.
 """
@@ -110,6 +110,7 @@ class _Options(ctypes.Structure):
         ("outer", ctypes.c_char_p),
         ("overlap", ctypes.c_int),
         ("gossip_threads", ctypes.c_int),
+        ("gather", ctypes.c_double),
     ]
 
 

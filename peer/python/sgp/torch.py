@@ -213,6 +213,10 @@ class TorchPeer(Peer):
         return done
 
 
+RECIPE_LM = {"codec": "sparseloco:8", "gather": 0.9, "local_steps": 3}
+"""What recipe="lm" sets (peer/cmd/gossip_opts.h, GOSSIP_RECIPE_LM_*)."""
+
+
 class Optimizer(torch.optim.Optimizer):
     """Your optimizer, gossiping through sgp every local_steps steps.
 
@@ -227,6 +231,11 @@ class Optimizer(torch.optim.Optimizer):
     steps: how many optimizer steps every peer takes; the run has
         ceil(steps / local_steps) rounds.
     local_steps, outer, codec: the recipe (``sgp peer`` options of the same names).
+    recipe: "lm" for the language-model recipe (``sgp peer --recipe lm``:
+        codec sparseloco:8, gather=0.9, local_steps 3; the cluster's
+        topology must be complete: ``sgp launch --prepare --topology
+        complete``); what is given beside it wins. gather= (a keyword for
+        sgp.Peer) alone turns on the exact sparse all-gather.
     overlap: True to run each round's exchange during the next round's
         local steps (``sgp peer --overlap``): the gossip step waits
         neither for the neighbours' shares of the round it sends nor for
@@ -247,12 +256,19 @@ class Optimizer(torch.optim.Optimizer):
     load_state_dict(), or reading id, peers, status() or peer.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, cluster: str, steps: int, local_steps: int = 1,
-                 outer: Optional[str] = None, codec: Optional[str] = None, overlap: bool = False,
-                 model: Optional[torch.nn.Module] = None,
+    def __init__(self, optimizer: torch.optim.Optimizer, *, cluster: str, steps: int,
+                 local_steps: Optional[int] = None, outer: Optional[str] = None, codec: Optional[str] = None,
+                 overlap: bool = False, recipe: Optional[str] = None, model: Optional[torch.nn.Module] = None,
                  buffers: str = "running", checkpoint: Optional[str] = None, **options: Any) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError("sgp.torch.Optimizer wraps a torch.optim.Optimizer, not %s" % type(optimizer).__name__)
+        if recipe not in (None, "lm"):
+            raise Error(errno.EINVAL, "recipe must be None or 'lm', not %r" % (recipe,))
+        if recipe == "lm":  # (``sgp peer --recipe lm``: what is given beside it wins)
+            codec = RECIPE_LM["codec"] if codec is None else codec
+            local_steps = RECIPE_LM["local_steps"] if local_steps is None else local_steps
+            options.setdefault("gather", RECIPE_LM["gather"])
+        local_steps = 1 if local_steps is None else local_steps
         if int(steps) < 1 or int(local_steps) < 1:
             raise Error(errno.EINVAL, "steps and local_steps must be at least 1 (steps=%s, local_steps=%s)"
                         % (steps, local_steps))
