@@ -71,7 +71,7 @@ static void check_gsp(const wire_msg *m)
 {
     const wire_push *p = &m->push;
     gsp_msg g;
-    if (p->kind == GSP_DELTA) {
+    if (gsp_kind_payload(p->kind)) {
         if (wire_push_to_gsp(m, &g, NULL, 0) != 0 || g.payload != p->payload || g.payload_len != p->payload_len ||
             g.incarnation != p->incarnation)
             abort();
