@@ -47,6 +47,9 @@ static void stream_flush(obuf *b)
 }
 
 /* n bytes of src, or n zero bytes when src is NULL. */
+/* A compressed edge keeps its reference; the all-gather's edges keep none. */
+static int edge_ref(const gsp_peer *g) { return g->codec && !g->gather; }
+
 static void put(obuf *b, const void *src, size_t n)
 {
     const uint8_t *s = src;
@@ -177,7 +180,7 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckp
         put_u32(b, (uint32_t)(e->sync | e->adopt << 1));
         if (!g->codec) /* (a compressed edge keeps no totals: gsp.h) */
             put(b, e->x, dim * sizeof(double));
-        if (g->codec)
+        if (edge_ref(g))
             put(b, e->ref, dim * sizeof(float));
     }
     /* the hash of everything before it, written after it (not hashed itself) */
@@ -396,7 +399,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
     uint32_t n_in = get_u32(&b);
     /* (before version 6 a compressed edge's totals or corrections too, which it no longer keeps) */
     const size_t x_bytes = !g->codec || version < 6 ? dim * sizeof(double) : 0;
-    const size_t edge_bytes = 4 + 8 + 8 + 8 + 8 + 4 + x_bytes + (g->codec ? dim * sizeof(float) : 0);
+    const size_t edge_bytes = 4 + 8 + 8 + 8 + 8 + 4 + x_bytes + (edge_ref(g) ? dim * sizeof(float) : 0);
     if (b.failed || n_in > (uint32_t)run->n_peers || (size_t)(b.end - b.p) != n_in * edge_bytes) {
         *why = b.failed ? "truncated" : "in-edge table does not match its count";
         goto out;
@@ -447,7 +450,7 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
             get(&eb, e->x, dim * sizeof(double));
         else
             eb.p += x_bytes; /* (the table's size was checked above) */
-        if (g->codec)
+        if (edge_ref(g))
             get(&eb, e->ref, dim * sizeof(float));
     }
     rc = 0;

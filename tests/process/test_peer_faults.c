@@ -380,6 +380,26 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
     sgp_rm_rf(dir);
 }
 
+/* The exact sparse all-gather (--recipe lm) through the same restart: the
+ * peer resumes from its checkpoint (which holds no edge references under
+ * it), its model differs from the others', it takes the run's model back,
+ * and every peer ends with the same bits. */
+Test(peer_faults, the_all_gather_through_a_restart_ends_with_every_model_the_same_bits)
+{
+    char dir[] = "/tmp/sgp-faults-gather-XXXXXX";
+    launch(dir, (char *[]){"--recipe", "lm", "--topology", "complete", "--epochs", "12", "--dead-timeout", "3",
+                           "--round-deadline", "5", "--checkpoint-every", "0.1", "--restart", "4@300:0.5", NULL});
+    char run[256], sum[256];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    cr_assert_eq(sgp_file_number(sum, "peers_finished"), 8, "%s", dir);
+    cr_assert_eq(sgp_file_number(sum, "faults_injected"), 1, "%s", dir);
+    cr_assert(out_has(run, 4, "resumed from"), "peer 4 did not resume from its checkpoint (logs in %s)", dir);
+    cr_assert_eq(sgp_file_number(sum, "consensus_distance"), 0, "every model the same bits (logs in %s)", dir);
+    cr_assert_gt(sgp_file_number(sum, "test_accuracy"), 0.85, "%s", dir);
+    sgp_rm_rf(dir);
+}
+
 /* ---- a survivor whose in-neighbours all died ------------------------------- */
 
 /* Peer 0's in-neighbours on the exponential graph of 4 are 3 and 2: both are
