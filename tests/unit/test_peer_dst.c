@@ -71,7 +71,7 @@ Test(peer_sim_dst, a_peer_stopped_until_the_others_finished_catches_up_to_the_la
     dst_schedule s;
     dst_draw(&s, 1205);
     s.peers = 7, s.topology = "complete", s.codec = "randk:0.2", s.tau = 2, s.local_steps = 1, s.outer = "none";
-    s.loss = s.duplicate = s.jitter = 0;
+    s.loss = s.duplicate = s.jitter = 0, s.gather = 0;
     s.n_faults = 1;
     s.fault[0] = (dst_fault){.kind = DST_STOP, .peer = 0, .a = 31, .t = 0.051903297891878468};
     dst_outcome o;
@@ -99,7 +99,7 @@ Test(peer_sim_dst, peers_cut_off_alone_in_a_long_cut_keep_every_invariant)
         dst_draw(&s, 1);
         s.peers = 4, s.topology = "exponential", s.codec = codecs[k], s.tau = 0, s.local_steps = 1, s.outer = "none";
         s.epochs = 100, s.compute = 0.0005, s.dead_timeout = 0.25;
-        s.loss = s.duplicate = s.jitter = 0;
+        s.loss = s.duplicate = s.jitter = 0, s.gather = 0;
         s.n_faults = 1;
         s.fault[0] = (dst_fault){.kind = DST_PARTITION, .peer = 2, .span = 2, .b = 1, .t = 0.32, .u = 0.81};
         dst_outcome o;
