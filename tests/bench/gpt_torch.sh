@@ -2,15 +2,16 @@
 # A PyTorch GPT over sgp (peer/python/examples/gpt_torch.py): the same script
 # alone, as 4 peers uncompressed (every step gossiped, float32), and as 4
 # peers with the 1000x setting (local steps, outer Nesterov, stc), on the
-# Brown corpus. Validation loss, its gap to the alone run, bytes sent by all
-# peers, and time.
+# Brown corpus; `lm` (in GPT_RUNS): 4 peers with --recipe lm, the exact
+# sparse all-gather, on the complete topology. Validation loss, its gap to
+# the alone run, bytes sent by all peers, and time.
 #
 #   bash tests/bench/gpt_torch.sh          (after `make` and `make data`; needs Debian's python3-torch)
 #
 # Environment: GPT_MODEL (LAYERS:WIDTH:HEADS, 4:128:4), GPT_STEPS (2000),
 # GPT_BYTES (1048576), GPT_BATCH (32, all peers together), GPT_LR (0.003),
 # GPT_H (10), GPT_OUTER (nesterov:0.7:0.9), GPT_CODEC (stc:0.04),
-# GPT_RUNS ("alone plain recipe"), GPT_DIR (a fresh temporary directory).
+# GPT_RUNS ("alone plain recipe"; also lm), GPT_DIR (a fresh temporary directory).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -32,8 +33,9 @@ field() { sed -n 's/^summary //p' "$1" | "$PY" -c "import json,sys; print(json.l
 
 # run NAME ARGS...: 4 peers of the script on a fresh cluster, ARGS added.
 four() {
-    local name=$1; shift
-    build/sgp launch --peers 4 --prepare --run-dir "$dir/$name" >/dev/null
+    local name=$1 topology=exponential; shift
+    [ "$name" = lm ] && topology=complete # (the all-gather's)
+    build/sgp launch --peers 4 --prepare --topology $topology --run-dir "$dir/$name" >/dev/null
     local pids=()
     for i in 0 1 2 3; do
         "$PY" $ex "${common[@]}" --cluster "$dir/$name/cluster.conf" --id $i "$@" >"$dir/$name/peer$i.out" 2>&1 &
@@ -51,6 +53,7 @@ for run in $RUNS; do
     alone) mkdir -p "$dir/alone"; "$PY" $ex "${common[@]}" >"$dir/alone/peer0.out" 2>&1 ;;
     plain) four plain ;;
     recipe) four recipe --local-steps "$H" --outer "$OUTER" --codec "$CODEC" ;;
+    lm) four lm --recipe lm ;;
     *) echo "gpt_torch.sh: unknown run '$run'" >&2; exit 1 ;;
     esac
     secs[$run]=$(echo "$(date +%s.%N) - $start" | bc)
@@ -75,6 +78,7 @@ for run in $RUNS; do
     case $run in
     plain) label="4 peers, every step, float32" ;;
     recipe) label="4 peers, H=$H, $OUTER, $CODEC" ;;
+    lm) label="4 peers, --recipe lm (the all-gather)" ;;
     esac
     printf "| %s | %.4f | %s | %s | %s | %.0f s |\n" "$label" "${loss[$run]}" "$vs" "${bytes[$run]}" "$ratio" "${secs[$run]}"
 done

@@ -151,10 +151,12 @@ def main():
     add_workload_arguments(ap)
     ap.add_argument("--cluster", help="cluster file: run as one peer of an sgp run")
     ap.add_argument("--id", type=int, default=-1, help="this peer's id [the MPI/Slurm rank]")
-    ap.add_argument("--local-steps", type=int, default=1, help="optimizer steps a gossip round [1]")
+    ap.add_argument("--local-steps", type=int, help="optimizer steps a gossip round [1; the recipe's]")
     ap.add_argument("--outer", help="outer optimizer, e.g. nesterov:0.7:0.9 [none]")
     ap.add_argument("--codec", help="message codec, e.g. stc:0.04 [none: float32]")
     ap.add_argument("--overlap", action="store_true", help="run each round's exchange during the next steps")
+    ap.add_argument("--recipe", choices=["lm"], help="lm: the exact sparse all-gather with SparseLoCo's message "
+                    "(a cluster with the complete topology: sgp launch --prepare --topology complete)")
     ap.add_argument("--dead-timeout", type=float, help="seconds of silence before a neighbour is routed around "
                     "[libsgp's]; raise it where the peers' steps starve their network threads of CPU")
     a = ap.parse_args()
@@ -168,7 +170,7 @@ def main():
     if a.cluster:
         import sgp.torch
         opt = sgp.torch.Optimizer(inner, cluster=a.cluster, id=a.id, steps=a.steps, local_steps=a.local_steps,
-                                  outer=a.outer, codec=a.codec, overlap=a.overlap, model=model,
+                                  outer=a.outer, codec=a.codec, overlap=a.overlap, recipe=a.recipe, model=model,
                                   **({"dead_timeout": a.dead_timeout} if a.dead_timeout else {}))
         me, peers = opt.id, opt.peers
     sched = schedule(opt, a)  # on the wrapper: schedulers drive it as any optimizer
