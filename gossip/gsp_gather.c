@@ -176,6 +176,9 @@ int gsp_gather_take(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
                                                    "the same --codec)");
     if (!gsp_floats_finite(l->val + l->n, (size_t)k))
         return gsp_refuse(g, NULL, "a NaN or an infinity in its values");
+    for (long j = 1; j < k; j++) /* (a position twice would count its sender twice: the count is 16 bits) */
+        if (l->idx[j] <= l->idx[j - 1])
+            return gsp_refuse(g, NULL, "positions not strictly ascending");
     l->n = (size_t)k, l->round = m->round, l->digest = m->origin;
     e->seq = m->seq, e->round = m->round;
     g->stats.absorbed++;
