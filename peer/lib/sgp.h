@@ -152,7 +152,7 @@ typedef struct sgp_options {
     /* ---- from 0.5.0 on (a program built with an older sgp.h gets the defaults) ---- */
     double gather;           /* >= 0: the exact sparse all-gather in place of push-sum, with this error-feedback
                               * decay (0.9), as `sgp peer --gather`: every peer's compressed round to every
-                              * other, the same model everywhere. Needs a sparse codec (sparseloco:8), a
+                              * other, the same model everywhere. Needs a sparse codec (sparseloco:32), a
                               * complete topology in the cluster file (sgp launch --prepare --topology
                               * complete), tau 0, no overlap nor outer; < 0: push-sum [-1] */
 } sgp_options;

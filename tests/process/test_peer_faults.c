@@ -388,7 +388,7 @@ Test(peer_faults, the_all_gather_through_a_restart_ends_with_every_model_the_sam
 {
     char dir[] = "/tmp/sgp-faults-gather-XXXXXX";
     launch(dir, (char *[]){"--recipe", "lm", "--topology", "complete", "--epochs", "12", "--dead-timeout", "3",
-                           "--round-deadline", "5", "--checkpoint-every", "0.1", "--restart", "4@300:0.5", NULL});
+                           "--round-deadline", "5", "--checkpoint-every", "0.1", "--restart", "4@90:0.5", NULL});
     char run[256], sum[256];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);

@@ -379,9 +379,9 @@ class Errors(unittest.TestCase):
 
     def test_the_lm_recipe_sets_the_all_gather_and_what_is_given_wins(self):
         m = small_model()
-        opt = sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.1), cluster="x", steps=9, recipe="lm")
+        opt = sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.1), cluster="x", steps=30, recipe="lm")
         o = opt._options
-        self.assertEqual((o["codec"], o["gather"], o["local_steps"], o["rounds"]), ("sparseloco:8", 0.9, 3, 3))
+        self.assertEqual((o["codec"], o["gather"], o["local_steps"], o["rounds"]), ("sparseloco:32", 0.95, 10, 3))
         opt = sgp.torch.Optimizer(torch.optim.SGD(m.parameters(), lr=0.1), cluster="x", steps=9, recipe="lm",
                                   codec="sparseloco:16", local_steps=1, gather=0.5)
         o = opt._options

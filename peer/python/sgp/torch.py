@@ -213,7 +213,7 @@ class TorchPeer(Peer):
         return done
 
 
-RECIPE_LM = {"codec": "sparseloco:8", "gather": 0.9, "local_steps": 3}
+RECIPE_LM = {"codec": "sparseloco:32", "gather": 0.95, "local_steps": 10}
 """What recipe="lm" sets (peer/cmd/gossip_opts.h, GOSSIP_RECIPE_LM_*)."""
 
 
@@ -232,7 +232,7 @@ class Optimizer(torch.optim.Optimizer):
         ceil(steps / local_steps) rounds.
     local_steps, outer, codec: the recipe (``sgp peer`` options of the same names).
     recipe: "lm" for the language-model recipe (``sgp peer --recipe lm``:
-        codec sparseloco:8, gather=0.9, local_steps 3; the cluster's
+        codec sparseloco:32, gather=0.95, local_steps 10; the cluster's
         topology must be complete: ``sgp launch --prepare --topology
         complete``); what is given beside it wins. gather= (a keyword for
         sgp.Peer) alone turns on the exact sparse all-gather.
