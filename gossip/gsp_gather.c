@@ -59,22 +59,22 @@ int gsp_set_gather(gsp_peer *g, float decay)
     return 0;
 }
 
-/* Room for n more entries in l. */
-static int list_room(gsp_gather_list *l, size_t n)
+/* Room for n positions and values in the pair (idx, val) of capacity *cap. */
+static int pair_room(uint32_t **idx, float **val, size_t *cap, size_t n)
 {
-    if (l->n + n <= l->cap)
+    if (n <= *cap)
         return 0;
-    size_t cap = l->cap ? l->cap : 64;
-    while (cap < l->n + n)
-        cap *= 2;
-    uint32_t *idx = realloc(l->idx, cap * sizeof *idx);
-    if (!idx)
+    size_t c = *cap ? *cap : 64;
+    while (c < n)
+        c *= 2;
+    uint32_t *i = realloc(*idx, c * sizeof *i);
+    if (!i)
         return -ENOMEM;
-    l->idx = idx;
-    float *val = realloc(l->val, cap * sizeof *val);
-    if (!val)
+    *idx = i;
+    float *v = realloc(*val, c * sizeof *v);
+    if (!v)
         return -ENOMEM;
-    l->val = val, l->cap = cap;
+    *val = v, *cap = c;
     return 0;
 }
 
@@ -82,7 +82,7 @@ static int list_room(gsp_gather_list *l, size_t n)
  * receiver's codec would send: another configuration), -ENOMEM. */
 static long list_add(gsp_gather_list *l, const uint8_t *msg, size_t len, size_t dim, size_t bound)
 {
-    if (list_room(l, bound) < 0)
+    if (pair_room(&l->idx, &l->val, &l->cap, l->n + bound) < 0)
         return -ENOMEM;
     return cmp_decode_sparse(msg, len, dim, l->idx + l->n, l->val + l->n, bound);
 }
@@ -199,21 +199,6 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-static int step_room(gsp_gather_step *st, size_t n)
-{
-    if (n <= st->cap)
-        return 0;
-    uint32_t *idx = realloc(st->idx, n * sizeof *idx);
-    if (!idx)
-        return -ENOMEM;
-    st->idx = idx;
-    float *d = realloc(st->d, n * sizeof *d);
-    if (!d)
-        return -ENOMEM;
-    st->d = d, st->cap = n;
-    return 0;
-}
-
 /* The offer (the start of round `from`) brought to the start of round
  * `to` with this peer's updates of the rounds between, as they were
  * applied; -ENOENT when one of them is no longer kept. */
@@ -286,7 +271,7 @@ int gsp_gather_apply(gsp_peer *g)
     size_t total = 0;
     for (int s = 0; s < g->n_peers; s++)
         total += a->list[s].n;
-    int rc = step_room(st, total);
+    int rc = pair_room(&st->idx, &st->d, &st->cap, total);
     for (int s = 0; s < g->n_peers; s++) {
         gsp_gather_list *l = &a->list[s];
         for (size_t j = 0; j < l->n; j++) {
