@@ -104,9 +104,11 @@ def largest_divisor_upto(n, cap):
 class Chunker:
     """A tensor's view as [chunks, chunk values] and back (2-D: h x w blocks)."""
 
-    def __init__(self, shape):
+    def __init__(self, shape, size=None):
         self.shape = tuple(shape)
-        if len(shape) == 2:
+        if size:  # a flat vector in runs of size values (sgp's chunks), its length a multiple of size
+            self.size = size
+        elif len(shape) == 2:
             self.h, self.w = largest_divisor_upto(shape[0], CHUNK_SIDE), largest_divisor_upto(shape[1], CHUNK_SIDE)
             self.size = self.h * self.w
         else:
@@ -130,9 +132,10 @@ class Chunker:
         k = max(min(K, self.size), 2)
         return k - k % 2
 
-    def message_bytes(self, K):
+    def message_bytes(self, K, quant="tensor"):
         n = self.chunks * self.k(K)
-        return (n * IDX_BITS + 7) // 8 + (n * VAL_BITS + 7) // 8 + QPARAM_BYTES
+        lookup = QPARAM_BYTES if quant == "tensor" else self.chunks * 2 * Q_BINS  # bf16 levels a chunk
+        return (n * IDX_BITS + 7) // 8 + (n * VAL_BITS + 7) // 8 + lookup
 
 
 def quantise(v):
@@ -150,23 +153,40 @@ def quantise(v):
     return (lookup[q] + shift).reshape(v.shape)
 
 
-def sparseloco_encode(e, ch, K):
+def quantise_per_chunk(v):
+    """sgp's sparseloco codec (compress/codec_sparseloco.c): per chunk (a row of v), a value's code is its
+    sign and whether its magnitude is above the row's mean magnitude; each code decodes as the mean of the
+    row's values that got it, in bf16."""
+    code = (v < 0).long() + 2 * (v.abs() > v.abs().mean(-1, keepdim=True)).long()
+    sums = torch.zeros(v.shape[0], Q_BINS).scatter_add_(1, code, v)
+    counts = torch.zeros(v.shape[0], Q_BINS).scatter_add_(1, code, torch.ones_like(v))
+    levels = (sums / counts.clamp(min=1)).bfloat16().float()
+    return levels.gather(1, code)
+
+
+def sparseloco_encode(e, ch, K, quant="tensor"):
     """Top-K a chunk of the error buffer e, quantised; e less what is sent. Returns (idx, values)."""
     x = ch.split(e)
     idx = x.abs().topk(ch.k(K), dim=-1, largest=True, sorted=False).indices
-    vals = quantise(x.gather(-1, idx))
+    vals = (quantise if quant == "tensor" else quantise_per_chunk)(x.gather(-1, idx))
     sent = torch.zeros_like(x).scatter_(-1, idx, vals)
     e.sub_(ch.join(sent))
     return idx, vals
 
 
-def sparseloco_aggregate(msgs, ch, shape, mean_over):
-    """templar's batch_decompress: median-norm clip, then a mean per coordinate over the senders
-    ('picked', scatter_reduce mean, include_self=False) or over all workers ('all', the paper's Eq. 2)."""
-    norms = torch.stack([v.norm() for _, v in msgs])
-    med = torch.median(norms)
+def median_clip(norms):
+    """Each worker's scale: its message (or tensor) norm brought down to the median of the workers'."""
+    return torch.clamp(torch.median(norms) / (norms + 1e-8), max=1.0)
+
+
+def sparseloco_aggregate(msgs, ch, shape, mean_over, scales=None):
+    """templar's batch_decompress: median-norm clip (per tensor, or the given scales a worker), then a mean
+    per coordinate over the senders ('picked', scatter_reduce mean, include_self=False) or over all workers
+    ('all', the paper's Eq. 2)."""
+    if scales is None:
+        scales = median_clip(torch.stack([v.norm() for _, v in msgs]))
     idx = torch.cat([i for i, _ in msgs], dim=-1)
-    vals = torch.cat([v * torch.clamp(med / (n + 1e-8), max=1.0) for (_, v), n in zip(msgs, norms)], dim=-1)
+    vals = torch.cat([v * s for (_, v), s in zip(msgs, scales)], dim=-1)
     out = torch.zeros(ch.chunks, ch.size)
     if mean_over == "picked":
         out.scatter_reduce_(-1, idx, vals, reduce="mean", include_self=False)  # torch 1.13's beta warning: off
@@ -193,6 +213,16 @@ def main():
     ap.add_argument("--sparse-mean", choices=("picked", "all"), default="picked",
                     help="sparseloco's average: per coordinate over the workers that sent it (the authors' code, "
                          "default) or over all workers (the paper's Eq. 2)")
+    ap.add_argument("--sparse-chunks", choices=("blocks", "flat"), default="blocks",
+                    help="sparseloco's chunks: each tensor's own (64 x 64 blocks, 1-D runs; the authors', default) "
+                         "or runs of 4,096 values of all parameters laid end to end (sgp's)")
+    ap.add_argument("--sparse-clip", choices=("tensor", "message"), default="tensor",
+                    help="sparseloco's median-norm clip: per tensor (the authors', default) or per whole message "
+                         "(sgp's)")
+    ap.add_argument("--sparse-quant", choices=("tensor", "chunk"), default="tensor",
+                    help="sparseloco's 2-bit values: the authors' statistical quantiser, one lookup a tensor "
+                         "(default), or sgp's, four bf16 levels a chunk")
+    ap.add_argument("--sparse-decay", type=float, default=EF_DECAY, help="sparseloco's error-buffer decay (0.95)")
     ap.add_argument("--curve", type=int, default=4, help="validation points along the run, the end included "
                     "(default 4; each costs a pass over --val)")
     ap.add_argument("--seed", type=int, default=1)
@@ -237,9 +267,11 @@ def main():
             mom = row["outer_momentum"]
             outer = torch.optim.SGD(gparams, lr=row["outer_lr"], momentum=mom, nesterov=mom > 0)
         if system == "sparseloco":
-            chunkers = [Chunker(p.shape) for p in gparams]
-            ef = [[torch.zeros_like(p) for p in gparams] for _ in range(W)]
-            message = sum(ch.message_bytes(row["k"]) for ch in chunkers)
+            flat = args.sparse_chunks == "flat"
+            padded = -(-P // CHUNK_1D) * CHUNK_1D
+            chunkers = [Chunker((padded,), CHUNK_1D)] if flat else [Chunker(p.shape) for p in gparams]
+            ef = [[torch.zeros(ch.shape) for ch in chunkers] for _ in range(W)]
+            message = sum(ch.message_bytes(row["k"], args.sparse_quant) for ch in chunkers)
             sent_values = sum(ch.chunks * ch.k(row["k"]) for ch in chunkers)
         per_sync = {"alone": 0, "ddp": allreduce, "diloco": allreduce}.get(system) if system != "sparseloco" \
             else (W - 1) * message
@@ -292,13 +324,25 @@ def main():
                                 p.grad = p - torch.stack([ps[i] for ps in wparams]).mean(0)
                             outer.step()
                         else:
-                            msgs = [[] for _ in gparams]
+                            msgs = [[] for _ in chunkers]
                             for wi in range(W):
-                                for i, p in enumerate(gparams):
-                                    ef[wi][i].mul_(EF_DECAY).add_(p - wparams[wi][i])  # outer lr 1 as templar's alpha
-                                    msgs[i].append(sparseloco_encode(ef[wi][i], chunkers[i], row["k"]))
-                            for i, p in enumerate(gparams):
-                                p.sub_(sparseloco_aggregate(msgs[i], chunkers[i], p.shape, args.sparse_mean))
+                                delta = [p - q for p, q in zip(gparams, wparams[wi])]
+                                if flat:
+                                    delta = [F.pad(torch.cat([d.flatten() for d in delta]), (0, padded - P))]
+                                for u, d in enumerate(delta):
+                                    ef[wi][u].mul_(args.sparse_decay).add_(d)  # outer lr 1 as templar's alpha
+                                    msgs[u].append(sparseloco_encode(ef[wi][u], chunkers[u], row["k"],
+                                                                     args.sparse_quant))
+                            scales = None
+                            if args.sparse_clip == "message":
+                                norms = torch.stack([torch.stack([v.norm() for _, v in m]) for m in msgs])
+                                scales = median_clip(norms.square().sum(0).sqrt())
+                            update = [sparseloco_aggregate(m, ch, ch.shape, args.sparse_mean, scales)
+                                      for m, ch in zip(msgs, chunkers)]
+                            if flat:
+                                update = list(update[0][:P].split([p.numel() for p in gparams]))
+                            for p, u in zip(gparams, update):
+                                p.sub_(u.reshape(p.shape))
                         for ps in wparams:
                             for q, p in zip(ps, gparams):
                                 q.copy_(p)
@@ -317,7 +361,9 @@ def main():
              "tokens": tokens, "steps": steps, "parameters": P, "lr": args.lr, "batch": args.batch,
              "context": T, "model": args.model, "seconds": round(time.time() - t0, 1), "curve": curve}
         if system == "sparseloco":
-            r.update({"message_bytes": message, "values_sent": sent_values, "sparse_mean": args.sparse_mean})
+            r.update({"message_bytes": message, "values_sent": sent_values, "sparse_mean": args.sparse_mean,
+                      "sparse_chunks": args.sparse_chunks, "sparse_clip": args.sparse_clip,
+                      "sparse_quant": args.sparse_quant, "sparse_decay": args.sparse_decay})
         print(json.dumps(r), flush=True)
         results.append(r)
     alone = next((r for r in results if r["system"] == "alone"), None)
