@@ -19,9 +19,10 @@
 #           steps, then the pseudo-gradient all-reduced and an outer Nesterov
 #           SGD step (lr 0.7, momentum 0.9) on the anchor
 #
-# Scenarios: base (all 4 links at LT_RATE) and slow (the same links; host 4
+# Scenarios: base (all 4 links at LT_RATE), slow (the same links; host 4
 # runs with --slow LT_SLOW: after each step it sleeps LT_SLOW - 1 times that
-# step's compute, a host LT_SLOW times slower).
+# step's compute, a host LT_SLOW times slower) and open (links not shaped,
+# sgp only: the compute-bound limit of its base run).
 #
 # A benchmark: it prints a table and asserts nothing. Root only (namespaces,
 # tc): without root it says so and exits 0. After `make` and `make data`, with
@@ -35,6 +36,11 @@
 #   LT_RATE [100mbit] every link, both directions   LT_H [10] local steps
 #   LT_OUTER [nesterov:0.7:0.9] sgp's outer optimizer (DiLoCo's is parsed from it)
 #   LT_CODEC [stc:0.04] sgp's codec   LT_SLOW [4] host 4's slow-down in `slow`
+#   LT_RECIPE [none] lm: sgp runs --recipe lm (the exact sparse all-gather on
+#               a complete topology) in place of LT_H, LT_OUTER and LT_CODEC
+#               (DiLoCo still takes LT_H and LT_OUTER)
+#   LT_DEAD_TIMEOUT [libsgp's] sgp's --dead-timeout (raise it where 4 peers'
+#               steps starve their network threads on a few cores)
 #   LT_SYSTEMS ["sgp ddp diloco"]   LT_SCENARIOS ["base slow"]
 #   LT_CAP [900] seconds a run may take: every process runs under timeout
 #   LT_TARGET [alone's final validation loss] another target loss
@@ -71,6 +77,8 @@ H=${LT_H:-10}
 OUTER=${LT_OUTER:-nesterov:0.7:0.9}
 CODEC=${LT_CODEC:-stc:0.04}
 SLOW=${LT_SLOW:-4}
+RECIPE=${LT_RECIPE:-}
+DEAD_TIMEOUT=${LT_DEAD_TIMEOUT:-}
 SYSTEMS=${LT_SYSTEMS:-sgp ddp diloco}
 SCENARIOS=${LT_SCENARIOS:-base slow}
 CAP=${LT_CAP:-900}
@@ -149,7 +157,12 @@ tbf_args() {
     burst=$(awk -v b="$bps" 'BEGIN { x = b / 8 * 0.002; if (x < 16000) x = 16000; printf "%d", x }')
     echo "rate $r burst $burst latency 20ms"
 }
-shape() { # I RATE: host I's link in both directions
+shape() { # I RATE: host I's link in both directions; RATE "open": not shaped
+    if [ "$2" = open ]; then
+        tc -n "$NS-h$1" qdisc del dev eth0 root 2>/dev/null
+        tc -n "$NS-br" qdisc del dev "b$1" root 2>/dev/null
+        return 0
+    fi
     # shellcheck disable=SC2046 # tbf_args is words
     tc -n "$NS-h$1" qdisc replace dev eth0 root tbf $(tbf_args "$2") &&
         tc -n "$NS-br" qdisc replace dev "b$1" root tbf $(tbf_args "$2")
@@ -219,8 +232,13 @@ run_one() { # SCENARIO SYSTEM
     dir=$RUNS/$(printf '%02d-%s-%s' "$RUN_NO" "$scen" "$sys")
     mkdir -p "$dir"
     port=$((31000 + 10 * RUN_NO))
+    for ((i = 1; i <= N; i++)); do
+        shape "$i" "$([ "$scen" = open ] && echo open || echo "$RATE")" ||
+            { echo "lan_torch.sh: cannot shape host $i's link" >&2; return 1; }
+    done
     if [ "$sys" = sgp ]; then
-        "$BUILD/sgp" launch --peers "$N" --prepare --run-dir "$dir/cluster" >"$dir/prepare.out" 2>&1 ||
+        "$BUILD/sgp" launch --peers "$N" --prepare --run-dir "$dir/cluster" \
+            --topology "$([ "$RECIPE" = lm ] && echo complete || echo exponential)" >"$dir/prepare.out" 2>&1 ||
             { echo "lan_torch.sh: sgp launch --prepare failed: see $dir/prepare.out" >&2; return 1; }
         awk -v port="$port" '$1 == "peer" { sub(/127\.0\.0\.1:[0-9]+/, "10.77.1." ($2 + 1) ":" port) } { print }' \
             "$dir/cluster/cluster.conf" >"$dir/cluster/cluster.conf.new" &&
@@ -237,8 +255,8 @@ run_one() { # SCENARIO SYSTEM
         case $sys in
         sgp)
             ip netns exec "$NS-h$h" timeout -k 10 "$CAP" env "${ENV[@]}" "$PY" "$GPT_PY" "${common[@]}" \
-                --cluster "$dir/cluster/cluster.conf" --id "$i" --local-steps "$H" --outer "$OUTER" \
-                --codec "$CODEC" --t0 "$t0" "${log[@]}" "${extra[@]}" >"$dir/peer$i.out" 2>&1 &
+                --cluster "$dir/cluster/cluster.conf" --id "$i" "${SGP_ALGO[@]}" \
+                --t0 "$t0" "${log[@]}" "${extra[@]}" >"$dir/peer$i.out" 2>&1 &
             ;;
         ddp | diloco)
             ip netns exec "$NS-h$h" timeout -k 10 "$CAP" env "${ENV[@]}" GLOO_SOCKET_IFNAME=eth0 "$PY" "$BASE_PY" \
@@ -271,16 +289,22 @@ run_one() { # SCENARIO SYSTEM
         "$([ "$rc" = 124 ] && echo " (capped at ${CAP}s)")" >&2
 }
 
+SGP_ALGO=(--local-steps "$H" --outer "$OUTER" --codec "$CODEC")
+[ -n "$RECIPE" ] && SGP_ALGO=(--recipe "$RECIPE")
+[ -n "$DEAD_TIMEOUT" ] && SGP_ALGO+=(--dead-timeout "$DEAD_TIMEOUT")
 for scen in $SCENARIOS; do
-    case $scen in base | slow) ;; *) echo "lan_torch.sh: unknown scenario '$scen'" >&2; exit 1 ;; esac
-    for sys in $SYSTEMS; do run_one "$scen" "$sys"; done
+    case $scen in base | slow | open) ;; *) echo "lan_torch.sh: unknown scenario '$scen'" >&2; exit 1 ;; esac
+    for sys in $SYSTEMS; do
+        [ "$scen" = open ] && [ "$sys" != sgp ] && continue # (the compute-bound limit is sgp's)
+        run_one "$scen" "$sys"
+    done
 done
 cleanup
 T_END=$(date +%s)
 
 # ---- the table ----------------------------------------------------------------------------
 "$PY" - "$RUNS" "$OUT" "$TARGET" "$((T_END - T_START))" "$CAP" "$ALONE" \
-    "model $MODEL, $STEPS steps, batch $BATCH, $BYTES bytes, lr $LR, eval every $EVAL_EVERY; 4 hosts, links $RATE (tbf, both directions); sgp --local-steps $H --outer $OUTER --codec $CODEC; diloco H=$H, outer nesterov lr $OUTER_LR momentum $OUTER_MOM; slow: host 4 --slow $SLOW; sgp peers evaluating: $SGP_LOGS" <<'PYEOF'
+    "model $MODEL, $STEPS steps, batch $BATCH, $BYTES bytes, lr $LR, eval every $EVAL_EVERY; 4 hosts, links $RATE (tbf, both directions; open: not shaped); sgp ${SGP_ALGO[*]}; diloco H=$H, outer nesterov lr $OUTER_LR momentum $OUTER_MOM; slow: host 4 --slow $SLOW; sgp peers evaluating: $SGP_LOGS" <<'PYEOF'
 import glob, json, math, os, sys
 
 runs, out_path, target, total_s, cap, alone, config = (sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]),
@@ -338,7 +362,12 @@ lines = ["lan_torch: " + config,
          "|---|---|---|---|---|---|"]
 lines += ["| %s | %s | %s | %s | %s | %s |" % r for r in rows]
 lines.append("")
-for scen in sorted({k[0] for k in res if k[0] != "-"}, key=lambda s: ["base", "slow"].index(s) if s in ("base", "slow") else 9):
+order = lambda s: ["base", "slow", "open"].index(s) if s in ("base", "slow", "open") else 9
+s, o = res.get(("base", "sgp")), res.get(("open", "sgp"))
+if s and o and s[0] is not None and o[0] is not None:
+    lines.append("sgp on %s links against unshaped ones, time to target: %.2f (%.1f s / %.1f s)" % (
+        "shaped", s[0] / o[0], s[0], o[0]))
+for scen in sorted({k[0] for k in res if k[0] != "-"}, key=order):
     s = res.get((scen, "sgp"))
     for b, name in (("ddp", "DDP"), ("diloco", "DiLoCo")):
         r = res.get((scen, b))
@@ -354,7 +383,7 @@ for scen in sorted({k[0] for k in res if k[0] != "-"}, key=lambda s: ["base", "s
                          % (scen, name, r[1] / s[0], name, why, r[1], s[0]))
 # A loss every system of a scenario reached (the highest of their best), so that
 # there is a ratio even where the target above was not reached by all.
-for scen in sorted({k[0] for k in res if k[0] != "-"}, key=lambda s: ["base", "slow"].index(s) if s in ("base", "slow") else 9):
+for scen in sorted({k[0] for k in res if k[0] != "-"}, key=order):
     got = {k[1]: v for k, v in res.items() if k[0] == scen and v[3]}
     if "sgp" not in got or len(got) < 2:
         continue
