@@ -84,6 +84,7 @@ struct cmp_spec {
     int levels;      /* qsgd: quantisation levels s >= 1 */
     int sampled;     /* topk: DGC-style threshold from a sample instead of exact selection */
     size_t chunk;    /* sparseloco: values a chunk (it sends cmp_select_k(fraction, chunk) of each) */
+    int whole;       /* sparseloco: one set of levels for the whole message, not one a chunk */
     char text[48];   /* the spec as parsed, for logs */
 };
 

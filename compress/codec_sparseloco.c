@@ -1,4 +1,4 @@
-/* sparseloco:K[:CHUNK] — the message of SparseLoCo (Sarfi et al., 2025,
+/* sparseloco:K[:CHUNK][:whole] — the message of SparseLoCo (Sarfi et al., 2025,
  * arXiv 2508.15706): the vector cut into chunks of CHUNK values (the last
  * may be shorter), from each chunk its K largest magnitudes (all of a chunk
  * shorter than K), each sent as one of four levels of its chunk, a 2-bit
@@ -13,15 +13,19 @@
  * statistical quantiser, code = clamp(round((v - mean) / (1.5 sd)) + 2, 0,
  * 3), gives the two values +a and -a of a small selection both the code of
  * their mean, 0, and the message carries nothing: with K = 2 of 8, 8
- * gossiping peers stopped averaging 17-28% away from the mean.) Positions
- * are Rice-coded gaps over the whole vector (one parameter b for the
- * message, the best for its gaps), about log2(e CHUNK / K) bits each where
- * the authors pack 12: 10.5 bits an entry with its code and the levels at K
- * = 64 of 4,096, 194x fewer bytes than f32.
+ * gossiping peers stopped averaging 17-28% away from the mean.) With
+ * `whole`, the four levels are those of the whole message's selection, sent
+ * once: 8 bytes a chunk fewer (tests/bench/LOG.md, 2026-12-06, for what it
+ * does to a language model). Positions are Rice-coded gaps over the whole
+ * vector (one parameter b for the message, the best for its gaps), about
+ * log2(e CHUNK / K) bits each where the authors pack 12: 10.5 bits an entry
+ * with its code and the levels at K = 64 of 4,096, 194x fewer bytes than
+ * f32.
  *
  * Payload (compress/FORMAT.md, "sparseloco"):
  *
- *   varint CHUNK | varint K | u8 b | per chunk 4 x u16 bf16 levels |
+ *   varint CHUNK | varint K | u8 (b | 0x80 if whole) |
+ *   per chunk (once if whole) 4 x u16 bf16 levels |
  *   per entry (Rice(b) gap, 2-bit code), zero-padded to a byte
  */
 #include <errno.h>
@@ -37,6 +41,7 @@
 
 #define LEVELS 4
 #define CHUNK_MAX ((size_t)1 << 24)
+#define WHOLE 0x80 /* in the b byte: one set of levels for the message */
 
 static size_t varint_len(uint64_t v)
 {
@@ -47,6 +52,9 @@ static size_t varint_len(uint64_t v)
 }
 
 static size_t n_chunks(size_t chunk, size_t n) { return (n + chunk - 1) / chunk; }
+
+/* Sets of levels a message carries: one a chunk, or one. */
+static size_t level_sets(int whole, size_t chunk, size_t n) { return whole ? 1 : n_chunks(chunk, n); }
 
 /* K, from the spec's fraction K / CHUNK (which a warm-up may raise). */
 static size_t chunk_k(const cmp_spec *s) { return cmp_select_k(s->fraction, s->chunk); }
@@ -85,24 +93,39 @@ static int parse_count(const char *what, const char *text, size_t max, size_t *o
 static int sl_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
 {
     if (!args || !*args) {
-        snprintf(err, errlen, "sparseloco: missing K, usage: sparseloco:K[:CHUNK]");
+        snprintf(err, errlen, "sparseloco: missing K, usage: sparseloco:K[:CHUNK][:whole]");
         return -EINVAL;
     }
-    char k_text[24], *colon = strchr(args, ':');
-    const size_t k_len = colon ? (size_t)(colon - args) : strlen(args);
-    snprintf(k_text, sizeof k_text, "%.*s", (int)(k_len < sizeof k_text ? k_len : sizeof k_text - 1), args);
-    size_t chunk = 4096, k;
-    if ((colon && parse_count("CHUNK", colon + 1, CHUNK_MAX, &chunk, err, errlen) < 0) ||
-        parse_count("K", k_text, chunk, &k, err, errlen) < 0)
+    /* K[:CHUNK][:whole]: up to three fields */
+    char field[3][24] = {{0}};
+    int nf = 0;
+    for (const char *at = args;; at = strchr(at, ':') + 1) {
+        if (nf == 3) {
+            snprintf(err, errlen, "sparseloco: too many fields, usage: sparseloco:K[:CHUNK][:whole]");
+            return -EINVAL;
+        }
+        const size_t len = strchr(at, ':') ? (size_t)(strchr(at, ':') - at) : strlen(at);
+        snprintf(field[nf++], sizeof field[0], "%.*s", (int)(len < sizeof field[0] ? len : sizeof field[0] - 1), at);
+        if (!strchr(at, ':'))
+            break;
+    }
+    const int whole = nf > 1 && strcmp(field[nf - 1], "whole") == 0;
+    if (nf == 3 && !whole) {
+        snprintf(err, errlen, "sparseloco: the third field must be 'whole', got '%s'", field[2]);
         return -EINVAL;
-    s->chunk = chunk, s->fraction = (double)k / (double)chunk;
+    }
+    size_t chunk = 4096, k;
+    if ((nf - whole == 2 && parse_count("CHUNK", field[1], CHUNK_MAX, &chunk, err, errlen) < 0) ||
+        parse_count("K", field[0], chunk, &k, err, errlen) < 0)
+        return -EINVAL;
+    s->chunk = chunk, s->fraction = (double)k / (double)chunk, s->whole = whole;
     return 0;
 }
 
 static size_t sl_bound(const cmp_spec *s, size_t n)
 {
     const size_t e = entries(s->chunk, chunk_k(s), n);
-    return varint_len(s->chunk) + varint_len(chunk_k(s)) + 1 + 2 * LEVELS * n_chunks(s->chunk, n) +
+    return varint_len(s->chunk) + varint_len(chunk_k(s)) + 1 + 2 * LEVELS * level_sets(s->whole, s->chunk, n) +
            (size_t)((cmp_select_rice_bits_max(n, e) + 2 * (uint64_t)e + 7) / 8);
 }
 
@@ -138,8 +161,9 @@ static size_t sl_work(const cmp_spec *s, size_t n)
            LEVELS * n_chunks(s->chunk, n) * sizeof(uint16_t) + e;
 }
 
-/* One chunk's m selected values v: their codes (bit 0: the sign bit, bit
- * 1: a magnitude above the chunk's mean magnitude) and the four levels, each
+/* One chunk's (or, whole, the message's) m selected values v: their codes
+ * (bit 0: the sign bit, bit 1: a magnitude above their mean magnitude) and
+ * the four levels, each
  * the mean of the values that got its code (bf16 bits; 0 for a code no
  * value got). In double, so that no finite input overflows; -EINVAL if a
  * value is not finite. */
@@ -179,20 +203,30 @@ static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed
         float *v = c.val + at;
         for (size_t j = 0; rc == 0 && j < m; j++)
             v[j] = x[c.idx[at + j] += (uint32_t)c0];
-        if (rc < 0 || (rc = quantise(v, m, c.code + at, c.level + LEVELS * ch)) < 0)
+        if (rc < 0 || (!s->whole && (rc = quantise(v, m, c.code + at, c.level + LEVELS * ch)) < 0))
             return rc;
-        for (size_t j = 0; j < m; j++) /* what the receiver decodes */
-            v[j] = cmp_bf16_value(c.level[LEVELS * ch + c.code[at + j]]);
         at += m;
+    }
+    if (s->whole) {
+        memset(c.level, 0, LEVELS * sizeof *c.level);
+        int rc = e ? quantise(c.val, e, c.code, c.level) : 0;
+        if (rc < 0)
+            return rc;
+    }
+    for (size_t j = 0, ch = 0; j < e; j++) { /* what the receiver decodes */
+        for (; !s->whole && c.idx[j] >= (ch + 1) * C; ch++)
+            ;
+        c.val[j] = cmp_bf16_value(c.level[LEVELS * ch + c.code[j]]);
     }
     uint64_t bits;
     const int b = e ? cmp_select_rice(c.idx, e, n, &bits) : 0;
     size_t o = cmp_varint_put(out, C);
     o += cmp_varint_put(out + o, K);
-    out[o++] = (uint8_t)b;
-    for (size_t j = 0; j < LEVELS * nch; j++)
+    out[o++] = (uint8_t)(b | (s->whole ? WHOLE : 0));
+    const size_t n_levels = LEVELS * level_sets(s->whole, C, n);
+    for (size_t j = 0; j < n_levels; j++)
         out[o + 2 * j] = (uint8_t)c.level[j], out[o + 2 * j + 1] = (uint8_t)(c.level[j] >> 8);
-    o += 2 * LEVELS * nch;
+    o += 2 * n_levels;
     cmp_bitw w;
     cmp_bitw_init(&w, out + o, cap - o);
     uint32_t next = 0;
@@ -230,17 +264,17 @@ static long sl_read(const uint8_t *in, size_t len, size_t n, const sink *to)
         cmp_varint_get(in + u1, len - u1, &u2, &K) < 0 || K < 1 || K > C || len - u1 - u2 < 1)
         return -EBADMSG;
     size_t o = u1 + u2;
-    const int b = in[o++];
-    const size_t nch = n_chunks(C, n), e = entries(C, K, n);
-    if (b > 31 || (len - o) / (2 * LEVELS) < nch)
+    const int whole = (in[o] & WHOLE) != 0, b = in[o++] & ~WHOLE;
+    const size_t sets = level_sets(whole, C, n), e = entries(C, K, n);
+    if (b > 31 || (len - o) / (2 * LEVELS) < sets)
         return -EBADMSG;
     if (to->idx && e > to->cap)
         return -ENOSPC;
     const uint8_t *level = in + o;
-    for (size_t j = 0; j < LEVELS * nch; j++)
+    for (size_t j = 0; j < LEVELS * sets; j++)
         if (!isfinite(level_at(level, j)))
             return -EBADMSG;
-    o += 2 * LEVELS * nch;
+    o += 2 * LEVELS * sets;
     cmp_bitr r;
     cmp_bitr_init(&r, in + o, len - o);
     uint64_t next = 0, bits = 0, g, code;
@@ -256,7 +290,7 @@ static long sl_read(const uint8_t *in, size_t len, size_t n, const sink *to)
             if (in_chunk != chunk_sends(C, K, n, ch))
                 return -EBADMSG;
         in_chunk++;
-        const float v = level_at(level, LEVELS * ch + code);
+        const float v = level_at(level, LEVELS * (whole ? 0 : ch) + code);
         if (to->idx)
             to->idx[j] = (uint32_t)pos, to->val[j] = v;
         if (to->dst)
@@ -301,8 +335,8 @@ static long sl_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const
 const cmp_ops cmp_sparseloco = {
     .name = "sparseloco",
     .id = 11,
-    .usage = "sparseloco:K[:CHUNK]  SparseLoCo's message: the K largest magnitudes of every CHUNK [4096] values, "
-             "each as one of its chunk's 4 bf16 levels (2 bits), Rice-coded positions",
+    .usage = "sparseloco:K[:CHUNK][:whole]  SparseLoCo's message: the K largest magnitudes of every CHUNK [4096] "
+             "values, each as one of its chunk's (whole: the message's) 4 bf16 levels (2 bits), Rice-coded positions",
     .parse = sl_parse,
     .bound = sl_bound,
     .work = sl_work,

@@ -57,9 +57,9 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --shard iid|dirichlet:ALPHA   how the training set is split over peers [iid]\n"                           \
     "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"                                  \
     "  --codec SPEC          message codec: none, fp16, bf16, topk:F, randk:F, qsgd:S,\n"                         \
-    "                        terngrad, natural, sign, stc:F, sketch:F[:C], sparseloco:K[:CHUNK]\n"               \
-    "                        (compress/FORMAT.md), or exact (uncompressed running sums in\n"                    \
-    "                        float64) [none]\n"                                                                 \
+    "                        terngrad, natural, sign, stc:F, sketch:F[:C],\n"                                    \
+    "                        sparseloco:K[:CHUNK][:whole] (compress/FORMAT.md), or exact\n"                      \
+    "                        (uncompressed running sums in float64) [none]\n"                                  \
     "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"                          \
     "                        gossip/GUARANTEES.md]\n"                                                             \
     "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc/sketch/sparseloco start dense and\n"         \

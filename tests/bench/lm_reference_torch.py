@@ -134,7 +134,7 @@ class Chunker:
 
     def message_bytes(self, K, quant="tensor"):
         n = self.chunks * self.k(K)
-        lookup = QPARAM_BYTES if quant == "tensor" else self.chunks * 2 * Q_BINS  # bf16 levels a chunk
+        lookup = {"tensor": QPARAM_BYTES, "chunk": self.chunks * 2 * Q_BINS, "signs": 2 * Q_BINS}[quant]
         return (n * IDX_BITS + 7) // 8 + (n * VAL_BITS + 7) // 8 + lookup
 
 
@@ -168,7 +168,13 @@ def sparseloco_encode(e, ch, K, quant="tensor"):
     """Top-K a chunk of the error buffer e, quantised; e less what is sent. Returns (idx, values)."""
     x = ch.split(e)
     idx = x.abs().topk(ch.k(K), dim=-1, largest=True, sorted=False).indices
-    vals = (quantise if quant == "tensor" else quantise_per_chunk)(x.gather(-1, idx))
+    v = x.gather(-1, idx)
+    if quant == "tensor":
+        vals = quantise(v)
+    elif quant == "chunk":
+        vals = quantise_per_chunk(v)
+    else:  # sgp's levels, one set for the whole message (tensor)
+        vals = quantise_per_chunk(v.reshape(1, -1)).reshape(v.shape)
     sent = torch.zeros_like(x).scatter_(-1, idx, vals)
     e.sub_(ch.join(sent))
     return idx, vals
@@ -219,9 +225,10 @@ def main():
     ap.add_argument("--sparse-clip", choices=("tensor", "message"), default="tensor",
                     help="sparseloco's median-norm clip: per tensor (the authors', default) or per whole message "
                          "(sgp's)")
-    ap.add_argument("--sparse-quant", choices=("tensor", "chunk"), default="tensor",
+    ap.add_argument("--sparse-quant", choices=("tensor", "chunk", "signs"), default="tensor",
                     help="sparseloco's 2-bit values: the authors' statistical quantiser, one lookup a tensor "
-                         "(default), or sgp's, four bf16 levels a chunk")
+                         "(default); sgp's four bf16 levels (sign, above the mean magnitude or not) a chunk; or "
+                         "those four levels once for a whole tensor (signs)")
     ap.add_argument("--sparse-decay", type=float, default=EF_DECAY, help="sparseloco's error-buffer decay (0.95)")
     ap.add_argument("--curve", type=int, default=4, help="validation points along the run, the end included "
                     "(default 4; each costs a pass over --val)")

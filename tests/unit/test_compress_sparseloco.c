@@ -1,7 +1,7 @@
-/* sparseloco:K[:CHUNK]: each chunk sends exactly its K largest magnitudes
- * (against a qsort reference), each decoded to the bf16 mean of the values
- * of its chunk that share its sign and its side of the chunk's mean
- * magnitude; the message is parsed here from compress/FORMAT.md
+/* sparseloco:K[:CHUNK][:whole]: each chunk sends exactly its K largest
+ * magnitudes (against a qsort reference), each decoded to the bf16 mean of
+ * the values of its chunk (whole: of the message) that share its sign and
+ * its side of their mean magnitude; the message is parsed here from compress/FORMAT.md
  * ("sparseloco") independently of the codec; its size beats 12-bit packed
  * positions; hostile messages (a chunk with one entry too many or too few,
  * a level that is not finite, K > CHUNK) are refused; bad specs fail with
@@ -207,6 +207,50 @@ Test(compress_sparseloco, an_entry_costs_fewer_bits_than_packed_12_bit_positions
     free(m.bytes), free(x);
 }
 
+/* whole: the same positions as a set of levels a chunk, one set of levels
+ * (the bf16 means over the whole selection of each sign and side of its
+ * mean magnitude), and 8 bytes fewer for every chunk but one. */
+Test(compress_sparseloco, whole_sends_one_set_of_levels_for_the_message)
+{
+    const size_t n = 10000, C = 1000, K = 16, e = 10 * K;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = gauss(5, i) * (i < C ? 10.0f : 1.0f); /* one chunk of larger values: its own levels differ */
+    message a, w;
+    encode(&a, "sparseloco:16:1000", x, n);
+    encode(&w, "sparseloco:16:1000:whole", x, n);
+    cr_assert(w.spec.whole && !a.spec.whole && w.spec.chunk == C);
+    cr_assert_eq(a.len - w.len, 8 * 9, "one set of 4 bf16 levels in place of 10: %ld against %ld", w.len, a.len);
+    uint32_t *ia = malloc(e * sizeof *ia), *iw = malloc(e * sizeof *iw);
+    float *va = malloc(e * sizeof *va), *vw = malloc(e * sizeof *vw);
+    cr_assert_eq(cmp_decode_sparse(a.bytes, (size_t)a.len, n, ia, va, e), (long)e);
+    cr_assert_eq(cmp_decode_sparse(w.bytes, (size_t)w.len, n, iw, vw, e), (long)e);
+    cr_assert_eq(memcmp(ia, iw, e * sizeof *ia), 0, "the same entries");
+    double mean_abs = 0, sum[4] = {0};
+    size_t count[4] = {0};
+    for (size_t j = 0; j < e; j++)
+        mean_abs += fabs((double)x[iw[j]]);
+    mean_abs /= (double)e;
+    int code[10 * 16];
+    for (size_t j = 0; j < e; j++) {
+        const float v = x[iw[j]];
+        code[j] = (signbit(v) ? 1 : 0) | (fabs((double)v) > mean_abs ? 2 : 0);
+        sum[code[j]] += v, count[code[j]]++;
+    }
+    for (size_t j = 0; j < e; j++) {
+        const float level = cmp_bf16_value(cmp_bf16_round((float)(sum[code[j]] / (double)count[code[j]])));
+        cr_assert_eq(vw[j], level, "entry %zu decodes to its code's level over the whole message", j);
+    }
+    cr_assert_neq(memcmp(va, vw, e * sizeof *va), 0, "(a set a chunk decodes otherwise)");
+    float *d = calloc(n, sizeof *d);
+    cr_assert_eq(cmp_decode(w.bytes, (size_t)w.len, n, d), 0);
+    for (size_t j = 0; j < e; j++)
+        cr_assert_eq(d[iw[j]], vw[j]);
+    w.bytes[1 + 2 + 2 + 1] |= 0x40; /* (n, CHUNK: 2-byte varints, K: 1) the b byte's unused bits */
+    cr_assert_eq(cmp_decode(w.bytes, (size_t)w.len, n, d), -EBADMSG, "b with an unused bit set");
+    free(d), free(ia), free(iw), free(va), free(vw), free(x), free(a.bytes), free(w.bytes);
+}
+
 /* A well-formed header with one hand-made entry stream: n = 8, CHUNK 4,
  * K 1 (one entry from each of 2 chunks), b 2, 8 levels (1.0 each unless
  * `level` sets the first's bits), entries at the given positions (code 0). */
@@ -277,7 +321,10 @@ Test(compress_sparseloco, bad_specs_fail_with_one_line)
     const struct {
         const char *spec, *says;
     } bad[] = {
-        {"sparseloco", "sparseloco: missing K, usage: sparseloco:K[:CHUNK]"},
+        {"sparseloco", "sparseloco: missing K, usage: sparseloco:K[:CHUNK][:whole]"},
+        {"sparseloco:8:64:wholes", "sparseloco: the third field must be 'whole', got 'wholes'"},
+        {"sparseloco:8:64:whole:1", "sparseloco: too many fields, usage: sparseloco:K[:CHUNK][:whole]"},
+        {"sparseloco:8:whole2", "sparseloco: CHUNK must be an integer from 1 to 16777216, got 'whole2'"},
         {"sparseloco:0", "sparseloco: K must be an integer from 1 to 4096, got '0'"},
         {"sparseloco:5000", "sparseloco: K must be an integer from 1 to 4096, got '5000'"},
         {"sparseloco:8:4", "sparseloco: K must be an integer from 1 to 4, got '8'"},
@@ -294,5 +341,7 @@ Test(compress_sparseloco, bad_specs_fail_with_one_line)
     cmp_spec s;
     char err[160];
     cr_assert_eq(cmp_spec_parse(&s, "sparseloco:64", err, sizeof err), 0, "%s", err);
-    cr_assert(s.chunk == 4096 && s.fraction == 64.0 / 4096, "CHUNK defaults to 4,096");
+    cr_assert(s.chunk == 4096 && s.fraction == 64.0 / 4096 && !s.whole, "CHUNK defaults to 4,096");
+    cr_assert_eq(cmp_spec_parse(&s, "sparseloco:8:whole", err, sizeof err), 0, "%s", err);
+    cr_assert(s.chunk == 4096 && s.whole, "whole with the default CHUNK");
 }
