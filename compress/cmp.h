@@ -85,6 +85,7 @@ struct cmp_spec {
     int sampled;     /* topk: DGC-style threshold from a sample instead of exact selection */
     size_t chunk;    /* sparseloco: values a chunk (it sends cmp_select_k(fraction, chunk) of each) */
     int whole;       /* sparseloco: one set of levels for the whole message, not one a chunk */
+    int stat;        /* sparseloco: (whole, and) the authors' statistical bins, not sign and size */
     char text[48];   /* the spec as parsed, for logs */
 };
 

@@ -1,4 +1,4 @@
-/* sparseloco:K[:CHUNK][:whole] — the message of SparseLoCo (Sarfi et al., 2025,
+/* sparseloco:K[:CHUNK][:whole|:stat] — the message of SparseLoCo (Sarfi et al., 2025,
  * arXiv 2508.15706): the vector cut into chunks of CHUNK values (the last
  * may be shorter), from each chunk its K largest magnitudes (all of a chunk
  * shorter than K), each sent as one of four levels of its chunk, a 2-bit
@@ -15,8 +15,9 @@
  * their mean, 0, and the message carries nothing: with K = 2 of 8, 8
  * gossiping peers stopped averaging 17-28% away from the mean.) With
  * `whole`, the four levels are those of the whole message's selection, sent
- * once: 8 bytes a chunk fewer (tests/bench/LOG.md, 2026-12-06, for what it
- * does to a language model). Positions are Rice-coded gaps over the whole
+ * once: 8 bytes a chunk fewer; `stat` sends one set too, with the authors'
+ * codes over the whole message (for large messages only: the all-gather's;
+ * what each does to a language model: tests/bench/LOG.md, 2026-12-06). Positions are Rice-coded gaps over the whole
  * vector (one parameter b for the message, the best for its gaps), about
  * log2(e CHUNK / K) bits each where the authors pack 12: 10.5 bits an entry
  * with its code and the levels at K = 64 of 4,096, 194x fewer bytes than
@@ -24,7 +25,7 @@
  *
  * Payload (compress/FORMAT.md, "sparseloco"):
  *
- *   varint CHUNK | varint K | u8 (b | 0x80 if whole) |
+ *   varint CHUNK | varint K | u8 (b | 0x80 if whole or stat) |
  *   per chunk (once if whole) 4 x u16 bf16 levels |
  *   per entry (Rice(b) gap, 2-bit code), zero-padded to a byte
  */
@@ -93,15 +94,15 @@ static int parse_count(const char *what, const char *text, size_t max, size_t *o
 static int sl_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
 {
     if (!args || !*args) {
-        snprintf(err, errlen, "sparseloco: missing K, usage: sparseloco:K[:CHUNK][:whole]");
+        snprintf(err, errlen, "sparseloco: missing K, usage: sparseloco:K[:CHUNK][:whole|:stat]");
         return -EINVAL;
     }
-    /* K[:CHUNK][:whole]: up to three fields */
+    /* K[:CHUNK][:whole|:stat]: up to three fields */
     char field[3][24] = {{0}};
     int nf = 0;
     for (const char *at = args;; at = strchr(at, ':') + 1) {
         if (nf == 3) {
-            snprintf(err, errlen, "sparseloco: too many fields, usage: sparseloco:K[:CHUNK][:whole]");
+            snprintf(err, errlen, "sparseloco: too many fields, usage: sparseloco:K[:CHUNK][:whole|:stat]");
             return -EINVAL;
         }
         const size_t len = strchr(at, ':') ? (size_t)(strchr(at, ':') - at) : strlen(at);
@@ -109,16 +110,17 @@ static int sl_parse(cmp_spec *s, const char *args, char *err, size_t errlen)
         if (!strchr(at, ':'))
             break;
     }
-    const int whole = nf > 1 && strcmp(field[nf - 1], "whole") == 0;
+    const int stat = nf > 1 && strcmp(field[nf - 1], "stat") == 0,
+              whole = stat || (nf > 1 && strcmp(field[nf - 1], "whole") == 0);
     if (nf == 3 && !whole) {
-        snprintf(err, errlen, "sparseloco: the third field must be 'whole', got '%s'", field[2]);
+        snprintf(err, errlen, "sparseloco: the third field must be 'whole' or 'stat', got '%s'", field[2]);
         return -EINVAL;
     }
     size_t chunk = 4096, k;
     if ((nf - whole == 2 && parse_count("CHUNK", field[1], CHUNK_MAX, &chunk, err, errlen) < 0) ||
         parse_count("K", field[0], chunk, &k, err, errlen) < 0)
         return -EINVAL;
-    s->chunk = chunk, s->fraction = (double)k / (double)chunk, s->whole = whole;
+    s->chunk = chunk, s->fraction = (double)k / (double)chunk, s->whole = whole, s->stat = stat;
     return 0;
 }
 
@@ -162,23 +164,31 @@ static size_t sl_work(const cmp_spec *s, size_t n)
 }
 
 /* One chunk's (or, whole, the message's) m selected values v: their codes
- * (bit 0: the sign bit, bit 1: a magnitude above their mean magnitude) and
- * the four levels, each
- * the mean of the values that got its code (bf16 bits; 0 for a code no
- * value got). In double, so that no finite input overflows; -EINVAL if a
- * value is not finite. */
-static int quantise(const float *v, size_t m, uint8_t *code, uint16_t *level)
+ * and the four levels, each the mean of the values that got its code (bf16
+ * bits; 0 for a code no value got). The codes: bit 0 the sign bit, bit 1 a
+ * magnitude above their mean magnitude; or (stat) the authors' bins,
+ * clamp(round((v - mean) / (1.5 sd)) + 2, 0, 3) with the sample sd (6 sd
+ * over 4 bins; a scale of 1 where sd is 0). In double, so that no finite
+ * input overflows; -EINVAL if a value is not finite. */
+static int quantise(const float *v, size_t m, int stat, uint8_t *code, uint16_t *level)
 {
-    double mean_abs = 0;
+    double mean_abs = 0, mean = 0, ss = 0;
     for (size_t j = 0; j < m; j++)
-        mean_abs += fabs((double)v[j]);
-    mean_abs /= (double)m;
+        mean_abs += fabs((double)v[j]), mean += v[j];
+    mean_abs /= (double)m, mean /= (double)m;
     if (!isfinite(mean_abs))
         return -EINVAL;
+    for (size_t j = 0; stat && j < m; j++)
+        ss += ((double)v[j] - mean) * ((double)v[j] - mean);
+    double scale = 1.5 * sqrt(ss / (double)(m > 1 ? m - 1 : 1));
+    if (!(scale > 0) || !isfinite(scale))
+        scale = 1;
     double sum[LEVELS] = {0};
     size_t count[LEVELS] = {0};
     for (size_t j = 0; j < m; j++) {
-        code[j] = (uint8_t)((signbit(v[j]) ? 1 : 0) | (fabs((double)v[j]) > mean_abs ? 2 : 0));
+        const double bin = nearbyint(((double)v[j] - mean) / scale) + 2;
+        code[j] = stat ? (uint8_t)(bin < 0 ? 0 : bin > LEVELS - 1 ? LEVELS - 1 : bin)
+                       : (uint8_t)((signbit(v[j]) ? 1 : 0) | (fabs((double)v[j]) > mean_abs ? 2 : 0));
         sum[code[j]] += v[j], count[code[j]]++;
     }
     for (int b = 0; b < LEVELS; b++)
@@ -203,13 +213,13 @@ static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed
         float *v = c.val + at;
         for (size_t j = 0; rc == 0 && j < m; j++)
             v[j] = x[c.idx[at + j] += (uint32_t)c0];
-        if (rc < 0 || (!s->whole && (rc = quantise(v, m, c.code + at, c.level + LEVELS * ch)) < 0))
+        if (rc < 0 || (!s->whole && (rc = quantise(v, m, 0, c.code + at, c.level + LEVELS * ch)) < 0))
             return rc;
         at += m;
     }
     if (s->whole) {
         memset(c.level, 0, LEVELS * sizeof *c.level);
-        int rc = e ? quantise(c.val, e, c.code, c.level) : 0;
+        int rc = e ? quantise(c.val, e, s->stat, c.code, c.level) : 0;
         if (rc < 0)
             return rc;
     }
@@ -335,8 +345,9 @@ static long sl_encoded_sparse(const cmp_spec *s, const float *x, size_t n, const
 const cmp_ops cmp_sparseloco = {
     .name = "sparseloco",
     .id = 11,
-    .usage = "sparseloco:K[:CHUNK][:whole]  SparseLoCo's message: the K largest magnitudes of every CHUNK [4096] "
-             "values, each as one of its chunk's (whole: the message's) 4 bf16 levels (2 bits), Rice-coded positions",
+    .usage = "sparseloco:K[:CHUNK][:whole|:stat]  SparseLoCo's message: the K largest magnitudes of every CHUNK "
+             "[4096] values, each as one of its chunk's 4 bf16 levels by sign and size (whole: the message's; stat: "
+             "the message's, the authors' bins), 2 bits, Rice-coded positions",
     .parse = sl_parse,
     .bound = sl_bound,
     .work = sl_work,

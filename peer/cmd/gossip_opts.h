@@ -58,8 +58,8 @@ enum { GOPT_SHARD = 1500, GOPT_TAU, GOPT_CODEC, GOPT_STEP, GOPT_CWARM, GOPT_ALON
     "  --tau N               staleness bound: rounds a peer may run ahead [0]\n"                                  \
     "  --codec SPEC          message codec: none, fp16, bf16, topk:F, randk:F, qsgd:S,\n"                         \
     "                        terngrad, natural, sign, stc:F, sketch:F[:C],\n"                                    \
-    "                        sparseloco:K[:CHUNK][:whole] (compress/FORMAT.md), or exact\n"                      \
-    "                        (uncompressed running sums in float64) [none]\n"                                  \
+    "                        sparseloco:K[:CHUNK][:whole|:stat] (compress/FORMAT.md), or\n"                     \
+    "                        exact (uncompressed running sums in float64) [none]\n"                            \
     "  --step G              consensus step with a codec, 0 < G <= 1 [per codec, see\n"                          \
     "                        gossip/GUARANTEES.md]\n"                                                             \
     "  --codec-warmup E      sparsity warm-up (DGC): topk/randk/stc/sketch/sparseloco start dense and\n"         \

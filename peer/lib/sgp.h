@@ -116,7 +116,7 @@ typedef struct sgp_options {
     long rounds_per_epoch;   /* the unit of codec_warmup; 0: rounds [0] */
     const char *codec;       /* NULL or "none": float32 messages; "exact": float64 running sums; or
                               * fp16, bf16, topk:F, randk:F, qsgd:S, terngrad, natural, sign, stc:F, sketch:F[:C],
-                              * sparseloco:K[:CHUNK][:whole] [NULL] */
+                              * sparseloco:K[:CHUNK][:whole|:stat] [NULL] */
     double step;             /* consensus step with a codec, (0, 1]; 0: the codec's default [0] */
     double codec_warmup;     /* epochs of sparsity warm-up for topk/randk/stc/sketch [0] */
     int tau;                 /* staleness bound: rounds a peer may run ahead of what it absorbed [0] */

@@ -13,7 +13,7 @@
 static const char *const specs[] = {"none",      "fp16",     "bf16",        "topk:0.01",   "topk:0.3:sampled",
                                     "randk:0.1", "qsgd:4",   "qsgd:255",    "terngrad",    "natural",
                                     "sign",      "stc:0.01", "sketch:0.01", "sketch:0.5:1", "sparseloco:4:16", "sparseloco:64",
-                                    "sparseloco:1:1", "sparseloco:7:7", "sparseloco:4:16:whole"};
+                                    "sparseloco:1:1", "sparseloco:7:7", "sparseloco:4:16:whole", "sparseloco:3:8:stat"};
 #define N_SPECS (sizeof specs / sizeof *specs)
 
 static float *random_vector(size_t n, unsigned seed)

@@ -1,7 +1,8 @@
-/* sparseloco:K[:CHUNK][:whole]: each chunk sends exactly its K largest
+/* sparseloco:K[:CHUNK][:whole|:stat]: each chunk sends exactly its K largest
  * magnitudes (against a qsort reference), each decoded to the bf16 mean of
  * the values of its chunk (whole: of the message) that share its sign and
- * its side of their mean magnitude; the message is parsed here from compress/FORMAT.md
+ * its side of their mean magnitude (stat: of its bin of the authors'
+ * statistical quantiser over the message); the message is parsed here from compress/FORMAT.md
  * ("sparseloco") independently of the codec; its size beats 12-bit packed
  * positions; hostile messages (a chunk with one entry too many or too few,
  * a level that is not finite, K > CHUNK) are refused; bad specs fail with
@@ -251,6 +252,43 @@ Test(compress_sparseloco, whole_sends_one_set_of_levels_for_the_message)
     free(d), free(ia), free(iw), free(va), free(vw), free(x), free(a.bytes), free(w.bytes);
 }
 
+/* stat: the same entries and size as whole, each value the bf16 mean of its
+ * bin clamp(round((v - mean) / (1.5 sd)) + 2, 0, 3) over the whole selection. */
+Test(compress_sparseloco, stat_bins_the_whole_message_as_the_authors_do)
+{
+    const size_t n = 10000, e = 10 * 16;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = gauss(6, i) + 0.3f; /* off centre: the bins' shift matters */
+    message w, st;
+    encode(&w, "sparseloco:16:1000:whole", x, n);
+    encode(&st, "sparseloco:16:1000:stat", x, n);
+    cr_assert(st.spec.whole && st.spec.stat && !w.spec.stat);
+    cr_assert_eq(st.len, w.len, "the same format: one set of levels, 2 bits an entry");
+    uint32_t *idx = malloc(e * sizeof *idx);
+    float *val = malloc(e * sizeof *val);
+    cr_assert_eq(cmp_decode_sparse(st.bytes, (size_t)st.len, n, idx, val, e), (long)e);
+    double mean = 0, ss = 0, sum[4] = {0};
+    size_t count[4] = {0};
+    int bin[10 * 16];
+    for (size_t j = 0; j < e; j++)
+        mean += x[idx[j]];
+    mean /= (double)e;
+    for (size_t j = 0; j < e; j++)
+        ss += (x[idx[j]] - mean) * (x[idx[j]] - mean);
+    const double scale = 1.5 * sqrt(ss / (double)(e - 1));
+    for (size_t j = 0; j < e; j++) {
+        const double b = nearbyint((x[idx[j]] - mean) / scale) + 2;
+        bin[j] = b < 0 ? 0 : b > 3 ? 3 : (int)b;
+        sum[bin[j]] += x[idx[j]], count[bin[j]]++;
+    }
+    cr_assert(count[0] && count[3], "both outer bins in use");
+    for (size_t j = 0; j < e; j++)
+        cr_assert_eq(val[j], cmp_bf16_value(cmp_bf16_round((float)(sum[bin[j]] / (double)count[bin[j]]))),
+                     "entry %zu, bin %d", j, bin[j]);
+    free(idx), free(val), free(x), free(w.bytes), free(st.bytes);
+}
+
 /* A well-formed header with one hand-made entry stream: n = 8, CHUNK 4,
  * K 1 (one entry from each of 2 chunks), b 2, 8 levels (1.0 each unless
  * `level` sets the first's bits), entries at the given positions (code 0). */
@@ -321,9 +359,9 @@ Test(compress_sparseloco, bad_specs_fail_with_one_line)
     const struct {
         const char *spec, *says;
     } bad[] = {
-        {"sparseloco", "sparseloco: missing K, usage: sparseloco:K[:CHUNK][:whole]"},
-        {"sparseloco:8:64:wholes", "sparseloco: the third field must be 'whole', got 'wholes'"},
-        {"sparseloco:8:64:whole:1", "sparseloco: too many fields, usage: sparseloco:K[:CHUNK][:whole]"},
+        {"sparseloco", "sparseloco: missing K, usage: sparseloco:K[:CHUNK][:whole|:stat]"},
+        {"sparseloco:8:64:wholes", "sparseloco: the third field must be 'whole' or 'stat', got 'wholes'"},
+        {"sparseloco:8:64:whole:1", "sparseloco: too many fields, usage: sparseloco:K[:CHUNK][:whole|:stat]"},
         {"sparseloco:8:whole2", "sparseloco: CHUNK must be an integer from 1 to 16777216, got 'whole2'"},
         {"sparseloco:0", "sparseloco: K must be an integer from 1 to 4096, got '0'"},
         {"sparseloco:5000", "sparseloco: K must be an integer from 1 to 4096, got '5000'"},
@@ -343,5 +381,7 @@ Test(compress_sparseloco, bad_specs_fail_with_one_line)
     cr_assert_eq(cmp_spec_parse(&s, "sparseloco:64", err, sizeof err), 0, "%s", err);
     cr_assert(s.chunk == 4096 && s.fraction == 64.0 / 4096 && !s.whole, "CHUNK defaults to 4,096");
     cr_assert_eq(cmp_spec_parse(&s, "sparseloco:8:whole", err, sizeof err), 0, "%s", err);
-    cr_assert(s.chunk == 4096 && s.whole, "whole with the default CHUNK");
+    cr_assert(s.chunk == 4096 && s.whole && !s.stat, "whole with the default CHUNK");
+    cr_assert_eq(cmp_spec_parse(&s, "sparseloco:8:64:stat", err, sizeof err), 0, "%s", err);
+    cr_assert(s.chunk == 64 && s.whole && s.stat);
 }
