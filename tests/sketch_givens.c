@@ -143,6 +143,10 @@ extern parse_error te;
 extern int n;
 extern FILE *f;
 
+//@ peer/config/credential.h
+#include <time.h>
+extern const uint8_t peer_pk[32], admit_pk[32];
+
 //@ peer/config/keyfile.h
 #include "peer/config/cluster.h"
 extern sec_hs hs;

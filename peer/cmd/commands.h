@@ -10,6 +10,7 @@ int cmd_dst(int argc, char **argv);
 int cmd_peer(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

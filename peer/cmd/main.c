@@ -21,6 +21,7 @@ static const struct {
     {"peer", cmd_peer, "run one networked peer of a cluster"},
     {"launch", cmd_launch, "run N peers as processes on this machine, with one progress view"},
     {"keygen", cmd_keygen, "make a peer's long-term key pair"},
+    {"cluster", cmd_cluster, "a cluster's admission key and the credentials it signs for new peers"},
 };
 
 static void usage(FILE *out)

@@ -154,6 +154,31 @@ static int read_key_file(const char *path, int secret, char *buf, size_t *len, c
     return 0;
 }
 
+int keyfile_read_secret(uint8_t secret[SEC_KEY_BYTES], const char *key_path, char *err, size_t errlen)
+{
+    if (!secret || !key_path)
+        return -EINVAL;
+    if (sec_init() < 0) {
+        set_err(err, errlen, "cannot initialise libsodium");
+        return -EIO;
+    }
+    /* The file text is as secret as the key: read it into guarded memory. */
+    char *text = sodium_malloc(2 * (KEY_FILE_MAX + 1));
+    if (!text) {
+        set_err(err, errlen, "%s: out of memory", key_path);
+        return -ENOMEM;
+    }
+    size_t len;
+    const char *why;
+    int rc = read_key_file(key_path, 1, text, &len, err, errlen);
+    if (rc == 0 && key_decode(secret, text, len, text + KEY_FILE_MAX + 1, &why) < 0) {
+        rc = -EBADMSG;
+        set_err(err, errlen, "%s: not a secret key file: %s", key_path, why);
+    }
+    sodium_free(text);
+    return rc;
+}
+
 int keyfile_load(sec_keypair *kp, const char *key_path, char *err, size_t errlen)
 {
     if (!kp || !key_path)
@@ -163,31 +188,19 @@ int keyfile_load(sec_keypair *kp, const char *key_path, char *err, size_t errlen
         set_err(err, errlen, "cannot initialise libsodium");
         return -EIO;
     }
-    /* The file text is as secret as the key: read it into guarded memory. */
-    char *text = sodium_malloc(2 * (KEY_FILE_MAX + 1));
     kp->sk = sodium_malloc(SEC_KEY_BYTES);
-    int rc = -ENOMEM;
-    if (!text || !kp->sk) {
+    if (!kp->sk) {
         set_err(err, errlen, "%s: out of memory", key_path);
-        goto out;
+        return -ENOMEM;
     }
-    size_t len;
-    if ((rc = read_key_file(key_path, 1, text, &len, err, errlen)) < 0)
-        goto out;
-    const char *why;
-    if ((rc = key_decode(kp->sk, text, len, text + KEY_FILE_MAX + 1, &why)) < 0) {
-        rc = -EBADMSG;
-        set_err(err, errlen, "%s: not a secret key file: %s", key_path, why);
-        goto out;
+    int rc = keyfile_read_secret(kp->sk, key_path, err, errlen);
+    if (rc < 0) {
+        sec_keypair_free(kp);
+        return rc;
     }
     crypto_scalarmult_base(kp->pk, kp->sk);
     sodium_mprotect_readonly(kp->sk);
-    rc = 0;
-out:
-    sodium_free(text);
-    if (rc < 0)
-        sec_keypair_free(kp);
-    return rc;
+    return 0;
 }
 
 int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err, size_t errlen)
@@ -210,9 +223,17 @@ int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err,
 }
 
 int keyfile_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
-                     size_t errlen)
+                 size_t errlen)
 {
-    if (!kp || !kp->sk || !key_path)
+    if (!kp || !kp->sk)
+        return -EINVAL;
+    return keyfile_write(kp->sk, kp->pk, key_path, pub_path, overwrite, err, errlen);
+}
+
+int keyfile_write(const uint8_t secret[SEC_KEY_BYTES], const uint8_t pk[SEC_KEY_BYTES], const char *key_path,
+                  const char *pub_path, int overwrite, char *err, size_t errlen)
+{
+    if (!secret || !pk || !key_path)
         return -EINVAL;
     if (sec_init() < 0)
         return -EIO;
@@ -231,7 +252,7 @@ int keyfile_save(const sec_keypair *kp, const char *key_path, const char *pub_pa
         set_err(err, errlen, "%s: out of memory", key_path);
         return -ENOMEM;
     }
-    sodium_bin2base64(text, KEYFILE_B64, kp->sk, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
+    sodium_bin2base64(text, KEYFILE_B64, secret, SEC_KEY_BYTES, sodium_base64_VARIANT_ORIGINAL);
     text[KEYFILE_B64 - 1] = '\n';
     const int flags = overwrite ? 0 : WHOLEFILE_NOREPLACE;
     int rc = wholefile_write(key_path, text, KEYFILE_B64, 0600, flags, err, errlen);
@@ -239,7 +260,7 @@ int keyfile_save(const sec_keypair *kp, const char *key_path, const char *pub_pa
     if (rc < 0 || !pub_path)
         return rc;
     char pub[KEYFILE_B64 + 1];
-    keyfile_pub_encode(kp->pk, pub);
+    keyfile_pub_encode(pk, pub);
     pub[KEYFILE_B64 - 1] = '\n';
     rc = wholefile_write(pub_path, pub, KEYFILE_B64, 0644, flags, err, errlen);
     if (rc < 0 && !overwrite)

@@ -47,6 +47,13 @@ int keyfile_load_pub(uint8_t pk[SEC_KEY_BYTES], const char *pub_path, char *err,
 int keyfile_save(const sec_keypair *kp, const char *key_path, const char *pub_path, int overwrite, char *err,
                  size_t errlen);
 
+/* The same for any 32-byte secret and its public key (an admission key's
+ * Ed25519 seed, peer/config/credential.h): read into secret (the caller's
+ * guarded memory) with the same checks, written the same way. */
+int keyfile_read_secret(uint8_t secret[SEC_KEY_BYTES], const char *key_path, char *err, size_t errlen);
+int keyfile_write(const uint8_t secret[SEC_KEY_BYTES], const uint8_t pk[SEC_KEY_BYTES], const char *key_path,
+                  const char *pub_path, int overwrite, char *err, size_t errlen);
+
 /* Public keys as text: standard base64 with padding (44 characters), as in
  * .pub files and the cluster file. decode accepts exactly one spelling per key
  * (no whitespace, no non-canonical padding bits): 0 or -EINVAL, and with a

@@ -1,6 +1,7 @@
 /* peer/config/keyfile.h: key files (save and load round trip, CRLF, the
  * secret key's permissions, atomic no-clobber writes, malformed files), the
- * one base64 spelling of a key, and `sgp keygen`. */
+ * one base64 spelling of a key, `sgp keygen`, and `sgp cluster` (admission
+ * keys and credentials, peer/config/credential.h). */
 #include "peer/config/keyfile.h"
 
 #include <criterion/criterion.h>
@@ -291,4 +292,59 @@ Test(peer_keyfile, keygen_usage_errors)
     cr_assert(strstr(o.err, "nowhere"), "%s", o.err);
     sgp_run(&o, "--help", NULL);
     cr_assert(strstr(o.out, "keygen"), "listed in sgp --help");
+}
+
+/* sgp cluster: an admission key, a credential for a peer's key, and its
+ * check: good for its cluster, refused for another cluster or under another
+ * admission key, with the reason on one line. */
+Test(peer_keyfile, cluster_admits_a_peer_and_checks_its_credential)
+{
+    sgp_run(&o, "keygen", "--out", g_dir, "--id", "7", NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    char other[80];
+    snprintf(other, sizeof other, "%s/other", g_dir);
+    cr_assert_eq(mkdir(other, 0700), 0);
+    sgp_run(&o, "cluster", "keygen", "--out", g_dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_assert_eq(strlen(o.out), 45, "the admission public key: %s", o.out);
+    cr_assert_eq(mode_of(path_in("admit.key")), 0600);
+    sgp_run(&o, "cluster", "keygen", "--out", other, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    char key[128], pub[128], cred[128], other_pub[128];
+    snprintf(key, sizeof key, "%s", path_in("admit.key"));
+    snprintf(pub, sizeof pub, "%s", path_in("admit.pub"));
+    snprintf(cred, sizeof cred, "%s", path_in("7.cred"));
+    snprintf(other_pub, sizeof other_pub, "%s/admit.pub", other);
+
+    sgp_run(&o, "cluster", "admit", "--admit-key", key, "--cluster", "lab-run", "--key", path_in("7.pub"), "--id",
+            "7", "--out", cred, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_assert(strstr(o.out, "id 7") && strstr(o.out, "expires never"), "%s", o.out);
+    sgp_run(&o, "cluster", "admit", "--admit-key", key, "--cluster", "lab-run", "--key", path_in("7.pub"), "--out",
+            cred, NULL);
+    cr_assert_eq(o.status, 1, "never replaced without --force");
+    cr_assert(strstr(o.err, "exists") && strstr(o.err, "--force"), "%s", o.err);
+
+    sgp_run(&o, "cluster", "check", "--admit-pub", pub, "--credential", cred, "--cluster", "lab-run", NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    cr_assert(strstr(o.out, "good") && strstr(o.out, "id 7"), "%s", o.out);
+    sgp_run(&o, "cluster", "check", "--admit-pub", pub, "--credential", cred, "--cluster", "other-run", NULL);
+    cr_assert_eq(o.status, 1);
+    cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
+    cr_assert(strstr(o.err, "refused: for cluster 'lab-run', not 'other-run'"), "%s", o.err);
+    sgp_run(&o, "cluster", "check", "--admit-pub", other_pub, "--credential", cred, NULL);
+    cr_assert_eq(o.status, 1);
+    cr_assert(strstr(o.err, "not signed by this cluster's admission key"), "%s", o.err);
+
+    static const char *usage[][4] = {{"cluster", NULL}, {"cluster", "keygen", NULL}, {"cluster", "admit", NULL},
+                                     {"cluster", "join", NULL}, {"cluster", "check", "--id", "x"}};
+    static const char *needle[] = {"keygen, admit or check", "--out", "--admit-key", "join", "--id"};
+    for (size_t i = 0; i < sizeof usage / sizeof *usage; i++) {
+        sgp_run(&o, usage[i][0], usage[i][1], usage[i][2], usage[i][3], NULL);
+        cr_assert_eq(o.status, 2, "case %zu: %d %s", i, o.status, o.err);
+        cr_assert(strstr(o.err, needle[i]), "case %zu: expected '%s' in %s", i, needle[i], o.err);
+    }
+    sgp_run(&o, "cluster", "--help", NULL);
+    cr_assert_eq(o.status, 0);
+    cr_assert(strstr(o.out, "--valid-days") && strstr(o.out, "CLUSTER.md"), "%s", o.out);
 }
