@@ -5,6 +5,8 @@
  *   sgp cluster admit --admit-key keys/admit.key --cluster lab-run \
  *       --key 7.pub --id 7 --valid-days 30 --out 7.cred
  *   sgp cluster check --admit-pub keys/admit.pub --credential 7.cred --cluster lab-run
+ *   sgp cluster revoke --admit-key keys/admit.key --cluster lab-run --serial S --out 7.revoked
+ *   sgp cluster check ... --revoked 7.revoked            # refused now
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,7 +29,8 @@ static void help(void)
     fputs("usage: sgp cluster keygen --out DIR [--force]\n"
           "       sgp cluster admit --admit-key FILE --cluster NAME --key PUB [--id N] [--valid-days D]\n"
           "                         --out FILE [--force]\n"
-          "       sgp cluster check --admit-pub FILE --credential FILE [--cluster NAME]\n\n"
+          "       sgp cluster check --admit-pub FILE --credential FILE [--cluster NAME] [--revoked FILE]...\n"
+          "       sgp cluster revoke --admit-key FILE --cluster NAME --serial HEX --out FILE [--force]\n\n"
           "A cluster's admission key admits peers that are not in its cluster file: whoever\n"
           "holds it signs a peer's public key into a credential, a small file the peer shows\n"
           "when it joins; checking one needs only the admission public key, so nothing runs\n"
@@ -36,7 +39,8 @@ static void help(void)
           "                        the public key is printed on stdout\n"
           "  admit                 sign a credential for the peer whose public key is PUB (a .pub\n"
           "                        file of sgp keygen, or the key's base64)\n"
-          "  check                 say whether a credential is good for this cluster, now\n\n"
+          "  check                 say whether a credential is good for this cluster, now\n"
+          "  revoke                sign a revocation of the credential with serial HEX\n\n"
           "  -o, --out DIR|FILE    where keygen writes its files, where admit writes the credential\n"
           "  -a, --admit-key FILE  the admission secret key (admit)\n"
           "  -p, --admit-pub FILE  the admission public key (check)\n"
@@ -45,13 +49,19 @@ static void help(void)
           "  -i, --id N            the id it may take, 0 to 65535 [any]\n"
           "  -d, --valid-days D    days until it expires, 0 for never [0]\n"
           "  -r, --credential FILE the credential to check\n"
+          "  -v, --revoked FILE    a revocation the check takes into account (repeatable)\n"
+          "  -s, --serial HEX      the serial of the credential to revoke (16 hexadecimal digits)\n"
           "  -f, --force           replace existing files\n"
           "  -h, --help            this text\n",
           stdout);
 }
 
+#define REVOKED_MAX 64
+
 typedef struct args {
-    const char *out, *admit_key, *admit_pub, *cluster, *key, *credential;
+    const char *out, *admit_key, *admit_pub, *cluster, *key, *credential, *serial;
+    const char *revoked[REVOKED_MAX];
+    int n_revoked;
     long id;
     double days;
     int force;
@@ -67,6 +77,12 @@ static int option(void *ctx, int code, const char *v)
     case 'c': a->cluster = v; return CLI_OK;
     case 'k': a->key = v; return CLI_OK;
     case 'r': a->credential = v; return CLI_OK;
+    case 's': a->serial = v; return CLI_OK;
+    case 'v':
+        if (a->n_revoked == REVOKED_MAX)
+            return cli_usage(CMD, "at most %d --revoked files", REVOKED_MAX);
+        a->revoked[a->n_revoked++] = v;
+        return CLI_OK;
     case 'f': a->force = 1; return CLI_OK;
     case 'i': return cli_long(CMD, "--id", v, 0, 65535, &a->id);
     case 'd': return cli_double(CMD, "--valid-days", v, 0, 100000, &a->days);
@@ -162,7 +178,18 @@ static int check(const args *a)
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 1;
     }
-    if (credential_check(&c, pk, a->cluster, (int64_t)time(NULL), err, sizeof err) < 0) {
+    uint64_t revoked[REVOKED_MAX];
+    for (int i = 0; i < a->n_revoked; i++) {
+        revocation r;
+        if (revocation_load(&r, a->revoked[i], err, sizeof err) < 0 ||
+            revocation_check(&r, pk, c.cluster, err, sizeof err) < 0) {
+            fprintf(stderr, "%s: %s: %s\n", CMD, a->revoked[i], err);
+            return 1;
+        }
+        revoked[i] = r.serial;
+    }
+    if (credential_check(&c, pk, a->cluster, (int64_t)time(NULL), err, sizeof err) < 0 ||
+        credential_revoked(&c, revoked, (size_t)a->n_revoked, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s: refused: %s\n", CMD, a->credential, err);
         return 1;
     }
@@ -175,6 +202,36 @@ static int check(const args *a)
     return 0;
 }
 
+static int revoke(const args *a)
+{
+    if (!a->admit_key || !a->cluster || !a->serial || !a->out)
+        return cli_usage(CMD, "revoke needs --admit-key, --cluster, --serial and --out");
+    revocation r = {0};
+    char err[512], *end;
+    errno = 0;
+    r.serial = strtoull(a->serial, &end, 16);
+    if (strlen(a->serial) != 16 || *end || errno)
+        return cli_usage(CMD, "--serial expects 16 hexadecimal digits, got '%s'", a->serial);
+    if (snprintf(r.cluster, sizeof r.cluster, "%s", a->cluster) >= (int)sizeof r.cluster)
+        return cli_usage(CMD, "--cluster: a name is at most %d characters", CREDENTIAL_NAME_MAX);
+    admit_key k;
+    if (admit_key_load(&k, a->admit_key, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        return 1;
+    }
+    int rc = revocation_sign(&r, &k);
+    admit_key_free(&k);
+    if (rc < 0)
+        return cli_usage(CMD, "--cluster '%s' is not a cluster name (1 to 64 letters, digits, '.', '_' or '-')",
+                         a->cluster);
+    if ((rc = revocation_save(&r, a->out, a->force, err, sizeof err)) < 0) {
+        fprintf(stderr, "%s: %s%s\n", CMD, err, rc == -EEXIST ? " (use --force to replace it)" : "");
+        return 1;
+    }
+    printf("%s: revocation of credential %016" PRIx64 " of cluster %s\n", a->out, r.serial, r.cluster);
+    return 0;
+}
+
 int cmd_cluster(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -182,6 +239,7 @@ int cmd_cluster(int argc, char **argv)
         {"admit-pub", required_argument, 0, 'p'}, {"cluster", required_argument, 0, 'c'},
         {"key", required_argument, 0, 'k'},       {"id", required_argument, 0, 'i'},
         {"valid-days", required_argument, 0, 'd'}, {"credential", required_argument, 0, 'r'},
+        {"revoked", required_argument, 0, 'v'},   {"serial", required_argument, 0, 's'},
         {"force", no_argument, 0, 'f'},           {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     if (argc < 2 || argv[1][0] == '-') {
@@ -189,7 +247,7 @@ int cmd_cluster(int argc, char **argv)
             help();
             return 0;
         }
-        return cli_usage(CMD, "expected keygen, admit or check");
+        return cli_usage(CMD, "expected keygen, admit, check or revoke");
     }
     const char *what = argv[1];
     args a = {.id = CREDENTIAL_ANY_ID};
@@ -203,5 +261,7 @@ int cmd_cluster(int argc, char **argv)
         return admit(&a);
     if (!strcmp(what, "check"))
         return check(&a);
-    return cli_usage(CMD, "unknown subcommand '%s' (expected keygen, admit or check)", what);
+    if (!strcmp(what, "revoke"))
+        return revoke(&a);
+    return cli_usage(CMD, "unknown subcommand '%s' (expected keygen, admit, check or revoke)", what);
 }

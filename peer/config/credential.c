@@ -144,6 +144,16 @@ int credential_sign(credential *c, const admit_key *k)
     return 0;
 }
 
+int credential_revoked(const credential *c, const uint64_t *revoked, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; c && i < n; i++)
+        if (revoked[i] == c->serial) {
+            set_err(err, errlen, "revoked (serial %016" PRIx64 ")", c->serial);
+            return -EPERM;
+        }
+    return 0;
+}
+
 int credential_check(const credential *c, const uint8_t admit_pk[ADMIT_PK_BYTES], const char *cluster, int64_t now,
                      char *err, size_t errlen)
 {
@@ -210,15 +220,15 @@ static int number(const char *s, size_t len, int base, uint64_t max, uint64_t *o
     return 0;
 }
 
-enum { F_VERSION, F_CLUSTER, F_KEY, F_ID, F_SERIAL, F_EXPIRES, F_SIGNATURE, N_FIELDS };
-static const char *const FIELD[N_FIELDS] = {"credential", "cluster", "key", "id", "serial", "expires", "signature"};
+/* The text form of a signed record: lines "FIELD VALUE", each of fields[]
+ * exactly once, '#' lines and blank lines skipped. value(ctx, f, v, vn,
+ * &why) takes field f's value: 0, or -1 with why set. */
+typedef int (*record_value_fn)(void *ctx, int f, const char *v, size_t vn, const char **why);
 
-int credential_parse(credential *c, const char *text, size_t len, const char *name, char *err, size_t errlen)
+static int record_parse(const char *text, size_t len, const char *name, const char *const *fields, int n_fields,
+                        record_value_fn value, void *ctx, char *err, size_t errlen)
 {
-    if (!c || (!text && len))
-        return -EINVAL;
-    memset(c, 0, sizeof *c);
-    int seen[N_FIELDS] = {0};
+    int seen[8] = {0};
     size_t at = 0;
     for (int line = 1; at < len; line++) {
         const char *ln = text + at, *nl = memchr(ln, '\n', len - at);
@@ -230,94 +240,129 @@ int credential_parse(credential *c, const char *text, size_t len, const char *na
             continue;
         const char *sp = memchr(ln, ' ', n);
         const size_t word = sp ? (size_t)(sp - ln) : n;
-        const char *v = sp ? sp + 1 : ln + n;
-        const size_t vn = sp ? n - word - 1 : 0;
         int f = 0;
-        while (f < N_FIELDS && !(strlen(FIELD[f]) == word && memcmp(ln, FIELD[f], word) == 0))
+        while (f < n_fields && !(strlen(fields[f]) == word && memcmp(ln, fields[f], word) == 0))
             f++;
-        if (f == N_FIELDS) {
-            set_err(err, errlen, "%s:%d: unknown field '%.*s' (expected credential, cluster, key, id, serial, "
-                                 "expires or signature)",
-                    name, line, (int)(word > 32 ? 32 : word), ln);
+        if (f == n_fields) {
+            char expected[128] = "";
+            for (int k = 0; k < n_fields; k++)
+                snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s%s",
+                         k == 0 ? "" : k == n_fields - 1 ? " or " : ", ", fields[k]);
+            set_err(err, errlen, "%s:%d: unknown field '%.*s' (expected %s)", name, line,
+                    (int)(word > 32 ? 32 : word), ln, expected);
             return -EINVAL;
         }
         if (seen[f]) {
-            set_err(err, errlen, "%s:%d: '%s' given twice (first on line %d)", name, line, FIELD[f], seen[f]);
+            set_err(err, errlen, "%s:%d: '%s' given twice (first on line %d)", name, line, fields[f], seen[f]);
             return -EINVAL;
         }
         seen[f] = line;
-        uint64_t u = 0;
-        const char *why = NULL;
-        int bad = 0;
-        switch (f) {
-        case F_VERSION:
-            bad = vn != 1 || v[0] != '1';
-            why = "this reader knows credential version 1";
-            break;
-        case F_CLUSTER:
-            bad = !name_ok(v, vn);
-            why = "a cluster name is 1 to 64 letters, digits, '.', '_' or '-'";
-            if (!bad)
-                memcpy(c->cluster, v, vn);
-            break;
-        case F_KEY:
-            bad = keyfile_pub_decode(c->key, v, vn, &why) < 0;
-            break;
-        case F_ID:
-            if (vn == 3 && memcmp(v, "any", 3) == 0)
-                c->id = CREDENTIAL_ANY_ID;
-            else if (!(bad = number(v, vn, 10, 65535, &u) < 0))
-                c->id = (long)u;
-            why = "an id is a number from 0 to 65535, or any";
-            break;
-        case F_SERIAL:
-            bad = number(v, vn, 16, UINT64_MAX, &c->serial) < 0;
-            why = "a serial is 16 lower-case hexadecimal digits";
-            break;
-        case F_EXPIRES:
-            bad = number(v, vn, 10, INT64_MAX, &u) < 0;
-            c->expires = (int64_t)u;
-            why = "expires is Unix seconds, or 0 for never";
-            break;
-        case F_SIGNATURE: {
-            size_t got = 0;
-            const char *end = NULL;
-            char again[SIG_B64];
-            bad = vn != SIG_B64 - 1 ||
-                  sodium_base642bin(c->sig, sizeof c->sig, v, vn, NULL, &got, &end, sodium_base64_VARIANT_ORIGINAL) ||
-                  got != CREDENTIAL_SIG_BYTES || end != v + vn;
-            if (!bad) { /* one spelling */
-                sodium_bin2base64(again, sizeof again, c->sig, CREDENTIAL_SIG_BYTES, sodium_base64_VARIANT_ORIGINAL);
-                bad = memcmp(again, v, vn) != 0;
-            }
-            why = "a signature is 64 bytes in canonical base64 (88 characters)";
-            break;
-        }
-        }
-        if (bad) {
-            set_err(err, errlen, "%s:%d: bad %s: %s", name, line, FIELD[f], why);
+        const char *why = "malformed";
+        if (value(ctx, f, sp ? sp + 1 : ln + n, sp ? n - word - 1 : 0, &why) < 0) {
+            set_err(err, errlen, "%s:%d: bad %s: %s", name, line, fields[f], why);
             return -EINVAL;
         }
     }
-    for (int f = 0; f < N_FIELDS; f++)
+    for (int f = 0; f < n_fields; f++)
         if (!seen[f]) {
-            set_err(err, errlen, "%s: no '%s' line", name, FIELD[f]);
+            set_err(err, errlen, "%s: no '%s' line", name, fields[f]);
             return -EINVAL;
         }
     return 0;
+}
+
+/* Values shared by both records. */
+static int version_value(const char *v, size_t vn, const char **why)
+{
+    *why = "this reader knows version 1";
+    return vn == 1 && v[0] == '1' ? 0 : -1;
+}
+
+static int cluster_value(char out[CREDENTIAL_NAME_MAX + 1], const char *v, size_t vn, const char **why)
+{
+    *why = "a cluster name is 1 to 64 letters, digits, '.', '_' or '-'";
+    if (!name_ok(v, vn))
+        return -1;
+    memcpy(out, v, vn), out[vn] = 0;
+    return 0;
+}
+
+static int serial_value(uint64_t *out, const char *v, size_t vn, const char **why)
+{
+    *why = "a serial is 16 lower-case hexadecimal digits";
+    return number(v, vn, 16, UINT64_MAX, out);
+}
+
+static int signature_value(uint8_t sig[CREDENTIAL_SIG_BYTES], const char *v, size_t vn, const char **why)
+{
+    size_t got = 0;
+    const char *end = NULL;
+    char again[SIG_B64];
+    *why = "a signature is 64 bytes in canonical base64 (88 characters)";
+    if (vn != SIG_B64 - 1 ||
+        sodium_base642bin(sig, CREDENTIAL_SIG_BYTES, v, vn, NULL, &got, &end, sodium_base64_VARIANT_ORIGINAL) ||
+        got != CREDENTIAL_SIG_BYTES || end != v + vn)
+        return -1;
+    sodium_bin2base64(again, sizeof again, sig, CREDENTIAL_SIG_BYTES, sodium_base64_VARIANT_ORIGINAL);
+    return memcmp(again, v, vn) == 0 ? 0 : -1; /* one spelling */
+}
+
+enum { C_VERSION, C_CLUSTER, C_KEY, C_ID, C_SERIAL, C_EXPIRES, C_SIGNATURE, C_FIELDS };
+static const char *const C_FIELD[C_FIELDS] = {"credential", "cluster", "key", "id", "serial", "expires", "signature"};
+
+static int credential_value(void *ctx, int f, const char *v, size_t vn, const char **why)
+{
+    credential *c = ctx;
+    uint64_t u;
+    switch (f) {
+    case C_VERSION:
+        return version_value(v, vn, why);
+    case C_CLUSTER:
+        return cluster_value(c->cluster, v, vn, why);
+    case C_KEY:
+        return keyfile_pub_decode(c->key, v, vn, why) < 0 ? -1 : 0;
+    case C_ID:
+        *why = "an id is a number from 0 to 65535, or any";
+        if (vn == 3 && memcmp(v, "any", 3) == 0)
+            return c->id = CREDENTIAL_ANY_ID, 0;
+        return number(v, vn, 10, 65535, &u) < 0 ? -1 : (c->id = (long)u, 0);
+    case C_SERIAL:
+        return serial_value(&c->serial, v, vn, why);
+    case C_EXPIRES:
+        *why = "expires is Unix seconds, or 0 for never";
+        return number(v, vn, 10, INT64_MAX, &u) < 0 ? -1 : (c->expires = (int64_t)u, 0);
+    default:
+        return signature_value(c->sig, v, vn, why);
+    }
+}
+
+int credential_parse(credential *c, const char *text, size_t len, const char *name, char *err, size_t errlen)
+{
+    if (!c || (!text && len))
+        return -EINVAL;
+    memset(c, 0, sizeof *c);
+    return record_parse(text, len, name, C_FIELD, C_FIELDS, credential_value, c, err, errlen);
+}
+
+/* A record's file, whole (what: "credential", "revocation"). */
+static int read_record(const char *path, const char *what, char **text, size_t *len, char *err, size_t errlen)
+{
+    int rc = wholefile_read(path, CREDENTIAL_FILE_MAX, text, len);
+    if (rc < 0)
+        set_err(err, errlen, "%s: %s%s%s", path, rc == -EFBIG ? "not a " : strerror(-rc), rc == -EFBIG ? what : "",
+                rc == -EFBIG ? " (too long)" : "");
+    return rc;
 }
 
 int credential_load(credential *c, const char *path, char *err, size_t errlen)
 {
     char *text;
     size_t len;
-    int rc = wholefile_read(path, CREDENTIAL_FILE_MAX, &text, &len);
-    if (rc < 0) {
-        set_err(err, errlen, "%s: %s", path, rc == -EFBIG ? "not a credential (too long)" : strerror(-rc));
-        return rc;
+    int rc = read_record(path, "credential", &text, &len, err, errlen);
+    if (rc == 0) {
+        rc = credential_parse(c, text, len, path, err, errlen);
+        free(text);
     }
-    rc = credential_parse(c, text, len, path, err, errlen);
-    free(text);
     return rc;
 }
 
@@ -325,5 +370,106 @@ int credential_save(const credential *c, const char *path, int overwrite, char *
 {
     char buf[CREDENTIAL_TEXT_MAX];
     const size_t n = credential_write(c, buf);
+    return wholefile_write(path, buf, n, 0644, overwrite ? 0 : WHOLEFILE_NOREPLACE, err, errlen);
+}
+
+/* ---- revocations ---------------------------------------------------------------- */
+
+static const char REVOKE_DOMAIN[] = "sgp-v1 revocation";
+
+static size_t revocation_message(const revocation *r, uint8_t *out)
+{
+    const size_t name = strnlen(r->cluster, CREDENTIAL_NAME_MAX);
+    size_t o = 0;
+    memcpy(out, REVOKE_DOMAIN, sizeof REVOKE_DOMAIN), o += sizeof REVOKE_DOMAIN;
+    out[o++] = (uint8_t)name;
+    memcpy(out + o, r->cluster, name), o += name;
+    return o + put_le(out + o, r->serial, 8);
+}
+
+int revocation_sign(revocation *r, const admit_key *k)
+{
+    if (!r || !k || !k->sk || !name_ok(r->cluster, strnlen(r->cluster, sizeof r->cluster)))
+        return -EINVAL;
+    if (sec_init() < 0)
+        return -EIO;
+    uint8_t m[CREDENTIAL_MESSAGE_MAX];
+    crypto_sign_detached(r->sig, NULL, m, revocation_message(r, m), k->sk);
+    return 0;
+}
+
+int revocation_check(const revocation *r, const uint8_t admit_pk[ADMIT_PK_BYTES], const char *cluster, char *err,
+                     size_t errlen)
+{
+    if (!r || !admit_pk)
+        return -EINVAL;
+    if (sec_init() < 0)
+        return -EIO;
+    uint8_t m[CREDENTIAL_MESSAGE_MAX];
+    if (!name_ok(r->cluster, strnlen(r->cluster, sizeof r->cluster)) ||
+        crypto_sign_verify_detached(r->sig, m, revocation_message(r, m), admit_pk) != 0) {
+        set_err(err, errlen, "not signed by this cluster's admission key");
+        return -EPERM;
+    }
+    if (cluster && strcmp(cluster, r->cluster) != 0) {
+        set_err(err, errlen, "for cluster '%s', not '%s'", r->cluster, cluster);
+        return -EPERM;
+    }
+    return 0;
+}
+
+size_t revocation_write(const revocation *r, char *buf)
+{
+    char sig[SIG_B64];
+    sodium_bin2base64(sig, sizeof sig, r->sig, CREDENTIAL_SIG_BYTES, sodium_base64_VARIANT_ORIGINAL);
+    int n = snprintf(buf, CREDENTIAL_TEXT_MAX,
+                     "# sgp revocation (peer/config/CLUSTER.md)\nrevocation 1\ncluster %.64s\nserial %016" PRIx64
+                     "\nsignature %s\n",
+                     r->cluster, r->serial, sig);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+enum { R_VERSION, R_CLUSTER, R_SERIAL, R_SIGNATURE, R_FIELDS };
+static const char *const R_FIELD[R_FIELDS] = {"revocation", "cluster", "serial", "signature"};
+
+static int revocation_value(void *ctx, int f, const char *v, size_t vn, const char **why)
+{
+    revocation *r = ctx;
+    switch (f) {
+    case R_VERSION:
+        return version_value(v, vn, why);
+    case R_CLUSTER:
+        return cluster_value(r->cluster, v, vn, why);
+    case R_SERIAL:
+        return serial_value(&r->serial, v, vn, why);
+    default:
+        return signature_value(r->sig, v, vn, why);
+    }
+}
+
+int revocation_parse(revocation *r, const char *text, size_t len, const char *name, char *err, size_t errlen)
+{
+    if (!r || (!text && len))
+        return -EINVAL;
+    memset(r, 0, sizeof *r);
+    return record_parse(text, len, name, R_FIELD, R_FIELDS, revocation_value, r, err, errlen);
+}
+
+int revocation_load(revocation *r, const char *path, char *err, size_t errlen)
+{
+    char *text;
+    size_t len;
+    int rc = read_record(path, "revocation", &text, &len, err, errlen);
+    if (rc == 0) {
+        rc = revocation_parse(r, text, len, path, err, errlen);
+        free(text);
+    }
+    return rc;
+}
+
+int revocation_save(const revocation *r, const char *path, int overwrite, char *err, size_t errlen)
+{
+    char buf[CREDENTIAL_TEXT_MAX];
+    const size_t n = revocation_write(r, buf);
     return wholefile_write(path, buf, n, 0644, overwrite ? 0 : WHOLEFILE_NOREPLACE, err, errlen);
 }

@@ -82,6 +82,10 @@ int credential_sign(credential *c, const admit_key *k);
 int credential_check(const credential *c, const uint8_t admit_pk[ADMIT_PK_BYTES], const char *cluster,
                      int64_t now, char *err, size_t errlen);
 
+/* -EPERM ("revoked (serial ...)") when c's serial is among the n serials of
+ * revocations that revocation_check accepted; else 0. */
+int credential_revoked(const credential *c, const uint64_t *revoked, size_t n, char *err, size_t errlen);
+
 /* The text form (CLUSTER.md). parse: name is the file's for messages
  * ("FILE:LINE: message"); every field exactly once, nothing else. 0 or
  * -EINVAL with the message. load: the same from a file (at most
@@ -92,5 +96,24 @@ size_t credential_write(const credential *c, char *buf);
 int credential_parse(credential *c, const char *text, size_t len, const char *name, char *err, size_t errlen);
 int credential_load(credential *c, const char *path, char *err, size_t errlen);
 int credential_save(const credential *c, const char *path, int overwrite, char *err, size_t errlen);
+
+/* A revocation: the admission key's word that the credential with this
+ * serial is no longer good. Signed over
+ *  "sgp-v1 revocation" 0x00 || u8 len(cluster) || cluster || u64le serial
+ * and written, read and checked as a credential is (check: -EPERM with
+ * "not signed by this cluster's admission key" or "for cluster ..."). */
+typedef struct revocation {
+    char cluster[CREDENTIAL_NAME_MAX + 1];
+    uint64_t serial;
+    uint8_t sig[CREDENTIAL_SIG_BYTES];
+} revocation;
+
+int revocation_sign(revocation *r, const admit_key *k);
+int revocation_check(const revocation *r, const uint8_t admit_pk[ADMIT_PK_BYTES], const char *cluster, char *err,
+                     size_t errlen);
+size_t revocation_write(const revocation *r, char *buf);
+int revocation_parse(revocation *r, const char *text, size_t len, const char *name, char *err, size_t errlen);
+int revocation_load(revocation *r, const char *path, char *err, size_t errlen);
+int revocation_save(const revocation *r, const char *path, int overwrite, char *err, size_t errlen);
 
 #endif

@@ -295,8 +295,8 @@ Test(peer_keyfile, keygen_usage_errors)
 }
 
 /* sgp cluster: an admission key, a credential for a peer's key, and its
- * check: good for its cluster, refused for another cluster or under another
- * admission key, with the reason on one line. */
+ * check: good for its cluster, refused for another cluster, under another
+ * admission key or once revoked, with the reason on one line. */
 Test(peer_keyfile, cluster_admits_a_peer_and_checks_its_credential)
 {
     sgp_run(&o, "keygen", "--out", g_dir, "--id", "7", NULL);
@@ -328,6 +328,10 @@ Test(peer_keyfile, cluster_admits_a_peer_and_checks_its_credential)
     sgp_run(&o, "cluster", "check", "--admit-pub", pub, "--credential", cred, "--cluster", "lab-run", NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
     cr_assert(strstr(o.out, "good") && strstr(o.out, "id 7"), "%s", o.out);
+    const char *serial = strstr(o.out, "serial ");
+    cr_assert_not_null(serial, "%s", o.out);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%.16s", serial + 7);
     sgp_run(&o, "cluster", "check", "--admit-pub", pub, "--credential", cred, "--cluster", "other-run", NULL);
     cr_assert_eq(o.status, 1);
     cr_assert_eq(sgp_lines(o.err), 1, "%s", o.err);
@@ -336,9 +340,21 @@ Test(peer_keyfile, cluster_admits_a_peer_and_checks_its_credential)
     cr_assert_eq(o.status, 1);
     cr_assert(strstr(o.err, "not signed by this cluster's admission key"), "%s", o.err);
 
+    char revoked[128];
+    snprintf(revoked, sizeof revoked, "%s", path_in("7.revoked"));
+    sgp_run(&o, "cluster", "revoke", "--admit-key", key, "--cluster", "lab-run", "--serial", hex, "--out", revoked,
+            NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    sgp_run(&o, "cluster", "check", "--admit-pub", pub, "--credential", cred, "--revoked", revoked, NULL);
+    cr_assert_eq(o.status, 1, "revoked");
+    cr_assert(strstr(o.err, "refused: revoked (serial"), "%s", o.err);
+    sgp_run(&o, "cluster", "check", "--admit-pub", other_pub, "--credential", cred, "--revoked", revoked, NULL);
+    cr_assert_eq(o.status, 1);
+    cr_assert(strstr(o.err, "7.revoked: not signed"), "a revocation under another key counts for nothing: %s", o.err);
+
     static const char *usage[][4] = {{"cluster", NULL}, {"cluster", "keygen", NULL}, {"cluster", "admit", NULL},
                                      {"cluster", "join", NULL}, {"cluster", "check", "--id", "x"}};
-    static const char *needle[] = {"keygen, admit or check", "--out", "--admit-key", "join", "--id"};
+    static const char *needle[] = {"keygen, admit, check or revoke", "--out", "--admit-key", "join", "--id"};
     for (size_t i = 0; i < sizeof usage / sizeof *usage; i++) {
         sgp_run(&o, usage[i][0], usage[i][1], usage[i][2], usage[i][3], NULL);
         cr_assert_eq(o.status, 2, "case %zu: %d %s", i, o.status, o.err);

@@ -2,9 +2,11 @@
  * the cluster's admission key passes and survives its file; one signed by
  * another key, changed after signing, for another cluster or past its
  * expiry is refused with its reason; a malformed file is refused with its
- * line; the admission key's files round-trip and an open secret is refused. */
+ * line; the admission key's files round-trip and an open secret is refused;
+ * a revocation by the admission key refuses the credential it names. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +139,7 @@ Test(peer_credential, a_malformed_file_is_refused_with_its_line)
     const struct {
         const char *from, *to, *says;
     } bad[] = {
-        {"credential 1", "credential 2", "7.cred:2: bad credential: this reader knows credential version 1"},
+        {"credential 1", "credential 2", "7.cred:2: bad credential: this reader knows version 1"},
         {"cluster lab-run", "cluster lab/run", "7.cred:3: bad cluster: a cluster name is 1 to 64 letters, digits, "
                                                "'.', '_' or '-'"},
         {"key AQID", "key !QID", "7.cred:4: bad key: not base64"},
@@ -172,4 +174,42 @@ Test(peer_credential, a_malformed_file_is_refused_with_its_line)
     eq[-1] = b64[(strchr(b64, eq[-1]) - b64) ^ 1];
     cr_assert_eq(credential_parse(&c, text, n, "7.cred", err, sizeof err), -EINVAL, "%s", text);
     admit_key_free(&k);
+}
+
+Test(peer_credential, a_revocation_by_the_admission_key_refuses_its_credential)
+{
+    admit_key k, other;
+    char err[256] = "", text[CREDENTIAL_TEXT_MAX];
+    cr_assert_eq(admit_key_generate(&k), 0);
+    cr_assert_eq(admit_key_generate(&other), 0);
+    const credential c = signed_by(&k);
+    revocation r = {.serial = c.serial}, back;
+    snprintf(r.cluster, sizeof r.cluster, "lab-run");
+    cr_assert_eq(revocation_sign(&r, &k), 0);
+    const size_t n = revocation_write(&r, text);
+    cr_assert_eq(revocation_parse(&back, text, n, "7.revoked", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(memcmp(&back, &r, sizeof r), 0);
+    cr_assert_eq(revocation_check(&back, k.pk, "lab-run", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(revocation_check(&back, other.pk, "lab-run", err, sizeof err), -EPERM, "another key's");
+    cr_assert_str_eq(err, "not signed by this cluster's admission key");
+    cr_assert_eq(revocation_check(&back, k.pk, "other-run", err, sizeof err), -EPERM, "another cluster's");
+    back.serial ^= 1;
+    cr_assert_eq(revocation_check(&back, k.pk, NULL, err, sizeof err), -EPERM, "changed after signing");
+
+    const uint64_t revoked[] = {12345, r.serial};
+    cr_assert_eq(credential_check(&c, k.pk, "lab-run", 0, err, sizeof err), 0, "still well signed");
+    cr_assert_eq(credential_revoked(&c, revoked, 1, err, sizeof err), 0, "another serial");
+    cr_assert_eq(credential_revoked(&c, revoked, 2, err, sizeof err), -EPERM);
+    char says[64];
+    snprintf(says, sizeof says, "revoked (serial %016" PRIx64 ")", c.serial);
+    cr_assert_str_eq(err, says);
+
+    cr_assert_eq(revocation_parse(&back, "revocation 1\ncluster lab-run\nserial 0\n", 39, "x", err, sizeof err),
+                 -EINVAL);
+    cr_assert_str_eq(err, "x:3: bad serial: a serial is 16 lower-case hexadecimal digits");
+    credential not_one;
+    cr_assert_eq(credential_parse(&not_one, text, n, "r", err, sizeof err), -EINVAL, "not a credential");
+    cr_assert_str_eq(err, "r:2: unknown field 'revocation' (expected credential, cluster, key, id, serial, expires "
+                          "or signature)");
+    admit_key_free(&k), admit_key_free(&other);
 }
