@@ -140,7 +140,7 @@ typedef struct chosen {
     void *select;
     uint32_t *idx;
     float *val;
-    uint16_t *level; /* LEVELS a chunk */
+    uint16_t *level; /* LEVELS a chunk, or LEVELS (whole) */
     uint8_t *code;
 } chosen;
 
@@ -152,7 +152,7 @@ static chosen layout(const cmp_spec *s, size_t n, void *work)
     c.idx = (uint32_t *)(void *)(at += (sel + 3) & ~(size_t)3);
     c.val = (float *)(void *)(at += e * sizeof(uint32_t));
     c.level = (uint16_t *)(void *)(at += e * sizeof(float));
-    c.code = at + LEVELS * n_chunks(s->chunk, n) * sizeof(uint16_t);
+    c.code = at + LEVELS * level_sets(s->whole, s->chunk, n) * sizeof(uint16_t);
     return c;
 }
 
@@ -160,7 +160,7 @@ static size_t sl_work(const cmp_spec *s, size_t n)
 {
     const size_t e = entries(s->chunk, chunk_k(s), n);
     return ((cmp_select_work(s->chunk < n ? s->chunk : n) + 3) & ~(size_t)3) + e * (sizeof(uint32_t) + sizeof(float)) +
-           LEVELS * n_chunks(s->chunk, n) * sizeof(uint16_t) + e;
+           LEVELS * level_sets(s->whole, s->chunk, n) * sizeof(uint16_t) + e;
 }
 
 /* One chunk's (or, whole, the message's) m selected values v: their codes
