@@ -230,6 +230,10 @@ def main():
                          "(default); sgp's four bf16 levels (sign, above the mean magnitude or not) a chunk; or "
                          "those four levels once for a whole tensor (signs)")
     ap.add_argument("--sparse-decay", type=float, default=EF_DECAY, help="sparseloco's error-buffer decay (0.95)")
+    ap.add_argument("--shard", choices=("none", "contiguous"), default="none",
+                    help="the workers' data: windows of the whole text for every worker (default), or worker w's "
+                         "windows from its own contiguous 1/W of the text, as sgp's peers take their text shards "
+                         "(nn/nn_shard.c)")
     ap.add_argument("--curve", type=int, default=4, help="validation points along the run, the end included "
                     "(default 4; each costs a pass over --val)")
     ap.add_argument("--seed", type=int, default=1)
@@ -253,6 +257,8 @@ def main():
     per_epoch = (windows + args.batch - 1) // args.batch
     steps = per_epoch * args.epochs
     offsets = torch.arange(T + 1)
+    bounds = [round(len(train) * w / W) for w in range(W + 1)]
+    slices = list(zip(bounds[:-1], bounds[1:]))  # --shard contiguous: worker w's bytes, as sgp's text shards
     results = []
     for spec, row in rows:
         torch.manual_seed(args.seed)
@@ -293,7 +299,12 @@ def main():
             for _ in range(per_epoch):
                 B = min(args.batch, left)
                 left -= B
-                starts = torch.randint(0, len(train) - T, (B,), generator=gen)
+                if args.shard == "contiguous" and system != "alone":  # worker w: windows of its slice only
+                    per = [len(x) for x in torch.tensor_split(torch.arange(B), W)]
+                    starts = torch.cat([lo + torch.randint(0, hi - lo - T, (k,), generator=gen)
+                                        for (lo, hi), k in zip(slices, per)])
+                else:
+                    starts = torch.randint(0, len(train) - T, (B,), generator=gen)
                 w = train[starts[:, None] + offsets]
                 lr = lr_at(args.lr, step, per_epoch, args.warmup, args.epochs)
                 shares = [s for s in torch.tensor_split(w, W) if len(s)]
@@ -362,7 +373,7 @@ def main():
                         spec, step, steps, tokens, vloss, sent / 1e6, time.time() - t0))
         vloss = curve[-1][3] if curve and curve[-1][0] == steps else evaluate(glob, val, T, 256)[0]
         curve = [c[:3] + [round(c[3], 6)] for c in curve]
-        r = {"row": spec, **row, "workers": 1 if system == "alone" else W, "val_loss": round(vloss, 6),
+        r = {"row": spec, **row, "workers": 1 if system == "alone" else W, "shard": args.shard, "val_loss": round(vloss, 6),
              "bits_per_byte": round(vloss / math.log(2), 6),
              "bytes_per_worker": round(sent), "syncs": syncs, "bytes_per_sync": round(per_sync),
              "tokens": tokens, "steps": steps, "parameters": P, "lr": args.lr, "batch": args.batch,
