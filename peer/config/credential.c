@@ -19,7 +19,7 @@ _Static_assert(ADMIT_SK_BYTES == crypto_sign_SECRETKEYBYTES && SEC_KEY_BYTES == 
 _Static_assert(CREDENTIAL_SIG_BYTES == crypto_sign_BYTES, "sig");
 
 #define SIG_B64 sodium_base64_ENCODED_LEN(CREDENTIAL_SIG_BYTES, sodium_base64_VARIANT_ORIGINAL)
-static const char DOMAIN[] = "sgp-v1 credential"; /* its NUL is part of the message */
+static const char DOMAIN[] = "sgp-v1 credential", REVOKE_DOMAIN[] = "sgp-v1 revocation"; /* NULs signed too */
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -117,13 +117,37 @@ static size_t put_le(uint8_t *out, uint64_t v, int bytes)
     return (size_t)bytes;
 }
 
+/* The start of every signed record: its domain (with its NUL), then the
+ * cluster's name with its length byte. */
+static size_t message_head(uint8_t *out, const char *domain, const char *cluster)
+{
+    const size_t d = strlen(domain) + 1, name = strnlen(cluster, CREDENTIAL_NAME_MAX);
+    memcpy(out, domain, d);
+    out[d] = (uint8_t)name;
+    memcpy(out + d + 1, cluster, name);
+    return d + 1 + name;
+}
+
+/* A record's signature over m and its cluster: 0, or -EPERM with the
+ * reason (fields_good 0: a field out of range, taken as forged). */
+static int check_signed(const uint8_t sig[CREDENTIAL_SIG_BYTES], const uint8_t *m, size_t len, int fields_good,
+                        const uint8_t admit_pk[ADMIT_PK_BYTES], const char *have, const char *want, char *err,
+                        size_t errlen)
+{
+    if (!fields_good || crypto_sign_verify_detached(sig, m, len, admit_pk) != 0) {
+        set_err(err, errlen, "not signed by this cluster's admission key");
+        return -EPERM;
+    }
+    if (want && strcmp(want, have) != 0) {
+        set_err(err, errlen, "for cluster '%s', not '%s'", have, want);
+        return -EPERM;
+    }
+    return 0;
+}
+
 size_t credential_message(const credential *c, uint8_t *out)
 {
-    const size_t name = strnlen(c->cluster, CREDENTIAL_NAME_MAX);
-    size_t o = 0;
-    memcpy(out, DOMAIN, sizeof DOMAIN), o += sizeof DOMAIN;
-    out[o++] = (uint8_t)name;
-    memcpy(out + o, c->cluster, name), o += name;
+    size_t o = message_head(out, DOMAIN, c->cluster);
     memcpy(out + o, c->key, SEC_KEY_BYTES), o += SEC_KEY_BYTES;
     o += put_le(out + o, (uint32_t)(int32_t)c->id, 4);
     o += put_le(out + o, c->serial, 8);
@@ -162,14 +186,10 @@ int credential_check(const credential *c, const uint8_t admit_pk[ADMIT_PK_BYTES]
     if (sec_init() < 0)
         return -EIO;
     uint8_t m[CREDENTIAL_MESSAGE_MAX];
-    if (!fields_ok(c) || crypto_sign_verify_detached(c->sig, m, credential_message(c, m), admit_pk) != 0) {
-        set_err(err, errlen, "not signed by this cluster's admission key");
-        return -EPERM;
-    }
-    if (cluster && strcmp(cluster, c->cluster) != 0) {
-        set_err(err, errlen, "for cluster '%s', not '%s'", c->cluster, cluster);
-        return -EPERM;
-    }
+    const size_t len = credential_message(c, m);
+    const int rc = check_signed(c->sig, m, len, fields_ok(c), admit_pk, c->cluster, cluster, err, errlen);
+    if (rc < 0)
+        return rc;
     if (c->expires && now > c->expires) {
         char when[32] = "?";
         const time_t t = (time_t)c->expires;
@@ -375,15 +395,9 @@ int credential_save(const credential *c, const char *path, int overwrite, char *
 
 /* ---- revocations ---------------------------------------------------------------- */
 
-static const char REVOKE_DOMAIN[] = "sgp-v1 revocation";
-
 static size_t revocation_message(const revocation *r, uint8_t *out)
 {
-    const size_t name = strnlen(r->cluster, CREDENTIAL_NAME_MAX);
-    size_t o = 0;
-    memcpy(out, REVOKE_DOMAIN, sizeof REVOKE_DOMAIN), o += sizeof REVOKE_DOMAIN;
-    out[o++] = (uint8_t)name;
-    memcpy(out + o, r->cluster, name), o += name;
+    const size_t o = message_head(out, REVOKE_DOMAIN, r->cluster);
     return o + put_le(out + o, r->serial, 8);
 }
 
@@ -406,16 +420,9 @@ int revocation_check(const revocation *r, const uint8_t admit_pk[ADMIT_PK_BYTES]
     if (sec_init() < 0)
         return -EIO;
     uint8_t m[CREDENTIAL_MESSAGE_MAX];
-    if (!name_ok(r->cluster, strnlen(r->cluster, sizeof r->cluster)) ||
-        crypto_sign_verify_detached(r->sig, m, revocation_message(r, m), admit_pk) != 0) {
-        set_err(err, errlen, "not signed by this cluster's admission key");
-        return -EPERM;
-    }
-    if (cluster && strcmp(cluster, r->cluster) != 0) {
-        set_err(err, errlen, "for cluster '%s', not '%s'", r->cluster, cluster);
-        return -EPERM;
-    }
-    return 0;
+    const size_t len = revocation_message(r, m);
+    return check_signed(r->sig, m, len, name_ok(r->cluster, strnlen(r->cluster, sizeof r->cluster)), admit_pk,
+                        r->cluster, cluster, err, errlen);
 }
 
 size_t revocation_write(const revocation *r, char *buf)
