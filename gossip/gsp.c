@@ -147,7 +147,7 @@ void gsp_debias_to(const gsp_peer *g, float *dst)
 
 const float *gsp_debias(gsp_peer *g)
 {
-    if (g->w == 1.0) /* x / 1 is x, bit for bit: a regular graph without faults keeps w exactly 1 */
+    if (g->w == 1.0 || g->left) /* x / 1 is x, bit for bit: a regular graph without faults keeps w exactly 1 */
         return g->x;
     gsp_debias_to(g, g->z);
     g->z_written = 1;

@@ -170,7 +170,7 @@ typedef struct gsp_peer {
     long round;   /* rounds whose shares have been emitted */
     long since;   /* first round it takes part in (a rejoin): earlier rounds' messages are not awaited */
     float *x;     /* push-sum numerator: the optimizer steps on it */
-    double w;     /* push-sum weight, > 0 */
+    double w;     /* push-sum weight, > 0 (0 once the peer has left: gsp_hand_off) */
     float *z;     /* x / w, refreshed by gsp_debias */
     int z_written; /* z has been written: resident from then (until then its pages are untouched) */
     gsp_edge *out, *in;
@@ -209,6 +209,7 @@ typedef struct gsp_peer {
     struct gsp_scratch *scratch; /* v, work, sp_idx and sp_val belong to this one (gsp_share_scratch), or NULL */
     struct gsp_pool *pool; /* threads for the vector loops (gsp_set_pool; NULL: this thread alone) */
     struct gsp_gather *gather; /* the exact sparse all-gather in place of push-sum (gossip/gsp_gather.h), or NULL */
+    int left;              /* gsp_hand_off gave (x, w) away: x is the model it left with, w 0 */
     gsp_sent spare;        /* codec: an acknowledged sparse log entry's room (idx and old for spare.cap
                             * changes; NULL: none), for the next message's, so that a message's changes are
                             * not allocated and faulted in again each time */
@@ -302,7 +303,10 @@ const float *gsp_debias(gsp_peer *g);
 /* What gsp_debias computes, bit for bit: z[i] = x[i] * gsp_debias_factor(g)
  * (1 when w is exactly 1), one value at a time or into dst (dst may be x). A
  * report that looks at every peer's model needs no z of each. */
-static inline float gsp_debias_factor(const gsp_peer *g) { return g->w == 1.0 ? 1.0f : (float)(1.0 / g->w); }
+static inline float gsp_debias_factor(const gsp_peer *g)
+{
+    return g->w == 1.0 || g->left ? 1.0f : (float)(1.0 / g->w);
+}
 void gsp_debias_to(const gsp_peer *g, float *dst);
 /* x = w z, rounded to float once (z may be x itself). */
 void gsp_scale_by_w(gsp_peer *g, const float *z);
@@ -376,6 +380,16 @@ void gsp_join(gsp_peer *g, const float *z, long round);
  * (x = w z): the run's total weight is unchanged, the stale model is gone. */
 void gsp_adopt(gsp_peer *g, const float *z);
 double gsp_resume(gsp_peer *g);
+/* Leave on purpose: hand all of (x, w) to the peers of `to` (its weights
+ * are ignored: an equal part each) in one emit, so that the weight is not
+ * lost with the peer. w moves exactly (as every share: to the running
+ * totals' round-off); with a codec the messages carry z whole (bf16), as
+ * after a jump, so x gives up the model to bf16's rounding. Afterwards the
+ * peer holds no mass: w is 0, x is the model it left with (z, for its
+ * reports and final model) and g->left is set; it may not emit or absorb
+ * again. Returns to->n, or -EDOM / -ENOMEM as gsp_emit (nothing moved:
+ * -ENOMEM; the peer must stop: -EDOM). */
+int gsp_hand_off(gsp_peer *g, const topo_out *to, gsp_msg *msgs);
 
 /* The in-edge from `src`, created if new (to restore a checkpoint into);
  * NULL on -ENOMEM or a bad src. */

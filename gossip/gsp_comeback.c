@@ -1,4 +1,6 @@
-/* Moving forward and coming back: catch-up, join and resume (gsp.h). */
+/* Moving forward, coming back and leaving: catch-up, join, resume and the
+ * hand-off of a peer that leaves (gsp.h). */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -42,4 +44,28 @@ double gsp_resume(gsp_peer *g)
     for (size_t i = 0; i < g->dim; i++)
         g->x[i] = ldexpf(g->x[i], e);
     return ldexp(1.0, e);
+}
+
+int gsp_hand_off(gsp_peer *g, const topo_out *to, gsp_msg *msgs)
+{
+    if (to->n <= 0 || g->left || g->gather)
+        return -EINVAL;
+    /* One emit that keeps nothing: each edge moves w / n (gsp_emit moves
+     * step * weight * w with a codec), and with a codec the model goes
+     * whole, so that what x gives up is z itself and not a lagging copy. */
+    topo_out all = *to;
+    const double wstep = g->codec ? (double)g->step : 1.0;
+    for (int k = 0; k < all.n; k++)
+        all.weight[k] = 1.0 / (wstep * all.n);
+    all.keep = 0.0;
+    gsp_debias_to(g, g->z); /* the model it leaves with (a codec's split of x computes the same bits here) */
+    g->z_written = 1;
+    g->refresh = g->codec != NULL;
+    const int n = gsp_emit(g, &all, msgs);
+    if (n < 0)
+        return n;
+    memcpy(g->x, g->z, g->dim * sizeof *g->x);
+    g->w = 0.0; /* (what is left of it is the running totals' round-off) */
+    g->left = 1;
+    return n;
 }

@@ -340,6 +340,35 @@ static int hearing(const gsp_pace *p, const gsp_pace_nb *b, double now)
     return sends_here(b) && p->alive[b->peer] && (b->done || heard_lately(p, b, now));
 }
 
+/* Has g sent anything on its edge to q (a compressed edge's reference is
+ * then the same at both ends)? */
+static int sent_to(const gsp_peer *g, int q)
+{
+    for (int k = 0; k < g->n_out; k++)
+        if (g->out[k].peer == q)
+            return g->out[k].seq > 0;
+    return 0;
+}
+
+int gsp_pace_heirs(const gsp_pace *p, const gsp_peer *g, double now, const uint8_t *busy, topo_out *out)
+{
+    /* With a codec, an edge never used yet starts from the run's origin
+     * (gsp_set_origin), which a receiver without it answers with a request
+     * for a SYNC that a peer gone cannot send: edges in use first. */
+    for (int pass = g->codec ? 0 : 1; pass < 2; pass++) {
+        out->n = 0, out->keep = 0.0;
+        for (int k = 0; k < p->n_nb && out->n < TOPO_MAX_OUT; k++) {
+            const gsp_pace_nb *b = &p->nb[k];
+            if (!(busy && busy[b->peer]) && (pass || sent_to(g, b->peer)) &&
+                (heard_lately(p, b, now) || (b->done && b->connected && p->alive[b->peer])))
+                out->peer[out->n] = b->peer, out->weight[out->n] = 1.0, out->n++;
+        }
+        if (out->n > 0)
+            break;
+    }
+    return out->n;
+}
+
 #define HEARD_MAX (TOPO_MAX_OUT * 8)
 
 /* The rounds the heard in-neighbours last reported, sorted (into r, at most

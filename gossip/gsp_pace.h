@@ -183,6 +183,14 @@ void gsp_pace_down(gsp_pace *p, int q, double now);
  * is neither routed around nor counted as silent. Else (stopped) it is routed
  * around at once. Returns 1 if it was alive and not done. */
 int gsp_pace_goodbye(gsp_pace *p, int q, int done);
+/* A peer that leaves on purpose hands its weight to these (gsp_hand_off):
+ * every neighbour, in or out, that is alive, connected, not busy and heard
+ * within two heartbeat intervals (or done: a finished peer still takes
+ * shares), at most TOPO_MAX_OUT; with a codec only those g has sent to
+ * already, if there are any (a new edge may need a SYNC, which a peer that
+ * is gone cannot send). Any neighbour may send a share
+ * (gsp_pace_is_neighbour), so the receivers take it. Returns out->n. */
+int gsp_pace_heirs(const gsp_pace *p, const gsp_peer *g, double now, const uint8_t *busy, topo_out *out);
 /* Every in-neighbour is done or routed around: a finished peer may close. */
 int gsp_pace_in_done(const gsp_pace *p);
 /* The in-neighbours a finished peer still waits for (alive, not done): how

@@ -45,6 +45,8 @@ static void help(void)
           "  --kill PEER@ROUND     kill -9 the peer once its log reaches ROUND\n"
           "  --restart PEER@ROUND[:S]  kill -9 it, then start it again with --resume after S seconds [1]\n"
           "  --stop PEER@ROUND:S   SIGSTOP it for S seconds, then SIGCONT\n"
+          "  --leave PEER@ROUND    it leaves for good: SIGTERM to a peer run with --on-term leave, which\n"
+          "                        hands its weight to its neighbours (sgp peer --help)\n"
           "  --slow PEER:FACTOR    it runs its rounds at 1/FACTOR of its speed (sgp peer --slow)\n"
           "  (each may be repeated; the summary counts the faults injected)\n\n"
           "  -h, --help            this text\n",
@@ -55,7 +57,7 @@ static void help(void)
 static const char *const LAUNCH_OPTS[] = {"--peers", "--topology", "--run-dir", "--summary", "--save-model",
                                           "--model-format", "--hosts", "--base-port",
                                           "--remote-sgp", "--remote-dir", "--kill", "--restart", "--stop", "--slow",
-                                          NULL};
+                                          "--leave", NULL};
 static const char *const PER_PEER_OPTS[] = {"--id", "--cluster", "--key", "--log", "--checkpoint",
                                             "--resume", NULL};
 

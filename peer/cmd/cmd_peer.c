@@ -38,6 +38,10 @@ static void help(void)
           "                        model from a neighbour and join at its round\n"
           "  --slow FACTOR         experiments: after 48 rounds, pad each local step so that this\n"
           "                        peer's rounds take FACTOR times their median so far [1]\n"
+          "  --on-term leave|stop  on SIGTERM or SIGINT: leave (hand this peer's push-sum weight to its\n"
+          "                        neighbours, remove the checkpoint; a later --resume joins) or stop\n"
+          "                        (checkpoint and keep the weight, to come back with --resume)\n"
+          "                        [stop with --checkpoint, else leave]\n"
           "  --log FILE            JSON lines per round: loss, bytes in/out, absorbed, staleness, time\n"
           "  (--save-model writes this peer's final model z = x / w)\n\n"
           "All peers of a run must be given the same training options (seed, model,\n"
@@ -50,7 +54,7 @@ static void help(void)
 
 enum {
     P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG,
-    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW,
+    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW, P_ON_TERM,
 };
 
 static int write_summary(const char *path, const node_config *c, const node_result *r)
@@ -103,6 +107,7 @@ typedef struct peer_cmd {
     gossip_opts go;
     int help; /* --help was printed: nothing to run */
     const char *cluster_path, *key_path, *log_path;
+    const char *on_term; /* --on-term: leave or stop (NULL: stop with --checkpoint, else leave) */
     long id;
     member me;
     nn_dataset train, test;
@@ -145,6 +150,11 @@ static int parse_option(void *ctx, int ch, const char *arg)
         return 0;
     case P_SLOW:
         return cli_double(CMD, "--slow", arg, 1, 1000, &c->slow);
+    case P_ON_TERM:
+        if (strcmp(arg, "leave") && strcmp(arg, "stop"))
+            return cli_usage(CMD, "--on-term takes leave or stop, not '%s'", arg);
+        p->on_term = arg;
+        return 0;
     }
     int rc = train_opts_parse(&c->peer.train, CMD, ch, arg);
     return rc == CLI_NOT_MINE ? gossip_opts_parse(&p->go, &c->peer, CMD, ch, arg) : rc;
@@ -168,6 +178,7 @@ static int parse(peer_cmd *p, int argc, char **argv)
         {"checkpoint-every", required_argument, 0, P_CKPT_EVERY},
         {"resume", no_argument, 0, P_RESUME},
         {"slow", required_argument, 0, P_SLOW},
+        {"on-term", required_argument, 0, P_ON_TERM},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -185,6 +196,7 @@ static int check(peer_cmd *p)
     int rc = train_opts_check(&p->c.peer.train, CMD);
     if (rc)
         return rc;
+    p->c.leave_on_signal = p->on_term ? strcmp(p->on_term, "leave") == 0 : p->c.checkpoint == NULL;
     return gossip_opts_check(&p->go, &p->c.peer, CMD) ? CLI_USAGE : 0;
 }
 

@@ -119,6 +119,8 @@ typedef enum engine_log {
     ENGINE_LOG_TOO_LARGE,            /* peer: a message for it no frame can hold */
     ENGINE_LOG_LEAVING,              /* detail: whom it did not wait for */
     ENGINE_LOG_APART,                /* peer: --gather: our model differs from the round's lowest sender's */
+    ENGINE_LOG_HANDED_OFF,           /* detail: the weight it left, and to whom */
+    ENGINE_LOG_LEFT_WITH_WEIGHT,     /* detail: why its weight leaves with it */
     ENGINE_LOG_KINDS
 } engine_log;
 
@@ -217,6 +219,12 @@ void engine_advance(engine *e, double now);
 /* Stop: absorb, GOODBYE "stopped"; now, or when the running step is done
  * (a caller's step is its own: no wait). */
 void engine_stop(engine *e, double now);
+/* Leave on purpose: a stop that first hands all of the peer's push-sum mass
+ * to its live neighbours (gsp_hand_off: one PUSH each, before GOODBYE
+ * "stopped"), so that the run keeps its weight. With nobody to take it (no
+ * neighbour connected and heard), --gather (no mass moves) or no model yet
+ * (joining) it is a stop. */
+void engine_leave(engine *e, double now);
 /* A PUSH of a later incarnation than this is refused: the driver's clock
  * allows no such run yet (UINT64_MAX, the default: none is). */
 void engine_set_incarnation_max(engine *e, uint64_t max);
@@ -275,6 +283,7 @@ int engine_joining(const engine *e);    /* it has no model yet: it pulls a neigh
 int engine_refreshing(const engine *e); /* it was far behind: it pulls a neighbour's model */
 int engine_computing(const engine *e);  /* a STEP is out and not done */
 int engine_stopping(const engine *e);
+int engine_left(const engine *e);        /* it handed its weight on (engine_leave): nothing to checkpoint */
 int engine_rounds_done(const engine *e); /* every round is done (it may still wait for in-neighbours) */
 int engine_promise_pending(const engine *e); /* the neighbour asked for its model said it follows (MODEL_SOON) */
 

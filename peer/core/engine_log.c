@@ -28,6 +28,8 @@ static const char *const log_texts[ENGINE_LOG_KINDS] = {
     [ENGINE_LOG_TOO_LARGE] = "a message larger than the largest frame: stopping; it was for peer",
     [ENGINE_LOG_LEAVING] = "leaving without the last shares of its in-neighbours",
     [ENGINE_LOG_APART] = "its model differs from the run's: asking for the model of peer",
+    [ENGINE_LOG_HANDED_OFF] = "leaving: handed its weight to its neighbours",
+    [ENGINE_LOG_LEFT_WITH_WEIGHT] = "leaving with its weight",
 };
 
 const char *engine_log_text(engine_log log)

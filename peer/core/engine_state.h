@@ -28,6 +28,8 @@ struct engine {
     uint8_t *promise_broken;  /* it said MODEL_SOON and sent no model within the promise's limit: not believed again */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
+    int leaving;        /* the stop hands the mass on first (engine_leave) ... */
+    double leave_since; /* ... once the round it stopped before may start, or a dead timeout after this */
     /* --overlap (gossip/GUARANTEES.md): a round's steps run on z_work, apart
      * from x, while its pacing question and absorb run on x; both done, the
      * steps are folded in (fold) and the round emitted. */

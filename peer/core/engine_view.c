@@ -42,6 +42,7 @@ int engine_joining(const engine *e) { return e->joining; }
 int engine_refreshing(const engine *e) { return e->refreshing; }
 int engine_computing(const engine *e) { return e->computing; }
 int engine_stopping(const engine *e) { return e->stopping; }
+int engine_left(const engine *e) { return e->rp.g.left; }
 int engine_rounds_done(const engine *e) { return e->rounds_done; }
 int engine_promise_pending(const engine *e) { return e->promised; }
 

@@ -34,6 +34,7 @@ typedef struct run {
     launch_host *where;
     pid_t *pids;       /* 0: not running */
     uint8_t *absent;   /* killed by a fault for good: no model at the end */
+    uint8_t *left;     /* left on purpose (--leave): its model is not the run's */
     long *rounds;      /* each peer's last logged round, for the faults */
     int made_dir;      /* the run directory did not exist before */
     char first_why[512]; /* the first failed peer's own message, as shown */
@@ -83,7 +84,7 @@ static pid_t start_peer(run *R, int i, int resume)
     char *fixed[] = {R->self, "peer", "--cluster", p.cluster, "--id", p.id, "--save-model", p.model,
                      "--log", p.log, "--summary", p.summary, "--no-progress", "--checkpoint", p.ckpt};
     const int nfixed = (int)(sizeof fixed / sizeof *fixed);
-    char **args = malloc((size_t)(nfixed + 3 + o->nfwd + 1) * sizeof *args), **run_argv = args;
+    char **args = malloc((size_t)(nfixed + 5 + o->nfwd + 1) * sizeof *args), **run_argv = args;
     if (!args)
         return -1;
     int a = 0;
@@ -98,6 +99,8 @@ static pid_t start_peer(run *R, int i, int resume)
         args[a++] = "--resume";
     for (int k = 0; k < o->nfwd; k++)
         args[a++] = o->fwd[k];
+    if (R->faults && fault_plan_leaves(R->faults, i, 0)) /* (after the options given: it wins) */
+        args[a++] = "--on-term", args[a++] = "leave";
     args[a] = NULL;
     if (o->hosts && !(run_argv = launch_ssh_argv(&R->where[i], args, o->remote_sgp))) {
         free(args);
@@ -200,6 +203,8 @@ static int reap(run *R, pid_t p, int st)
             R->absent[i] = !fault_plan_restart_pending(R->faults, i);
             return 0;
         }
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && R->faults && fault_plan_leaves(R->faults, i, 1))
+            R->left[i] = 1;
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             /* In its own words (the last line it wrote), once for each different one. */
             char path[1100], why[512];
@@ -331,10 +336,11 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
     R.where = calloc((size_t)n, sizeof *R.where);
     R.pids = calloc((size_t)n, sizeof *R.pids);
     R.absent = calloc((size_t)n, sizeof *R.absent);
+    R.left = calloc((size_t)n, sizeof *R.left);
     R.rounds = calloc((size_t)n, sizeof *R.rounds);
     char *dir = NULL;
     int rc = 0;
-    if (!R.where || !R.pids || !R.absent || !R.rounds) {
+    if (!R.where || !R.pids || !R.absent || !R.left || !R.rounds) {
         snprintf(err, errlen, "out of memory for %d peers", n);
         rc = -ENOMEM;
     } else if (!(R.dir = dir = make_run_dir(o->run_dir, &R.made_dir, err, errlen)))
@@ -379,7 +385,7 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
             snprintf(err, errlen, "every peer failed before its first round; nothing was kept");
         }
     } else if (!o->hosts || (rc = launch_ssh_fetch(R.where, n, R.dir, R.rdir, err, errlen)) == 0) {
-        launch_outcome out = {.run_dir = R.dir, .n = n, .absent = R.absent,
+        launch_outcome out = {.run_dir = R.dir, .n = n, .absent = R.absent, .left = R.left,
                               .data = forwarded(o, "--data", NULL),
                               .context = forwarded_context(o), .save_model = o->save_model,
                               .model_format = o->model_format,
@@ -390,6 +396,6 @@ out:
     if (o->hosts && R.where)
         launch_ssh_mux_close(R.where, n);
     free(dir);
-    free(R.where), free(R.pids), free(R.absent), free(R.rounds);
+    free(R.where), free(R.pids), free(R.absent), free(R.left), free(R.rounds);
     return rc;
 }

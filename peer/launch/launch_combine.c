@@ -25,14 +25,20 @@ static int read_model(const char *dir, int i, nn_model *m, float *z, char *err, 
     return rc;
 }
 
+/* A peer whose model is not in the average: killed for good, or left. */
+static int without(const launch_outcome *o, int i)
+{
+    return (o->absent && o->absent[i]) || (o->left && o->left[i]);
+}
+
 /* The model the peers trained, built from the first finished peer's file. */
 static int first_model(const launch_outcome *o, const nn_dataset *test, nn_model *m, char *err, size_t errlen)
 {
     int i = 0;
-    while (i < o->n && o->absent && o->absent[i])
+    while (i < o->n && without(o, i))
         i++;
     if (i == o->n) {
-        snprintf(err, errlen, "no peer has a model (every one was killed)");
+        snprintf(err, errlen, "no peer has a model (every one was killed or left)");
         return -ENOENT;
     }
     char path[1100];
@@ -77,7 +83,7 @@ static int sum_models(const launch_outcome *o, nn_model *m, float *z, double *ac
     const size_t dim = m->n_params;
     *t = (totals){.acc_min = 1, .rounds = INFINITY, .mem_peer = -1};
     for (int i = 0; i < o->n; i++) {
-        if (o->absent && o->absent[i])
+        if (without(o, i))
             continue;
         summary_peer s;
         int rc = read_summary(o, i, dim, &s, err, errlen);
@@ -113,7 +119,7 @@ static int consensus_distance(const launch_outcome *o, nn_model *m, const float 
     double sum = 0, norm = 0;
     int k = 0;
     for (int i = 0; i < o->n; i++) {
-        if (o->absent && o->absent[i])
+        if (without(o, i))
             continue;
         int rc = read_model(o->run_dir, i, m, z, err, errlen);
         if (rc < 0)

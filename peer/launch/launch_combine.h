@@ -25,6 +25,8 @@ typedef struct launch_outcome {
     const char *run_dir;
     int n;                    /* peers in the run */
     const uint8_t *absent;    /* absent[i]: killed for good by a fault, so no model; NULL: none */
+    const uint8_t *left;      /* left[i]: it left on purpose (--leave): its weight is the others', its model is
+                               * not in the average; NULL: none */
     const char *data;         /* the peers' --data (NULL: embedded) */
     int context;              /* the peers' --context (0: the default) */
     const char *save_model;   /* where else the average model goes, or NULL */

@@ -57,14 +57,16 @@ int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, s
         f.kind = FAULT_RESTART, f.seconds = 1.0;
     else if (!strcmp(opt, "--stop"))
         f.kind = FAULT_STOP;
+    else if (!strcmp(opt, "--leave"))
+        f.kind = FAULT_LEAVE;
     else
         return FAULT_NOT_MINE;
     int has_seconds;
     double seconds = 0;
-    if (parse_at(arg, &f.peer, &f.round, &seconds, &has_seconds) < 0 || (f.kind == FAULT_KILL && has_seconds) ||
-        (f.kind == FAULT_STOP && !has_seconds)) {
+    if (parse_at(arg, &f.peer, &f.round, &seconds, &has_seconds) < 0 ||
+        ((f.kind == FAULT_KILL || f.kind == FAULT_LEAVE) && has_seconds) || (f.kind == FAULT_STOP && !has_seconds)) {
         snprintf(err, errlen, "%s '%s': expected %s", opt, arg,
-                 f.kind == FAULT_KILL      ? "PEER@ROUND"
+                 f.kind == FAULT_KILL || f.kind == FAULT_LEAVE ? "PEER@ROUND"
                  : f.kind == FAULT_RESTART ? "PEER@ROUND or PEER@ROUND:SECONDS"
                                            : "PEER@ROUND:SECONDS");
         return -EINVAL;
@@ -94,6 +96,14 @@ int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen)
     return 0;
 }
 
+int fault_plan_leaves(const fault_plan *p, int peer, int sent)
+{
+    for (int k = 0; k < p->n; k++)
+        if (p->f[k].peer == peer && p->f[k].kind == FAULT_LEAVE && (!sent || p->f[k].stage > 0))
+            return 1;
+    return 0;
+}
+
 double fault_plan_slow(const fault_plan *p, int peer)
 {
     double f = 0;
@@ -103,7 +113,8 @@ double fault_plan_slow(const fault_plan *p, int peer)
     return f;
 }
 
-static const char *const names[] = {"kill -9", "kill -9 and restart", "SIGSTOP"};
+static const char *const names[] = {"kill -9", "kill -9 and restart", "SIGSTOP", "SIGTERM: leaving"};
+static const int signals[] = {SIGKILL, SIGKILL, SIGSTOP, SIGTERM};
 
 void fault_plan_tick(fault_plan *p, const long *rounds, const pid_t *pids, double now, fault_restart_fn restart,
                      void *ctx)
@@ -123,9 +134,9 @@ void fault_plan_tick(fault_plan *p, const long *rounds, const pid_t *pids, doubl
                 continue;
             printf("\nsgp launch: peer %d at round %ld: %s\n", f->peer, rounds[f->peer], names[f->kind]);
             fflush(stdout);
-            kill(pid, f->kind == FAULT_STOP ? SIGSTOP : SIGKILL);
+            kill(pid, signals[f->kind]);
             p->injected++;
-            f->stage = f->kind == FAULT_KILL ? 2 : 1;
+            f->stage = f->kind == FAULT_KILL || f->kind == FAULT_LEAVE ? 2 : 1;
             f->due = now + f->seconds;
         } else if (f->stage == 1 && now >= f->due) {
             if (f->kind == FAULT_STOP) {

@@ -4,6 +4,8 @@
  *  --kill PEER@ROUND              SIGKILL when PEER's log reaches ROUND
  *  --restart PEER@ROUND[:SECONDS] SIGKILL, then start it again with --resume after SECONDS [1]
  *  --stop PEER@ROUND:SECONDS      SIGSTOP, then SIGCONT after SECONDS
+ *  --leave PEER@ROUND             SIGTERM to a peer started with --on-term leave: it hands its
+ *                                 weight to its neighbours and leaves for good
  *  --slow PEER:FACTOR             PEER runs its rounds at 1/FACTOR of its speed (sgp peer --slow)
  *
  *   fault_plan p = {0};
@@ -23,7 +25,7 @@
 
 #define FAULT_MAX 256 /* faults, and --slow peers, per run */
 
-typedef enum fault_kind { FAULT_KILL, FAULT_RESTART, FAULT_STOP } fault_kind;
+typedef enum fault_kind { FAULT_KILL, FAULT_RESTART, FAULT_STOP, FAULT_LEAVE } fault_kind;
 
 typedef struct fault {
     fault_kind kind;
@@ -56,6 +58,10 @@ enum fault_add_result { FAULT_TAKEN = 0, FAULT_NOT_MINE = 1 };
 int fault_plan_add(fault_plan *p, const char *opt, const char *arg, char *err, size_t errlen);
 /* Every peer named must exist. 0 or -EINVAL (err says which). */
 int fault_plan_check(const fault_plan *p, int n_peers, char *err, size_t errlen);
+
+/* 1 if peer has a --leave (it runs with --on-term leave); with sent, only
+ * once its SIGTERM has gone. */
+int fault_plan_leaves(const fault_plan *p, int peer, int sent);
 
 /* --slow FACTOR for peer, or 0 when it runs at its own speed. */
 double fault_plan_slow(const fault_plan *p, int peer);

@@ -118,11 +118,12 @@ void node_close(node *n, int goodbye)
         return;
     }
     n->closed = 1;
-    if (!engine_joining(n->e)) {
-        if (!engine_diverged(n->e)) /* (the last checkpoint is the model to come back with) */
-            node_checkpoint_now(n);
+    if (engine_left(n->e))
+        node_forget_checkpoint(n);
+    else if (!engine_joining(n->e) && !engine_diverged(n->e)) /* (the last checkpoint is the model to come back with) */
+        node_checkpoint_now(n);
+    if (!engine_joining(n->e))
         node_log_ledger(n);
-    }
     mem_parts *m = &n->r->memory;
     *m = (mem_parts){.model = n->model.bytes, .in_flight = net_bytes(&n->net)};
     if (n->train)
@@ -211,7 +212,15 @@ void node_stop(node *n)
 static void on_signal(uv_signal_t *s, int signum)
 {
     (void)signum;
-    node_stop(s->data);
+    node *n = s->data;
+    if (n->c->leave_on_signal && !engine_stopping(n->e)) {
+        const double now = clock_now();
+        engine_leave(n->e, now);
+        node_engine_time(n, now);
+        node_pump(n);
+        return;
+    }
+    node_stop(n);
 }
 
 /* ---- set-up ------------------------------------------------------------------- */

@@ -86,7 +86,7 @@ void node_model_to(const node *n, float *z);
 /* The caller is back with its step from the model handed out (z, the
  * loop's until the next model is written into it). */
 void node_step_taken(node *n, float *z);
-/* Stop: checkpoint, GOODBYE "stopped". */
+/* Stop: checkpoint, GOODBYE "stopped" (leave: the weight to the neighbours first). */
 void node_stop(node *n);
 /* Write a checkpoint now (stepper->checkpointed says how it went). */
 void node_checkpoint_now(node *n);
@@ -100,6 +100,8 @@ typedef struct node_config {
     const char *checkpoint; /* checkpoint file (peer/store/ckpt.h), or NULL for none */
     double checkpoint_every; /* seconds between periodic checkpoints; <= 0: only when stopping */
     int resume;            /* restore from the checkpoint; without one, pull the model from a neighbour */
+    int leave_on_signal;   /* SIGTERM, SIGINT: leave (engine_leave: the weight goes to the neighbours, the
+                            * checkpoint is removed) instead of a stop that keeps it for --resume */
     double slow;           /* experiments: each local step takes this many times its compute time (>= 1) */
     FILE *log;             /* JSON lines per round, or NULL */
     FILE *progress;        /* per-epoch lines, or NULL */

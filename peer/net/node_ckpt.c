@@ -90,3 +90,17 @@ void node_resume(node *n)
         node_event(n, "cannot resume", -1, err);
     engine_come_back(n->e, ENGINE_WITHOUT_STATE, incarnation, clock_now());
 }
+
+/* A peer that left handed its weight to its neighbours: a checkpoint would
+ * bring that weight back a second time at a --resume, which then joins
+ * (pulls a neighbour's model, one unit of weight) instead. */
+void node_forget_checkpoint(node *n)
+{
+    char err[512];
+    if (!n->c->checkpoint)
+        return;
+    if (ckpt_remove(n->c->checkpoint, err, sizeof err) < 0)
+        node_event(n, "could not remove its checkpoint", -1, err);
+    else
+        node_event(n, "removed its checkpoint: its weight is with its neighbours", -1, n->c->checkpoint);
+}

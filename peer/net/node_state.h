@@ -104,6 +104,8 @@ int node_boundary_done(node *n, long round, float acc, int checkpoint);
 /* node_ckpt.c: periodic checkpoints (written on the thread pool), the final
  * one, and --resume. */
 void node_checkpoint(node *n);
+/* The peer left (engine_left): remove its checkpoint, which holds weight now its neighbours'. */
+void node_forget_checkpoint(node *n);
 /* node.c: a checkpoint is written; the rounds go on (or the finish that waited). */
 void node_rounds_resume(node *n);
 void node_resume(node *n);

@@ -207,7 +207,8 @@ int sim_pump(sim *s, int i, long round_before)
     return 0;
 }
 
-/* After the last round: the shares still in flight go to live peers, then
+/* After the last round: the shares still in flight go to the peers that
+ * did not crash or leave, then
  * every inbox in (sender, seq) order: the average model is of all the mass
  * the live peers hold (only lost messages' shares are missing). */
 static void finish(sim *s)
@@ -217,7 +218,7 @@ static void finish(sim *s)
         if (e.kind != EV_ARRIVE)
             continue;
         sim_frame *f = &s->flight[e.arg];
-        const int take = f->s.kind == ENGINE_PUSH && s->p[e.peer].state != P_CRASHED;
+        const int take = f->s.kind == ENGINE_PUSH && s->p[e.peer].state != P_CRASHED && !engine_left(s->p[e.peer].e);
         const double t0 = clock_now();
         if (take) /* (the engine takes the payload over: into its inbox, or freed when refused) */
             engine_push(s->p[e.peer].e, &f->s.msg, s->now);
@@ -226,7 +227,7 @@ static void finish(sim *s)
     }
     const double t0 = clock_now();
     for (int i = 0; i < s->c->peer.n_peers; i++)
-        if (s->p[i].state != P_CRASHED)
+        if (s->p[i].state != P_CRASHED && !engine_left(s->p[i].e)) /* (one that left took nothing more) */
             engine_drain(s->p[i].e);
     sim_engine_time(s, t0);
     sim_final_report(s);

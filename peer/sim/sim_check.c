@@ -51,7 +51,7 @@ int sim_check_event(sim *s, char *err, size_t errlen)
     s->mass_ref = w, s->mass_changed = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++) {
         const double wi = engine_gossip(s->p[i].e)->w;
-        if (s->p[i].state != P_CRASHED && !(wi > 0 && isfinite(wi))) {
+        if (s->p[i].state != P_CRASHED && !engine_left(s->p[i].e) && !(wi > 0 && isfinite(wi))) {
             snprintf(err, errlen, "invariant: peer %d's weight is %g at %.6f s", i, wi, s->now);
             return -EPROTO;
         }

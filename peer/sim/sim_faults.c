@@ -112,12 +112,14 @@ int sim_boundary(sim *s, int i, int *advanced)
         return 0;
     }
     if (fault_at(s->c->leave, s->c->n_leave, s->leave_fired, i, round) >= 0) {
-        /* SIGTERM: the engine stops as a networked peer's does (its round's
-         * shares are out, GOODBYE "stopped" follows: sim.c) and the process
-         * is gone; the neighbours route around it at once. */
+        /* SIGTERM without a checkpoint (sgp peer --on-term leave): the
+         * engine leaves as a networked peer's does (its round's shares,
+         * then all of its weight to its live neighbours, then GOODBYE
+         * "stopped": sim.c) and the process is gone; the neighbours route
+         * around it at once. */
         s->r->leaves++;
         const double t0 = clock_now();
-        engine_stop(p->e, s->now);
+        engine_leave(p->e, s->now);
         engine_advance(p->e, s->now);
         sim_engine_time(s, t0);
         *advanced = 1;

@@ -8,7 +8,9 @@
 #include "peer/core/local_step.h"
 #include "peer/sim/sim_engine.h"
 
-static int live(const sim *s, int i) { return s->p[i].state != P_CRASHED; }
+/* Holds mass: not crashed, and not left (a peer that handed its weight on
+ * keeps only its model, at weight 0). */
+static int live(const sim *s, int i) { return s->p[i].state != P_CRASHED && !engine_left(s->p[i].e); }
 
 /* Summed in double a block of coordinates at a time (the same sums, in the
  * same order, as one model-sized accumulator, which would be a model's
@@ -133,7 +135,7 @@ static void mass_check(sim *s)
     if (!x)
         return;
     for (int i = 0; i < n; i++) {
-        for (size_t d = 0; d < dim; d++)
+        for (size_t d = 0; d < dim && !engine_left(s->p[i].e); d++) /* (one that left holds a model, no mass) */
             x[d] += engine_gossip(s->p[i].e)->x[d];
         w += engine_gossip(s->p[i].e)->w;
         for (int j = 0; j < n; j++)
@@ -148,16 +150,16 @@ static void mass_check(sim *s)
     free(x);
 }
 
-/* What live peers sent each other and have not applied at the end: the
- * weight a partition still cuts off, or shares that reached a peer after it
- * had finished. */
+/* What live peers sent and has not been applied at the end: the weight a
+ * partition still cuts off, shares that reached a peer after it had
+ * finished, or that were on their way to a peer that left (lost with it). */
 static double weight_in_flight(const sim *s)
 {
     double w = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++) {
         const gsp_peer *g = engine_gossip(s->p[i].e);
         for (int k = 0; live(s, i) && k < g->n_out; k++)
-            if (live(s, g->out[k].peer))
+            if (s->p[g->out[k].peer].state != P_CRASHED)
                 w += gsp_edge_pending(g, engine_gossip(s->p[g->out[k].peer].e), NULL);
     }
     return w;

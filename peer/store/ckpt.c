@@ -490,3 +490,21 @@ int ckpt_read(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_loc
     snprintf(err, errlen, "no whole checkpoint: %s: %s; %s: %s", path, why_cur, prev, why_prev);
     return rc != -ENOENT ? rc : rc_prev;
 }
+
+int ckpt_remove(const char *path, char *err, size_t errlen)
+{
+    static const char *const tails[] = {"", ".prev", ".tmp"};
+    char name[4200];
+    for (size_t k = 0; k < sizeof tails / sizeof *tails; k++) {
+        if (snprintf(name, sizeof name, "%s%s", path, tails[k]) >= (int)sizeof name) {
+            snprintf(err, errlen, "%s: path too long", path);
+            return -ENAMETOOLONG;
+        }
+        if (unlink(name) != 0 && errno != ENOENT) {
+            const int rc = -errno;
+            snprintf(err, errlen, "%s: %s", name, strerror(errno));
+            return rc;
+        }
+    }
+    return 0;
+}

@@ -70,6 +70,11 @@ typedef struct ckpt_local {
 int ckpt_write(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, char *err,
                size_t errlen);
 
+/* Remove PATH, PATH.prev and PATH.tmp (those that exist): a peer that
+ * handed its weight on and left has no state to come back with. 0, or a
+ * negative errno with err filled. */
+int ckpt_remove(const char *path, char *err, size_t errlen);
+
 /* Restore into g (made by gsp_init + gsp_set_codec for this run, no
  * messages yet) and l's parts (initialised as for the run that wrote it;
  * NULL: none). Returns 0 and the file used, -ENOENT when neither PATH nor

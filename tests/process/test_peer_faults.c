@@ -878,3 +878,48 @@ Test(peer_faults, sigterm_stops_one_peer_cleanly_and_the_others_finish)
             cr_assert_eq(sgp_peer_number(dir, i, "rounds"), 1000, "survivor %d ran every round (logs in %s)", i, dir);
     sgp_rm_rf(dir);
 }
+
+/* --on-term leave (sgp peer's default without --checkpoint): on SIGTERM the
+ * peer hands its push-sum weight to its live neighbours (one PUSH each,
+ * before its GOODBYE), removes its checkpoint (it holds weight that is now
+ * the others', and a --resume then joins instead) and exits 0; the three
+ * that stay finish their run and, by their ledgers, hold the run's weight
+ * of 4 (held plus in flight exactly; held well above the 3 a crash leaves:
+ * the leaver's own weight arrived). */
+Test(peer_faults, a_peer_that_leaves_on_sigterm_hands_its_weight_to_the_others)
+{
+    char dir[] = "/tmp/sgp-faults-leave-XXXXXX", topo_path[512];
+    cr_assert(mkdtemp(dir));
+    snprintf(topo_path, sizeof topo_path, "%s/topologies/exp4.topo", getenv("PWD") ? getenv("PWD") : ".");
+    sgp_make_cluster(dir, "leave", 4, topo_path);
+    pid_t pids[4];
+    for (int i = 0; i < 4; i++)
+        pids[i] = start_peer(dir, i,
+                             (char *[]){"--epochs", i == 2 ? "200" : "8", "--dead-timeout", "1", "--on-term",
+                                        i == 2 ? "leave" : "stop", NULL});
+    char what[600];
+    snprintf(what, sizeof what, "round 50 logged by every peer (logs in %s)", dir);
+    sgp_await(all_reached, &(rounds_reached){dir, 0, 3, 50}, what, pids, 4, SGP_EVENT_LIMIT_S);
+    cr_assert_eq(kill(pids[2], SIGTERM), 0);
+    const int st = sgp_wait_exit(pids[2], SGP_EVENT_LIMIT_S);
+    pids[2] = 0;
+    cr_assert_eq(st, 0, "peer 2 exit status %d after SIGTERM (logs in %s)", st, dir);
+    sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
+    cr_assert(out_has(dir, 2, "leaving: handed its weight to its neighbours"), "peer 2 handed its weight on (logs in %s)",
+              dir);
+    char ckpt2[300];
+    struct stat sb;
+    snprintf(ckpt2, sizeof ckpt2, "%s/peer2.ckpt", dir);
+    cr_assert_neq(stat(ckpt2, &sb), 0, "peer 2 left no checkpoint to come back with (%s)", ckpt2);
+    for (int i = 0; i < 4; i++)
+        if (i != 2)
+            cr_assert_eq(sgp_peer_number(dir, i, "rounds"), 1000, "peer %d ran every round (logs in %s)", i, dir);
+    launch_mass m;
+    char err[1200];
+    cr_assert_eq(launch_ledger(dir, 4, NULL, &m, err, sizeof err), 0, "%s", err);
+    cr_log_info("after the leave: held %.9g, in flight %.3g", m.held, m.in_flight);
+    cr_assert_leq(fabs(m.held + m.in_flight - 4), 1e-6, "total weight %.9g (%.3g in flight; logs in %s)",
+                  m.held + m.in_flight, m.in_flight, dir);
+    cr_assert_gt(m.held, 3.5, "the three that stay hold the leaver's weight: %.9g held (logs in %s)", m.held, dir);
+    sgp_rm_rf(dir);
+}

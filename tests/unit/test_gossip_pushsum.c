@@ -380,6 +380,68 @@ Test(gossip_pushsum, death_survivors_conserve_and_agree)
     net_free(&s);
 }
 
+/* gsp_hand_off (a peer that leaves on purpose, gossip/GUARANTEES.md): peer
+ * 5 hands all of (x, w) to the peers it has sent to and is gone. The run
+ * keeps its weight to the running totals' round-off and its x to float
+ * round-off (with a codec: to the rounding of the model sent whole, bf16,
+ * a few 1e-4 of the sum here); the leaver keeps its model at weight 0 and
+ * can hand off nothing more; the survivors then agree on the average that
+ * still counts it. */
+static void a_leave_hands_everything_on(const char *spec_text, double tol_x)
+{
+    cmp_spec spec;
+    char err[128];
+    if (spec_text)
+        cr_assert_eq(cmp_spec_parse(&spec, spec_text, err, sizeof err), 0, "%s", err);
+    net_codec = spec_text ? &spec : NULL;
+    current_codec = spec_text ? spec_text : "none";
+    net s;
+    net_init(&s, "exponential", 8, NULL, 0, 29);
+    net_codec = NULL;
+    for (int r = 0; r < 7; r++)
+        net_round(&s, NULL, 0);
+    double x0[DIM], w0, avg[DIM];
+    mass(&s, x0, &w0);
+    average(&s, avg);
+    gsp_peer *g = &s.p[5];
+    float model[DIM];
+    memcpy(model, gsp_debias(g), sizeof model);
+    topo_out to = {0};
+    for (int k = 0; k < g->n_out; k++)
+        if (g->out[k].seq > 0)
+            to.peer[to.n++] = g->out[k].peer;
+    cr_assert_geq(to.n, 2);
+    gsp_msg msgs[TOPO_MAX_OUT];
+    cr_assert_eq(gsp_hand_off(g, &to, msgs), to.n);
+    for (int k = 0; k < to.n; k++)
+        enqueue(&s, &msgs[k], s.round);
+    cr_assert(g->left);
+    cr_assert_eq(g->w, 0.0, "%s: it holds no weight", current_codec);
+    cr_assert_eq(memcmp(gsp_debias(g), model, sizeof model), 0, "%s: it keeps its model", current_codec);
+    cr_assert_eq(gsp_hand_off(g, &to, msgs), -EINVAL, "nothing more to hand off");
+    s.alive[5] = 0;
+    deliver_due(&s, 0);
+    double x[DIM], w;
+    mass(&s, x, &w);
+    cr_assert(fabs(w - w0) <= 1e-12 * w0, "%s: sum w %.15g after the leave, %.15g before", current_codec, w, w0);
+    for (int d = 0; d < DIM; d++)
+        cr_assert(fabs(x[d] - x0[d]) <= tol_x * fabs(x0[d]), "%s: sum x[%d] %.9g after the leave, %.9g before",
+                  current_codec, d, x[d], x0[d]);
+    for (int r = 0; r < 1500; r++)
+        net_round(&s, NULL, 0);
+    cr_assert_lt(consensus_error(&s, avg), 1e-4 + tol_x, "%s: the survivors average what the run held",
+                 current_codec);
+    net_free(&s);
+}
+
+Test(gossip_pushsum, a_peer_that_leaves_hands_on_all_of_its_weight)
+{
+    a_leave_hands_everything_on(NULL, 1e-6);
+    a_leave_hands_everything_on("stc:0.25", 2e-3);
+    a_leave_hands_everything_on("sparseloco:2:8", 2e-3);
+    a_leave_hands_everything_on("qsgd:16", 2e-3);
+}
+
 Test(gossip_pushsum, pause_loses_nothing)
 {
     net s;

@@ -398,11 +398,13 @@ Test(peer_sim, peers_cut_off_alone_and_healed_keep_their_models)
     nn_dataset_free(&all_test);
 }
 
-/* A peer that leaves on purpose (--leave: SIGTERM's path through the
- * engine) sends its round's shares, then GOODBYE "stopped", and its
+/* A peer that leaves on purpose (--leave: the path of sgp peer's SIGTERM
+ * without a checkpoint through the engine) sends its round's shares, then
+ * all of its weight to its neighbours, then GOODBYE "stopped", and its
  * neighbours route around it at once: no dead timeout is waited, as after
- * a crash at the same round, and every invariant holds. */
-Test(peer_sim, a_peer_that_leaves_says_goodbye_and_is_routed_around_at_once)
+ * a crash at the same round, every invariant holds, and the three that
+ * stay hold the run's whole weight (a crash takes the peer's with it). */
+Test(peer_sim, a_peer_that_leaves_hands_its_weight_on_and_is_routed_around_at_once)
 {
     sim_config c;
     config(&c, "exponential", 4);
@@ -428,6 +430,12 @@ Test(peer_sim, a_peer_that_leaves_says_goodbye_and_is_routed_around_at_once)
     cr_assert_lt(left.simulated_seconds, crashed.simulated_seconds, "%.3f s after a leave, %.3f s after a crash",
                  left.simulated_seconds, crashed.simulated_seconds);
     cr_assert_geq(left.test_accuracy, crashed.test_accuracy - 0.02);
+    cr_log_info("weight: %.9g held by %d, %.3g in flight after the leave; %.9g held after the crash",
+                left.weight_total, left.peers_live, left.weight_in_flight, crashed.weight_total);
+    cr_assert_eq(left.peers_live, 3, "the peer that left holds no mass");
+    cr_assert_float_eq(left.weight_total + left.weight_in_flight, 4.0, 1e-9, "the run keeps its weight");
+    cr_assert_float_eq(left.weight_total, 4.0, 1e-9, "the shares on their way to it went on with its own");
+    cr_assert_lt(crashed.weight_total + crashed.weight_in_flight, 3.9, "a crash takes the peer's weight");
     sim_result_free(&left);
     sim_result_free(&crashed);
 }
