@@ -9,6 +9,7 @@
 #include "nn/nn_model.h"
 #include "peer/cmd/cli.h"
 #include "peer/cmd/train_cli.h"
+#include "peer/config/credential.h"
 #include "peer/config/member.h"
 #include "peer/cmd/commands.h"
 #include "peer/cmd/gossip_opts.h"
@@ -27,6 +28,11 @@ static void help(void)
           "  --cluster FILE        the cluster file (peer/config/CLUSTER.md): peers, addresses, keys, topology\n"
           "  --id I                this peer's id [from OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID]\n"
           "  --key FILE            this peer's secret key [I.key next to the cluster file]\n"
+          "  --credential FILE     join in a vacant slot of the cluster file (its 'slots' and 'admit'\n"
+          "                        lines) with this credential of sgp cluster admit: the slot is the\n"
+          "                        credential's id (or --id); it dials its neighbours and pulls the model\n"
+          "  --revoked FILE        a revocation of sgp cluster revoke: a joiner with that credential is\n"
+          "                        refused at the handshake (repeatable)\n"
           "  --dead-timeout S      a neighbour silent or disconnected this long is routed around [5]\n"
           "  --round-timeout S     a round waits at most this long for messages [30]\n"
           "  --round-deadline S|auto  how long a round waits for a late neighbour before starting\n"
@@ -52,9 +58,11 @@ static void help(void)
     fputs("  -h, --help            this text\n", stdout);
 }
 
+#define PEER_REVOKED_MAX 256
+
 enum {
     P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG,
-    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW, P_ON_TERM,
+    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW, P_ON_TERM, P_CREDENTIAL, P_REVOKED,
 };
 
 static int write_summary(const char *path, const node_config *c, const node_result *r)
@@ -107,6 +115,10 @@ typedef struct peer_cmd {
     gossip_opts go;
     int help; /* --help was printed: nothing to run */
     const char *cluster_path, *key_path, *log_path;
+    const char *credential_path; /* --credential: a vacant slot, admitted (peer/config/credential.h) */
+    const char *revoked_path[PEER_REVOKED_MAX]; /* --revoked: revocations to refuse joiners by */
+    int n_revoked;
+    uint64_t revoked[PEER_REVOKED_MAX];
     const char *on_term; /* --on-term: leave or stop (NULL: stop with --checkpoint, else leave) */
     long id;
     member me;
@@ -150,6 +162,14 @@ static int parse_option(void *ctx, int ch, const char *arg)
         return 0;
     case P_SLOW:
         return cli_double(CMD, "--slow", arg, 1, 1000, &c->slow);
+    case P_CREDENTIAL:
+        p->credential_path = arg;
+        return 0;
+    case P_REVOKED:
+        if (p->n_revoked == PEER_REVOKED_MAX)
+            return cli_usage(CMD, "at most %d --revoked files", PEER_REVOKED_MAX);
+        p->revoked_path[p->n_revoked++] = arg;
+        return 0;
     case P_ON_TERM:
         if (strcmp(arg, "leave") && strcmp(arg, "stop"))
             return cli_usage(CMD, "--on-term takes leave or stop, not '%s'", arg);
@@ -179,6 +199,8 @@ static int parse(peer_cmd *p, int argc, char **argv)
         {"resume", no_argument, 0, P_RESUME},
         {"slow", required_argument, 0, P_SLOW},
         {"on-term", required_argument, 0, P_ON_TERM},
+        {"credential", required_argument, 0, P_CREDENTIAL},
+        {"revoked", required_argument, 0, P_REVOKED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -207,11 +229,29 @@ static int run(peer_cmd *p)
     node_config *c = &p->c;
     char err[512];
     int rc;
-    if ((rc = member_open(&p->me, p->cluster_path, p->id, p->key_path, err, sizeof err)) < 0) {
+    rc = p->credential_path ? member_join(&p->me, p->cluster_path, p->credential_path, p->id, p->key_path, err, sizeof err)
+                            : member_open(&p->me, p->cluster_path, p->id, p->key_path, err, sizeof err);
+    if (rc < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         return rc == -ESRCH ? CLI_USAGE : 1;
     }
     p->id = c->id = p->me.id;
+    for (int k = 0; k < p->n_revoked; k++) { /* (signed by this cluster's admission key, or refused) */
+        revocation r;
+        if (!p->me.cluster.has_admit) {
+            fprintf(stderr, "%s: --revoked: %s has no 'admit' line\n", CMD, p->cluster_path);
+            return CLI_USAGE;
+        }
+        if (revocation_load(&r, p->revoked_path[k], err, sizeof err) < 0 ||
+            revocation_check(&r, p->me.cluster.admit_pk, p->me.cluster.name, err, sizeof err) < 0) {
+            fprintf(stderr, "%s: %s: %s\n", CMD, p->revoked_path[k], err);
+            return 1;
+        }
+        p->revoked[k] = r.serial;
+    }
+    c->revoked = p->revoked, c->n_revoked = (size_t)p->n_revoked;
+    if (p->me.admitted) /* (it dials in, and joins the run where it is) */
+        c->credential = p->me.credential, c->resume = 1;
     nn_blas_set_threads((int)c->peer.train.threads);
     if (nn_data_load(c->peer.train.data, (int)c->peer.train.context, &p->train, &p->test, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
@@ -232,9 +272,13 @@ static int run(peer_cmd *p)
     }
     c->log = p->log, c->progress = stdout;
     const cluster *cl = &p->me.cluster;
-    printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", p->id, cl->n_peers, cl->name,
-           c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact", cl->peers[p->id].host,
-           cl->peers[p->id].port);
+    if (p->me.admitted)
+        printf("sgp peer %ld of %d (%s), %s, codec %s, joining with a credential (it dials its neighbours)\n", p->id,
+               cl->n_peers, cl->name, c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact");
+    else
+        printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", p->id, cl->n_peers, cl->name,
+               c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact", cl->peers[p->id].host,
+               cl->peers[p->id].port);
     fflush(stdout);
     if (node_run(c, &p->train, &p->test, &p->r, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);

@@ -22,7 +22,8 @@ typedef struct parser {
     parse_error *e;
     topo_lex L;
     int line; /* for messages: the line being parsed (L.line), or the one a problem belongs to */
-    int name_line, topo_line;
+    int name_line, topo_line, slots_line, admit_line;
+    unsigned long slots;
     uint8_t *seen;        /* bitmap over ids 0..CLUSTER_MAX_PEERS-1 */
     uint32_t *keys, *addrs; /* open-addressing sets of peer index + 1 (0: empty) */
     size_t tcap;
@@ -395,7 +396,27 @@ static int parse_line(parser *P, const char *s, const char *end)
     }
     if (topo_span_is(tok[0], "peer"))
         return parse_peer(P, tok, nt);
-    return perr(P, "unknown keyword '%s' (expected cluster, topology or peer)",
+    if (topo_span_is(tok[0], "slots")) {
+        if (nt != 2 || parse_uint(tok[1], CLUSTER_MAX_PEERS, &P->slots) < 0 || P->slots < 1)
+            return perr(P, "expected 'slots N' with N from 1 to %d", CLUSTER_MAX_PEERS);
+        if (P->slots_line)
+            return perr(P, "'slots' given twice (first on line %d)", P->slots_line);
+        P->slots_line = P->line;
+        return 0;
+    }
+    if (topo_span_is(tok[0], "admit")) {
+        const char *why;
+        if (nt != 2)
+            return perr(P, "expected 'admit KEY' (the admission key of sgp cluster keygen)");
+        if (P->admit_line)
+            return perr(P, "'admit' given twice (first on line %d)", P->admit_line);
+        if (keyfile_pub_decode(c->admit_pk, tok[1].p, tok[1].n, &why) < 0)
+            return perr(P, "bad admission key: %s", why);
+        c->has_admit = 1;
+        P->admit_line = P->line;
+        return 0;
+    }
+    return perr(P, "unknown keyword '%s' (expected cluster, topology, peer, slots or admit)",
                 topo_span_quote(tok[0], q, sizeof q));
 }
 
@@ -433,6 +454,27 @@ static int check_ids(parser *P)
             c->peers[c->peers[i].id] = c->peers[i];
             c->peers[i] = t;
         }
+    return 0;
+}
+
+/* `slots N`: ids n..N-1 are vacant, for peers a credential admits. */
+static int add_slots(parser *P)
+{
+    cluster *c = P->c;
+    c->n_founders = c->n_peers;
+    if (!P->slots_line)
+        return 0;
+    P->line = P->slots_line;
+    if (P->slots < (unsigned long)c->n_peers)
+        return perr(P, "slots %lu is fewer than the %d peer lines", P->slots, c->n_peers);
+    if (P->slots > (unsigned long)c->n_peers && !c->has_admit)
+        return perr(P, "slots past the peer lines are for admitted peers: the file needs an 'admit KEY' line");
+    while (c->n_peers < (int)P->slots) {
+        if (grow_peers(c) < 0)
+            return nomem(P);
+        c->peers[c->n_peers] = (cluster_peer){.id = (uint32_t)c->n_peers, .vacant = 1};
+        c->n_peers++;
+    }
     return 0;
 }
 
@@ -477,7 +519,8 @@ int cluster_parse(cluster *c, const char *text, size_t len, const char *name, co
         rc = perr(&P, "no 'topology PATH' line");
     else if (!c->n_peers)
         rc = perr(&P, "no 'peer' lines");
-    else if ((rc = check_ids(&P)) == 0 && !(c->topology_path = resolve(dir, c->topology)))
+    else if ((rc = check_ids(&P)) == 0 && (rc = add_slots(&P)) == 0 &&
+             !(c->topology_path = resolve(dir, c->topology)))
         rc = nomem(&P);
 out:
     free(P.seen);
@@ -565,6 +608,7 @@ int cluster_add_peer(cluster *c, const char *host, unsigned port, const uint8_t 
     if (grow_peers(c) < 0)
         return -ENOMEM;
     c->peers[c->n_peers] = p;
+    c->n_founders = c->n_peers + 1;
     return c->n_peers++;
 }
 
@@ -587,17 +631,26 @@ int cluster_write(const cluster *c, FILE *f, const char *comment)
             s += n + (s[n] == '\n');
         }
     }
-    fprintf(f, "cluster %s\ntopology %s\n\n", c->name, c->topology);
+    fprintf(f, "cluster %s\ntopology %s\n", c->name, c->topology);
+    const int founders = c->n_founders > 0 ? c->n_founders : c->n_peers;
+    if (founders < c->n_peers)
+        fprintf(f, "slots %d\n", c->n_peers);
+    if (c->has_admit) {
+        char key[KEYFILE_B64];
+        keyfile_pub_encode(c->admit_pk, key);
+        fprintf(f, "admit %s\n", key);
+    }
+    fputc('\n', f);
     /* Keys in one column: the file is read by people too. */
     int width = 0;
     char addr[CLUSTER_HOST_MAX + 16];
-    for (int i = 0; i < c->n_peers; i++) {
+    for (int i = 0; i < founders; i++) {
         cluster_peer_addr(&c->peers[i], addr, sizeof addr);
         int w = (int)strlen(addr);
         width = w > width ? w : width;
     }
     fprintf(f, "#    id   %-*s  public key\n", width, "host:port");
-    for (int i = 0; i < c->n_peers; i++) {
+    for (int i = 0; i < founders; i++) {
         char key[KEYFILE_B64];
         cluster_peer_addr(&c->peers[i], addr, sizeof addr);
         keyfile_pub_encode(c->peers[i].pk, key);
@@ -609,7 +662,7 @@ int cluster_write(const cluster *c, FILE *f, const char *comment)
 int cluster_pubkey_lookup(void *ctx, uint32_t id, uint8_t pk[SEC_KEY_BYTES])
 {
     const cluster *c = ctx;
-    if (!c || id >= (uint32_t)c->n_peers)
+    if (!c || id >= (uint32_t)c->n_peers || c->peers[id].vacant)
         return -ENOENT;
     memcpy(pk, c->peers[id].pk, SEC_KEY_BYTES);
     return 0;
@@ -626,11 +679,21 @@ void cluster_id(const cluster *c, uint8_t id[SEC_CLUSTER_ID_BYTES])
     b[0] = (uint8_t)strlen(c->name);
     crypto_generichash_update(&h, b, 1);
     crypto_generichash_update(&h, (const uint8_t *)c->name, b[0]);
+    const int founders = c->n_founders > 0 ? c->n_founders : c->n_peers;
     for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)((uint32_t)c->n_peers >> 8 * i);
+        b[i] = (uint8_t)((uint32_t)founders >> 8 * i);
     crypto_generichash_update(&h, b, 4);
-    for (int i = 0; i < c->n_peers; i++)
+    for (int i = 0; i < founders; i++)
         crypto_generichash_update(&h, c->peers[i].pk, SEC_KEY_BYTES);
+    if (founders < c->n_peers || c->has_admit) { /* (a file without them keeps the id it always had) */
+        static const char ELASTIC[] = "slots and admit";
+        crypto_generichash_update(&h, (const uint8_t *)ELASTIC, sizeof ELASTIC);
+        for (int i = 0; i < 4; i++)
+            b[i] = (uint8_t)((uint32_t)c->n_peers >> 8 * i);
+        crypto_generichash_update(&h, b, 4);
+        if (c->has_admit)
+            crypto_generichash_update(&h, c->admit_pk, SEC_KEY_BYTES);
+    }
     crypto_generichash_final(&h, id, SEC_CLUSTER_ID_BYTES);
 }
 

@@ -41,6 +41,8 @@ enum { CLUSTER_HOST_NAME = 0, CLUSTER_IPV4 = 4, CLUSTER_IPV6 = 6 };
 
 typedef struct cluster_peer {
     uint32_t id;
+    int vacant;                         /* a slot past the peer lines: no address, no key until a peer
+                                         * admitted with a credential takes it (it dials in) */
     uint16_t port;
     int family;                         /* CLUSTER_HOST_NAME, CLUSTER_IPV4 or CLUSTER_IPV6 */
     char host[CLUSTER_HOST_MAX + 1];    /* as written; IPv6 without its brackets ("fe80::1%eth0") */
@@ -52,9 +54,12 @@ typedef struct cluster {
     char name[CLUSTER_NAME_MAX + 1];
     char topology[CLUSTER_PATH_MAX + 1]; /* as written */
     char *topology_path;                 /* resolved against the cluster file's directory */
-    int n_peers;
+    int n_peers;                         /* the run's ids 0..n_peers-1: `slots`, or the peer lines */
+    int n_founders;                      /* the peer lines: ids 0..n_founders-1; the rest are vacant */
     cluster_peer *peers;                 /* by id: peers[i].id == i */
     int cap;
+    int has_admit;                       /* an `admit KEY` line: peers with its credentials may join */
+    uint8_t admit_pk[SEC_KEY_BYTES];     /* the admission key (Ed25519, peer/config/credential.h) */
 } cluster;
 
 /* Parse a cluster file, or text in memory (name used in messages, dir the
@@ -78,13 +83,15 @@ int cluster_write(const cluster *c, FILE *f, const char *comment);
 /* "10.0.0.2:7000", "[::1]:7000", "node3.lan:7000" */
 void cluster_peer_addr(const cluster_peer *p, char *buf, size_t cap);
 
-/* A sec_lookup_fn over a cluster (ctx is the cluster). */
+/* A sec_lookup_fn over a cluster (ctx is the cluster): -ENOENT for a vacant
+ * slot (only a credential names its key). */
 int cluster_pubkey_lookup(void *ctx, uint32_t id, uint8_t pk[SEC_KEY_BYTES]);
 
 /* The id both ends of a handshake must share: BLAKE2b-256 over the cluster
- * name and every peer's key in id order (not the hosts, which may be written
- * differently from different places). Peers whose cluster files disagree on
- * membership refuse each other at once, with a message that says so. */
+ * name and every peer line's key in id order (not the hosts, which may be
+ * written differently from different places), then the slots and the
+ * admission key when the file has them. Peers whose cluster files disagree
+ * on membership refuse each other at once, with a message that says so. */
 void cluster_id(const cluster *c, uint8_t id[SEC_CLUSTER_ID_BYTES]);
 
 void cluster_free(cluster *c);

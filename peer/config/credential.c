@@ -480,3 +480,34 @@ int revocation_save(const revocation *r, const char *path, int overwrite, char *
     const size_t n = revocation_write(r, buf);
     return wholefile_write(path, buf, n, 0644, overwrite ? 0 : WHOLEFILE_NOREPLACE, err, errlen);
 }
+
+static uint64_t get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << 8 * i;
+    return v;
+}
+
+void credential_to_wire(const credential *c, uint8_t out[SEC_CRED_BYTES])
+{
+    out[0] = c->id == CREDENTIAL_ANY_ID ? 1 : 0;
+    put_le(out + 1, c->serial, 8);
+    put_le(out + 9, (uint64_t)c->expires, 8);
+    memcpy(out + 17, c->key, SEC_KEY_BYTES);
+    memcpy(out + 17 + SEC_KEY_BYTES, c->sig, CREDENTIAL_SIG_BYTES);
+}
+
+int credential_from_wire(credential *c, const uint8_t in[SEC_CRED_BYTES], const char *cluster, long id)
+{
+    memset(c, 0, sizeof *c);
+    if (in[0] & ~1u)
+        return -EINVAL;
+    snprintf(c->cluster, sizeof c->cluster, "%s", cluster);
+    c->id = in[0] & 1 ? CREDENTIAL_ANY_ID : id;
+    c->serial = get_le64(in + 1);
+    c->expires = (int64_t)get_le64(in + 9);
+    memcpy(c->key, in + 17, SEC_KEY_BYTES);
+    memcpy(c->sig, in + 17 + SEC_KEY_BYTES, CREDENTIAL_SIG_BYTES);
+    return 0;
+}

@@ -86,6 +86,14 @@ int credential_check(const credential *c, const uint8_t admit_pk[ADMIT_PK_BYTES]
  * revocations that revocation_check accepted; else 0. */
 int credential_revoked(const credential *c, const uint64_t *revoked, size_t n, char *err, size_t errlen);
 
+/* The credential in a joiner's handshake (WIRE.md "Joining": flags, serial,
+ * expires, key, signature; SEC_CRED_BYTES): to_wire writes it; from_wire
+ * reads it back for the slot `id` it was offered for, with the responder's
+ * own cluster name (what the signature must cover). from_wire: 0, or
+ * -EINVAL (unknown flags). */
+void credential_to_wire(const credential *c, uint8_t out[SEC_CRED_BYTES]);
+int credential_from_wire(credential *c, const uint8_t in[SEC_CRED_BYTES], const char *cluster, long id);
+
 /* The text form (CLUSTER.md). parse: name is the file's for messages
  * ("FILE:LINE: message"); every field exactly once, nothing else. 0 or
  * -EINVAL with the message. load: the same from a file (at most

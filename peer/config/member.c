@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "peer/config/member.h"
+#include "peer/config/credential.h"
 #include "peer/config/keyfile.h"
 
 enum env_rank { RANK_NONE = 0, RANK_FOUND = 1 };
@@ -33,22 +35,65 @@ static int rank_from_env(long *id, char *err, size_t errlen)
     return RANK_NONE;
 }
 
-int member_open(member *m, const char *cluster_path, long id, const char *key_path, char *err, size_t errlen)
+/* The credential of a joiner (member_join): its slot into *id, its wire
+ * form into m. */
+static int take_credential(member *m, const char *cluster_path, const char *path, long *id, char *err,
+                           size_t errlen)
+{
+    const cluster *c = &m->cluster;
+    credential k;
+    int rc = credential_load(&k, path, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (!c->has_admit) {
+        snprintf(err, errlen, "%s has no 'admit' line: its peers take no credential", cluster_path);
+        return -EACCES;
+    }
+    char why[256];
+    if ((rc = credential_check(&k, c->admit_pk, c->name, (int64_t)time(NULL), why, sizeof why)) < 0) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        return rc;
+    }
+    if (k.id != CREDENTIAL_ANY_ID && *id >= 0 && *id != k.id) {
+        snprintf(err, errlen, "%s is for id %ld, not %ld", path, k.id, *id);
+        return -EACCES;
+    }
+    if (k.id != CREDENTIAL_ANY_ID)
+        *id = k.id;
+    m->admitted = 1;
+    credential_to_wire(&k, m->credential);
+    return 0;
+}
+
+static int open_as(member *m, const char *cluster_path, const char *credential_path, long id, const char *key_path,
+                   char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     int rc;
-    if (id < 0 && (rc = rank_from_env(&id, err, errlen)) != RANK_FOUND) {
-        if (rc == RANK_NONE)
-            snprintf(err, errlen, "no peer id: give one, or run under mpirun/srun (no rank in the environment)");
-        return -ESRCH;
-    }
     parse_error ce;
     if ((rc = cluster_load(&m->cluster, cluster_path, &ce)) < 0) {
         parse_error_text(&ce, err, errlen);
         return rc;
     }
+    if (credential_path && (rc = take_credential(m, cluster_path, credential_path, &id, err, errlen)) < 0)
+        goto fail;
+    if (id < 0 && (rc = rank_from_env(&id, err, errlen)) != RANK_FOUND) {
+        if (rc == RANK_NONE)
+            snprintf(err, errlen, "no peer id: give one, or run under mpirun/srun (no rank in the environment)");
+        rc = -ESRCH;
+        goto fail;
+    }
     if (id >= m->cluster.n_peers) {
         snprintf(err, errlen, "id %ld is not in %s (%d peers)", id, cluster_path, m->cluster.n_peers);
+        rc = -ESRCH;
+        goto fail;
+    }
+    if (m->cluster.peers[id].vacant != m->admitted) {
+        if (m->admitted)
+            snprintf(err, errlen, "id %ld is a peer line of %s, not a vacant slot: its peer has no credential to show",
+                     id, cluster_path);
+        else
+            snprintf(err, errlen, "id %ld is a vacant slot of %s: a peer takes it with --credential", id, cluster_path);
         rc = -ESRCH;
         goto fail;
     }
@@ -62,8 +107,12 @@ int member_open(member *m, const char *cluster_path, long id, const char *key_pa
     }
     if ((rc = keyfile_load(&m->key, key_path, err, errlen)) < 0)
         goto fail;
-    if (memcmp(m->key.pk, m->cluster.peers[id].pk, sizeof m->key.pk) != 0) {
-        snprintf(err, errlen, "%s is not the key %s lists for peer %ld", key_path, cluster_path, id);
+    const uint8_t *want = m->admitted ? m->credential + 17 : m->cluster.peers[id].pk; /* (the credential's key) */
+    if (memcmp(m->key.pk, want, sizeof m->key.pk) != 0) {
+        if (m->admitted)
+            snprintf(err, errlen, "%s is not the key %s admits", key_path, credential_path);
+        else
+            snprintf(err, errlen, "%s is not the key %s lists for peer %ld", key_path, cluster_path, id);
         rc = -EACCES;
         goto fail;
     }
@@ -82,6 +131,17 @@ int member_open(member *m, const char *cluster_path, long id, const char *key_pa
 fail:
     member_close(m);
     return rc;
+}
+
+int member_open(member *m, const char *cluster_path, long id, const char *key_path, char *err, size_t errlen)
+{
+    return open_as(m, cluster_path, NULL, id, key_path, err, errlen);
+}
+
+int member_join(member *m, const char *cluster_path, const char *credential_path, long id, const char *key_path,
+                char *err, size_t errlen)
+{
+    return open_as(m, cluster_path, credential_path, id, key_path, err, errlen);
 }
 
 void member_close(member *m)

@@ -28,6 +28,8 @@ typedef struct member {
     int id;
     sec_keypair key;
     topo topology;
+    int admitted;                        /* it takes a vacant slot with a credential (member_join) ... */
+    uint8_t credential[SEC_CRED_BYTES];  /* ... which its handshakes carry (WIRE.md "Joining") */
 } member;
 
 /* id < 0: from OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID. key_path
@@ -36,6 +38,14 @@ typedef struct member {
  * in the environment, or not in the cluster), else the file's problem. m is
  * left closed on failure. */
 int member_open(member *m, const char *cluster_path, long id, const char *key_path, char *err, size_t errlen);
+/* A peer that is not in the file takes a vacant slot (CLUSTER.md `slots`)
+ * with a credential (peer/config/credential.h): the slot is the
+ * credential's id, or id when it is for any (id < 0: the rank, as above);
+ * the credential must be signed by the file's admission key, for its
+ * cluster, unexpired, for this key (key_path NULL: ID.key next to the
+ * cluster file), and the slot vacant. 0 or a negative errno with a line. */
+int member_join(member *m, const char *cluster_path, const char *credential_path, long id, const char *key_path,
+                char *err, size_t errlen);
 void member_close(member *m);
 
 #endif

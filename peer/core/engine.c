@@ -628,6 +628,8 @@ void engine_advance(engine *e, double now)
     try_start(e, now);
 }
 
+void engine_absent(engine *e, int q) { (void)gsp_pace_goodbye(&e->rp.pace, q, 0); }
+
 void engine_leave(engine *e, double now)
 {
     if (!e->stopping)

@@ -225,6 +225,10 @@ void engine_stop(engine *e, double now);
  * neighbour connected and heard), --gather (no mass moves) or no model yet
  * (joining) it is a stop. */
 void engine_leave(engine *e, double now);
+/* q's slot is vacant (a cluster file's `slots`, CLUSTER.md): routed around
+ * from the start, not awaited by round 0, until a peer that takes it
+ * connects (engine_link_up brings it in as any neighbour that comes back). */
+void engine_absent(engine *e, int q);
 /* A PUSH of a later incarnation than this is refused: the driver's clock
  * allows no such run yet (UINT64_MAX, the default: none is). */
 void engine_set_incarnation_max(engine *e, uint64_t max);

@@ -58,6 +58,8 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
     n->peers = calloc((size_t)c->n_peers, sizeof *n->peers);
     if (!n->peers)
         return -ENOMEM;
+    if (c->n_founders < c->n_peers && !(n->slot_pk = calloc((size_t)c->n_peers, sizeof *n->slot_pk)))
+        return -ENOMEM;
     for (int i = 0; i < c->n_peers; i++)
         n->peers[i].backoff_ms = NET_BACKOFF_MIN_MS;
 
@@ -66,10 +68,23 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
         signal(SIGPIPE, SIG_IGN);
 
     n->listen_retry_ms = NET_LISTEN_RETRY_MS;
-    if ((r = net_listen_start(n)) < 0)
+    if (!c->peers[my_id].vacant && (r = net_listen_start(n)) < 0) /* (a joiner dials in: no address) */
         return r;
     n->closing = 0;
     return 0;
+}
+
+int net_set_credential(net *n, const uint8_t *cred)
+{
+    if (!n || !cred || !n->c->peers[n->my_id].vacant)
+        return -EINVAL;
+    n->cred = cred;
+    return 0;
+}
+
+void net_set_revoked(net *n, const uint64_t *serials, size_t n_serials)
+{
+    n->revoked = serials, n->n_revoked = n_serials;
 }
 
 int net_want(net *n, int peer)
@@ -78,7 +93,7 @@ int net_want(net *n, int peer)
         return -EINVAL;
     net_peer *p = &n->peers[peer];
     p->want = 1;
-    if (peer < n->my_id || n->closing)
+    if ((peer < n->my_id && !n->cred) || n->c->peers[peer].vacant || n->closing)
         return 0;
     if (!p->retry) {
         p->retry = malloc(sizeof *p->retry);
@@ -342,5 +357,6 @@ void net_free(net *n)
         return;
     free(n->peers);
     free(n->last);
+    free(n->slot_pk);
     memset(n, 0, sizeof *n);
 }

@@ -131,6 +131,10 @@ typedef struct net {
                               * (before, on_frame_work): not the loop's time, so not in crypto_seconds */
     uint8_t *last;           /* net_close_after: the frame each connection sends last */
     size_t last_len;
+    const uint8_t *cred;     /* this peer's credential (WIRE.md "Joining": a vacant slot's), or NULL */
+    uint8_t (*slot_pk)[SEC_KEY_BYTES]; /* the key each vacant slot was first admitted with (zeros: none) */
+    const uint64_t *revoked; /* credential serials refused (net_set_revoked), borrowed */
+    size_t n_revoked;
 } net;
 
 /* Listen on my_id's address from the cluster. 0, -EINVAL, -ENOMEM,
@@ -148,8 +152,19 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
              void *ctx);
 
 /* We exchange messages with peer: dial it (if it has the higher id) and keep
- * the connection up. 0, -EINVAL (out of range or my_id), -ENOMEM. */
+ * the connection up. 0, -EINVAL (out of range or my_id), -ENOMEM. A joiner
+ * (net_set_credential) dials every peer of the file it wants; nobody dials
+ * a vacant slot (it has no address: its joiner dials in). */
 int net_want(net *n, int peer);
+
+/* This peer takes a vacant slot with a credential (SEC_CRED_BYTES, kept
+ * borrowed): it listens nowhere and dials in, the credential after its
+ * first message (WIRE.md "Joining"). Before the first net_want. 0 or -EINVAL. */
+int net_set_credential(net *n, const uint8_t *cred);
+
+/* Credential serials to refuse at a joiner's handshake (borrowed; a
+ * revocation file's, peer/config/credential.h). */
+void net_set_revoked(net *n, const uint64_t *serials, size_t n_serials);
 
 /* Close an up connection that has delivered no complete frame (nor 64 KB of
  * one still arriving) for this many seconds, 0 for never (the default): a

@@ -66,8 +66,10 @@ void net_dial(net *n, int peer)
     }
     c->peer = peer;
     p->dial = c;
-    r = sec_hs_init(&c->hs, SEC_INITIATOR, (uint32_t)n->my_id, (uint32_t)peer, n->kp, cluster_pubkey_lookup,
-                    (void *)n->c, n->cid);
+    r = n->cred ? sec_hs_init_join(&c->hs, (uint32_t)n->my_id, (uint32_t)peer, n->kp, cluster_pubkey_lookup,
+                                   (void *)n->c, n->cid, n->cred)
+                : sec_hs_init(&c->hs, SEC_INITIATOR, (uint32_t)n->my_id, (uint32_t)peer, n->kp, cluster_pubkey_lookup,
+                              (void *)n->c, n->cid);
     if (r < 0) {
         net_conn_close(c, r, "handshake init failed");
         return;
@@ -140,6 +142,8 @@ void net_on_connection(uv_stream_t *server, int status)
     net_admit(c);
     r = sec_hs_init(&c->hs, SEC_RESPONDER, (uint32_t)n->my_id, SEC_ANY_PEER, n->kp, cluster_pubkey_lookup,
                     (void *)n->c, n->cid);
+    if (r == 0 && n->c->has_admit)
+        r = sec_hs_set_admit(&c->hs, net_admit_joiner, n);
     if (r == 0)
         r = uv_read_start((uv_stream_t *)&c->tcp, net_alloc_cb, net_read_cb);
     if (r < 0) {

@@ -6,6 +6,7 @@
  *  net_conn.c   a connection's life: made, closed once, freed
  *  net_dial.c   dialling and redialling with backoff; accepting
  *  net_admit.c  room for inbound handshakes: who waits, who gives way
+ *  net_join.c   a joiner's credential at the handshake: may it take the slot
  *  net_hs.c     the handshake pump (peer/wire/sec_hs.c) and a connection coming up
  *  net_frame.c  frames: write slots and backpressure, reading and opening,
  *               the last writes of a close that drains (net_close_after)
@@ -175,6 +176,11 @@ void net_dial(net *n, int peer);
 void net_retry_schedule(net *n, int peer, int reason);
 /* The listener's connection callback. */
 void net_on_connection(uv_stream_t *server, int status);
+
+/* net_join.c: the sec_admit_fn of a responder whose cluster file has an
+ * admit line (ctx: the net). */
+int net_admit_joiner(void *ctx, uint32_t id, const uint8_t cred[SEC_CRED_BYTES], uint8_t pk[SEC_KEY_BYTES], char *why,
+                     size_t whylen);
 
 /* net_admit.c: c, just accepted, waits for its handshake in the open room of
  * its address's kind; if that is full, the oldest connection of the room's

@@ -305,6 +305,9 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
                         .cluster = c->cluster->name,
                         .codec = c->peer.codec ? c->peer.codec->text : "exact", .seed = c->peer.train.seed};
     cluster_id(c->cluster, n->run.cluster_digest); /* a checkpoint of another run is refused */
+    for (int q = 0; q < np; q++) /* (nobody holds a vacant slot until a joiner connects) */
+        if (q != id && c->cluster->peers[q].vacant)
+            engine_absent(n->e, q);
     if (c->resume)
         node_resume(n);
     return 0;
@@ -342,6 +345,11 @@ static int start_loop(node *n, char *err, size_t errlen)
     /* Heartbeats keep a live link busy every dead_timeout / 4: twice the dead
      * timeout without a frame is a stall (the peer is routed around by then). */
     net_set_idle_timeout(&n->net, 2 * c->peer.dead_timeout);
+    net_set_revoked(&n->net, c->revoked, c->n_revoked);
+    if (c->credential && (rc = net_set_credential(&n->net, c->credential)) < 0) {
+        snprintf(err, errlen, "peer %d: a credential is only for a vacant slot of the cluster file", c->id);
+        return rc;
+    }
     /* Everyone we ever send to or hear from, over one period of the schedule. */
     const gsp_pace *pc = engine_pace(n->e);
     for (int k = 0; k < pc->n_nb; k++)

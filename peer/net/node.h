@@ -100,6 +100,10 @@ typedef struct node_config {
     const char *checkpoint; /* checkpoint file (peer/store/ckpt.h), or NULL for none */
     double checkpoint_every; /* seconds between periodic checkpoints; <= 0: only when stopping */
     int resume;            /* restore from the checkpoint; without one, pull the model from a neighbour */
+    const uint8_t *credential; /* this peer takes a vacant slot with this credential (SEC_CRED_BYTES, WIRE.md
+                            * "Joining"): it dials in and joins (resume without a checkpoint); NULL: none */
+    const uint64_t *revoked; /* serials of credentials refused at a joiner's handshake (checked revocations) */
+    size_t n_revoked;
     int leave_on_signal;   /* SIGTERM, SIGINT: leave (engine_leave: the weight goes to the neighbours, the
                             * checkpoint is removed) instead of a stop that keeps it for --resume */
     double slow;           /* experiments: each local step takes this many times its compute time (>= 1) */

@@ -55,7 +55,7 @@
 #define SEC_AUTH_FRAME_BYTES (4 + SEC_AUTH_BYTES + SEC_ABYTES)
 /* The most sec_hs_produce ever returns at once: the initiator's first message
  * and its AUTH flight, should the caller consume the reply before producing. */
-#define SEC_HS_OUT_MAX (SEC_MSG1_BYTES + SEC_HEADER_BYTES + SEC_AUTH_FRAME_BYTES)
+#define SEC_HS_OUT_MAX (SEC_MSG1_BYTES + SEC_CRED_BYTES + SEC_HEADER_BYTES + SEC_AUTH_FRAME_BYTES)
 
 /* Frames: u32 length, then that many ciphertext bytes (plaintext + 17). A
  * message longer than one frame's plaintext travels in several, each but
@@ -67,6 +67,14 @@
 #define SEC_FRAME_MAX (SEC_PIECE_MAX + SEC_ABYTES)
 
 #define SEC_ANY_PEER UINT32_MAX
+
+/* A peer admitted with a credential (WIRE.md "Joining") takes a vacant slot
+ * of the cluster: its first message's id has SEC_JOIN_FLAG set and is
+ * followed by the credential: flags u8 (bit 0: any id), serial u64, expires
+ * i64 (Unix seconds, 0: never), its X25519 public key (32), the admission
+ * key's Ed25519 signature (64). */
+#define SEC_JOIN_FLAG 0x80000000u
+#define SEC_CRED_BYTES (1 + 8 + 8 + SEC_KEY_BYTES + 64)
 
 enum { SEC_INITIATOR = 1, SEC_RESPONDER = 2 };
 
@@ -103,6 +111,11 @@ typedef struct sec_session {
 
 /* The public key the cluster lists for id: 0, or -ENOENT when there is none. */
 typedef int (*sec_lookup_fn)(void *ctx, uint32_t id, uint8_t pk[SEC_KEY_BYTES]);
+/* A responder's check of a joiner's credential for the id it claims (its
+ * first message, SEC_JOIN_FLAG): 0 and the key it admits in pk, or a
+ * negative errno and why (one line, into why). */
+typedef int (*sec_admit_fn)(void *ctx, uint32_t id, const uint8_t cred[SEC_CRED_BYTES], uint8_t pk[SEC_KEY_BYTES],
+                            char *why, size_t whylen);
 
 typedef struct sec_hs {
     int role, stage, err;
@@ -113,8 +126,11 @@ typedef struct sec_hs {
     uint8_t cluster_id[SEC_CLUSTER_ID_BYTES];
     uint8_t peer_pk[SEC_KEY_BYTES];
     uint8_t e_pk[SEC_KEY_BYTES];
-    uint8_t transcript[SEC_MSG1_BYTES + SEC_MSG2_BYTES];
-    uint8_t in[SEC_MSG1_BYTES]; /* the part of the current message received so far */
+    sec_admit_fn admit;    /* responder: joiners' credentials (NULL: none is taken) */
+    void *admit_ctx;
+    int joining;           /* a credential goes with (initiator) or came with (responder) the first message */
+    uint8_t transcript[SEC_MSG1_BYTES + SEC_MSG2_BYTES + SEC_CRED_BYTES]; /* the credential last, if any */
+    uint8_t in[SEC_CRED_BYTES]; /* the part of the current message received so far */
     size_t have;
     uint8_t out[SEC_HS_OUT_MAX];
     size_t out_len;
@@ -132,6 +148,16 @@ typedef struct sec_hs {
  * 0, -EINVAL, -ENOENT (initiator: peer_id not in the cluster), -ENOMEM, -EIO. */
 int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
                 void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES]);
+
+/* A joiner dials (WIRE.md "Joining"): as sec_hs_init for an initiator, with
+ * its credential after its first message and any peer_id but its own (it
+ * dials every neighbour: none knows its address). */
+int sec_hs_init_join(sec_hs *hs, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
+                     void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES],
+                     const uint8_t cred[SEC_CRED_BYTES]);
+/* A responder takes joiners whose credential admit accepts (before any
+ * input). 0 or -EINVAL. */
+int sec_hs_set_admit(sec_hs *hs, sec_admit_fn admit, void *ctx);
 
 /* Copies the bytes to send now into out and returns how many (0: nothing
  * until more input), -ENOBUFS if cap cannot hold them (SEC_HS_OUT_MAX

@@ -25,11 +25,14 @@ static const uint8_t MAGIC[4] = {'S', 'G', 'P', '1'};
 static const char KDF_KEY[] = "sgp-v1 handshake";
 _Static_assert(sizeof KDF_KEY - 1 == crypto_generichash_KEYBYTES_MIN, "KDF key length");
 
-enum { ST_DONE = 0, ST_MSG1, ST_MSG2, ST_HEADER, ST_LEN, ST_AUTH };
+_Static_assert(SEC_CRED_BYTES == 113 && SEC_CRED_BYTES >= SEC_MSG1_BYTES, "a credential's bytes (WIRE.md)");
+
+enum { ST_DONE = 0, ST_MSG1, ST_CRED, ST_MSG2, ST_HEADER, ST_LEN, ST_AUTH };
 
 static const size_t STAGE_BYTES[] = {
     [ST_DONE] = 0,
     [ST_MSG1] = SEC_MSG1_BYTES,
+    [ST_CRED] = SEC_CRED_BYTES,
     [ST_MSG2] = SEC_MSG2_BYTES,
     [ST_HEADER] = SEC_HEADER_BYTES,
     [ST_LEN] = 4,
@@ -42,6 +45,12 @@ static void hs_head(uint8_t *o)
 {
     memcpy(o, MAGIC, 4);
     sec_put_u16(o + 4, SGP_PROTOCOL_VERSION);
+}
+
+/* Flights 1 and 2 up to e_R, and a joiner's credential. */
+static size_t transcript_len(const sec_hs *hs)
+{
+    return SEC_MSG1_BYTES + SEC_MSG2_BYTES + (hs->joining ? SEC_CRED_BYTES : 0);
 }
 
 int sec_init(void) { return sodium_init() < 0 ? -EIO : 0; }
@@ -84,14 +93,16 @@ static int hs_fail(sec_hs *hs, int rc, const char *fmt, ...)
     return rc;
 }
 
-int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
-                void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES])
+static int hs_start(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me,
+                    sec_lookup_fn lookup, void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES],
+                    const uint8_t *cred)
 {
     if (!hs)
         return -EINVAL;
     memset(hs, 0, sizeof *hs);
     if (!me || !me->sk || !lookup || !cluster_id || (role != SEC_INITIATOR && role != SEC_RESPONDER) ||
-        my_id == SEC_ANY_PEER || peer_id == my_id || (role == SEC_INITIATOR && peer_id <= my_id))
+        my_id == SEC_ANY_PEER || (my_id & SEC_JOIN_FLAG) || peer_id == my_id ||
+        (role == SEC_INITIATOR && peer_id <= my_id && !cred) || (role == SEC_INITIATOR && peer_id == SEC_ANY_PEER))
         return hs_fail(hs, -EINVAL, "bad handshake parameters");
     if (sec_init() < 0)
         return hs_fail(hs, -EIO, "cannot initialise libsodium");
@@ -111,11 +122,43 @@ int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const se
     uint8_t *m = hs->out;
     hs_head(m);
     memcpy(m + 6, cluster_id, SEC_CLUSTER_ID_BYTES);
-    sec_put_u32(m + 38, my_id);
+    sec_put_u32(m + 38, cred ? my_id | SEC_JOIN_FLAG : my_id);
     memcpy(m + 42, hs->e_pk, SEC_KEY_BYTES);
     memcpy(hs->transcript, m, SEC_MSG1_BYTES);
     hs->out_len = SEC_MSG1_BYTES;
+    if (cred) { /* (the credential follows the first message, and goes last into the transcript) */
+        hs->joining = 1;
+        memcpy(m + SEC_MSG1_BYTES, cred, SEC_CRED_BYTES);
+        memcpy(hs->transcript + SEC_MSG1_BYTES + SEC_MSG2_BYTES, cred, SEC_CRED_BYTES);
+        hs->out_len += SEC_CRED_BYTES;
+    }
     hs->stage = ST_MSG2;
+    return 0;
+}
+
+int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
+                void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES])
+{
+    return hs_start(hs, role, my_id, peer_id, me, lookup, lookup_ctx, cluster_id, NULL);
+}
+
+int sec_hs_init_join(sec_hs *hs, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
+                     void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES],
+                     const uint8_t cred[SEC_CRED_BYTES])
+{
+    if (!cred) {
+        if (hs)
+            memset(hs, 0, sizeof *hs);
+        return hs ? hs_fail(hs, -EINVAL, "bad handshake parameters") : -EINVAL;
+    }
+    return hs_start(hs, SEC_INITIATOR, my_id, peer_id, me, lookup, lookup_ctx, cluster_id, cred);
+}
+
+int sec_hs_set_admit(sec_hs *hs, sec_admit_fn admit, void *ctx)
+{
+    if (!hs || hs->err || hs->role != SEC_RESPONDER || hs->stage != ST_MSG1 || hs->have)
+        return -EINVAL;
+    hs->admit = admit, hs->admit_ctx = ctx;
     return 0;
 }
 
@@ -124,7 +167,7 @@ int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const se
 static void auth_plaintext(const sec_hs *hs, uint8_t out[SEC_AUTH_BYTES])
 {
     out[0] = 0x92, out[1] = 0x00, out[2] = 0xc4, out[3] = 0x20;
-    crypto_generichash(out + 4, 32, hs->transcript, sizeof hs->transcript, NULL, 0);
+    crypto_generichash(out + 4, 32, hs->transcript, transcript_len(hs), NULL, 0);
 }
 
 /* Both transcript messages are known and the peer's ephemeral key is e_peer:
@@ -157,7 +200,7 @@ static int hs_derive(sec_hs *hs, const uint8_t e_peer[SEC_KEY_BYTES])
     crypto_generichash_update(&x->h, x->dh[0], sizeof x->dh);
     crypto_generichash_update(&x->h, s_I, SEC_KEY_BYTES);
     crypto_generichash_update(&x->h, s_R, SEC_KEY_BYTES);
-    crypto_generichash_update(&x->h, hs->transcript, sizeof hs->transcript);
+    crypto_generichash_update(&x->h, hs->transcript, transcript_len(hs));
     crypto_generichash_final(&x->h, x->k, sizeof x->k);
     sodium_memzero(x->dh, sizeof x->dh);
     sodium_memzero(&x->h, sizeof x->h);
@@ -198,35 +241,58 @@ static int hs_check_head(sec_hs *hs, const uint8_t *m)
     return hs->err;
 }
 
-static int hs_msg1(sec_hs *hs)
+/* The responder's second flight, once it knows the initiator's key. */
+static int hs_answer(sec_hs *hs)
 {
-    const uint8_t *m = hs->in; /* magic and version passed hs_check_head */
-    int rc;
-    if (memcmp(m + 6, hs->cluster_id, SEC_CLUSTER_ID_BYTES) != 0)
-        return hs_fail(hs, -EPROTO, "cluster id differs: the peer's cluster file is not ours");
-    uint32_t id = sec_get_u32(m + 38);
-    if (id == hs->my_id)
-        return hs_fail(hs, -EPROTO, "peer claims our own id %u", (unsigned)id);
-    if (hs->peer_id != SEC_ANY_PEER && id != hs->peer_id)
-        return hs_fail(hs, -EPROTO, "expected peer %u, peer %u dialled", (unsigned)hs->peer_id, (unsigned)id);
-    if (hs->lookup(hs->lookup_ctx, id, hs->peer_pk) < 0)
-        return hs_fail(hs, -EPROTO, "peer %u is not in the cluster", (unsigned)id);
-    if (id > hs->my_id)
-        return hs_fail(hs, -EPROTO, "peer %u dialled us (%u), but the lower id dials", (unsigned)id,
-                       (unsigned)hs->my_id);
-    hs->peer_id = id;
-    memcpy(hs->transcript, m, SEC_MSG1_BYTES);
-
     uint8_t *o = hs->out + hs->out_len;
     hs_head(o);
     sec_put_u32(o + 6, hs->my_id);
     memcpy(o + 10, hs->e_pk, SEC_KEY_BYTES);
     memcpy(hs->transcript + SEC_MSG1_BYTES, o, SEC_MSG2_BYTES);
     hs->out_len += SEC_MSG2_BYTES;
-    if ((rc = hs_derive(hs, m + 42)) < 0)
+    int rc = hs_derive(hs, hs->transcript + 42); /* (e_I, from the first message) */
+    if (rc < 0)
         return rc;
     hs->stage = ST_HEADER;
     return 0;
+}
+
+static int hs_msg1(sec_hs *hs)
+{
+    const uint8_t *m = hs->in; /* magic and version passed hs_check_head */
+    if (memcmp(m + 6, hs->cluster_id, SEC_CLUSTER_ID_BYTES) != 0)
+        return hs_fail(hs, -EPROTO, "cluster id differs: the peer's cluster file is not ours");
+    const uint32_t claim = sec_get_u32(m + 38), id = claim & ~SEC_JOIN_FLAG;
+    if (id == hs->my_id)
+        return hs_fail(hs, -EPROTO, "peer claims our own id %u", (unsigned)id);
+    if (hs->peer_id != SEC_ANY_PEER && id != hs->peer_id)
+        return hs_fail(hs, -EPROTO, "expected peer %u, peer %u dialled", (unsigned)hs->peer_id, (unsigned)id);
+    hs->peer_id = id;
+    memcpy(hs->transcript, m, SEC_MSG1_BYTES);
+    if (claim & SEC_JOIN_FLAG) { /* its credential comes next: ST_CRED */
+        if (!hs->admit)
+            return hs_fail(hs, -EPROTO, "peer %u would join with a credential: this peer takes none",
+                           (unsigned)id);
+        hs->joining = 1;
+        hs->stage = ST_CRED;
+        return 0;
+    }
+    if (hs->lookup(hs->lookup_ctx, id, hs->peer_pk) < 0)
+        return hs_fail(hs, -EPROTO, "peer %u is not in the cluster", (unsigned)id);
+    if (id > hs->my_id)
+        return hs_fail(hs, -EPROTO, "peer %u dialled us (%u), but the lower id dials", (unsigned)id,
+                       (unsigned)hs->my_id);
+    return hs_answer(hs);
+}
+
+/* A joiner's credential: the admit function decides, and names its key. */
+static int hs_cred(sec_hs *hs)
+{
+    char why[120] = "";
+    if (hs->admit(hs->admit_ctx, hs->peer_id, hs->in, hs->peer_pk, why, sizeof why) < 0)
+        return hs_fail(hs, -EACCES, "peer %u refused: %s", (unsigned)hs->peer_id, why[0] ? why : "its credential");
+    memcpy(hs->transcript + SEC_MSG1_BYTES + SEC_MSG2_BYTES, hs->in, SEC_CRED_BYTES);
+    return hs_answer(hs);
 }
 
 static int hs_msg2(sec_hs *hs)
@@ -269,6 +335,8 @@ static int hs_step(sec_hs *hs)
     switch (hs->stage) {
     case ST_MSG1:
         return hs_msg1(hs);
+    case ST_CRED:
+        return hs_cred(hs);
     case ST_MSG2:
         return hs_msg2(hs);
     case ST_HEADER: {

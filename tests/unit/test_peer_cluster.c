@@ -521,3 +521,46 @@ Test(peer_cluster, cluster_id_covers_name_and_keys_not_hosts)
     cr_assert_neq(memcmp(base, id, sizeof id), 0, "which id has which key does");
     cluster_free(&c);
 }
+
+/* `slots` and `admit` (CLUSTER.md "Joining"): the ids past the peer lines
+ * are vacant (no address, no key: cluster_pubkey_lookup has none), the
+ * file writes and loads back the same, the id covers the slots and the
+ * admission key (and a file without either keeps its old id), and every
+ * mistake has its line. */
+Test(peer_cluster, slots_past_the_peer_lines_are_vacant_and_need_an_admission_key)
+{
+    cluster c;
+    expect_ok(&c, with_header("slots 4\nadmit %s\npeer 1 h:2 %s\npeer 0 h:1 %s\n", key(9), key(1), key(0)));
+    cr_assert_eq(c.n_peers, 4);
+    cr_assert_eq(c.n_founders, 2);
+    cr_assert(c.has_admit);
+    uint8_t pk[SEC_KEY_BYTES], admit[SEC_KEY_BYTES];
+    key_of(9, admit);
+    cr_assert_eq(memcmp(c.admit_pk, admit, SEC_KEY_BYTES), 0);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(c.peers[i].id, (uint32_t)i);
+        cr_assert_eq(c.peers[i].vacant, i >= 2, "slot %d", i);
+        cr_assert_eq(cluster_pubkey_lookup(&c, (uint32_t)i, pk), i >= 2 ? -ENOENT : 0, "slot %d", i);
+    }
+    round_trip(&c);
+    uint8_t id[SEC_CLUSTER_ID_BYTES], plain_id[SEC_CLUSTER_ID_BYTES], other[SEC_CLUSTER_ID_BYTES];
+    cluster_id(&c, id);
+    cluster plain, more;
+    expect_ok(&plain, with_header("peer 1 h:2 %s\npeer 0 h:1 %s\n", key(1), key(0)));
+    cluster_id(&plain, plain_id);
+    cr_assert_neq(memcmp(id, plain_id, sizeof id), 0, "the slots and the admission key are in the id");
+    expect_ok(&more, with_header("slots 5\nadmit %s\npeer 1 h:2 %s\npeer 0 h:1 %s\n", key(9), key(1), key(0)));
+    cluster_id(&more, other);
+    cr_assert_neq(memcmp(id, other, sizeof id), 0, "so is the number of slots");
+    cluster_free(&c), cluster_free(&plain), cluster_free(&more);
+
+    expect_error(with_header("slots 1\npeer 0 h:1 %s\npeer 1 h:2 %s\n", key(0), key(1)), 3,
+                 "slots 1 is fewer than the 2 peer lines");
+    expect_error(with_header("slots 3\npeer 0 h:1 %s\n", key(0)), 3, "the file needs an 'admit KEY' line");
+    expect_error(with_header("slots 0\n"), 3, "expected 'slots N'");
+    expect_error(with_header("slots 65537\n"), 3, "expected 'slots N'");
+    expect_error(with_header("slots 2\nslots 3\n"), 4, "'slots' given twice (first on line 3)");
+    expect_error(with_header("admit %s\nadmit %s\n", key(1), key(2)), 4, "'admit' given twice (first on line 3)");
+    expect_error(with_header("admit nonsense\n"), 3, "bad admission key");
+    expect_error(with_header("admit\n"), 3, "expected 'admit KEY'");
+}

@@ -178,7 +178,7 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(SGP_PROTOCOL_VERSION, 9, "WIRE.md's version");
+    cr_assert_eq(SGP_PROTOCOL_VERSION, 10, "WIRE.md's version");
     cr_assert_eq(memcmp(log.b[0], head(SGP_PROTOCOL_VERSION), 6), 0, "the one version constant goes out");
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
     cr_assert_eq(memcmp(log.b[1], head(SGP_PROTOCOL_VERSION), 6), 0);
@@ -959,4 +959,105 @@ Test(peer_sec, the_frame_limit_is_the_page_s_formula_and_holds_to_the_byte)
     free(msg), free(buf), free(out);
     sec_session_free(&a);
     sec_session_free(&b);
+}
+
+/* ---- joining with a credential (WIRE.md "Joining") ---------------------------- */
+
+/* The responder's admit function of these tests: a credential whose first
+ * byte is 0 admits the key it carries (bytes 17..48), anything else is
+ * refused with a reason; the slot must be 3 (the "vacant" one here). */
+static int test_admit(void *ctx, uint32_t id, const uint8_t cred[SEC_CRED_BYTES], uint8_t pk[SEC_KEY_BYTES], char *why,
+                      size_t whylen)
+{
+    int *calls = ctx;
+    ++*calls;
+    if (id != 3 || cred[0] != 0) {
+        snprintf(why, whylen, "not signed by this cluster's admission key");
+        return -EPERM;
+    }
+    memcpy(pk, cred + 17, SEC_KEY_BYTES);
+    return 0;
+}
+
+static void cred_for(uint8_t cred[SEC_CRED_BYTES], const sec_keypair *kp)
+{
+    memset(cred, 0, SEC_CRED_BYTES);
+    memcpy(cred + 17, kp->pk, SEC_KEY_BYTES);
+}
+
+/* Peer 3 joins: it dials the lower id 1 with its credential after the
+ * first message (74 + 113 bytes, the id's top bit set), the responder
+ * takes the credential's key as 3's, and the sessions interoperate. */
+Test(peer_sec, a_joiner_dials_a_lower_id_with_its_credential_and_authenticates)
+{
+    sec_keypair joiner;
+    cr_assert_eq(sec_keypair_generate(&joiner), 0);
+    uint8_t cred[SEC_CRED_BYTES];
+    cred_for(cred, &joiner);
+    sec_hs i, r;
+    int calls = 0;
+    cr_assert_eq(sec_hs_init_join(&i, 3, 1, &joiner, table_lookup, &g_tab, g_cid, cred), 0, "%s", i.msg);
+    cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+    cr_assert_eq(sec_hs_set_admit(&r, test_admit, &calls), 0);
+    flights log;
+    int side = -1;
+    cr_assert_eq(pump(&i, &r, NULL, NULL, &log, &side), 0, "side %d: %s / %s", side, i.msg, r.msg);
+    cr_assert_eq(log.n[0], SEC_MSG1_BYTES + SEC_CRED_BYTES, "the credential follows the first message");
+    cr_assert_eq(memcmp(log.b[0] + 38, "\x03\x00\x00\x80", 4), 0, "id 3 with SEC_JOIN_FLAG");
+    cr_assert_eq(calls, 1);
+    sec_session a, b;
+    cr_assert_eq(sec_hs_finish(&i, &a), 0);
+    cr_assert_eq(sec_hs_finish(&r, &b), 0);
+    cr_assert_eq(b.peer_id, 3, "the responder knows the joiner by its slot");
+    uint8_t frame[64], pt[16];
+    int n = sec_seal(&a, "hello", 5, frame, sizeof frame);
+    cr_assert_gt(n, 0);
+    cr_assert_eq(sec_open(&b, frame, (size_t)n, pt, sizeof pt), 5);
+    cr_assert_eq(memcmp(pt, "hello", 5), 0);
+    sec_session_free(&a);
+    sec_session_free(&b);
+    sec_keypair_free(&joiner);
+}
+
+/* What a joiner cannot do: be taken by a peer that admits no one, pass a
+ * credential the admit function refuses (its reason in the log line), or
+ * use another peer's credential without that peer's secret key (AUTH
+ * fails: the credential names a key the impostor does not hold); and a
+ * credential altered in transit no longer matches the transcript. */
+Test(peer_sec, a_joiner_is_refused_without_a_valid_credential_and_key)
+{
+    sec_keypair joiner, impostor;
+    cr_assert_eq(sec_keypair_generate(&joiner), 0);
+    cr_assert_eq(sec_keypair_generate(&impostor), 0);
+    uint8_t cred[SEC_CRED_BYTES];
+    cred_for(cred, &joiner);
+    int calls = 0, side = -1;
+    sec_hs i, r;
+
+    cr_assert_eq(sec_hs_init_join(&i, 3, 1, &joiner, table_lookup, &g_tab, g_cid, cred), 0);
+    cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+    cr_assert_eq(pump(&i, &r, NULL, NULL, NULL, &side), -EPROTO);
+    cr_assert_eq(side, 1);
+    cr_assert(strstr(r.msg, "takes none"), "%s", r.msg);
+    sec_hs_free(&i), sec_hs_free(&r);
+
+    uint8_t forged[SEC_CRED_BYTES];
+    memcpy(forged, cred, sizeof forged);
+    forged[0] = 1;
+    cr_assert_eq(sec_hs_init_join(&i, 3, 1, &joiner, table_lookup, &g_tab, g_cid, forged), 0);
+    cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+    cr_assert_eq(sec_hs_set_admit(&r, test_admit, &calls), 0);
+    cr_assert_eq(pump(&i, &r, NULL, NULL, NULL, &side), -EACCES);
+    cr_assert(strstr(r.msg, "peer 3 refused: not signed by this cluster's admission key"), "%s", r.msg);
+    sec_hs_free(&i), sec_hs_free(&r);
+
+    cr_assert_eq(sec_hs_init_join(&i, 3, 1, &impostor, table_lookup, &g_tab, g_cid, cred), 0);
+    cr_assert_eq(sec_hs_init(&r, SEC_RESPONDER, 1, SEC_ANY_PEER, &g_kp[1], table_lookup, &g_tab, g_cid), 0);
+    cr_assert_eq(sec_hs_set_admit(&r, test_admit, &calls), 0);
+    int rc = pump(&i, &r, NULL, NULL, NULL, &side);
+    cr_assert(rc == -EBADMSG, "an impostor with the joiner's credential: %d (%s / %s)", rc, i.msg, r.msg);
+    sec_hs_free(&i), sec_hs_free(&r);
+
+    sec_keypair_free(&joiner);
+    sec_keypair_free(&impostor);
 }

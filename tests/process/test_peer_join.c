@@ -1,0 +1,325 @@
+/* Peers that are not in the cluster file join with a credential (peer/wire/
+ * WIRE.md "Joining", peer/config/CLUSTER.md `slots` and `admit`): real `sgp
+ * peer` processes on localhost. A joiner takes a vacant slot, dials its
+ * neighbours with its credential and pulls the model as a late joiner does;
+ * a forged, expired or revoked credential is refused at the handshake, with
+ * the reason in the refusing peer's log, and the run goes on without it. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "peer/config/credential.h"
+#include "peer/config/keyfile.h"
+#include "peer/launch/launch_ledger.h"
+#include "peer/net/net.h"
+#include "tests/sgp_cluster.h"
+#include "tests/sgp_files.h"
+
+#define RUN_LIMIT_S 300
+
+TestSuite(peer_join, .timeout = 600);
+
+/* DIR/cluster.conf: `founders` peer lines on localhost, `slots` ids in all,
+ * DIR/admit.key of `sgp cluster keygen`, a topology of `slots` peers
+ * (generator kind) in DIR/topology.topo. */
+static void elastic_cluster(const char *dir, int founders, int slots, const char *kind)
+{
+    char path[300], pub[128];
+    snprintf(path, sizeof path, "%s/topology.topo", dir);
+    FILE *t = fopen(path, "w");
+    cr_assert(t);
+    fprintf(t, "peers %d\ngenerator %s\n", slots, kind);
+    fclose(t);
+    sgp_out o;
+    sgp_run(&o, "cluster", "keygen", "--out", dir, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    snprintf(path, sizeof path, "%s/cluster.conf", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "cluster join-test\ntopology topology.topo\nslots %d\nadmit %.44s\n", slots, o.out);
+    for (int i = 0; i < founders; i++) {
+        sgp_keygen(dir, i, pub, sizeof pub);
+        fprintf(f, "peer %d 127.0.0.1:%d %s\n", i, sgp_free_port(), pub);
+    }
+    fclose(f);
+}
+
+/* `sgp peer` for founder i, or (cred non-NULL) the joiner of slot i with
+ * that credential; output in DIR/peerI.out. */
+static pid_t start(const char *dir, int i, const char *cred, char *const extra[])
+{
+    char cl[300], id[16], out[300], log[300], sum[300], key[300];
+    snprintf(cl, sizeof cl, "%s/cluster.conf", dir);
+    snprintf(id, sizeof id, "%d", i);
+    snprintf(out, sizeof out, "%s/peer%d.out", dir, i);
+    snprintf(log, sizeof log, "%s/peer%d.jsonl", dir, i);
+    snprintf(sum, sizeof sum, "%s/peer%d.json", dir, i);
+    snprintf(key, sizeof key, "%s/%d.key", dir, i);
+    char *argv[48] = {(char *)sgp_bin(), "peer", "--cluster", cl, "--key", key, "--model", "mlp:64", "--seed", "1",
+                      "--codec", "stc:0.04", "--log", log, "--summary", sum, "--no-progress", "--dead-timeout", "1"};
+    int a = 19;
+    if (cred)
+        argv[a++] = "--credential", argv[a++] = (char *)cred;
+    else
+        argv[a++] = "--id", argv[a++] = id;
+    for (int k = 0; extra[k] && a < 47; k++)
+        argv[a++] = extra[k];
+    argv[a] = NULL;
+    return sgp_spawn(argv, out);
+}
+
+/* A credential for slot id, signed with DIR/admit.key into DIR/NAME
+ * (expires: Unix seconds, 0 never), for the key of `sgp keygen --id id`. */
+static void admit(const char *dir, int id, const char *name, int64_t expires, const char *key_file)
+{
+    char pub[128], path[300], err[300], key_path[300];
+    sgp_keygen(dir, id, pub, sizeof pub);
+    snprintf(key_path, sizeof key_path, "%s/%s", dir, key_file);
+    admit_key ak;
+    cr_assert_eq(admit_key_load(&ak, key_path, err, sizeof err), 0, "%s", err);
+    credential c = {.id = id, .expires = expires};
+    snprintf(c.cluster, sizeof c.cluster, "join-test");
+    const char *why;
+    cr_assert_eq(keyfile_pub_decode(c.key, pub, strlen(pub), &why), 0);
+    cr_assert_eq(credential_sign(&c, &ak), 0);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    cr_assert_eq(credential_save(&c, path, 1, err, sizeof err), 0, "%s", err);
+    admit_key_free(&ak);
+}
+
+/* The last round DIR/peerI.jsonl has logged (0: none). */
+static long last_round(const char *dir, int i)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/peer%d.jsonl", dir, i);
+    char *text = sgp_read_file(path);
+    long last = 0;
+    for (const char *p = text; p && (p = strstr(p, "{\"round\": ")); p++)
+        last = strtol(p + 10, NULL, 10);
+    free(text);
+    return last;
+}
+
+typedef struct reached {
+    const char *dir;
+    int n;
+    long round;
+} reached;
+
+static int founders_reached(const void *arg)
+{
+    const reached *r = arg;
+    for (int i = 0; i < r->n; i++)
+        if (last_round(r->dir, i) < r->round)
+            return 0;
+    return 1;
+}
+
+static int out_has(const char *dir, int i, const char *needle)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/peer%d.out", dir, i);
+    return sgp_file_has(path, needle);
+}
+
+/* Three founders train on a 4-slot exponential graph whose slot 3 is in no
+ * peer line; once they are at round 50, a fourth process with a credential
+ * for slot 3 starts, dials them, pulls the model and trains to the end with
+ * them: every peer finishes, the joiner says whose model it took, the
+ * ledgers hold the run's weight exactly (3 founders + 1 join, held plus in
+ * flight), and the joiner ends with the founders' accuracy. */
+Test(peer_join, a_host_not_in_the_cluster_file_joins_with_a_credential)
+{
+    char dir[] = "/tmp/sgp-join-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    elastic_cluster(dir, 3, 4, "exponential");
+    admit(dir, 3, "3.cred", 0, "admit.key");
+    pid_t pids[4] = {0};
+    char *const run[] = {"--epochs", "8", "--round-timeout", "5", NULL};
+    for (int i = 0; i < 3; i++)
+        pids[i] = start(dir, i, NULL, run);
+    char what[600], cred[300];
+    snprintf(what, sizeof what, "round 50 logged by the founders (logs in %s)", dir);
+    sgp_await(founders_reached, &(reached){dir, 3, 50}, what, pids, 3, RUN_LIMIT_S);
+    snprintf(cred, sizeof cred, "%s/3.cred", dir);
+    pids[3] = start(dir, 3, cred, run);
+    sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
+    cr_assert(out_has(dir, 3, "joined with the model of peer"), "the joiner pulled a model (logs in %s)", dir);
+    launch_mass m;
+    char err[1200];
+    cr_assert_eq(launch_ledger(dir, 4, NULL, &m, err, sizeof err), 0, "%s", err);
+    cr_log_info("after the join: held %.9g, in flight %.3g", m.held, m.in_flight);
+    cr_assert_leq(fabs(m.held + m.in_flight - 4), 1e-6, "3 founders and a join: total weight %.9g (logs in %s)",
+                  m.held + m.in_flight, dir);
+    double founders = 0;
+    for (int i = 0; i < 3; i++)
+        founders += sgp_peer_number(dir, i, "test_accuracy") / 3;
+    const double joiner = sgp_peer_number(dir, 3, "test_accuracy");
+    cr_assert_leq(fabs(joiner - founders), 0.01, "joiner %.4f, founders %.4f (logs in %s)", joiner, founders, dir);
+    sgp_rm_rf(dir);
+}
+
+/* A joiner that skips its own check of the credential (as a hostile one
+ * would): the test dials the founders through the real transport (peer/net/
+ * net.h) as slot 2 with the credential DIR/CRED and its key DIR/2.key. */
+typedef struct raw_joiner {
+    int up;
+} raw_joiner;
+
+static void raw_up(void *ctx, int peer)
+{
+    (void)peer;
+    ((raw_joiner *)ctx)->up = 1;
+}
+
+static void raw_quiet(void *ctx, const char *line) { (void)ctx, (void)line; }
+
+typedef struct founders_logged {
+    const char *dir, *why;
+} founders_logged;
+
+static int a_founder_logged(const void *arg)
+{
+    const founders_logged *f = arg;
+    return out_has(f->dir, 0, f->why) || out_has(f->dir, 1, f->why);
+}
+
+static void dial_as_joiner(const char *dir, const char *cred_name, const char *why, const pid_t *founders)
+{
+    char path[300], err[300];
+    cluster c;
+    parse_error pe;
+    snprintf(path, sizeof path, "%s/cluster.conf", dir);
+    cr_assert_eq(cluster_load(&c, path, &pe), 0);
+    sec_keypair kp;
+    snprintf(path, sizeof path, "%s/2.key", dir);
+    cr_assert_eq(keyfile_load(&kp, path, err, sizeof err), 0, "%s", err);
+    credential k;
+    snprintf(path, sizeof path, "%s/%s", dir, cred_name);
+    cr_assert_eq(credential_load(&k, path, err, sizeof err), 0, "%s", err);
+    uint8_t wire[SEC_CRED_BYTES];
+    credential_to_wire(&k, wire);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    raw_joiner side = {0};
+    net_callbacks cb = {.on_up = raw_up, .on_log = raw_quiet};
+    net n;
+    cr_assert_eq(net_init(&n, &loop, &c, 2, &kp, &cb, &side), 0);
+    cr_assert_eq(net_set_credential(&n, wire), 0);
+    cr_assert_eq(net_want(&n, 0), 0);
+    cr_assert_eq(net_want(&n, 1), 0);
+    const founders_logged f = {dir, why};
+    const double deadline = sgp_now() + RUN_LIMIT_S;
+    while (!a_founder_logged(&f) && !side.up && sgp_now() < deadline) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        sgp_poll_pause();
+    }
+    net_close(&n);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    net_free(&n);
+    uv_loop_close(&loop);
+    sec_keypair_free(&kp);
+    cluster_free(&c);
+    cr_assert(!side.up, "the founders let in a joiner with %s (logs in %s)", cred_name, dir);
+    cr_assert(a_founder_logged(&f), "a founder logs why it refused the joiner: '%s' (logs in %s)", why, dir);
+    (void)founders;
+}
+
+/* One refused joiner: founders 0 and 1 of a 3-slot ring (with
+ * founder_extra), a joiner of slot 2 with DIR/CRED (made by `make`) that
+ * must be refused at the handshake, the reason `why` in a founder's log;
+ * the founders train on and stop cleanly. A real `sgp peer` joiner
+ * (hostile 0) gets no model within its round timeout and exits non-zero;
+ * a hostile one is the test's own transport (dial_as_joiner), since `sgp
+ * peer` itself refuses to start with a credential that does not check. */
+static void refused(const char *cred_name, char *const founder_extra[], const char *why, void (*make)(const char *dir),
+                    int hostile)
+{
+    char dir[] = "/tmp/sgp-join-refused-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    elastic_cluster(dir, 2, 3, "ring");
+    make(dir);
+    char *argv[16] = {"--epochs", "400", "--round-timeout", "30"}, revocation[300];
+    snprintf(revocation, sizeof revocation, "%s/2.revoked", dir);
+    int a = 4;
+    for (int k = 0; founder_extra[k] && a < 15; k++) /* ("REVOKED": the revocation made in dir) */
+        argv[a++] = strcmp(founder_extra[k], "REVOKED") ? founder_extra[k] : revocation;
+    argv[a] = NULL;
+    pid_t pids[3] = {0};
+    for (int i = 0; i < 2; i++)
+        pids[i] = start(dir, i, NULL, argv);
+    char what[600], cred[300];
+    snprintf(what, sizeof what, "round 20 logged by the founders (logs in %s)", dir);
+    sgp_await(founders_reached, &(reached){dir, 2, 20}, what, pids, 2, RUN_LIMIT_S);
+    if (hostile)
+        dial_as_joiner(dir, cred_name, why, pids);
+    else {
+        snprintf(cred, sizeof cred, "%s/%s", dir, cred_name);
+        pids[2] = start(dir, 2, cred, (char *[]){"--epochs", "400", "--round-timeout", "3", NULL});
+        const int st = sgp_wait_exit(pids[2], RUN_LIMIT_S);
+        cr_assert_neq(st, 0, "a joiner with %s was let in (logs in %s)", cred_name, dir);
+        cr_assert(out_has(dir, 2, "nothing to join"), "it gave up for want of a model (logs in %s)", dir);
+        cr_assert(a_founder_logged(&(founders_logged){dir, why}), "a founder logs why it refused the joiner: '%s' "
+                  "(logs in %s)", why, dir);
+    }
+    for (int i = 0; i < 2; i++) {
+        int st_i;
+        cr_assert(!sgp_has_exited(pids[i], &st_i), "founder %d is still training (logs in %s)", i, dir);
+        kill(pids[i], SIGTERM);
+        cr_assert_eq(sgp_wait_exit(pids[i], RUN_LIMIT_S), 0, "founder %d stops cleanly (logs in %s)", i, dir);
+    }
+    sgp_rm_rf(dir);
+}
+
+/* Signed by another admission key than the file's `admit` line. */
+static void forged(const char *dir)
+{
+    char other[300];
+    snprintf(other, sizeof other, "%s/other", dir);
+    cr_assert_eq(mkdir(other, 0700), 0);
+    sgp_out o;
+    sgp_run(&o, "cluster", "keygen", "--out", other, NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+    admit(dir, 2, "2.cred", 0, "other/admit.key");
+}
+
+/* Expired an hour ago. */
+static void expired(const char *dir) { admit(dir, 2, "2.cred", (int64_t)time(NULL) - 3600, "admit.key"); }
+
+/* Good, and revoked by the admission key (`sgp cluster revoke`): the founders
+ * run with --revoked DIR/2.revoked. */
+static void revoked(const char *dir)
+{
+    admit(dir, 2, "2.cred", 0, "admit.key");
+    char path[300], err[300], key[300], serial[32], out[300];
+    snprintf(path, sizeof path, "%s/2.cred", dir);
+    credential c;
+    cr_assert_eq(credential_load(&c, path, err, sizeof err), 0, "%s", err);
+    snprintf(serial, sizeof serial, "%016llx", (unsigned long long)c.serial);
+    snprintf(key, sizeof key, "%s/admit.key", dir);
+    snprintf(out, sizeof out, "%s/2.revoked", dir);
+    sgp_out o;
+    sgp_run(&o, "cluster", "revoke", "--admit-key", key, "--cluster", "join-test", "--serial", serial, "--out", out,
+            NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+}
+
+Test(peer_join, a_forged_credential_is_refused_at_the_handshake)
+{
+    refused("2.cred", (char *[]){NULL}, "not signed by this cluster's admission key", forged, 1);
+}
+
+Test(peer_join, an_expired_credential_is_refused_at_the_handshake)
+{
+    refused("2.cred", (char *[]){NULL}, "expired", expired, 1);
+}
+
+Test(peer_join, a_revoked_credential_is_refused_at_the_handshake)
+{
+    refused("2.cred", (char *[]){"--revoked", "REVOKED", NULL}, "revoked", revoked, 0);
+}
