@@ -47,6 +47,9 @@ static void help(void)
           "  --stop PEER@ROUND:S   SIGSTOP it for S seconds, then SIGCONT\n"
           "  --leave PEER@ROUND    it leaves for good: SIGTERM to a peer run with --on-term leave, which\n"
           "                        hands its weight to its neighbours (sgp peer --help)\n"
+          "  --add COUNT@ROUND     COUNT more peers join once the run reaches ROUND: the cluster file gets\n"
+          "                        vacant slots and an admission key, each joiner a key and a credential\n"
+          "                        (peer/config/CLUSTER.md, \"Joining\"); --topology is for all the slots\n"
           "  --slow PEER:FACTOR    it runs its rounds at 1/FACTOR of its speed (sgp peer --slow)\n"
           "  (each may be repeated; the summary counts the faults injected)\n\n"
           "  -h, --help            this text\n",
@@ -57,7 +60,7 @@ static void help(void)
 static const char *const LAUNCH_OPTS[] = {"--peers", "--topology", "--run-dir", "--summary", "--save-model",
                                           "--model-format", "--hosts", "--base-port",
                                           "--remote-sgp", "--remote-dir", "--kill", "--restart", "--stop", "--slow",
-                                          "--leave", NULL};
+                                          "--leave", "--add", NULL};
 static const char *const PER_PEER_OPTS[] = {"--id", "--cluster", "--key", "--log", "--checkpoint",
                                             "--resume", NULL};
 
@@ -79,6 +82,16 @@ static int take(launch_opts *o, fault_plan *f, const char *a, const char *v)
     if (rc == FAULT_TAKEN)
         return 0;
     long peers;
+    if (!strcmp(a, "--add")) {
+        char *end;
+        long count = strtol(v, &end, 10), round = *end == '@' ? strtol(end + 1, &end, 10) : -1;
+        if (count < 1 || count > 1024 || round < 0 || *end)
+            return cli_usage(CMD, "--add '%s': expected COUNT@ROUND (COUNT from 1 to 1024)", v);
+        if (o->n_add == LAUNCH_ADD_MAX)
+            return cli_usage(CMD, "at most %d --add", LAUNCH_ADD_MAX);
+        o->add[o->n_add++] = (launch_add){(int)count, round};
+        return 0;
+    }
     if (!strcmp(a, "--peers")) {
         if (cli_long(CMD, "--peers", v, 1, TOPO_MAX_PEERS, &peers))
             return CLI_USAGE;
@@ -137,10 +150,15 @@ static int parse(int argc, char **argv, launch_opts *o, fault_plan *f)
             o->fwd[o->nfwd++] = argv[i];
     }
     char ferr[256];
-    if (fault_plan_check(f, o->peers, ferr, sizeof ferr) < 0)
+    int slots = o->peers;
+    for (int k = 0; k < o->n_add; k++)
+        slots += o->add[k].count;
+    if (slots > TOPO_MAX_PEERS)
+        return cli_usage(CMD, "--peers and --add make %d slots; at most %d", slots, TOPO_MAX_PEERS);
+    if (fault_plan_check(f, slots, ferr, sizeof ferr) < 0)
         return cli_usage(CMD, "%s", ferr);
-    if (o->hosts && f->n)
-        return cli_usage(CMD, "--kill, --restart and --stop are for local runs (not with --hosts)");
+    if (o->hosts && (f->n || o->n_add))
+        return cli_usage(CMD, "--kill, --restart, --stop, --leave and --add are for local runs (not with --hosts)");
     if (o->remote_dir && (o->remote_dir[0] != '/' || strlen(o->remote_dir) > 1024))
         return cli_usage(CMD, "--remote-dir must be an absolute path of at most 1024 characters");
     /* The best setting measured in the compression issue, unless told

@@ -469,13 +469,9 @@ static int add_slots(parser *P)
         return perr(P, "slots %lu is fewer than the %d peer lines", P->slots, c->n_peers);
     if (P->slots > (unsigned long)c->n_peers && !c->has_admit)
         return perr(P, "slots past the peer lines are for admitted peers: the file needs an 'admit KEY' line");
-    while (c->n_peers < (int)P->slots) {
-        if (grow_peers(c) < 0)
-            return nomem(P);
-        c->peers[c->n_peers] = (cluster_peer){.id = (uint32_t)c->n_peers, .vacant = 1};
-        c->n_peers++;
-    }
-    return 0;
+    if ((int)P->slots == c->n_peers)
+        return 0;
+    return cluster_add_slots(c, (int)P->slots, c->admit_pk) < 0 ? nomem(P) : 0;
 }
 
 int cluster_parse(cluster *c, const char *text, size_t len, const char *name, const char *dir, parse_error *e)
@@ -610,6 +606,22 @@ int cluster_add_peer(cluster *c, const char *host, unsigned port, const uint8_t 
     c->peers[c->n_peers] = p;
     c->n_founders = c->n_peers + 1;
     return c->n_peers++;
+}
+
+int cluster_add_slots(cluster *c, int slots, const uint8_t admit_pk[SEC_KEY_BYTES])
+{
+    if (!c || !admit_pk || slots < c->n_peers || slots > CLUSTER_MAX_PEERS)
+        return -EINVAL;
+    c->n_founders = c->n_peers;
+    while (c->n_peers < slots) {
+        if (grow_peers(c) < 0)
+            return -ENOMEM;
+        c->peers[c->n_peers] = (cluster_peer){.id = (uint32_t)c->n_peers, .vacant = 1};
+        c->n_peers++;
+    }
+    memcpy(c->admit_pk, admit_pk, SEC_KEY_BYTES);
+    c->has_admit = 1;
+    return 0;
 }
 
 void cluster_peer_addr(const cluster_peer *p, char *buf, size_t cap)

@@ -75,6 +75,9 @@ int cluster_parse(cluster *c, const char *text, size_t len, const char *name, co
  * already present (-EEXIST); returns the new peer's id (0, 1, ...). */
 int cluster_init(cluster *c, const char *name, const char *topology);
 int cluster_add_peer(cluster *c, const char *host, unsigned port, const uint8_t pk[SEC_KEY_BYTES]);
+/* After the peers: vacant slots up to `slots` in all, for peers admitted by
+ * admit_pk (the `slots` and `admit` lines). 0, -EINVAL or -ENOMEM. */
+int cluster_add_slots(cluster *c, int slots, const uint8_t admit_pk[SEC_KEY_BYTES]);
 
 /* Write c in the format cluster_load reads (comment, if any, as # lines).
  * 0, -EINVAL (not a complete cluster) or -EIO. */

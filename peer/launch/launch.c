@@ -36,6 +36,9 @@ typedef struct run {
     uint8_t *absent;   /* killed by a fault for good: no model at the end */
     uint8_t *left;     /* left on purpose (--leave): its model is not the run's */
     long *rounds;      /* each peer's last logged round, for the faults */
+    int n;             /* slots: the cluster file's peers, then the joiners of --add */
+    int added;         /* joiners started so far (slots o->peers .. o->peers + added - 1) */
+    int adds_done;     /* --add entries whose joiners have started */
     int made_dir;      /* the run directory did not exist before */
     char first_why[512]; /* the first failed peer's own message, as shown */
 } run;
@@ -81,8 +84,13 @@ static pid_t start_peer(run *R, int i, int resume)
     snprintf(p.log, sizeof p.log, "%.1024s/peer%d.jsonl", pdir, i);
     snprintf(p.summary, sizeof p.summary, "%.1024s/peer%d.json", pdir, i);
     snprintf(p.ckpt, sizeof p.ckpt, "%.1024s/peer%d.ckpt", pdir, i);
-    char *fixed[] = {R->self, "peer", "--cluster", p.cluster, "--id", p.id, "--save-model", p.model,
-                     "--log", p.log, "--summary", p.summary, "--no-progress", "--checkpoint", p.ckpt};
+    char cred[1100], key[1100];
+    snprintf(cred, sizeof cred, "%.1024s/%d.cred", pdir, i);
+    snprintf(key, sizeof key, "%.1024s/%d.key", pdir, i);
+    const int joiner = i >= o->peers; /* (a slot of --add: it dials in with its credential) */
+    char *fixed[] = {R->self, "peer", "--cluster", p.cluster, joiner ? "--credential" : "--id", joiner ? cred : p.id,
+                     "--key", key, "--save-model", p.model, "--log", p.log, "--summary", p.summary, "--no-progress",
+                     "--checkpoint", p.ckpt};
     const int nfixed = (int)(sizeof fixed / sizeof *fixed);
     char **args = malloc((size_t)(nfixed + 5 + o->nfwd + 1) * sizeof *args), **run_argv = args;
     if (!args)
@@ -134,9 +142,27 @@ static void restart_peer(void *ctx, int i)
 static int running(const run *R)
 {
     int left = 0;
-    for (int i = 0; i < R->o->peers; i++)
+    for (int i = 0; i < R->n; i++)
         left += R->pids[i] > 0 || (R->faults && fault_plan_restart_pending(R->faults, i));
     return left;
+}
+
+/* --add: the joiners whose round a peer of the run has logged start now. */
+static void start_joiners(run *R)
+{
+    long round = 0;
+    for (int i = 0; i < R->n; i++)
+        round = R->rounds[i] > round ? R->rounds[i] : round;
+    for (; R->adds_done < R->o->n_add && round >= R->o->add[R->adds_done].round; R->adds_done++)
+        for (int k = 0; k < R->o->add[R->adds_done].count; k++) {
+            const int i = R->o->peers + R->added++;
+            printf("\nsgp launch: at round %ld: peer %d joins with its credential\n", round, i);
+            fflush(stdout); /* (before the fork, or the child prints it again) */
+            if ((R->pids[i] = start_peer(R, i, 0)) < 0) {
+                fprintf(stderr, "sgp launch: cannot start peer %d: %s\n", i, strerror(errno));
+                R->pids[i] = 0;
+            }
+        }
 }
 
 /* The last line of text in a file (a peer's error), without its newline. */
@@ -165,7 +191,7 @@ static void remove_run(const run *R)
     static const char *const per_peer[] = {"%s/%d.key", "%s/%d.pub", "%s/peer%d.out", "%s/peer%d.jsonl",
                                            "%s/peer%d.json", "%s/peer%d.model", "%s/peer%d.ckpt"};
     char path[1200];
-    for (int i = 0; i < R->o->peers; i++)
+    for (int i = 0; i < R->n; i++)
         for (size_t k = 0; k < sizeof per_peer / sizeof *per_peer; k++) {
             snprintf(path, sizeof path, per_peer[k], R->dir, i);
             unlink(path);
@@ -182,7 +208,7 @@ static void remove_run(const run *R)
 static int any_round(const run *R)
 {
     char path[1100];
-    for (int i = 0; i < R->o->peers; i++) {
+    for (int i = 0; i < R->n; i++) {
         launch_status s = LAUNCH_STATUS_NONE;
         launch_log_path(path, sizeof path, R->dir, i);
         launch_status_read(path, &s);
@@ -195,7 +221,7 @@ static int any_round(const run *R)
 /* A peer process ended: a fault's kill, a success, or a failure (1). */
 static int reap(run *R, pid_t p, int st)
 {
-    for (int i = 0; i < R->o->peers; i++) {
+    for (int i = 0; i < R->n; i++) {
         if (R->pids[i] != p)
             continue;
         R->pids[i] = 0;
@@ -227,7 +253,8 @@ static int reap(run *R, pid_t p, int st)
 /* SIGTERM to every peer, once. */
 static void stop_all(run *R)
 {
-    for (int i = 0; i < R->o->peers; i++) {
+    R->adds_done = R->o->n_add; /* (no joiner starts after a stop) */
+    for (int i = 0; i < R->n; i++) {
         if (R->o->hosts)
             launch_ssh_stop(&R->where[i], R->rdir, i);
         if (R->pids[i] > 0) {
@@ -241,7 +268,7 @@ static void stop_all(run *R)
  * progress. Returns how many peers failed. */
 static int watch(run *R, double t0)
 {
-    const int n = R->o->peers, tty = isatty(1);
+    const int n = R->n, tty = isatty(1);
     int failed = 0;
     double last = 0;
     char path[1100];
@@ -252,14 +279,16 @@ static int watch(run *R, double t0)
             failed += reap(R, p, st);
             continue;
         }
-        if (R->faults && R->faults->n && !interrupted) {
+        if (((R->faults && R->faults->n) || R->adds_done < R->o->n_add) && !interrupted) {
             for (int i = 0; i < n; i++) {
                 launch_status s = LAUNCH_STATUS_NONE;
                 launch_log_path(path, sizeof path, R->dir, i);
                 launch_status_read(path, &s);
                 R->rounds[i] = s.round;
             }
-            fault_plan_tick(R->faults, R->rounds, R->pids, clock_now(), restart_peer, R);
+            if (R->faults && R->faults->n)
+                fault_plan_tick(R->faults, R->rounds, R->pids, clock_now(), restart_peer, R);
+            start_joiners(R);
         }
         if (interrupted == 1) {
             interrupted = 2;
@@ -320,7 +349,7 @@ static int setup(run *R, char *err, size_t errlen)
     launch_hosts_local(R->where, o->peers);
     int rc = o->hosts ? launch_hosts_load(R->where, o->peers, o->hosts, o->base_port, err, errlen) : 0;
     if (rc == 0)
-        rc = launch_prepare(R->dir, o->peers, o->topology, R->where, err, errlen);
+        rc = launch_prepare(R->dir, R->n, o->peers, o->topology, R->where, err, errlen);
     if (rc == 0 && o->hosts) {
         if (!o->ssh_unshared)
             launch_ssh_mux_open();
@@ -331,8 +360,10 @@ static int setup(run *R, char *err, size_t errlen)
 
 int launch_run(const launch_opts *o, char *err, size_t errlen)
 {
-    const int n = o->peers;
-    run R = {.o = o, .faults = o->faults};
+    int n = o->peers;
+    for (int k = 0; k < o->n_add; k++)
+        n += o->add[k].count;
+    run R = {.o = o, .faults = o->faults, .n = n};
     R.where = calloc((size_t)n, sizeof *R.where);
     R.pids = calloc((size_t)n, sizeof *R.pids);
     R.absent = calloc((size_t)n, sizeof *R.absent);
@@ -354,8 +385,11 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
                o->hosts ? o->hosts : "127.0.0.1", R.dir);
         goto out;
     }
-    printf("sgp launch: %d peers on %s, topology %s, run directory %s\n", n, o->hosts ? o->hosts : "127.0.0.1",
+    printf("sgp launch: %d peers on %s, topology %s, run directory %s\n", o->peers, o->hosts ? o->hosts : "127.0.0.1",
            o->topology, R.dir);
+    if (n > o->peers)
+        printf("sgp launch: %d more join with credentials (--add), in slots %d to %d\n", n - o->peers, o->peers,
+               n - 1);
     fflush(stdout);
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
@@ -364,7 +398,7 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
     sigaction(SIGTERM, &sa, &old_term);
     double t0 = clock_now();
     int failed = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < o->peers; i++) /* (the joiners of --add when their round comes: watch) */
         if ((R.pids[i] = start_peer(&R, i, 0)) < 0) {
             fprintf(stderr, "sgp launch: cannot start peer %d: %s\n", i, strerror(errno));
             R.pids[i] = 0, failed++;
@@ -372,6 +406,11 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
     if (failed)
         stop_all(&R); /* the others would wait for it */
     failed += watch(&R, t0);
+    for (int i = o->peers + R.added; i < n; i++) /* (joiners whose round never came: no model, no log) */
+        R.absent[i] = 1;
+    if (R.added < n - o->peers)
+        printf("sgp launch: %d of %d joiners never started: the run ended before their round\n", n - o->peers - R.added,
+               n - o->peers);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (interrupted) {

@@ -15,6 +15,11 @@
  * line (launch_status.h) and the faults due (launch_faults.h); SIGINT or
  * SIGTERM to the launcher becomes SIGTERM to every peer, which then stops
  * cleanly. At the end the results are combined (launch_combine.h).
+ *
+ * With --add, the cluster file has vacant slots past the peers and an
+ * admission key (RUN/admit.key); each joiner's key and credential
+ * (RUN/I.key, RUN/I.cred) are made with the run directory, and the joiner
+ * starts with them when its round comes (peer/config/CLUSTER.md "Joining").
  */
 #ifndef PEER_LAUNCH_LAUNCH_H
 #define PEER_LAUNCH_LAUNCH_H
@@ -24,8 +29,19 @@
 #include "peer/launch/launch_faults.h"
 #include "peer/store/modelfile.h"
 
+#define LAUNCH_ADD_MAX 64
+
+/* --add COUNT@ROUND: COUNT more local peers join with credentials once a
+ * peer of the run has logged ROUND (each takes the next vacant slot). */
+typedef struct launch_add {
+    int count;
+    long round;
+} launch_add;
+
 typedef struct launch_opts {
-    int peers;
+    int peers;              /* the peers of the cluster file (ids 0 .. peers-1) */
+    launch_add add[LAUNCH_ADD_MAX]; /* joiners: vacant slots peers .. peers + their counts - 1 */
+    int n_add;
     const char *topology;   /* a .topo file or a generator name */
     const char *run_dir;    /* NULL: sgp-run-PID */
     const char *summary;    /* the combined summary, or NULL */

@@ -8,6 +8,7 @@
 #include "peer/launch/launch_prepare.h"
 #include "peer/launch/launch_ports.h"
 #include "peer/config/cluster.h"
+#include "peer/config/credential.h"
 #include "peer/config/keyfile.h"
 #include "peer/store/wholefile.h"
 #include "peer/wire/sec.h"
@@ -70,13 +71,46 @@ static int write_topology(const char *dir, int n, const char *topology, char *er
     return rc;
 }
 
-/* A key pair per peer, listed with its address in dir/cluster.conf. */
-static int write_cluster(const char *dir, int n, const launch_host *where, char *err, size_t errlen)
+/* The vacant slots founders .. n-1 of c, admitted by a new admission key
+ * (dir/admit.key, admit.pub), and for each slot the credential of its key
+ * pair (dir/I.cred). */
+static int admit_joiners(cluster *c, const char *dir, int founders, int n, const uint8_t (*pks)[SEC_KEY_BYTES],
+                         char *err, size_t errlen)
+{
+    char key[1100], pub[1100];
+    admit_key ak = {0};
+    snprintf(key, sizeof key, "%.1024s/admit.key", dir);
+    snprintf(pub, sizeof pub, "%.1024s/admit.pub", dir);
+    int rc = admit_key_generate(&ak);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot make an admission key: %s", strerror(-rc));
+    else
+        rc = admit_key_save(&ak, key, pub, 1, err, errlen);
+    if (rc == 0 && (rc = cluster_add_slots(c, n, ak.pk)) < 0)
+        snprintf(err, errlen, "cannot list %d slots: %s", n, strerror(-rc));
+    for (int i = founders; rc == 0 && i < n; i++) {
+        credential k = {.id = i};
+        snprintf(k.cluster, sizeof k.cluster, "%s", c->name);
+        memcpy(k.key, pks[i], SEC_KEY_BYTES);
+        snprintf(key, sizeof key, "%.1024s/%d.cred", dir, i);
+        if ((rc = credential_sign(&k, &ak)) < 0)
+            snprintf(err, errlen, "cannot sign a credential: %s", strerror(-rc));
+        else
+            rc = credential_save(&k, key, 1, err, errlen);
+    }
+    admit_key_free(&ak);
+    return rc;
+}
+
+/* A key pair per slot; the founders listed with their addresses in
+ * dir/cluster.conf, the other slots vacant with credentials. */
+static int write_cluster(const char *dir, int n, int founders, const launch_host *where, char *err, size_t errlen)
 {
     char key[1100], pub[1100];
     cluster c;
     memset(&c, 0, sizeof c);
-    int rc = cluster_init(&c, "sgp-launch", "topology.topo");
+    uint8_t(*pks)[SEC_KEY_BYTES] = calloc((size_t)n, sizeof *pks);
+    int rc = pks ? cluster_init(&c, "sgp-launch", "topology.topo") : -ENOMEM;
     if (rc < 0)
         snprintf(err, errlen, "cannot make a cluster: %s", strerror(-rc));
     for (int i = 0; rc == 0 && i < n; i++) {
@@ -85,24 +119,30 @@ static int write_cluster(const char *dir, int n, const launch_host *where, char 
         snprintf(pub, sizeof pub, "%.1024s/%d.pub", dir, i);
         if ((rc = sec_keypair_generate(&kp)) < 0)
             snprintf(err, errlen, "cannot make a key pair: %s", strerror(-rc));
-        else if ((rc = keyfile_save(&kp, key, pub, 1, err, errlen)) == 0 &&
+        else if ((rc = keyfile_save(&kp, key, pub, 1, err, errlen)) == 0 && i < founders &&
                  (rc = cluster_add_peer(&c, where[i].addr, (unsigned)where[i].port, kp.pk)) < 0)
             snprintf(err, errlen, "peer %d at %s:%d: %s", i, where[i].addr, where[i].port, strerror(-rc));
         rc = rc < 0 ? rc : 0; /* cluster_add_peer returns the new peer's id */
+        if (rc == 0)
+            memcpy(pks[i], kp.pk, SEC_KEY_BYTES);
         sec_keypair_free(&kp);
     }
+    if (rc == 0 && founders < n)
+        rc = admit_joiners(&c, dir, founders, n, (const uint8_t(*)[SEC_KEY_BYTES])pks, err, errlen);
     if (rc == 0)
         rc = write_text(dir, "cluster.conf", cluster_text, &c, err, errlen);
     cluster_free(&c);
+    free(pks);
     return rc;
 }
 
-int launch_prepare(const char *dir, int n, const char *topology, launch_host *where, char *err, size_t errlen)
+int launch_prepare(const char *dir, int n, int founders, const char *topology, launch_host *where, char *err,
+                   size_t errlen)
 {
     int rc = write_topology(dir, n, topology, err, errlen);
-    if (rc == 0 && (rc = free_ports(where, n)) < 0)
-        snprintf(err, errlen, "cannot find %d free ports on 127.0.0.1: %s", n, strerror(-rc));
+    if (rc == 0 && (rc = free_ports(where, founders)) < 0)
+        snprintf(err, errlen, "cannot find %d free ports on 127.0.0.1: %s", founders, strerror(-rc));
     if (rc == 0)
-        rc = write_cluster(dir, n, where, err, errlen);
+        rc = write_cluster(dir, n, founders, where, err, errlen);
     return rc;
 }

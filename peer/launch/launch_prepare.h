@@ -14,9 +14,13 @@
 
 #include "peer/launch/launch_hosts.h"
 
-/* topology: a .topo file, or a generator name (topologies/topo.h). Ports of
- * where[] that are 0 are chosen here and filled in. 0, -EINVAL (topology),
+/* topology: a .topo file, or a generator name (topologies/topo.h), for n
+ * peers: `founders` of them in the cluster file, the rest vacant slots
+ * (`slots`, `admit`: peer/config/CLUSTER.md "Joining"), each with a key
+ * pair and a credential signed by dir/admit.key (dir/I.key, dir/I.cred).
+ * Ports of where[0 .. founders) that are 0 are chosen here and filled in. 0, -EINVAL (topology),
  * or another negative errno; err says which. */
-int launch_prepare(const char *dir, int n, const char *topology, launch_host *where, char *err, size_t errlen);
+int launch_prepare(const char *dir, int n, int founders, const char *topology, launch_host *where, char *err,
+                   size_t errlen);
 
 #endif

@@ -323,3 +323,31 @@ Test(peer_join, a_revoked_credential_is_refused_at_the_handshake)
 {
     refused("2.cred", (char *[]){"--revoked", "REVOKED", NULL}, "revoked", revoked, 0);
 }
+
+/* sgp launch --add and --leave (the issue's scenario on loopback): 4 peers
+ * of the cluster file train, 2 more join with credentials at different
+ * rounds and one of the 4 leaves; the launch succeeds, the 5 that finish
+ * hold the run's whole weight, 4 founders + 2 joins (held plus in flight),
+ * and their average model learns. */
+Test(peer_join, sgp_launch_adds_peers_with_credentials_and_one_leaves)
+{
+    char dir[] = "/tmp/sgp-join-launch-XXXXXX", run[300], sum[300], out[300];
+    cr_assert(mkdtemp(dir));
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(sum, sizeof sum, "%s/summary.json", dir);
+    snprintf(out, sizeof out, "%s/launch.out", dir);
+    char *argv[] = {(char *)sgp_bin(), "launch", "--peers", "4", "--add", "1@100", "--add", "1@250", "--leave",
+                    "1@400", "--epochs", "8", "--model", "mlp:64", "--seed", "1", "--run-dir", run, "--summary", sum,
+                    NULL};
+    const int st = sgp_wait_exit(sgp_spawn(argv, out), RUN_LIMIT_S);
+    cr_assert_eq(st, 0, "sgp launch exited %d (logs in %s)", st, dir);
+    cr_assert_eq(sgp_file_count(out, "joins with its credential"), 2, "two joiners started (%s)", out);
+    cr_assert_eq(sgp_file_number(sum, "peers"), 6);
+    cr_assert_eq(sgp_file_number(sum, "peers_finished"), 5, "the one that left is not among them (%s)", dir);
+    const double w = sgp_file_number(sum, "weight_total");
+    cr_log_info("weight %.9g (%.3g in flight), accuracy %.4f", w, sgp_file_number(sum, "weight_in_flight"),
+                sgp_file_number(sum, "test_accuracy"));
+    cr_assert_leq(fabs(w - 6), 1e-6, "4 founders and 2 joins: weight %.9g (logs in %s)", w, dir);
+    cr_assert_geq(sgp_file_number(sum, "test_accuracy"), 0.9, "the average model learns (logs in %s)", dir);
+    sgp_rm_rf(dir);
+}
