@@ -166,7 +166,7 @@ Test(peer_join, a_host_not_in_the_cluster_file_joins_with_a_credential)
 
 /* A joiner that skips its own check of the credential (as a hostile one
  * would): the test dials the founders through the real transport (peer/net/
- * net.h) as slot 2 with the credential DIR/CRED and its key DIR/2.key. */
+ * net.h) as slot 2 with the credential DIR/CRED and the key DIR/KEY. */
 typedef struct raw_joiner {
     int up;
 } raw_joiner;
@@ -189,7 +189,7 @@ static int a_founder_logged(const void *arg)
     return out_has(f->dir, 0, f->why) || out_has(f->dir, 1, f->why);
 }
 
-static void dial_as_joiner(const char *dir, const char *cred_name, const char *why, const pid_t *founders)
+static void dial_as_joiner(const char *dir, const char *cred_name, const char *key_name, const char *why)
 {
     char path[300], err[300];
     cluster c;
@@ -197,7 +197,7 @@ static void dial_as_joiner(const char *dir, const char *cred_name, const char *w
     snprintf(path, sizeof path, "%s/cluster.conf", dir);
     cr_assert_eq(cluster_load(&c, path, &pe), 0);
     sec_keypair kp;
-    snprintf(path, sizeof path, "%s/2.key", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, key_name);
     cr_assert_eq(keyfile_load(&kp, path, err, sizeof err), 0, "%s", err);
     credential k;
     snprintf(path, sizeof path, "%s/%s", dir, cred_name);
@@ -227,18 +227,18 @@ static void dial_as_joiner(const char *dir, const char *cred_name, const char *w
     cluster_free(&c);
     cr_assert(!side.up, "the founders let in a joiner with %s (logs in %s)", cred_name, dir);
     cr_assert(a_founder_logged(&f), "a founder logs why it refused the joiner: '%s' (logs in %s)", why, dir);
-    (void)founders;
 }
 
 /* One refused joiner: founders 0 and 1 of a 3-slot ring (with
  * founder_extra), a joiner of slot 2 with DIR/CRED (made by `make`) that
  * must be refused at the handshake, the reason `why` in a founder's log;
  * the founders train on and stop cleanly. A real `sgp peer` joiner
- * (hostile 0) gets no model within its round timeout and exits non-zero;
- * a hostile one is the test's own transport (dial_as_joiner), since `sgp
- * peer` itself refuses to start with a credential that does not check. */
+ * (hostile NULL) gets no model within its round timeout and exits
+ * non-zero; a hostile one is the test's own transport with the key file
+ * `hostile` (dial_as_joiner), since `sgp peer` itself refuses to start with
+ * a credential that does not check. */
 static void refused(const char *cred_name, char *const founder_extra[], const char *why, void (*make)(const char *dir),
-                    int hostile)
+                    const char *hostile)
 {
     char dir[] = "/tmp/sgp-join-refused-XXXXXX";
     cr_assert(mkdtemp(dir));
@@ -257,7 +257,7 @@ static void refused(const char *cred_name, char *const founder_extra[], const ch
     snprintf(what, sizeof what, "round 20 logged by the founders (logs in %s)", dir);
     sgp_await(founders_reached, &(reached){dir, 2, 20}, what, pids, 2, RUN_LIMIT_S);
     if (hostile)
-        dial_as_joiner(dir, cred_name, why, pids);
+        dial_as_joiner(dir, cred_name, hostile, why);
     else {
         snprintf(cred, sizeof cred, "%s/%s", dir, cred_name);
         pids[2] = start(dir, 2, cred, (char *[]){"--epochs", "400", "--round-timeout", "3", NULL});
@@ -309,19 +309,36 @@ static void revoked(const char *dir)
     cr_assert_eq(o.status, 0, "%s", o.err);
 }
 
+/* A good credential, and a thief's own key (`sgp keygen --name thief`): the
+ * credential names a key the thief does not hold, so the two ends derive
+ * different keys, the thief cannot read the founder's AUTH and gives up
+ * (the founder sees the connection closed before it authenticated). */
+static void stolen(const char *dir)
+{
+    admit(dir, 2, "2.cred", 0, "admit.key");
+    sgp_out o;
+    sgp_run(&o, "keygen", "--out", dir, "--name", "thief", NULL);
+    cr_assert_eq(o.status, 0, "%s", o.err);
+}
+
+Test(peer_join, a_credential_shown_without_its_key_fails_authentication)
+{
+    refused("2.cred", (char *[]){NULL}, "inbound connection closed", stolen, "thief.key");
+}
+
 Test(peer_join, a_forged_credential_is_refused_at_the_handshake)
 {
-    refused("2.cred", (char *[]){NULL}, "not signed by this cluster's admission key", forged, 1);
+    refused("2.cred", (char *[]){NULL}, "not signed by this cluster's admission key", forged, "2.key");
 }
 
 Test(peer_join, an_expired_credential_is_refused_at_the_handshake)
 {
-    refused("2.cred", (char *[]){NULL}, "expired", expired, 1);
+    refused("2.cred", (char *[]){NULL}, "expired", expired, "2.key");
 }
 
 Test(peer_join, a_revoked_credential_is_refused_at_the_handshake)
 {
-    refused("2.cred", (char *[]){"--revoked", "REVOKED", NULL}, "revoked", revoked, 0);
+    refused("2.cred", (char *[]){"--revoked", "REVOKED", NULL}, "revoked", revoked, NULL);
 }
 
 /* sgp launch --add and --leave (the issue's scenario on loopback): 4 peers
