@@ -188,7 +188,7 @@ static int last_line(const char *path, char *out, size_t cap)
  * launch made it. */
 static void remove_run(const run *R)
 {
-    static const char *const per_peer[] = {"%s/%d.key", "%s/%d.pub", "%s/peer%d.out", "%s/peer%d.jsonl",
+    static const char *const per_peer[] = {"%s/%d.key", "%s/%d.pub", "%s/%d.cred", "%s/peer%d.out", "%s/peer%d.jsonl",
                                            "%s/peer%d.json", "%s/peer%d.model", "%s/peer%d.ckpt"};
     char path[1200];
     for (int i = 0; i < R->n; i++)
@@ -196,10 +196,11 @@ static void remove_run(const run *R)
             snprintf(path, sizeof path, per_peer[k], R->dir, i);
             unlink(path);
         }
-    snprintf(path, sizeof path, "%s/cluster.conf", R->dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/topology.topo", R->dir);
-    unlink(path);
+    static const char *const per_run[] = {"cluster.conf", "topology.topo", "admit.key", "admit.pub"};
+    for (size_t k = 0; k < sizeof per_run / sizeof *per_run; k++) {
+        snprintf(path, sizeof path, "%s/%s", R->dir, per_run[k]);
+        unlink(path);
+    }
     if (R->made_dir)
         rmdir(R->dir);
 }
