@@ -409,7 +409,7 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
     failed += watch(&R, t0);
     for (int i = o->peers + R.added; i < n; i++) /* (joiners whose round never came: no model, no log) */
         R.absent[i] = 1;
-    if (R.added < n - o->peers)
+    if (R.added < n - o->peers && !failed)
         printf("sgp launch: %d of %d joiners never started: the run ended before their round\n", n - o->peers - R.added,
                n - o->peers);
     sigaction(SIGINT, &old_int, NULL);
@@ -418,9 +418,10 @@ int launch_run(const launch_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "interrupted; every peer stopped");
         rc = -EINTR;
     } else if (failed) {
-        snprintf(err, errlen, "%d of %d peers failed", failed, n);
+        const int started = o->peers + R.added;
+        snprintf(err, errlen, "%d of %d peers failed", failed, started);
         rc = -EIO;
-        if (failed == n && !o->hosts && !any_round(&R)) {
+        if (failed == started && !o->hosts && !any_round(&R)) {
             remove_run(&R);
             snprintf(err, errlen, "every peer failed before its first round; nothing was kept");
         }
