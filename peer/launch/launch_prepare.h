@@ -3,8 +3,10 @@
  * the kernel's ephemeral range (launch_ports.h) for the peers that run on
  * this machine.
  *
- *   rc = launch_prepare("run", 8, "exponential", where, err, sizeof err);
+ *   rc = launch_prepare("run", 8, 8, "exponential", where, err, sizeof err);
  *   // run/topology.topo, run/cluster.conf, run/I.key (0600), run/I.pub
+ *   rc = launch_prepare("run", 10, 8, "exponential", where, err, sizeof err);
+ *   // the same, slots 8 and 9 vacant: run/admit.key, run/8.cred, run/9.cred
  *   // -EINVAL: the topology is not there or is for another peer count
  */
 #ifndef PEER_LAUNCH_LAUNCH_PREPARE_H
