@@ -967,6 +967,42 @@ Test(peer_engine, a_stop_during_a_step_finishes_after_it_and_says_stopped)
     scene_free(&s);
 }
 
+/* engine_leave (gossip/GUARANTEES.md "Stragglers, leave and join"): at
+ * its boundary peer 0 of a 2-ring waits for the round's share of peer 1
+ * (the round it stopped before may not start yet), then absorbs it, hands
+ * all of its weight to peer 1 in one PUSH and says GOODBYE "stopped":
+ * peer 1 ends with the run's whole weight, 2. */
+Test(peer_engine, a_leave_waits_for_the_round_s_shares_then_hands_its_weight_on)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs a, b, o;
+    engine_advance(s.e[0], 0), engine_advance(s.e[1], 0);
+    take(s.e[0], &o), take(s.e[1], &o);
+    engine_step_done(s.e[0], 2 * MS), engine_step_done(s.e[1], 2 * MS);
+    take(s.e[0], &a), take(s.e[1], &b); /* (each one's round-0 share for the other) */
+    engine_leave(s.e[0], 3 * MS);
+    engine_advance(s.e[0], 3 * MS);
+    take(s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "it waits for peer 1's share of round 0");
+    cr_assert_eq(sends(&o, ENGINE_PUSH, -1), 0);
+    deliver_push(&s, &b, 0, 4 * MS);
+    take(s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "all of its weight to peer 1");
+    const engine_event *f = event_of(&o, ENGINE_FINISHED);
+    cr_assert_not_null(f, "and then it is gone");
+    cr_assert_eq(f->goodbye, 0, "GOODBYE stopped: route around it");
+    cr_assert(engine_left(s.e[0]));
+    cr_assert_eq(engine_gossip(s.e[0])->w, 0.0);
+    deliver_push(&s, &a, 1, 5 * MS);
+    deliver_push(&s, &o, 1, 5 * MS);
+    engine_drain(s.e[1]);
+    cr_assert_float_eq(engine_gossip(s.e[1])->w, 2.0, 1e-12, "peer 1 holds the run's weight: %.15g",
+                       engine_gossip(s.e[1])->w);
+    scene_free(&s);
+}
+
 /* Found by sgp dst (a peer stopped past its heartbeat tick): a wake time
  * already past is now, or a driver would go back in time (the simulator
  * did, and its peers then routed around each other at times gone by). */
