@@ -247,6 +247,10 @@ static void absorb(engine *e, int all)
         refused(e, e->rp.refused_from[j], e->rp.refused_why[j]);
 }
 
+void engine_absorb(engine *e, int all) { absorb(e, all); }
+
+void engine_queue(engine *e, engine_send s, double now) { queue(e, s, now); }
+
 /* Done (every round, a stop, or a failure): take in what has arrived and
  * close. */
 static void finish(engine *e, int rc)
@@ -392,65 +396,6 @@ static void ask_if_apart(engine *e, double now)
     engine_log_event(e, ENGINE_LOG_APART, (int)q, NULL);
 }
 
-/* engine_leave: everything that has arrived, then all of (x, w) to the
- * live neighbours, ahead of the GOODBYE that finish has the driver send. */
-static void hand_off(engine *e, double now)
-{
-    round_peer *rp = &e->rp;
-    char detail[96];
-    const char *why = e->joining ? "it has no model yet" : rp->g.gather ? "--gather moves no mass" : NULL;
-    if (e->finished || why) {
-        if (why)
-            engine_log_event(e, ENGINE_LOG_LEFT_WITH_WEIGHT, -1, why);
-        return;
-    }
-    absorb(e, 1);
-    topo_out to;
-    if (gsp_pace_heirs(&rp->pace, &rp->g, now, e->busy, &to) == 0) {
-        snprintf(detail, sizeof detail, "%.6g: no neighbour connected and heard to take it", rp->g.w);
-        engine_log_event(e, ENGINE_LOG_LEFT_WITH_WEIGHT, -1, detail);
-        return;
-    }
-    const double w = rp->g.w;
-    gsp_msg msgs[TOPO_MAX_OUT];
-    const int m = gsp_hand_off(&rp->g, &to, msgs);
-    if (m == -EDOM) {
-        diverged(e, "the parameters");
-        return;
-    }
-    if (m < 0) {
-        snprintf(detail, sizeof detail, "%.6g: %s", w, strerror(-m));
-        engine_log_event(e, ENGINE_LOG_LEFT_WITH_WEIGHT, -1, detail);
-        return;
-    }
-    for (int j = 0; j < m; j++)
-        queue(e, (engine_send){.kind = ENGINE_PUSH, .peer = msgs[j].dst, .msg = msgs[j]}, now);
-    int len = snprintf(detail, sizeof detail, "%.6g to", w);
-    for (int j = 0; j < m && j < 6 && len < (int)sizeof detail; j++)
-        len += snprintf(detail + len, sizeof detail - (size_t)len, " %d", msgs[j].dst);
-    if (m > 6 && len < (int)sizeof detail)
-        snprintf(detail + len, sizeof detail - (size_t)len, " and %d more", m - 6);
-    engine_log_event(e, ENGINE_LOG_HANDED_OFF, -1, detail);
-}
-
-/* A peer that leaves hands its weight on when the round it stopped before
- * may start (gsp_pace_next: the in-neighbours' shares of the round before
- * are in, or the deadline has passed), so that the shares on their way to
- * it go on with its own; at most a dead timeout after the stop. */
-static int leave_ready(engine *e, double now)
-{
-    if (e->stepped) /* (the steps taken are part of what it hands on) */
-        engine_fold_steps(e);
-    if (wants_model(e) || e->rp.g.gather || e->rounds_done)
-        return 1;
-    const double limit = e->leave_since + e->rp.pace.c.dead_timeout;
-    gsp_pace_decision d;
-    if (now >= limit || round_next(&e->rp, now, &d) != GSP_PACE_WAIT)
-        return 1;
-    e->wake = fmin(d.wake_at, limit);
-    return 0;
-}
-
 static void try_start(engine *e, double now)
 {
     if (e->finished || e->held)
@@ -463,10 +408,10 @@ static void try_start(engine *e, double now)
     if (e->fail || e->stopping) {
         if (e->computing)
             return;
-        if (e->leaving && !e->fail && !leave_ready(e, now))
+        if (e->leaving && !e->fail && !engine_leave_ready(e, now))
             return;
-        if (e->leaving && !e->fail)
-            hand_off(e, now);
+        if (e->leaving && !e->fail && engine_hand_off(e, now) == -EDOM)
+            diverged(e, "the parameters");
         finish(e, e->fail);
         if (e->stepped) /* (overlap: the model it stops with, and checkpoints, has the steps taken) */
             engine_fold_steps(e);
@@ -626,15 +571,6 @@ void engine_advance(engine *e, double now)
 {
     e->held = 0;
     try_start(e, now);
-}
-
-void engine_absent(engine *e, int q) { (void)gsp_pace_goodbye(&e->rp.pace, q, 0); }
-
-void engine_leave(engine *e, double now)
-{
-    if (!e->stopping)
-        e->leaving = 1, e->leave_since = now;
-    engine_stop(e, now);
 }
 
 void engine_stop(engine *e, double now)

@@ -81,6 +81,17 @@ float engine_overlap_compute(engine *e, nn_model *model);
  * before the emit. */
 void engine_fold_steps(engine *e);
 
+/* engine.c's absorb of what arrived (all: every round's) and its queue of
+ * frames to send, for the engine's other files. */
+void engine_absorb(engine *e, int all);
+void engine_queue(engine *e, engine_send s, double now);
+
+/* engine_leave.c: may the leave's hand-off go now (else e->wake says when
+ * to ask again), and the hand-off itself (-EDOM: the model is not finite,
+ * the caller stops the peer for it; else 0, said in the log). */
+int engine_leave_ready(engine *e, double now);
+int engine_hand_off(engine *e, double now);
+
 /* A log event into the engine's queue (engine.c). */
 void engine_log_event(engine *e, engine_log log, int peer, const char *detail);
 
