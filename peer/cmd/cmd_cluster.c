@@ -179,14 +179,9 @@ static int check(const args *a)
         return 1;
     }
     uint64_t revoked[REVOKED_MAX];
-    for (int i = 0; i < a->n_revoked; i++) {
-        revocation r;
-        if (revocation_load(&r, a->revoked[i], err, sizeof err) < 0 ||
-            revocation_check(&r, pk, c.cluster, err, sizeof err) < 0) {
-            fprintf(stderr, "%s: %s: %s\n", CMD, a->revoked[i], err);
-            return 1;
-        }
-        revoked[i] = r.serial;
+    if (revocations_load(a->revoked, a->n_revoked, pk, c.cluster, revoked, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        return 1;
     }
     if (credential_check(&c, pk, a->cluster, (int64_t)time(NULL), err, sizeof err) < 0 ||
         credential_revoked(&c, revoked, (size_t)a->n_revoked, err, sizeof err) < 0) {

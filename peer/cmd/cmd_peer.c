@@ -236,18 +236,14 @@ static int run(peer_cmd *p)
         return rc == -ESRCH ? CLI_USAGE : 1;
     }
     p->id = c->id = p->me.id;
-    for (int k = 0; k < p->n_revoked; k++) { /* (signed by this cluster's admission key, or refused) */
-        revocation r;
-        if (!p->me.cluster.has_admit) {
-            fprintf(stderr, "%s: --revoked: %s has no 'admit' line\n", CMD, p->cluster_path);
-            return CLI_USAGE;
-        }
-        if (revocation_load(&r, p->revoked_path[k], err, sizeof err) < 0 ||
-            revocation_check(&r, p->me.cluster.admit_pk, p->me.cluster.name, err, sizeof err) < 0) {
-            fprintf(stderr, "%s: %s: %s\n", CMD, p->revoked_path[k], err);
-            return 1;
-        }
-        p->revoked[k] = r.serial;
+    if (p->n_revoked && !p->me.cluster.has_admit) {
+        fprintf(stderr, "%s: --revoked: %s has no 'admit' line\n", CMD, p->cluster_path);
+        return CLI_USAGE;
+    }
+    if (revocations_load(p->revoked_path, p->n_revoked, p->me.cluster.admit_pk, p->me.cluster.name, p->revoked, err,
+                         sizeof err) < 0) { /* (signed by this cluster's admission key, or refused) */
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        return 1;
     }
     c->revoked = p->revoked, c->n_revoked = (size_t)p->n_revoked;
     if (p->me.admitted) /* (it dials in, and joins the run where it is) */

@@ -481,6 +481,24 @@ int revocation_save(const revocation *r, const char *path, int overwrite, char *
     return wholefile_write(path, buf, n, 0644, overwrite ? 0 : WHOLEFILE_NOREPLACE, err, errlen);
 }
 
+int revocations_load(const char *const *paths, int n, const uint8_t admit_pk[ADMIT_PK_BYTES], const char *cluster,
+                     uint64_t *serials, char *err, size_t errlen)
+{
+    char why[400];
+    for (int i = 0; i < n; i++) {
+        revocation r;
+        int rc = revocation_load(&r, paths[i], why, sizeof why);
+        if (rc == 0)
+            rc = revocation_check(&r, admit_pk, cluster, why, sizeof why);
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: %s", paths[i], why);
+            return rc;
+        }
+        serials[i] = r.serial;
+    }
+    return 0;
+}
+
 static uint64_t get_le64(const uint8_t *p)
 {
     uint64_t v = 0;
