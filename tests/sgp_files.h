@@ -177,4 +177,25 @@ static inline double sgp_peer_number(const char *dir, int i, const char *key)
     return sgp_file_number(path, key);
 }
 
+/* DIR/peerI.out (a peer's output) has NEEDLE. */
+static inline int sgp_peer_out_has(const char *dir, int i, const char *needle)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/peer%d.out", dir, i);
+    return sgp_file_has(path, needle);
+}
+
+/* The last round DIR/peerI.jsonl (a peer's --log) has logged so far (0: none). */
+static inline long sgp_peer_last_round(const char *dir, int i)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/peer%d.jsonl", dir, i);
+    char *text = sgp_read_file(path);
+    long last = 0;
+    for (const char *p = text; p && (p = strstr(p, "{\"round\": ")); p++)
+        last = strtol(p + 10, NULL, 10);
+    free(text);
+    return last;
+}
+
 #endif

@@ -38,14 +38,6 @@ TestSuite(peer_faults, .timeout = 900);
 
 /* ---- reading what the peers wrote ---------------------------------------- */
 
-/* RUN/peerI.out contains NEEDLE. */
-static int out_has(const char *run, int i, const char *needle)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/peer%d.out", run, i);
-    return sgp_file_has(path, needle);
-}
-
 typedef struct round_line {
     long round;
     double t;   /* seconds since the peer started */
@@ -197,8 +189,8 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
     /* Peers 4 and 6 lost an in-neighbour (3, 5): each drew the run's starting
      * model ahead, off its loop, for an edge that starts later
      * (peer/net/node_origin.c). */
-    cr_assert(out_has(run, 4, "drawing the run's starting model ahead"), "peer 4 (%s)", dir);
-    cr_assert(out_has(run, 6, "drawing the run's starting model ahead"), "peer 6 (%s)", dir);
+    cr_assert(sgp_peer_out_has(run, 4, "drawing the run's starting model ahead"), "peer 4 (%s)", dir);
+    cr_assert(sgp_peer_out_has(run, 6, "drawing the run's starting model ahead"), "peer 6 (%s)", dir);
 
     const int survivors[] = {0, 1, 2, 4, 6, 7};
     double end[8] = {0}; /* when each survivor finished (its clock) */
@@ -211,7 +203,7 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
          * than the catch-up threshold behind the others, a jump to the last
          * round once they were done (seen under the ASan suite: 20 rounds
          * behind at the end, after no stall) */
-        cr_assert(n > 0 && (r[n - 1].round == 500 || out_has(run, i, "jumping to round 500")),
+        cr_assert(n > 0 && (r[n - 1].round == 500 || sgp_peer_out_has(run, i, "jumping to round 500")),
                   "peer %d's log ends at round %ld (%s)", i, n ? r[n - 1].round : 0, dir);
         /* The issue: no survivor stalls longer than the dead timeout plus one
          * round. One round is milliseconds here, but this suite shares two
@@ -241,8 +233,8 @@ Test(peer_faults, kill_two_of_eight_survivors_finish_without_stalling)
         snprintf(routed, sizeof routed, "routing around neighbour %d", dead);
         for (int s = 0; s < 6; s++) {
             const int i = survivors[s];
-            if (end[i] - died > dead_timeout + 1.0 && out_has(run, i, conn))
-                cr_assert(out_has(run, i, routed),
+            if (end[i] - died > dead_timeout + 1.0 && sgp_peer_out_has(run, i, conn))
+                cr_assert(sgp_peer_out_has(run, i, routed),
                           "peer %d lost its connection to peer %d and ran %.1f s after it died, but never logged "
                           "'%s' (logs in %s)",
                           i, dead, end[i] - died, routed, dir);
@@ -302,7 +294,7 @@ Test(peer_faults, sigstop_longer_than_dead_timeout_is_routed_around_then_back)
     /* Peer 2 itself: the same process, all rounds, some of them skipped. */
     const double rounds = sgp_peer_number(run, 2, "rounds");
     cr_assert_eq(rounds, 1500, "peer 2 finished every round (%s)", dir);
-    cr_assert(!out_has(run, 2, "resumed from") && !out_has(run, 2, "no checkpoint"),
+    cr_assert(!sgp_peer_out_has(run, 2, "resumed from") && !sgp_peer_out_has(run, 2, "no checkpoint"),
               "peer 2 was only stopped, not restarted (%s)", dir);
     cr_assert_lt(sgp_peer_number(run, 2, "local_steps"), rounds, "peer 2 jumped the rounds it missed (%s)", dir);
     cr_assert_geq(sgp_peer_number(run, 2, "catch_ups"), 1, "%s", dir);
@@ -342,8 +334,8 @@ Test(peer_faults, restart_resumes_from_its_checkpoint_and_reconverges)
     const long killed = injected_at(dir, 4);
     cr_assert_geq(killed, 900, "launch.out names the kill (%s)", dir);
 
-    cr_assert(out_has(run, 4, "resumed from"), "peer 4 did not resume from its checkpoint (logs in %s)", dir);
-    cr_assert(!out_has(run, 4, "no checkpoint"), "peer 4 found no checkpoint (logs in %s)", dir);
+    cr_assert(sgp_peer_out_has(run, 4, "resumed from"), "peer 4 did not resume from its checkpoint (logs in %s)", dir);
+    cr_assert(!sgp_peer_out_has(run, 4, "no checkpoint"), "peer 4 found no checkpoint (logs in %s)", dir);
     const double start = sgp_peer_number(run, 4, "start_round");
     cr_assert(start > 0 && start <= killed, "peer 4 resumed at round %.0f, killed at %ld (%s)", start, killed, dir);
     cr_assert_eq(sgp_peer_number(run, 4, "rounds"), 1500, "%s", dir);
@@ -394,7 +386,7 @@ Test(peer_faults, the_all_gather_through_a_restart_ends_with_every_model_the_sam
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
     cr_assert_eq(sgp_file_number(sum, "peers_finished"), 8, "%s", dir);
     cr_assert_eq(sgp_file_number(sum, "faults_injected"), 1, "%s", dir);
-    cr_assert(out_has(run, 4, "resumed from"), "peer 4 did not resume from its checkpoint (logs in %s)", dir);
+    cr_assert(sgp_peer_out_has(run, 4, "resumed from"), "peer 4 did not resume from its checkpoint (logs in %s)", dir);
     cr_assert_eq(sgp_file_number(sum, "consensus_distance"), 0, "every model the same bits (logs in %s)", dir);
     cr_assert_gt(sgp_file_number(sum, "test_accuracy"), 0.85, "%s", dir);
     sgp_rm_rf(dir);
@@ -424,10 +416,10 @@ Test(peer_faults, a_survivor_waits_for_its_killed_in_neighbours_and_they_rejoin)
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
     cr_assert_eq(sgp_file_number(sum, "peers_finished"), 4, "%s", dir);
-    cr_assert(out_has(run, 0, "every in-neighbour lost: waiting for one to come back"),
+    cr_assert(sgp_peer_out_has(run, 0, "every in-neighbour lost: waiting for one to come back"),
               "peer 0 did not wait for its in-neighbours (logs in %s)", dir);
     for (int i = 2; i < 4; i++)
-        cr_assert(out_has(run, i, "resumed from"), "peer %d did not resume (logs in %s)", i, dir);
+        cr_assert(sgp_peer_out_has(run, i, "resumed from"), "peer %d did not resume (logs in %s)", i, dir);
     for (int i = 0; i < 4; i++)
         cr_assert_eq(sgp_peer_number(run, i, "rounds"), 1000, "peer %d ended before the last round (logs in %s)", i, dir);
     const double acc = sgp_file_number(sum, "test_accuracy"), acc0 = sgp_peer_number(run, 0, "test_accuracy");
@@ -521,19 +513,6 @@ static pid_t start_peer(const char *dir, int i, char *const extra[])
     return sgp_spawn(argv, out);
 }
 
-/* The last round RUN/peerI.jsonl has logged so far (0 if none). */
-static long last_round(const char *dir, int i)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/peer%d.jsonl", dir, i);
-    char *text = sgp_read_file(path);
-    long last = 0;
-    for (const char *p = text; p && (p = strstr(p, "{\"round\": ")); p++)
-        last = strtol(p + 10, NULL, 10);
-    free(text);
-    return last;
-}
-
 typedef struct rounds_reached {
     const char *dir;
     int from, to; /* peers from..to */
@@ -545,7 +524,7 @@ static int all_reached(const void *arg)
 {
     const rounds_reached *r = arg;
     for (int i = r->from; i <= r->to; i++)
-        if (last_round(r->dir, i) < r->round)
+        if (sgp_peer_last_round(r->dir, i) < r->round)
             return 0;
     return 1;
 }
@@ -638,7 +617,7 @@ static void late_join(const char *frame_bytes)
         sscanf(joined, "joined with the model of peer %d", &from);
     free(text);
     cr_assert(from >= 1 && from <= 3, "peer 0 did not join with a neighbour's model (%s)", out0);
-    cr_assert(out_has(dir, from, "sent its model to joining peer 0"),
+    cr_assert(sgp_peer_out_has(dir, from, "sent its model to joining peer 0"),
               "peer %d does not say it sent its model to peer 0 (logs in %s)", from, dir);
 
     const double start = sgp_peer_number(dir, 0, "start_round");
@@ -702,9 +681,9 @@ static int stop_long_enough(const void *arg)
     for (int i = 0; i < 4; i++) {
         if (i == s->stopped)
             continue;
-        if (last_round(s->dir, i) < s->round)
+        if (sgp_peer_last_round(s->dir, i) < s->round)
             return 0;
-        routed |= out_has(s->dir, i, needle);
+        routed |= sgp_peer_out_has(s->dir, i, needle);
     }
     return routed;
 }
@@ -737,7 +716,7 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
     snprintf(what, sizeof what, "round 100 logged by every peer (logs in %s)", dir);
     sgp_await(all_reached, &(rounds_reached){dir, 0, 3, 100}, what, pids, 4, SGP_EVENT_LIMIT_S);
     cr_assert_eq(kill(pids[2], SIGSTOP), 0);
-    const long at = last_round(dir, 0);
+    const long at = sgp_peer_last_round(dir, 0);
     snprintf(what, sizeof what, "the others 300 rounds further, peer 2 routed around (logs in %s)", dir);
     sgp_await(stop_long_enough, &(stop_seen){dir, 2, at + 300}, what, pids, 4, SGP_EVENT_LIMIT_S);
     cr_assert_eq(kill(pids[2], SIGCONT), 0);
@@ -759,9 +738,9 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
     cr_assert_eq(launch_ledger(dir, 4, NULL, &m, err, sizeof err), 0, "%s", err);
     cr_assert_leq(fabs(m.held + m.in_flight - 4), 1e-6, "total weight %.9g (%.3g in flight; logs in %s)",
                   m.held + m.in_flight, m.in_flight, dir);
-    cr_assert(!out_has(dir, 2, "no complete frame"), "peer 2 closed a connection whose frames it had not read (logs in %s)", dir);
-    cr_assert(!out_has(dir, 2, "resumed from") && sgp_peer_number(dir, 2, "refreshes") >= 1 &&
-                  out_has(dir, 2, "took the current model of peer"),
+    cr_assert(!sgp_peer_out_has(dir, 2, "no complete frame"), "peer 2 closed a connection whose frames it had not read (logs in %s)", dir);
+    cr_assert(!sgp_peer_out_has(dir, 2, "resumed from") && sgp_peer_number(dir, 2, "refreshes") >= 1 &&
+                  sgp_peer_out_has(dir, 2, "took the current model of peer"),
               "peer 2 came back far behind and took a neighbour's model (logs in %s)", dir);
     const double acc = mean_accuracy(dir);
     cr_log_info("long stop: mean accuracy %.2f%%, without the stop %.2f%%", 100 * acc, 100 * clean);
@@ -815,8 +794,8 @@ static void ledger_at_comebacks(const char *frame_bytes)
     pids[2] = start_peer(dir, 2, comeback);
     sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
 
-    cr_assert(out_has(dir, 0, "joined with the model of peer"), "peer 0 joined (logs in %s)", dir);
-    cr_assert(out_has(dir, 2, "resumed from"), "peer 2 resumed from its checkpoint (logs in %s)", dir);
+    cr_assert(sgp_peer_out_has(dir, 0, "joined with the model of peer"), "peer 0 joined (logs in %s)", dir);
+    cr_assert(sgp_peer_out_has(dir, 2, "resumed from"), "peer 2 resumed from its checkpoint (logs in %s)", dir);
     launch_mass m;
     char err[1200];
     cr_assert_eq(launch_ledger(dir, 4, NULL, &m, err, sizeof err), 0, "%s", err);
@@ -905,7 +884,7 @@ Test(peer_faults, a_peer_that_leaves_on_sigterm_hands_its_weight_to_the_others)
     pids[2] = 0;
     cr_assert_eq(st, 0, "peer 2 exit status %d after SIGTERM (logs in %s)", st, dir);
     sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
-    cr_assert(out_has(dir, 2, "leaving: handed its weight to its neighbours"), "peer 2 handed its weight on (logs in %s)",
+    cr_assert(sgp_peer_out_has(dir, 2, "leaving: handed its weight to its neighbours"), "peer 2 handed its weight on (logs in %s)",
               dir);
     char ckpt2[300];
     struct stat sb;

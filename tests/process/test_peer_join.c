@@ -92,19 +92,6 @@ static void admit(const char *dir, int id, const char *name, int64_t expires, co
     admit_key_free(&ak);
 }
 
-/* The last round DIR/peerI.jsonl has logged (0: none). */
-static long last_round(const char *dir, int i)
-{
-    char path[300];
-    snprintf(path, sizeof path, "%s/peer%d.jsonl", dir, i);
-    char *text = sgp_read_file(path);
-    long last = 0;
-    for (const char *p = text; p && (p = strstr(p, "{\"round\": ")); p++)
-        last = strtol(p + 10, NULL, 10);
-    free(text);
-    return last;
-}
-
 typedef struct reached {
     const char *dir;
     int n;
@@ -115,16 +102,9 @@ static int founders_reached(const void *arg)
 {
     const reached *r = arg;
     for (int i = 0; i < r->n; i++)
-        if (last_round(r->dir, i) < r->round)
+        if (sgp_peer_last_round(r->dir, i) < r->round)
             return 0;
     return 1;
-}
-
-static int out_has(const char *dir, int i, const char *needle)
-{
-    char path[300];
-    snprintf(path, sizeof path, "%s/peer%d.out", dir, i);
-    return sgp_file_has(path, needle);
 }
 
 /* Three founders train on a 4-slot exponential graph whose slot 3 is in no
@@ -149,7 +129,7 @@ Test(peer_join, a_host_not_in_the_cluster_file_joins_with_a_credential)
     snprintf(cred, sizeof cred, "%s/3.cred", dir);
     pids[3] = start(dir, 3, cred, run);
     sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
-    cr_assert(out_has(dir, 3, "joined with the model of peer"), "the joiner pulled a model (logs in %s)", dir);
+    cr_assert(sgp_peer_out_has(dir, 3, "joined with the model of peer"), "the joiner pulled a model (logs in %s)", dir);
     launch_mass m;
     char err[1200];
     cr_assert_eq(launch_ledger(dir, 4, NULL, &m, err, sizeof err), 0, "%s", err);
@@ -186,7 +166,7 @@ typedef struct founders_logged {
 static int a_founder_logged(const void *arg)
 {
     const founders_logged *f = arg;
-    return out_has(f->dir, 0, f->why) || out_has(f->dir, 1, f->why);
+    return sgp_peer_out_has(f->dir, 0, f->why) || sgp_peer_out_has(f->dir, 1, f->why);
 }
 
 static void dial_as_joiner(const char *dir, const char *cred_name, const char *key_name, const char *why)
@@ -263,7 +243,7 @@ static void refused(const char *cred_name, char *const founder_extra[], const ch
         pids[2] = start(dir, 2, cred, (char *[]){"--epochs", "400", "--round-timeout", "3", NULL});
         const int st = sgp_wait_exit(pids[2], RUN_LIMIT_S);
         cr_assert_neq(st, 0, "a joiner with %s was let in (logs in %s)", cred_name, dir);
-        cr_assert(out_has(dir, 2, "nothing to join"), "it gave up for want of a model (logs in %s)", dir);
+        cr_assert(sgp_peer_out_has(dir, 2, "nothing to join"), "it gave up for want of a model (logs in %s)", dir);
         cr_assert(a_founder_logged(&(founders_logged){dir, why}), "a founder logs why it refused the joiner: '%s' "
                   "(logs in %s)", why, dir);
     }
