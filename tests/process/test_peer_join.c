@@ -323,7 +323,9 @@ Test(peer_join, a_revoked_credential_is_refused_at_the_handshake)
 
 /* sgp launch --add and --leave (the issue's scenario on loopback): 4 peers
  * of the cluster file train, 2 more join with credentials at different
- * rounds and one of the 4 leaves; the launch succeeds, the 5 that finish
+ * rounds and one of the 4 leaves (24 epochs: 3,216 rounds, so that the
+ * launcher's polls see rounds 100 and 250 on a busy machine well before the
+ * end); the launch succeeds, the 5 that finish
  * hold the run's whole weight, 4 founders + 2 joins (held plus in flight),
  * and their average model learns. */
 Test(peer_join, sgp_launch_adds_peers_with_credentials_and_one_leaves)
@@ -334,7 +336,7 @@ Test(peer_join, sgp_launch_adds_peers_with_credentials_and_one_leaves)
     snprintf(sum, sizeof sum, "%s/summary.json", dir);
     snprintf(out, sizeof out, "%s/launch.out", dir);
     char *argv[] = {(char *)sgp_bin(), "launch", "--peers", "4", "--add", "1@100", "--add", "1@250", "--leave",
-                    "1@400", "--epochs", "8", "--model", "mlp:64", "--seed", "1", "--run-dir", run, "--summary", sum,
+                    "1@400", "--epochs", "24", "--model", "mlp:64", "--seed", "1", "--run-dir", run, "--summary", sum,
                     NULL};
     const int st = sgp_wait_exit(sgp_spawn(argv, out), RUN_LIMIT_S);
     cr_assert_eq(st, 0, "sgp launch exited %d (logs in %s)", st, dir);
