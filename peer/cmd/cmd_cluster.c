@@ -178,11 +178,14 @@ static int check(const args *a)
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 1;
     }
+    revocation revs[REVOKED_MAX];
     uint64_t revoked[REVOKED_MAX];
-    if (revocations_load(a->revoked, a->n_revoked, pk, c.cluster, revoked, err, sizeof err) < 0) {
+    if (revocations_load(a->revoked, a->n_revoked, pk, c.cluster, revs, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 1;
     }
+    for (int i = 0; i < a->n_revoked; i++)
+        revoked[i] = revs[i].serial;
     if (credential_check(&c, pk, a->cluster, (int64_t)time(NULL), err, sizeof err) < 0 ||
         credential_revoked(&c, revoked, (size_t)a->n_revoked, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s: refused: %s\n", CMD, a->credential, err);

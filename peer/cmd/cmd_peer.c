@@ -1,4 +1,5 @@
 /* sgp peer: one networked peer of a cluster (peer/net/node.h). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,11 @@ static void help(void)
           "                        lines) with this credential of sgp cluster admit: the slot is the\n"
           "                        credential's id (or --id); it dials its neighbours and pulls the model\n"
           "  --revoked FILE        a revocation of sgp cluster revoke: a joiner with that credential is\n"
-          "                        refused at the handshake (repeatable)\n"
+          "                        refused at the handshake, and the revocation is passed on to every\n"
+          "                        member (repeatable)\n"
+          "  --listen HOST:PORT    listen here instead of the cluster file's address (an IP address:\n"
+          "                        a replacement on another host) and tell the members, which then\n"
+          "                        reach this peer there; a joiner listens nowhere without it\n"
           "  --dead-timeout S      a neighbour silent or disconnected this long is routed around [5]\n"
           "  --round-timeout S     a round waits at most this long for messages [30]\n"
           "  --round-deadline S|auto  how long a round waits for a late neighbour before starting\n"
@@ -62,7 +67,7 @@ static void help(void)
 
 enum {
     P_CLUSTER = 3000, P_ID, P_KEY, P_DEAD, P_ROUND, P_LOG,
-    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW, P_ON_TERM, P_CREDENTIAL, P_REVOKED,
+    P_DEADLINE, P_CKPT, P_CKPT_EVERY, P_RESUME, P_SLOW, P_ON_TERM, P_CREDENTIAL, P_REVOKED, P_LISTEN,
 };
 
 static int write_summary(const char *path, const node_config *c, const node_result *r)
@@ -118,7 +123,8 @@ typedef struct peer_cmd {
     const char *credential_path; /* --credential: a vacant slot, admitted (peer/config/credential.h) */
     const char *revoked_path[PEER_REVOKED_MAX]; /* --revoked: revocations to refuse joiners by */
     int n_revoked;
-    uint64_t revoked[PEER_REVOKED_MAX];
+    revocation revoked[PEER_REVOKED_MAX];
+    char listen_host[CLUSTER_HOST_MAX + 1]; /* --listen, or empty */
     const char *on_term; /* --on-term: leave or stop (NULL: stop with --checkpoint, else leave) */
     long id;
     member me;
@@ -127,6 +133,27 @@ typedef struct peer_cmd {
     node_result r;
     FILE *log;
 } peer_cmd;
+
+/* --listen HOST:PORT (IPv6 as [ADDR]:PORT): an IP address, as the cluster
+ * file's (host names are not resolved). */
+static int listen_address(peer_cmd *p, const char *arg)
+{
+    const char *colon = strrchr(arg, ':');
+    const int v6 = arg[0] == '[';
+    const char *host = arg + v6, *end = colon ? colon - v6 : NULL;
+    if (!colon || end <= host || (v6 && colon[-1] != ']') || (size_t)(end - host) > CLUSTER_HOST_MAX)
+        return cli_usage(CMD, "--listen takes HOST:PORT (an IP address; IPv6 as [ADDR]:PORT), not '%s'", arg);
+    memcpy(p->listen_host, host, (size_t)(end - host));
+    p->listen_host[end - host] = 0;
+    unsigned char a[16];
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, p->listen_host, a) != 1)
+        return cli_usage(CMD, "--listen: '%s' is not an IP%s address", p->listen_host, v6 ? "v6" : "v4");
+    long port;
+    if (cli_long(CMD, "--listen's port", colon + 1, 1, 65535, &port) != 0)
+        return CLI_USAGE;
+    p->c.listen_host = p->listen_host, p->c.listen_port = (unsigned)port;
+    return 0;
+}
 
 /* One option of the command line (a cli_option_fn). */
 static int parse_option(void *ctx, int ch, const char *arg)
@@ -165,6 +192,8 @@ static int parse_option(void *ctx, int ch, const char *arg)
     case P_CREDENTIAL:
         p->credential_path = arg;
         return 0;
+    case P_LISTEN:
+        return listen_address(p, arg);
     case P_REVOKED:
         if (p->n_revoked == PEER_REVOKED_MAX)
             return cli_usage(CMD, "at most %d --revoked files", PEER_REVOKED_MAX);
@@ -201,6 +230,7 @@ static int parse(peer_cmd *p, int argc, char **argv)
         {"on-term", required_argument, 0, P_ON_TERM},
         {"credential", required_argument, 0, P_CREDENTIAL},
         {"revoked", required_argument, 0, P_REVOKED},
+        {"listen", required_argument, 0, P_LISTEN},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -245,7 +275,7 @@ static int run(peer_cmd *p)
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 1;
     }
-    c->revoked = p->revoked, c->n_revoked = (size_t)p->n_revoked;
+    c->revocations = p->revoked, c->n_revocations = (size_t)p->n_revoked;
     if (p->me.admitted) /* (it dials in, and joins the run where it is) */
         c->credential = p->me.credential, c->resume = 1;
     nn_blas_set_threads((int)c->peer.train.threads);
@@ -269,8 +299,14 @@ static int run(peer_cmd *p)
     c->log = p->log, c->progress = stdout;
     const cluster *cl = &p->me.cluster;
     if (p->me.admitted)
-        printf("sgp peer %ld of %d (%s), %s, codec %s, joining with a credential (it dials its neighbours)\n", p->id,
-               cl->n_peers, cl->name, c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact");
+        printf("sgp peer %ld of %d (%s), %s, codec %s, joining with a credential (it dials its neighbours)%s%s\n",
+               p->id, cl->n_peers, cl->name, c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact",
+               p->listen_host[0] ? ", listening on " : "", p->listen_host);
+    else if (p->listen_host[0])
+        printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u (not the cluster file's address: it "
+               "dials its neighbours)\n",
+               p->id, cl->n_peers, cl->name, c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact",
+               p->listen_host, c->listen_port);
     else
         printf("sgp peer %ld of %d (%s), %s, codec %s, listening on %s:%u\n", p->id, cl->n_peers, cl->name,
                c->peer.train.model, c->peer.codec ? c->peer.codec->text : "exact", cl->peers[p->id].host,

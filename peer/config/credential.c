@@ -482,19 +482,17 @@ int revocation_save(const revocation *r, const char *path, int overwrite, char *
 }
 
 int revocations_load(const char *const *paths, int n, const uint8_t admit_pk[ADMIT_PK_BYTES], const char *cluster,
-                     uint64_t *serials, char *err, size_t errlen)
+                     revocation *out, char *err, size_t errlen)
 {
     char why[400];
     for (int i = 0; i < n; i++) {
-        revocation r;
-        int rc = revocation_load(&r, paths[i], why, sizeof why);
+        int rc = revocation_load(&out[i], paths[i], why, sizeof why);
         if (rc == 0)
-            rc = revocation_check(&r, admit_pk, cluster, why, sizeof why);
+            rc = revocation_check(&out[i], admit_pk, cluster, why, sizeof why);
         if (rc < 0) {
             snprintf(err, errlen, "%s: %s", paths[i], why);
             return rc;
         }
-        serials[i] = r.serial;
     }
     return 0;
 }

@@ -123,10 +123,10 @@ size_t revocation_write(const revocation *r, char *buf);
 int revocation_parse(revocation *r, const char *text, size_t len, const char *name, char *err, size_t errlen);
 int revocation_load(revocation *r, const char *path, char *err, size_t errlen);
 int revocation_save(const revocation *r, const char *path, int overwrite, char *err, size_t errlen);
-/* The serials of the revocation files paths[0 .. n), each loaded and
- * checked against admit_pk and cluster, into serials. 0, or the first
- * file's error with "PATH: why" in err. */
+/* The revocation files paths[0 .. n), each loaded and checked against
+ * admit_pk and cluster, into out. 0, or the first file's error with
+ * "PATH: why" in err. */
 int revocations_load(const char *const *paths, int n, const uint8_t admit_pk[ADMIT_PK_BYTES], const char *cluster,
-                     uint64_t *serials, char *err, size_t errlen);
+                     revocation *out, char *err, size_t errlen);
 
 #endif

@@ -33,10 +33,16 @@ static void free_handle_cb(uv_handle_t *h) { free(h); }
 int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_keypair *kp, const net_callbacks *cb,
              void *ctx)
 {
+    return net_init_at(n, loop, c, my_id, kp, cb, ctx, NULL, 0, 0, NULL);
+}
+
+int net_init_at(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_keypair *kp, const net_callbacks *cb,
+                void *ctx, const char *host, unsigned port, uint64_t since, const uint8_t *cred)
+{
     if (!n)
         return -EINVAL;
     memset(n, 0, sizeof *n);
-    if (!loop || !c || !kp || !cb || my_id < 0 || my_id >= c->n_peers)
+    if (!loop || !c || !kp || !cb || my_id < 0 || my_id >= c->n_peers || !cred != !c->peers[my_id].vacant)
         return -EINVAL;
     int r = sec_init();
     if (r < 0)
@@ -67,43 +73,22 @@ int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_key
     if (sigaction(SIGPIPE, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
         signal(SIGPIPE, SIG_IGN);
 
+    n->cred = cred;
+    if ((r = net_announce_self(n, host, port, since)) < 0)
+        return r;
     n->listen_retry_ms = NET_LISTEN_RETRY_MS;
-    if (!c->peers[my_id].vacant && (r = net_listen_start(n)) < 0) /* (a joiner dials in: no address) */
+    if (net_where(n, my_id) && (r = net_listen_start(n)) < 0) /* (a joiner without an address listens nowhere) */
         return r;
     n->closing = 0;
     return 0;
-}
-
-int net_set_credential(net *n, const uint8_t *cred)
-{
-    if (!n || !cred || !n->c->peers[n->my_id].vacant)
-        return -EINVAL;
-    n->cred = cred;
-    return 0;
-}
-
-void net_set_revoked(net *n, const uint64_t *serials, size_t n_serials)
-{
-    n->revoked = serials, n->n_revoked = n_serials;
 }
 
 int net_want(net *n, int peer)
 {
     if (!n || !n->peers || peer < 0 || peer >= n->c->n_peers || peer == n->my_id)
         return -EINVAL;
-    net_peer *p = &n->peers[peer];
-    p->want = 1;
-    if ((peer < n->my_id && !n->cred) || n->c->peers[peer].vacant || n->closing)
-        return 0;
-    if (!p->retry) {
-        p->retry = malloc(sizeof *p->retry);
-        if (!p->retry)
-            return -ENOMEM;
-        uv_timer_init(n->loop, &p->retry->timer);
-        p->retry->n = n;
-        p->retry->peer = peer;
-    }
-    net_dial(n, peer);
+    n->peers[peer].want = 1;
+    net_reconsider(n, peer);
     return 0;
 }
 
@@ -355,8 +340,11 @@ void net_free(net *n)
 {
     if (!n)
         return;
+    net_roster_free(n);
     free(n->peers);
     free(n->last);
     free(n->slot_pk);
+    free(n->revoked);
+    free(n->revoked_sig);
     memset(n, 0, sizeof *n);
 }

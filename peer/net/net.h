@@ -77,7 +77,9 @@
 #include <uv.h>
 
 #include "peer/config/cluster.h"
+#include "peer/config/credential.h"
 #include "peer/wire/sec.h"
+#include "peer/wire/wire.h"
 
 #define NET_QUEUE_FRAMES 8 /* frames per connection handed to the kernel but not yet taken */
 
@@ -133,8 +135,11 @@ typedef struct net {
     size_t last_len;
     const uint8_t *cred;     /* this peer's credential (WIRE.md "Joining": a vacant slot's), or NULL */
     uint8_t (*slot_pk)[SEC_KEY_BYTES]; /* the key each vacant slot was first admitted with (zeros: none) */
-    const uint64_t *revoked; /* credential serials refused (net_set_revoked), borrowed */
-    size_t n_revoked;
+    int dial_in;             /* this peer dials every neighbour: a joiner, or one listening off the file's address */
+    uint64_t roster_version; /* grows with every address or revocation learned (WIRE.md "Members") */
+    uint64_t *revoked;       /* credential serials refused, and their revocations' signatures (to pass on) */
+    uint8_t (*revoked_sig)[CREDENTIAL_SIG_BYTES];
+    size_t n_revoked, cap_revoked;
 } net;
 
 /* Listen on my_id's address from the cluster. 0, -EINVAL, -ENOMEM,
@@ -150,21 +155,50 @@ typedef struct net {
  * dial us find nothing listening and redial. */
 int net_init(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_keypair *kp, const net_callbacks *cb,
              void *ctx);
+/* As net_init, for a peer that dials in (WIRE.md "Members"): cred (NULL
+ * for a member of the file; SEC_CRED_BYTES, borrowed) makes it a joiner,
+ * which takes a vacant slot with it (WIRE.md "Joining"); host:port (an IPv4
+ * or IPv6 literal; host NULL: the file's address, and a joiner then
+ * listens nowhere) is where it listens instead of the file's address (a
+ * replacement on another host), announced with the member list as this
+ * process's since `since` (microseconds of its wall clock). A peer listening
+ * off the file's address, or a joiner, dials every neighbour whose address
+ * it knows (SEC_DIAL_IN_FLAG); the others dial it only if they dial in
+ * too and have the lower id. -EAFNOSUPPORT for a host name, -EINVAL for a
+ * credential and a slot of the file. */
+int net_init_at(net *n, uv_loop_t *loop, const cluster *c, int my_id, const sec_keypair *kp, const net_callbacks *cb,
+                void *ctx, const char *host, unsigned port, uint64_t since, const uint8_t *cred);
 
 /* We exchange messages with peer: dial it (if it has the higher id) and keep
- * the connection up. 0, -EINVAL (out of range or my_id), -ENOMEM. A joiner
- * (net_set_credential) dials every peer of the file it wants; nobody dials
- * a vacant slot (it has no address: its joiner dials in). */
+ * the connection up. 0, -EINVAL (out of range or my_id), -ENOMEM. Who dials
+ * is net_init_at's rule: a peer that dials in dials whom it wants; nobody
+ * dials a vacant slot until its joiner announced an address. */
 int net_want(net *n, int peer);
 
-/* This peer takes a vacant slot with a credential (SEC_CRED_BYTES, kept
- * borrowed): it listens nowhere and dials in, the credential after its
- * first message (WIRE.md "Joining"). Before the first net_want. 0 or -EINVAL. */
-int net_set_credential(net *n, const uint8_t *cred);
+/* Revocations to refuse joiners by (checked already: a revocation file's,
+ * peer/config/credential.h), copied, and passed on to the neighbours with
+ * the member list. 0, -ENOMEM, or -ENOSPC past 4,096 revocations. */
+int net_set_revoked(net *n, const revocation *r, size_t count);
 
-/* Credential serials to refuse at a joiner's handshake (borrowed; a
- * revocation file's, peer/config/credential.h). */
-void net_set_revoked(net *n, const uint64_t *serials, size_t n_serials);
+/* The member list (WIRE.md "Members"): an entry a neighbour sent. 1 when it
+ * is news (a member's later announcement: its address replaces the one
+ * known, and who dials whom follows it), 0 when it is not, or a negative
+ * errno with why: a slot the cluster lacks, a start more than a day ahead,
+ * a joiner's entry whose credential does not check (forged, expired,
+ * revoked, another key for the slot), a founder's with a credential. */
+int net_learn(net *n, const wire_member *e, char *why, size_t whylen);
+/* A revocation a neighbour sent: 1 when it is news (checked against the
+ * file's admission key; a joiner up with that credential is dropped, and
+ * refused from then on), 0 when known, or a negative errno with why. */
+int net_learn_revocation(net *n, uint64_t serial, const uint8_t sig[CREDENTIAL_SIG_BYTES], char *why, size_t whylen);
+/* What there is to tell a neighbour, from *cursor on (start at 0): every
+ * announced entry (this peer's own included), at most max a call, and the
+ * revocations. The views point into the net: use them before it changes. */
+size_t net_roster_entries(const net *n, int *cursor, wire_member *out, size_t max);
+size_t net_roster_revocations(const net *n, size_t *cursor, wire_revocation *out, size_t max);
+/* Grows whenever the list above changes: a neighbour told an earlier
+ * version is told again. */
+uint64_t net_roster_version(const net *n);
 
 /* Close an up connection that has delivered no complete frame (nor 64 KB of
  * one still arriving) for this many seconds, 0 for never (the default): a

@@ -1,5 +1,6 @@
 /* Making connections (net_impl.h, WIRE.md "Connections"): the lower id
- * dials the higher and redials with exponential backoff and jitter; inbound
+ * dials the higher (or a peer that dials in dials: net_roster.c) and
+ * redials with exponential backoff and jitter; inbound
  * connections are accepted into the room for handshakes (net_admit.c)
  * before their handshake starts. */
 #include <errno.h>
@@ -49,14 +50,15 @@ static void connect_cb(uv_connect_t *req, int status)
 void net_dial(net *n, int peer)
 {
     net_peer *p = &n->peers[peer];
-    if (n->closing || p->dial || p->up)
+    if (n->closing || p->dial || p->up || !net_should_dial(n, peer))
         return;
     struct sockaddr_storage sa;
-    int r = net_addr_of(&n->c->peers[peer], &sa);
+    const cluster_peer *at = net_where(n, peer);
+    int r = net_addr_of(at, &sa);
     if (r < 0) {
-        net_log(n, "peer %d: cannot dial %s: %s", peer, n->c->peers[peer].host,
+        net_log(n, "peer %d: cannot dial %s: %s", peer, at->host,
                 r == -EAFNOSUPPORT ? "not an IP address" : uv_strerror(r));
-        return; /* a bad address stays bad: no retry */
+        return; /* a bad address stays bad (until another is announced): no retry */
     }
     net_conn *c = net_conn_new(n, SEC_INITIATOR);
     if (!c) {
@@ -66,10 +68,10 @@ void net_dial(net *n, int peer)
     }
     c->peer = peer;
     p->dial = c;
-    r = n->cred ? sec_hs_init_join(&c->hs, (uint32_t)n->my_id, (uint32_t)peer, n->kp, cluster_pubkey_lookup,
-                                   (void *)n->c, n->cid, n->cred)
-                : sec_hs_init(&c->hs, SEC_INITIATOR, (uint32_t)n->my_id, (uint32_t)peer, n->kp, cluster_pubkey_lookup,
-                              (void *)n->c, n->cid);
+    const uint32_t me = (uint32_t)n->my_id, them = (uint32_t)peer;
+    r = n->cred      ? sec_hs_init_join(&c->hs, me, them, n->kp, net_lookup, n, n->cid, n->cred)
+        : n->dial_in ? sec_hs_init_dial_in(&c->hs, me, them, n->kp, net_lookup, n, n->cid)
+                     : sec_hs_init(&c->hs, SEC_INITIATOR, me, them, n->kp, net_lookup, n, n->cid);
     if (r < 0) {
         net_conn_close(c, r, "handshake init failed");
         return;
@@ -140,8 +142,7 @@ void net_on_connection(uv_stream_t *server, int status)
         memset(&c->from, 0, sizeof c->from);
     c->stranger = !net_addr_is_member(n->c, n->my_id, &c->from);
     net_admit(c);
-    r = sec_hs_init(&c->hs, SEC_RESPONDER, (uint32_t)n->my_id, SEC_ANY_PEER, n->kp, cluster_pubkey_lookup,
-                    (void *)n->c, n->cid);
+    r = sec_hs_init(&c->hs, SEC_RESPONDER, (uint32_t)n->my_id, SEC_ANY_PEER, n->kp, net_lookup, n, n->cid);
     if (r == 0 && n->c->has_admit)
         r = sec_hs_set_admit(&c->hs, net_admit_joiner, n);
     if (r == 0)

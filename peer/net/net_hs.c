@@ -10,6 +10,7 @@
 static void conn_up(net_conn *c)
 {
     net *n = c->n;
+    const int dialled_in = c->role == SEC_RESPONDER && c->hs.dial_in;
     int r = sec_hs_finish(&c->hs, &c->s);
     if (r == 0 && n->max_frame < SEC_FRAME_MAX)
         r = sec_session_set_max(&c->s, n->max_frame);
@@ -38,6 +39,10 @@ static void conn_up(net_conn *c)
     p->up = c;
     p->backoff_ms = NET_BACKOFF_MIN_MS;
     c->state = C_UP;
+    if (dialled_in && !p->dialed_in) { /* it dials us from now on: our redials to it stop */
+        p->dialed_in = 1;
+        net_reconsider(n, c->peer);
+    }
     if (n->cb.on_up)
         n->cb.on_up(n->ctx, c->peer);
 }

@@ -6,7 +6,9 @@
  *  net_conn.c   a connection's life: made, closed once, freed
  *  net_dial.c   dialling and redialling with backoff; accepting
  *  net_admit.c  room for inbound handshakes: who waits, who gives way
- *  net_join.c   a joiner's credential at the handshake: may it take the slot
+ *  net_join.c   a joiner's credential (at the handshake, in a member list):
+ *               may it take the slot; revocations
+ *  net_roster.c where members listen as they announced it, and who dials whom
  *  net_hs.c     the handshake pump (peer/wire/sec_hs.c) and a connection coming up
  *  net_frame.c  frames: write slots and backpressure, reading and opening,
  *               the last writes of a close that drains (net_close_after)
@@ -141,8 +143,22 @@ typedef struct net_listen_retry {
     uint64_t backoff_ms;
 } net_listen_retry;
 
+/* A member's announced address (net_roster.c). */
+typedef struct net_member {
+    cluster_peer at;  /* where it listens; pk its key (a joiner's from its credential) */
+    uint64_t since;   /* the announcing process's start: a later one replaces this */
+    unsigned flags;   /* WIRE_MEMBER_DIALS_IN */
+    int has_cred;     /* a joiner's entry: its credential, passed on with the entry */
+    uint8_t cred[SEC_CRED_BYTES];
+    uint64_t serial;  /* ...whose serial a revocation names */
+} net_member;
+
 typedef struct net_peer {
     int want;
+    net_member *m;     /* what it announced, or NULL: the file's address (none for a vacant slot) */
+    int dialed_in;     /* its handshake said it dials in (SEC_DIAL_IN_FLAG, or a joiner's) */
+    int admitted;      /* a joiner whose credential this peer took at a handshake ... */
+    uint64_t serial;   /* ... with this serial */
     net_conn *up;      /* the authenticated connection */
     net_conn *dial;    /* our attempt in progress (higher ids only) */
     net_retry *retry;  /* heap, made by net_want for higher ids */
@@ -181,6 +197,28 @@ void net_on_connection(uv_stream_t *server, int status);
  * admit line (ctx: the net). */
 int net_admit_joiner(void *ctx, uint32_t id, const uint8_t cred[SEC_CRED_BYTES], uint8_t pk[SEC_KEY_BYTES], char *why,
                      size_t whylen);
+/* Whether cred lets a joiner take vacant slot id (signature, cluster,
+ * expiry, revocations, one key a slot): 0 with its key and serial, or
+ * -EPERM with why. The slot's key is recorded. */
+int net_check_credential(net *n, uint32_t id, const uint8_t cred[SEC_CRED_BYTES], uint8_t pk[SEC_KEY_BYTES],
+                         uint64_t *serial, char *why, size_t whylen);
+/* The sec_lookup_fn of every handshake (ctx: the net): the file's keys,
+ * and a vacant slot's once a credential for it was taken or announced. */
+int net_lookup(void *ctx, uint32_t id, uint8_t pk[SEC_KEY_BYTES]);
+/* 1 when serial was revoked. */
+int net_is_revoked(const net *n, uint64_t serial);
+
+/* net_roster.c: where id listens (announced, else the file's; NULL for a
+ * vacant slot nobody announced), whether this peer dials it (its address
+ * known; a peer that dials in dials one that does not; between two of a
+ * kind the lower id), and acting on that after a change (dial, or stop
+ * redialling). */
+const cluster_peer *net_where(const net *n, int id);
+int net_should_dial(const net *n, int id);
+void net_reconsider(net *n, int id);
+/* This peer's own announcement (net_init_at). */
+int net_announce_self(net *n, const char *host, unsigned port, uint64_t since);
+void net_roster_free(net *n);
 
 /* net_admit.c: c, just accepted, waits for its handshake in the open room of
  * its address's kind; if that is full, the oldest connection of the room's

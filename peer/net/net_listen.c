@@ -32,7 +32,7 @@ static int bind_and_listen(net *n, const struct sockaddr_storage *sa)
     return r;
 }
 
-static void my_addr(const net *n, char *out, size_t cap) { cluster_peer_addr(&n->c->peers[n->my_id], out, cap); }
+static void my_addr(const net *n, char *out, size_t cap) { cluster_peer_addr(net_where(n, n->my_id), out, cap); }
 
 static void stop_retrying(net *n)
 {
@@ -47,7 +47,7 @@ static void retry_cb(uv_timer_t *t)
     char addr[CLUSTER_HOST_MAX + 16];
     my_addr(n, addr, sizeof addr);
     struct sockaddr_storage sa;
-    int r = net_addr_of(&n->c->peers[n->my_id], &sa);
+    int r = net_addr_of(net_where(n, n->my_id), &sa);
     if (r == 0)
         r = bind_and_listen(n, &sa);
     const uint64_t waited = uv_now(n->loop) - lr->since;
@@ -71,7 +71,7 @@ static void retry_cb(uv_timer_t *t)
 int net_listen_start(net *n)
 {
     struct sockaddr_storage sa;
-    int r = net_addr_of(&n->c->peers[n->my_id], &sa);
+    int r = net_addr_of(net_where(n, n->my_id), &sa);
     if (r < 0)
         return r;
     r = bind_and_listen(n, &sa);

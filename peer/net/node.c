@@ -45,6 +45,7 @@ static void on_wake(uv_timer_t *t)
     const double now = clock_now();
     engine_timer(n->e, now);
     node_engine_time(n, now);
+    node_members_flush(n); /* (a neighbour whose link was busy when the list changed) */
     node_pump(n);
 }
 
@@ -297,7 +298,7 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     engine_set_checkpoint_every(n->e, c->checkpoint ? c->checkpoint_every : 0);
     if (st)
         engine_set_caller_steps(n->e);
-    if (!(n->eval_deferred = calloc((size_t)np, 1))) {
+    if (!(n->eval_deferred = calloc((size_t)np, 1)) || !(n->members = calloc((size_t)np, sizeof *n->members))) {
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
     }
@@ -316,7 +317,8 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
 /* A peer with no listener: its bind failed at net_init, or its retries gave up. */
 static void listen_error(const node *n, int rc, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "peer %d: cannot listen on its cluster address: %s", n->c->id, strerror(-rc));
+    snprintf(err, errlen, "peer %d: cannot listen on %s: %s", n->c->id,
+             n->c->listen_host ? "its --listen address" : "its cluster address", strerror(-rc));
 }
 
 static int start_loop(node *n, char *err, size_t errlen)
@@ -324,7 +326,8 @@ static int start_loop(node *n, char *err, size_t errlen)
     const node_config *c = n->c;
     net_callbacks cb;
     node_net_callbacks(&cb);
-    int rc = net_init(&n->net, &n->loop, c->cluster, c->id, c->key, &cb, n);
+    int rc = net_init_at(&n->net, &n->loop, c->cluster, c->id, c->key, &cb, n, c->listen_host, c->listen_port,
+                         engine_gossip(n->e)->incarnation, c->credential);
     if (rc < 0) {
         listen_error(n, rc, err, errlen);
         return rc;
@@ -345,9 +348,8 @@ static int start_loop(node *n, char *err, size_t errlen)
     /* Heartbeats keep a live link busy every dead_timeout / 4: twice the dead
      * timeout without a frame is a stall (the peer is routed around by then). */
     net_set_idle_timeout(&n->net, 2 * c->peer.dead_timeout);
-    net_set_revoked(&n->net, c->revoked, c->n_revoked);
-    if (c->credential && (rc = net_set_credential(&n->net, c->credential)) < 0) {
-        snprintf(err, errlen, "peer %d: a credential is only for a vacant slot of the cluster file", c->id);
+    if ((rc = net_set_revoked(&n->net, c->revocations, c->n_revocations)) < 0) {
+        snprintf(err, errlen, "peer %d: cannot keep %zu revocations: %s", c->id, c->n_revocations, strerror(-rc));
         return rc;
     }
     /* Everyone we ever send to or hear from, over one period of the schedule. */
@@ -470,6 +472,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     } else
         nn_model_free(&n->model);
     free(n->eval_deferred);
+    free(n->members);
     r->wall_seconds = clock_now() - n->t0;
     r->idle_seconds = fmax(0.0, r->wall_seconds - r->step_seconds - r->gossip_seconds - r->frame_seconds -
                                     r->wait_seconds);

@@ -35,6 +35,7 @@
 #include "peer/core/memory.h"
 #include "peer/core/outer.h"
 #include "peer/config/cluster.h"
+#include "peer/config/credential.h"
 #include "peer/core/settings.h"
 #include "peer/wire/sec.h"
 #include "topologies/topo.h"
@@ -102,8 +103,11 @@ typedef struct node_config {
     int resume;            /* restore from the checkpoint; without one, pull the model from a neighbour */
     const uint8_t *credential; /* this peer takes a vacant slot with this credential (SEC_CRED_BYTES, WIRE.md
                             * "Joining"): it dials in and joins (resume without a checkpoint); NULL: none */
-    const uint64_t *revoked; /* serials of credentials refused at a joiner's handshake (checked revocations) */
-    size_t n_revoked;
+    const revocation *revocations; /* refused at a joiner's handshake and passed on (checked already) */
+    size_t n_revocations;
+    const char *listen_host; /* listen at listen_host:listen_port (an IP address) instead of the file's address,
+                              * and announce it (WIRE.md "Members"); NULL: the file's (a joiner: nowhere) */
+    unsigned listen_port;
     int leave_on_signal;   /* SIGTERM, SIGINT: leave (engine_leave: the weight goes to the neighbours, the
                             * checkpoint is removed) instead of a stop that keeps it for --resume */
     double slow;           /* experiments: each local step takes this many times its compute time (>= 1) */

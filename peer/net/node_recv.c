@@ -126,6 +126,9 @@ static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash
             return;
         on_push(n, peer, &m);
         break;
+    case WIRE_MEMBERS:
+        node_members_in(n, peer, &m);
+        break;
     default:
         return;
     }
@@ -153,6 +156,7 @@ static void on_up(void *ctx, int peer)
     const double now = clock_now();
     engine_link_up(n->e, peer, now);
     node_engine_time(n, now);
+    node_members_flush(n);
     node_pump(n);
 }
 
@@ -160,6 +164,7 @@ static void on_down(void *ctx, int peer, int reason)
 {
     node *n = ctx;
     (void)reason;
+    node_members_down(n, peer);
     const double now = clock_now();
     engine_link_down(n->e, peer, now);
     node_engine_time(n, now);

@@ -52,6 +52,10 @@ struct node {
     double gossip_seconds;      /* the engine's inputs: absorbing, emitting, pacing (the engine reads no clock) */
     double frame_seconds;       /* encoding and sending this peer's shares, decoding what arrives (crypto: net) */
     long epoch_steps;
+    struct node_members {
+        uint64_t told;          /* the member list's version this neighbour was told (0: none) */
+        uint64_t refused;       /* entries and revocations of it refused */
+    } *members;                 /* by peer (node_members.c) */
     int rc;
     int listen_rc;              /* the listener's bind gave up (net.h on_listen_failed): why */
 };
@@ -70,6 +74,12 @@ void node_close(node *n, int goodbye);
 void node_send_frame(node *n, const engine_send *s);
 /* node_recv.c: the transport's callbacks (frames in, links up and down). */
 void node_net_callbacks(net_callbacks *cb);
+/* node_members.c: tell the neighbours that have not heard the member
+ * list's latest version (WIRE.md "Members"); a neighbour down is told again
+ * when it is up; a MEMBERS of peer taken in (and what is news passed on). */
+void node_members_flush(node *n);
+void node_members_down(node *n, int peer);
+void node_members_in(node *n, int peer, const wire_msg *m);
 /* node_step.c: a round has started: its steps on the thread pool, or the stepper's. */
 void node_start_step(node *n);
 

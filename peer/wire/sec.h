@@ -74,6 +74,10 @@
  * i64 (Unix seconds, 0: never), its X25519 public key (32), the admission
  * key's Ed25519 signature (64). */
 #define SEC_JOIN_FLAG 0x80000000u
+/* A member that dials in (WIRE.md "Members": it listens somewhere else than
+ * the cluster file says, so the others cannot dial it): its first message's
+ * id has SEC_DIAL_IN_FLAG set, and a responder takes it from a higher id. */
+#define SEC_DIAL_IN_FLAG 0x40000000u
 #define SEC_CRED_BYTES (1 + 8 + 8 + SEC_KEY_BYTES + 64)
 
 enum { SEC_INITIATOR = 1, SEC_RESPONDER = 2 };
@@ -129,6 +133,7 @@ typedef struct sec_hs {
     sec_admit_fn admit;    /* responder: joiners' credentials (NULL: none is taken) */
     void *admit_ctx;
     int joining;           /* a credential goes with (initiator) or came with (responder) the first message */
+    int dial_in;           /* SEC_DIAL_IN_FLAG: set in (initiator) or read from (responder) the first message */
     uint8_t transcript[SEC_MSG1_BYTES + SEC_MSG2_BYTES + SEC_CRED_BYTES]; /* the credential last, if any */
     uint8_t in[SEC_CRED_BYTES]; /* the part of the current message received so far */
     size_t have;
@@ -155,6 +160,10 @@ int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const se
 int sec_hs_init_join(sec_hs *hs, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
                      void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES],
                      const uint8_t cred[SEC_CRED_BYTES]);
+/* A member that dials in (SEC_DIAL_IN_FLAG: its address is not the file's)
+ * dials any peer_id but its own, as sec_hs_init for an initiator. */
+int sec_hs_init_dial_in(sec_hs *hs, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
+                        void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES]);
 /* A responder takes joiners whose credential admit accepts (before any
  * input). 0 or -EINVAL. */
 int sec_hs_set_admit(sec_hs *hs, sec_admit_fn admit, void *ctx);

@@ -95,14 +95,15 @@ static int hs_fail(sec_hs *hs, int rc, const char *fmt, ...)
 
 static int hs_start(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me,
                     sec_lookup_fn lookup, void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES],
-                    const uint8_t *cred)
+                    const uint8_t *cred, int dial_in)
 {
     if (!hs)
         return -EINVAL;
     memset(hs, 0, sizeof *hs);
     if (!me || !me->sk || !lookup || !cluster_id || (role != SEC_INITIATOR && role != SEC_RESPONDER) ||
-        my_id == SEC_ANY_PEER || (my_id & SEC_JOIN_FLAG) || peer_id == my_id ||
-        (role == SEC_INITIATOR && peer_id <= my_id && !cred) || (role == SEC_INITIATOR && peer_id == SEC_ANY_PEER))
+        my_id == SEC_ANY_PEER || (my_id & (SEC_JOIN_FLAG | SEC_DIAL_IN_FLAG)) || peer_id == my_id ||
+        (role == SEC_INITIATOR && peer_id <= my_id && !cred && !dial_in) ||
+        (role == SEC_INITIATOR && peer_id == SEC_ANY_PEER))
         return hs_fail(hs, -EINVAL, "bad handshake parameters");
     if (sec_init() < 0)
         return hs_fail(hs, -EIO, "cannot initialise libsodium");
@@ -122,7 +123,8 @@ static int hs_start(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, cons
     uint8_t *m = hs->out;
     hs_head(m);
     memcpy(m + 6, cluster_id, SEC_CLUSTER_ID_BYTES);
-    sec_put_u32(m + 38, cred ? my_id | SEC_JOIN_FLAG : my_id);
+    hs->dial_in = dial_in;
+    sec_put_u32(m + 38, my_id | (cred ? SEC_JOIN_FLAG : dial_in ? SEC_DIAL_IN_FLAG : 0)); /* (a joiner dials in) */
     memcpy(m + 42, hs->e_pk, SEC_KEY_BYTES);
     memcpy(hs->transcript, m, SEC_MSG1_BYTES);
     hs->out_len = SEC_MSG1_BYTES;
@@ -139,7 +141,13 @@ static int hs_start(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, cons
 int sec_hs_init(sec_hs *hs, int role, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
                 void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES])
 {
-    return hs_start(hs, role, my_id, peer_id, me, lookup, lookup_ctx, cluster_id, NULL);
+    return hs_start(hs, role, my_id, peer_id, me, lookup, lookup_ctx, cluster_id, NULL, 0);
+}
+
+int sec_hs_init_dial_in(sec_hs *hs, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
+                        void *lookup_ctx, const uint8_t cluster_id[SEC_CLUSTER_ID_BYTES])
+{
+    return hs_start(hs, SEC_INITIATOR, my_id, peer_id, me, lookup, lookup_ctx, cluster_id, NULL, 1);
 }
 
 int sec_hs_init_join(sec_hs *hs, uint32_t my_id, uint32_t peer_id, const sec_keypair *me, sec_lookup_fn lookup,
@@ -151,7 +159,7 @@ int sec_hs_init_join(sec_hs *hs, uint32_t my_id, uint32_t peer_id, const sec_key
             memset(hs, 0, sizeof *hs);
         return hs ? hs_fail(hs, -EINVAL, "bad handshake parameters") : -EINVAL;
     }
-    return hs_start(hs, SEC_INITIATOR, my_id, peer_id, me, lookup, lookup_ctx, cluster_id, cred);
+    return hs_start(hs, SEC_INITIATOR, my_id, peer_id, me, lookup, lookup_ctx, cluster_id, cred, 1);
 }
 
 int sec_hs_set_admit(sec_hs *hs, sec_admit_fn admit, void *ctx)
@@ -262,12 +270,13 @@ static int hs_msg1(sec_hs *hs)
     const uint8_t *m = hs->in; /* magic and version passed hs_check_head */
     if (memcmp(m + 6, hs->cluster_id, SEC_CLUSTER_ID_BYTES) != 0)
         return hs_fail(hs, -EPROTO, "cluster id differs: the peer's cluster file is not ours");
-    const uint32_t claim = sec_get_u32(m + 38), id = claim & ~SEC_JOIN_FLAG;
+    const uint32_t claim = sec_get_u32(m + 38), id = claim & ~(SEC_JOIN_FLAG | SEC_DIAL_IN_FLAG);
     if (id == hs->my_id)
         return hs_fail(hs, -EPROTO, "peer claims our own id %u", (unsigned)id);
     if (hs->peer_id != SEC_ANY_PEER && id != hs->peer_id)
         return hs_fail(hs, -EPROTO, "expected peer %u, peer %u dialled", (unsigned)hs->peer_id, (unsigned)id);
     hs->peer_id = id;
+    hs->dial_in = (claim & (SEC_JOIN_FLAG | SEC_DIAL_IN_FLAG)) != 0;
     memcpy(hs->transcript, m, SEC_MSG1_BYTES);
     if (claim & SEC_JOIN_FLAG) { /* its credential comes next: ST_CRED */
         if (!hs->admit)
@@ -279,7 +288,7 @@ static int hs_msg1(sec_hs *hs)
     }
     if (hs->lookup(hs->lookup_ctx, id, hs->peer_pk) < 0)
         return hs_fail(hs, -EPROTO, "peer %u is not in the cluster", (unsigned)id);
-    if (id > hs->my_id)
+    if (id > hs->my_id && !hs->dial_in)
         return hs_fail(hs, -EPROTO, "peer %u dialled us (%u), but the lower id dials", (unsigned)id,
                        (unsigned)hs->my_id);
     return hs_answer(hs);

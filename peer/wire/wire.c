@@ -5,6 +5,7 @@
 #include "peer/wire/sec.h"
 #include "peer/wire/wire_schema.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -13,12 +14,12 @@
 #include <msgpack.h>
 
 /* (wire_schema.h says why exactly these counts) */
-const uint32_t wire_fields[WIRE_N_TYPES] = {2, 12, 2, 2, 2, 2, 5, 2, 2};
+const uint32_t wire_fields[WIRE_N_TYPES] = {2, 12, 2, 2, 2, 2, 5, 2, 2, 3};
 
 const char *wire_type_name(int type)
 {
     static const char *const names[] = {"AUTH",    "PUSH",          "NACK",  "HEARTBEAT",
-                                        "GOODBYE", "MODEL_REQUEST", "MODEL", "ACK", "MODEL_SOON"};
+                                        "GOODBYE", "MODEL_REQUEST", "MODEL", "ACK", "MODEL_SOON", "MEMBERS"};
     return type >= 0 && (size_t)type < WIRE_N_TYPES ? names[type] : "?";
 }
 
@@ -432,6 +433,60 @@ long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, siz
     return encode_model(out, cap, round, NULL, z ? z : &none, dim, hash);
 }
 
+const char *wire_member_check(const wire_member *m)
+{
+    if (m->id > 65535)
+        return "id past 65535";
+    if (!m->host || !m->host_len || m->host_len > WIRE_HOST_MAX)
+        return "no host, or one too long";
+    char host[WIRE_HOST_MAX + 1];
+    memcpy(host, m->host, m->host_len);
+    host[m->host_len] = 0;
+    uint8_t a[16];
+    if (memchr(m->host, 0, m->host_len) || (inet_pton(AF_INET, host, a) != 1 && inet_pton(AF_INET6, host, a) != 1))
+        return "host is not an IPv4 or IPv6 literal";
+    if (!m->port)
+        return "port 0";
+    if (m->flags & ~WIRE_MEMBER_DIALS_IN)
+        return "unknown flags";
+    return NULL;
+}
+
+long wire_encode_members(uint8_t *out, size_t cap, const wire_member *m, size_t n, const wire_revocation *r,
+                         size_t n_revoked)
+{
+    if ((!out && cap) || n > WIRE_MEMBERS_MAX || n_revoked > WIRE_REVOKED_MAX || (n && !m) || (n_revoked && !r))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (wire_member_check(&m[i]))
+            return -EINVAL;
+    for (size_t i = 0; i < n_revoked; i++)
+        if (!r[i].sig)
+            return -EINVAL;
+    wire_wr w = {out, cap, 0, 0};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &w, wr_write);
+    msgpack_pack_array(&pk, wire_fields[WIRE_MEMBERS]);
+    msgpack_pack_uint64(&pk, WIRE_MEMBERS);
+    msgpack_pack_array(&pk, n);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_array(&pk, 6);
+        msgpack_pack_uint64(&pk, m[i].id);
+        msgpack_pack_uint64(&pk, m[i].since);
+        msgpack_pack_str_with_body(&pk, m[i].host, m[i].host_len);
+        msgpack_pack_uint64(&pk, m[i].port);
+        msgpack_pack_uint64(&pk, m[i].flags);
+        msgpack_pack_bin_with_body(&pk, m[i].cred, m[i].cred ? WIRE_CRED_LEN : 0);
+    }
+    msgpack_pack_array(&pk, n_revoked);
+    for (size_t i = 0; i < n_revoked; i++) {
+        msgpack_pack_array(&pk, 2);
+        msgpack_pack_uint64(&pk, r[i].serial);
+        msgpack_pack_bin_with_body(&pk, r[i].sig, WIRE_SIG_LEN);
+    }
+    return wr_done(&w);
+}
+
 long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
 {
     if (!m)
@@ -462,6 +517,8 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
             m->model.dim > WIRE_MAX_DIM || (!out && cap))
             return -EINVAL;
         return encode_model(out, cap, m->model.round, m->model.payload, NULL, m->model.dim, m->model.hash);
+    case WIRE_MEMBERS:
+        return wire_encode_members(out, cap, m->members.m, m->members.n, m->members.r, m->members.n_revoked);
     }
     return -EINVAL;
 }
@@ -473,7 +530,7 @@ size_t wire_push_bound(size_t dim, size_t payload_len)
     size_t tensors = gsp_sync_bytes(dim, dim); /* the longest: a SYNC with every correction */
     size_t body = tensors > payload_len ? tensors : payload_len;
     size_t n = WIRE_PUSH_HEADER_MAX + body;
-    return n > WIRE_CONTROL_MAX ? n : WIRE_CONTROL_MAX;
+    return n > WIRE_MEMBERS_BYTES_MAX ? n : WIRE_MEMBERS_BYTES_MAX; /* (the longest other message) */
 }
 
 size_t wire_frame_max(size_t dim, size_t delta_bound)

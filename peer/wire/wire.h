@@ -50,7 +50,7 @@
  * (sec_hs.c), so peers that would misread each other's messages never get
  * as far as a message. Bump it with any change to WIRE.md that a peer of the
  * previous version would misread. */
-#define SGP_PROTOCOL_VERSION 10
+#define SGP_PROTOCOL_VERSION 11
 
 /* Largest dim a message may declare: a SYNC's positions are uint32 below
  * dim. A message longer than a frame travels in several (WIRE.md "Frames")
@@ -70,6 +70,23 @@
  * header, the reason). */
 #define WIRE_CONTROL_MAX (1 + 1 + 2 + WIRE_REASON_MAX)
 
+/* MEMBERS (WIRE.md "Members"): what a peer knows of where members listen,
+ * at most WIRE_MEMBERS_MAX entries and WIRE_REVOKED_MAX revocations a
+ * message (a longer list goes in several). */
+#define WIRE_MEMBERS_MAX 16
+#define WIRE_REVOKED_MAX 16
+#define WIRE_HOST_MAX 253       /* an address as text (CLUSTER.md's host) */
+#define WIRE_CRED_LEN 113       /* a joiner's credential (SEC_CRED_BYTES, WIRE.md "Joining") */
+#define WIRE_SIG_LEN 64         /* a revocation's Ed25519 signature */
+#define WIRE_MEMBER_DIALS_IN 1u /* flags bit 0: it dials every neighbour (nobody else may know its address) */
+/* The longest MEMBERS: fixarray, type, two array16 headers, and the longest
+ * entry ([id uint16, since uint64, host str8, port uint16, flags, cred bin8])
+ * and revocation ([serial uint64, sig bin8]) as often as allowed. */
+#define WIRE_MEMBER_ENTRY_MAX (1 + 3 + 9 + 2 + WIRE_HOST_MAX + 3 + 1 + 2 + WIRE_CRED_LEN)
+#define WIRE_REVOCATION_MAX (1 + 9 + 2 + WIRE_SIG_LEN)
+#define WIRE_MEMBERS_BYTES_MAX                                                                                   \
+    (1 + 1 + 3 + WIRE_MEMBERS_MAX * WIRE_MEMBER_ENTRY_MAX + 3 + WIRE_REVOKED_MAX * WIRE_REVOCATION_MAX)
+
 typedef enum wire_type {
     WIRE_AUTH = 0,
     WIRE_PUSH = 1,
@@ -80,7 +97,28 @@ typedef enum wire_type {
     WIRE_MODEL = 6,
     WIRE_ACK = 7,
     WIRE_MODEL_SOON = 8,
+    WIRE_MEMBERS = 9,
 } wire_type;
+
+/* One entry of a MEMBERS: member `id` listens at host:port, as its process
+ * that started at `since` (microseconds of its wall clock: its incarnation)
+ * announced; a joiner's entry carries its credential (NULL otherwise). */
+typedef struct wire_member {
+    uint32_t id;
+    uint64_t since;
+    const char *host; /* host_len bytes, NOT NUL-terminated: an IPv4 or IPv6 literal */
+    size_t host_len;
+    uint16_t port;
+    unsigned flags;      /* WIRE_MEMBER_DIALS_IN */
+    const uint8_t *cred; /* WIRE_CRED_LEN bytes or NULL */
+} wire_member;
+
+/* A revocation of the credential with `serial`, signed by the admission key
+ * (peer/config/credential.h `revocation`). */
+typedef struct wire_revocation {
+    uint64_t serial;
+    const uint8_t *sig; /* WIRE_SIG_LEN bytes */
+} wire_revocation;
 
 /* A PUSH as it travels. payload is the one bin of the message: RAW = dim
  * float64, SYNC = dim float64 then dim float32 (both little-endian, and not
@@ -132,6 +170,11 @@ typedef struct wire_msg {
             const uint8_t *hash;  /* WIRE_HASH_LEN bytes: BLAKE2b-256 of payload */
             const uint8_t *payload; /* 4 * dim bytes: the model z, float32 little-endian */
         } model;
+        struct {
+            uint32_t n, n_revoked;
+            wire_member m[WIRE_MEMBERS_MAX];
+            wire_revocation r[WIRE_REVOKED_MAX];
+        } members;
     };
 } wire_msg;
 
@@ -182,6 +225,10 @@ long wire_encode_model_soon(uint8_t *out, size_t cap, long round);
  * little-endian bytes, which the caller computes (wire/ does no crypto). */
 long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, size_t dim,
                        const uint8_t hash[WIRE_HASH_LEN]);
+/* m's n entries (n <= WIRE_MEMBERS_MAX, hosts IPv4 or IPv6 literals, ports
+ * above 0, ids below 65536, flags known) and n_revoked revocations. */
+long wire_encode_members(uint8_t *out, size_t cap, const wire_member *m, size_t n, const wire_revocation *r,
+                         size_t n_revoked);
 /* Any decoded (or hand-built) message; a PUSH payload is copied as bytes. */
 long wire_encode(uint8_t *out, size_t cap, const wire_msg *m);
 

@@ -193,6 +193,76 @@ static int rd_array(wire_rd *r, uint64_t *n)
     return rd_fail(r, at, "array", "not an array");
 }
 
+/* MEMBERS: its entries and revocations, each checked as the encoder checks
+ * them, into the view's arrays (their counts bounded before anything is read). */
+static int decode_members(wire_rd *r, wire_msg *m)
+{
+    uint64_t n, k, v;
+    const uint8_t *at = r->p;
+    if (rd_array(r, &n) < 0)
+        return -EBADMSG;
+    if (n > WIRE_MEMBERS_MAX)
+        return rd_fail(r, at, "members", "more entries than a message carries");
+    for (uint32_t i = 0; i < n; i++) {
+        wire_member *e = &m->members.m[i];
+        at = r->p;
+        if (rd_array(r, &k) < 0)
+            return -EBADMSG;
+        if (k != 6)
+            return rd_fail(r, at, "member", "not 6 fields");
+        if (rd_uint(r, "id", 65535, &v) < 0)
+            return -EBADMSG;
+        e->id = (uint32_t)v;
+        if (rd_uint(r, "since", UINT64_MAX, &e->since) < 0)
+            return -EBADMSG;
+        const uint8_t *s;
+        if (rd_str(r, "host", WIRE_HOST_MAX, &s, &e->host_len) < 0)
+            return -EBADMSG;
+        e->host = (const char *)s;
+        if (rd_uint(r, "port", 65535, &v) < 0)
+            return -EBADMSG;
+        e->port = (uint16_t)v;
+        if (rd_uint(r, "flags", UINT32_MAX, &v) < 0)
+            return -EBADMSG;
+        e->flags = (unsigned)v;
+        size_t cl;
+        const uint8_t *cred;
+        const uint8_t *cat = r->p;
+        if (rd_bin(r, "cred", WIRE_CRED_LEN, &cred, &cl) < 0)
+            return -EBADMSG;
+        if (cl != 0 && cl != WIRE_CRED_LEN)
+            return rd_fail(r, cat, "cred", "neither empty nor a credential");
+        e->cred = cl ? cred : NULL;
+        const char *why = wire_member_check(e);
+        if (why)
+            return rd_fail(r, at, "member", why);
+    }
+    m->members.n = (uint32_t)n;
+    at = r->p;
+    if (rd_array(r, &n) < 0)
+        return -EBADMSG;
+    if (n > WIRE_REVOKED_MAX)
+        return rd_fail(r, at, "revoked", "more revocations than a message carries");
+    for (uint32_t i = 0; i < n; i++) {
+        wire_revocation *e = &m->members.r[i];
+        at = r->p;
+        if (rd_array(r, &k) < 0)
+            return -EBADMSG;
+        if (k != 2)
+            return rd_fail(r, at, "revocation", "not 2 fields");
+        if (rd_uint(r, "serial", UINT64_MAX, &e->serial) < 0)
+            return -EBADMSG;
+        size_t sl;
+        at = r->p;
+        if (rd_bin(r, "sig", WIRE_SIG_LEN, &e->sig, &sl) < 0)
+            return -EBADMSG;
+        if (sl != WIRE_SIG_LEN)
+            return rd_fail(r, at, "sig", "not 64 bytes");
+    }
+    m->members.n_revoked = (uint32_t)n;
+    return 0;
+}
+
 static int decode_push(wire_rd *r, wire_push *p)
 {
     const uint8_t *at[F_N];
@@ -253,7 +323,7 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
     if (rd_array(&r, &n) < 0)
         goto fail;
     /* Known counts only, before reading anything else. */
-    if (n != 2 && n != 5 && n != 12) {
+    if (n != 2 && n != 3 && n != 5 && n != 12) {
         rc = rd_fail(&r, r.start, "array", "element count of no message type");
         goto fail;
     }
@@ -345,6 +415,10 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
         }
         break;
     }
+    case WIRE_MEMBERS:
+        if (decode_members(&r, m) < 0)
+            goto fail;
+        break;
     }
     /* One frame, one message: anything after it is not ours to ignore. */
     if (r.p != r.end) {

@@ -11,7 +11,7 @@
 /* Elements of each message type's array, indexed by type. The decoder
  * accepts exactly this count (more or fewer is malformed however many bytes
  * follow), so no count from the wire ever sizes anything. */
-#define WIRE_N_TYPES 9
+#define WIRE_N_TYPES 10
 extern const uint32_t wire_fields[WIRE_N_TYPES];
 
 /* PUSH fields in array order (0 is the type); a check names the one at fault. */
@@ -27,5 +27,8 @@ int wire_push_check(const wire_push *p, const char **why);
 
 /* A GOODBYE reason: shortest-form UTF-8 without control characters. */
 int wire_reason_ok(const uint8_t *s, size_t n);
+
+/* NULL when a MEMBERS entry keeps the schema, else why not (a static string). */
+const char *wire_member_check(const wire_member *m);
 
 #endif

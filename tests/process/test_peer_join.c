@@ -189,8 +189,7 @@ static void dial_as_joiner(const char *dir, const char *cred_name, const char *k
     raw_joiner side = {0};
     net_callbacks cb = {.on_up = raw_up, .on_log = raw_quiet};
     net n;
-    cr_assert_eq(net_init(&n, &loop, &c, 2, &kp, &cb, &side), 0);
-    cr_assert_eq(net_set_credential(&n, wire), 0);
+    cr_assert_eq(net_init_at(&n, &loop, &c, 2, &kp, &cb, &side, NULL, 0, 0, wire), 0);
     cr_assert_eq(net_want(&n, 0), 0);
     cr_assert_eq(net_want(&n, 1), 0);
     const founders_logged f = {dir, why};
@@ -273,20 +272,28 @@ static void expired(const char *dir) { admit(dir, 2, "2.cred", (int64_t)time(NUL
 
 /* Good, and revoked by the admission key (`sgp cluster revoke`): the founders
  * run with --revoked DIR/2.revoked. */
-static void revoked(const char *dir)
+/* DIR/ID.revoked (`sgp cluster revoke`) for the credential DIR/ID.cred;
+ * its serial. */
+static uint64_t revoke_credential(const char *dir, int id)
 {
-    admit(dir, 2, "2.cred", 0, "admit.key");
     char path[300], err[300], key[300], serial[32], out[300];
-    snprintf(path, sizeof path, "%s/2.cred", dir);
+    snprintf(path, sizeof path, "%s/%d.cred", dir, id);
     credential c;
     cr_assert_eq(credential_load(&c, path, err, sizeof err), 0, "%s", err);
     snprintf(serial, sizeof serial, "%016llx", (unsigned long long)c.serial);
     snprintf(key, sizeof key, "%s/admit.key", dir);
-    snprintf(out, sizeof out, "%s/2.revoked", dir);
+    snprintf(out, sizeof out, "%s/%d.revoked", dir, id);
     sgp_out o;
     sgp_run(&o, "cluster", "revoke", "--admit-key", key, "--cluster", "join-test", "--serial", serial, "--out", out,
             NULL);
     cr_assert_eq(o.status, 0, "%s", o.err);
+    return c.serial;
+}
+
+static void revoked(const char *dir)
+{
+    admit(dir, 2, "2.cred", 0, "admit.key");
+    revoke_credential(dir, 2);
 }
 
 /* A good credential, and a thief's own key (`sgp keygen --name thief`): the
@@ -348,5 +355,144 @@ Test(peer_join, sgp_launch_adds_peers_with_credentials_and_one_leaves)
                 sgp_file_number(sum, "test_accuracy"));
     cr_assert_leq(fabs(w - 6), 1e-6, "4 founders and 2 joins: weight %.9g (logs in %s)", w, dir);
     cr_assert_geq(sgp_file_number(sum, "test_accuracy"), 0.9, "the average model learns (logs in %s)", dir);
+    sgp_rm_rf(dir);
+}
+
+/* ---- the member list (WIRE.md "Members") ------------------------------------ */
+
+/* Whether every peer in [from, to) logged `line`. */
+typedef struct all_logged {
+    const char *dir, *line;
+    int from, to;
+} all_logged;
+
+static int all_peers_logged(const void *arg)
+{
+    const all_logged *a = arg;
+    for (int i = a->from; i < a->to; i++)
+        if (!sgp_peer_out_has(a->dir, i, a->line))
+            return 0;
+    return 1;
+}
+
+/* Four founders on a ring; at round 100 peer 2's host dies (kill -9) and a
+ * replacement with the same id and key comes up on another address
+ * (`--listen`, another port here) without its state: it dials its
+ * neighbours itself (its file line is stale), pulls the model and trains to
+ * the end; peer 1, which dialled the old address, stops redialling it, and
+ * peer 0, no neighbour of peer 2, learns the new address from the member
+ * list its neighbours pass on. Every peer finishes, the replacement at the
+ * others' accuracy. */
+Test(peer_join, a_replacement_on_another_address_takes_over_its_slot)
+{
+    char dir[] = "/tmp/sgp-replace-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    elastic_cluster(dir, 4, 4, "ring");
+    char *const run[] = {"--epochs", "40", NULL};
+    pid_t pids[4] = {0};
+    for (int i = 0; i < 4; i++)
+        pids[i] = start(dir, i, NULL, run);
+    char what[400];
+    snprintf(what, sizeof what, "round 100 logged by the founders (logs in %s)", dir);
+    sgp_await(founders_reached, &(reached){dir, 4, 100}, what, pids, 4, RUN_LIMIT_S);
+    kill(pids[2], SIGKILL);
+    cr_assert_neq(sgp_wait_exit(pids[2], RUN_LIMIT_S), 0);
+    char listen[64], line[96];
+    const int port = sgp_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    pids[2] = start(dir, 2, NULL, (char *[]){"--epochs", "40", "--resume", "--listen", listen, NULL});
+    sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
+    cr_assert(sgp_peer_out_has(dir, 2, "joined with the model of peer"), "the replacement pulled a model (logs in %s)",
+              dir);
+    snprintf(line, sizeof line, "peer 2 listens at 127.0.0.1:%d (it dials in)", port);
+    for (int i = 0; i < 4; i++)
+        cr_assert(i == 2 || sgp_peer_out_has(dir, i, line), "peer %d learnt the new address: '%s' (logs in %s)", i,
+                  line, dir);
+    const double mean = (sgp_peer_number(dir, 0, "test_accuracy") + sgp_peer_number(dir, 1, "test_accuracy") +
+                         sgp_peer_number(dir, 3, "test_accuracy")) / 3;
+    const double replaced = sgp_peer_number(dir, 2, "test_accuracy");
+    cr_assert_leq(fabs(replaced - mean), 0.01, "replacement %.4f, others %.4f (logs in %s)", replaced, mean, dir);
+    sgp_rm_rf(dir);
+}
+
+/* Two founders and two joiners on a complete graph of four slots; each
+ * joiner listens on an address of its own (`--listen`), which the member
+ * list carries: joiner 2 dials joiner 3 (between two that dial in, the
+ * lower id dials), so the joiners gossip with each other as well as with
+ * the founders. Every peer finishes, the ledgers hold 2 founders + 2 joins
+ * exactly, and the shares on the edge 2 -> 3 arrived. */
+Test(peer_join, two_joiners_find_each_other_through_the_member_list)
+{
+    char dir[] = "/tmp/sgp-joiners-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    elastic_cluster(dir, 2, 4, "complete");
+    admit(dir, 2, "2.cred", 0, "admit.key");
+    admit(dir, 3, "3.cred", 0, "admit.key");
+    pid_t pids[4] = {0};
+    char cred[2][300], listen[2][64];
+    for (int j = 0; j < 2; j++) {
+        snprintf(cred[j], sizeof cred[j], "%s/%d.cred", dir, 2 + j);
+        snprintf(listen[j], sizeof listen[j], "127.0.0.1:%d", sgp_free_port());
+        pids[2 + j] = start(dir, 2 + j, cred[j], (char *[]){"--epochs", "24", "--listen", listen[j], NULL});
+    }
+    for (int i = 0; i < 2; i++)
+        pids[i] = start(dir, i, NULL, (char *[]){"--epochs", "24", NULL});
+    sgp_wait_all_ok(pids, 4, RUN_LIMIT_S, dir);
+    char line[96];
+    snprintf(line, sizeof line, "peer 3 listens at %s (it dials in)", listen[1]);
+    cr_assert(sgp_peer_out_has(dir, 2, line), "joiner 2 learnt joiner 3's address: '%s' (logs in %s)", line, dir);
+    launch_mass m;
+    char err[1200];
+    cr_assert_eq(launch_ledger(dir, 4, NULL, &m, err, sizeof err), 0, "%s", err);
+    cr_log_info("two joiners: held %.9g, in flight %.3g", m.held, m.in_flight);
+    cr_assert_leq(fabs(m.held + m.in_flight - 4), 1e-6, "2 founders and 2 joins: total weight %.9g (logs in %s)",
+                  m.held + m.in_flight, dir);
+    char jsonl[300];
+    snprintf(jsonl, sizeof jsonl, "%s/peer3.jsonl", dir);
+    char *text = sgp_read_file(jsonl);
+    const char *edge = text ? strstr(text, "\"ledger\": \"in\", \"from\": 2,") : NULL;
+    cr_assert(edge, "joiner 3's ledger has the edge from joiner 2 (%s)", jsonl);
+    const double seq = sgp_json_number(edge, "seq"), w = sgp_json_number(edge, "w_total");
+    free(text);
+    cr_assert(seq > 0 && w > 0, "joiner 3 took shares from joiner 2: seq %g, w_total %g (%s)", seq, w, jsonl);
+    sgp_rm_rf(dir);
+}
+
+/* A revocation passed on: founders 0 and 1 and a joiner of slot 3 train on
+ * a complete graph of four slots; founder 2 starts later with --revoked
+ * (the joiner's credential), and its member list carries the revocation to
+ * 0 and 1, which drop the joiner and refuse it from then on. The founders
+ * finish. */
+Test(peer_join, a_revocation_reaches_members_that_never_had_its_file)
+{
+    char dir[] = "/tmp/sgp-revoke-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    elastic_cluster(dir, 3, 4, "complete");
+    admit(dir, 3, "3.cred", 0, "admit.key");
+    const uint64_t serial = revoke_credential(dir, 3);
+    char path[300], out[300], cred[300];
+    snprintf(cred, sizeof cred, "%s/3.cred", dir);
+    snprintf(out, sizeof out, "%s/3.revoked", dir);
+    char *const run[] = {"--epochs", "400", NULL};
+    pid_t pids[4] = {0};
+    for (int i = 0; i < 2; i++)
+        pids[i] = start(dir, i, NULL, run);
+    pids[3] = start(dir, 3, cred, run);
+    char what[400];
+    snprintf(what, sizeof what, "the joiner took a model (logs in %s)", dir);
+    sgp_await(all_peers_logged, &(all_logged){dir, "joined with the model of peer", 3, 4}, what, pids, 2, RUN_LIMIT_S);
+    pids[2] = start(dir, 2, NULL, (char *[]){"--epochs", "400", "--resume", "--revoked", out, NULL});
+    snprintf(path, sizeof path, "credential serial %llu revoked", (unsigned long long)serial);
+    snprintf(what, sizeof what, "founders 0 and 1 learnt the revocation: '%s' (logs in %s)", path, dir);
+    sgp_await(all_peers_logged, &(all_logged){dir, path, 0, 2}, what, pids, 3, RUN_LIMIT_S);
+    snprintf(what, sizeof what, "founders 0 and 1 dropped the joiner (logs in %s)", dir);
+    sgp_await(all_peers_logged, &(all_logged){dir, "its credential was revoked", 0, 2}, what, pids, 3, RUN_LIMIT_S);
+    for (int i = 0; i < 4; i++) {
+        int st;
+        cr_assert(i == 3 || !sgp_has_exited(pids[i], &st), "founder %d is still training (logs in %s)", i, dir);
+        kill(pids[i], SIGTERM);
+        const int rc = sgp_wait_exit(pids[i], RUN_LIMIT_S);
+        cr_assert(i == 3 || rc == 0, "founder %d stops cleanly (logs in %s)", i, dir);
+    }
     sgp_rm_rf(dir);
 }

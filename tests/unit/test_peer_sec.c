@@ -178,7 +178,7 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(SGP_PROTOCOL_VERSION, 10, "WIRE.md's version");
+    cr_assert_eq(SGP_PROTOCOL_VERSION, 11, "WIRE.md's version");
     cr_assert_eq(memcmp(log.b[0], head(SGP_PROTOCOL_VERSION), 6), 0, "the one version constant goes out");
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
     cr_assert_eq(memcmp(log.b[1], head(SGP_PROTOCOL_VERSION), 6), 0);
@@ -896,7 +896,7 @@ Test(peer_sec, frame_limits_and_small_buffers)
     sec_session_free(&b);
 }
 
-/* WIRE.md "Frames": MAX_MESSAGE = max(132, 85 + max(12 dim + 4, D)), D the
+/* WIRE.md "Frames": MAX_MESSAGE = max(7416, 85 + max(12 dim + 4, D)), D the
  * codec's cmp_bound (0 without one), and MAX_FRAME = 17 + min(MAX_MESSAGE,
  * 2^20); wire_push_bound and wire_frame_max are those numbers, and a
  * session with the latter takes a frame of exactly that many ciphertext
@@ -904,7 +904,7 @@ Test(peer_sec, frame_limits_and_small_buffers)
 static size_t page_max_message(size_t dim, size_t d)
 {
     size_t body = 12 * dim + 4 > d ? 12 * dim + 4 : d;
-    return 85 + body > 132 ? 85 + body : 132;
+    return 85 + body > 7416 ? 85 + body : 7416;
 }
 
 static size_t page_max_frame(size_t dim, size_t d)
@@ -915,6 +915,7 @@ static size_t page_max_frame(size_t dim, size_t d)
 
 Test(peer_sec, the_frame_limit_is_the_page_s_formula_and_holds_to_the_byte)
 {
+    cr_assert_eq(WIRE_MEMBERS_BYTES_MAX, 7416, "the page's longest MEMBERS");
     const char *codecs[] = {NULL, "none", "stc:0.01", "qsgd:16", "sparseloco:64:4096", "sketch:0.01:0.5"};
     const size_t dims[] = {0, 1, 2, 5, 100, 7850, 1u << 20, WIRE_MAX_DIM};
     for (size_t c = 0; c < sizeof codecs / sizeof *codecs; c++)

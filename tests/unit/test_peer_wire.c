@@ -209,6 +209,21 @@ static int msg_equal(const wire_msg *a, const wire_msg *b)
         return a->model.round == b->model.round && a->model.dim == b->model.dim &&
                !memcmp(a->model.hash, b->model.hash, WIRE_HASH_LEN) &&
                (!a->model.dim || !memcmp(a->model.payload, b->model.payload, a->model.dim * sizeof(float)));
+    case WIRE_MEMBERS:
+        if (a->members.n != b->members.n || a->members.n_revoked != b->members.n_revoked)
+            return 0;
+        for (uint32_t i = 0; i < a->members.n; i++) {
+            const wire_member *p = &a->members.m[i], *q = &b->members.m[i];
+            if (p->id != q->id || p->since != q->since || p->host_len != q->host_len ||
+                memcmp(p->host, q->host, p->host_len) || p->port != q->port || p->flags != q->flags ||
+                !p->cred != !q->cred || (p->cred && memcmp(p->cred, q->cred, WIRE_CRED_LEN)))
+                return 0;
+        }
+        for (uint32_t i = 0; i < a->members.n_revoked; i++)
+            if (a->members.r[i].serial != b->members.r[i].serial ||
+                memcmp(a->members.r[i].sig, b->members.r[i].sig, WIRE_SIG_LEN))
+                return 0;
+        return 1;
     }
     return 0;
 }
@@ -1793,7 +1808,7 @@ Test(peer_wire, integers_out_of_range_are_rejected)
     const item base_bad[] = {I(-1), I(-200), I(INT64_MIN)}; /* a seq: nothing negative */
     push_field_rejects(GSP_RAW, P_BASE, base_bad, 3, "base");
     push_field_rejects(GSP_SYNC, P_BASE, base_bad, 3, "base");
-    static const uint64_t types_bad[] = {9, 10, 127, 128, 0xffff, UINT64_MAX}; /* 5..8: MODEL_REQUEST .. MODEL_SOON */
+    static const uint64_t types_bad[] = {10, 11, 127, 128, 0xffff, UINT64_MAX}; /* 5..9: MODEL_REQUEST .. MEMBERS */
     for (size_t k = 0; k < sizeof types_bad / sizeof *types_bad; k++) {
         const item it[] = {A(2), U(types_bad[k]), U(1)};
         cr_assert_eq(decode_items(it, 3, &m, &e), -EBADMSG);
@@ -2029,7 +2044,7 @@ Test(peer_wire, encoder_refuses_what_a_peer_would_reject)
     cr_assert_eq(wire_encode_heartbeat(buf, sizeof buf, -1), -EINVAL);
     cr_assert_eq(wire_encode_model_soon(buf, sizeof buf, -1), -EINVAL);
     cr_assert_eq(wire_encode_auth(buf, sizeof buf, NULL), -EINVAL);
-    wire_msg m = {.type = (wire_type)9};
+    wire_msg m = {.type = (wire_type)10};
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
     m = (wire_msg){.type = WIRE_PUSH}; /* all zero: seq 0, w 0 */
     cr_assert_eq(wire_encode(buf, sizeof buf, &m), -EINVAL);
@@ -2206,7 +2221,7 @@ Test(peer_wire, errors_say_where)
     cr_assert_str_eq(wire_type_name(WIRE_MODEL), "MODEL");
     cr_assert_str_eq(wire_type_name(WIRE_ACK), "ACK");
     cr_assert_str_eq(wire_type_name(WIRE_MODEL_SOON), "MODEL_SOON");
-    cr_assert_str_eq(wire_type_name(9), "?");
+    cr_assert_str_eq(wire_type_name(WIRE_MEMBERS), "MEMBERS");
     cr_assert_str_eq(wire_type_name(10), "?");
     cr_assert_str_eq(wire_type_name(-1), "?");
 }

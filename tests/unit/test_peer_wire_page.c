@@ -343,6 +343,36 @@ static void check_fields(const example *x, const wire_msg *m)
         }
         break;
     }
+    case WIRE_MEMBERS: {
+        /* The page's lines have at most one entry and one revocation. */
+        only_keys(x, (const char *const[]){"entries", "id", "since", "host", "port", "flags", "cred", "revoked",
+                                           "serial", "sig", NULL});
+        cr_assert_eq(m->members.n, u64_of(x, "entries"), "%s: entries", x->name);
+        cr_assert_eq(m->members.n_revoked, u64_of(x, "revoked"), "%s: revoked", x->name);
+        if (m->members.n) {
+            const wire_member *e = &m->members.m[0];
+            char host[WIRE_HOST_MAX + 1];
+            snprintf(host, sizeof host, "%s", need(x, "host")); /* (need's buffer is the next call's too) */
+            cr_assert_eq(e->id, u64_of(x, "id"), "%s: id", x->name);
+            cr_assert_eq(e->since, u64_of(x, "since"), "%s: since", x->name);
+            cr_assert(e->host_len == strlen(host) && !memcmp(e->host, host, e->host_len), "%s: host", x->name);
+            cr_assert_eq(e->port, u64_of(x, "port"), "%s: port", x->name);
+            cr_assert_eq(e->flags, u64_of(x, "flags"), "%s: flags", x->name);
+            uint8_t cred[WIRE_CRED_LEN];
+            const int has = strcmp(need(x, "cred"), "none") != 0;
+            cr_assert_eq(!!e->cred, has, "%s: cred", x->name);
+            if (has) {
+                cr_assert_eq(hex_of(x, "cred", cred, sizeof cred), WIRE_CRED_LEN);
+                cr_assert_eq(memcmp(e->cred, cred, WIRE_CRED_LEN), 0, "%s: cred", x->name);
+            }
+        }
+        if (m->members.n_revoked) {
+            cr_assert_eq(m->members.r[0].serial, u64_of(x, "serial"), "%s: serial", x->name);
+            cr_assert_eq(hex_of(x, "sig", h, sizeof h), WIRE_SIG_LEN);
+            cr_assert_eq(memcmp(m->members.r[0].sig, h, WIRE_SIG_LEN), 0, "%s: sig", x->name);
+        }
+        break;
+    }
     }
 }
 
@@ -385,6 +415,26 @@ static long encode_from_page(const example *x, wire_type type, uint8_t *out, siz
             z[i] = (float)v[i];
         hex_of(x, "hash", h, sizeof h);
         return wire_encode_model(out, cap, (long)u64_of(x, "round"), z, u64_of(x, "dim"), h);
+    }
+    case WIRE_MEMBERS: {
+        static char host[WIRE_HOST_MAX + 1];
+        static uint8_t cred[WIRE_CRED_LEN];
+        wire_member e = {0};
+        wire_revocation r = {0};
+        const size_t n = u64_of(x, "entries"), nr = u64_of(x, "revoked");
+        if (n) {
+            snprintf(host, sizeof host, "%s", need(x, "host"));
+            e = (wire_member){.id = (uint32_t)u64_of(x, "id"), .since = u64_of(x, "since"), .host = host,
+                              .host_len = strlen(host), .port = (uint16_t)u64_of(x, "port"),
+                              .flags = (unsigned)u64_of(x, "flags")};
+            if (strcmp(need(x, "cred"), "none") && hex_of(x, "cred", cred, sizeof cred) == WIRE_CRED_LEN)
+                e.cred = cred;
+        }
+        if (nr) {
+            hex_of(x, "sig", h, sizeof h);
+            r = (wire_revocation){.serial = u64_of(x, "serial"), .sig = h};
+        }
+        return wire_encode_members(out, cap, &e, n, &r, nr);
     }
     }
     return -EINVAL;
