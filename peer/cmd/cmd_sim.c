@@ -39,6 +39,13 @@ static void help(void)
           "                        with the state it had (a checkpoint) under a new incarnation\n"
           "  --join PEER@ROUND     as --rejoin, but without its state: it pulls a neighbour's model,\n"
           "                        as sgp peer --resume does without a checkpoint\n"
+          "  --replace PEER@ROUND  PEER is replaced: it crashes at ROUND (kill -9: its weight is lost) and\n"
+          "                        another host takes its slot at once without its state (--crash\n"
+          "                        PEER@ROUND --join PEER@ROUND+1: the simulator has no addresses)\n"
+          "  --admit PEER@ROUND    PEER's slot is vacant from the start (routed around, no weight, not in\n"
+          "                        the reports) until the slowest peer reaches ROUND; then a host admitted\n"
+          "                        with a credential takes it: it pulls a neighbour's model and enters\n"
+          "                        with one unit of weight (repeatable)\n"
           "  --stop PEER@ROUND:S   PEER freezes for S seconds when it reaches ROUND (SIGSTOP)\n"
           "  --leave PEER@ROUND    PEER leaves when it reaches ROUND, as sgp peer on SIGTERM without a\n"
           "                        checkpoint: its shares of the round go out, then all of its weight\n"
@@ -58,7 +65,8 @@ static void help(void)
           "  --log FILE            per-round CSV: round, sim time, loss, consensus distance, bytes, lost\n"
           "  --events FILE         every peer's decisions as JSON lines (the events sgp peer --log writes)\n"
           "  --check               check the invariants after every event (push-sum weight moves only at a\n"
-          "                        crash or a comeback, weights positive, models finite, progress): a\n"
+          "                        crash, a comeback or an admission (+1), weights positive, models\n"
+          "                        finite, progress): a\n"
           "                        violation ends the run with an error (sgp dst runs random fault schedules)\n"
           "\n"
           "--batch is the TOTAL batch: each peer uses batch/N, so a round sees as many\n"
@@ -70,7 +78,8 @@ static void help(void)
 }
 
 enum { S_PEERS = 2000, S_TOPOLOGY, S_COMPUTE, S_LATENCY, S_BANDWIDTH, S_LOSS, S_SLOW, S_CRASH, S_REJOIN, S_DEAD,
-       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_CHECK, S_DUP, S_JITTER, S_STOP, S_LEAVE, S_CUT, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE };
+       S_AVG, S_LOG, S_EVENTS, S_JOIN, S_CHECK, S_DUP, S_JITTER, S_STOP, S_LEAVE, S_CUT, S_CHURN, S_DRIFT, S_RTIMEOUT, S_RDEADLINE,
+       S_ADMIT, S_REPLACE };
 
 /* "PEER<sep>VALUE" with PEER < n */
 static int parse_pair(const char *opt, const char *arg, char sep, long *peer, const char **value)
@@ -214,6 +223,8 @@ static void put_summary(json_obj *j, const sim_config *c, const char *topology, 
     json_int(j, "resumes", r->resumes);
     json_int(j, "stops", r->stops);
     json_int(j, "leaves", r->leaves);
+    json_int(j, "admits", r->admits);
+    json_int(j, "slots_vacant", r->slots_vacant);
     json_int(j, "frames_refused", r->frames_refused);
     json_int(j, "busy_kept", r->busy_kept);
     json_int(j, "peers_live", r->peers_live);
@@ -368,6 +379,15 @@ static int parse_option(void *ctx, int ch, const char *arg)
         if ((rc = add_fault(c->rejoin, &c->n_rejoin, "--join", arg, 0)) == 0)
             c->rejoin[c->n_rejoin - 1].fresh = 1;
         return rc;
+    case S_REPLACE: /* a kill -9 at ROUND, and a host without its state in the slot at once */
+        if (c->n_rejoin == SIM_MAX_EVENTS)
+            return cli_usage(CMD, "at most %d --rejoin, --join and --replace options", SIM_MAX_EVENTS);
+        if ((rc = add_fault(c->crash, &c->n_crash, "--replace", arg, 0)) == 0)
+            c->rejoin[c->n_rejoin++] = (sim_fault){.peer = c->crash[c->n_crash - 1].peer,
+                                                   .round = c->crash[c->n_crash - 1].round + 1, .fresh = 1};
+        return rc;
+    case S_ADMIT:
+        return add_fault(c->admit, &c->n_admit, "--admit", arg, 0);
     case S_CUT:
         if (s->n_cut == SIM_MAX_CUTS)
             return cli_usage(CMD, "at most %d --partition options", SIM_MAX_CUTS);
@@ -423,6 +443,8 @@ static int parse(sim_cmd *s, int argc, char **argv)
         {"crash", required_argument, 0, S_CRASH},
         {"rejoin", required_argument, 0, S_REJOIN},
         {"join", required_argument, 0, S_JOIN},
+        {"replace", required_argument, 0, S_REPLACE},
+        {"admit", required_argument, 0, S_ADMIT},
         {"events", required_argument, 0, S_EVENTS},
         {"check", no_argument, 0, S_CHECK},
         {"dead-timeout", required_argument, 0, S_DEAD},
@@ -446,24 +468,14 @@ static int parse(sim_cmd *s, int argc, char **argv)
     return cli_parse(CMD, argc, argv, long_opts, help, parse_option, s, &s->help);
 }
 
-/* Every fault names a peer of the run, and a rejoin follows a crash. */
-static int check_faults(const sim_config *c, long peers)
+/* The faults against each other and --peers (sim_config_check; the
+ * rounds of the run are known once the data is: sim_run checks again). */
+static int check_faults(sim_config *c, long peers)
 {
-    for (int k = 0; k < c->n_crash + c->n_rejoin + c->n_stop + c->n_leave; k++) {
-        const int a = c->n_crash, b = a + c->n_rejoin, d = b + c->n_stop;
-        const sim_fault *f = k < a ? &c->crash[k] : k < b ? &c->rejoin[k - a] : k < d ? &c->stop[k - b] : &c->leave[k - d];
-        const char *what = k < a ? "crash" : k < b ? "rejoin" : k < d ? "stop" : "leave";
-        if (f->peer >= peers)
-            return cli_usage(CMD, "--%s: peer %d does not exist (--peers %ld)", what, f->peer, peers);
-    }
-    for (int k = 0; k < c->n_rejoin; k++) {
-        int crashed_before = 0;
-        for (int q = 0; q < c->n_crash; q++)
-            crashed_before |= c->crash[q].peer == c->rejoin[k].peer && c->crash[q].round < c->rejoin[k].round;
-        if (!crashed_before)
-            return cli_usage(CMD, "--rejoin/--join %d@%ld: peer %d has no --crash before round %ld", c->rejoin[k].peer,
-                             c->rejoin[k].round, c->rejoin[k].peer, c->rejoin[k].round);
-    }
+    char err[400];
+    c->peer.n_peers = (int)peers;
+    if (sim_config_check(c, 0, err, sizeof err) < 0)
+        return cli_usage(CMD, "%s", err);
     return 0;
 }
 
@@ -559,11 +571,11 @@ static void print_result(const sim_cmd *s)
            (unsigned long long)r->messages_lost, (unsigned long long)r->messages_cut,
            (unsigned long long)r->messages_after_end, r->simulated_seconds, 1e3 * r->step_seconds, r->wall_seconds);
     printf("faults: %ld local steps, %ld late marks, %ld catch-ups (%ld rounds skipped, %ld with a neighbour's model), %ld neighbours lost, "
-           "%ld brakes; %ld crashes, %ld resumes, %ld stops, %ld leaves, %ld partitions; %d peers live, weight %.3g..%.3g (total %.4g held, "
-           "%.3g in flight at the end)\n",
+           "%ld brakes; %ld crashes, %ld resumes, %ld stops, %ld leaves, %ld admitted, %ld partitions; %d peers live, "
+           "%d slots vacant, weight %.3g..%.3g (total %.4g held, %.3g in flight at the end)\n",
            r->local_steps, r->late_marks, r->catch_ups, r->rounds_skipped, r->refreshes, r->neighbours_lost, r->brakes,
-           r->crashes, r->resumes, r->stops, r->leaves, r->cuts, r->peers_live, r->weight_min, r->weight_max,
-           r->weight_total, r->weight_in_flight);
+           r->crashes, r->resumes, r->stops, r->leaves, r->admits, r->cuts, r->peers_live, r->slots_vacant,
+           r->weight_min, r->weight_max, r->weight_total, r->weight_in_flight);
     printf("cpu: local steps %.2f s, gossip %.2f s (all peers; per peer-round %.3g ms and %.3g ms)\n",
            r->cpu_step_seconds, r->cpu_gossip_seconds, r->local_steps ? 1e3 * r->cpu_step_seconds / r->local_steps : 0.0,
            r->local_steps ? 1e3 * r->cpu_gossip_seconds / r->local_steps : 0.0);

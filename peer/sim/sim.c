@@ -29,6 +29,7 @@ void sim_watermark_advance(sim *s)
             if (c->rejoin[k].round == s->slowest && s->p[c->rejoin[k].peer].state == P_CRASHED &&
                 !s->p[c->rejoin[k].peer].churned && sim_rejoin(s, c->rejoin[k].peer, c->rejoin[k].fresh) == 0)
                 s->running++;
+        (void)sim_admit_due(s, s->slowest); /* (as a rejoin: only out of memory fails it, and it stays vacant) */
     }
 }
 
@@ -345,11 +346,14 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
         *err = 0;
     s.wall0 = clock_now();
     round_plan_make(&s.plan, &c->peer.train, train->n, c->peer.n_peers, c->peer.local_steps);
+    int rc = sim_config_check(c, s.plan.total_rounds, err, errlen);
+    if (rc < 0)
+        return rc;
     progress_init(&s.bar, c->progress ? c->progress : stdout, c->progress ? c->progress_bar : 0);
-    int rc = sim_setup(&s, c, train, err, errlen);
+    rc = sim_setup(&s, c, train, err, errlen);
     for (int i = 0; rc == 0 && i < c->peer.n_peers; i++) { /* round 0 starts from the hold engine_new leaves */
         int advanced = 0;
-        if ((rc = sim_boundary(&s, i, &advanced)) == 0)
+        if (!s.p[i].vacant && (rc = sim_boundary(&s, i, &advanced)) == 0)
             rc = sim_pump(&s, i, 0);
     }
     sim_event e;
@@ -360,6 +364,8 @@ int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test
         s.check_until = 1000.0 + 100.0 * s.plan.total_rounds * (s.step_seconds * s.plan.local_steps + c->latency +
                                                                4.0 * s.model.n_params / (c->bandwidth > 0 ? c->bandwidth : 1e12));
     }
+    if (rc == 0) /* (admitted at round 0: joining beside the founders, its unit checked with the first event) */
+        rc = sim_admit_due(&s, 0);
     while (rc == 0 && s.running > 0 && sim_queue_pop(&s.q, &e)) {
         s.now = e.t;
         rc = dispatch(&s, &e);

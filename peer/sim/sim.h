@@ -29,7 +29,10 @@
  *   gsp_restart and gsp_resume); a stopped peer is frozen, connections up,
  *   and what reaches it waits. A finished peer stays until its in-neighbours
  *   are done (for a bounded time: gossip/GUARANTEES.md), then its
- *   connections close.
+ *   connections close;
+ * - a vacant slot (admit) is routed around from round 0 and holds nothing;
+ *   when the slowest peer reaches its round a host takes it, joins (it
+ *   pulls a neighbour's model) and adds one unit of weight.
  */
 #ifndef PEER_SIM_SIM_H
 #define PEER_SIM_SIM_H
@@ -81,7 +84,12 @@ typedef struct sim_config {
     double speed_drift;              /* > 0: every peer's speed wanders by up to this fraction (uniform load) */
     sim_fault crash[SIM_MAX_EVENTS], rejoin[SIM_MAX_EVENTS], stop[SIM_MAX_EVENTS];
     sim_fault leave[SIM_MAX_EVENTS]; /* a graceful stop (SIGTERM) at a round: GOODBYE "stopped", gone */
-    int n_crash, n_rejoin, n_stop, n_leave;
+    /* A vacant slot (a cluster file's `slots`: nobody holds it at the start,
+     * every member routes around it from round 0) that a host admitted with
+     * a credential takes when the slowest peer reaches `round`: it joins
+     * without state (pulls a neighbour's model) with one unit of weight. */
+    sim_fault admit[SIM_MAX_EVENTS];
+    int n_crash, n_rejoin, n_stop, n_leave, n_admit;
     sim_cut cut[SIM_MAX_CUTS];
     int n_cut;
     double churn;                    /* fraction of peers down at any time (random crashes and resumes) */
@@ -123,6 +131,8 @@ typedef struct sim_result {
     long local_steps, late_marks, catch_ups, refreshes, rounds_skipped, neighbours_lost, brakes, isolated_rounds;
     long busy_kept;              /* shares kept home for a busy link or a full ack window */
     long crashes, resumes, stops, cuts, leaves;
+    long admits;                 /* vacant slots taken (--admit) */
+    int slots_vacant;            /* slots still vacant at the end (an admission that never came) */
     long frames_refused;         /* frames a link holding SIM_LINK_SLOTS of them refused */
     double weight_in_flight;     /* sent between live peers and not applied at the end (a partition that outlasts
                                   * the run, shares to a peer that had finished): weight_total + this is the run's */
@@ -135,6 +145,12 @@ typedef struct sim_result {
 } sim_result;
 
 void sim_config_defaults(sim_config *c);
+/* The faults against each other and the run: every one names a peer of it,
+ * a rejoin follows a crash of its peer, a slot is admitted once, at a round
+ * before the last (total_rounds; 0: not known yet), and nothing happens to
+ * an admitted peer before it holds its slot. 0, or -EINVAL with why in err
+ * (sim_run checks it too). */
+int sim_config_check(const sim_config *c, long total_rounds, char *err, size_t errlen);
 int sim_run(const sim_config *c, const nn_dataset *train, const nn_dataset *test, sim_result *r, char *err,
             size_t errlen);
 void sim_result_free(sim_result *r);

@@ -4,8 +4,9 @@
  * every edge has sent and its receiver not applied (in flight, lost and
  * owed by the running sums, or sent to a peer that is down), plus what
  * comebacks adopted as a baseline (gsp_stats.w_adopted). Only a crash
- * (its weight leaves) and a comeback (gsp_resume, gsp_restart, a join)
- * change it, and the simulator says when (sim_engine.h: mass_changed). */
+ * (its weight leaves), a comeback (gsp_resume, gsp_restart, a join) and an
+ * admission change it, and the simulator says when (sim_engine.h:
+ * mass_changed); an admission by exactly its one unit (mass_expect). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,8 +29,14 @@ double sim_weight(const sim *s)
 
 int sim_check_event(sim *s, char *err, size_t errlen)
 {
-    for (int i = 0; i < s->c->peer.n_peers; i++) { /* a joiner taking its model: one unit of weight more */
-        s->mass_changed |= s->p[i].was_joining && !engine_joining(s->p[i].e);
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
+        /* A joiner taking its model (gsp_join: one unit of weight) after a
+         * crash. An admitted peer's unit came with its slot (mass_expect),
+         * and its join must move nothing more. */
+        const int joined = s->p[i].was_joining && !engine_joining(s->p[i].e);
+        s->mass_changed |= joined && !s->p[i].admitted;
+        if (joined || s->p[i].state == P_CRASHED)
+            s->p[i].admitted = 0;
         s->p[i].was_joining = engine_joining(s->p[i].e);
     }
     const double w = sim_weight(s);
@@ -42,13 +49,18 @@ int sim_check_event(sim *s, char *err, size_t errlen)
             fprintf(stderr, "\n");
         }
     }
-    if (!s->mass_changed && !(fabs(w - s->mass_ref) <= 1e-9 * fmax(1.0, fabs(w)))) {
-        snprintf(err, errlen, "invariant: the run's push-sum weight went from %.15g to %.15g at %.6f s with no crash "
-                              "or comeback",
-                 s->mass_ref, w, s->now);
+    if (!s->mass_changed && !(fabs(w - (s->mass_ref + s->mass_expect)) <= 1e-9 * fmax(1.0, fabs(w)))) {
+        if (s->mass_expect != 0)
+            snprintf(err, errlen, "invariant: the run's push-sum weight went from %.15g to %.15g at %.6f s, where "
+                                  "admissions added %.15g",
+                     s->mass_ref, w, s->now, s->mass_expect);
+        else
+            snprintf(err, errlen, "invariant: the run's push-sum weight went from %.15g to %.15g at %.6f s with no "
+                                  "crash, comeback or admission",
+                     s->mass_ref, w, s->now);
         return -EPROTO;
     }
-    s->mass_ref = w, s->mass_changed = 0;
+    s->mass_ref = w, s->mass_changed = 0, s->mass_expect = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++) {
         const double wi = engine_gossip(s->p[i].e)->w;
         if (s->p[i].state != P_CRASHED && !engine_left(s->p[i].e) && !(wi > 0 && isfinite(wi))) {

@@ -48,6 +48,8 @@ typedef struct sim_peer {
     double stopped_until; /* frozen (SIGSTOP) until then */
     double wake_at;       /* the earliest EV_WAKE pending (< 0: none) */
     int churned;          /* down by --churn: comes back */
+    int vacant;           /* --admit: nobody holds the slot yet (P_CRASHED, its engine unused): routed around */
+    int admitted;         /* --check: it took a vacant slot and is joining (its join moves no weight) */
     int exited;           /* done, and every in-neighbour done or routed around: its connections closed */
     long step_id;         /* which EV_STEP_DONE is this step's (a crash voids the one pending) */
     nn_rng speed;         /* --speed-drift */
@@ -90,6 +92,7 @@ typedef struct sim {
     double *mass0; /* averaging-only: total x at the start (double), for the mass check */
     double mass_ref;   /* --check: the run's push-sum weight after the last event */
     int mass_changed;  /* --check: a crash or a comeback changed it on purpose in this event */
+    double mass_expect; /* --check: what admissions added in this event (one unit each, exactly) */
     double check_until; /* --check: simulated seconds past which the run is stuck (livelock) */
     char err[512];      /* why an invariant failed inside an event */
     progress bar;
@@ -122,6 +125,8 @@ size_t sim_frame_bytes(const sim_frame *f);
 int sim_boundary(sim *s, int i, int *advanced);
 void sim_crash(sim *s, int i);
 int sim_rejoin(sim *s, int i, int fresh);
+/* The admissions (--admit) due when the slowest peer reaches `round`. */
+int sim_admit_due(sim *s, long round);
 double sim_churn_wait(sim *s, int down);
 int sim_churn(sim *s, int i);
 /* Partitions: the events of cut k; whether the link i - j is cut now (and

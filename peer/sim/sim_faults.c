@@ -35,15 +35,97 @@ void sim_crash(sim *s, int i)
     sim_watermark_advance(s);
 }
 
-/* Back as a new process: with the state it had at the crash (as if
- * checkpointed every round: engine_come_back; the pacing policy then catches
- * it up with the run), or fresh, without state, pulling a neighbour's
- * model as `sgp peer --resume` without a checkpoint does. */
-int sim_rejoin(sim *s, int i, int fresh)
+/* ---- the faults against each other ------------------------------------------------ */
+
+static const char *const FAULT_OPT[] = {"--crash", "--rejoin/--join", "--stop", "--leave", "--admit"};
+
+/* The fault lists of c in FAULT_OPT's order. */
+static const sim_fault *fault_list(const sim_config *c, int kind, int *n)
+{
+    const int counts[] = {c->n_crash, c->n_rejoin, c->n_stop, c->n_leave, c->n_admit};
+    const sim_fault *lists[] = {c->crash, c->rejoin, c->stop, c->leave, c->admit};
+    *n = counts[kind];
+    return lists[kind];
+}
+
+/* Peer `peer`'s admission (its index in c->admit), or -1. */
+static int admission(const sim_config *c, int peer)
+{
+    for (int k = 0; k < c->n_admit; k++)
+        if (c->admit[k].peer == peer)
+            return k;
+    return -1;
+}
+
+int sim_config_check(const sim_config *c, long total_rounds, char *err, size_t errlen)
+{
+    const int n = c->peer.n_peers;
+    for (int kind = 0; kind < 5; kind++) {
+        int m;
+        const sim_fault *f = fault_list(c, kind, &m);
+        for (int k = 0; k < m; k++) {
+            if (f[k].peer < 0 || f[k].peer >= n) {
+                snprintf(err, errlen, "%s %d@%ld: peer %d does not exist (%d peers: 0 to %d)", FAULT_OPT[kind],
+                         f[k].peer, f[k].round, f[k].peer, n, n - 1);
+                return -EINVAL;
+            }
+            const int a = admission(c, f[k].peer);
+            /* Before its admission the slot has no process: nothing can
+             * crash, stop or leave, and its rounds only begin where it
+             * enters (the round of the model it pulls). */
+            if (kind != 4 && a >= 0 && f[k].round <= c->admit[a].round) {
+                snprintf(err, errlen, "%s %d@%ld: peer %d's slot is vacant until the run's round %ld (--admit %d@%ld): "
+                                      "a fault of an admitted peer must come at a later round",
+                         FAULT_OPT[kind], f[k].peer, f[k].round, f[k].peer, c->admit[a].round, f[k].peer,
+                         c->admit[a].round);
+                return -EINVAL;
+            }
+        }
+    }
+    for (int k = 0; k < c->n_rejoin; k++) {
+        int crashed_before = 0;
+        for (int q = 0; q < c->n_crash; q++)
+            crashed_before |= c->crash[q].peer == c->rejoin[k].peer && c->crash[q].round < c->rejoin[k].round;
+        if (!crashed_before) {
+            snprintf(err, errlen, "--rejoin/--join %d@%ld: peer %d has no --crash before round %ld", c->rejoin[k].peer,
+                     c->rejoin[k].round, c->rejoin[k].peer, c->rejoin[k].round);
+            return -EINVAL;
+        }
+    }
+    for (int k = 0; k < c->n_admit; k++) {
+        const sim_fault *f = &c->admit[k];
+        if (admission(c, f->peer) != k) {
+            snprintf(err, errlen, "--admit %d@%ld: peer %d is admitted twice (at rounds %ld and %ld): a slot is taken "
+                                  "once",
+                     f->peer, f->round, f->peer, c->admit[admission(c, f->peer)].round, f->round);
+            return -EINVAL;
+        }
+        if (total_rounds > 0 && f->round >= total_rounds) {
+            snprintf(err, errlen, "--admit %d@%ld: the run has %ld rounds (0 to %ld), so the slot would stay vacant to "
+                                  "the end",
+                     f->peer, f->round, total_rounds, total_rounds - 1);
+            return -EINVAL;
+        }
+    }
+    if (c->n_admit >= n) {
+        snprintf(err, errlen, "--admit: every one of the %d slots is vacant at the start: a host is admitted by the "
+                              "peers that hold theirs (at least one)",
+                 n);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* A process starts in peer i's slot: the peer back after a crash, with the
+ * state it had at the crash (as if checkpointed every round:
+ * engine_come_back; the pacing policy then catches it up with the run), or
+ * fresh, without state, pulling a neighbour's model as `sgp peer --resume`
+ * without a checkpoint does; or a host admitted to a vacant slot (fresh,
+ * its slot never held: no run of it to lose or adopt). */
+static int start_in_slot(sim *s, int i, int fresh)
 {
     sim_peer *p = &s->p[i];
     const uint64_t incarnation = engine_gossip(p->e)->incarnation + 1;
-    s->mass_changed = 1;
     for (int j = 0; j < s->c->peer.n_peers; j++) { /* shares of its dead run waiting in inboxes (sim.c: absorbed) */
         int n_inbox;
         const gsp_msg *inbox = engine_inbox(s->p[j].e, &n_inbox);
@@ -58,15 +140,54 @@ int sim_rejoin(sim *s, int i, int fresh)
                         sizeof err);
         if (rc < 0)
             return rc;
+        for (int q = 0; q < s->c->peer.n_peers; q++) /* (as node.c: slots still vacant are routed around) */
+            if (q != i && s->p[q].vacant)
+                engine_absent(p->e, q);
     }
     if ((rc = engine_come_back(p->e, fresh ? ENGINE_WITHOUT_STATE : ENGINE_WITH_STATE, incarnation, s->now)) < 0)
         return rc;
     p->state = P_WAITING;
     p->wake_at = -1;
-    s->r->resumes++;
     s->at_round[engine_round(p->e)]++;
     sim_tell_neighbours(s, i, EV_UP);
     sim_queue_push(&s->q, s->now + s->c->latency, EV_RELEASE, i, 0);
+    return 0;
+}
+
+int sim_rejoin(sim *s, int i, int fresh)
+{
+    s->mass_changed = 1;
+    s->r->resumes++;
+    return start_in_slot(s, i, fresh);
+}
+
+/* A host admitted with a credential takes vacant slot i (as `sgp peer
+ * --credential` does: no checkpoint, so it joins): its engine's one unit of
+ * weight is the run's, exactly (sim_check_event), and its neighbours, which
+ * routed around the slot from round 0, see it connect. */
+static int admit(sim *s, int i)
+{
+    sim_peer *p = &s->p[i];
+    p->vacant = 0;
+    p->admitted = 1;
+    s->r->admits++, s->r->slots_vacant--;
+    int rc = start_in_slot(s, i, 1);
+    if (rc == 0)
+        s->mass_expect += 1.0; /* (what a join adds: gsp_join's unit) */
+    return rc;
+}
+
+int sim_admit_due(sim *s, long round)
+{
+    for (int k = 0; k < s->c->n_admit; k++) {
+        const int i = s->c->admit[k].peer;
+        if (s->c->admit[k].round != round || !s->p[i].vacant)
+            continue;
+        int rc = admit(s, i);
+        if (rc < 0)
+            return rc;
+        s->running++;
+    }
     return 0;
 }
 
@@ -86,6 +207,10 @@ int sim_churn(sim *s, int i)
     sim_peer *p = &s->p[i];
     if (p->state == P_DONE || p->exited)
         return 0;
+    if (p->vacant) { /* (nobody to crash yet: asked again later) */
+        sim_queue_push(&s->q, s->now + sim_churn_wait(s, 0), EV_CHURN, i, 0);
+        return 0;
+    }
     if (p->state == P_CRASHED) {
         if (!p->churned)
             return 0; /* crashed for good by --crash */

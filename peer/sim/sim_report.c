@@ -122,23 +122,27 @@ void sim_progress_round(sim *s)
 }
 
 /* Total mass now (peers plus in flight on every edge) against the start:
- * only for averaging-only runs without a crash (mass leaves with a crash). */
+ * only for averaging-only runs without a crash (mass leaves with a crash)
+ * or an admission (a joiner brings a neighbour's model: mass comes in);
+ * slots still vacant hold nothing. */
 static void mass_check(sim *s)
 {
     sim_result *r = s->r;
     r->mass_error_x = r->mass_error_w = NAN;
-    if (!s->mass0 || r->crashes > 0)
+    if (!s->mass0 || r->crashes > 0 || r->admits > 0)
         return;
-    const int n = s->c->peer.n_peers;
+    const int n = s->c->peer.n_peers - r->slots_vacant;
     const size_t dim = s->model.n_params;
     double *x = calloc(dim, sizeof *x), w = 0;
     if (!x)
         return;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < s->c->peer.n_peers; i++) {
+        if (s->p[i].vacant)
+            continue;
         for (size_t d = 0; d < dim && !engine_left(s->p[i].e); d++) /* (one that left holds a model, no mass) */
             x[d] += engine_gossip(s->p[i].e)->x[d];
         w += engine_gossip(s->p[i].e)->w;
-        for (int j = 0; j < n; j++)
+        for (int j = 0; j < s->c->peer.n_peers; j++)
             if (j != i)
                 w += gsp_edge_pending(engine_gossip(s->p[i].e), engine_gossip(s->p[j].e), x);
     }

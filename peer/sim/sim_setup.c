@@ -141,19 +141,36 @@ int sim_setup(sim *s, const sim_config *c, const nn_dataset *train, char *err, s
         }
     }
     nn_model_drop_params(&s->model); /* x0 keeps the start; steps and evaluations pass their parameters */
+    /* A vacant slot (--admit) has no process until a host takes it: its
+     * engine (made above, replaced at the admission) holds nothing of the
+     * run, and nobody connects to it. */
+    int vacant = 0;
+    for (int k = 0; k < c->n_admit; k++) {
+        sim_peer *p = &s->p[c->admit[k].peer];
+        p->vacant = 1, p->state = P_CRASHED;
+        (void)engine_crash(p->e);
+        vacant++;
+    }
     if (c->averaging_only && (s->mass0 = calloc(dim, sizeof(double))))
         for (int i = 0; i < n; i++)
-            for (size_t d = 0; d < dim; d++)
+            for (size_t d = 0; d < dim && !s->p[i].vacant; d++)
                 s->mass0[d] += engine_gossip(s->p[i].e)->x[d];
-    s->at_round[0] = n;
-    s->running = n;
+    s->at_round[0] = n - vacant;
+    s->running = n - vacant;
+    s->r->slots_vacant = vacant;
     nn_rng_seed(&s->net, c->peer.train.seed, 0x6e6574ULL);
     nn_rng_seed(&s->churn, c->peer.train.seed, 0x636875726eULL);
-    /* Every connection is up from the start, as after the round-0 barrier. */
+    /* Every connection is up from the start, as after the round-0 barrier;
+     * a vacant slot is routed around from the start, as sgp peer marks it
+     * (peer/net/node.c: engine_absent). */
     for (int i = 0; i < n; i++) {
         const gsp_pace *pc = engine_pace(s->p[i].e);
-        for (int k = 0; k < pc->n_nb; k++)
-            engine_link_up(s->p[i].e, pc->nb[k].peer, 0.0);
+        for (int q = 0; q < n && !s->p[i].vacant; q++)
+            if (q != i && s->p[q].vacant)
+                engine_absent(s->p[i].e, q);
+        for (int k = 0; k < pc->n_nb && !s->p[i].vacant; k++)
+            if (!s->p[pc->nb[k].peer].vacant)
+                engine_link_up(s->p[i].e, pc->nb[k].peer, 0.0);
         if (c->churn > 0)
             sim_queue_push(&s->q, sim_churn_wait(s, 0), EV_CHURN, i, 0);
     }
