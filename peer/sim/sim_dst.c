@@ -55,11 +55,59 @@ static int crashes(const dst_schedule *s, int peer)
 {
     for (int k = 0; k < s->n_faults; k++) {
         const dst_fault *f = &s->fault[k];
-        if ((f->kind == DST_CRASH || f->kind == DST_REJOIN || f->kind == DST_JOIN || f->kind == DST_LEAVE) &&
+        if ((f->kind == DST_CRASH || f->kind == DST_REJOIN || f->kind == DST_JOIN || f->kind == DST_LEAVE ||
+             f->kind == DST_ADMIT || f->kind == DST_REPLACE) &&
             (peer < 0 || f->peer == peer))
             return 1;
     }
     return 0;
+}
+
+/* Peers that are there from the first round to the last: no crash, leave,
+ * replacement or admission. */
+static int never_away(const dst_schedule *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->peers; i++)
+        n += !crashes(s, i);
+    return n;
+}
+
+/* A peer with no fault at all but a slow machine or a partition (an
+ * admitted peer's rounds begin where it enters: a stop drawn at a round
+ * of the run could come before it). -1 if the one drawn has one. */
+static int unfaulted(const dst_schedule *s, nn_rng *r)
+{
+    const int peer = (int)nn_rng_below(r, (uint64_t)s->peers);
+    for (int k = 0; k < s->n_faults; k++)
+        if (s->fault[k].peer == peer && s->fault[k].kind != DST_SLOW && s->fault[k].kind != DST_PARTITION)
+            return -1;
+    return peer;
+}
+
+/* Membership (from streams of their own, as the leaves: the schedules
+ * without them are drawn as before): a sixth of the schedules replace a
+ * peer (kill -9, and a host without its state in the slot at once), and a
+ * fifth admit one or two hosts to slots vacant from the start, at a random
+ * round of the first three quarters of the run; always with two peers
+ * there from start to end (someone to finish the run, and someone a joiner
+ * can pull a model from). */
+static void draw_members(dst_schedule *s, uint64_t seed)
+{
+    nn_rng rep, adm;
+    nn_rng_seed(&rep, seed, 0x7265706cULL); /* "repl" */
+    nn_rng_seed(&adm, seed, 0x61646d6974ULL); /* "admit" */
+    const long R = rounds_of(s);
+    int peer;
+    if (nn_rng_below(&rep, 6) == 0 && s->n_faults < DST_MAX_FAULTS && never_away(s) > 2 &&
+        (peer = unfaulted(s, &rep)) >= 0)
+        s->fault[s->n_faults++] =
+            (dst_fault){.kind = DST_REPLACE, .peer = peer, .a = (long)nn_rng_below(&rep, (uint64_t)(R / 2))};
+    const int admits = nn_rng_below(&adm, 5) == 0 ? 1 + (int)nn_rng_below(&adm, 2) : 0;
+    for (int k = 0; k < admits; k++)
+        if (s->n_faults < DST_MAX_FAULTS && never_away(s) > 2 && (peer = unfaulted(s, &adm)) >= 0)
+            s->fault[s->n_faults++] =
+                (dst_fault){.kind = DST_ADMIT, .peer = peer, .a = (long)nn_rng_below(&adm, (uint64_t)(3 * R / 4))};
 }
 
 void dst_draw(dst_schedule *s, uint64_t seed)
@@ -141,7 +189,9 @@ void dst_draw(dst_schedule *s, uint64_t seed)
         case DST_SLOW:
             f.f = 1.5 + 3 * nn_rng_uniform_d(&r);
             break;
-        case DST_LEAVE: /* (drawn below) */
+        case DST_LEAVE: /* (drawn below, as the next two) */
+        case DST_ADMIT:
+        case DST_REPLACE:
             break;
         }
         s->fault[s->n_faults++] = f;
@@ -174,6 +224,7 @@ void dst_draw(dst_schedule *s, uint64_t seed)
             s->fault[s->n_faults++] =
                 (dst_fault){.kind = DST_LEAVE, .peer = peer, .a = (long)nn_rng_below(&leave, (uint64_t)rounds_of(s))};
     }
+    draw_members(s, seed);
 }
 
 /* ---- one run -------------------------------------------------------------------- */
@@ -246,6 +297,13 @@ static int build(const dst_schedule *s, int faults, sim_config *c, built *b, cha
             break;
         case DST_LEAVE:
             c->leave[c->n_leave++] = (sim_fault){.peer = f->peer, .round = f->a};
+            break;
+        case DST_ADMIT:
+            c->admit[c->n_admit++] = (sim_fault){.peer = f->peer, .round = f->a};
+            break;
+        case DST_REPLACE: /* (as sgp sim --replace) */
+            c->crash[c->n_crash++] = (sim_fault){.peer = f->peer, .round = f->a};
+            c->rejoin[c->n_rejoin++] = (sim_fault){.peer = f->peer, .round = f->a + 1, .fresh = 1};
             break;
         case DST_SLOW:
             if (!b->slow && !(b->slow = malloc((size_t)s->peers * sizeof *b->slow)))
@@ -429,7 +487,10 @@ void dst_command(const dst_schedule *s, char *buf, size_t cap)
             PUT(" --slow %d:%.17g", f->peer, f->f);
             break;
         case DST_LEAVE:
-            PUT(" --leave %d@%ld", f->peer, f->a);
+        case DST_ADMIT:
+        case DST_REPLACE: /* (PEER@ROUND, each an option of its own) */
+            PUT(" --%s %d@%ld", f->kind == DST_LEAVE ? "leave" : f->kind == DST_ADMIT ? "admit" : "replace", f->peer,
+                f->a);
             break;
         }
     }

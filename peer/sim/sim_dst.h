@@ -38,6 +38,8 @@ typedef enum dst_kind {
                     * them cut off alone (its host's link down) */
     DST_SLOW,      /* computes f times slower */
     DST_LEAVE,     /* leaves at round a (SIGTERM: GOODBYE "stopped"), for good */
+    DST_ADMIT,     /* its slot is vacant until the run's round a, then a host admitted with a credential takes it */
+    DST_REPLACE,   /* crashes at round a (kill -9) and another host takes its slot at once without its state */
 } dst_kind;
 
 typedef struct dst_fault {
