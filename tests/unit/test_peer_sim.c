@@ -7,24 +7,12 @@
 
 #include "peer/core/round.h"
 #include "peer/sim/sim.h"
+#include "tests/sim_slice.h"
 
 static nn_dataset train, test;
 static topo t;
 
-static void load(void)
-{
-    char err[256];
-    nn_dataset full_train = {0}, full_test = {0};
-    cr_assert_eq(nn_data_embedded(&full_train, &full_test, err, sizeof err), 0, "%s", err);
-    /* A 2,000 / 500 slice keeps each test to a second or two. */
-    int idx[2000];
-    for (int i = 0; i < 2000; i++)
-        idx[i] = i;
-    cr_assert_eq(nn_dataset_subset(&full_train, idx, 2000, &train), 0);
-    cr_assert_eq(nn_dataset_subset(&full_test, idx, 500, &test), 0);
-    nn_dataset_free(&full_train);
-    nn_dataset_free(&full_test);
-}
+static void load(void) { sim_slice(&train, &test); }
 
 static void unload(void)
 {
