@@ -141,9 +141,10 @@ $(PROCESS): $(PROCESS_OBJ) $(LIBSGP)
 	@mkdir -p $(dir $@)
 	$(CC) $(SGP_LDFLAGS) $^ -o $@ $(shell pkg-config --libs criterion 2>/dev/null) $(SGP_LIBS)
 
+# (with the embedded MNIST digits, as sgp has them: combine.c evaluates on them)
 $(BUILD)/bench/%: tests/bench/%.c $(LIBSGP)
 	@mkdir -p $(dir $@)
-	$(CC) $(SGP_CFLAGS) $(SGP_LDFLAGS) $< $(LIBSGP) -o $@ $(SGP_LIBS)
+	$(CC) $(SGP_CFLAGS) $(SGP_LDFLAGS) $< $(BUILD)/nn/nn_embedded.o $(LIBSGP) -o $@ $(SGP_LIBS)
 
 # Each fuzz target, linked with a plain main() that replays its corpus
 # (tests/fuzz/corpus/NAME for tests/fuzz/fuzz_NAME.c).
