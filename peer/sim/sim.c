@@ -43,6 +43,25 @@ static void move_round(sim *s, long from, long to)
 
 int sim_gone(const sim_peer *p) { return p->state == P_CRASHED || p->exited; }
 
+/* When a connection that process i (just started: a comeback or an
+ * admission) dials to q comes up: one latency from now, or from the heal
+ * of a partition that cuts them (no frame crosses it, so TCP cannot
+ * connect before); -1 when a cut that closes its connections does (at its
+ * heal: sim_cut_event). */
+static double up_at(const sim *s, int i, int q)
+{
+    double t = s->now + s->c->latency;
+    for (int k = 0; k < s->c->n_cut; k++) {
+        const sim_cut *c = &s->c->cut[k];
+        if (!s->cut_on[k] || c->side[i] == c->side[q])
+            continue;
+        if (c->seconds > 2 * s->c->peer.dead_timeout)
+            return -1;
+        t = fmax(t, c->at + c->seconds + s->c->latency);
+    }
+    return t;
+}
+
 /* Tell every neighbour of i, one latency from now, that i's connection
  * broke (kind EV_DOWN) or is up (EV_UP), as TCP would. */
 void sim_tell_neighbours(sim *s, int i, int kind)
@@ -52,9 +71,12 @@ void sim_tell_neighbours(sim *s, int i, int kind)
         int q = pc->nb[k].peer;
         if (sim_gone(&s->p[q]))
             continue;
-        sim_queue_push(&s->q, s->now + s->c->latency, kind, q, i);
+        const double t = kind == EV_UP ? up_at(s, i, q) : s->now + s->c->latency;
+        if (t < 0)
+            continue;
+        sim_queue_push(&s->q, t, kind, q, i);
         if (kind == EV_UP) /* and i sees q */
-            sim_queue_push(&s->q, s->now + s->c->latency, EV_UP, i, q);
+            sim_queue_push(&s->q, t, EV_UP, i, q);
     }
 }
 
