@@ -12,6 +12,11 @@
  * keeps only its model, at weight 0). */
 static int live(const sim *s, int i) { return s->p[i].state != P_CRASHED && !engine_left(s->p[i].e); }
 
+/* In the average model and the means of the epoch lines: live, and with a
+ * model of the run (a joiner, admitted or back without its state, holds
+ * the starting model until it takes a neighbour's). */
+static int counted(const sim *s, int i) { return live(s, i) && !engine_joining(s->p[i].e); }
+
 /* Summed in double a block of coordinates at a time (the same sums, in the
  * same order, as one model-sized accumulator, which would be a model's
  * worth of doubles at the run's peak). */
@@ -21,13 +26,13 @@ void sim_average_model(sim *s, float *avg)
     const size_t dim = s->model.n_params;
     double acc[BLOCK], w = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++)
-        if (live(s, i))
+        if (counted(s, i))
             w += engine_gossip(s->p[i].e)->w;
     for (size_t at = 0; at < dim; at += BLOCK) {
         const size_t n = dim - at < BLOCK ? dim - at : BLOCK;
         memset(acc, 0, n * sizeof *acc);
         for (int i = 0; i < s->c->peer.n_peers; i++) {
-            if (!live(s, i))
+            if (!counted(s, i))
                 continue;
             const float *x = engine_gossip(s->p[i].e)->x + at;
             for (size_t d = 0; d < n; d++)
@@ -47,7 +52,7 @@ static double consensus_distance(sim *s, const float *avg)
     for (size_t d = 0; d < dim; d++)
         norm += (double)avg[d] * avg[d];
     for (int i = 0; i < s->c->peer.n_peers; i++) {
-        if (!live(s, i))
+        if (!counted(s, i))
             continue;
         const gsp_peer *g = engine_gossip(s->p[i].e);
         const float inv = gsp_debias_factor(g);
@@ -66,7 +71,7 @@ static float mean_last_loss(const sim *s)
     double sum = 0;
     int n = 0;
     for (int i = 0; i < s->c->peer.n_peers; i++)
-        if (live(s, i)) {
+        if (counted(s, i)) {
             engine_stats st;
             engine_stats_of(s->p[i].e, &st);
             sum += st.loss, n++;
