@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "peer/sim/sim.h"
@@ -253,4 +254,49 @@ Test(peer_sim_admit, dst_schedules_draw_admissions_and_replacements, .timeout = 
                      cmd);
     }
     dst_world_free(&w);
+}
+
+/* The time of the first "neighbour reconnected" line of peer `id` about
+ * peer `peer` in an --events log, or -1. */
+static double reconnected(const char *events, int id, int peer)
+{
+    char want[96];
+    snprintf(want, sizeof want, "{\"id\": %d, \"event\": \"neighbour reconnected\", \"peer\": %d,", id, peer);
+    const char *at = strstr(events, want), *t = at ? strstr(at, "\"t\": ") : NULL;
+    return t ? atof(t + 5) : -1;
+}
+
+/* A host admitted while a partition cuts its slot off from some of its
+ * neighbours connects to those on its side at once and joins with one of
+ * their models, and across the cut only at the heal (no frame crosses it,
+ * so no connection can be made): the run keeps its weight exactly. */
+Test(peer_sim_admit, a_host_admitted_during_a_partition_connects_across_it_at_the_heal)
+{
+    sim_config c;
+    parse_error e;
+    config(&c);
+    topo_free(&t);
+    cr_assert_eq(topo_generate(&t, "exponential", 6, NULL, &e), 0, "%s", e.msg);
+    c.peer.n_peers = 6;
+    c.peer.dead_timeout = 0.02;
+    static const uint8_t side[6] = {1, 1, 1, 0, 0, 0};
+    c.cut[c.n_cut++] = (sim_cut){.side = side, .at = 0.01, .seconds = 0.1}; /* (long: its connections close) */
+    c.admit[c.n_admit++] = (sim_fault){.peer = 1, .round = 20};
+    char *events = NULL;
+    size_t len = 0;
+    c.events = open_memstream(&events, &len);
+    cr_assert(c.events);
+    sim_result r;
+    run(&c, &r);
+    fclose(c.events);
+    const double heal = 0.01 + 0.1, mine = reconnected(events, 0, 1), across = reconnected(events, 3, 1);
+    cr_log_info("peer 0 sees the admitted peer 1 at %.4f s, peer 3 at %.4f s (heal %.4f s); %.9g held, %.3g in flight",
+                mine, across, heal, r.weight_total, r.weight_in_flight);
+    cr_assert_eq(r.admits, 1);
+    cr_assert_eq(r.crashes, 0, "it joined within its side");
+    cr_assert(mine > 0.01 && mine < heal, "peer 0, on its side, sees it during the cut: %.4f s", mine);
+    cr_assert_geq(across, heal, "peer 3, across the cut, only at the heal: %.4f s", across);
+    cr_assert_float_eq(r.weight_total + r.weight_in_flight, 6.0, 1e-9);
+    free(events);
+    sim_result_free(&r);
 }
