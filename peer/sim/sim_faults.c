@@ -37,13 +37,14 @@ void sim_crash(sim *s, int i)
 
 /* ---- the faults against each other ------------------------------------------------ */
 
-static const char *const FAULT_OPT[] = {"--crash", "--rejoin/--join", "--stop", "--leave", "--admit"};
+enum { F_CRASH, F_REJOIN, F_STOP, F_LEAVE, F_ADMIT, F_KINDS };
+static const char *const FAULT_OPT[F_KINDS] = {"--crash", "--rejoin/--join", "--stop", "--leave", "--admit"};
 
 /* The fault lists of c in FAULT_OPT's order. */
 static const sim_fault *fault_list(const sim_config *c, int kind, int *n)
 {
-    const int counts[] = {c->n_crash, c->n_rejoin, c->n_stop, c->n_leave, c->n_admit};
-    const sim_fault *lists[] = {c->crash, c->rejoin, c->stop, c->leave, c->admit};
+    const int counts[F_KINDS] = {c->n_crash, c->n_rejoin, c->n_stop, c->n_leave, c->n_admit};
+    const sim_fault *lists[F_KINDS] = {c->crash, c->rejoin, c->stop, c->leave, c->admit};
     *n = counts[kind];
     return lists[kind];
 }
@@ -60,7 +61,7 @@ static int admission(const sim_config *c, int peer)
 int sim_config_check(const sim_config *c, long total_rounds, char *err, size_t errlen)
 {
     const int n = c->peer.n_peers;
-    for (int kind = 0; kind < 5; kind++) {
+    for (int kind = 0; kind < F_KINDS; kind++) {
         int m;
         const sim_fault *f = fault_list(c, kind, &m);
         for (int k = 0; k < m; k++) {
@@ -73,7 +74,7 @@ int sim_config_check(const sim_config *c, long total_rounds, char *err, size_t e
             /* Before its admission the slot has no process: nothing can
              * crash, stop or leave, and its rounds only begin where it
              * enters (the round of the model it pulls). */
-            if (kind != 4 && a >= 0 && f[k].round <= c->admit[a].round) {
+            if (kind != F_ADMIT && a >= 0 && f[k].round <= c->admit[a].round) {
                 snprintf(err, errlen, "%s %d@%ld: peer %d's slot is vacant until the run's round %ld (--admit %d@%ld): "
                                       "a fault of an admitted peer must come at a later round",
                          FAULT_OPT[kind], f[k].peer, f[k].round, f[k].peer, c->admit[a].round, f[k].peer,
@@ -157,8 +158,9 @@ static int start_in_slot(sim *s, int i, int fresh)
 int sim_rejoin(sim *s, int i, int fresh)
 {
     s->mass_changed = 1;
-    s->r->resumes++;
-    return start_in_slot(s, i, fresh);
+    int rc = start_in_slot(s, i, fresh);
+    s->r->resumes += rc == 0;
+    return rc;
 }
 
 /* A host admitted with a credential takes vacant slot i (as `sgp peer
@@ -169,12 +171,13 @@ static int admit(sim *s, int i)
 {
     sim_peer *p = &s->p[i];
     p->vacant = 0;
+    int rc = start_in_slot(s, i, 1);
+    if (rc < 0)
+        return rc;
     p->admitted = 1;
     s->r->admits++, s->r->slots_vacant--;
-    int rc = start_in_slot(s, i, 1);
-    if (rc == 0)
-        s->mass_expect += 1.0; /* (what a join adds: gsp_join's unit) */
-    return rc;
+    s->mass_expect += 1.0; /* (what a join adds: gsp_join's unit) */
+    return 0;
 }
 
 int sim_admit_due(sim *s, long round)
