@@ -107,7 +107,7 @@ int gsp_pace_heard(gsp_pace *p, int q, double now)
     if (now - b->last_heard >= gsp_pace_heartbeat(&p->c))
         b->live_since = now;
     b->last_heard = now;
-    if (p->alive[q] || !b->connected)
+    if (p->alive[q] || !b->connected || b->gone)
         return 0;
     p->alive[q] = 1;
     return 1;
@@ -242,7 +242,7 @@ int gsp_pace_up(gsp_pace *p, int q, double now)
     gsp_pace_nb *b = nb_of(p, q);
     if (!b)
         return 0;
-    b->connected = 1, b->ever_up = 1;
+    b->connected = 1, b->ever_up = 1, b->gone = 0;
     b->last_heard = b->live_since = now;
     int back = !p->alive[q];
     p->alive[q] = 1;
@@ -266,8 +266,11 @@ int gsp_pace_goodbye(gsp_pace *p, int q, int done)
         b->done = 1;
         if (b->known_round < p->c.total_rounds) /* (no evidence for catch-up: see catch_up_round) */
             b->known_round = p->c.total_rounds;
-    } else
+    } else {
         p->alive[q] = 0;
+        if (b)
+            b->gone = 1;
+    }
     return was;
 }
 

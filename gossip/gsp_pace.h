@@ -85,6 +85,8 @@ typedef struct gsp_pace_nb {
                             * missing them (a straggler catching up by jumps) is awaited again only after
                             * it has been on time twice as often as it was late */
     uint8_t done;          /* said it finished every round: still takes shares, sends none */
+    uint8_t gone;          /* said it stopped (GOODBYE): its frames until it connects again (the hand-off of
+                            * one that leaves) do not bring it back */
     long known_round;      /* the latest round it said it is at (-1: none yet) */
     long pushed_round;     /* the round after the latest of its shares that reached us (-1: none yet) */
     long paced_round;      /* the latest round it reported within what time allows (-1: none yet) ... */

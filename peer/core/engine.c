@@ -319,7 +319,7 @@ static void done(engine *e, double now)
         const gsp_pace *pc = &e->rp.pace;
         for (int j = 0; j < pc->n_nb; j++)
             if (connected(e, pc->nb[j].peer))
-                queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = pc->nb[j].peer, .done = 1}, now);
+                queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = pc->nb[j].peer, .done = ENGINE_BYE_DONE}, now);
     }
     if (gsp_pace_in_done(&e->rp.pace))
         finish(e, 0);
@@ -666,8 +666,14 @@ void engine_nack(engine *e, int q, uint64_t seq, double now)
 
 void engine_goodbye(engine *e, int q, int done_all, double now)
 {
-    if (gsp_pace_goodbye(&e->rp.pace, q, done_all))
-        engine_log_event(e, done_all ? ENGINE_LOG_NEIGHBOUR_DONE : ENGINE_LOG_NEIGHBOUR_GOODBYE, q, NULL);
+    if (done_all == ENGINE_BYE_SEEN)
+        engine_bye_seen(e, q);
+    else {
+        if (gsp_pace_goodbye(&e->rp.pace, q, done_all))
+            engine_log_event(e, done_all ? ENGINE_LOG_NEIGHBOUR_DONE : ENGINE_LOG_NEIGHBOUR_GOODBYE, q, NULL);
+        if (done_all == ENGINE_BYE_STOPPED)
+            engine_bye_answer(e, q, now);
+    }
     try_start(e, now);
 }
 
@@ -763,7 +769,7 @@ void engine_link_up(engine *e, int q, double now)
     e->ack_sent[q] = 0; /* (what the old connection carried may be lost) */
     send_ack(e, q, 0, now);
     if (e->said_done) /* (a neighbour back from a restart missed it) */
-        queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = q, .done = 1}, now);
+        queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = q, .done = ENGINE_BYE_DONE}, now);
     if (ask_due(e, now))
         ask_for_model(e, now);
     try_start(e, now);

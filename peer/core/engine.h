@@ -66,11 +66,16 @@ typedef enum engine_send_kind {
     ENGINE_ACK,           /* seq: we hold the peer's messages up to seq, in order */
     ENGINE_NACK,          /* seq: the same, and we want the rest: the peer answers with a SYNC from there */
     ENGINE_HEARTBEAT,     /* round: ours */
-    ENGINE_GOODBYE,       /* done: finished every round (else stopped) */
+    ENGINE_GOODBYE,       /* done: what it says (ENGINE_BYE_*) */
     ENGINE_MODEL_REQUEST, /* we want the peer's model (joining, or far behind) */
     ENGINE_MODEL,         /* model (dim floats) and round: the round the asker enters at */
     ENGINE_MODEL_SOON,    /* round: ours; our MODEL to the peer that asked follows when the step is done */
 } engine_send_kind;
+
+/* A GOODBYE's word (WIRE.md: "stopped", "done", "seen"): stopped (routed
+ * around at once), finished every round, or the answer to a "stopped": the
+ * shares sent to its sender before it are all on their way. */
+enum { ENGINE_BYE_STOPPED = 0, ENGINE_BYE_DONE = 1, ENGINE_BYE_SEEN = 2 };
 
 typedef struct engine_send {
     engine_send_kind kind;
@@ -78,7 +83,7 @@ typedef struct engine_send {
     gsp_msg msg;        /* PUSH: points into the gossip state, valid until the next engine call */
     uint64_t seq;       /* ACK, NACK */
     long round;         /* HEARTBEAT, MODEL, MODEL_SOON */
-    int done;           /* GOODBYE */
+    int done;           /* GOODBYE: ENGINE_BYE_STOPPED, ENGINE_BYE_DONE or ENGINE_BYE_SEEN */
     const float *model; /* MODEL: valid until the next engine call */
     size_t dim;         /* MODEL, MODEL_REQUEST */
 } engine_send;
@@ -186,6 +191,7 @@ int engine_push(engine *e, gsp_msg *m, double now);
 void engine_ack(engine *e, int peer, uint64_t seq, double now);
 void engine_heartbeat(engine *e, int peer, long round, double now);
 void engine_nack(engine *e, int peer, uint64_t seq, double now);
+/* done: ENGINE_BYE_*; a "stopped" is answered with a "seen" */
 void engine_goodbye(engine *e, int peer, int done, double now);
 void engine_model_request(engine *e, int peer, double now);
 /* The neighbour asked for its model says it follows when its step is done. */

@@ -1,7 +1,8 @@
 /* A peer that leaves on purpose (engine.h: engine_leave), and slots nobody
- * holds yet (engine_absent): when the weight goes, to whom, and what is said
- * when it cannot. engine.c's try_start asks engine_leave_ready and then
- * engine_hand_off before it finishes the stop. */
+ * holds yet (engine_absent): when the weight goes (after the neighbours'
+ * answers to its goodbye), to whom, and what is said when it cannot.
+ * engine.c's try_start asks engine_leave_ready and then engine_hand_off
+ * before it finishes the stop. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,23 +19,56 @@ void engine_leave(engine *e, double now)
     engine_stop(e, now);
 }
 
-/* A peer that leaves hands its weight on when the round it stopped before
- * may start (gsp_pace_next: the in-neighbours' shares of the round before
- * are in, or the deadline has passed), so that the shares on their way to
- * it go on with its own; at most a dead timeout after the stop. */
+/* A peer that leaves first says goodbye to each connected neighbour, which
+ * routes around it at once and answers (GOODBYE "seen") after the shares it
+ * had already sent it: once every answer is in, nothing more of theirs
+ * comes, and the weight it hands on is all of its own and all they sent.
+ * An answer that never comes (a link that drops it, a neighbour stopped)
+ * is waited for a dead timeout at most. */
+static void say_goodbye(engine *e, double now)
+{
+    const gsp_pace *pc = &e->rp.pace;
+    e->bye_said = 1;
+    e->bye_until = now + pc->c.dead_timeout;
+    for (int k = 0; k < pc->n_nb; k++) {
+        const int q = pc->nb[k].peer;
+        if (pc->nb[k].connected && pc->alive[q]) {
+            engine_queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = q, .done = ENGINE_BYE_STOPPED}, now);
+            e->bye_wait[q] = 1;
+        }
+    }
+}
+
+static int answers_due(const engine *e)
+{
+    const gsp_pace *pc = &e->rp.pace;
+    for (int k = 0; k < pc->n_nb; k++)
+        if (e->bye_wait[pc->nb[k].peer] && pc->nb[k].connected)
+            return 1;
+    return 0;
+}
+
 int engine_leave_ready(engine *e, double now)
 {
     if (e->stepped) /* (the steps taken are part of what it hands on) */
         engine_fold_steps(e);
     if (e->joining || e->refreshing || e->rp.g.gather || e->rounds_done)
         return 1;
-    const double limit = e->leave_since + e->rp.pace.c.dead_timeout;
-    gsp_pace_decision d;
-    if (now >= limit || round_next(&e->rp, now, &d) != GSP_PACE_WAIT)
+    if (!e->bye_said)
+        say_goodbye(e, now);
+    if (now >= e->bye_until || !answers_due(e))
         return 1;
-    e->wake = fmin(d.wake_at, limit);
+    e->wake = e->bye_until;
     return 0;
 }
+
+void engine_bye_answer(engine *e, int q, double now)
+{
+    if (!e->finished)
+        engine_queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = q, .done = ENGINE_BYE_SEEN}, now);
+}
+
+void engine_bye_seen(engine *e, int q) { e->bye_wait[q] = 0; }
 
 /* Everything that has arrived, then all of (x, w) to the live neighbours,
  * ahead of the GOODBYE that finishing has the driver send. */

@@ -58,9 +58,10 @@ int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int
     e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
     e->sync_asked = calloc(n, sizeof *e->sync_asked), e->refusals = calloc(n, sizeof *e->refusals);
     e->promise_broken = calloc(n, 1), e->model_sent_round = calloc(n, sizeof *e->model_sent_round);
+    e->bye_wait = calloc(n, 1);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
         !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals || !e->promise_broken ||
-        !e->model_sent_round) {
+        !e->model_sent_round || !e->bye_wait) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -78,7 +79,7 @@ void engine_free(engine *e)
     round_peer_free(&e->rp);
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
-    free(e->refusals), free(e->promise_broken), free(e->model_sent_round);
+    free(e->refusals), free(e->promise_broken), free(e->model_sent_round), free(e->bye_wait);
     free(e->sends), free(e->events), free(e->z_start), free(e->z_work);
     free(e);
 }

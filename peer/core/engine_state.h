@@ -29,7 +29,10 @@ struct engine {
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
     int leaving;        /* the stop hands the mass on first (engine_leave) ... */
-    double leave_since; /* ... once the round it stopped before may start, or a dead timeout after this */
+    double leave_since; /* ... once the round it stopped before may start, or a dead timeout after this, */
+    int bye_said;       /* ... and once the neighbours it said goodbye to have answered (GOODBYE "seen": */
+    double bye_until;   /* nothing more of theirs comes) or this time has passed */
+    uint8_t *bye_wait;  /* by peer: its answer is awaited */
     /* --overlap (gossip/GUARANTEES.md): a round's steps run on z_work, apart
      * from x, while its pacing question and absorb run on x; both done, the
      * steps are folded in (fold) and the round emitted. */
@@ -91,6 +94,10 @@ void engine_queue(engine *e, engine_send s, double now);
  * the caller stops the peer for it; else 0, said in the log). */
 int engine_leave_ready(engine *e, double now);
 int engine_hand_off(engine *e, double now);
+/* engine_goodbye's for a leaver's neighbour and the leaver: answer a
+ * "stopped" (after every share queued to it), take an answer. */
+void engine_bye_answer(engine *e, int q, double now);
+void engine_bye_seen(engine *e, int q);
 
 /* A log event into the engine's queue (engine.c). */
 void engine_log_event(engine *e, engine_log log, int peer, const char *detail);

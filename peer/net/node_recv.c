@@ -95,7 +95,12 @@ static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash
     const double t_engine = clock_now();
     switch (m.type) {
     case WIRE_GOODBYE:
-        engine_goodbye(n->e, peer, m.goodbye.len == 4 && memcmp(m.goodbye.reason, "done", 4) == 0, now);
+        engine_goodbye(n->e, peer,
+                       m.goodbye.len != 4                            ? ENGINE_BYE_STOPPED
+                       : memcmp(m.goodbye.reason, "done", 4) == 0 ? ENGINE_BYE_DONE
+                       : memcmp(m.goodbye.reason, "seen", 4) == 0 ? ENGINE_BYE_SEEN
+                                                                    : ENGINE_BYE_STOPPED,
+                       now);
         break;
     case WIRE_NACK:
         engine_nack(n->e, peer, m.nack.seq, now);

@@ -71,7 +71,9 @@ static long encode(node *n, const engine_send *s, uint8_t *buf, size_t cap)
     case ENGINE_MODEL_SOON:
         return wire_encode_model_soon(buf, cap, s->round);
     case ENGINE_GOODBYE:
-        return wire_encode_goodbye(buf, cap, s->done ? "done" : "stopped", s->done ? 4 : 7);
+        return s->done == ENGINE_BYE_SEEN   ? wire_encode_goodbye(buf, cap, "seen", 4)
+               : s->done == ENGINE_BYE_DONE ? wire_encode_goodbye(buf, cap, "done", 4)
+                                            : wire_encode_goodbye(buf, cap, "stopped", 7);
     case ENGINE_MODEL_REQUEST:
         net_expect_busy(&n->net, s->peer, s->dim * sizeof(float)); /* it builds the model frame, we take it in */
         return wire_encode_model_request(buf, cap, s->dim);

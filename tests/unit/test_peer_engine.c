@@ -967,17 +967,17 @@ Test(peer_engine, a_stop_during_a_step_finishes_after_it_and_says_stopped)
     scene_free(&s);
 }
 
-/* engine_leave (gossip/GUARANTEES.md "Stragglers, leave and join"): at
- * its boundary peer 0 of a 2-ring waits for the round's share of peer 1
- * (the round it stopped before may not start yet), then absorbs it, hands
- * all of its weight to peer 1 in one PUSH and says GOODBYE "stopped":
- * peer 1 ends with the run's whole weight, 2. */
-Test(peer_engine, a_leave_waits_for_the_round_s_shares_then_hands_its_weight_on)
+/* A leave: the leaver says goodbye (GOODBYE "stopped") to each connected
+ * neighbour and waits; the neighbour routes around it at once and answers
+ * ("seen") after the share it had already sent it; with the answer in,
+ * nothing more comes, and the leaver hands on all of its weight and what
+ * came (w = 0 at the leaver, the run's 2 at peer 1, nothing in flight). */
+Test(peer_engine, a_leave_waits_for_the_answers_to_its_goodbye_then_hands_its_weight_on)
 {
     scene s;
     scene_make(&s, "ring", 2, 10);
     all_up(&s, 0);
-    outputs a, b, o;
+    outputs a, b, o, n;
     engine_advance(s.e[0], 0), engine_advance(s.e[1], 0);
     take(s.e[0], &o), take(s.e[1], &o);
     engine_step_done(s.e[0], 2 * MS), engine_step_done(s.e[1], 2 * MS);
@@ -985,9 +985,18 @@ Test(peer_engine, a_leave_waits_for_the_round_s_shares_then_hands_its_weight_on)
     engine_leave(s.e[0], 3 * MS);
     engine_advance(s.e[0], 3 * MS);
     take(s.e[0], &o);
-    cr_assert_null(event_of(&o, ENGINE_FINISHED), "it waits for peer 1's share of round 0");
+    cr_assert_eq(sends(&o, ENGINE_GOODBYE, 1), 1, "goodbye first");
+    cr_assert_eq(send_of(&o, ENGINE_GOODBYE)->done, ENGINE_BYE_STOPPED);
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "it waits for the answer");
     cr_assert_eq(sends(&o, ENGINE_PUSH, -1), 0);
-    deliver_push(&s, &b, 0, 4 * MS);
+    engine_goodbye(s.e[1], 0, ENGINE_BYE_STOPPED, 4 * MS);
+    take(s.e[1], &n);
+    cr_assert_eq(sends(&n, ENGINE_GOODBYE, 0), 1, "peer 1 answers");
+    cr_assert_eq(send_of(&n, ENGINE_GOODBYE)->done, ENGINE_BYE_SEEN);
+    deliver_push(&s, &b, 0, 5 * MS); /* (sent before the answer: it arrives first) */
+    take(s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "still waiting for the answer");
+    engine_goodbye(s.e[0], 1, ENGINE_BYE_SEEN, 6 * MS);
     take(s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "all of its weight to peer 1");
     const engine_event *f = event_of(&o, ENGINE_FINISHED);
@@ -995,11 +1004,39 @@ Test(peer_engine, a_leave_waits_for_the_round_s_shares_then_hands_its_weight_on)
     cr_assert_eq(f->goodbye, 0, "GOODBYE stopped: route around it");
     cr_assert(engine_left(s.e[0]));
     cr_assert_eq(engine_gossip(s.e[0])->w, 0.0);
-    deliver_push(&s, &a, 1, 5 * MS);
-    deliver_push(&s, &o, 1, 5 * MS);
+    deliver_push(&s, &a, 1, 7 * MS);
+    deliver_push(&s, &o, 1, 7 * MS);
     engine_drain(s.e[1]);
     cr_assert_float_eq(engine_gossip(s.e[1])->w, 2.0, 1e-12, "peer 1 holds the run's weight: %.15g",
                        engine_gossip(s.e[1])->w);
+    cr_assert(!engine_pace(s.e[1])->alive[0], "the hand-off did not bring the leaver back");
+    scene_free(&s);
+}
+
+/* An answer that never comes is waited for a dead timeout at most. */
+Test(peer_engine, a_leave_waits_a_dead_timeout_at_most_for_an_answer)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    all_up(&s, 0);
+    outputs o;
+    engine_advance(s.e[0], 0);
+    take(s.e[0], &o);
+    engine_step_done(s.e[0], 2 * MS);
+    take(s.e[0], &o);
+    engine_leave(s.e[0], 3 * MS);
+    engine_advance(s.e[0], 3 * MS);
+    take(s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_FINISHED));
+    const double dead = engine_pace(s.e[0])->c.dead_timeout;
+    cr_assert_leq(engine_wake_at(s.e[0], 3 * MS), 3 * MS + dead + 1e-9, "it wakes by then");
+    engine_heartbeat(s.e[0], 1, 0, 3 * MS + dead - 10 * MS); /* alive, but its answer was lost */
+    take(s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_FINISHED));
+    engine_timer(s.e[0], 3 * MS + dead);
+    take(s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_FINISHED), "gone after a dead timeout without an answer");
+    cr_assert(engine_left(s.e[0]), "its weight handed on all the same");
     scene_free(&s);
 }
 

@@ -2225,3 +2225,44 @@ Test(peer_wire, errors_say_where)
     cr_assert_str_eq(wire_type_name(10), "?");
     cr_assert_str_eq(wire_type_name(-1), "?");
 }
+
+/* WIRE.md "Members": at most 16 entries and 16 revocations a MEMBERS, each
+ * checked as the encoder checks it, so a member list cannot size anything
+ * at the receiver; 17 entries are refused whole. */
+Test(peer_wire, a_member_list_is_bounded_and_its_entries_checked)
+{
+    static const char host[] = "10.0.0.7";
+    wire_member e[WIRE_MEMBERS_MAX + 1];
+    for (int i = 0; i <= WIRE_MEMBERS_MAX; i++)
+        e[i] = (wire_member){.id = (uint32_t)i, .since = 1, .host = host, .host_len = 8, .port = 7000, .flags = 1};
+    uint8_t buf[WIRE_MEMBERS_BYTES_MAX + 512], one[512];
+    cr_assert_eq(wire_encode_members(buf, sizeof buf, e, WIRE_MEMBERS_MAX + 1, NULL, 0), -EINVAL);
+    long n = wire_encode_members(buf, sizeof buf, e, WIRE_MEMBERS_MAX, NULL, 0);
+    cr_assert_gt(n, 0);
+    wire_msg m;
+    wire_err err;
+    cr_assert_eq(wire_decode(&m, buf, (size_t)n, &err), 0);
+    cr_assert_eq(m.type, WIRE_MEMBERS);
+    cr_assert_eq(m.members.n, WIRE_MEMBERS_MAX);
+    /* 17 by hand: [9, array16 of 17 copies of one entry, []] */
+    long k = wire_encode_members(one, sizeof one, e, 1, NULL, 0); /* 93 09 91 ENTRY 90 */
+    cr_assert_gt(k, 4);
+    const size_t entry = (size_t)k - 4;
+    size_t at = 0;
+    buf[at++] = 0x93, buf[at++] = 0x09, buf[at++] = 0xdc, buf[at++] = 0x00, buf[at++] = WIRE_MEMBERS_MAX + 1;
+    for (int i = 0; i <= WIRE_MEMBERS_MAX; i++, at += entry)
+        memcpy(buf + at, one + 3, entry);
+    buf[at++] = 0x90;
+    cr_assert_eq(wire_decode(&m, buf, at, &err), -EBADMSG);
+    cr_assert_str_eq(err.field, "members");
+    /* An entry the encoder would refuse: a host name, port 0, unknown flags. */
+    wire_member bad = e[0];
+    bad.host = "lab-ps1", bad.host_len = 7;
+    cr_assert_eq(wire_encode_members(buf, sizeof buf, &bad, 1, NULL, 0), -EINVAL);
+    bad = e[0], bad.port = 0;
+    cr_assert_eq(wire_encode_members(buf, sizeof buf, &bad, 1, NULL, 0), -EINVAL);
+    bad = e[0], bad.flags = 2;
+    cr_assert_eq(wire_encode_members(buf, sizeof buf, &bad, 1, NULL, 0), -EINVAL);
+    bad = e[0], bad.id = 70000;
+    cr_assert_eq(wire_encode_members(buf, sizeof buf, &bad, 1, NULL, 0), -EINVAL);
+}
