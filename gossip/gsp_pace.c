@@ -407,14 +407,6 @@ long gsp_pace_cluster_round(const gsp_pace *p, double now)
     return k ? r[k / 2] : -1;
 }
 
-/* The slowest heard in-neighbour's round (-1: none has reported). */
-static long slowest_round(const gsp_pace *p, double now)
-{
-    long r[HEARD_MAX];
-    const gsp_pace_nb *last = NULL;
-    return heard_rounds(p, now, 0, r, &last) ? r[0] : -1;
-}
-
 /* Where a peer far behind may jump: a round at least half of its heard
  * in-neighbours (rounded up) say they have passed, which no single one of two
  * or more can fake; and with one in-neighbour only (a ring), the round its
@@ -565,19 +557,8 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
         }
         /* Nor run away: more than late_slack plus a period ahead of the run
          * (the spread a synchronous run has, given that in-neighbours report
-         * only once a period), wait for the others to come up. Nor more than
-         * that plus the catch-up distance ahead of the slowest in-neighbour:
-         * with two in-neighbours the median is the faster one, and two peers
-         * that are each other's in-neighbours would hold each other's brake
-         * and run away from the rest together (after a leave on the
-         * exponential graph of 6, two peers ran 60 to 90 rounds ahead of a
-         * third, whose inbox then refused their shares for the rest of the
-         * run: 2.3 of 6 units of weight never arrived). A straggler among
-         * two is still not waited for: it jumps (catch-up) before the
-         * others are that far ahead of it. */
-        const long slowest = slowest_round(p, now);
-        if (g->round - around > p->late_slack + p->period ||
-            (slowest >= 0 && g->round - slowest > catch_up + p->late_slack + p->period)) {
+         * only once a period), wait for the others to come up. */
+        if (g->round - around > p->late_slack + p->period) {
             if (p->wait_round != g->round || p->wait_since < 0)
                 p->stats.brakes++;
             p->wait_round = g->round, p->wait_since = now;

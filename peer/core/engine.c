@@ -585,11 +585,7 @@ void engine_stop(engine *e, double now)
 
 /* ---- inputs -------------------------------------------------------------------------- */
 
-int engine_hold_max(const engine *e)
-{
-    const gsp_pace *pc = &e->rp.pace;
-    return 2 * (pc->c.tau + 2 * pc->period + 4);
-}
+int engine_hold_max(const engine *e) { return round_hold_max(&e->rp); }
 
 int engine_push(engine *e, gsp_msg *m, double now)
 {

@@ -111,8 +111,12 @@ int round_inbox_put(round_peer *rp, gsp_msg *m);
  * it (the seq an ACK or a NACK says). */
 uint64_t round_held(const round_peer *rp, int src, uint64_t incarnation);
 
-/* How many of src's messages wait in the inbox. */
+/* How many of src's messages wait in the inbox, and how many may: what a
+ * neighbour that runs ahead under the brake can have sent, 2 * (tau + 2 *
+ * period + 4) (more are refused; past half of it, a round's absorb takes
+ * the oldest in early). */
 int round_held_from(const round_peer *rp, int src);
+int round_hold_max(const round_peer *rp);
 
 /* What a lost compressed message makes the receiver ask of its sender: the
  * driver tells src (a NACK of `seq`: gsp_nack_seq), whose next message on

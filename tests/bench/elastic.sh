@@ -23,9 +23,10 @@
 #                    of sgp launch, mlp:256 and stc:0.04)
 #   ELASTIC_RATE     tc tbf rate of every link, e.g. 100mbit (default: none)
 #   ELASTIC_CAP      seconds a run may take (default 600)
+#   ELASTIC_REPEAT   pairs of runs (fixed, then elastic), one row each (default 1)
 #   SGP              the sgp to run (default $BUILD/sgp)
 # Output: the table on stdout and in $BUILD/bench/elastic.txt, the runs in
-# $BUILD/bench/elastic/{elastic,fixed}/. See tests/bench/README.md,
+# $BUILD/bench/elastic/{elastic,fixed}N/. See tests/bench/README.md,
 # "Elastic membership".
 set -u
 
@@ -38,6 +39,7 @@ read -r R_JOIN1 R_JOIN2 R_LEAVE R_REPLACE <<<"${ELASTIC_ROUNDS:-100 250 400 550}
 read -r -a ARGS <<<"${ELASTIC_ARGS:---model mlp:256 --codec stc:0.04}"
 RATE=${ELASTIC_RATE:-}
 CAP=${ELASTIC_CAP:-600}
+REPEAT=${ELASTIC_REPEAT:-1}
 NS=sgpelastic
 N_HOSTS=7
 PORT=7000
@@ -132,19 +134,21 @@ event() { # what WHEN: at peer 0's round WHEN
     echo "  round $(last_round "$RUN/peer0.jsonl"), $(($(date +%s) - T0)) s: $1"
 }
 
-echo "elastic.sh: fixed run: 6 peers of the file on hosts 1-6, $EPOCHS epochs"
-RUN=$RUNS/fixed
+declare -A WALL
+for ((rep = 1; rep <= REPEAT; rep++)); do
+echo "elastic.sh: run $rep of $REPEAT, fixed: 6 peers of the file on hosts 1-6, $EPOCHS epochs"
+RUN=$RUNS/fixed$rep
 make_run "$RUN" 6 6 || exit 1
 T0=$(date +%s)
 for ((i = 0; i < 6; i++)); do peer "$RUN" "$i" $((i + 1)); done
 wait_peers "$RUN" 0 1 2 3 4 5 || exit 1
-FIXED_WALL=$(($(date +%s) - T0))
+WALL[fixed$rep]=$(($(date +%s) - T0))
 "$COMBINE" "$RUN" 6 "$RUN/summary.json" >"$RUN/combine.txt" || exit 1
 "$LEDGER" "$RUN" 6 >"$RUN/ledger.txt"
 
-echo "elastic.sh: elastic run: 4 founders, joins at rounds $R_JOIN1 and $R_JOIN2, peer 1 leaves at $R_LEAVE," \
-    "peer 3's host dies at $R_REPLACE and host 7 replaces it"
-RUN=$RUNS/elastic
+echo "elastic.sh: run $rep of $REPEAT, elastic: 4 founders, joins at rounds $R_JOIN1 and $R_JOIN2, peer 1 leaves" \
+    "at $R_LEAVE, peer 3's host dies at $R_REPLACE and host 7 replaces it"
+RUN=$RUNS/elastic$rep
 make_run "$RUN" 4 6 || exit 1
 T0=$(date +%s)
 for ((i = 0; i < 4; i++)); do peer "$RUN" "$i" $((i + 1)); done
@@ -160,21 +164,24 @@ wait "${PEER_PID[3]}" 2>/dev/null
 mv "$RUN/peer3.out" "$RUN/peer3.before.out"
 peer "$RUN" 3 7 --resume --listen "10.77.0.7:$PORT"
 wait_peers "$RUN" 0 1 2 3 4 5 || exit 1
-ELASTIC_WALL=$(($(date +%s) - T0))
+WALL[elastic$rep]=$(($(date +%s) - T0))
 "$COMBINE" "$RUN" 6 "$RUN/summary.json" 1 >"$RUN/combine.txt" || exit 1
+# Held weight (the ledgers' in flight counts the dead run's edges, which no log closes)
 "$LEDGER" "$RUN" 6 >"$RUN/ledger.txt" # (4 founders and 2 joiners: 6 ledgers)
+done
 
 num() { grep -o "\"$2\": [-0-9.e+]*" "$1" | head -n 1 | cut -d' ' -f2; }
 {
     echo "Elastic membership, $EPOCHS epochs, ${ARGS[*]}${RATE:+, links $RATE} ($(date -u +%Y-%m-%d), $(git -C "$root" rev-parse --short HEAD 2>/dev/null))"
-    printf '%-36s %10s %10s %8s  %s\n' run "avg model" "worst peer" "wall s" "push-sum weight"
-    for r in fixed elastic; do
-        s=$RUNS/$r/summary.json
-        printf '%-36s %10.4f %10.4f %8s  %s\n' \
-            "$([ $r = fixed ] && echo '6 peers of the file' || echo '4 + 2 joins, 1 leave, 1 replaced')" \
-            "$(num "$s" test_accuracy)" "$(num "$s" test_accuracy_min)" \
-            "$([ $r = fixed ] && echo "$FIXED_WALL" || echo "$ELASTIC_WALL")" \
-            "$(grep -o '^held [^;]*' "$RUNS/$r/ledger.txt")"
+    printf '%-40s %10s %10s %8s  %s\n' run "avg model" "worst peer" "wall s" "push-sum weight held"
+    for ((rep = 1; rep <= REPEAT; rep++)); do
+        for r in fixed elastic; do
+            s=$RUNS/$r$rep/summary.json
+            printf '%-40s %10.4f %10.4f %8s  %s\n' \
+                "$([ $r = fixed ] && echo "6 peers of the file ($rep)" || echo "4 + 2 joins, 1 leave, 1 replaced ($rep)")" \
+                "$(num "$s" test_accuracy)" "$(num "$s" test_accuracy_min)" "${WALL[$r$rep]}" \
+                "$(grep -o '^held [-0-9.e+]*' "$RUNS/$r$rep/ledger.txt" | cut -d' ' -f2)"
+        done
     done
-    grep -h "listens at" "$RUNS/elastic"/peer*.out | sort | uniq -c | sed 's/^/  /'
+    grep -h "listens at" "$RUNS/elastic1"/peer*.out | sort | uniq -c | sed 's/^/  /'
 } | tee "$OUT"

@@ -87,7 +87,7 @@ Test(peer_hostile, malformed_messages_close_the_connection_and_training_goes_on,
         const uint8_t *bytes;
         size_t len;
     } hostile[] = {
-        {"an unknown message type", (const uint8_t[]){0x92, 0x09, 0x00}, 3},
+        {"an unknown message type", (const uint8_t[]){0x92, 0x0a, 0x00}, 3},
         {"a heartbeat with trailing bytes", (const uint8_t[]){0x92, 0x03, 0x05, 0x00}, 4},
         {"an array count of 2^32 - 1", (const uint8_t[]){0xdd, 0xff, 0xff, 0xff, 0xff, 0x03}, 6},
         {"a MODEL_REQUEST for 2^32 values", (const uint8_t[]){0x92, 0x05, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0}, 11},

@@ -639,35 +639,6 @@ Test(gossip_pace, only_neighbours_may_send)
     scene_free(&s);
 }
 
-/* Two in-neighbours left (a third said goodbye): the run's round is the
- * faster one's (a straggler among two is not waited for: it jumps), but no
- * peer runs more than the catch-up distance further ahead of the slower,
- * so that two peers that are each other's in-neighbours cannot hold each
- * other's brake and run away together from the rest. */
-Test(gossip_pace, no_peer_runs_away_from_its_slowest_in_neighbour)
-{
-    /* exp8: peer 0 hears from 7, 6 and 4. */
-    scene s;
-    scene_make(&s, "exponential", 8, (gsp_pace_config){0}, 1);
-    gsp_pace *p = &s.p[0];
-    for (int q = 0; q < 8; q++)
-        gsp_pace_up(p, q, 0);
-    gsp_pace_claim(p, 7, 10, 0);
-    gsp_pace_claim(p, 6, 100, 0);
-    gsp_pace_claim(p, 4, 20, 0);
-    gsp_pace_goodbye(p, 4, 0);
-    cr_assert_eq(gsp_pace_cluster_round(p, 0), 100, "two: the median is the faster");
-    const long catch_up = 2L * p->period + 4, limit = 10 + catch_up + p->late_slack + p->period;
-    gsp_pace_decision d;
-    s.g[0].round = limit;
-    cr_assert_neq(next(&s, 0, 0, &d), GSP_PACE_WAIT, "within reach of the slower: not braked");
-    cr_assert(!d.braked);
-    s.g[0].round = limit + 1;
-    cr_assert_eq(next(&s, 0, 0, &d), GSP_PACE_WAIT);
-    cr_assert(d.braked, "braked against the slower in-neighbour, 7");
-    scene_free(&s);
-}
-
 Test(gossip_pace, cluster_round_is_the_median_of_heard_in_neighbours)
 {
     /* exp8: peer 0 hears from 7, 6 and 4, sends to 1, 2 and 4. */
