@@ -314,6 +314,11 @@ static void done(engine *e, double now)
         e->done_at = now;
         event(e, (engine_event){.kind = ENGINE_DONE, .round = e->rp.g.round});
     }
+    /* What comes is taken in as it comes (and a gap asked for): held until
+     * the end, an in-neighbour's last shares filled the inbox and the next
+     * were refused, their weight in flight for good (0.74 of 6 in one run). */
+    e->absorb_now = now;
+    absorb(e, 0);
     if (!e->said_done) {
         e->said_done = 1;
         const gsp_pace *pc = &e->rp.pace;

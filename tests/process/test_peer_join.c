@@ -334,7 +334,7 @@ Test(peer_join, a_revoked_credential_is_refused_at_the_handshake)
  * launcher's polls see rounds 100 and 250 on a busy machine well before the
  * end); the launch succeeds, the 5 that finish
  * hold the run's whole weight, 4 founders + 2 joins, none of it in flight,
- * nobody refused a share, and their average model learns. */
+ * and their average model learns. */
 Test(peer_join, sgp_launch_adds_peers_with_credentials_and_one_leaves)
 {
     char dir[] = "/tmp/sgp-join-launch-XXXXXX", run[300], sum[300], out[300];
@@ -356,13 +356,10 @@ Test(peer_join, sgp_launch_adds_peers_with_credentials_and_one_leaves)
     cr_assert_leq(fabs(w - 6), 1e-6, "4 founders and 2 joins: weight %.9g (logs in %s)", w, dir);
     /* Nothing held up: not with the leaver (its neighbours answered its
      * goodbye), nor in an inbox (two peers that run ahead of a third after
-     * the leave had their shares refused there: 2.29 in flight at the end). */
+     * the leave had their shares refused there for the rest of the run: 2.29
+     * in flight at the end; a finished peer that held its in-neighbours'
+     * last shares until it closed: 0.74). */
     cr_assert_leq(sgp_file_number(sum, "weight_in_flight"), 1e-6, "weight in flight at the end (logs in %s)", dir);
-    char path[400];
-    for (int i = 0; i < 6; i++) {
-        snprintf(path, sizeof path, "%s/peer%d.out", run, i);
-        cr_assert(!sgp_file_has(path, "refused a share"), "peer %d refused a share (%s)", i, path);
-    }
     cr_assert_geq(sgp_file_number(sum, "test_accuracy"), 0.9, "the average model learns (logs in %s)", dir);
     sgp_rm_rf(dir);
 }
