@@ -464,11 +464,23 @@ Test(peer_join, two_joiners_find_each_other_through_the_member_list)
     sgp_rm_rf(dir);
 }
 
+/* Founders 0 and 1 each dropped the joiner when the revocation came, or
+ * (on a busy machine, a founder it had not reached yet) refused it at a
+ * handshake since. */
+static int joiner_shut_out(const void *arg)
+{
+    const char *dir = arg;
+    for (int i = 0; i < 2; i++)
+        if (!sgp_peer_out_has(dir, i, "its credential was revoked") && !sgp_peer_out_has(dir, i, "refused: revoked"))
+            return 0;
+    return 1;
+}
+
 /* A revocation passed on: founders 0 and 1 and a joiner of slot 3 train on
  * a complete graph of four slots; founder 2 starts later with --revoked
  * (the joiner's credential), and its member list carries the revocation to
- * 0 and 1, which drop the joiner and refuse it from then on. The founders
- * finish. */
+ * 0 and 1, which drop the joiner and refuse it from then on (the joiner
+ * keeps redialling). The founders finish. */
 Test(peer_join, a_revocation_reaches_members_that_never_had_its_file)
 {
     char dir[] = "/tmp/sgp-revoke-XXXXXX";
@@ -491,8 +503,8 @@ Test(peer_join, a_revocation_reaches_members_that_never_had_its_file)
     snprintf(path, sizeof path, "credential serial %llu revoked", (unsigned long long)serial);
     snprintf(what, sizeof what, "founders 0 and 1 learnt the revocation: '%s' (logs in %s)", path, dir);
     sgp_await(all_peers_logged, &(all_logged){dir, path, 0, 2}, what, pids, 3, RUN_LIMIT_S);
-    snprintf(what, sizeof what, "founders 0 and 1 dropped the joiner (logs in %s)", dir);
-    sgp_await(all_peers_logged, &(all_logged){dir, "its credential was revoked", 0, 2}, what, pids, 3, RUN_LIMIT_S);
+    snprintf(what, sizeof what, "founders 0 and 1 dropped or refused the joiner (logs in %s)", dir);
+    sgp_await(joiner_shut_out, dir, what, pids, 3, RUN_LIMIT_S);
     for (int i = 0; i < 4; i++) {
         int st;
         cr_assert(i == 3 || !sgp_has_exited(pids[i], &st), "founder %d is still training (logs in %s)", i, dir);
