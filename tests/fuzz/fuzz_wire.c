@@ -14,6 +14,7 @@
 
 #include "peer/wire/wire.h"
 #include "tests/le_bytes.h"
+#include "tests/wire_members_equal.h"
 
 static int same(const wire_msg *a, const wire_msg *b)
 {
@@ -49,20 +50,7 @@ static int same(const wire_msg *a, const wire_msg *b)
                !memcmp(a->model.hash, b->model.hash, WIRE_HASH_LEN) &&
                (!a->model.dim || !memcmp(a->model.payload, b->model.payload, a->model.dim * sizeof(float)));
     case WIRE_MEMBERS:
-        if (a->members.n != b->members.n || a->members.n_revoked != b->members.n_revoked)
-            return 0;
-        for (uint32_t i = 0; i < a->members.n; i++) {
-            const wire_member *p = &a->members.m[i], *q = &b->members.m[i];
-            if (p->id != q->id || p->since != q->since || p->host_len != q->host_len ||
-                memcmp(p->host, q->host, p->host_len) || p->port != q->port || p->flags != q->flags ||
-                !p->cred != !q->cred || (p->cred && memcmp(p->cred, q->cred, WIRE_CRED_LEN)))
-                return 0;
-        }
-        for (uint32_t i = 0; i < a->members.n_revoked; i++)
-            if (a->members.r[i].serial != b->members.r[i].serial ||
-                memcmp(a->members.r[i].sig, b->members.r[i].sig, WIRE_SIG_LEN))
-                return 0;
-        return 1;
+        return wire_members_equal(a, b);
     }
     return 0;
 }

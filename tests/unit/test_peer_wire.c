@@ -13,6 +13,7 @@
  * here only, as an independent reader of what we write. */
 #include "peer/wire/wire.h"
 #include "peer/wire/sec.h"
+#include "tests/wire_members_equal.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -210,20 +211,7 @@ static int msg_equal(const wire_msg *a, const wire_msg *b)
                !memcmp(a->model.hash, b->model.hash, WIRE_HASH_LEN) &&
                (!a->model.dim || !memcmp(a->model.payload, b->model.payload, a->model.dim * sizeof(float)));
     case WIRE_MEMBERS:
-        if (a->members.n != b->members.n || a->members.n_revoked != b->members.n_revoked)
-            return 0;
-        for (uint32_t i = 0; i < a->members.n; i++) {
-            const wire_member *p = &a->members.m[i], *q = &b->members.m[i];
-            if (p->id != q->id || p->since != q->since || p->host_len != q->host_len ||
-                memcmp(p->host, q->host, p->host_len) || p->port != q->port || p->flags != q->flags ||
-                !p->cred != !q->cred || (p->cred && memcmp(p->cred, q->cred, WIRE_CRED_LEN)))
-                return 0;
-        }
-        for (uint32_t i = 0; i < a->members.n_revoked; i++)
-            if (a->members.r[i].serial != b->members.r[i].serial ||
-                memcmp(a->members.r[i].sig, b->members.r[i].sig, WIRE_SIG_LEN))
-                return 0;
-        return 1;
+        return wire_members_equal(a, b);
     }
     return 0;
 }
