@@ -581,22 +581,34 @@ int cluster_init(cluster *c, const char *name, const char *topology)
     return 0;
 }
 
-int cluster_add_peer(cluster *c, const char *host, unsigned port, const uint8_t pk[SEC_KEY_BYTES])
+int cluster_peer_at(cluster_peer *p, const char *host, size_t n, unsigned port, const char **why)
 {
-    if (!c || !host || !pk || port == 0 || port > 65535 || c->n_peers >= CLUSTER_MAX_PEERS)
+    *why = "no host, or a port outside 1..65535";
+    if (!host || !n || port == 0 || port > 65535)
         return -EINVAL;
-    size_t n = strlen(host);
     int bracketed = n >= 2 && host[0] == '[' && host[n - 1] == ']';
     const char *h = bracketed ? host + 1 : host;
     size_t hn = bracketed ? n - 2 : n;
-    cluster_peer p = {.id = (uint32_t)c->n_peers, .port = (uint16_t)port};
-    const char *why;
     /* An IPv6 literal may come with or without its brackets here. */
     if (!bracketed && memchr(host, ':', n))
         bracketed = 1;
-    if (host_check(h, hn, bracketed, &p.family, &why) < 0)
+    memset(p, 0, sizeof *p);
+    if (host_check(h, hn, bracketed, &p->family, why) < 0)
         return -EINVAL;
-    memcpy(p.host, h, hn);
+    memcpy(p->host, h, hn);
+    p->port = (uint16_t)port;
+    return 0;
+}
+
+int cluster_add_peer(cluster *c, const char *host, unsigned port, const uint8_t pk[SEC_KEY_BYTES])
+{
+    if (!c || !host || !pk || c->n_peers >= CLUSTER_MAX_PEERS)
+        return -EINVAL;
+    cluster_peer p;
+    const char *why;
+    if (cluster_peer_at(&p, host, strlen(host), port, &why) < 0)
+        return -EINVAL;
+    p.id = (uint32_t)c->n_peers;
     memcpy(p.pk, pk, SEC_KEY_BYTES);
     for (int k = 0; k < c->n_peers; k++)
         if (!memcmp(c->peers[k].pk, pk, SEC_KEY_BYTES) || same_addr(&c->peers[k], &p))

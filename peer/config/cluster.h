@@ -75,6 +75,10 @@ int cluster_parse(cluster *c, const char *text, size_t len, const char *name, co
  * already present (-EEXIST); returns the new peer's id (0, 1, ...). */
 int cluster_init(cluster *c, const char *name, const char *topology);
 int cluster_add_peer(cluster *c, const char *host, unsigned port, const uint8_t pk[SEC_KEY_BYTES]);
+/* host (n bytes: an IPv4 literal, an IPv6 one with or without its brackets,
+ * or a DNS name, as the file takes them) and port as p's address (p zeroed
+ * first; its family set). 0, or -EINVAL with *why. */
+int cluster_peer_at(cluster_peer *p, const char *host, size_t n, unsigned port, const char **why);
 /* After the peers: vacant slots up to `slots` in all, for peers admitted by
  * admit_pk (the `slots` and `admit` lines). 0, -EINVAL or -ENOMEM. */
 int cluster_add_slots(cluster *c, int slots, const uint8_t admit_pk[SEC_KEY_BYTES]);

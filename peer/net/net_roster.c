@@ -5,7 +5,6 @@
  * that dials in (a joiner, or one listening off the file's address) dials
  * the others; between two of a kind the lower id dials. Credentials and
  * revocations that come with the entries are net_join.c's to check. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,18 +17,13 @@
  * cluster agree closer): one further ahead would pin a forged address. */
 #define NET_SINCE_AHEAD_US (86400ull * 1000000u)
 
-/* host (len bytes, an IPv4 or IPv6 literal) and port as a cluster entry. */
+/* host (len bytes) and port as a cluster entry: IP literals only (host
+ * names are not resolved: -EAFNOSUPPORT). */
 static int entry_at(cluster_peer *at, const char *host, size_t len, unsigned port)
 {
-    if (!len || len > CLUSTER_HOST_MAX || !port || port > 65535)
+    const char *why;
+    if (cluster_peer_at(at, host, len, port, &why) < 0)
         return -EINVAL;
-    memset(at, 0, sizeof *at);
-    memcpy(at->host, host, len);
-    uint8_t a[16];
-    at->family = inet_pton(AF_INET, at->host, a) == 1 ? CLUSTER_IPV4
-                 : inet_pton(AF_INET6, at->host, a) == 1 ? CLUSTER_IPV6
-                                                         : CLUSTER_HOST_NAME;
-    at->port = (uint16_t)port;
     return at->family == CLUSTER_HOST_NAME ? -EAFNOSUPPORT : 0;
 }
 
