@@ -169,3 +169,43 @@ const float *cmp_selected_values(const cmp_spec *s, size_t n, const void *work)
         return NULL;
     return cmp_chosen_val(work, n, cmp_select_k(s->fraction, n));
 }
+
+long cmp_values_begin(const cmp_spec *s, size_t n, uint8_t *out, size_t cap, cmp_values *v)
+{
+    if (!s->ops->width)
+        return -ENOTSUP;
+    if (n > CMP_MAX_N)
+        return -EINVAL;
+    if (cap < cmp_bound(s, n))
+        return -ENOSPC;
+    out[0] = s->ops->id;
+    const size_t h = 1 + cmp_varint_put(out + 1, n);
+    *v = (cmp_values){.spec = s, .ops = s->ops, .width = s->ops->width, .at = h};
+    return (long)(h + s->ops->width * n);
+}
+
+void cmp_values_write(const cmp_values *v, uint8_t *out, size_t at, const float *x, size_t m)
+{
+    /* (these codecs encode each value alone: a block's bytes are the whole message's there) */
+    (void)v->ops->encode(v->spec, x, m, 0, NULL, out + v->at + v->width * at, v->width * m);
+}
+
+int cmp_values_of(const uint8_t *in, size_t len, size_t n, cmp_values *v)
+{
+    size_t h;
+    const cmp_ops *ops = msg_codec(in, len, n, &h);
+    if (!ops)
+        return -EBADMSG;
+    if (!ops->width)
+        return -ENOTSUP;
+    if (len - h != ops->width * n)
+        return -EBADMSG;
+    *v = (cmp_values){.ops = ops, .width = ops->width, .at = h};
+    return 0;
+}
+
+void cmp_values_read(const cmp_values *v, const uint8_t *in, size_t at, size_t m, float *dst)
+{
+    memset(dst, 0, m * sizeof *dst); /* (0 + 1 * value, as cmp_decode) */
+    (void)v->ops->decode_add(in + v->at + v->width * at, v->width * m, m, 1.0f, dst);
+}

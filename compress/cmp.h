@@ -75,6 +75,9 @@ typedef struct cmp_ops {
     /* Sparse codecs whose count is not cmp_select_k(fraction, n) (NULL for the rest): the most
      * non-zeros a message of n values carries. */
     size_t (*sparse_max)(const cmp_spec *s, size_t n);
+    /* Codecs that write value after value at a fixed width (none, fp16, bf16): its bytes a value (the
+     * payload is width * n bytes, value i at width * i); 0 for the rest. */
+    size_t width;
 } cmp_ops;
 
 struct cmp_spec {
@@ -155,5 +158,46 @@ long cmp_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work,
  * selected, in the order of those positions (its workspace holds them);
  * NULL for other codecs. */
 const float *cmp_selected_values(const cmp_spec *s, size_t n, const void *work);
+
+/* A codec that writes value after value at a fixed width (none, fp16,
+ * bf16) makes and reads a message a block of values at a time, for a caller
+ * that never holds the values whole (gossip's whole-model messages): the
+ * same bytes as cmp_encode, the same values as cmp_decode.
+ *
+ *   cmp_spec bf16;
+ *   char err[128];
+ *   cmp_spec_parse(&bf16, "bf16", err, sizeof err);
+ *   size_t n = 1 << 20, m = 256, cap = cmp_bound(&bf16, n);  // (n a multiple of m here)
+ *   uint8_t *msg = malloc(cap);
+ *   float block[256];
+ *   cmp_values mv;
+ *   long len = cmp_values_begin(&bf16, n, msg, cap, &mv);  // -ENOTSUP: another codec
+ *   for (size_t at = 0; at < n; at += m) {
+ *       ... values [at, at + m) into block ...
+ *       cmp_values_write(&mv, msg, at, block, m);
+ *   }
+ *   if (cmp_values_of(msg, (size_t)len, n, &mv) == 0)      // -ENOTSUP: another codec
+ *       for (size_t at = 0; at < n; at += m) {
+ *           cmp_values_read(&mv, msg, at, m, block);
+ *           ... use values [at, at + m) ...
+ *       }
+ */
+typedef struct cmp_values {
+    const cmp_spec *spec; /* (the writer's) */
+    const cmp_ops *ops;
+    size_t width, at;     /* bytes a value; where the payload starts */
+} cmp_values;
+/* The header of a message of n values into out; its whole length (header
+ * and payload), -ENOTSUP for a codec of another kind, -ENOSPC if cap is
+ * below cmp_bound(s, n), -EINVAL past CMP_MAX_N. */
+long cmp_values_begin(const cmp_spec *s, size_t n, uint8_t *out, size_t cap, cmp_values *v);
+/* Values [at, at + m) of the message, from x[0..m). */
+void cmp_values_write(const cmp_values *v, uint8_t *out, size_t at, const float *x, size_t m);
+/* A message of len bytes that declares n values, of such a codec: 0 and
+ * where its values are; -ENOTSUP for another codec's, -EBADMSG if it is
+ * malformed (as cmp_decode would say). */
+int cmp_values_of(const uint8_t *in, size_t len, size_t n, cmp_values *v);
+/* dst[0..m) = the message's values [at, at + m), as cmp_decode gives them. */
+void cmp_values_read(const cmp_values *v, const uint8_t *in, size_t at, size_t m, float *dst);
 
 #endif

@@ -83,4 +83,5 @@ const cmp_ops cmp_bf16 = {
     .work = NULL,
     .encode = bf16_encode,
     .decode_add = bf16_decode_add,
+    .width = 2,
 };

@@ -184,4 +184,5 @@ const cmp_ops cmp_fp16 = {
     .work = NULL,
     .encode = fp16_encode,
     .decode_add = fp16_decode_add,
+    .width = 2,
 };

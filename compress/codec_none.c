@@ -64,4 +64,5 @@ const cmp_ops cmp_none = {
     .work = NULL,
     .encode = none_encode,
     .decode_add = none_decode_add,
+    .width = 4,
 };

@@ -255,7 +255,11 @@ gsp_edge *gsp_in_edge(gsp_peer *g, int src)
 
 
 /* A new entry at the end of e's log for its next message: n changed
- * positions (idx NULL: all of them). NULL on -ENOMEM. */
+ * positions (idx NULL: all of them). NULL on -ENOMEM. A whole message sent
+ * before the edge moved any weight (its first) keeps no old values: a
+ * SYNC's correction is w_before times the change, 0 for it whatever the
+ * values were (gsp_corrections_since), and so its log costs no copy of the
+ * model while it waits for its acknowledgement. */
 static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size_t n, gsp_sent *spare)
 {
     if (e->n_log == e->cap_log) {
@@ -271,10 +275,10 @@ static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size
         s->idx = spare->idx, s->old = spare->old, s->cap = spare->cap;
         *spare = (gsp_sent){0};
     } else {
-        s->old = malloc(s->cap * sizeof(float));
+        s->old = idx || w_before > 0.0 ? malloc(s->cap * sizeof(float)) : NULL;
         s->idx = idx ? malloc(s->cap * sizeof(uint32_t)) : NULL;
     }
-    if (!s->old || (idx && !s->idx)) {
+    if ((!s->old && (idx || w_before > 0.0)) || (idx && !s->idx)) {
         free(s->old), free(s->idx);
         return NULL;
     }
@@ -333,8 +337,9 @@ static int lagging(const gsp_peer *g, double vv, double zz)
  * collects the candidates (gsp_diff_collect). Its length, -EINVAL for a NaN
  * or an infinity in z (as cmp_encode), or -EAGAIN when this codec or size
  * does not stream, the candidates missed or z lags (then v is made and
- * encoded as usual: the same message either way). */
-static long encode_streamed(gsp_peer *g, const float *src, float inv, const float *ref, uint64_t seed, uint8_t *buf)
+ * encoded as usual: the same message either way; *lags set when z lags). */
+static long encode_streamed(gsp_peer *g, const float *src, float inv, const float *ref, uint64_t seed, uint8_t *buf,
+                            int *lags)
 {
     const size_t n = g->dim;
     cmp_list c;
@@ -352,7 +357,7 @@ static long encode_streamed(gsp_peer *g, const float *src, float inv, const floa
     if (!isfinite(zz))
         return -EDOM;
     if (lagging(g, vv, zz)) /* sent whole */
-        return -EAGAIN;
+        return *lags = 1, -EAGAIN;
     return cmp_encode_list(g->codec, &c, n, g->work, buf, gsp_msg_room(g)); /* -EINVAL: a NaN or inf in z */
 }
 
@@ -376,24 +381,41 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
      * decides (a restarted peer far from it still sends z whole). */
     const int whole = (e->seq == 0 && !g->origin_id) || g->refresh;
     const cmp_spec *codec = g->codec;
-    long len = whole ? -EAGAIN : encode_streamed(g, src, inv, e->ref, seed, buf);
+    int lags = 0;
+    long len = whole ? -EAGAIN : encode_streamed(g, src, inv, e->ref, seed, buf, &lags);
     const float *v = NULL; /* the dense difference, where it was made */
+    cmp_values mv = {0};   /* a value-by-value codec's message, made a block at a time (no v, no decoded c) */
+    double vc = 0, cc = 0;
     if (len == -EAGAIN) {
-        float *d = diff_buf(g);
-        if (!d)
-            return -ENOMEM;
-        double vv, zz;
-        gsp_diff_norms(src, inv, e->ref, d, n, &vv, &zz);
-        if (!isfinite(zz))
-            return -EDOM;
-        v = d;
-        if (whole || lagging(g, vv, zz))
+        if (!lags) {
+            /* Only a codec that is not value by value encodes a stored v. */
+            float *d = whole || codec->ops->width ? NULL : diff_buf(g);
+            if (!d && !(whole || codec->ops->width))
+                return -ENOMEM;
+            double vv, zz;
+            gsp_diff_norms(src, inv, e->ref, d, n, &vv, &zz);
+            if (!isfinite(zz))
+                return -EDOM;
+            v = d;
+            lags = lagging(g, vv, zz);
+        }
+        if (whole || lags)
             codec = &g->first;
-        len = cmp_encode(codec, v, n, seed, g->work, buf, gsp_msg_room(g));
+        len = codec->ops->width ? gsp_values_encode(codec, src, inv, e->ref, n, buf, gsp_msg_room(g), &mv, &vc, &cc)
+                                : cmp_encode(codec, v, n, seed, g->work, buf, gsp_msg_room(g));
     }
     if (len < 0)
         return (int)len;
     *len_out = (size_t)len;
+    if (mv.ops) {
+        const float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
+        gsp_sent *kept = log_add(e, w_before, NULL, n, &g->spare);
+        if (!kept)
+            return -ENOMEM;
+        gsp_values_move(e, &mv, buf, n, gain, g->x, -moved, kept->old, give, g->pool);
+        *gain_out = gain;
+        return 0;
+    }
     /* What the receiver will see, exactly: a sparse codec says what it sent,
      * anything else is decoded. */
     const uint32_t *idx = g->sp_idx;
@@ -405,7 +427,6 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     /* <v, c> from the values a top-k codec selected (the same values in
      * the same order as gathered from v at the message's positions). */
     const float *vs = codec == g->codec ? cmp_selected_values(codec, n, g->work) : NULL;
-    double vc, cc;
     gsp_dot_norm(vs ? vs : v, vs ? NULL : idx, c, (size_t)k, &vc, &cc);
     float gain = cc > 0 ? (float)(vc / cc) : 0.0f;
     gsp_sent *kept = log_add(e, w_before, idx, (size_t)k, &g->spare);
@@ -651,14 +672,24 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m)
             g->stats.gaps++;
             return need_sync(e, e->seq);
         }
-        const uint32_t *idx;
-        const float *c;
-        long k = decode_msg(g, m->payload, m->payload_len, &idx, &c);
-        if (k < 0)
-            return (int)k;
-        if (!gsp_floats_finite(c, (size_t)k))
-            return gsp_refuse(g, e, "a NaN or an infinity in its values");
-        absorb_delta(g, e, idx, c, (size_t)k, m->gain, moved);
+        cmp_values mv;
+        const int values = cmp_values_of(m->payload, m->payload_len, g->dim, &mv);
+        if (values == -EBADMSG)
+            return -EBADMSG;
+        if (values == 0) { /* value by value: read a block at a time, twice (checked whole, then applied) */
+            if (!gsp_values_finite(&mv, m->payload, g->dim))
+                return gsp_refuse(g, e, "a NaN or an infinity in its values");
+            gsp_values_absorb(g, e, &mv, m->payload, m->gain, moved);
+        } else {
+            const uint32_t *idx;
+            const float *c;
+            long k = decode_msg(g, m->payload, m->payload_len, &idx, &c);
+            if (k < 0)
+                return (int)k;
+            if (!gsp_floats_finite(c, (size_t)k))
+                return gsp_refuse(g, e, "a NaN or an infinity in its values");
+            absorb_delta(g, e, idx, c, (size_t)k, m->gain, moved);
+        }
     } else if (m->kind == GSP_SYNC) {
         gsp_apply_sync(g, e, m);
         e->sync = 0;

@@ -120,8 +120,10 @@ typedef struct gsp_msg {
 
 /* What one compressed message changed in its edge's reference, kept by the
  * sender until the receiver acknowledges it: the positions (idx NULL: all
- * dim of them), the values before, and the edge's weight total before. The
- * corrections of the messages after a base are rebuilt from these (a SYNC). */
+ * dim of them), the values before (NULL for a whole message sent while the
+ * weight total was 0: its correction is 0), and the edge's weight total
+ * before. The corrections of the messages after a base are rebuilt from
+ * these (a SYNC). */
 typedef struct gsp_sent {
     uint64_t seq;
     double w_before;
@@ -199,7 +201,7 @@ typedef struct gsp_peer {
     const char *refused_why; /* why the last message refused (GSP_REFUSED) was */
     const float *origin;   /* codec: where every edge's reference starts (gsp_set_origin), or NULL: zeros */
     float *origin_copy;    /* origin when this peer holds its own copy (NULL when it borrows it) */
-    void (*origin_fill)(void *ctx, float *dst); /* or this makes it again where an edge starts */
+    int (*origin_fill)(void *ctx, float *dst); /* or this makes it again where an edge starts */
     void *origin_ctx;
     int origin_edges;      /* with origin_fill: the edge that takes the copy (the schedule's last) */
     int origin_checked;    /* with origin_fill: a draw has matched origin_id */
@@ -263,9 +265,11 @@ int gsp_share_origin(gsp_peer *g, const float *x0);
  * at 100M parameters, too long to spend at every start for a check): a draw
  * that differs leaves the peer without an origin (origin_id 0, references
  * from zeros), so each edge that starts after it asks for, or is answered
- * with, a SYNC instead of mixing references that differ. -EINVAL (nothing
- * set) unless g holds its own copy and no edge has started. */
-int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges);
+ * with, a SYNC instead of mixing references that differ; so does a fill
+ * that returns a negative errno (it could not make it: a file that went).
+ * -EINVAL (nothing set) unless g holds its own copy and no edge has
+ * started. */
+int gsp_set_origin_fill(gsp_peer *g, int (*fill)(void *ctx, float *dst), void *ctx, int edges);
 /* Drawing ahead: a draw takes seconds at 100M parameters, and an edge that
  * starts after the copy went (a neighbour that restarts, a route around a
  * lost one) would take them from the driver's loop, where heartbeats wait.

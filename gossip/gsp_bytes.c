@@ -83,7 +83,7 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
         const gsp_edge *e = k < g->n_out ? &g->out[k] : &g->in[k - g->n_out];
         st += (e->x ? dv : 0) + (e->ref ? fv : 0) + (size_t)e->cap_log * sizeof *e->log;
         for (int j = 0; j < e->n_log; j++)
-            st += e->log[j].cap * (sizeof(float) + (e->log[j].idx ? sizeof(uint32_t) : 0));
+            st += e->log[j].cap * ((e->log[j].old ? sizeof(float) : 0) + (e->log[j].idx ? sizeof(uint32_t) : 0));
     }
     st += g->spare.cap * (sizeof(float) + sizeof(uint32_t));
     *state = st + (size_t)(g->cap_out + g->cap_in) * sizeof(gsp_edge) + gsp_gather_bytes(g);

@@ -93,4 +93,21 @@ void gsp_split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n
  * moved at the message's k non-zeros (idx NULL: it moved already). */
 void gsp_absorb_sweep(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const float *c, size_t k, float gain, double xm);
 
+/* gsp_values.c: messages of a value-by-value codec (cmp_values_begin) a
+ * block at a time, never holding z - r or the decoded values whole. The
+ * sender's message of v = src * inv - ref into buf, its length (or a
+ * negative errno), and <v, c>, ||c||^2 as gsp_dot_norm sums them. */
+long gsp_values_encode(const cmp_spec *s, const float *src, float inv, const float *ref, size_t n, uint8_t *buf,
+                       size_t cap, cmp_values *mv, double *vc, double *cc);
+/* Whether every value of the message is finite. */
+int gsp_values_finite(const cmp_values *mv, const uint8_t *msg, size_t n);
+/* gsp_edge_move for such a message: e's reference moves by gain * its
+ * values, x (given) takes xm times the change, old keeps the values before
+ * (all n), and with give x first gives up -xm times the old reference. */
+void gsp_values_move(gsp_edge *e, const cmp_values *mv, const uint8_t *msg, size_t n, float gain, float *x,
+                     double xm, float *old, int give, struct gsp_pool *pool);
+/* The receiver's absorb of such a message into in-edge e: the reference
+ * moves by gain * its values, then x takes xm times the reference. */
+void gsp_values_absorb(gsp_peer *g, gsp_edge *e, const cmp_values *mv, const uint8_t *msg, float gain, double xm);
+
 #endif

@@ -104,17 +104,18 @@ static void diff_span(const float *x, float inv, const float *restrict ref, floa
 }
 
 /* v = z - ref with ||v||^2 and ||z||^2, where z = x * inv (inv 1: x is the
- * model itself, x * 1.0f is x bit for bit). */
+ * model itself, x * 1.0f is x bit for bit); v NULL: the norms only. */
 void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n,
                     double *vv, double *zz)
 {
     double a = 0, b = 0;
+    float vb[BLK]; /* (v NULL: each block of v lives here only) */
     block_loop *block = block_for_cpu();
     for (size_t s0 = 0; s0 < n; s0 += GSP_CHUNK) { /* (chunk by chunk, as gsp_diff_collect adds them up) */
         const size_t s1 = n - s0 > GSP_CHUNK ? s0 + GSP_CHUNK : n;
         double ca = 0, cb = 0;
         for (size_t s = s0; s < s1; s += BLK)
-            diff_span(x, inv, ref, v + s, s, s + BLK <= s1 ? s + BLK : s1, &ca, &cb, block);
+            diff_span(x, inv, ref, v ? v + s : vb, s, s + BLK <= s1 ? s + BLK : s1, &ca, &cb, block);
         a += ca, b += cb;
     }
     *vv = a, *zz = b;

@@ -16,7 +16,7 @@ enum {
     BLK = 256      /* values per block: the norms' float sums, absorb's sweep */
 };
 
-/* v = z - ref with ||v||^2 and ||z||^2 (z = x * inv). */
+/* v = z - ref with ||v||^2 and ||z||^2 (z = x * inv); v NULL: the norms only. */
 void gsp_diff_norms(const float *x, float inv, const float *restrict ref, float *restrict v, size_t n, double *vv,
                     double *zz);
 

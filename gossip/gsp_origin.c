@@ -50,7 +50,7 @@ int gsp_set_origin(gsp_peer *g, const float *x0)
     return gsp_share_origin(g, o);
 }
 
-int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *ctx, int edges)
+int gsp_set_origin_fill(gsp_peer *g, int (*fill)(void *ctx, float *dst), void *ctx, int edges)
 {
     if (!g->origin_copy || g->origin != g->origin_copy || g->n_out || g->n_in || !fill || edges < 1)
         return -EINVAL;
@@ -58,14 +58,14 @@ int gsp_set_origin_fill(gsp_peer *g, void (*fill)(void *ctx, float *dst), void *
     return 0;
 }
 
-/* A draw, checked at the first: one that differs from origin_id's bits
- * ends the origin (see gsp_set_origin_fill) and the reference starts at
- * zeros instead. */
-static void check_draw(gsp_peer *g, float *ref)
+/* A draw, checked at the first: one that differs from origin_id's bits (or
+ * that the fill could not make: made < 0) ends the origin (see
+ * gsp_set_origin_fill) and the reference starts at zeros instead. */
+static void check_draw(gsp_peer *g, float *ref, int made)
 {
-    if (g->origin_checked)
+    if (g->origin_checked && made == 0)
         return;
-    if (gsp_model_id(ref, g->dim) == g->origin_id) {
+    if (made == 0 && gsp_model_id(ref, g->dim) == g->origin_id) {
         g->origin_checked = 1;
         return;
     }
@@ -95,10 +95,9 @@ void gsp_ref_start(gsp_peer *g, float **ref)
     else if (g->origin_fill && g->origin_drawn) { /* made ahead, off the driver's loop */
         free(*ref);
         *ref = g->origin_drawn, g->origin_drawn = NULL;
-        check_draw(g, *ref);
+        check_draw(g, *ref, 0);
     } else if (g->origin_fill) {
-        g->origin_fill(g->origin_ctx, *ref);
-        check_draw(g, *ref);
+        check_draw(g, *ref, g->origin_fill(g->origin_ctx, *ref));
     } else
         memset(*ref, 0, (g->dim ? g->dim : 1) * sizeof(float));
 }

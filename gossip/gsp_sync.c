@@ -71,6 +71,10 @@ uint64_t gsp_corrections_since(const gsp_edge *e, uint64_t base, gsp_corr *c, si
         for (int q = ne - 1; q >= 0; q--) { /* newest first */
             const gsp_sent *s = &e->log[oldest + q];
             if (at[q] < s->n && (s->idx ? s->idx[at[q]] : at[q]) == p) {
+                if (!s->old) { /* (a whole message before any weight moved: w_before 0, nothing older) */
+                    at[q]++;
+                    continue;
+                }
                 d += s->w_before * ((double)cur - (double)s->old[at[q]]);
                 cur = s->old[at[q]++];
             }

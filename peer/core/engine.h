@@ -161,7 +161,7 @@ void engine_set_checkpoint_every(engine *e, double seconds);
  * step brackets them, and a stop needs no wait. */
 void engine_set_caller_steps(engine *e);
 /* The run's starting model can be drawn again (gsp_set_origin_fill). */
-int engine_set_origin_fill(engine *e, void (*fill)(void *ctx, float *dst), void *ctx, int edges);
+int engine_set_origin_fill(engine *e, int (*fill)(void *ctx, float *dst), void *ctx, int edges);
 
 /* Where a checkpoint is read into before engine_come_back: the gossip state
  * and the local optimizer's. */

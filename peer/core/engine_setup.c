@@ -87,7 +87,7 @@ void engine_free(engine *e)
 void engine_set_checkpoint_every(engine *e, double seconds) { e->checkpoint_every = seconds; }
 void engine_set_caller_steps(engine *e) { e->caller_steps = 1; }
 
-int engine_set_origin_fill(engine *e, void (*fill)(void *ctx, float *dst), void *ctx, int edges)
+int engine_set_origin_fill(engine *e, int (*fill)(void *ctx, float *dst), void *ctx, int edges)
 {
     return gsp_set_origin_fill(&e->rp.g, fill, ctx, edges);
 }

@@ -232,10 +232,11 @@ static void on_signal(uv_signal_t *s, int signum)
 static uint64_t new_incarnation(void) { return clock_wall_us(); }
 
 /* The run's starting model, as nn_model_init drew it (gsp_set_origin_fill). */
-static void draw_origin(void *ctx, float *dst)
+static int draw_origin(void *ctx, float *dst)
 {
-    const node *n = ctx;
+    const node *n = ctx; /* (reads the model's layout only: the step may run beside) */
     nn_model_fill_params(&n->model, n->c->peer.train.seed, dst);
+    return 0;
 }
 
 int node_model(const node_config *c, const nn_dataset *train, nn_model *m, char *err, size_t errlen)
@@ -291,9 +292,16 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
      * edge's reference, and edges after it (a neighbour that restarts) draw
      * it (with --init or the caller's parameters the copy stays). Nothing
      * is drawn here: gossip/ checks the first draw. */
-    int n_out, n_in;
+    int n_out, n_in, kept;
     if (!st && !c->peer.train.init && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0)
         (void)engine_set_origin_fill(n->e, draw_origin, n, n_out + n_in);
+    else if (st && c->checkpoint && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0 &&
+             (kept = node_origin_file(n, x0, dim, n_out + n_in)) < 0 && kept != -EINVAL) {
+        char why[160];
+        snprintf(why, sizeof why, "cannot keep the starting parameters in %s.origin (%s): a copy stays in memory",
+                 c->checkpoint, strerror(-kept));
+        node_event(n, why, -1, NULL);
+    }
     nn_model_drop_params(&n->model); /* x0 is in the push-sum state now, which is what the steps use */
     engine_set_checkpoint_every(n->e, c->checkpoint ? c->checkpoint_every : 0);
     if (st)
@@ -473,6 +481,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         nn_model_free(&n->model);
     free(n->eval_deferred);
     free(n->members);
+    node_origin_file_remove(n);
     r->wall_seconds = clock_now() - n->t0;
     r->idle_seconds = fmax(0.0, r->wall_seconds - r->step_seconds - r->gossip_seconds - r->frame_seconds -
                                     r->wait_seconds);

@@ -5,17 +5,90 @@
  * neighbours take this peer for dead. An in-neighbour disconnected is one
  * that may come back with a new incarnation, so that is when a draw is made
  * ahead: one copy of the model, held until an edge takes it
- * (gsp_origin_ahead). */
+ * (gsp_origin_ahead). A caller's starting parameters (libsgp), which
+ * nothing can draw again, are kept in a file beside the checkpoint instead
+ * of a copy in memory, and read back the same way. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "peer/net/node_state.h"
+
+/* A caller's starting parameters (libsgp: nothing draws them again) from
+ * the file node_origin_file wrote. */
+static int read_origin(void *ctx, float *dst)
+{
+    const node *n = ctx;
+    const int fd = open(n->origin_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    const size_t want = n->origin_dim * sizeof(float);
+    size_t got = 0;
+    while (got < want) {
+        const ssize_t r = pread(fd, (char *)dst + got, want - got, (off_t)got);
+        if (r <= 0) {
+            const int e = r < 0 ? errno : EIO;
+            close(fd);
+            return -e;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+int node_origin_file(node *n, const float *x0, size_t dim, int edges)
+{
+    const gsp_peer *g = engine_gossip(n->e);
+    if (!g->origin_copy || g->origin != g->origin_copy) /* (no origin, or one it does not own: nothing to save) */
+        return -EINVAL;
+    const char *ckpt = n->c->checkpoint;
+    const size_t len = strlen(ckpt) + sizeof ".origin";
+    if (!(n->origin_path = malloc(len)))
+        return -ENOMEM;
+    snprintf(n->origin_path, len, "%s.origin", ckpt);
+    const int fd = open(n->origin_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = fd < 0 ? -errno : 0;
+    for (size_t put = 0, want = dim * sizeof(float); rc == 0 && put < want;) {
+        const ssize_t w = write(fd, (const char *)x0 + put, want - put);
+        if (w <= 0)
+            rc = w < 0 ? -errno : -EIO;
+        else
+            put += (size_t)w;
+    }
+    if (fd >= 0 && close(fd) < 0 && rc == 0)
+        rc = -errno;
+    n->origin_dim = dim;
+    if (rc == 0)
+        rc = engine_set_origin_fill(n->e, read_origin, n, edges);
+    if (rc < 0) {
+        if (fd >= 0)
+            unlink(n->origin_path);
+        free(n->origin_path);
+        n->origin_path = NULL;
+    }
+    return rc;
+}
+
+void node_origin_file_remove(node *n)
+{
+    if (n->origin_path)
+        unlink(n->origin_path);
+    free(n->origin_path);
+    n->origin_path = NULL;
+}
 
 static void draw(uv_work_t *w)
 {
     node *n = w->data;
     n->origin_buf = malloc((n->origin_dim ? n->origin_dim : 1) * sizeof(float));
-    if (n->origin_buf)
-        n->origin_fill(n->origin_ctx, n->origin_buf); /* reads the model's layout only: the step may run beside */
+    if (n->origin_buf && n->origin_fill(n->origin_ctx, n->origin_buf) < 0) { /* (the loop's next edge finds out) */
+        free(n->origin_buf);
+        n->origin_buf = NULL;
+    }
 }
 
 static void drawn(uv_work_t *w, int status)

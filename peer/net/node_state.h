@@ -43,9 +43,10 @@ struct node {
     uv_work_t origin_work;      /* the run's starting model being drawn ahead on the thread pool (node_origin.c) */
     int origin_busy;
     float *origin_buf;
-    void (*origin_fill)(void *ctx, float *dst);
+    int (*origin_fill)(void *ctx, float *dst);
     void *origin_ctx;
     size_t origin_dim;
+    char *origin_path;          /* a caller's starting parameters, written beside the checkpoint (node_origin.c) */
     int closed;                 /* the loop's handles are closing */
     double epoch_loss, t0, round_start;
     double step_seconds;        /* the local steps' (on the thread pool; the caller's own are not counted) */
@@ -86,6 +87,13 @@ void node_start_step(node *n);
 /* node_origin.c: while a neighbour is lost, the run's starting model is
  * drawn on the thread pool for the edge that starts next (gsp_origin_ahead). */
 void node_origin_ahead(node *n);
+/* A caller's starting parameters x0 (dim floats) into CHECKPOINT.origin, and
+ * the engine's origin made again from it where an edge starts after the
+ * copy went (gsp_set_origin_fill; edges: the schedule's). 0 or a negative
+ * errno (then nothing is written and the copy stays). */
+int node_origin_file(node *n, const float *x0, size_t dim, int edges);
+/* The file goes (every start writes it again). */
+void node_origin_file_remove(node *n);
 
 /* node_log.c: a fault-handling event (a progress line and a JSON line), an
  * epoch's line (its evaluation: node_eval.c), a round's JSON line, the

@@ -6,9 +6,11 @@
  *   vector_peer --cluster RUN/cluster.conf --id I --params N --rounds R [OPTIONS]
  *
  * Every peer starts from the same vector (x0[i] = sin(i / 1000) / 100) and
- * adds (id + 1) / 1000 to every value each round, a step as cheap as a
- * memory pass: the average of the peers' drifts is what their mixed models
- * move by a round. At the end one JSON line on stdout: its rounds, the
+ * adds (id + 1) / 1000 times a factor in [0.5, 1.5) drawn from the position
+ * (a hash) to every value each round, a step as cheap as a memory pass: the
+ * average of the peers' drifts is what their mixed models move by a round.
+ * (A drift the same at every position would tie every difference a top-k
+ * codec ranks, which no trained model does.) At the end one JSON line on stdout: its rounds, the
  * round it started at, its push-sum weight, the mean of its final vector,
  * bytes sent and its peak RSS; its log (--log) ends with the memory by part
  * and the ledger (tests/bench/ledger.c checks the run's mass from them).
@@ -109,7 +111,7 @@ int main(int argc, char **argv)
     int rc;
     do {
         for (size_t i = 0; i < n; i++)
-            x[i] += drift;
+            x[i] += drift * (0.5f + (float)((uint32_t)i * 2654435761u >> 22) / 1024.0f);
         if (step_ms > 0)
             nanosleep(&(struct timespec){.tv_sec = (time_t)(step_ms / 1e3),
                                          .tv_nsec = (long)(fmod(step_ms, 1e3) * 1e6)}, NULL);

@@ -3,10 +3,12 @@
  * own, as 4 real processes on loopback with a codec against the same program
  * alone on all the data; and a kill -9 of one of them mid-run. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tests/sgp_run.h"
 
@@ -193,7 +195,10 @@ Test(lib_examples, numpy_script_three_peers_finish_after_a_kill, .timeout = 600)
 
 /* The killed peer starts again with --resume: sgp_open restores its gossip
  * state from the checkpoint it wrote at an epoch end (or, if the others are
- * past it, catches up), and all four finish. */
+ * past it, catches up), and all four finish. Each peer keeps the parameters
+ * it started from beside its checkpoint (CHECKPOINT.origin: the edges that
+ * start again when the killed one is back read them there instead of from a
+ * copy in memory), and the file goes at the end. */
 Test(lib_examples, c_program_resumes_after_a_kill, .timeout = 600)
 {
     char dir[] = "/tmp/sgp-lib-resume-XXXXXX";
@@ -203,9 +208,18 @@ Test(lib_examples, c_program_resumes_after_a_kill, .timeout = 600)
     pid_t pids[PEERS];
     start_peers(&e, dir, "8", NULL, pids);
     kill_the_last_after_epoch_one(dir, pids);
+    char out[512];
+    struct stat st;
+    for (int i = 0; i < PEERS; i++) {
+        snprintf(out, sizeof out, "%s/%d.ckpt.origin", dir, i);
+        cr_assert(stat(out, &st) == 0 && st.st_size > 0 && st.st_size % 4 == 0, "%s", out);
+    }
     pids[PEERS - 1] = start_peer(&e, dir, PEERS - 1, "8", 1, NULL);
     sgp_wait_all_ok(pids, PEERS, 4 * SGP_EVENT_LIMIT_S, dir);
-    char out[512];
+    for (int i = 0; i < PEERS; i++) {
+        snprintf(out, sizeof out, "%s/%d.ckpt.origin", dir, i);
+        cr_assert(stat(out, &st) < 0 && errno == ENOENT, "%s is left", out);
+    }
     snprintf(out, sizeof out, "%s/peer%d-resumed.out", dir, PEERS - 1);
     cr_assert(sgp_file_has(out, "resumed at round "), "see %s", out);
     cr_assert(!sgp_file_has(out, "resumed at round 0\n"), "from its checkpoint, not from scratch (see %s)", out);

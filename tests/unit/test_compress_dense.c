@@ -1265,3 +1265,60 @@ Test(compress_dense, registry_ids)
         cr_assert(strncmp(ops->usage, want[i].name, strlen(want[i].name)) == 0, "usage starts with the name");
     }
 }
+
+/* The value-by-value codecs make and read a message a block at a time
+ * (cmp_values_*): blocks of uneven sizes written in any order give
+ * cmp_encode's bytes, and read back give cmp_decode's values, bit for bit
+ * (NaN, infinities and -0 included); every other codec is -ENOTSUP, and a
+ * message with the wrong count or length is -EBADMSG, as cmp_decode says. */
+Test(compress_dense, a_value_by_value_codec_writes_and_reads_a_block_at_a_time)
+{
+    const char *const mine[] = {"none", "fp16", "bf16"};
+    const size_t n = 4096 + 37, blocks[] = {1, 255, 256, 1000, 3, 4096};
+    float *x = make_x(n), *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    cr_assert(want && got);
+    x[5] = NAN, x[6] = INFINITY, x[7] = -0.0f, x[8] = 1e30f;
+    for (size_t c = 0; c < sizeof mine / sizeof mine[0]; c++) {
+        cmp_spec s;
+        parse(&s, mine[c]);
+        long len;
+        uint8_t *whole = encode(mine[c], x, n, 1, &len), *bytes = malloc(cmp_bound(&s, n));
+        cr_assert_not_null(bytes);
+        memset(bytes, 0xa5, cmp_bound(&s, n));
+        cmp_values mv;
+        cr_assert_eq(cmp_values_begin(&s, n, bytes, cmp_bound(&s, n) - 1, &mv), -ENOSPC, "%s", mine[c]);
+        cr_assert_eq(cmp_values_begin(&s, n, bytes, cmp_bound(&s, n), &mv), len, "%s: the message's length", mine[c]);
+        /* back to front, in blocks of changing sizes */
+        for (size_t end = n, b = 0; end > 0; b++) {
+            const size_t m = blocks[b % 6] < end ? blocks[b % 6] : end;
+            cmp_values_write(&mv, bytes, end - m, x + end - m, m);
+            end -= m;
+        }
+        cr_assert_eq(memcmp(bytes, whole, (size_t)len), 0, "%s: cmp_encode's bytes", mine[c]);
+        cr_assert_eq(cmp_decode(whole, (size_t)len, n, want), 0);
+        cmp_values rv;
+        cr_assert_eq(cmp_values_of(whole, (size_t)len, n, &rv), 0, "%s", mine[c]);
+        for (size_t at = 0, b = 0; at < n; b++) {
+            const size_t m = blocks[b % 6] < n - at ? blocks[b % 6] : n - at;
+            cmp_values_read(&rv, whole, at, m, got + at);
+            at += m;
+        }
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(f2u(got[i]), f2u(want[i]), "%s: value %zu", mine[c], i);
+        cr_assert_eq(cmp_values_of(whole, (size_t)len - 1, n, &rv), -EBADMSG, "%s: a byte short", mine[c]);
+        cr_assert_eq(cmp_values_of(whole, (size_t)len, n + 1, &rv), -EBADMSG, "%s: another count", mine[c]);
+        free(whole), free(bytes);
+    }
+    const char *const others[] = {"sign", "qsgd:16", "natural"};
+    for (size_t c = 0; c < sizeof others / sizeof others[0]; c++) {
+        cmp_spec s;
+        parse(&s, others[c]);
+        long len;
+        uint8_t *msg = encode(others[c], x + 10, n - 10, 1, &len);
+        cmp_values mv;
+        cr_assert_eq(cmp_values_begin(&s, n - 10, msg, cmp_bound(&s, n - 10), &mv), -ENOTSUP, "%s", others[c]);
+        cr_assert_eq(cmp_values_of(msg, (size_t)len, n - 10, &mv), -ENOTSUP, "%s", others[c]);
+        free(msg);
+    }
+    free(x), free(want), free(got);
+}

@@ -169,8 +169,10 @@ Test(gossip_origin, peers_that_share_one_scratch_send_what_they_send_alone)
 /* A top-k codec's emit on a model large enough to sample (gsp.c,
  * encode_streamed) sends the bytes cmp_encode makes of the difference
  * z - r that the test forms itself, while the peer never allocates that
- * difference; a whole message (a refresh) still works, and the pair
- * conserves its mass throughout. */
+ * difference; a whole message (a refresh) is the bytes of bf16 of that
+ * difference, made and read a block at a time (neither end stores the
+ * difference or the decoded values), and the pair conserves its mass
+ * throughout. */
 Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
 {
     enum { N = 100000 };
@@ -179,7 +181,8 @@ Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
         cmp_spec s;
         char err[128];
         cr_assert_eq(cmp_spec_parse(&s, codecs[c], err, sizeof err), 0, "%s", err);
-        float *x0 = malloc(N * sizeof *x0), *xa = malloc(N * sizeof *xa), *v = malloc(N * sizeof *v);
+        float *x0 = malloc(N * sizeof *x0), *xa = malloc(N * sizeof *xa), *v = malloc(N * sizeof *v),
+              *before = malloc(N * sizeof *before), *dec = malloc(N * sizeof *dec);
         const size_t cap = cmp_bound(&bf16, N); /* a whole message's: the larger */
         uint8_t *want = malloc(cap);
         void *work = malloc(cmp_work_size(&s, N));
@@ -208,14 +211,28 @@ Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
                 v[i] = a.x[i] * inv - ref[i];
             long len = cmp_encode(whole ? &bf16 : &s, v, N, 1, work, want, cap);
             cr_assert_gt(len, 0);
+            memcpy(before, ref, N * sizeof *before);
             topo_out out = {.n = 1, .peer = {1}, .weight = {0.5}};
             gsp_msg m;
             cr_assert_eq(gsp_emit(&a, &out, &m), 1, "%s round %d", codecs[c], r);
             cr_assert_eq(m.payload_len, (size_t)len, "%s round %d: %zu bytes, want %ld", codecs[c], r, m.payload_len, len);
             cr_assert_eq(memcmp(m.payload, want, (size_t)len), 0, "%s round %d: the same message", codecs[c], r);
-            cr_assert_eq(a.v == NULL, r < 5, "%s round %d: the difference is made only for the whole one", codecs[c],
-                         r);
+            cr_assert_null(a.v, "%s round %d: no difference stored, not even for the whole one", codecs[c], r);
             cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED);
+            cr_assert(!a.c && !b.c, "%s round %d: no decoded values stored at either end", codecs[c], r);
+            if (whole) { /* both references moved to r + gain * bf16(z - r), gain = <v, c> / ||c||^2, bit for bit */
+                cr_assert_eq(cmp_decode(want, (size_t)len, N, dec), 0);
+                double vc = 0, cc = 0;
+                for (int i = 0; i < N; i++)
+                    vc += (double)v[i] * dec[i], cc += (double)dec[i] * dec[i];
+                cr_assert_float_eq(m.gain, vc / cc, 1e-6, "%s: gain %.9g, want %.9g", codecs[c], m.gain, vc / cc);
+                for (int i = 0; i < N; i++) {
+                    const float r1 = before[i] + m.gain * dec[i];
+                    cr_assert(!memcmp(&a.out[0].ref[i], &r1, 4) && !memcmp(&b.in[0].ref[i], &r1, 4),
+                              "%s: reference %d: %.9g and %.9g, want %.9g", codecs[c], i, a.out[0].ref[i],
+                              b.in[0].ref[i], r1);
+                }
+            }
             double mass = 0;
             for (int i = 0; i < N; i++)
                 mass += (double)a.x[i] + (double)b.x[i];
@@ -230,7 +247,7 @@ Test(gossip_origin, a_top_k_emit_sends_the_difference_it_never_stores)
         gsp_msg m;
         cr_assert_eq(gsp_emit(&a, &out, &m), -EDOM, "%s: a NaN", codecs[c]);
         gsp_free(&a), gsp_free(&b);
-        free(x0), free(xa), free(v), free(want), free(work);
+        free(x0), free(xa), free(v), free(before), free(dec), free(want), free(work);
     }
 }
 
@@ -241,17 +258,26 @@ typedef struct drawn {
     int calls;
 } drawn;
 
-static void fill_start(void *ctx, float *dst)
+static int fill_start(void *ctx, float *dst)
 {
     drawn *d = ctx;
     memcpy(dst, d->x0, DIM * sizeof(float));
     d->calls++;
+    return 0;
 }
 
-static void fill_other(void *ctx, float *dst)
+static int fill_other(void *ctx, float *dst)
 {
     fill_start(ctx, dst);
     dst[DIM - 1] += 1.0f;
+    return 0;
+}
+
+/* A fill that cannot make it (a file that went): what it wrote is the start. */
+static int fill_fails(void *ctx, float *dst)
+{
+    fill_start(ctx, dst);
+    return -EIO;
 }
 
 /* A peer whose origin can be made again (gsp_set_origin_fill) gives its
@@ -283,10 +309,11 @@ Test(gossip_origin, an_origin_made_again_per_edge_is_the_kept_one_without_the_co
 }
 
 /* A fill that does not make the origin is found at its first draw (against
- * the origin's hash): the peer goes on without an origin, so the edge that
- * drew asks for a SYNC instead of taking deltas against a reference that
- * differs from its sender's, and no mass is lost. */
-Test(gossip_origin, a_drawn_origin_that_differs_ends_the_origin_and_the_edge_syncs)
+ * the origin's hash), and one that says it could not make it (even with the
+ * right values) at any draw: the peer goes on without an origin, so the
+ * edge that drew asks for a SYNC instead of taking deltas against a
+ * reference that may differ from its sender's, and no mass is lost. */
+static void draw_that_is_not_the_origin(int (*fill)(void *ctx, float *dst))
 {
     float x0[DIM];
     start(x0, 0);
@@ -294,7 +321,7 @@ Test(gossip_origin, a_drawn_origin_that_differs_ends_the_origin_and_the_edge_syn
     drawn de = {x0, 0};
     peer(&e, 0, x0, x0), peer(&f, 1, x0, x0);
     const uint64_t id = e.origin_id;
-    cr_assert_eq(gsp_set_origin_fill(&e, fill_other, &de, 1), 0, "not drawn here");
+    cr_assert_eq(gsp_set_origin_fill(&e, fill, &de, 1), 0, "not drawn here");
     double m0 = 0;
     for (int i = 0; i < DIM; i++)
         m0 += (double)e.x[i] + (double)f.x[i];
@@ -323,6 +350,12 @@ Test(gossip_origin, a_drawn_origin_that_differs_ends_the_origin_and_the_edge_syn
     cr_assert_float_eq(mass, m0, 1e-5 * fabs(m0), "%.9g -> %.9g", m0, mass);
     cr_assert_float_eq(e.w + f.w, 2.0, 1e-12);
     gsp_free(&e), gsp_free(&f);
+}
+
+Test(gossip_origin, a_drawn_origin_that_differs_ends_the_origin_and_the_edge_syncs)
+{
+    draw_that_is_not_the_origin(fill_other);
+    draw_that_is_not_the_origin(fill_fails);
 }
 
 /* A draw the driver made ahead, off its loop (gsp_origin_ahead), is what
