@@ -450,6 +450,20 @@ static uint8_t *msg_buf(gsp_peer *g, int k)
     return g->msg_buf[k];
 }
 
+/* A buffer whose last message was longer than the codec's longest (a whole
+ * model in bf16) goes once that message is no longer valid: the codec's own
+ * messages touch a fraction of the room, so a fresh one is resident only
+ * that far, where the whole one would stay half a model's size. */
+static void release_whole_buffers(gsp_peer *g)
+{
+    const size_t own = g->codec ? cmp_bound(g->codec, g->dim) : 0;
+    for (int k = 0; k <= TOPO_MAX_OUT; k++)
+        if (g->msg_len[k] > own) {
+            free(g->msg_buf[k]);
+            g->msg_buf[k] = NULL, g->msg_len[k] = 0;
+        }
+}
+
 int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
 {
     if (g->gather)
@@ -459,6 +473,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     double moved[TOPO_MAX_OUT];
     uint8_t *bufs[TOPO_MAX_OUT];
     size_t lens[TOPO_MAX_OUT];
+    release_whole_buffers(g);
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = edge(g, &g->out, &g->n_out, &g->cap_out, out->peer[k], 1)) ||
             (g->codec && !(bufs[k] = msg_buf(g, k))))
@@ -500,6 +515,7 @@ int gsp_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
                                     &lens[k], before[k], moved[k], &gains[k]);
             if (rc < 0)
                 return rc;
+            g->msg_len[k] = lens[k];
         }
     } else if (raw_split(g, out->n, weight, edges) < 0)
         return -EDOM;

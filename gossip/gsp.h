@@ -191,6 +191,7 @@ typedef struct gsp_peer {
                             * top-k codec's rare misses), a decoded q (dense codecs, whole messages) */
     uint8_t *msg_buf[TOPO_MAX_OUT + 1]; /* codec: the k-th message of an emit, encoded (at first use); the
                                           * last slot is gsp_sync_msg's */
+    size_t msg_len[TOPO_MAX_OUT + 1];  /* codec: the length of the k-th buffer's last encoded message */
     gsp_corr sync_corr[TOPO_MAX_OUT + 1]; /* codec: a SYNC's corrections (held from its making until the
                                            * next emit) */
     uint32_t *sp_idx;      /* sparse codecs: a message's non-zeros (cmp_decode_sparse), sp_cap of them */

@@ -11,18 +11,23 @@
 
 #define NODE_INCARNATION_AHEAD_US (86400ull * 1000000u) /* a day: clocks of one cluster agree closer than that */
 
+#define NODE_KEEP_PAYLOAD ((size_t)1 << 20) /* a DELTA at least this long keeps its frame's buffer */
+
 static void on_push(node *n, int peer, const wire_msg *m)
 {
     /* The message keeps one block of its own: a whole model's (RAW, SYNC)
      * that arrived alone is the frame's own buffer, its tensors moved into
      * place there (no copy at all); other RAW/SYNC tensors are converted
-     * straight into a block (one copy out of the frame, not two), a DELTA
-     * payload is copied into one because the frame buffer is the transport's. */
+     * straight into a block (one copy out of the frame, not two); a big
+     * DELTA (a whole model in bf16) keeps the frame's buffer too, its
+     * payload where it arrived, and a small one is copied into a block
+     * because the frame buffer is the transport's, reused for the next. */
     const int delta = gsp_kind_payload(m->push.kind);
     gsp_msg view;
-    void *mem = delta || !m->push.dim ? NULL : net_frame_keep(&n->net, peer);
+    const int keep = delta ? m->push.payload_len >= NODE_KEEP_PAYLOAD : m->push.dim != 0;
+    void *mem = keep ? net_frame_keep(&n->net, peer) : NULL;
     if (mem) {
-        if (wire_push_in_place(m, &view, mem) < 0) {
+        if ((delta ? wire_push_to_gsp(m, &view, NULL, 0) : wire_push_in_place(m, &view, mem)) < 0) {
             free(mem);
             return;
         }

@@ -6,11 +6,14 @@
  *   vector_peer --cluster RUN/cluster.conf --id I --params N --rounds R [OPTIONS]
  *
  * Every peer starts from the same vector (x0[i] = sin(i / 1000) / 100) and
- * adds (id + 1) / 1000 times a factor in [0.5, 1.5) drawn from the position
- * (a hash) to every value each round, a step as cheap as a memory pass: the
- * average of the peers' drifts is what their mixed models move by a round.
- * (A drift the same at every position would tie every difference a top-k
- * codec ranks, which no trained model does.) At the end one JSON line on stdout: its rounds, the
+ * adds (id + 1) / 100000 times a factor in [0.5, 1.5) drawn from the
+ * position (a hash) to every value each round, a step as cheap as a memory
+ * pass: the average of the peers' drifts is what their mixed models move by
+ * a round. That is 0.1% to 1% of a typical value a round, about what a
+ * round of optimizer steps moves a model (a drift of a fifth of the values
+ * a round made every reference lag, so every few rounds went whole in
+ * bf16), and it differs by position because a drift the same everywhere
+ * ties every difference a top-k codec ranks, which no trained model does. At the end one JSON line on stdout: its rounds, the
  * round it started at, its push-sum weight, the mean of its final vector,
  * bytes sent and its peak RSS; its log (--log) ends with the memory by part
  * and the ledger (tests/bench/ledger.c checks the run's mass from them).
@@ -106,7 +109,7 @@ int main(int argc, char **argv)
     sgp_peer *p;
     if (sgp_open(&p, &o, x, n, err, sizeof err) < 0)
         return fprintf(stderr, "vector_peer %d: %s\n", o.id, err), 1;
-    const float drift = (float)(o.id + 1) / 1000.0f;
+    const float drift = (float)(o.id + 1) / 100000.0f;
     sgp_status s;
     int rc;
     do {
