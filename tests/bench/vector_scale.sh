@@ -13,11 +13,11 @@
 #   bash tests/bench/vector_scale.sh                    # 2 peers of 200M parameters
 #   VEC_PARAMS=5e7 VEC_PEERS=4 bash tests/bench/vector_scale.sh
 #
-# Memory: a peer holds 9 to 12 copies of the vector with stc (the caller's
-# vector, x, z, the run's starting vector, one reference per edge, the
-# codec's difference, decoded values and work) and one more while a whole
-# model is encoded or put together; the script refuses to start when
-# MemAvailable is below VEC_PEERS x 10 copies. Each step also sleeps
+# Memory: a peer holds about 4.3 copies of the vector with stc (the
+# caller's vector, x, one reference per edge: peer/README.md, "Memory"),
+# more while a whole model is encoded or put together, and a resumed one
+# maps its checkpoint (page cache, counted in its RSS); the script refuses
+# to start when MemAvailable is below VEC_PEERS x 5.5 copies. Each step also sleeps
 # VEC_STEP_MS (2000), a device's step time, which leaves a joiner the
 # time to pull the model before a founder alone has run every round.
 # Knobs: VEC_PARAMS (2e8), VEC_PEERS (2), VEC_ROUNDS (12), VEC_STEP_MS,
@@ -41,7 +41,7 @@ OUT=$root/build/bench/vector_scale.txt
 for b in "$SGP" "$VP" "$LEDGER"; do
     [ -x "$b" ] || { echo "vector_scale.sh: $b not built (make build/sgp build/bench/vector_peer build/bench/ledger)" >&2; exit 1; }
 done
-need=$(python3 -c "print(int($N * 4 * 10 * $P / 2**30) + 1)")
+need=$(python3 -c "print(int($N * 4 * 5.5 * $P / 2**30) + 1)")
 avail=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
 [ "$avail" -ge "$need" ] || { echo "vector_scale.sh: ${avail} GB available, $P peers of $N values want about $need GB" >&2; exit 1; }
 mkdir -p "$root/build/bench"
