@@ -159,6 +159,8 @@ def main():
                     "(a cluster with the complete topology: sgp launch --prepare --topology complete)")
     ap.add_argument("--dead-timeout", type=float, help="seconds of silence before a neighbour is routed around "
                     "[libsgp's]; raise it where the peers' steps starve their network threads of CPU")
+    ap.add_argument("--checkpoint", help="the gossip state's checkpoint file (written at the end; the starting "
+                    "parameters are kept beside it, FILE.origin, instead of in memory) [none]")
     a = ap.parse_args()
     layers, width, heads = (int(v) for v in a.model.split(":"))
     torch.set_num_threads(a.threads)
@@ -171,7 +173,8 @@ def main():
         import sgp.torch
         opt = sgp.torch.Optimizer(inner, cluster=a.cluster, id=a.id, steps=a.steps, local_steps=a.local_steps,
                                   outer=a.outer, codec=a.codec, overlap=a.overlap, recipe=a.recipe, model=model,
-                                  **({"dead_timeout": a.dead_timeout} if a.dead_timeout else {}))
+                                  **({"dead_timeout": a.dead_timeout} if a.dead_timeout else {}),
+                                  **({"checkpoint": a.checkpoint} if a.checkpoint else {}))
         me, peers = opt.id, opt.peers
     sched = schedule(opt, a)  # on the wrapper: schedulers drive it as any optimizer
     per_peer = max(1, a.batch // peers)
