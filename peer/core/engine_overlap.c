@@ -31,8 +31,7 @@ void engine_overlap_start(engine *e)
         e->steps_void = 0;
     }
     e->start_ready = 0;
-    if (e->caller_steps && e->z_start)
-        outer_begin_at(&e->rp.local.outer, e->z_start);
+    /* (a caller's outer step takes z_start itself as its anchor at the fold: outer_end_from) */
 }
 
 float engine_overlap_compute(engine *e, nn_model *model)
@@ -67,7 +66,7 @@ void engine_fold_steps(engine *e)
     if (!e->steps_void && e->z_start) {
         const float *z = e->z_work;
         if (e->caller_steps) { /* (its buffer: the next model is written into it anyway) */
-            outer_end_at(&e->rp.local.outer, e->caller_z);
+            outer_end_from(&e->rp.local.outer, e->z_start, e->caller_z);
             z = e->caller_z;
         }
         /* (one pass: the fold and the next start, x / w as gsp_debias_to has it) */

@@ -54,7 +54,7 @@ int outer_init(outer_state *s, const outer_opts *o, size_t dim)
 void outer_begin(outer_state *s, gsp_peer *g)
 {
     if (s->anchor)
-        gsp_debias_to(g, s->anchor);
+        gsp_debias_to(g, s->anchor), s->anchored = 1;
 }
 
 /* x = a - x * inv (the outer gradient, z = x * inv taken value by value as
@@ -85,7 +85,7 @@ void outer_end(outer_state *s, gsp_peer *g)
 void outer_begin_at(outer_state *s, const float *z)
 {
     if (s->anchor)
-        memcpy(s->anchor, z, s->sgd.n * sizeof *z);
+        memcpy(s->anchor, z, s->sgd.n * sizeof *z), s->anchored = 1;
 }
 
 void outer_end_at(outer_state *s, float *z)
@@ -96,9 +96,27 @@ void outer_end_at(outer_state *s, float *z)
     memcpy(z, s->anchor, s->sgd.n * sizeof *z);
 }
 
+void outer_end_from(outer_state *s, const float *a, float *z)
+{
+    if (!s->anchor)
+        return;
+    enum { B = 256 };
+    float g[B], p[B];
+    for (size_t s0 = 0; s0 < s->sgd.n; s0 += B) { /* (value by value as outer_end_at: the block's own view) */
+        const size_t m = s->sgd.n - s0 < B ? s->sgd.n - s0 : B;
+        for (size_t i = 0; i < m; i++)
+            g[i] = a[s0 + i] - z[s0 + i] * 1.0f, p[i] = a[s0 + i];
+        nn_sgd view = s->sgd;
+        view.velocity += s0, view.n = m;
+        nn_sgd_step(&view, p, g, s->o.lr);
+        memcpy(z + s0, p, m * sizeof *p);
+    }
+}
+
 size_t outer_bytes(const outer_state *s)
 {
-    return s->anchor ? 2 * s->sgd.n * sizeof(float) : 0; /* the anchor and the velocity */
+    /* the velocity, and the anchor where this state keeps it */
+    return s->anchor ? (s->anchored ? 2 : 1) * s->sgd.n * sizeof(float) : 0;
 }
 
 void outer_free(outer_state *s)

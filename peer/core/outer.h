@@ -46,6 +46,8 @@ typedef struct outer_state {
     outer_opts o;
     nn_sgd sgd;    /* its velocity is the outer momentum (checkpointed) */
     float *anchor; /* the model the round's local steps started from */
+    int anchored;  /* the anchor has been written (a run whose anchor is kept elsewhere, outer_end_from, never
+                    * writes it: its pages are never resident) */
 } outer_state;
 
 /* -ENOMEM; a state for o NULL or o->lr <= 0 holds nothing, and
@@ -60,6 +62,11 @@ void outer_end(outer_state *s, gsp_peer *g);
  * steps): a = z before them; z = the outer step's a after them. */
 void outer_begin_at(outer_state *s, const float *z);
 void outer_end_at(outer_state *s, float *z);
+/* outer_end_at with the anchor a that the steps started from kept by the
+ * caller, unchanged since (--overlap's z_start), and no outer_begin_at: z =
+ * the outer step of a by a - z, the same floats, and a untouched. No copy
+ * of the model for the anchor. */
+void outer_end_from(outer_state *s, const float *a, float *z);
 /* Bytes it holds: the anchor and the momentum. */
 size_t outer_bytes(const outer_state *s);
 void outer_free(outer_state *s);

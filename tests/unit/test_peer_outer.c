@@ -89,3 +89,40 @@ Test(peer_outer, bad_specs_are_refused_with_the_text)
         cr_assert_eq(o.lr, 0.0f, "'%s' left an outer optimizer on", bad[i]);
     }
 }
+
+/* A run whose anchor is kept elsewhere (--overlap's z_start, for a caller
+ * stepping itself): outer_end_from gives the floats that outer_begin_at and
+ * outer_end_at give, round after round (the velocity carried), leaves the
+ * anchor it is given as it was, and never writes an anchor of its own, so
+ * the state counts (and holds resident) the velocity alone. */
+Test(peer_outer, an_anchor_kept_elsewhere_gives_the_same_floats_without_a_copy)
+{
+    enum { N = 1000 }; /* (blocks of 256 and a ragged end) */
+    const char *specs[] = {"nesterov:0.7:0.9", "sgd:1:0.5", "sgd:0.8"};
+    for (int k = 0; k < 3; k++) {
+        outer_opts o;
+        char err[160];
+        cr_assert_eq(outer_opts_parse(&o, specs[k], err, sizeof err), 0, "%s", err);
+        outer_state copy, kept;
+        cr_assert_eq(outer_init(&copy, &o, N), 0);
+        cr_assert_eq(outer_init(&kept, &o, N), 0);
+        float a[N], a0[N], z1[N], z2[N];
+        for (int i = 0; i < N; i++)
+            a[i] = sinf((float)i);
+        for (int r = 0; r < 4; r++) {
+            for (int i = 0; i < N; i++)
+                z1[i] = z2[i] = a[i] - 1e-2f * cosf((float)(i * (r + 1)));
+            memcpy(a0, a, sizeof a);
+            outer_begin_at(&copy, a);
+            outer_end_at(&copy, z1);
+            outer_end_from(&kept, a, z2);
+            cr_assert_eq(memcmp(z1, z2, sizeof z1), 0, "%s round %d: the same floats", specs[k], r);
+            cr_assert_eq(memcmp(a, a0, sizeof a), 0, "%s round %d: the anchor given is untouched", specs[k], r);
+            memcpy(a, z1, sizeof a); /* (the next round starts where this one ended) */
+        }
+        cr_assert_eq(memcmp(copy.sgd.velocity, kept.sgd.velocity, N * sizeof(float)), 0, "%s: velocity", specs[k]);
+        cr_assert_eq(outer_bytes(&copy), 2 * N * sizeof(float));
+        cr_assert_eq(outer_bytes(&kept), N * sizeof(float), "%s: the velocity alone", specs[k]);
+        outer_free(&copy), outer_free(&kept);
+    }
+}
