@@ -60,7 +60,9 @@
  * optimizer state right after it, tagged with sgp_status_get's round. With
  * o.resume, sgp_open restores the checkpoint (or, without one, pulls the
  * current model from a neighbour) and writes the model to continue from into
- * params: restore your optimizer state for that round.
+ * params: restore your optimizer state for that round. A peer with a codec
+ * and a checkpoint keeps the params it was opened with in a file beside it
+ * (CHECKPOINT.origin, removed at sgp_close) instead of a copy in memory.
  *
  * Local steps (the 1000x setting of `sgp peer`). With o.local_steps = H
  * you take H optimizer steps between two sgp_step calls: each call is one
