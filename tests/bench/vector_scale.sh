@@ -12,6 +12,11 @@
 #
 #   bash tests/bench/vector_scale.sh                    # 2 peers of 200M parameters
 #   VEC_PARAMS=5e7 VEC_PEERS=4 bash tests/bench/vector_scale.sh
+#   VEC_PARAMS=5e8 VEC_RUNS=join VEC_ROUNDS=30 bash tests/bench/vector_scale.sh
+#
+# (At 500M a joiner's own start, its vector drawn and its origin file
+# written, takes about 30 s, in which a founder runs 10 or so rounds alone:
+# fewer than 30 rounds and the run is over before the joiner is in.)
 #
 # Memory: a peer holds about 4.3 copies of the vector with stc (the
 # caller's vector, x, one reference per edge: peer/README.md, "Memory"),
