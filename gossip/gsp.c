@@ -271,14 +271,15 @@ static gsp_sent *log_add(gsp_edge *e, double w_before, const uint32_t *idx, size
     }
     gsp_sent *s = &e->log[e->n_log];
     *s = (gsp_sent){.seq = e->seq + 1, .w_before = w_before, .n = n, .cap = n ? n : 1};
+    const int keep_old = idx || w_before > 0.0;
     if (idx && spare->idx && spare->cap >= n) { /* the spare's room, already in memory */
         s->idx = spare->idx, s->old = spare->old, s->cap = spare->cap;
         *spare = (gsp_sent){0};
     } else {
-        s->old = idx || w_before > 0.0 ? malloc(s->cap * sizeof(float)) : NULL;
+        s->old = keep_old ? malloc(s->cap * sizeof(float)) : NULL;
         s->idx = idx ? malloc(s->cap * sizeof(uint32_t)) : NULL;
     }
-    if ((!s->old && (idx || w_before > 0.0)) || (idx && !s->idx)) {
+    if ((keep_old && !s->old) || (idx && !s->idx)) {
         free(s->old), free(s->idx);
         return NULL;
     }
@@ -388,9 +389,9 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
     double vc = 0, cc = 0;
     if (len == -EAGAIN) {
         if (!lags) {
-            /* Only a codec that is not value by value encodes a stored v. */
-            float *d = whole || codec->ops->width ? NULL : diff_buf(g);
-            if (!d && !(whole || codec->ops->width))
+            const int stored = !whole && !codec->ops->width; /* only such a codec encodes a stored v */
+            float *d = stored ? diff_buf(g) : NULL;
+            if (stored && !d)
                 return -ENOMEM;
             double vv, zz;
             gsp_diff_norms(src, inv, e->ref, d, n, &vv, &zz);

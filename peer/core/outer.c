@@ -88,13 +88,7 @@ void outer_begin_at(outer_state *s, const float *z)
         memcpy(s->anchor, z, s->sgd.n * sizeof *z), s->anchored = 1;
 }
 
-void outer_end_at(outer_state *s, float *z)
-{
-    if (!s->anchor)
-        return;
-    outer_step(s, z, s->sgd.n, 1.0f);
-    memcpy(z, s->anchor, s->sgd.n * sizeof *z);
-}
+void outer_end_at(outer_state *s, float *z) { outer_end_from(s, s->anchor, z); }
 
 void outer_end_from(outer_state *s, const float *a, float *z)
 {

@@ -290,13 +290,15 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
     /* A model drawn from the seed can be drawn again where an edge starts:
      * the copy of the run's starting model becomes the schedule's last
      * edge's reference, and edges after it (a neighbour that restarts) draw
-     * it (with --init or the caller's parameters the copy stays). Nothing
-     * is drawn here: gossip/ checks the first draw. */
+     * it; a caller's parameters are read again from a file beside its
+     * checkpoint (with --init, or a caller without a checkpoint, the copy
+     * stays). Nothing is drawn here: gossip/ checks the first draw. */
     int n_out, n_in, kept;
-    if (!st && !c->peer.train.init && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0)
+    const int degree = c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0;
+    if (degree && !st && !c->peer.train.init)
         (void)engine_set_origin_fill(n->e, draw_origin, n, n_out + n_in);
-    else if (st && c->checkpoint && c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0 &&
-             (kept = node_origin_file(n, x0, dim, n_out + n_in)) < 0 && kept != -EINVAL) {
+    else if (degree && st && c->checkpoint && (kept = node_origin_file(n, x0, dim, n_out + n_in)) < 0 &&
+             kept != -EINVAL) {
         char why[160];
         snprintf(why, sizeof why, "cannot keep the starting parameters in %s.origin (%s): a copy stays in memory",
                  c->checkpoint, strerror(-kept));

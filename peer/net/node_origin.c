@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "peer/net/node_state.h"
+#include "peer/store/wholefile.h"
 
 /* A caller's starting parameters (libsgp: nothing draws them again) from
  * the file node_origin_file wrote. */
@@ -51,14 +52,7 @@ int node_origin_file(node *n, const float *x0, size_t dim, int edges)
         return -ENOMEM;
     snprintf(n->origin_path, len, "%s.origin", ckpt);
     const int fd = open(n->origin_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = fd < 0 ? -errno : 0;
-    for (size_t put = 0, want = dim * sizeof(float); rc == 0 && put < want;) {
-        const ssize_t w = write(fd, (const char *)x0 + put, want - put);
-        if (w <= 0)
-            rc = w < 0 ? -errno : -EIO;
-        else
-            put += (size_t)w;
-    }
+    int rc = fd < 0 ? -errno : wholefile_fd_write(fd, x0, dim * sizeof(float));
     if (fd >= 0 && close(fd) < 0 && rc == 0)
         rc = -errno;
     n->origin_dim = dim;
