@@ -133,11 +133,13 @@ static void send_heartbeat(engine *e, int q, double now)
 }
 
 /* Our model for a peer that asked (a joiner, or one far behind): z and the
- * round to enter at. Only between rounds: a running step writes x. */
+ * round to enter at, as x and the factor gsp_debias would apply (the driver
+ * writes z into the frame, so no z is written, and kept resident, beside x).
+ * Only between rounds: a running step writes x. */
 static void send_model(engine *e, int q, double now)
 {
-    queue(e, (engine_send){.kind = ENGINE_MODEL, .peer = q, .round = e->rp.g.round, .model = gsp_debias(&e->rp.g),
-                           .dim = e->rp.g.dim},
+    queue(e, (engine_send){.kind = ENGINE_MODEL, .peer = q, .round = e->rp.g.round, .model = e->rp.g.x,
+                           .scale = gsp_debias_factor(&e->rp.g), .dim = e->rp.g.dim},
           now);
     e->model_wanted[q] = 0, e->model_queued[q] = 1;
     e->model_sent_round[q] = e->rp.g.round;

@@ -84,7 +84,8 @@ typedef struct engine_send {
     uint64_t seq;       /* ACK, NACK */
     long round;         /* HEARTBEAT, MODEL, MODEL_SOON */
     int done;           /* GOODBYE: ENGINE_BYE_STOPPED, ENGINE_BYE_DONE or ENGINE_BYE_SEEN */
-    const float *model; /* MODEL: valid until the next engine call */
+    const float *model; /* MODEL: valid until the next engine call; the values to send are model[i] * scale */
+    float scale;        /* MODEL: z = x / w made where it is sent (x and 1 / w), never stored beside x */
     size_t dim;         /* MODEL, MODEL_REQUEST */
 } engine_send;
 
@@ -196,6 +197,9 @@ void engine_goodbye(engine *e, int peer, int done, double now);
 void engine_model_request(engine *e, int peer, double now);
 /* The neighbour asked for its model says it follows when its step is done. */
 void engine_model_soon(engine *e, int peer, double now);
+/* A MODEL send's dim values, model[i] * scale, into dst (a driver that
+ * carries them as floats: the simulator's link, the reference loop). */
+void engine_model_values(const engine_send *s, float *dst);
 /* A MODEL of round `round`; intact: its bytes matched their hash. */
 void engine_model(engine *e, int peer, long round, const float *z, int intact, double now);
 void engine_link_up(engine *e, int peer, double now);

@@ -67,3 +67,12 @@ void engine_memory(const engine *e, mem_parts *m)
     if (e->z_work)
         m->gossip += e->rp.g.dim * sizeof *e->z_work;
 }
+
+void engine_model_values(const engine_send *s, float *dst)
+{
+    if (s->scale == 1.0f)
+        memcpy(dst, s->model, s->dim * sizeof *dst);
+    else
+        for (size_t i = 0; i < s->dim; i++)
+            dst[i] = s->model[i] * s->scale;
+}

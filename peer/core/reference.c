@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "peer/core/reference.h"
@@ -32,9 +33,15 @@ static int deliver(engine **peers, int from, const engine_send *s, double now)
     case ENGINE_MODEL_REQUEST:
         engine_model_request(to, from, now);
         return 0;
-    case ENGINE_MODEL:
-        engine_model(to, from, s->round, s->model, 1, now);
+    case ENGINE_MODEL: {
+        float *z = malloc(s->dim * sizeof *z);
+        if (!z)
+            return -ENOMEM;
+        engine_model_values(s, z);
+        engine_model(to, from, s->round, z, 1, now);
+        free(z);
         return 0;
+    }
     case ENGINE_MODEL_SOON:
         engine_model_soon(to, from, now);
         return 0;

@@ -59,7 +59,7 @@ static long encode(node *n, const engine_send *s, uint8_t *buf, size_t cap)
     case ENGINE_MODEL: {
         static const uint8_t later[WIRE_HASH_LEN];
         net_expect_busy(&n->net, s->peer, s->dim * sizeof(float));
-        return wire_encode_model(buf, cap, s->round, s->model, s->dim, later);
+        return wire_encode_model_scaled(buf, cap, s->round, s->model, s->scale, s->dim, later);
     }
     case ENGINE_ACK:
         return wire_encode_ack(buf, cap, s->seq);

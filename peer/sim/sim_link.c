@@ -35,8 +35,10 @@ static long flight_put(sim *s, int src, const engine_send *t)
     int rc = 0;
     if (t->kind == ENGINE_PUSH)
         rc = gsp_msg_copy(&f->s.msg, &t->msg);
-    else if (t->kind == ENGINE_MODEL && (f->model = malloc(t->dim * sizeof(float))))
-        f->s.model = memcpy(f->model, t->model, t->dim * sizeof(float));
+    else if (t->kind == ENGINE_MODEL && (f->model = malloc(t->dim * sizeof(float)))) {
+        engine_model_values(t, f->model);
+        f->s.model = f->model, f->s.scale = 1.0f;
+    }
     else if (t->kind == ENGINE_MODEL)
         rc = -ENOMEM;
     if (rc < 0) {

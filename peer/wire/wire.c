@@ -402,8 +402,18 @@ long wire_encode_model_request(uint8_t *out, size_t cap, size_t dim)
 }
 
 /* MODEL: the payload from z (host order) when not NULL, else bytes as they are. */
-static long encode_model(uint8_t *out, size_t cap, long round, const uint8_t *bytes, const float *z, size_t dim,
-                         const uint8_t *hash)
+/* z[i] * scale, n floats, little-endian into dst (the product rounded to
+ * float as the caller's own z = x * (1 / w) is). */
+static void put_le_scaled(uint8_t *dst, const float *z, float scale, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float f = z[i] * scale;
+        put_le(dst + i * sizeof f, &f, 1, sizeof f);
+    }
+}
+
+static long encode_model(uint8_t *out, size_t cap, long round, const uint8_t *bytes, const float *z, float scale,
+                         size_t dim, const uint8_t *hash)
 {
     wire_wr w = {out, cap, 0, 0};
     msgpack_packer pk;
@@ -417,7 +427,9 @@ static long encode_model(uint8_t *out, size_t cap, long round, const uint8_t *by
     uint8_t *body = wr_take(&w, dim * sizeof(float));
     if (!body)
         return -ENOSPC;
-    if (z)
+    if (z && scale != 1.0f)
+        put_le_scaled(body, z, scale, dim);
+    else if (z)
         put_le(body, z, dim, sizeof(float));
     else if (dim)
         memcpy(body, bytes, dim * sizeof(float));
@@ -427,10 +439,16 @@ static long encode_model(uint8_t *out, size_t cap, long round, const uint8_t *by
 long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, size_t dim,
                        const uint8_t hash[WIRE_HASH_LEN])
 {
-    if ((!out && cap) || !hash || (!z && dim) || round < 0 || dim > WIRE_MAX_DIM)
+    return wire_encode_model_scaled(out, cap, round, z, 1.0f, dim, hash);
+}
+
+long wire_encode_model_scaled(uint8_t *out, size_t cap, long round, const float *x, float scale, size_t dim,
+                              const uint8_t hash[WIRE_HASH_LEN])
+{
+    if ((!out && cap) || !hash || (!x && dim) || round < 0 || dim > WIRE_MAX_DIM)
         return -EINVAL;
     static const float none;
-    return encode_model(out, cap, round, NULL, z ? z : &none, dim, hash);
+    return encode_model(out, cap, round, NULL, x ? x : &none, scale, dim, hash);
 }
 
 const char *wire_member_check(const wire_member *m)
@@ -516,7 +534,7 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m)
         if (!m->model.hash || (!m->model.payload && m->model.dim) || m->model.round < 0 ||
             m->model.dim > WIRE_MAX_DIM || (!out && cap))
             return -EINVAL;
-        return encode_model(out, cap, m->model.round, m->model.payload, NULL, m->model.dim, m->model.hash);
+        return encode_model(out, cap, m->model.round, m->model.payload, NULL, 1.0f, m->model.dim, m->model.hash);
     case WIRE_MEMBERS:
         return wire_encode_members(out, cap, m->members.m, m->members.n, m->members.r, m->members.n_revoked);
     }

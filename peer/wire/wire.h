@@ -225,6 +225,10 @@ long wire_encode_model_soon(uint8_t *out, size_t cap, long round);
  * little-endian bytes, which the caller computes (wire/ does no crypto). */
 long wire_encode_model(uint8_t *out, size_t cap, long round, const float *z, size_t dim,
                        const uint8_t hash[WIRE_HASH_LEN]);
+/* The same with z[i] = x[i] * scale written as it is encoded (a peer's
+ * z = x / w, made nowhere else). */
+long wire_encode_model_scaled(uint8_t *out, size_t cap, long round, const float *x, float scale, size_t dim,
+                              const uint8_t hash[WIRE_HASH_LEN]);
 /* m's n entries (n <= WIRE_MEMBERS_MAX, hosts IPv4 or IPv6 literals, ports
  * above 0, ids below 65536, flags known) and n_revoked revocations. */
 long wire_encode_members(uint8_t *out, size_t cap, const wire_member *m, size_t n, const wire_revocation *r,

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "peer/core/engine_state.h" /* (a test may set up what no driver can: a round far ahead, a limit) */
@@ -605,7 +606,7 @@ Test(peer_engine, a_model_request_during_a_step_is_answered_at_the_boundary)
         if (o.s[j].kind == ENGINE_MODEL) {
             cr_assert_eq(o.s[j].round, 1, "the round the asker enters at");
             cr_assert_eq(o.s[j].dim, DIM);
-            cr_assert_float_eq(o.s[j].model[0], 1.0f, 1e-6, "z = x / w");
+            cr_assert_float_eq(o.s[j].model[0] * o.s[j].scale, 1.0f, 1e-6, "z = x / w");
         }
     /* Between rounds it answers at once. */
     engine_model_request(s.e[0], 1, 3 * MS);
@@ -638,6 +639,32 @@ Test(peer_engine, a_model_goes_to_the_same_neighbour_at_most_once_in_hold_max_ro
     engine_model_request(s.e[1], 0, 3 * MS);
     take(s.e[1], &o);
     cr_assert_eq(sends(&o, ENGINE_MODEL, 0), 1, "%d rounds after: answered again", hold);
+    scene_free(&s);
+}
+
+/* A peer whose w is not 1 answers with z = x / w bit for bit as gsp_debias
+ * makes it, computed where the driver writes the frame: no z is written
+ * (and left resident) beside x. */
+Test(peer_engine, a_model_answer_writes_no_z_beside_x)
+{
+    scene s;
+    scene_make(&s, "complete", 3, 10);
+    outputs o;
+    all_up(&s, 0);
+    gsp_peer *g = &s.e[1]->rp.g;
+    g->w = 0.7; /* (what shares that came late leave) */
+    engine_model_request(s.e[1], 0, MS);
+    take(s.e[1], &o);
+    const engine_send *m = send_of(&o, ENGINE_MODEL);
+    cr_assert_not_null(m);
+    cr_assert_eq(m->model, g->x, "x itself");
+    cr_assert_eq(g->z_written, 0, "no z written");
+    float *z = malloc(g->dim * sizeof *z), *sent = malloc(g->dim * sizeof *sent);
+    gsp_debias_to(g, z);
+    engine_model_values(m, sent);
+    cr_assert_eq(memcmp(z, sent, g->dim * sizeof *z), 0, "z = x / w as gsp_debias has it, bit for bit");
+    cr_assert_neq(m->scale, 1.0f);
+    free(z), free(sent);
     scene_free(&s);
 }
 

@@ -897,6 +897,27 @@ Test(peer_wire, model_round_trips_bit_for_bit)
     cr_assert_str_eq(wire_type_name(WIRE_MODEL), "MODEL");
 }
 
+/* A peer's z = x / w goes out written as it is encoded: the bytes of
+ * x[i] * scale, the same as the encoding of a z made beforehand. */
+Test(peer_wire, a_scaled_model_is_encoded_as_the_model_of_the_products)
+{
+    const size_t dim = 5000;
+    float *x = model_z(dim), *z = malloc(dim * sizeof *z);
+    const float scale = (float)(1.0 / 0.7);
+    for (size_t i = 0; i < dim; i++)
+        z[i] = x[i] * scale;
+    uint8_t hash[WIRE_HASH_LEN] = {1, 2, 3};
+    const size_t cap = wire_push_bound(dim, 0);
+    uint8_t *a = malloc(cap), *b = malloc(cap);
+    long na = wire_encode_model_scaled(a, cap, 9, x, scale, dim, hash), nb = wire_encode_model(b, cap, 9, z, dim, hash);
+    cr_assert_gt(na, 0);
+    cr_assert_eq(na, nb);
+    cr_assert_eq(memcmp(a, b, (size_t)na), 0, "the same bytes");
+    cr_assert_eq(wire_encode_model_scaled(a, cap, 9, x, 1.0f, dim, hash), nb);
+    cr_assert_neq(memcmp(a, b, (size_t)na), 0, "scale 1 writes x itself");
+    free(a), free(b), free(x), free(z);
+}
+
 Test(peer_wire, model_hash_and_payload_lengths_are_exact)
 {
     uint8_t hash[WIRE_HASH_LEN + 1] = {0};

@@ -161,6 +161,8 @@ def main():
                     "[libsgp's]; raise it where the peers' steps starve their network threads of CPU")
     ap.add_argument("--checkpoint", help="the gossip state's checkpoint file (written at the end; the starting "
                     "parameters are kept beside it, FILE.origin, instead of in memory) [none]")
+    ap.add_argument("--gossip-log", help="sgp's event log (JSON lines: rounds, faults, the ledger, memory by part "
+                    "at the end) [none]")
     a = ap.parse_args()
     layers, width, heads = (int(v) for v in a.model.split(":"))
     torch.set_num_threads(a.threads)
@@ -174,7 +176,8 @@ def main():
         opt = sgp.torch.Optimizer(inner, cluster=a.cluster, id=a.id, steps=a.steps, local_steps=a.local_steps,
                                   outer=a.outer, codec=a.codec, overlap=a.overlap, recipe=a.recipe, model=model,
                                   **({"dead_timeout": a.dead_timeout} if a.dead_timeout else {}),
-                                  **({"checkpoint": a.checkpoint} if a.checkpoint else {}))
+                                  **({"checkpoint": a.checkpoint} if a.checkpoint else {}),
+                                  **({"log": a.gossip_log} if a.gossip_log else {}))
         me, peers = opt.id, opt.peers
     sched = schedule(opt, a)  # on the wrapper: schedulers drive it as any optimizer
     per_peer = max(1, a.batch // peers)
