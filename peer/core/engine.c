@@ -506,7 +506,7 @@ void engine_step_taken(engine *e, float *z, double now)
     gsp_peer *g = &e->rp.g;
     e->rp.steps += e->rp.plan->local_steps; /* (round_step counts its own) */
     if (overlap(e)) { /* folded in once the round's absorb is done (fold) */
-        e->caller_z = z;
+        e->caller_z = z, e->start_in = NULL;
         engine_step_done(e, now);
         return;
     }

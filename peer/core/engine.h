@@ -283,8 +283,10 @@ const gsp_peer *engine_gossip(const engine *e);
 const gsp_pace *engine_pace(const engine *e);
 /* The local optimizer's state, read-only (what a checkpoint writes). */
 const local_state *engine_local(const engine *e);
-/* The round's model z = x / w into z (dim floats). */
-void engine_model_to(const engine *e, float *z);
+/* The round's model z = x / w into z (dim floats); with overlap, where the
+ * running steps started (nothing to copy into the buffer of a caller's last
+ * engine_step_taken: the fold wrote it there). */
+void engine_model_to(engine *e, float *z);
 /* The model to evaluate between rounds (local_eval_params: x itself, or z
  * in m's gradient buffer). */
 const float *engine_eval_params(engine *e, nn_model *m);

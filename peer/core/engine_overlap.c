@@ -27,7 +27,7 @@ void engine_overlap_start(engine *e)
         e->steps_void = 1;
     } else {
         if (!e->start_ready)
-            gsp_debias_to(&e->rp.g, e->z_start);
+            gsp_debias_to(&e->rp.g, e->z_start), e->start_in = NULL;
         e->steps_void = 0;
     }
     e->start_ready = 0;
@@ -44,34 +44,47 @@ float engine_overlap_compute(engine *e, nn_model *model)
 
 typedef struct fold_job {
     float *x, *z0, w, inv;
-    const float *z;
+    float *z;   /* the stepped model */
+    int handed; /* z is a caller's buffer: the next start goes into it too */
 } fold_job;
 
-/* The fold over [s, e): x += w (z - z0), and the next start z0 = x / w. */
+/* The fold over [s, e): x += w (z - z0), and the next start z0 = x / w,
+ * written into a caller's z as well (its next model: the hand-out is then
+ * no pass of its own). */
 static void fold_span(void *arg, size_t s, size_t e)
 {
     const fold_job *a = arg;
-    float *x = a->x, *z0 = a->z0;
-    const float *z = a->z, w = a->w, inv = a->inv;
-    for (size_t i = s; i < e; i++) {
-        x[i] += w * (z[i] - z0[i]);
-        z0[i] = x[i] * inv;
-    }
+    float *x = a->x, *z0 = a->z0, *z = a->z;
+    const float w = a->w, inv = a->inv;
+    if (a->handed)
+        for (size_t i = s; i < e; i++) {
+            x[i] += w * (z[i] - z0[i]);
+            z[i] = z0[i] = x[i] * inv;
+        }
+    else
+        for (size_t i = s; i < e; i++) {
+            x[i] += w * (z[i] - z0[i]);
+            z0[i] = x[i] * inv;
+        }
 }
 
 void engine_fold_steps(engine *e)
 {
     gsp_peer *g = &e->rp.g;
     e->stepped = e->absorbed = 0;
+    e->start_in = NULL;
     if (!e->steps_void && e->z_start) {
-        const float *z = e->z_work;
+        float *z = e->z_work;
         if (e->caller_steps) { /* (its buffer: the next model is written into it anyway) */
             outer_end_from(&e->rp.local.outer, e->z_start, e->caller_z);
             z = e->caller_z;
         }
         /* (one pass: the fold and the next start, x / w as gsp_debias_to has it) */
-        fold_job a = {.x = g->x, .z0 = e->z_start, .w = (float)g->w, .inv = gsp_debias_factor(g), .z = z};
+        fold_job a = {.x = g->x, .z0 = e->z_start, .w = (float)g->w, .inv = gsp_debias_factor(g), .z = z,
+                      .handed = e->caller_steps};
         gsp_pool_spans(g->pool, g->dim, fold_span, &a);
+        if (e->caller_steps)
+            e->start_in = z;
     } else if (e->z_start)
         gsp_debias_to(g, e->z_start);
     e->steps_void = 0;

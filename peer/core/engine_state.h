@@ -45,6 +45,8 @@ struct engine {
     float *z_start;           /* where the running steps started (dim floats, allocated at the first) */
     float *z_work;            /* the steps' own model (the caller's, copied for its outer step) */
     float *caller_z;          /* a caller stepping itself: its stepped model, the loop's until the next hand-out */
+    const float *start_in;    /* the caller's buffer the last fold wrote z_start into as well: the hand-out
+                               * (engine_model_to) copies nothing there */
     long step_round;          /* the round of the running steps (the pacing question may jump meanwhile) */
     int joining, refreshing, asked, ask_left, alone;
     int promised;             /* the neighbour asked last said its model follows its step (MODEL_SOON) */

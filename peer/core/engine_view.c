@@ -21,9 +21,13 @@ static void copy_span(void *arg, size_t s, size_t e)
     memcpy(a->dst + s, a->src + s, (e - s) * sizeof *a->dst);
 }
 
-void engine_model_to(const engine *e, float *z)
+void engine_model_to(engine *e, float *z)
 {
     if (e->rp.c->overlap && e->computing && e->z_start) { /* (the running steps' model, which a fold took) */
+        const int there = z == e->start_in; /* (the fold wrote it there too) */
+        e->start_in = NULL;
+        if (there)
+            return;
         copy_job a = {.dst = z, .src = e->z_start};
         gsp_pool_spans(e->rp.g.pool, e->rp.g.dim, copy_span, &a);
     } else
