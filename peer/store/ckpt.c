@@ -83,6 +83,25 @@ typedef struct ibuf {
     int failed;
 } ibuf;
 
+/* The pages of the mapped file wholly inside [p, p + n), given back once
+ * read: the file is as big as the state it restores, and every page read
+ * would count in the process's memory until the unmap (a copy of the state
+ * beside the state, at the peak of a resume). */
+static void release(const uint8_t *p, size_t n)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s = ((uintptr_t)p + page - 1) & ~(page - 1),
+                    e = ((uintptr_t)p + n) & ~(page - 1);
+    if (e > s)
+        madvise((void *)s, e - s, MADV_DONTNEED); /* (a hint: the pages are the page cache's, read again if touched) */
+}
+
+/* n bytes of the mapped file into dst, and their pages given back. */
+static void copy_out(void *dst, const uint8_t *src, size_t n)
+{
+    memcpy(dst, src, n);
+    release(src, n);
+}
+
 static void get(ibuf *b, void *dst, size_t n)
 {
     if (b->failed || (size_t)(b->end - b->p) < n) {
@@ -90,7 +109,7 @@ static void get(ibuf *b, void *dst, size_t n)
         memset(dst, 0, n);
         return;
     }
-    memcpy(dst, b->p, n);
+    copy_out(dst, b->p, n);
     b->p += n;
 }
 
@@ -301,7 +320,16 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
         *why = len < 8 + CKPT_HASH ? "truncated" : "not a checkpoint";
         goto out;
     }
-    crypto_generichash(hash, sizeof hash, data, len - CKPT_HASH, NULL, 0);
+    {
+        crypto_generichash_state st;
+        crypto_generichash_init(&st, NULL, 0, sizeof hash);
+        for (size_t at = 0, block = 16u << 20; at < len - CKPT_HASH; at += block) {
+            const size_t n = len - CKPT_HASH - at < block ? len - CKPT_HASH - at : block;
+            crypto_generichash_update(&st, data + at, n);
+            release(data + at, n);
+        }
+        crypto_generichash_final(&st, hash, sizeof hash);
+    }
     if (sodium_memcmp(hash, data + len - CKPT_HASH, CKPT_HASH) != 0) {
         *why = "checksum mismatch (torn or altered)";
         goto out;
@@ -415,22 +443,22 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
     }
     /* Whole and ours: restore. */
     g->round = round, g->since = round, g->w = w;
-    memcpy(g->x, x, dim * sizeof(float));
+    copy_out(g->x, x, dim * sizeof(float));
     if (l->opt) {
         size_t n;
         long *steps;
         float *state = nn_optimizer_state(l->opt, &n, &steps);
-        memcpy(state, opt_state, n * sizeof(float));
+        copy_out(state, opt_state, n * sizeof(float));
         if (steps)
             *steps = (long)opt_steps;
     }
     if (l->batches) {
         l->batches->rng = rng;
         l->batches->pos = (int)pos, l->batches->epoch = (long)epoch;
-        memcpy(l->batches->perm, perm, perm_n * sizeof(int));
+        copy_out(l->batches->perm, perm, perm_n * sizeof(int));
     }
     if (outer)
-        memcpy(l->outer_velocity, outer_velocity, dim * sizeof(float));
+        copy_out(l->outer_velocity, outer_velocity, dim * sizeof(float));
     ibuf eb = {edges, b.end, 0};
     for (uint32_t k = 0; k < n_in; k++) {
         gsp_edge *e = gsp_in_edge(g, (int)get_u32(&eb));
