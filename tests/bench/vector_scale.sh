@@ -20,8 +20,8 @@
 #
 # Memory: a peer holds about 4.3 copies of the vector with stc (the
 # caller's vector, x, one reference per edge: peer/README.md, "Memory"),
-# more while a whole model is encoded or put together, and a resumed one
-# maps its checkpoint (page cache, counted in its RSS); the script refuses
+# more while a whole model is encoded or put together (a resumed one gives
+# its checkpoint's pages back as it reads them); the script refuses
 # to start when MemAvailable is below VEC_PEERS x 5.5 copies. Each step also sleeps
 # VEC_STEP_MS (2000), a device's step time, which leaves a joiner the
 # time to pull the model before a founder alone has run every round.
