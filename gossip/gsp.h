@@ -370,7 +370,10 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m);
  *
  * gsp_resume: come back with the state held before (a checkpoint restored
  * into g, or the simulator's crashed peer): in-edges adopt the totals that
- * follow a gap, and the weight is brought back to [1/sqrt 2, sqrt 2) by a
+ * follow a gap (the old process may have absorbed, and passed on, the
+ * messages in it), unless `final`: the state its run stopped with, after
+ * which nothing was absorbed, so a gap is lost messages, which a SYNC
+ * brings as after any loss; and the weight is brought back to [1/sqrt 2, sqrt 2) by a
  * power of two (x scaled by the same factor, exact, z unchanged). Each
  * comeback loses the shares that were in flight to the old process; without
  * the renormalisation the run's total weight decays with every restart
@@ -384,7 +387,7 @@ void gsp_join(gsp_peer *g, const float *z, long round);
 /* A peer far behind takes a neighbour's model z and keeps its weight
  * (x = w z): the run's total weight is unchanged, the stale model is gone. */
 void gsp_adopt(gsp_peer *g, const float *z);
-double gsp_resume(gsp_peer *g);
+double gsp_resume(gsp_peer *g, int final);
 /* Leave on purpose: hand all of (x, w) to the peers of `to` (its weights
  * are ignored: an equal part each) in one emit, so that the weight is not
  * lost with the peer. w moves exactly (as every share: to the running

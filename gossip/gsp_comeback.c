@@ -26,11 +26,13 @@ void gsp_adopt(gsp_peer *g, const float *z)
     g->refresh = 1; /* references tracked the old z: the next emit sends z whole */
 }
 
-double gsp_resume(gsp_peer *g)
+double gsp_resume(gsp_peer *g, int final)
 {
-    g->adopt = 1;
-    for (int k = 0; k < g->n_in; k++)
-        g->in[k].adopt = 1;
+    if (!final) {
+        g->adopt = 1;
+        for (int k = 0; k < g->n_in; k++)
+            g->in[k].adopt = 1;
+    }
     if (!(g->w > 0) || !isfinite(g->w))
         return 1.0;
     int e = (int)lround(-log2(g->w)); /* w * 2^e in [1/sqrt 2, sqrt 2) ... */

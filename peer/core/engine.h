@@ -170,6 +170,7 @@ void engine_state_to_load(engine *e, gsp_peer **g, local_state **local);
 
 typedef enum engine_comeback {
     ENGINE_WITH_STATE,    /* the state it had: a checkpoint loaded, or the simulator's peer kept over a crash */
+    ENGINE_WITH_FINAL_STATE, /* the state its run stopped with (a final checkpoint): nothing absorbed after it */
     ENGINE_WITHOUT_STATE, /* none (a --resume without a checkpoint, a rejoin from nothing): pull a neighbour's
                            * model first; fail after round_timeout without one */
 } engine_comeback;
@@ -178,7 +179,8 @@ typedef enum engine_comeback {
  * As a process of another incarnation than the engine's (the simulator's
  * crashed peer): its out-edges start again from zero, its pacing afresh
  * with no round-0 barrier. Then, with its state: gsp_resume (the weight
- * renormalised by a power of two, in-edges adopt totals after a gap); or
+ * renormalised by a power of two, in-edges adopt totals after a gap unless
+ * the state is final); or
  * without: a join. 0, or a negative errno. */
 int engine_come_back(engine *e, engine_comeback how, uint64_t incarnation, double now);
 /* The process died (the simulator's crash): nothing more comes out until

@@ -106,8 +106,8 @@ int engine_come_back(engine *e, engine_comeback how, uint64_t incarnation, doubl
             return rc;
         reset(e, now);
     }
-    if (how == ENGINE_WITH_STATE) {
-        gsp_resume(&e->rp.g);
+    if (how != ENGINE_WITHOUT_STATE) {
+        gsp_resume(&e->rp.g, how == ENGINE_WITH_FINAL_STATE);
         gsp_pace_joined(&e->rp.pace);
         e->start_round = e->rp.g.round;
         return 0;

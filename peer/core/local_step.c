@@ -111,6 +111,13 @@ int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const lo
     return ckpt_write(path, run, g, &p, err, errlen);
 }
 
+int ckpt_save_final(const char *path, const ckpt_run *run, const gsp_peer *g, const local_state *l, char *err,
+                    size_t errlen)
+{
+    const ckpt_local p = ckpt_parts(l);
+    return ckpt_write_final(path, run, g, &p, err, errlen);
+}
+
 int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, local_state *l, char *used, size_t usedlen, char *err,
               size_t errlen)
 {

@@ -62,6 +62,9 @@ void local_free(local_state *l);
  * ckpt_write and ckpt_read; for a caller stepping itself
  * (local_init_external) only the outer velocity. l may be NULL. */
 int ckpt_save(const char *path, const ckpt_run *run, const gsp_peer *g, const local_state *l, char *err, size_t errlen);
+/* ckpt_write_final's: the state the run stops with. */
+int ckpt_save_final(const char *path, const ckpt_run *run, const gsp_peer *g, const local_state *l, char *err,
+                    size_t errlen);
 int ckpt_load(const char *path, const ckpt_run *run, gsp_peer *g, local_state *l, char *used, size_t usedlen, char *err,
               size_t errlen);
 

@@ -60,7 +60,10 @@ void node_checkpoint_now(node *n)
         return;
     }
     n->ckpt_final = 0;
-    int rc = ckpt_save(n->c->checkpoint, &n->run, engine_gossip(n->e), engine_local(n->e), err, sizeof err);
+    /* (at the close nothing is absorbed or sent after it: a resume from it
+     * asks for what its neighbours sent meanwhile instead of adopting it) */
+    int rc = (n->closed ? ckpt_save_final : ckpt_save)(n->c->checkpoint, &n->run, engine_gossip(n->e),
+                                                       engine_local(n->e), err, sizeof err);
     written_count(n, rc, err);
     if (n->c->stepper)
         n->c->stepper->checkpointed(n->c->stepper->ctx, rc);
@@ -68,8 +71,8 @@ void node_checkpoint_now(node *n)
 
 /* --resume: the checkpoint if there is a whole one, else the model of a
  * neighbour. The checkpoint's (x, w) come back, in-edges adopt the totals
- * that follow a gap, and the weight is renormalised (gsp_resume; why in
- * gossip/GUARANTEES.md). */
+ * that follow a gap (not after a final checkpoint: they are asked for), and
+ * the weight is renormalised (gsp_resume; why in gossip/GUARANTEES.md). */
 void node_resume(node *n)
 {
     const node_config *c = n->c;
@@ -79,9 +82,10 @@ void node_resume(node *n)
     engine_state_to_load(n->e, &g, &local);
     int rc = c->checkpoint ? ckpt_load(c->checkpoint, &n->run, g, local, used, sizeof used, err, sizeof err) : -ENOENT;
     const uint64_t incarnation = g->incarnation; /* (this process's: engine_new's) */
-    if (rc == 0) {
+    if (rc >= 0) {
         const double w_checkpoint = g->w;
-        engine_come_back(n->e, ENGINE_WITH_STATE, incarnation, clock_now());
+        engine_come_back(n->e, rc == CKPT_FINAL ? ENGINE_WITH_FINAL_STATE : ENGINE_WITH_STATE, incarnation,
+                         clock_now());
         node_log_resume(n, w_checkpoint);
         node_event(n, "resumed from", -1, used);
         return;

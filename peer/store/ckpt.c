@@ -149,7 +149,11 @@ static int text_is(ibuf *b, const char *s)
 
 /* ---- saving ------------------------------------------------------------------ */
 
-static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l)
+/* An in-edge's flags (u32): waiting for a SYNC, adopting the totals after a
+ * gap, and written as the run stopped (ckpt_write_final). */
+enum { FLAG_SYNC = 1, FLAG_ADOPT = 2, FLAG_FINAL = 4 };
+
+static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, int final)
 {
     const size_t dim = g->dim;
     put(b, CKPT_MAGIC, 8);
@@ -196,7 +200,7 @@ static void serialise(obuf *b, const ckpt_run *run, const gsp_peer *g, const ckp
         put_u64(b, e->seq);
         put_u64(b, (uint64_t)e->round);
         put_f64(b, e->w);
-        put_u32(b, (uint32_t)(e->sync | e->adopt << 1));
+        put_u32(b, (uint32_t)((e->sync ? FLAG_SYNC : 0) | (e->adopt ? FLAG_ADOPT : 0) | (final ? FLAG_FINAL : 0)));
         if (!g->codec) /* (a compressed edge keeps no totals: gsp.h) */
             put(b, e->x, dim * sizeof(double));
         if (edge_ref(g))
@@ -269,6 +273,7 @@ typedef struct live {
     const ckpt_run *run;
     const gsp_peer *g;
     const ckpt_local *l;
+    int final;
 } live;
 
 static int stream_state(int fd, void *ctx)
@@ -278,20 +283,43 @@ static int stream_state(int fd, void *ctx)
     if (!b.p)
         return -ENOMEM;
     crypto_generichash_init(&b.hash, NULL, 0, CKPT_HASH);
-    serialise(&b, v->run, v->g, v->l);
+    serialise(&b, v->run, v->g, v->l, v->final);
     free(b.p);
     return b.failed ? -b.failed : 0;
+}
+
+/* PATH.resumed: a final checkpoint was read as such (ckpt_read), and the
+ * run it resumed may have absorbed messages since. */
+static int resumed_name(char *out, size_t cap, const char *path)
+{
+    return snprintf(out, cap, "%s.resumed", path) < (int)cap ? 0 : -ENAMETOOLONG;
+}
+
+static int write_state(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, int final,
+                       char *err, size_t errlen)
+{
+    /* Streamed from the state itself in blocks: no copy of it is made, so a
+     * checkpoint costs no memory (the caller keeps g and l still meanwhile). */
+    const ckpt_local none = {0};
+    live v = {run, g, l ? l : &none, final};
+    int rc = wholefile_write_with(path, stream_state, &v, 0600, file_is_whole(path) ? WHOLEFILE_KEEP_PREV : 0, err,
+                                  errlen);
+    char mark[4200];
+    if (rc == 0 && resumed_name(mark, sizeof mark, path) == 0)
+        unlink(mark); /* (this state is newer than the resume it marked; one left behind only costs a gap's mass) */
+    return rc;
 }
 
 int ckpt_write(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, char *err,
                size_t errlen)
 {
-    /* Streamed from the state itself in blocks: no copy of it is made, so a
-     * checkpoint costs no memory (the caller keeps g and l still meanwhile). */
-    const ckpt_local none = {0};
-    live v = {run, g, l ? l : &none};
-    return wholefile_write_with(path, stream_state, &v, 0600, file_is_whole(path) ? WHOLEFILE_KEEP_PREV : 0, err,
-                                errlen);
+    return write_state(path, run, g, l, 0, err, errlen);
+}
+
+int ckpt_write_final(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, char *err,
+                     size_t errlen)
+{
+    return write_state(path, run, g, l, 1, err, errlen);
 }
 
 /* ---- loading ----------------------------------------------------------------- */
@@ -304,8 +332,8 @@ static void run_name(char *out, size_t cap, const char *name, size_t name_len, c
     snprintf(out, cap, "'%.*s' (cluster id %02x%02x%02x%02x...)", (int)name_len, name, id[0], id[1], id[2], id[3]);
 }
 
-static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_local *l, const char **why,
-                    char *detail, size_t detail_len)
+static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_local *l, int *final,
+                    const char **why, char *detail, size_t detail_len)
 {
     uint8_t *data = NULL;
     size_t len = 0;
@@ -472,7 +500,8 @@ static int load_one(const char *path, const ckpt_run *run, gsp_peer *g, const ck
         e->round = (long)get_u64(&eb);
         e->w = get_f64(&eb);
         uint32_t flags = get_u32(&eb);
-        e->sync = flags & 1, e->adopt = flags >> 1 & 1;
+        e->sync = (flags & FLAG_SYNC) != 0, e->adopt = (flags & FLAG_ADOPT) != 0;
+        *final = (k == 0 || *final) && (flags & FLAG_FINAL); /* (every in-edge says so: written by this version) */
         e->sync_base = e->seq; /* (a wait's seq is not kept: it asks from what it holds) */
         if (!g->codec)
             get(&eb, e->x, dim * sizeof(double));
@@ -491,6 +520,20 @@ out:
     return rc;
 }
 
+/* A final checkpoint is final once: the first read leaves PATH.resumed
+ * beside it (on disk before the run goes on), so that a run resumed from
+ * it that dies before its own next checkpoint comes back from it as from
+ * any checkpoint (it may have absorbed messages since). 1 when it is read
+ * as final now. */
+static int read_as_final(const char *path)
+{
+    char mark[4200], err[256];
+    struct stat st;
+    if (resumed_name(mark, sizeof mark, path) < 0 || stat(mark, &st) == 0 || errno != ENOENT)
+        return 0;
+    return wholefile_write(mark, "", 0, 0600, 0, err, sizeof err) == 0;
+}
+
 int ckpt_read(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_local *l, char *used, size_t usedlen,
               char *err, size_t errlen)
 {
@@ -501,12 +544,14 @@ int ckpt_read(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_loc
     snprintf(prev, sizeof prev, "%s.prev", path);
     const char *why_cur = NULL, *why_prev = NULL;
     char detail_cur[2 * CKPT_MAX_TEXT + 160], detail_prev[2 * CKPT_MAX_TEXT + 160];
-    int rc = load_one(path, run, g, l, &why_cur, detail_cur, sizeof detail_cur);
+    int final = 0;
+    int rc = load_one(path, run, g, l, &final, &why_cur, detail_cur, sizeof detail_cur);
     if (rc == 0) {
         snprintf(used, usedlen, "%s", path);
-        return 0;
+        return final && read_as_final(path) ? CKPT_FINAL : 0;
     }
-    int rc_prev = load_one(prev, run, g, l, &why_prev, detail_prev, sizeof detail_prev);
+    /* (a .prev is older than a state its run went on from: never final) */
+    int rc_prev = load_one(prev, run, g, l, &final, &why_prev, detail_prev, sizeof detail_prev);
     if (rc_prev == 0) {
         snprintf(used, usedlen, "%s (%s: %s)", prev, path, why_cur);
         return 0;
@@ -521,7 +566,7 @@ int ckpt_read(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_loc
 
 int ckpt_remove(const char *path, char *err, size_t errlen)
 {
-    static const char *const tails[] = {"", ".prev", ".tmp"};
+    static const char *const tails[] = {"", ".prev", ".tmp", ".resumed"};
     char name[4200];
     for (size_t k = 0; k < sizeof tails / sizeof *tails; k++) {
         if (snprintf(name, sizeof name, "%s%s", path, tails[k]) >= (int)sizeof name) {

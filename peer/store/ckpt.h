@@ -69,20 +69,31 @@ typedef struct ckpt_local {
  * l may be NULL: no parts. */
 int ckpt_write(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, char *err,
                size_t errlen);
+/* The same, as the state its run stops with: no message is absorbed or sent
+ * after it, so shares its in-neighbours send while it is away are lost
+ * messages for a SYNC to bring, not mass to adopt, when it resumes from it
+ * (ckpt_read returns CKPT_FINAL; gossip/GUARANTEES.md, "a peer resumes"). */
+int ckpt_write_final(const char *path, const ckpt_run *run, const gsp_peer *g, const ckpt_local *l, char *err,
+                     size_t errlen);
 
-/* Remove PATH, PATH.prev and PATH.tmp (those that exist): a peer that
+/* Remove PATH, PATH.prev, PATH.tmp and PATH.resumed (those that exist): a peer that
  * handed its weight on and left has no state to come back with. 0, or a
  * negative errno with err filled. */
 int ckpt_remove(const char *path, char *err, size_t errlen);
 
 /* Restore into g (made by gsp_init + gsp_set_codec for this run, no
  * messages yet) and l's parts (initialised as for the run that wrote it;
- * NULL: none). Returns 0 and the file used, -ENOENT when neither PATH nor
+ * NULL: none). Returns 0 and the file used, CKPT_FINAL when that is PATH
+ * written by ckpt_write_final and read as such for the first time (it
+ * leaves PATH.resumed beside it, removed by the next checkpoint written:
+ * a run resumed from it that dies before then may have absorbed messages,
+ * and comes back from it as from any checkpoint), -ENOENT when neither PATH nor
  * PATH.prev exists, or another negative errno when none is whole or they
  * belong to another run (err says which file and why; g and l's parts are
  * then unchanged). A file with an outer velocity does not restore into parts
  * without one, nor the other way round, nor one written with another
  * optimizer than l->opt's kind. */
+#define CKPT_FINAL 1
 int ckpt_read(const char *path, const ckpt_run *run, gsp_peer *g, const ckpt_local *l, char *used, size_t usedlen,
               char *err, size_t errlen);
 

@@ -758,8 +758,10 @@ Test(peer_faults, a_long_sigstop_keeps_weights_total_and_accuracy)
  * run died with state its checkpoint lacks, so the ledgers must account for
  * every bit of weight: held + in flight == 3 + 1 + rescaled - adopted, where
  * rescaled is what the resume's power of two added and adopted what the
- * comebacks took as a baseline on their in-edges (shares that reached the
- * stopped process or were meant for the id before the join). */
+ * join took as a baseline on its in-edges (shares meant for the id before
+ * it). The restarted peer adopts nothing: it comes back from the state it
+ * stopped with (a final checkpoint), so the shares sent to it meanwhile are
+ * asked for with a SYNC. */
 static void ledger_at_comebacks(const char *frame_bytes);
 
 Test(peer_faults, a_join_and_a_clean_restart_keep_the_ledger_exact) { ledger_at_comebacks(NULL); }
@@ -809,6 +811,15 @@ static void ledger_at_comebacks(const char *frame_bytes)
     for (int i = 0; i < 4; i++)
         syncs += sgp_peer_number(dir, i, "syncs_sent");
     cr_log_info("SYNCs sent: %.0f", syncs);
+    char path[600];
+    snprintf(path, sizeof path, "%s/peer2.jsonl", dir);
+    char *log = sgp_read_file(path);
+    cr_assert(log, "%s is missing", path);
+    double adopted_2 = 0; /* (each of its runs' ledger line) */
+    for (const char *p = log; (p = strstr(p, "\"w_adopted\": ")); p++)
+        adopted_2 += strtod(p + 13, NULL);
+    free(log);
+    cr_assert_eq(adopted_2, 0.0, "the restarted peer adopted %.9g (logs in %s)", adopted_2, dir);
     sgp_rm_rf(dir);
 }
 

@@ -1028,7 +1028,7 @@ Test(gossip_pace, resume_renormalises_w_by_a_power_of_two_keeping_z_bit_for_bit)
         float x[DIM], z[DIM];
         memcpy(x, g.x, sizeof x);
         memcpy(z, gsp_debias(&g), sizeof z);
-        cr_assert_eq(gsp_resume(&g), factor[k], "w %g", w[k]);
+        cr_assert_eq(gsp_resume(&g, 0), factor[k], "w %g", w[k]);
         cr_assert_eq(g.w, w[k] * factor[k]);
         cr_assert(g.w >= M_SQRT1_2 && g.w < M_SQRT2);
         for (int d = 0; d < DIM; d++)
@@ -1051,7 +1051,7 @@ Test(gossip_pace, resume_lands_in_the_half_open_interval_at_its_edges)
             gsp_peer g;
             cr_assert_eq(gsp_init(&g, 0, 4, DIM, 0, NULL), 0);
             g.w = ldexp(edge[k], e);
-            gsp_resume(&g);
+            gsp_resume(&g, 0);
             if (!(g.w >= M_SQRT1_2 && g.w < M_SQRT2) && outside++ == 0)
                 first = ldexp(edge[k], e), to = g.w;
             gsp_free(&g);

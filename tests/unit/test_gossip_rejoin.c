@@ -133,3 +133,47 @@ Test(gossip_rejoin, a_first_message_of_a_fresh_edge_is_mass_even_for_a_joiner)
     gsp_free(&a);
     gsp_free(&b);
 }
+
+/* A peer that resumes from the state its run stopped with (a final
+ * checkpoint: nothing absorbed after it) asks for the shares sent while it
+ * was away, and the SYNC brings their mass; from any other state it adopts
+ * them as a baseline (its old process may have absorbed and passed them on). */
+Test(gossip_rejoin, a_resume_from_a_final_state_gets_what_was_sent_meanwhile_by_a_sync)
+{
+    cmp_spec spec;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&spec, "topk:0.4", err, sizeof err), 0, "%s", err);
+    g_codec = &spec;
+    for (int final = 0; final <= 1; final++) {
+        gsp_peer a, b;
+        talked(&a, &b, 3);
+        for (int r = 0; r < 2; r++) /* sent while b is away: lost */
+            (void)half_to(&a, 1);
+        gsp_restart(&b, 8);
+        const double w_stopped = b.w;
+        gsp_resume(&b, final);
+        const double rescaled = b.w - w_stopped;
+        gsp_msg m = half_to(&a, 1);
+        cr_assert_eq(gsp_absorb(&b, &m), GSP_NEED_SYNC, "final %d: a gap", final);
+        const uint64_t base = gsp_nack_seq(&b, &m);
+        cr_assert_eq(base, final ? 3u : m.seq - 1, "final %d: asked from what it holds, or from before the gap", final);
+        gsp_msg sync;
+        cr_assert_eq(gsp_sync_msg(&a, 1, base, &sync), 0);
+        const int rc = gsp_absorb(&b, &sync);
+        if (final) {
+            cr_assert_eq(rc, GSP_APPLIED, "the SYNC's mass is taken");
+            cr_assert_eq(b.stats.w_adopted, 0.0);
+            cr_assert_float_eq(a.w + b.w, 2.0 + rescaled, 1e-12, "every share sent meanwhile arrived");
+        } else {
+            cr_assert_eq(rc, GSP_IGNORED, "adopted");
+            cr_assert_gt(b.stats.w_adopted, 0.0, "the shares sent meanwhile are a baseline, counted");
+            cr_assert_float_eq(a.w + b.w + b.stats.w_adopted, 2.0 + rescaled, 1e-12);
+        }
+        cr_assert_eq(memcmp(b.in[0].ref, a.out[0].ref, DIM * sizeof(float)), 0, "both ends hold the same reference");
+        m = half_to(&a, 1);
+        cr_assert_eq(gsp_absorb(&b, &m), GSP_APPLIED, "final %d: deltas apply from there on", final);
+        gsp_free(&a);
+        gsp_free(&b);
+    }
+    g_codec = NULL;
+}

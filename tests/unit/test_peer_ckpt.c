@@ -138,6 +138,20 @@ static void assert_same_state(const state *a, const state *b)
     cr_assert_eq(b->g.n_out, 0, "out-edges are not restored: a restart sends under a new incarnation");
 }
 
+/* N_PEERS peers of dim parameters on the exponential graph t after
+ * `rounds` rounds, every one alive. */
+static void talked(state *s, topo *t, size_t dim, int rounds)
+{
+    for (int i = 0; i < N_PEERS; i++)
+        state_init(&s[i], i, dim, 100 + (uint64_t)i);
+    parse_error te;
+    cr_assert_eq(topo_generate(t, "exponential", N_PEERS, NULL, &te), 0);
+    uint8_t alive[N_PEERS];
+    memset(alive, 1, sizeof alive);
+    for (int r = 0; r < rounds; r++)
+        round_all(s, alive, t, -1, NULL);
+}
+
 /* Run a few rounds (so in-edges, velocity and batch position are non-trivial),
  * save peer 2, restore it into fresh state, compare everything. */
 static void round_trip(const char *codec_text)
@@ -151,15 +165,8 @@ static void round_trip(const char *codec_text)
     }
     const size_t dim = 333;
     state s[N_PEERS];
-    for (int i = 0; i < N_PEERS; i++)
-        state_init(&s[i], i, dim, 100 + (uint64_t)i);
     topo t;
-    parse_error te;
-    cr_assert_eq(topo_generate(&t, "exponential", N_PEERS, NULL, &te), 0);
-    uint8_t alive[N_PEERS];
-    memset(alive, 1, sizeof alive);
-    for (int r = 0; r < 7; r++)
-        round_all(s, alive, &t, -1, NULL);
+    talked(s, &t, dim, 7);
     for (int b = 0; b < 5; b++)
         nn_batcher_next(&s[2].l.batches);
     size_t n_state;
@@ -221,6 +228,53 @@ Test(peer_ckpt, round_trip_keeps_adamws_moments_and_step_count)
     g_optimizer = NN_OPT_ADAMW;
     round_trip(NULL);
     g_optimizer = NN_OPT_SGD;
+}
+
+/* A checkpoint written as the run stops is read as final once (the resume
+ * asks for the shares sent meanwhile instead of adopting them): the read
+ * leaves PATH.resumed, so that a resumed run that dies before its own next
+ * checkpoint does not come back from it as final again; the next checkpoint
+ * removes the mark; a .prev is never final. */
+Test(peer_ckpt, a_final_checkpoint_is_read_as_final_once)
+{
+    shard_init();
+    const size_t dim = 64;
+    state s[N_PEERS];
+    topo t;
+    talked(s, &t, dim, 3);
+    cr_assert_gt(s[2].g.n_in, 0);
+    char dir[64], path[128], mark[160], err[512], used[4400];
+    tmp_dir(dir);
+    snprintf(path, sizeof path, "%s/p2.ckpt", dir);
+    snprintf(mark, sizeof mark, "%s.resumed", path);
+    ckpt_run run = run_of(2, dim);
+    struct stat st;
+    for (int load = 0; load < 5; load++) {
+        state back;
+        state_init(&back, 2, dim, 999);
+        if (load == 0 || load == 3)
+            cr_assert_eq(ckpt_save_final(path, &run, &s[2].g, &s[2].l, err, sizeof err), 0, "%s", err);
+        if (load == 2)
+            cr_assert_eq(ckpt_save(path, &run, &s[2].g, &s[2].l, err, sizeof err), 0, "%s", err);
+        if (load == 4) { /* the final one torn: its .prev (final too) is used, and is not final */
+            cr_assert_eq(ckpt_save_final(path, &run, &s[2].g, &s[2].l, err, sizeof err), 0, "%s", err);
+            unlink(mark);
+            cr_assert_eq(truncate(path, 100), 0);
+        }
+        const int rc = ckpt_load(path, &run, &back.g, &back.l, used, sizeof used, err, sizeof err);
+        const int want = load == 0 || load == 3 ? CKPT_FINAL : 0;
+        cr_assert_eq(rc, want, "load %d: %d (%s)", load, rc, err);
+        assert_same_state(&s[2], &back);
+        cr_assert_eq(stat(mark, &st) == 0, load != 2 && load != 4, "load %d: the mark", load);
+        state_free(&back);
+    }
+    char err2[512];
+    cr_assert_eq(ckpt_remove(path, err2, sizeof err2), 0, "%s", err2);
+    cr_assert_neq(stat(mark, &st), 0, "removed with the checkpoint");
+    for (int i = 0; i < N_PEERS; i++)
+        state_free(&s[i]);
+    topo_free(&t);
+    nn_dataset_free(&g_shard);
 }
 
 static void flip_byte(const char *path, long at)
