@@ -373,9 +373,10 @@ int gsp_absorb(gsp_peer *g, const gsp_msg *m);
  * follow a gap (the old process may have absorbed, and passed on, the
  * messages in it), unless `final`: the state its run stopped with, after
  * which nothing was absorbed, so a gap is lost messages, which a SYNC
- * brings as after any loss; and the weight is brought back to [1/sqrt 2, sqrt 2) by a
- * power of two (x scaled by the same factor, exact, z unchanged). Each
- * comeback loses the shares that were in flight to the old process; without
+ * brings as after any loss; and the weight is brought back to
+ * [1/sqrt 2, sqrt 2) by a power of two (x scaled by the same factor, exact,
+ * z unchanged). Each comeback loses the shares that were in flight to the
+ * old process; without
  * the renormalisation the run's total weight decays with every restart
  * (a soak: from 8 to 0.013 over 175 restarts), with it every comeback pulls
  * the total back towards one unit per peer. Returns the factor applied. */

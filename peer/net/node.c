@@ -294,10 +294,10 @@ static int setup(node *n, const nn_dataset *train, char *err, size_t errlen)
      * checkpoint (with --init, or a caller without a checkpoint, the copy
      * stays). Nothing is drawn here: gossip/ checks the first draw. */
     int n_out, n_in, kept;
-    const int degree = c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0;
-    if (degree && !st && !c->peer.train.init)
+    const int edges_known = c->peer.codec && topo_degree(n->settings.topology, id, &n_out, &n_in) == 0;
+    if (edges_known && !st && !c->peer.train.init)
         (void)engine_set_origin_fill(n->e, draw_origin, n, n_out + n_in);
-    else if (degree && st && c->checkpoint && (kept = node_origin_file(n, x0, dim, n_out + n_in)) < 0 &&
+    else if (edges_known && st && c->checkpoint && (kept = node_origin_file(n, x0, dim, n_out + n_in)) < 0 &&
              kept != -EINVAL) {
         char why[160];
         snprintf(why, sizeof why, "cannot keep the starting parameters in %s.origin (%s): a copy stays in memory",

@@ -401,7 +401,6 @@ long wire_encode_model_request(uint8_t *out, size_t cap, size_t dim)
     return encode_pair(out, cap, WIRE_MODEL_REQUEST, dim);
 }
 
-/* MODEL: the payload from z (host order) when not NULL, else bytes as they are. */
 /* z[i] * scale, n floats, little-endian into dst (the product rounded to
  * float as the caller's own z = x * (1 / w) is). */
 static void put_le_scaled(uint8_t *dst, const float *z, float scale, size_t n)
@@ -412,6 +411,8 @@ static void put_le_scaled(uint8_t *dst, const float *z, float scale, size_t n)
     }
 }
 
+/* MODEL: the payload from z[i] * scale (host order) when z is not NULL, else
+ * bytes as they are. */
 static long encode_model(uint8_t *out, size_t cap, long round, const uint8_t *bytes, const float *z, float scale,
                          size_t dim, const uint8_t *hash)
 {
