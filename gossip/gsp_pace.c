@@ -129,7 +129,7 @@ static long credible_slack(const gsp_pace *p) { return 2 * (p->c.tau + 2L * p->p
 long gsp_pace_credible(const gsp_pace *p, int q, double now)
 {
     const gsp_pace_nb *b = nb_of(p, q);
-    if (!b || p->fastest <= 0 || b->paced_round < 0)
+    if (!b || p->fastest <= 0 || b->paced_round < 0 || (p->c.total_rounds > 0 && b->known_round >= p->c.total_rounds))
         return LONG_MAX;
     double most = fmax((double)p->round_seen, paced_line(p, b, now));
     for (int k = 0; k < p->n_nb; k++)
@@ -275,6 +275,14 @@ int gsp_pace_goodbye(gsp_pace *p, int q, int done)
 }
 
 int gsp_pace_in_done(const gsp_pace *p) { return gsp_pace_waited_for(p, NULL, 0) == 0; }
+
+int gsp_pace_owed(const gsp_pace *p, const gsp_peer *g)
+{
+    for (int k = 0; k < p->n_nb; k++)
+        if (p->nb[k].connected && p->alive[p->nb[k].peer] && unacked(&p->nb[k], g))
+            return 1;
+    return 0;
+}
 
 int gsp_pace_waited_for(const gsp_pace *p, int *peers, int max)
 {

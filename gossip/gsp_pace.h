@@ -168,8 +168,11 @@ int gsp_pace_heard(gsp_pace *p, int q, double now);
  * LONG_MAX while there is no bound: before this peer has timed a round (a
  * peer restarted learns where the run is from its neighbours' first words;
  * one back from a SIGSTOP keeps the bound, which the time it was stopped
- * widens). Claims past it are believed only up to it, and the engine
- * refuses a PUSH past it. */
+ * widens), and for a neighbour known to have done every round (its
+ * GOODBYE "done", or a report time allowed: its last shares, and a SYNC it
+ * answers with, carry its last round).
+ * Claims past it are believed only up to it, and the engine refuses a PUSH
+ * past it. */
 long gsp_pace_credible(const gsp_pace *p, int q, double now);
 /* q says it is at round r (HEARTBEAT), believed up to gsp_pace_credible; at
  * total_rounds or past it, q is done. */
@@ -195,6 +198,11 @@ int gsp_pace_goodbye(gsp_pace *p, int q, int done);
 int gsp_pace_heirs(const gsp_pace *p, const gsp_peer *g, double now, const uint8_t *busy, topo_out *out);
 /* Every in-neighbour is done or routed around: a finished peer may close. */
 int gsp_pace_in_done(const gsp_pace *p);
+/* A neighbour still connected and not routed around that has not
+ * acknowledged every message of g's edge to it: over links that lose
+ * nothing while up, a finished peer waits for it (its last shares may have
+ * been refused there, and come by the SYNC it asks for). */
+int gsp_pace_owed(const gsp_pace *p, const gsp_peer *g);
 /* The in-neighbours a finished peer still waits for (alive, not done): how
  * many, the first max of them into peers. */
 int gsp_pace_waited_for(const gsp_pace *p, int *peers, int max);

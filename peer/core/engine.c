@@ -111,18 +111,23 @@ static void send_ack(engine *e, int q, int even_if_sent, double now)
  * SYNC, which answers it; at 100M each is half a GB to build. So none again
  * while the link still writes it, nor, where a link that stays up loses
  * nothing (a reconnect clears this), for the same request until q
- * acknowledges the SYNC. Otherwise (the simulator's lossy links: its links
- * never report "sending") every NACK is answered. */
+ * acknowledges the SYNC, or a dead timeout after it went without that
+ * acknowledgement (q refused it at its door: it held too much of ours, or
+ * it was so far behind that the SYNC's round was more than time allows).
+ * Otherwise (the simulator's lossy links: its links never report
+ * "sending") every NACK is answered. */
 static void send_sync(engine *e, int q, uint64_t base, double now)
 {
     const gsp_pace *pc = &e->rp.pace;
     const uint64_t s = e->sync_queued[q], acked = pc->slot[q] >= 0 ? pc->nb[pc->slot[q]].acked_seq : 0;
-    if (base < s && (e->sending[q] || (e->rp.c->reliable_links && base == e->sync_asked[q] && acked < s)))
+    const int on_its_way = e->rp.c->reliable_links && base == e->sync_asked[q] && acked < s &&
+                           now - e->sync_queued_at[q] < pc->c.dead_timeout;
+    if (base < s && (e->sending[q] || on_its_way))
         return;
     gsp_msg sync;
     if (gsp_sync_msg(&e->rp.g, q, base, &sync) == 0) {
         queue(e, (engine_send){.kind = ENGINE_PUSH, .peer = q, .msg = sync}, now);
-        e->sync_queued[q] = sync.seq, e->sync_asked[q] = base;
+        e->sync_queued[q] = sync.seq, e->sync_asked[q] = base, e->sync_queued_at[q] = now;
     }
 }
 
@@ -247,6 +252,8 @@ static void absorb(engine *e, int all)
     round_absorb(&e->rp, all, all ? NULL : nack, e);
     for (int j = 0; j < e->rp.n_refused && j < ROUND_TAKEN_MAX; j++)
         refused(e, e->rp.refused_from[j], e->rp.refused_why[j]);
+    if (!all)
+        engine_gap_ask(e, e->absorb_now);
 }
 
 void engine_absorb(engine *e, int all) { absorb(e, all); }
@@ -298,6 +305,8 @@ static void stop_lingering(engine *e)
     const int n = gsp_pace_waited_for(&e->rp.pace, peers, 4);
     char who[96];
     int len = snprintf(who, sizeof who, "%.1f s after its last round, still waiting for", linger_limit(e));
+    if (n == 0)
+        len += snprintf(who + len, sizeof who - (size_t)len, " an acknowledgement or a SYNC");
     for (int j = 0; j < n && j < 4 && len < (int)sizeof who; j++)
         len += snprintf(who + len, sizeof who - (size_t)len, " %d", peers[j]);
     if (n > 4 && len < (int)sizeof who)
@@ -307,8 +316,11 @@ static void stop_lingering(engine *e)
 }
 
 /* Every round is done: say so, and stay to take in what the in-neighbours
- * still send until each is done too (or routed around), for at most
- * linger_limit. */
+ * still send until each is done too (or routed around), with every share
+ * it refused at the door asked for again (engine_gaps.c) and, over links
+ * that lose nothing while up, every share it sent acknowledged by the
+ * out-neighbours still connected (one of them may have refused its last
+ * ones, and asks for them now): for at most linger_limit. */
 static void done(engine *e, double now)
 {
     if (!e->rounds_done) {
@@ -328,7 +340,8 @@ static void done(engine *e, double now)
             if (connected(e, pc->nb[j].peer))
                 queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = pc->nb[j].peer, .done = ENGINE_BYE_DONE}, now);
     }
-    if (gsp_pace_in_done(&e->rp.pace))
+    const int owed = e->rp.c->reliable_links && gsp_pace_owed(&e->rp.pace, &e->rp.g);
+    if (gsp_pace_in_done(&e->rp.pace) && !engine_gap_open(e) && !owed)
         finish(e, 0);
     else if (now - e->done_at > linger_limit(e))
         stop_lingering(e);
@@ -419,6 +432,8 @@ static void try_start(engine *e, double now)
             return;
         if (e->leaving && !e->fail && engine_hand_off(e, now) == -EDOM)
             diverged(e, "the parameters");
+        if (e->leaving && !e->fail && !e->finished && !engine_leave_acked(e, now))
+            return;
         finish(e, e->fail);
         if (e->stepped) /* (overlap: the model it stops with, and checkpoints, has the steps taken) */
             engine_fold_steps(e);
@@ -453,6 +468,7 @@ static void try_start(engine *e, double now)
         if (e->wait_since < 0)
             e->wait_since = now;
         e->wake = d.wake_at;
+        engine_gap_ask(e, now); /* (the share waited for may be one it refused) */
         return;
     }
     e->wake = INFINITY;
@@ -613,6 +629,8 @@ int engine_push(engine *e, gsp_msg *m, double now)
                       : round_held_from(&e->rp, q) >= engine_hold_max(e) ? "more messages waiting than a neighbour ahead sends"
                                                                           : NULL;
     if (why) {
+        if (m->round >= 0 && m->round <= e->rp.pace.c.total_rounds && m->incarnation <= e->incarnation_max)
+            engine_gap_note(e, m); /* (an honest sender's, held back by this peer or by time: asked for later) */
         refused(e, q, why);
         gsp_msg_free(m);
         try_start(e, now);

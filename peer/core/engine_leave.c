@@ -1,8 +1,8 @@
 /* A peer that leaves on purpose (engine.h: engine_leave), and slots nobody
  * holds yet (engine_absent): when the weight goes (after the neighbours'
  * answers to its goodbye), to whom, and what is said when it cannot.
- * engine.c's try_start asks engine_leave_ready and then engine_hand_off
- * before it finishes the stop. */
+ * engine.c's try_start asks engine_leave_ready, then engine_hand_off, then
+ * engine_leave_acked before it finishes the stop. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -74,6 +74,9 @@ void engine_bye_seen(engine *e, int q) { e->bye_wait[q] = 0; }
  * ahead of the GOODBYE that finishing has the driver send. */
 int engine_hand_off(engine *e, double now)
 {
+    if (e->handed_off)
+        return 0;
+    e->handed_off = 1, e->acked_until = now + e->rp.pace.c.dead_timeout;
     round_peer *rp = &e->rp;
     char detail[96];
     const char *why = e->joining ? "it has no model yet" : rp->g.gather ? "--gather moves no mass" : NULL;
@@ -107,5 +110,18 @@ int engine_hand_off(engine *e, double now)
     if (m > 6 && len < (int)sizeof detail)
         snprintf(detail + len, sizeof detail - (size_t)len, " and %d more", m - 6);
     engine_log_event(e, ENGINE_LOG_HANDED_OFF, -1, detail);
+    return 0;
+}
+
+/* Over links that lose nothing while up, the stop waits until every
+ * connected neighbour has acknowledged all it was sent, for a dead timeout
+ * at most: one that refused our last shares at its door (it held too many
+ * of ours, running behind) asks for them with a NACK, and the SYNC that
+ * answers carries the hand-off too (an edge's totals count every share). */
+int engine_leave_acked(engine *e, double now)
+{
+    if (!e->rp.c->reliable_links || now >= e->acked_until || !gsp_pace_owed(&e->rp.pace, &e->rp.g))
+        return 1;
+    e->wake = e->acked_until;
     return 0;
 }

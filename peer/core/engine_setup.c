@@ -15,8 +15,8 @@ static void reset(engine *e, double now)
     memset(e->model_wanted, 0, n), memset(e->model_queued, 0, n);
     memset(e->ack_due, 0, n * sizeof *e->ack_due), memset(e->ack_sent, 0, n * sizeof *e->ack_sent);
     memset(e->ack_incarnation, 0, n * sizeof *e->ack_incarnation), memset(e->sync_queued, 0, n * sizeof *e->sync_queued);
-    memset(e->sync_asked, 0, n * sizeof *e->sync_asked);
-    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = 0;
+    memset(e->sync_asked, 0, n * sizeof *e->sync_asked), memset(e->gap_seq, 0, n * sizeof *e->gap_seq);
+    e->computing = e->stopping = e->said_done = e->rounds_done = e->finished = e->handed_off = 0;
     e->stepped = e->absorbed = e->start_ready = e->steps_void = e->emit_due = 0;
     e->caller_z = NULL;
     e->joining = e->refreshing = e->asked = e->ask_left = e->promised = e->alone = e->fail = 0;
@@ -59,9 +59,12 @@ int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int
     e->sync_asked = calloc(n, sizeof *e->sync_asked), e->refusals = calloc(n, sizeof *e->refusals);
     e->promise_broken = calloc(n, 1), e->model_sent_round = calloc(n, sizeof *e->model_sent_round);
     e->bye_wait = calloc(n, 1);
+    e->gap_seq = calloc(n, sizeof *e->gap_seq), e->gap_incarnation = calloc(n, sizeof *e->gap_incarnation);
+    e->gap_asked_at = calloc(n, sizeof *e->gap_asked_at), e->sync_queued_at = calloc(n, sizeof *e->sync_queued_at);
     if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
         !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals || !e->promise_broken ||
-        !e->model_sent_round || !e->bye_wait) {
+        !e->model_sent_round || !e->bye_wait || !e->gap_seq || !e->gap_incarnation || !e->gap_asked_at ||
+        !e->sync_queued_at) {
         engine_free(e);
         snprintf(err, errlen, "peer %d: cannot set up (%s)", id, strerror(ENOMEM));
         return -ENOMEM;
@@ -80,6 +83,7 @@ void engine_free(engine *e)
     free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
     free(e->refusals), free(e->promise_broken), free(e->model_sent_round), free(e->bye_wait);
+    free(e->gap_seq), free(e->gap_incarnation), free(e->gap_asked_at), free(e->sync_queued_at);
     free(e->sends), free(e->events), free(e->z_start), free(e->z_work);
     free(e);
 }

@@ -24,7 +24,11 @@ struct engine {
                                                       * the sender's incarnation they belong to */
     uint64_t *sync_queued;    /* the seq of the last SYNC queued to it (0: none since the link came up) */
     uint64_t *sync_asked;     /* ...the seq its NACK asked from */
+    double *sync_queued_at;   /* ...and when */
     uint32_t *refusals;       /* its messages refused (GSP_REFUSED): logged at 1, 2, 4, ... */
+    uint64_t *gap_seq;        /* the highest seq of it refused at the door and not yet held (0: none) ... */
+    uint64_t *gap_incarnation; /* ... of this incarnation of it, */
+    double *gap_asked_at;     /* ... last asked for then (engine_gaps.c) */
     uint8_t *promise_broken;  /* it said MODEL_SOON and sent no model within the promise's limit: not believed again */
     /* where the peer is */
     int computing, held, stopping, said_done, rounds_done, finished;
@@ -33,6 +37,8 @@ struct engine {
     int bye_said;       /* ... and once the neighbours it said goodbye to have answered (GOODBYE "seen": */
     double bye_until;   /* nothing more of theirs comes) or this time has passed */
     uint8_t *bye_wait;  /* by peer: its answer is awaited */
+    int handed_off;     /* the weight went; the stop waits for the acknowledgements of all it sent until */
+    double acked_until; /* this time (engine_leave_acked) */
     /* --overlap (gossip/GUARANTEES.md): a round's steps run on z_work, apart
      * from x, while its pacing question and absorb run on x; both done, the
      * steps are folded in (fold) and the round emitted. */
@@ -96,10 +102,21 @@ void engine_queue(engine *e, engine_send s, double now);
  * the caller stops the peer for it; else 0, said in the log). */
 int engine_leave_ready(engine *e, double now);
 int engine_hand_off(engine *e, double now);
+/* After the hand-off: may the stop finish now (else e->wake says when to
+ * ask again). */
+int engine_leave_acked(engine *e, double now);
 /* engine_goodbye's for a leaver's neighbour and the leaver: answer a
  * "stopped" (after every share queued to it), take an answer. */
 void engine_bye_answer(engine *e, int q, double now);
 void engine_bye_seen(engine *e, int q);
+
+/* engine_gaps.c: a share refused at the door (m: an honest sender's, its
+ * next totals or a SYNC carry it), the NACKs for those the inbox no longer
+ * holds any later message of (after a round's absorb), and whether a
+ * connected in-neighbour still owes one (a peer done with its rounds waits). */
+void engine_gap_note(engine *e, const gsp_msg *m);
+void engine_gap_ask(engine *e, double now);
+int engine_gap_open(const engine *e);
 
 /* A log event into the engine's queue (engine.c). */
 void engine_log_event(engine *e, engine_log log, int peer, const char *detail);

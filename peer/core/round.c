@@ -263,7 +263,10 @@ static int absorb_inbox(round_peer *rp, int all, round_nack_fn nack, void *ctx)
         if (k >= run_end)
             for (run_end = k + 1; run_end < rp->n_inbox && rp->inbox[run_end].src == m->src; run_end++)
                 ;
-        if (!all && rp->c->tau == 0 && m->round >= rp->g.round && run_end - k <= keep_max) {
+        /* (a sender routed around, one that left say, sends nothing more:
+         * its last shares are taken in now, so that a gap in them can be
+         * asked for while it still answers) */
+        if (!all && rp->c->tau == 0 && m->round >= rp->g.round && run_end - k <= keep_max && rp->pace.alive[m->src]) {
             rp->inbox[kept++] = *m;
             continue;
         }

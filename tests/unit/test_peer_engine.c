@@ -526,6 +526,59 @@ Test(peer_engine, a_nack_from_before_the_sync_on_its_way_gets_none)
     scene_free(&s);
 }
 
+/* Shares refused at the door (more waiting than a neighbour ahead sends)
+ * are asked for once nothing of their sender waits here: a sender that
+ * sends nothing more, or whose next share is the one refused, never shows
+ * the gap otherwise. Peer 1 runs every round ahead of peer 0, which holds
+ * engine_hold_max of them and refuses the rest; the absorb that takes the
+ * last one held NACKs from there, the SYNC brings the rest, and every bit
+ * of weight peer 1 sent is held. */
+Test(peer_engine, shares_refused_at_the_door_are_asked_for_with_a_nack)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 20);
+    s.e[1]->rp.pace.c.tau = 1000; /* peer 1 runs ahead without peer 0's shares */
+    all_up(&s, 0);
+    const int hold = engine_hold_max(s.e[0]);
+    cr_assert_lt(hold, 18, "some of peer 1's 20 shares are refused");
+    outputs o, o1;
+    double t = 0;
+    for (int r = 0; r < 20; r++, t += 10 * MS) {
+        round_of(&s, 1, t, &o1);
+        deliver_push(&s, &o1, 0, t);
+    }
+    cr_assert_eq(s.e[0]->refusals[1], (uint32_t)(20 - hold), "peer 0 held %d and refused the rest", hold);
+    /* Peer 0's rounds, each share to peer 1, each NACK answered by peer 1. */
+    int nacks = 0, done = 0;
+    engine_advance(s.e[0], t);
+    for (int k = 0; k < 100 && !done; k++, t += 10 * MS) {
+        take(s.e[0], &o);
+        done = event_of(&o, ENGINE_DONE) != NULL;
+        const engine_send *n = send_of(&o, ENGINE_NACK);
+        if (n) {
+            cr_assert_eq(n->seq, (uint64_t)hold, "it asks from seq %d, all it holds", hold);
+            nacks++;
+            engine_nack(s.e[1], 0, n->seq, t);
+            take(s.e[1], &o1);
+            deliver_push(&s, &o1, 0, t);
+        }
+        if (event_of(&o, ENGINE_STEP)) {
+            engine_compute_step(s.e[0], NULL);
+            engine_step_done(s.e[0], t);
+            take(s.e[0], &o);
+            deliver_push(&s, &o, 1, t);
+            engine_advance(s.e[0], t);
+        } else
+            engine_timer(s.e[0], t);
+    }
+    cr_assert(done, "peer 0 did its 20 rounds");
+    cr_assert_eq(nacks, 1, "one NACK, once nothing of peer 1's waited");
+    const gsp_peer *g0 = engine_gossip(s.e[0]), *g1 = engine_gossip(s.e[1]);
+    cr_assert_eq(g0->in[0].seq, 20, "every share up to peer 1's last is held");
+    cr_assert_float_eq(g0->in[0].w, g1->out[0].w, 1e-12, "all the weight peer 1 sent is taken in");
+    scene_free(&s);
+}
+
 /* A message that no frame can hold would be refused at every retry (a SYNC
  * asked for again and again): the run ends with an error instead. */
 Test(peer_engine, a_message_no_frame_holds_ends_the_run_with_an_error)
