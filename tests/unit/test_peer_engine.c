@@ -1093,6 +1093,70 @@ Test(peer_engine, a_leave_waits_for_the_answers_to_its_goodbye_then_hands_its_we
     scene_free(&s);
 }
 
+/* Over links that lose nothing while up (sgp peer's TCP), a leave finishes
+ * only once everything it sent is acknowledged: a neighbour running behind
+ * may have refused its last shares at its door, and asks for them (a NACK)
+ * while the leaver still answers; the SYNC carries the hand-off too. */
+Test(peer_engine, over_reliable_links_a_leave_finishes_once_all_it_sent_is_acknowledged)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 10);
+    s.c.reliable_links = 1;
+    all_up(&s, 0);
+    outputs a, b, o, n;
+    engine_advance(s.e[0], 0), engine_advance(s.e[1], 0);
+    take(s.e[0], &o), take(s.e[1], &o);
+    engine_step_done(s.e[0], 2 * MS), engine_step_done(s.e[1], 2 * MS);
+    take(s.e[0], &a), take(s.e[1], &b); /* (each one's round-0 share for the other: peer 0's is seq 1) */
+    engine_leave(s.e[0], 3 * MS);
+    engine_advance(s.e[0], 3 * MS);
+    deliver_push(&s, &b, 0, 4 * MS);
+    engine_goodbye(s.e[0], 1, ENGINE_BYE_SEEN, 5 * MS);
+    take(s.e[0], &o);
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "the hand-off goes (seq 2)");
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "and waits for its acknowledgement");
+    engine_ack(s.e[0], 1, 1, 6 * MS);
+    take(s.e[0], &o);
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "seq 1 is not all it sent");
+    engine_nack(s.e[0], 1, 1, 7 * MS); /* peer 1 refused the hand-off at its door */
+    take(s.e[0], &n);
+    cr_assert_eq(sends(&n, ENGINE_PUSH, 1), 1, "the leaver answers with a SYNC");
+    cr_assert_null(event_of(&n, ENGINE_FINISHED));
+    engine_ack(s.e[0], 1, n.s[0].msg.seq, 8 * MS);
+    take(s.e[0], &o);
+    const engine_event *f = event_of(&o, ENGINE_FINISHED);
+    cr_assert(f && f->goodbye == 0 && engine_left(s.e[0]), "acknowledged: it is gone");
+    deliver_push(&s, &a, 1, 9 * MS);
+    deliver_push(&s, &n, 1, 9 * MS);
+    engine_drain(s.e[1]);
+    cr_assert_float_eq(engine_gossip(s.e[1])->w, 2.0, 1e-12, "the SYNC brought the hand-off: %.15g",
+                       engine_gossip(s.e[1])->w);
+    scene_free(&s);
+}
+
+/* A finished peer, over such links, stays until its out-neighbours have
+ * acknowledged its last shares (or a NACK of theirs is answered). */
+Test(peer_engine, over_reliable_links_a_finished_peer_waits_for_its_last_shares_acknowledgement)
+{
+    scene s;
+    scene_make(&s, "ring", 2, 1);
+    s.c.reliable_links = 1;
+    all_up(&s, 0);
+    outputs o0, o1, o;
+    round_of(&s, 0, 0, &o0);
+    round_of(&s, 1, 0, &o1);
+    deliver_push(&s, &o1, 0, MS);
+    engine_goodbye(s.e[0], 1, ENGINE_BYE_DONE, 2 * MS);
+    engine_advance(s.e[0], 2 * MS);
+    take(s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_DONE));
+    cr_assert_null(event_of(&o, ENGINE_FINISHED), "its share to peer 1 is not acknowledged yet");
+    engine_ack(s.e[0], 1, 1, 3 * MS);
+    take(s.e[0], &o);
+    cr_assert_not_null(event_of(&o, ENGINE_FINISHED), "acknowledged: it closes");
+    scene_free(&s);
+}
+
 /* An answer that never comes is waited for a dead timeout at most. */
 Test(peer_engine, a_leave_waits_a_dead_timeout_at_most_for_an_answer)
 {
