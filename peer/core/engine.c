@@ -104,6 +104,10 @@ static void send_ack(engine *e, int q, int even_if_sent, double now)
     e->ack_sent[q] = e->ack_due[q];
 }
 
+/* The slowest a loop builds, seals and sends a frame (a sanitizer build on
+ * a loaded machine): the transport gives a MODEL that long (WIRE.md). */
+#define ENGINE_SLOWEST_BYTES_PER_S 20e6
+
 /* What q lacks of our messages after `base`, as one SYNC (nothing if it
  * holds them all). q asks (a NACK) at every absorb that finds messages it
  * cannot apply, from one seq until its SYNC comes (gsp_nack_seq), so a NACK
@@ -112,8 +116,9 @@ static void send_ack(engine *e, int q, int even_if_sent, double now)
  * while the link still writes it, nor, where a link that stays up loses
  * nothing (a reconnect clears this), for the same request until q
  * acknowledges the SYNC, or a dead timeout after it went without that
- * acknowledgement (q refused it at its door: it held too much of ours, or
- * it was so far behind that the SYNC's round was more than time allows).
+ * acknowledgement, plus the time a whole model takes at the slowest rate
+ * (q refused it at its door: it held too much of ours, or it was so far
+ * behind that the SYNC's round was more than time allows).
  * Otherwise (the simulator's lossy links: its links never report
  * "sending") every NACK is answered. */
 static void send_sync(engine *e, int q, uint64_t base, double now)
@@ -121,7 +126,8 @@ static void send_sync(engine *e, int q, uint64_t base, double now)
     const gsp_pace *pc = &e->rp.pace;
     const uint64_t s = e->sync_queued[q], acked = pc->slot[q] >= 0 ? pc->nb[pc->slot[q]].acked_seq : 0;
     const int on_its_way = e->rp.c->reliable_links && base == e->sync_asked[q] && acked < s &&
-                           now - e->sync_queued_at[q] < pc->c.dead_timeout;
+                           now - e->sync_queued_at[q] <
+                               pc->c.dead_timeout + 4.0 * (double)e->rp.g.dim / ENGINE_SLOWEST_BYTES_PER_S;
     if (base < s && (e->sending[q] || on_its_way))
         return;
     gsp_msg sync;
@@ -183,10 +189,6 @@ static void ask_for_model(engine *e, double now)
     e->ask_left = e->rp.pace.n_nb;
     ask_next(e, now);
 }
-
-/* The slowest a loop builds, seals and sends a frame (a sanitizer build on
- * a loaded machine): the transport gives a MODEL that long (WIRE.md). */
-#define ENGINE_SLOWEST_BYTES_PER_S 20e6
 
 /* How long a promise (MODEL_SOON) holds: the promiser's step ends within
  * a round's limit, and its model then takes its size at the slowest rate.
