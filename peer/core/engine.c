@@ -78,13 +78,6 @@ int engine_poll_event(engine *e, engine_event *v)
 
 /* ---- what a neighbour is to us --------------------------------------------------- */
 
-static int connected(const engine *e, int q)
-{
-    const gsp_pace *pc = &e->rp.pace;
-    const int slot = q >= 0 && q < e->n_peers ? pc->slot[q] : -1;
-    return slot >= 0 && pc->nb[slot].connected;
-}
-
 int engine_is_neighbour(const engine *e, int q) { return gsp_pace_is_neighbour(&e->rp.pace, q); }
 
 /* Any frame but a GOODBYE is a sign of life. */
@@ -98,15 +91,11 @@ static void heard(engine *e, int q, double now)
  * shares keep coming only while we do (gsp_pace_acked). */
 static void send_ack(engine *e, int q, int even_if_sent, double now)
 {
-    if (!connected(e, q) || !(even_if_sent || e->ack_due[q] > e->ack_sent[q]))
+    if (!engine_connected(e, q) || !(even_if_sent || e->ack_due[q] > e->ack_sent[q]))
         return;
     queue(e, (engine_send){.kind = ENGINE_ACK, .peer = q, .seq = e->ack_due[q]}, now);
     e->ack_sent[q] = e->ack_due[q];
 }
-
-/* The slowest a loop builds, seals and sends a frame (a sanitizer build on
- * a loaded machine): the transport gives a MODEL that long (WIRE.md). */
-#define ENGINE_SLOWEST_BYTES_PER_S 20e6
 
 /* What q lacks of our messages after `base`, as one SYNC (nothing if it
  * holds them all). q asks (a NACK) at every absorb that finds messages it
@@ -139,7 +128,7 @@ static void send_sync(engine *e, int q, uint64_t base, double now)
 
 static void send_heartbeat(engine *e, int q, double now)
 {
-    if (connected(e, q) && !e->busy[q])
+    if (engine_connected(e, q) && !e->busy[q])
         queue(e, (engine_send){.kind = ENGINE_HEARTBEAT, .peer = q, .round = e->rp.g.round}, now);
 }
 
@@ -155,75 +144,6 @@ static void send_model(engine *e, int q, double now)
     e->model_wanted[q] = 0, e->model_queued[q] = 1;
     e->model_sent_round[q] = e->rp.g.round;
     engine_log_event(e, ENGINE_LOG_MODEL_SENT, q, NULL);
-}
-
-/* ---- pulling a neighbour's model --------------------------------------------------- */
-
-static int wants_model(const engine *e) { return e->joining || e->refreshing; }
-
-/* The next connected neighbour, round robin from the last one asked (and
- * the next at once if the transport refuses the request: ask_left); the
- * next again after a heartbeat interval without an answer: the one asked
- * may be waiting for a model itself, and says nothing. One that says its
- * model comes after its step (MODEL_SOON) is waited for while it is
- * connected and heard: a model of hundreds of MB is not asked of a second
- * neighbour while the first one's is being made or is on its way. */
-static void ask_next(engine *e, double now)
-{
-    const gsp_pace *pc = &e->rp.pace;
-    e->promised = 0; /* (every ask goes through here: a promise only counts while a model is wanted) */
-    for (int k = 1; k <= e->ask_left; k++) {
-        const int j = (e->asked + k) % pc->n_nb, q = pc->nb[j].peer;
-        if (connected(e, q)) {
-            queue(e, (engine_send){.kind = ENGINE_MODEL_REQUEST, .peer = q, .dim = e->rp.g.dim}, now);
-            e->asked = j, e->asked_at = now, e->ask_left -= k;
-            engine_log_event(e, ENGINE_LOG_MODEL_ASKED, q, NULL);
-            return;
-        }
-    }
-    e->ask_left = 0;
-}
-
-static void ask_for_model(engine *e, double now)
-{
-    e->ask_left = e->rp.pace.n_nb;
-    ask_next(e, now);
-}
-
-/* How long a promise (MODEL_SOON) holds: the promiser's step ends within
- * a round's limit, and its model then takes its size at the slowest rate.
- * A member that promises and then only says it is alive keeps a joiner no
- * longer than this. */
-static double promise_limit(const engine *e)
-{
-    return e->rp.pace.c.round_timeout + 4.0 * (double)e->rp.g.dim / ENGINE_SLOWEST_BYTES_PER_S;
-}
-
-/* The neighbour asked last promised its model and sent none in time: it is
- * not believed again (a later MODEL_SOON of it changes nothing; a MODEL of
- * it is still taken), the next neighbour is asked, and the join gets its
- * round timeout again from now (each neighbour can cost it one limit). */
-static void give_up_promise(engine *e, double now)
-{
-    const int q = e->rp.pace.nb[e->asked].peer;
-    char why[64];
-    snprintf(why, sizeof why, "no model %.0f s after its MODEL_SOON", promise_limit(e));
-    engine_log_event(e, ENGINE_LOG_PROMISE_BROKEN, q, why);
-    e->promise_broken[q] = 1;
-    e->promised = 0;
-    e->join_since = now;
-}
-
-static int ask_due(const engine *e, double now)
-{
-    if (!wants_model(e))
-        return 0;
-    if (e->promised) { /* until the one that promised disconnects or is silent for twice the dead timeout: it
-                        * says nothing while it builds a big MODEL frame (seconds at 100M parameters) */
-        const gsp_pace_nb *b = &e->rp.pace.nb[e->asked];
-        return !b->connected || now - b->last_heard > 2 * e->rp.pace.c.dead_timeout;
-    }
-    return now - e->asked_at > gsp_pace_heartbeat(&e->rp.pace.c);
 }
 
 /* ---- rounds ------------------------------------------------------------------------- */
@@ -339,7 +259,7 @@ static void done(engine *e, double now)
         e->said_done = 1;
         const gsp_pace *pc = &e->rp.pace;
         for (int j = 0; j < pc->n_nb; j++)
-            if (connected(e, pc->nb[j].peer))
+            if (engine_connected(e, pc->nb[j].peer))
                 queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = pc->nb[j].peer, .done = ENGINE_BYE_DONE}, now);
     }
     const int owed = e->rp.c->reliable_links && gsp_pace_owed(&e->rp.pace, &e->rp.g);
@@ -357,7 +277,7 @@ static void start_refresh(engine *e, double now)
     e->refreshing = 1;
     e->refresh_since = now;
     engine_log_event(e, ENGINE_LOG_FAR_BEHIND, -1, NULL);
-    ask_for_model(e, now);
+    engine_ask_for_model(e, now);
 }
 
 static void emit_round(engine *e, double now);
@@ -383,7 +303,7 @@ static void start_step(engine *e, long round)
  * peer pulls a model, nor past the run's last round. */
 static int step_first(const engine *e)
 {
-    return overlap(e) && !e->computing && !e->stepped && !e->absorbed && !wants_model(e) &&
+    return overlap(e) && !e->computing && !e->stepped && !e->absorbed && !engine_wants_model(e) &&
            e->rp.g.round < e->rp.pace.c.total_rounds;
 }
 
@@ -395,7 +315,7 @@ static void fold(engine *e, double now)
 {
     engine_fold_steps(e);
     const gsp_peer *g = &e->rp.g;
-    if (e->caller_steps && e->z_start && !e->fail && !e->stopping && !wants_model(e) &&
+    if (e->caller_steps && e->z_start && !e->fail && !e->stopping && !engine_wants_model(e) &&
         g->round + 1 < e->rp.pace.c.total_rounds) {
         start_step(e, g->round + 1);
         e->emit_due = 1;
@@ -410,7 +330,7 @@ static void fold(engine *e, double now)
 static void ask_if_apart(engine *e, double now)
 {
     const long q = e->rp.g.gather->apart_from;
-    if (q < 0 || !connected(e, (int)q) ||
+    if (q < 0 || !engine_connected(e, (int)q) ||
         (e->apart_asked_round >= 0 && e->rp.g.round - e->apart_asked_round < engine_hold_max(e)))
         return;
     queue(e, (engine_send){.kind = ENGINE_MODEL_REQUEST, .peer = (int)q, .dim = e->rp.g.dim}, now);
@@ -703,7 +623,7 @@ void engine_goodbye(engine *e, int q, int done_all, double now)
 void engine_model_request(engine *e, int q, double now)
 {
     heard(e, q, now);
-    if (wants_model(e) || e->finished)
+    if (engine_wants_model(e) || e->finished)
         return; /* (no model yet, or a stale one) */
     if (e->model_queued[q] && e->sending[q])
         return; /* the asker repeats while our model (hundreds of MB) is still on its way: one is enough */
@@ -726,7 +646,7 @@ void engine_model_soon(engine *e, int q, double now)
 {
     heard(e, q, now);
     const gsp_pace *pc = &e->rp.pace;
-    if (!wants_model(e) || e->finished || e->promised || e->asked >= pc->n_nb || pc->nb[e->asked].peer != q ||
+    if (!engine_wants_model(e) || e->finished || e->promised || e->asked >= pc->n_nb || pc->nb[e->asked].peer != q ||
         e->promise_broken[q])
         return; /* (not the one asked last: that one is awaited, or was given up on) */
     e->promised = 1; /* (not logged: whether a request finds a step running is timing, not a decision) */
@@ -738,23 +658,23 @@ void engine_model_soon(engine *e, int q, double now)
 void engine_model(engine *e, int q, long round, const float *z, int intact, double now)
 {
     heard(e, q, now);
-    if (e->rp.g.gather && q == e->apart_asked && !wants_model(e) && !e->finished) {
+    if (e->rp.g.gather && q == e->apart_asked && !engine_wants_model(e) && !e->finished) {
         /* (a model between rounds is the start of the round before the one it names) */
         if (intact && gsp_floats_finite(z, e->rp.g.dim) && gsp_gather_offer(&e->rp.g, z, round - 1) == 0)
             engine_log_event(e, ENGINE_LOG_MODEL_TAKEN, q, NULL);
         e->apart_asked = -1;
         return;
     }
-    if (!wants_model(e) || e->finished)
+    if (!engine_wants_model(e) || e->finished)
         return; /* (an answer that came after another neighbour's) */
     if (intact && !gsp_floats_finite(z, e->rp.g.dim)) {
         engine_log_event(e, ENGINE_LOG_MODEL_NOT_FINITE, q, NULL);
-        ask_for_model(e, now);
+        engine_ask_for_model(e, now);
         return;
     }
     if (!intact) {
         engine_log_event(e, ENGINE_LOG_MODEL_BAD_HASH, q, NULL);
-        ask_for_model(e, now);
+        engine_ask_for_model(e, now);
         return;
     }
     if (e->refreshing) {
@@ -793,8 +713,8 @@ void engine_link_up(engine *e, int q, double now)
     send_ack(e, q, 0, now);
     if (e->said_done) /* (a neighbour back from a restart missed it) */
         queue(e, (engine_send){.kind = ENGINE_GOODBYE, .peer = q, .done = ENGINE_BYE_DONE}, now);
-    if (ask_due(e, now))
-        ask_for_model(e, now);
+    if (engine_ask_due(e, now))
+        engine_ask_for_model(e, now);
     try_start(e, now);
 }
 
@@ -844,13 +764,10 @@ static void tick(engine *e, double now)
     /* A MODEL the link refused (busy with a share being sealed) goes when
      * the link is free: waiting for the next round boundary would wait for
      * ever when that round waits for the peer that wants the model. */
-    for (int q = 0; q < e->n_peers && !e->computing && !wants_model(e); q++)
-        if (e->model_wanted[q] && connected(e, q) && !e->busy[q])
+    for (int q = 0; q < e->n_peers && !e->computing && !engine_wants_model(e); q++)
+        if (e->model_wanted[q] && engine_connected(e, q) && !e->busy[q])
             send_model(e, q, now);
-    if (e->promised && wants_model(e) && now - e->promised_at > promise_limit(e))
-        give_up_promise(e, now);
-    if (ask_due(e, now))
-        ask_for_model(e, now);
+    engine_pull_tick(e, now);
     if (e->refreshing && now - e->refresh_since > 2 * pc->c.dead_timeout) {
         e->refreshing = 0;
         gsp_pace_joined(pc);
@@ -902,7 +819,7 @@ void engine_unsent(engine *e, const engine_send *s, int rc, double now)
         break;
     case ENGINE_MODEL_REQUEST:
         e->asked_at = -INFINITY; /* the next one now, or all over again at the next tick */
-        ask_next(e, now);
+        engine_ask_next(e, now);
         break;
     case ENGINE_PUSH:
         if (s->msg.kind == GSP_SYNC)

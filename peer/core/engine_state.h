@@ -1,6 +1,8 @@
 /* The peer engine's state: private to peer/core/engine*.c (the state
  * machine in engine.c, its life in engine_setup.c, its getters in
- * engine_view.c, --overlap's arithmetic in engine_overlap.c) and to its
+ * engine_view.c, --overlap's arithmetic in engine_overlap.c, a leave in
+ * engine_leave.c, asking for a model in engine_pull.c, shares refused at
+ * the door asked for again in engine_gaps.c) and to its
  * unit test (tests/check_includes.sh holds every other file to engine.h,
  * whose getters and inputs are all a driver sees). */
 #ifndef PEER_CORE_ENGINE_STATE_H
@@ -117,6 +119,31 @@ void engine_bye_seen(engine *e, int q);
 void engine_gap_note(engine *e, const gsp_msg *m);
 void engine_gap_ask(engine *e, double now);
 int engine_gap_open(const engine *e);
+
+/* q's connection is up. */
+static inline int engine_connected(const engine *e, int q)
+{
+    const gsp_pace *pc = &e->rp.pace;
+    const int slot = q >= 0 && q < e->n_peers ? pc->slot[q] : -1;
+    return slot >= 0 && pc->nb[slot].connected;
+}
+
+/* Joining, or so far behind that it takes a neighbour's model. */
+static inline int engine_wants_model(const engine *e) { return e->joining || e->refreshing; }
+
+/* The slowest a loop builds, seals and sends a frame (a sanitizer build on
+ * a loaded machine): the transport gives a MODEL that long (WIRE.md). */
+#define ENGINE_SLOWEST_BYTES_PER_S 20e6
+
+/* engine_pull.c: ask every neighbour in turn for its model, from the one
+ * after the last asked (ask_for_model), or the next one now (ask_next: the
+ * transport refused the request); whether an ask is due (no answer for a
+ * heartbeat interval, or a promise's holder gone silent); at each tick, a
+ * broken promise given up and a due ask made. */
+void engine_ask_for_model(engine *e, double now);
+void engine_ask_next(engine *e, double now);
+int engine_ask_due(const engine *e, double now);
+void engine_pull_tick(engine *e, double now);
 
 /* A log event into the engine's queue (engine.c). */
 void engine_log_event(engine *e, engine_log log, int peer, const char *detail);

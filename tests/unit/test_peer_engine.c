@@ -1047,6 +1047,17 @@ Test(peer_engine, a_stop_during_a_step_finishes_after_it_and_says_stopped)
     scene_free(&s);
 }
 
+/* Both peers of a ring of 2 step round 0: each one's share for the other
+ * in a (peer 0's) and b (peer 1's). */
+static void rounds_zero(scene *s, outputs *a, outputs *b)
+{
+    outputs o;
+    engine_advance(s->e[0], 0), engine_advance(s->e[1], 0);
+    take(s->e[0], &o), take(s->e[1], &o);
+    engine_step_done(s->e[0], 2 * MS), engine_step_done(s->e[1], 2 * MS);
+    take(s->e[0], a), take(s->e[1], b);
+}
+
 /* A leave: the leaver says goodbye (GOODBYE "stopped") to each connected
  * neighbour and waits; the neighbour routes around it at once and answers
  * ("seen") after the share it had already sent it; with the answer in,
@@ -1058,10 +1069,7 @@ Test(peer_engine, a_leave_waits_for_the_answers_to_its_goodbye_then_hands_its_we
     scene_make(&s, "ring", 2, 10);
     all_up(&s, 0);
     outputs a, b, o, n;
-    engine_advance(s.e[0], 0), engine_advance(s.e[1], 0);
-    take(s.e[0], &o), take(s.e[1], &o);
-    engine_step_done(s.e[0], 2 * MS), engine_step_done(s.e[1], 2 * MS);
-    take(s.e[0], &a), take(s.e[1], &b); /* (each one's round-0 share for the other) */
+    rounds_zero(&s, &a, &b);
     engine_leave(s.e[0], 3 * MS);
     engine_advance(s.e[0], 3 * MS);
     take(s.e[0], &o);
@@ -1104,10 +1112,7 @@ Test(peer_engine, over_reliable_links_a_leave_finishes_once_all_it_sent_is_ackno
     s.c.reliable_links = 1;
     all_up(&s, 0);
     outputs a, b, o, n;
-    engine_advance(s.e[0], 0), engine_advance(s.e[1], 0);
-    take(s.e[0], &o), take(s.e[1], &o);
-    engine_step_done(s.e[0], 2 * MS), engine_step_done(s.e[1], 2 * MS);
-    take(s.e[0], &a), take(s.e[1], &b); /* (each one's round-0 share for the other: peer 0's is seq 1) */
+    rounds_zero(&s, &a, &b); /* (peer 0's share is seq 1) */
     engine_leave(s.e[0], 3 * MS);
     engine_advance(s.e[0], 3 * MS);
     deliver_push(&s, &b, 0, 4 * MS);
