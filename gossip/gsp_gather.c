@@ -22,7 +22,9 @@ void gsp_gather_free(gsp_peer *g)
         list_free(&a->list[s]);
     for (int h = 0; h < GSP_GATHER_HISTORY; h++)
         free(a->past[h].idx), free(a->past[h].d);
-    free(a->list), free(a->anchor), free(a->err), free(a->sum), free(a->count), free(a->buf), free(a->offer);
+    if (!a->outside)
+        free(a->anchor);
+    free(a->list), free(a->err), free(a->buf), free(a->offer);
     free(a);
     g->gather = NULL;
 }
@@ -30,7 +32,7 @@ void gsp_gather_free(gsp_peer *g)
 int gsp_set_gather(gsp_peer *g, float decay)
 {
     if (!g->codec || !cmp_sparse_bound(g->codec, g->dim) || g->step != 1.0f || g->n_out || g->n_in ||
-        g->round > 0 || g->n_peers > UINT16_MAX || !(decay >= 0.0f && decay <= 1.0f))
+        g->round > 0 || !(decay >= 0.0f && decay <= 1.0f))
         return -EINVAL;
     const size_t n = g->dim ? g->dim : 1;
     gsp_gather *a = calloc(1, sizeof *a);
@@ -41,12 +43,10 @@ int gsp_set_gather(gsp_peer *g, float decay)
     a->apart_from = -1;
     a->anchor = malloc(n * sizeof *a->anchor);
     a->err = calloc(n, sizeof *a->err);
-    a->sum = calloc(n, sizeof *a->sum);
-    a->count = calloc(n, sizeof *a->count);
     a->list = calloc((size_t)g->n_peers, sizeof *a->list);
     a->buf_cap = cmp_bound(g->codec, g->dim);
     a->buf = malloc(a->buf_cap ? a->buf_cap : 1);
-    if (!a->anchor || !a->err || !a->sum || !a->count || !a->list || !a->buf) {
+    if (!a->anchor || !a->err || !a->list || !a->buf) {
         gsp_gather_free(g);
         return -ENOMEM;
     }
@@ -57,6 +57,25 @@ int gsp_set_gather(gsp_peer *g, float decay)
     memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
     a->digest = gsp_model_id(a->anchor, g->dim);
     return 0;
+}
+
+void gsp_gather_outside_steps(gsp_peer *g)
+{
+    gsp_gather *a = g->gather;
+    if (a->outside)
+        return;
+    free(a->anchor);
+    a->anchor = g->x, a->outside = 1;
+    a->digest = gsp_model_id(a->anchor, g->dim);
+}
+
+void gsp_gather_steps_at(gsp_peer *g, const float *z) { g->gather->steps_end = z; }
+
+/* x = the anchor (nothing to do where they are one array). */
+static void x_from_anchor(gsp_peer *g)
+{
+    if (g->x != g->gather->anchor)
+        memcpy(g->x, g->gather->anchor, g->dim * sizeof *g->x);
 }
 
 /* Room for n positions and values in the pair (idx, val) of capacity *cap. */
@@ -115,12 +134,25 @@ int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = gsp_edge_at(g, out->peer[k], 1)))
             return -ENOMEM;
-    /* e = decay e + (a - x): x is the model (w is 1 throughout). */
+    /* e = decay e + (a - x): x is the model (w is 1 throughout). Steps
+     * taken outside x end at z, which x would hold as a + (z - a): a
+     * caller's step folded onto x = a (engine_step_taken), the same floats. */
     unsigned bad = 0;
-    for (size_t i = 0; i < g->dim; i++) {
-        bad |= gsp_not_finite(g->x[i]);
-        a->err[i] = a->decay * a->err[i] + (a->anchor[i] - g->x[i]);
-    }
+    if (a->outside) {
+        const float *z = a->steps_end;
+        if (!z)
+            return -EINVAL;
+        a->steps_end = NULL;
+        for (size_t i = 0; i < g->dim; i++) {
+            const float x = a->anchor[i] + (z[i] - a->anchor[i]);
+            bad |= gsp_not_finite(x);
+            a->err[i] = a->decay * a->err[i] + (a->anchor[i] - x);
+        }
+    } else
+        for (size_t i = 0; i < g->dim; i++) {
+            bad |= gsp_not_finite(g->x[i]);
+            a->err[i] = a->decay * a->err[i] + (a->anchor[i] - g->x[i]);
+        }
     if (bad)
         return -EDOM;
     long len = cmp_encode(g->codec, a->err, g->dim, g->seed ^ ((uint64_t)g->id << 40) ^ (uint64_t)g->round, g->work,
@@ -138,7 +170,7 @@ int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     if (a->offer && a->offer_round == g->round) /* (the round's start, as the lowest sender had it) */
         take_offer(g);
     own->n = (size_t)k, own->round = g->round, own->digest = a->digest;
-    memcpy(g->x, a->anchor, g->dim * sizeof *g->x);
+    x_from_anchor(g);
     for (int j = 0; j < out->n; j++) {
         gsp_edge *e = edges[j];
         e->seq++;
@@ -176,7 +208,7 @@ int gsp_gather_take(gsp_peer *g, gsp_edge *e, const gsp_msg *m)
                                                    "the same --codec)");
     if (!gsp_floats_finite(l->val + l->n, (size_t)k))
         return gsp_refuse(g, NULL, "a NaN or an infinity in its values");
-    for (long j = 1; j < k; j++) /* (a position twice would count its sender twice: the count is 16 bits) */
+    for (long j = 1; j < k; j++) /* (a position twice would count its sender twice; the apply merges by position) */
         if (l->idx[j] <= l->idx[j - 1])
             return gsp_refuse(g, NULL, "positions not strictly ascending");
     l->n = (size_t)k, l->round = m->round, l->digest = m->origin;
@@ -218,19 +250,61 @@ static int bring_forward(gsp_peer *g, long from, long to)
     return 0;
 }
 
+/* The senders' lists, each strictly ascending, merged by position: a heap
+ * of senders keyed by (the position at their head, the sender's id), so
+ * that a position's values come out in the order of the senders' ids. */
+typedef struct merge {
+    const gsp_gather_list *list;
+    size_t *at;    /* per sender: its next entry */
+    int *heap, n;  /* senders with entries left */
+} merge;
+
+static int merge_before(const merge *m, int s, int t)
+{
+    const uint32_t i = m->list[s].idx[m->at[s]], j = m->list[t].idx[m->at[t]];
+    return i < j || (i == j && s < t);
+}
+
+static void merge_sift(merge *m, int k)
+{
+    for (;;) {
+        int c = 2 * k + 1;
+        if (c >= m->n)
+            return;
+        if (c + 1 < m->n && merge_before(m, m->heap[c + 1], m->heap[c]))
+            c++;
+        if (!merge_before(m, m->heap[c], m->heap[k]))
+            return;
+        const int t = m->heap[c];
+        m->heap[c] = m->heap[k], m->heap[k] = t, k = c;
+    }
+}
+
+/* The head sender's entry is taken: its next one goes into the heap. */
+static void merge_next(merge *m)
+{
+    const int s = m->heap[0];
+    if (++m->at[s] == m->list[s].n)
+        m->heap[0] = m->heap[--m->n];
+    merge_sift(m, 0);
+}
+
 int gsp_gather_apply(gsp_peer *g)
 {
     gsp_gather *a = g->gather;
-    double *norm = malloc((size_t)g->n_peers * sizeof *norm), *sorted = malloc((size_t)g->n_peers * sizeof *sorted);
-    if (!norm || !sorted) {
-        free(norm), free(sorted);
+    const size_t np = (size_t)g->n_peers;
+    double *norm = malloc(np * sizeof *norm), *sorted = malloc(np * sizeof *sorted);
+    float *clip = malloc(np * sizeof *clip);
+    merge m = {.list = a->list, .at = calloc(np, sizeof *m.at), .heap = malloc(np * sizeof *m.heap)};
+    if (!norm || !sorted || !clip || !m.at || !m.heap) {
+        free(norm), free(sorted), free(clip), free(m.at), free(m.heap);
         return -ENOMEM;
     }
     gsp_gather_list *own = &a->list[g->id];
     if (a->offer && own->round == g->round - 1 && a->offer_round <= own->round) {
         if (bring_forward(g, a->offer_round, own->round) == 0) {
             take_offer(g); /* (the round's start, as the lowest sender had it) */
-            memcpy(g->x, a->anchor, g->dim * sizeof *g->x);
+            x_from_anchor(g);
             own->digest = a->digest;
         } else {
             free(a->offer);
@@ -255,16 +329,13 @@ int gsp_gather_apply(gsp_peer *g)
     a->apart_from = lowest >= 0 && lowest != g->id && a->list[lowest].digest != own->digest ? lowest : -1;
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
     const double median = n ? sorted[(n - 1) / 2] : 0.0; /* (the lower middle, as torch.median) */
-    /* Sums in the order of the senders' ids, so that peers with the same
-     * messages compute the same floats. */
     for (int s = 0; s < g->n_peers; s++) {
-        const gsp_gather_list *l = &a->list[s];
-        const float k = norm[s] > median ? (float)(median / norm[s]) : 1.0f;
-        for (size_t j = 0; j < l->n; j++) {
-            a->sum[l->idx[j]] += k * l->val[j];
-            a->count[l->idx[j]]++;
-        }
+        clip[s] = norm[s] > median ? (float)(median / norm[s]) : 1.0f;
+        if (a->list[s].n)
+            m.heap[m.n++] = s;
     }
+    for (int k = m.n / 2 - 1; k >= 0; k--)
+        merge_sift(&m, k);
     const long round = own->round; /* (the lists are emptied below) */
     gsp_gather_step *st = &a->past[(size_t)(round >= 0 ? round : 0) % GSP_GATHER_HISTORY];
     st->n = 0, st->round = -1;
@@ -272,24 +343,31 @@ int gsp_gather_apply(gsp_peer *g)
     for (int s = 0; s < g->n_peers; s++)
         total += a->list[s].n;
     int rc = pair_room(&st->idx, &st->d, &st->cap, total);
-    for (int s = 0; s < g->n_peers; s++) {
-        gsp_gather_list *l = &a->list[s];
-        for (size_t j = 0; j < l->n; j++) {
-            const uint32_t i = l->idx[j];
-            if (a->count[i]) { /* (the first of the lists that picked i) */
-                const float d = a->sum[i] / (float)a->count[i];
-                g->x[i] -= d;
-                a->sum[i] = 0.0f, a->count[i] = 0;
-                if (rc == 0)
-                    st->idx[st->n] = i, st->d[st->n++] = d;
-            }
-        }
-        l->n = 0, l->round = -1;
+    /* Each position's clipped values summed in the order of the senders'
+     * ids, so that peers with the same messages compute the same floats;
+     * the mean over those that picked it. */
+    while (m.n) {
+        const uint32_t i = a->list[m.heap[0]].idx[m.at[m.heap[0]]];
+        float sum = 0.0f;
+        unsigned picked = 0;
+        do {
+            const int s = m.heap[0];
+            sum += clip[s] * a->list[s].val[m.at[s]];
+            picked++;
+            merge_next(&m);
+        } while (m.n && a->list[m.heap[0]].idx[m.at[m.heap[0]]] == i);
+        const float d = sum / (float)picked;
+        g->x[i] -= d;
+        if (rc == 0)
+            st->idx[st->n] = i, st->d[st->n++] = d;
     }
+    for (int s = 0; s < g->n_peers; s++)
+        a->list[s].n = 0, a->list[s].round = -1;
     if (rc == 0 && round >= 0) /* (without room the round is not kept: an older offer is dropped) */
         st->round = round;
-    free(norm), free(sorted);
-    memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
+    free(norm), free(sorted), free(clip), free(m.at), free(m.heap);
+    if (!a->outside)
+        memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
     a->digest = gsp_model_id(a->anchor, g->dim);
     a->applied_rounds++;
     return n;
@@ -301,7 +379,7 @@ size_t gsp_gather_bytes(const gsp_peer *g)
     if (!a)
         return 0;
     const size_t n = g->dim ? g->dim : 1;
-    size_t b = sizeof *a + n * (3 * sizeof(float) + sizeof(uint16_t)) + a->buf_cap +
+    size_t b = sizeof *a + n * (a->outside ? 1 : 2) * sizeof(float) + a->buf_cap +
                (size_t)g->n_peers * sizeof *a->list + (a->offer ? n * sizeof(float) : 0);
     for (int s = 0; s < g->n_peers; s++)
         b += a->list[s].cap * (sizeof(uint32_t) + sizeof(float));

@@ -74,9 +74,9 @@ typedef struct gsp_gather {
     float decay;     /* of the error feedback, [0, 1] */
     float *anchor;   /* a: the model this round's steps started from */
     float *err;      /* e */
-    float *sum;      /* per position: the clipped values of the senders that picked it (zero between applies) */
-    uint16_t *count; /* and how many (zero between applies) */
     gsp_gather_list *list; /* n_peers of them; this peer's own message is list[id] */
+    int outside;     /* the steps run outside x (gsp_gather_outside_steps): anchor is x itself */
+    const float *steps_end; /* where this round's steps ended when outside x (gsp_gather_steps_at), or NULL */
     uint8_t *buf;    /* this peer's encoded message, buf_len bytes, valid until the next emit */
     size_t buf_len, buf_cap;
     uint64_t digest; /* anchor's id (gsp_model_id) */
@@ -94,9 +94,19 @@ typedef struct gsp_gather {
 /* Use the exact sparse all-gather with error feedback decay (0 <= decay <=
  * 1; SparseLoCo's 0.95) instead of push-sum: after gsp_set_codec with a
  * sparse codec and consensus step 1, before the first message. -EINVAL
- * (no sparse codec, a step below 1, messages sent, above 65,535 peers),
- * -ENOMEM. */
+ * (no sparse codec, a step below 1, messages sent), -ENOMEM. */
 int gsp_set_gather(gsp_peer *g, float decay);
+
+/* A caller takes the local steps in a buffer of its own (libsgp without
+ * overlap), not in x: x and the anchor then hold the same model all the
+ * time (the round's start), so they become one array, a copy of the model
+ * less, and each round's emit takes where the steps ended from
+ * gsp_gather_steps_at. x's values become the anchor (as the next apply
+ * would make them). */
+void gsp_gather_outside_steps(gsp_peer *g);
+
+/* This round's steps ended at z (dim floats, read by the next gsp_emit). */
+void gsp_gather_steps_at(gsp_peer *g, const float *z);
 
 /* Apply what the senders' messages (and this peer's own) bring, as above,
  * and start the next round's steps from there: anchor = x. Returns the

@@ -448,6 +448,11 @@ void engine_step_taken(engine *e, float *z, double now)
         engine_step_done(e, now);
         return;
     }
+    if (g->gather) { /* (the all-gather's emit reads the step where it is: x is the round's start) */
+        gsp_gather_steps_at(g, z);
+        engine_step_done(e, now);
+        return;
+    }
     /* The caller stepped from z = x / w: x moves by w times its step, as
      * local_step moves it (so a peer whose weight has shrunk does not take
      * steps of 1 / w on its model); value by value, as gsp_debias has it:

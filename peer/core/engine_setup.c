@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gsp_gather.h"
 #include "peer/core/engine_state.h"
 
 static void reset(engine *e, double now)
@@ -89,7 +90,12 @@ void engine_free(engine *e)
 }
 
 void engine_set_checkpoint_every(engine *e, double seconds) { e->checkpoint_every = seconds; }
-void engine_set_caller_steps(engine *e) { e->caller_steps = 1; }
+void engine_set_caller_steps(engine *e)
+{
+    e->caller_steps = 1;
+    if (e->rp.g.gather) /* (its steps run in the caller's buffer: x and the anchor are one array) */
+        gsp_gather_outside_steps(&e->rp.g);
+}
 
 int engine_set_origin_fill(engine *e, int (*fill)(void *ctx, float *dst), void *ctx, int edges)
 {

@@ -309,6 +309,64 @@ Test(lib_api, the_outer_optimizer_steps_on_each_round_and_its_velocity_survives_
     sgp_rm_rf(dir);
 }
 
+/* ---- the exact sparse all-gather: the caller's steps are read where they are ---- */
+
+static void *open_gather_peer(void *arg)
+{
+    peer_call *op = arg;
+    pair_peer *q = op->q;
+    sgp_options o;
+    sgp_options_init(&o);
+    o.cluster = q->cluster, o.id = q->id, o.rounds = 3, o.local_steps = 2;
+    o.codec = "topk:1", o.gather = 0.0; /* every value, no error feedback: the arithmetic is exact */
+    op->rc = sgp_open(&q->p, &o, q->params, N, q->err, sizeof q->err);
+    return NULL;
+}
+
+/* Peer p's steps move every entry by -(p + 1); then its sgp_step. */
+static void *gather_round(void *arg)
+{
+    peer_call *op = arg;
+    for (int k = 0; k < N; k++)
+        op->q->params[k] -= (float)(op->q->id + 1);
+    op->rc = sgp_step(op->q->p, op->q->params, N);
+    return NULL;
+}
+
+/* The all-gather through libsgp, whose caller steps in its own buffer (the
+ * emit reads the step there; sgp's x is the round's start): the messages
+ * are the rounds' progress, 1 and 2 an entry, the larger clipped to the
+ * median norm (the lower of two: 1), so both models move by the mean 1 a
+ * round and stay the same bits. */
+Test(lib_api, the_all_gather_moves_both_models_by_the_clipped_mean_of_the_callers_steps, .timeout = 300)
+{
+    char dir[] = "/tmp/sgp-lib-gather-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    static char cluster[256];
+    sgp_prepare_cluster(dir, 2, cluster, sizeof cluster);
+    pair_peer *q = calloc(2, sizeof *q);
+    peer_call op[2];
+    for (int i = 0; i < 2; i++) {
+        q[i].cluster = cluster, q[i].id = i;
+        for (int k = 0; k < N; k++)
+            q[i].params[k] = (float)k;
+        op[i] = (peer_call){.q = &q[i]};
+    }
+    both(op, open_gather_peer);
+    both(op, gather_round);
+    all_at(q, -1.0f, "round 1");
+    both(op, gather_round);
+    all_at(q, -2.0f, "round 2");
+    both(op, gather_round);
+    cr_assert_eq(op[0].rc, SGP_DONE);
+    all_at(q, -3.0f, "the end");
+    cr_assert_eq(memcmp(q[0].params, q[1].params, sizeof q[0].params), 0, "the same bits");
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(sgp_close(q[i].p), 0);
+    free(q);
+    sgp_rm_rf(dir);
+}
+
 /* ---- overlap: the exchange runs during the caller's steps --------------------- */
 
 static void *open_overlap_peer(void *arg)

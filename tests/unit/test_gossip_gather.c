@@ -240,6 +240,59 @@ Test(gossip_gather, a_late_message_sets_a_peer_apart_and_the_lowest_sender_s_mod
     cluster_free(&c);
 }
 
+/* A caller's steps (libsgp) run in a buffer of its own: x and the anchor
+ * are one array, and the emit reads where the steps ended. The same floats
+ * as the steps folded onto x (engine_step_taken's x + w (z - x), w = 1),
+ * through a late message and the offer that brings a peer back, with a copy
+ * of the model less. */
+Test(gossip_gather, steps_taken_outside_x_give_the_same_floats_with_one_copy_less)
+{
+    cluster in, out;
+    cluster_init(&in, "topk:0.05", 0.95f);
+    cluster_init(&out, "topk:0.05", 0.95f);
+    const size_t held = gsp_gather_bytes(&out.g[0]);
+    for (int p = 0; p < N; p++)
+        gsp_gather_outside_steps(&out.g[p]);
+    cr_assert_eq(gsp_gather_bytes(&out.g[0]), held - DIM * sizeof(float));
+    cr_assert_eq(out.g[0].gather->anchor, out.g[0].x);
+    static float z[N][DIM];
+    for (int round = 0; round < 4; round++) {
+        for (int p = 0; p < N; p++) /* the caller's step, from the model handed out */
+            for (int i = 0; i < DIM; i++)
+                z[p][i] = in.g[p].x[i] + 0.01f * cosf((float)(i * (p + 1) + round));
+        for (int p = 0; p < N; p++) {
+            for (int i = 0; i < DIM; i++)
+                in.g[p].x[i] = in.g[p].x[i] + 1.0f * (z[p][i] - in.g[p].x[i] * 1.0f);
+            gsp_gather_steps_at(&out.g[p], z[p]);
+        }
+        if (round == 2) { /* peer 3, apart since round 1, takes peer 0's model */
+            cr_assert_eq(gsp_gather_offer(&in.g[3], in.g[0].gather->anchor, 2), 0);
+            cr_assert_eq(gsp_gather_offer(&out.g[3], out.g[0].gather->anchor, 2), 0);
+        }
+        gsp_msg mi[N][N], mo[N][N];
+        int ni[N], no[N];
+        emit_all(&in, mi, ni);
+        emit_all(&out, mo, no);
+        deliver(&in, mi, ni, round == 1 ? 1 : -1, 3); /* peer 3 lacks peer 1's message of round 1 */
+        deliver(&out, mo, no, round == 1 ? 1 : -1, 3);
+        for (int p = 0; p < N; p++) {
+            cr_assert_eq(gsp_gather_apply(&in.g[p]), gsp_gather_apply(&out.g[p]));
+            cr_assert_eq(memcmp(in.g[p].x, out.g[p].x, sizeof(float) * DIM), 0, "round %d peer %d", round, p);
+            cr_assert_eq(in.g[p].gather->digest, out.g[p].gather->digest);
+        }
+        free_msgs(mi, ni);
+        free_msgs(mo, no);
+    }
+    cr_assert_eq(out.g[3].gather->taken, 1);
+    cr_assert_eq(memcmp(out.g[3].x, out.g[0].x, sizeof(float) * DIM), 0);
+    topo_out to;
+    everyone_but(0, &to);
+    gsp_msg m[TOPO_MAX_OUT];
+    cr_assert_eq(gsp_emit(&out.g[0], &to, m), -EINVAL, "an emit with nowhere the steps ended");
+    cluster_free(&in);
+    cluster_free(&out);
+}
+
 Test(gossip_gather, what_a_gather_peer_refuses)
 {
     cluster c;

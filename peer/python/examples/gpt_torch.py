@@ -125,7 +125,7 @@ def add_workload_arguments(ap, who="peer"):
     ap.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps into --log [0: at the end]")
     ap.add_argument("--log", help="append one JSON line per evaluation: t (s since --t0), step, val_loss")
     ap.add_argument("--t0", type=float, default=None, help="the run's start (time.time()) for --log [now]")
-    ap.add_argument("--slow", type=float, default=1.0, help="take F times as long a step (an emulated slow host) [1]")
+    ap.add_argument("--slow", type=float, default=1.0, help="take F times as long a step's compute (an emulated slow host) [1]")
 
 
 def adamw(params, lr):
@@ -194,7 +194,7 @@ def main():
         me, peers, sum(p.numel() for p in model.parameters()), len(train), len(val)), flush=True)
     loop_seconds = 0.0  # the training loop's, evaluations left out
     for step in range(a.steps):
-        t_step = time.time()
+        t_step, gossip_before = time.time(), getattr(opt, "gossip_seconds", 0.0)
         w = windows(train, a.context, per_peer, gen)
         loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1))
         loss.backward()
@@ -202,8 +202,8 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
         sched.step()
-        if a.slow > 1:
-            time.sleep((a.slow - 1) * (time.time() - t_step))
+        if a.slow > 1:  # (the step's compute: a gossip round's waiting is the network's, not the host's)
+            time.sleep((a.slow - 1) * (time.time() - t_step - (getattr(opt, "gossip_seconds", 0.0) - gossip_before)))
         loop_seconds += time.time() - t_step
         if a.eval_every and (step + 1) % a.eval_every == 0:
             log_eval(step + 1)
