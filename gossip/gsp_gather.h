@@ -9,7 +9,7 @@
  *  x = a                        the local steps are gone but for c
  *
  * and c goes to every live peer (GSP_GATHER; its origin field is a's id,
- * the FNV-1a of its bytes that the origin id uses, peer/wire/WIRE.md). At
+ * gsp_gather_model_id, peer/wire/WIRE.md). At
  * the next round's start, once the pacing has every live peer's message of
  * the round (or gave up on a late one), each peer applies
  *
@@ -79,7 +79,8 @@ typedef struct gsp_gather {
     const float *steps_end; /* where this round's steps ended when outside x (gsp_gather_steps_at), or NULL */
     uint8_t *buf;    /* this peer's encoded message, buf_len bytes, valid until the next emit */
     size_t buf_len, buf_cap;
-    uint64_t digest; /* anchor's id (gsp_model_id) */
+    uint64_t digest; /* anchor's id (gsp_gather_model_id) */
+    uint64_t *chunk_ids; /* the id's work: one per chunk of GSP_CHUNK values */
     long apart_from; /* at the last apply: the lowest sender of the round's messages when its model (digest)
                       * differs from this peer's, or -1 */
     uint64_t apart;  /* messages whose model differed from this peer's, so far */
@@ -123,6 +124,11 @@ int gsp_gather_apply(gsp_peer *g);
  * message, relative to the old model, still counts: it is a difference.
  * An offer older than the history is dropped. -ENOMEM. */
 int gsp_gather_offer(gsp_peer *g, const float *z, long round);
+
+/* The id of the model x (dim floats) that a GATHER message carries for the
+ * model its round started from (peer/wire/WIRE.md): the same at every peer
+ * whatever its pool. */
+uint64_t gsp_gather_model_id(gsp_peer *g, const float *x);
 
 /* The bytes the all-gather holds. */
 size_t gsp_gather_bytes(const gsp_peer *g);

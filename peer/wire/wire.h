@@ -50,7 +50,7 @@
  * (sec_hs.c), so peers that would misread each other's messages never get
  * as far as a message. Bump it with any change to WIRE.md that a peer of the
  * previous version would misread. */
-#define SGP_PROTOCOL_VERSION 11
+#define SGP_PROTOCOL_VERSION 12
 
 /* Largest dim a message may declare: a SYNC's positions are uint32 below
  * dim. A message longer than a frame travels in several (WIRE.md "Frames")

@@ -15,7 +15,7 @@
  * bf16), and it differs by position because a drift the same everywhere
  * ties every difference a top-k codec ranks, which no trained model does. At the end one JSON line on stdout: its rounds, the
  * round it started at, its push-sum weight, the mean of its final vector,
- * bytes sent and its peak RSS; its log (--log) ends with the memory by part
+ * bytes sent, its peak RSS and the seconds its sgp_step calls took; its log (--log) ends with the memory by part
  * and the ledger (tests/bench/ledger.c checks the run's mass from them).
  */
 #include <getopt.h>
@@ -34,6 +34,8 @@ static const char USAGE[] =
     "to every value each round (tests/bench/vector_scale.sh).\n"
     "\n"
     "  --codec C            as sgp peer --codec [stc:0.04]\n"
+    "  --gather DECAY       the exact sparse all-gather (as sgp peer --gather; a sparse codec,\n"
+    "                       a complete topology) [off: push-sum]\n"
     "  --log FILE           JSON lines per round, then memory by part and the ledger\n"
     "  --checkpoint FILE    the gossip state's checkpoint\n"
     "  --leave-at ROUND     checkpoint and leave the run (sgp_close) once at ROUND\n"
@@ -74,7 +76,7 @@ int main(int argc, char **argv)
         {"checkpoint", required_argument, 0, 'p'}, {"leave-at", required_argument, 0, 'L'},
         {"resume", no_argument, 0, 'R'},          {"dead-timeout", required_argument, 0, 'd'},
         {"round-timeout", required_argument, 0, 't'}, {"verbose", no_argument, 0, 'v'},
-        {"step-ms", required_argument, 0, 's'},
+        {"step-ms", required_argument, 0, 's'},   {"gather", required_argument, 0, 'g'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     for (int ch; (ch = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
@@ -92,6 +94,7 @@ int main(int argc, char **argv)
         case 't': o.round_timeout = atof(optarg); break;
         case 'v': o.verbose = 1; break;
         case 's': step_ms = atof(optarg); break;
+        case 'g': o.gather = atof(optarg); break;
         case 'h': fputs(USAGE, stdout); return 0;
         default: fputs(USAGE, stderr); return 2;
         }
@@ -112,13 +115,18 @@ int main(int argc, char **argv)
     const float drift = (float)(o.id + 1) / 100000.0f;
     sgp_status s;
     int rc;
+    double blocked = 0; /* seconds in sgp_step */
     do {
         for (size_t i = 0; i < n; i++)
             x[i] += drift * (0.5f + (float)((uint32_t)i * 2654435761u >> 22) / 1024.0f);
         if (step_ms > 0)
             nanosleep(&(struct timespec){.tv_sec = (time_t)(step_ms / 1e3),
                                          .tv_nsec = (long)(fmod(step_ms, 1e3) * 1e6)}, NULL);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = sgp_step(p, x, n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        blocked += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
         if (sgp_status_get(p, &s) == 0 && leave_at >= 0 && s.round >= leave_at && rc == 0)
             break;
     } while (rc == 0);
@@ -130,9 +138,9 @@ int main(int argc, char **argv)
         sum += x[i];
     const int closed = sgp_close(p);
     printf("{\"id\": %d, \"rounds\": %ld, \"start_round\": %ld, \"left\": %d, \"weight\": %.17g, \"mean\": %.9g, "
-           "\"bytes_sent\": %llu, \"peak_rss_mb\": %.0f}\n",
+           "\"bytes_sent\": %llu, \"peak_rss_mb\": %.0f, \"step_seconds\": %.3f}\n",
            o.id, s.round, s.start_round, rc == 0, s.weight, sum / (double)n, (unsigned long long)s.bytes_sent,
-           peak_rss_mb());
+           peak_rss_mb(), blocked);
     free(x);
     return rc < 0 || closed < 0 ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 #include "compress/cmp.h"
 #include "gossip/gsp.h"
 #include "gossip/gsp_gather.h"
+#include "gossip/gsp_pool.h"
 
 TestSuite(gossip_gather, .timeout = 60);
 
@@ -291,6 +292,66 @@ Test(gossip_gather, steps_taken_outside_x_give_the_same_floats_with_one_copy_les
     cr_assert_eq(gsp_emit(&out.g[0], &to, m), -EINVAL, "an emit with nowhere the steps ended");
     cluster_free(&in);
     cluster_free(&out);
+}
+
+/* WIRE.md, "The model id of a GATHER", computed here from its words. */
+static uint64_t model_id_by_the_page(const float *x, size_t n)
+{
+    const uint64_t basis = 0xcbf29ce484222325ULL, prime = 0x100000001b3ULL;
+    uint64_t id = basis;
+    for (size_t s = 0; s < n; s += (size_t)1 << 20) {
+        uint64_t lane[4] = {basis, basis, basis, basis};
+        for (size_t i = 0; i < ((size_t)1 << 20) && s + i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &x[s + i], sizeof u);
+            lane[i % 4] = (lane[i % 4] ^ u) * prime;
+        }
+        uint64_t chunk = basis;
+        for (int l = 0; l < 4; l++)
+            chunk = (chunk ^ lane[l]) * prime;
+        id = (id ^ chunk) * prime;
+    }
+    return id ? id : 1;
+}
+
+static gsp_peer *gather_peer(size_t dim, const float *x0, cmp_spec *codec)
+{
+    static gsp_peer g;
+    char err[64];
+    cr_assert_eq(cmp_spec_parse(codec, "topk:0.01", err, sizeof err), 0);
+    cr_assert_eq(gsp_init(&g, 0, 2, dim, 0, x0), 0);
+    cr_assert_eq(gsp_set_codec(&g, codec, 7, 1.0f), 0);
+    cr_assert_eq(gsp_set_gather(&g, 0.9f), 0);
+    return &g;
+}
+
+/* The id a GATHER carries: the page's example, and a model of two chunks
+ * and a part the same on one thread and on a pool of three (whose chunks
+ * finish in any order). */
+Test(gossip_gather, the_model_id_of_a_gather_is_the_same_whatever_the_pool)
+{
+    cmp_spec codec;
+    const float two[2] = {1.5f, -2.0f};
+    gsp_peer *g = gather_peer(2, two, &codec);
+    cr_assert_eq(gsp_gather_model_id(g, two), 0x53f0a8c26e5356d0ULL, "WIRE.md's example");
+    cr_assert_eq(g->gather->digest, 0x53f0a8c26e5356d0ULL);
+    gsp_free(g);
+    const size_t n = ((size_t)5 << 19) + 3;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = sinf((float)i * 0.001f);
+    g = gather_peer(n, x, &codec);
+    const uint64_t want = model_id_by_the_page(x, n);
+    cr_assert_eq(gsp_gather_model_id(g, x), want);
+    gsp_pool *pool;
+    cr_assert_eq(gsp_pool_new(&pool, 3), 0);
+    gsp_set_pool(g, pool);
+    cr_assert_eq(gsp_gather_model_id(g, x), want);
+    x[n - 1] = -x[n - 1]; /* (the last chunk's last value counts) */
+    cr_assert_neq(gsp_gather_model_id(g, x), want);
+    gsp_free(g);
+    gsp_pool_free(pool);
+    free(x);
 }
 
 Test(gossip_gather, what_a_gather_peer_refuses)

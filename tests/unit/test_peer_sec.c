@@ -178,7 +178,7 @@ Test(peer_sec, handshake_gives_sessions_whose_streams_interoperate)
     cr_assert_eq(log.n[0], 74, "WIRE.md: step 1 is 74 bytes");
     cr_assert_eq(log.n[1], 42 + 24 + 57, "msg2, stream header, AUTH frame");
     cr_assert_eq(log.n[2], 24 + 57);
-    cr_assert_eq(SGP_PROTOCOL_VERSION, 11, "WIRE.md's version");
+    cr_assert_eq(SGP_PROTOCOL_VERSION, 12, "WIRE.md's version");
     cr_assert_eq(memcmp(log.b[0], head(SGP_PROTOCOL_VERSION), 6), 0, "the one version constant goes out");
     cr_assert_eq(memcmp(log.b[0] + 6, g_cid, 32), 0);
     cr_assert_eq(memcmp(log.b[1], head(SGP_PROTOCOL_VERSION), 6), 0);
