@@ -15,11 +15,12 @@ the table gives peer.step()'s blocking time as a share of the round's H
 steps (--idle-steps: the stand-in steps sleep, leaving the host's cores to
 sgp's threads as a GPU's steps do; else both peers' steps and exchanges
 share this host's cores); --overlap runs the exchange during the next round's steps (`sgp peer
---overlap`), so peer.step() waits only for what the steps did not cover.
+--overlap`), so peer.step() waits only for what the steps did not cover; --gather
+DECAY times the LM recipe's exact sparse all-gather (with --codec sparseloco:32).
 
     SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py [--device cuda] [--params 25e6]
     SGP_LIB=build/libsgp.so python3 tests/bench/torch_peer_step.py --local-steps 10 --step-ms 20 [--overlap] [--idle-steps]
-        [--gossip-threads N]
+        [--gossip-threads N] [--codec sparseloco:32 --gather 0.95]
 
 Prints a table; median over --rounds rounds after 3 warm-up rounds.
 """
@@ -105,6 +106,8 @@ def main():
     ap.add_argument("--local-steps", type=int, default=1, help="stand-in optimizer steps a round [1]")
     ap.add_argument("--step-ms", type=float, default=0, help="milliseconds of work a stand-in step [0]")
     ap.add_argument("--overlap", action="store_true", help="the exchange runs during the next round's steps")
+    ap.add_argument("--gather", type=float, help="the exact sparse all-gather with this error feedback decay "
+                    "(the LM recipe: --codec sparseloco:32 --gather 0.95) [off: push-sum]")
     ap.add_argument("--gossip-threads", type=int, default=0,
                     help="sgp's threads for its vector loops, each peer (0: the host's cores) [0]")
     ap.add_argument("--idle-steps", action="store_true",
@@ -123,7 +126,8 @@ def main():
         sizes[i] = n
         with sgp.torch.TorchPeer(m, cluster=os.path.join(d, "cluster.conf"), id=i, rounds=a.rounds + 3,
                                  codec=a.codec, local_steps=a.local_steps, overlap=a.overlap,
-                                 gossip_threads=a.gossip_threads) as p:
+                                 gossip_threads=a.gossip_threads,
+                                 **({"gather": a.gather} if a.gather is not None else {})) as p:
             for r in range(a.rounds + 3):
                 t0 = time.perf_counter()
                 for _ in range(a.local_steps):
@@ -154,7 +158,7 @@ def main():
           "blocking share | flat copy out and back | per-tensor pack/unpack |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("| %s (%s) | %d | %s | %d | %s | %s | %s | %.2f ms | %.2f ms | %s | %.2f ms | %.2f ms |" % (
-        a.device, name, n, a.codec, a.local_steps, "yes" if a.overlap else "no",
+        a.device, name, n, a.codec + (" --gather %g" % a.gather if a.gather is not None else ""), a.local_steps, "yes" if a.overlap else "no",
         a.gossip_threads or "cores",
         "idle" if a.idle_steps else "busy", 1e3 * step, 1e3 * steps,
         "%.1f%%" % (100 * step / steps) if a.step_ms > 0 else "-", 1e3 * whole, 1e3 * per_tensor))
