@@ -175,11 +175,20 @@ static void take_offer(gsp_peer *g)
     a->taken++;
 }
 
-/* e = decay e + (a - x) over [s, e), on the pool's threads. */
+/* e = decay e + (f - x) over [s, e), on the pool's threads, for steps
+ * from f to x: in x from the anchor, or outside x from `from` to z, where
+ * x would hold f + (z - f) (a caller's step folded onto x = f: the same
+ * floats as engine_step_taken's). A fold also writes the next steps'
+ * start, the anchor plus the round's own progress, into `next` (and into z
+ * when that is a caller's buffer). */
 typedef struct feedback_job {
     gsp_gather *a;
-    const float *x, *z; /* z: where steps outside x ended, or NULL */
-    int bad;            /* a value not finite (set, never cleared, by any span) */
+    const float *x;    /* the steps ran in x */
+    const float *from; /* else: where they started */
+    const float *z;    /* and where they ended */
+    float *next;       /* a fold: the next start, or NULL */
+    float *handed;     /* a fold: z again when it is a caller's buffer (the start goes there too), or NULL */
+    int bad;           /* a value not finite (set, never cleared, by any span) */
 } feedback_job;
 
 static void feedback_span(void *arg, size_t s, size_t e)
@@ -189,9 +198,15 @@ static void feedback_span(void *arg, size_t s, size_t e)
     unsigned bad = 0;
     if (j->z)
         for (size_t i = s; i < e; i++) {
-            const float x = a->anchor[i] + (j->z[i] - a->anchor[i]);
+            const float f = j->from[i], d = j->z[i] - f, x = f + d;
             bad |= gsp_not_finite(x);
-            a->err[i] = a->decay * a->err[i] + (a->anchor[i] - x);
+            a->err[i] = a->decay * a->err[i] + (f - x);
+            if (j->next) {
+                const float start = a->anchor[i] + d;
+                j->next[i] = start;
+                if (j->handed)
+                    j->handed[i] = start;
+            }
         }
     else
         for (size_t i = s; i < e; i++) {
@@ -200,6 +215,14 @@ static void feedback_span(void *arg, size_t s, size_t e)
         }
     if (bad)
         __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+}
+
+void gsp_gather_fold(gsp_peer *g, float *from, float *z, int handed)
+{
+    gsp_gather *a = g->gather;
+    feedback_job j = {.a = a, .from = from, .z = z, .next = from, .handed = handed ? z : NULL};
+    gsp_pool_spans(g->pool, g->dim, feedback_span, &j);
+    a->folded = 1, a->fold_bad = j.bad;
 }
 
 int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
@@ -212,15 +235,21 @@ int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     /* e = decay e + (a - x): x is the model (w is 1 throughout). Steps
      * taken outside x end at z, which x would hold as a + (z - a): a
      * caller's step folded onto x = a (engine_step_taken), the same floats. */
-    feedback_job j = {.a = a, .x = g->x};
-    if (a->outside) {
-        if (!(j.z = a->steps_end))
-            return -EINVAL;
-        a->steps_end = NULL;
+    if (a->folded) { /* (gsp_gather_fold took the steps in already) */
+        a->folded = 0;
+        if (a->fold_bad)
+            return -EDOM;
+    } else {
+        feedback_job j = {.a = a, .x = g->x, .from = a->anchor};
+        if (a->outside) {
+            if (!(j.z = a->steps_end))
+                return -EINVAL;
+            a->steps_end = NULL;
+        }
+        gsp_pool_spans(g->pool, g->dim, feedback_span, &j);
+        if (j.bad)
+            return -EDOM;
     }
-    gsp_pool_spans(g->pool, g->dim, feedback_span, &j);
-    if (j.bad)
-        return -EDOM;
     long len = cmp_encode(g->codec, a->err, g->dim, g->seed ^ ((uint64_t)g->id << 40) ^ (uint64_t)g->round, g->work,
                           a->buf, a->buf_cap);
     if (len < 0)

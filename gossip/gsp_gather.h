@@ -77,6 +77,7 @@ typedef struct gsp_gather {
     gsp_gather_list *list; /* n_peers of them; this peer's own message is list[id] */
     int outside;     /* the steps run outside x (gsp_gather_outside_steps): anchor is x itself */
     const float *steps_end; /* where this round's steps ended when outside x (gsp_gather_steps_at), or NULL */
+    int folded, fold_bad; /* gsp_gather_fold took this round's steps in (and found a value not finite) */
     uint8_t *buf;    /* this peer's encoded message, buf_len bytes, valid until the next emit */
     size_t buf_len, buf_cap;
     uint64_t digest; /* anchor's id (gsp_gather_model_id) */
@@ -108,6 +109,15 @@ void gsp_gather_outside_steps(gsp_peer *g);
 
 /* This round's steps ended at z (dim floats, read by the next gsp_emit). */
 void gsp_gather_steps_at(gsp_peer *g, const float *z);
+
+/* --overlap: this round's steps ran outside x from `from` to z (dim floats
+ * each) while the round before was applied: their progress goes into the
+ * error feedback now, as gsp_emit would take it, and the next round's
+ * steps start from the anchor plus that progress (the model applied so
+ * far and the peer's own steps, whose aggregate comes one round later),
+ * written into `from` and, when `handed`, into z too (a caller's buffer).
+ * The next gsp_emit sends it. After gsp_gather_outside_steps. */
+void gsp_gather_fold(gsp_peer *g, float *from, float *z, int handed);
 
 /* Apply what the senders' messages (and this peer's own) bring, as above,
  * and start the next round's steps from there: anchor = x. Returns the

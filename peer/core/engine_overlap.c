@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gsp_gather.h"
 #include "gossip/gsp_pool.h"
 #include "peer/core/engine_state.h"
 
@@ -73,7 +74,14 @@ void engine_fold_steps(engine *e)
     gsp_peer *g = &e->rp.g;
     e->stepped = e->absorbed = 0;
     e->start_in = NULL;
-    if (!e->steps_void && e->z_start) {
+    if (!e->steps_void && e->z_start && g->gather) {
+        /* (the all-gather's x is the model applied so far: the steps' progress goes into the
+         * error feedback, and the next start is x plus it) */
+        float *z = e->caller_steps ? e->caller_z : e->z_work;
+        gsp_gather_fold(g, e->z_start, z, e->caller_steps);
+        if (e->caller_steps)
+            e->start_in = z;
+    } else if (!e->steps_void && e->z_start) {
         float *z = e->z_work;
         if (e->caller_steps) { /* (its buffer: the next model is written into it anyway) */
             outer_end_from(&e->rp.local.outer, e->z_start, e->caller_z);

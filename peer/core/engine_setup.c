@@ -50,6 +50,8 @@ int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int
         free(e);
         return rc;
     }
+    if (e->rp.g.gather && c->overlap) /* (the steps run on a model of their own: engine_overlap.c) */
+        gsp_gather_outside_steps(&e->rp.g);
     const size_t n = (size_t)c->n_peers;
     e->id = id, e->n_peers = c->n_peers;
     e->rp.g.incarnation = incarnation;

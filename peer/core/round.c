@@ -62,8 +62,6 @@ static int gather_check(const peer_settings *c, char *err, size_t errlen)
         why = "a sparse --codec (sparseloco:K, topk:F, stc:F)";
     else if (c->tau != 0)
         why = "--tau 0 (every round waits for every live peer's message)";
-    else if (c->overlap)
-        why = "no --overlap";
     else if (c->outer && c->outer->lr > 0)
         why = "no --outer (its update is the outer step)";
     for (long r = 0; !why && c->topology && r < c->topology->n_phases; r++)

@@ -194,6 +194,13 @@ Test(peer_node, the_sparse_all_gather_in_four_processes_equals_the_simulator)
     sim_equals_network_near(&GPT, "sparseloco:8:256", "0", "3", "none", 0, 0, "0.9");
 }
 
+/* And with --overlap: each round's steps beside the apply of the round
+ * before, folded onto it (gsp_gather_fold), the same rule in both. */
+Test(peer_node, the_sparse_all_gather_with_overlap_in_four_processes_equals_the_simulator)
+{
+    sim_equals_network_near(&GPT, "sparseloco:8:256", "0", "3", "none", 1, 0, "0.9");
+}
+
 /* Shares of a whole model each (the running sums, 6.5 MB): the transport's
  * big-frame path (sealed and opened on the thread pool, each taken in where
  * it arrived: wire_push_in_place, which tests/unit/test_peer_wire.c checks

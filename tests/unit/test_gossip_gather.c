@@ -294,6 +294,55 @@ Test(gossip_gather, steps_taken_outside_x_give_the_same_floats_with_one_copy_les
     cluster_free(&out);
 }
 
+/* --overlap (gsp_gather_fold): a round's steps ran from zs to z while the
+ * round before was applied; the fold takes their progress into the error
+ * feedback (as an emit would: zs - (zs + (z - zs))), starts the next steps
+ * from the model applied so far plus that progress (into zs and the
+ * caller's z), and the emit then sends from the feedback without taking
+ * the steps in again. */
+Test(gossip_gather, a_fold_takes_the_progress_in_and_starts_from_the_applied_model_plus_it)
+{
+    cluster c;
+    cluster_init(&c, "topk:0.05", 0.9f);
+    static float zs[N][DIM], z[N][DIM], want_err[N][DIM], want_start[N][DIM];
+    for (int p = 0; p < N; p++) {
+        gsp_gather_outside_steps(&c.g[p]);
+        memcpy(zs[p], c.g[p].x, sizeof zs[p]);
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int p = 0; p < N; p++) {
+            for (int i = 0; i < DIM; i++) {
+                z[p][i] = zs[p][i] + 0.01f * cosf((float)(i * (p + 1) + round));
+                const float d = z[p][i] - zs[p][i];
+                want_err[p][i] = 0.9f * c.g[p].gather->err[i] + (zs[p][i] - (zs[p][i] + d));
+                want_start[p][i] = c.g[p].x[i] + d;
+            }
+            gsp_gather_fold(&c.g[p], zs[p], z[p], 1);
+            for (int i = 0; i < DIM; i++) {
+                cr_assert_eq(c.g[p].gather->err[i], want_err[p][i], "round %d peer %d value %d", round, p, i);
+                cr_assert_eq(zs[p][i], want_start[p][i]);
+                cr_assert_eq(z[p][i], want_start[p][i], "the caller's buffer holds the next start");
+            }
+        }
+        gsp_msg msgs[N][N];
+        int n_msgs[N];
+        emit_all(&c, msgs, n_msgs);
+        for (int p = 0; p < N; p++) { /* the emit took only the message out of the feedback */
+            float dec[DIM];
+            cr_assert_eq(cmp_decode(msgs[p][0].payload, msgs[p][0].payload_len, DIM, dec), 0);
+            for (int i = 0; i < DIM; i++)
+                cr_assert_eq(c.g[p].gather->err[i], want_err[p][i] - dec[i]);
+        }
+        deliver(&c, msgs, n_msgs, -1, -1);
+        for (int p = 0; p < N; p++)
+            cr_assert_eq(gsp_gather_apply(&c.g[p]), N);
+        for (int p = 1; p < N; p++)
+            cr_assert_eq(memcmp(c.g[p].x, c.g[0].x, sizeof(float) * DIM), 0, "round %d peer %d", round, p);
+        free_msgs(msgs, n_msgs);
+    }
+    cluster_free(&c);
+}
+
 /* WIRE.md, "The model id of a GATHER", computed here from its words. */
 static uint64_t model_id_by_the_page(const float *x, size_t n)
 {
