@@ -644,11 +644,14 @@ void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, t
     /* Isolated (no in-neighbour heard lately: all killed, stopped or cut
      * off): keep every share home. Pushing mass out with none coming in
      * would halve w round after round until x underflows, and with a codec
-     * the lag of the references would be amplified as w shrinks. */
+     * the lag of the references would be amplified as w shrinks. The
+     * all-gather moves no mass, and a message kept home would set every
+     * receiver apart: its messages go (a neighbour whose loop was busy for
+     * two heartbeats is only slow). */
     int heard = 0, has_in = 0;
     for (int k = 0; k < p->n_nb; k++)
         has_in |= sends_here(&p->nb[k]), heard |= hearing(p, &p->nb[k], now);
-    p->isolated = has_in && !heard;
+    p->isolated = has_in && !heard && !g->gather;
     /* A link that is down, or has not taken our last frames, gets no share
      * this round: its weight stays home (nothing is sent into the void
      * before a dead neighbour is routed around), and no queue grows. So does

@@ -11,7 +11,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "compress/cmp.h"
 #include "gossip/gsp.h"
+#include "gossip/gsp_gather.h"
 #include "gossip/gsp_pace.h"
 
 TestSuite(gossip_pace, .timeout = 30);
@@ -786,6 +788,26 @@ Test(gossip_pace, an_isolated_peer_keeps_every_share_home_until_it_hears_again)
     }
     cr_assert_eq(s.p[0].stats.isolated_rounds, 2);
     cr_assert_eq(s.p[0].stats.busy_kept, 0);
+    scene_free(&s);
+}
+
+/* The all-gather moves no mass: a peer that has heard nobody lately still
+ * sends its round's message to every out-neighbour (kept home, it would
+ * set every receiver apart). */
+Test(gossip_pace, an_all_gather_peer_that_hears_nobody_still_sends)
+{
+    scene s;
+    scene_make(&s, "complete", 4, (gsp_pace_config){0}, 1);
+    cmp_spec codec;
+    char err[64];
+    cr_assert_eq(cmp_spec_parse(&codec, "topk:0.5", err, sizeof err), 0);
+    cr_assert_eq(gsp_set_codec(&s.g[0], &codec, 7, 1.0f), 0);
+    cr_assert_eq(gsp_set_gather(&s.g[0], 0.9f), 0);
+    topo_out out;
+    share_out(&s, 0, 0.75, NULL, &out); /* (nothing heard since 0: three heartbeats) */
+    cr_assert_eq(out.n, 3);
+    cr_assert(!s.p[0].isolated);
+    cr_assert_eq(s.p[0].stats.isolated_rounds, 0);
     scene_free(&s);
 }
 
