@@ -47,7 +47,7 @@ static void digest_chunk(void *arg, size_t k)
     j->ids[k] = id;
 }
 
-static uint64_t digest(gsp_peer *g, const float *x)
+uint64_t gsp_gather_model_id(gsp_peer *g, const float *x)
 {
     digest_job j = {.x = x, .n = g->dim, .ids = g->gather->chunk_ids};
     const size_t n = gsp_chunks(g->dim);
@@ -57,8 +57,6 @@ static uint64_t digest(gsp_peer *g, const float *x)
         h = (h ^ j.ids[k]) * FNV_PRIME;
     return h ? h : 1;
 }
-
-uint64_t gsp_gather_model_id(gsp_peer *g, const float *x) { return digest(g, x); }
 
 void gsp_gather_free(gsp_peer *g)
 {
@@ -103,7 +101,7 @@ int gsp_set_gather(gsp_peer *g, float decay)
     for (int h = 0; h < GSP_GATHER_HISTORY; h++)
         a->past[h].round = -1;
     memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
-    a->digest = digest(g, a->anchor);
+    a->digest = gsp_gather_model_id(g, a->anchor);
     return 0;
 }
 
@@ -114,7 +112,7 @@ void gsp_gather_outside_steps(gsp_peer *g)
         return;
     free(a->anchor);
     a->anchor = g->x, a->outside = 1;
-    a->digest = digest(g, a->anchor);
+    a->digest = gsp_gather_model_id(g, a->anchor);
 }
 
 void gsp_gather_steps_at(gsp_peer *g, const float *z) { g->gather->steps_end = z; }
@@ -169,7 +167,7 @@ static void take_offer(gsp_peer *g)
 {
     gsp_gather *a = g->gather;
     memcpy(a->anchor, a->offer, g->dim * sizeof *a->offer);
-    a->digest = digest(g, a->anchor);
+    a->digest = gsp_gather_model_id(g, a->anchor);
     free(a->offer);
     a->offer = NULL;
     a->taken++;
@@ -232,9 +230,7 @@ int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
     for (int k = 0; k < out->n; k++)
         if (!(edges[k] = gsp_edge_at(g, out->peer[k], 1)))
             return -ENOMEM;
-    /* e = decay e + (a - x): x is the model (w is 1 throughout). Steps
-     * taken outside x end at z, which x would hold as a + (z - a): a
-     * caller's step folded onto x = a (engine_step_taken), the same floats. */
+    /* The round's steps into the error feedback (feedback_span; w is 1 throughout). */
     if (a->folded) { /* (gsp_gather_fold took the steps in already) */
         a->folded = 0;
         if (a->fold_bad)
@@ -463,7 +459,7 @@ int gsp_gather_apply(gsp_peer *g)
     free(norm), free(sorted), free(clip), free(m.at), free(m.heap);
     if (!a->outside)
         memcpy(a->anchor, g->x, g->dim * sizeof *g->x);
-    a->digest = digest(g, a->anchor);
+    a->digest = gsp_gather_model_id(g, a->anchor);
     a->applied_rounds++;
     return n;
 }
