@@ -72,16 +72,24 @@ size_t cmp_bound(const cmp_spec *s, size_t n) { return CMP_HEADER_MAX + s->ops->
 
 size_t cmp_work_size(const cmp_spec *s, size_t n) { return s->ops->work ? s->ops->work(s, n) : 0; }
 
-long cmp_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out, size_t cap)
+/* A message's common header into out (cap checked): its length, or a negative errno. */
+static long header(const cmp_spec *s, size_t n, uint8_t *out, size_t cap)
 {
     if (n > CMP_MAX_N)
         return -EINVAL;
     if (cap < cmp_bound(s, n))
         return -ENOSPC;
     out[0] = s->ops->id;
-    size_t h = 1 + cmp_varint_put(out + 1, n);
-    long body = s->ops->encode(s, x, n, seed, work, out + h, cap - h);
-    return body < 0 ? body : (long)h + body;
+    return 1 + (long)cmp_varint_put(out + 1, n);
+}
+
+/* The whole length of a message whose payload after h header bytes is body long (or body's errno). */
+static long whole(long h, long body) { return h < 0 ? h : body < 0 ? body : h + body; }
+
+long cmp_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out, size_t cap)
+{
+    const long h = header(s, n, out, cap);
+    return whole(h, h < 0 ? 0 : s->ops->encode(s, x, n, seed, work, out + h, cap - (size_t)h));
 }
 
 /* The codec of a message that declares exactly n values, and where its payload starts; NULL if malformed. */
@@ -152,14 +160,32 @@ int cmp_stream_threshold(const cmp_spec *s, cmp_list *c, size_t n, void *work, u
 
 long cmp_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work, uint8_t *out, size_t cap)
 {
-    if (!s->ops->encode_list || n > CMP_MAX_N)
+    if (!s->ops->encode_list)
         return -EINVAL;
-    if (cap < cmp_bound(s, n))
-        return -ENOSPC;
-    out[0] = s->ops->id;
-    size_t h = 1 + cmp_varint_put(out + 1, n);
-    long body = s->ops->encode_list(s, c, n, work, out + h, cap - h);
-    return body < 0 ? body : (long)h + body;
+    const long h = header(s, n, out, cap);
+    return whole(h, h < 0 ? 0 : s->ops->encode_list(s, c, n, work, out + h, cap - (size_t)h));
+}
+
+size_t cmp_chunks(const cmp_spec *s, size_t n)
+{
+    return s->ops->encode_chunks && n <= CMP_MAX_N ? (n + s->chunk - 1) / s->chunk : 0;
+}
+
+size_t cmp_chunk_work(const cmp_spec *s, size_t n) { return s->ops->chunk_work ? s->ops->chunk_work(s, n) : 0; }
+
+int cmp_encode_chunks(const cmp_spec *s, const float *x, size_t n, size_t c0, size_t c1, void *select, void *work)
+{
+    if (!s->ops->encode_chunks || c1 > cmp_chunks(s, n) || c0 > c1)
+        return -EINVAL;
+    return s->ops->encode_chunks(s, x, n, c0, c1, select, work);
+}
+
+long cmp_encode_chosen(const cmp_spec *s, size_t n, void *work, uint8_t *out, size_t cap)
+{
+    if (!s->ops->encode_chosen)
+        return -EINVAL;
+    const long h = header(s, n, out, cap);
+    return whole(h, h < 0 ? 0 : s->ops->encode_chosen(s, n, work, out + h, cap - (size_t)h));
 }
 
 const float *cmp_selected_values(const cmp_spec *s, size_t n, const void *work)
@@ -174,13 +200,10 @@ long cmp_values_begin(const cmp_spec *s, size_t n, uint8_t *out, size_t cap, cmp
 {
     if (!s->ops->width)
         return -ENOTSUP;
-    if (n > CMP_MAX_N)
-        return -EINVAL;
-    if (cap < cmp_bound(s, n))
-        return -ENOSPC;
-    out[0] = s->ops->id;
-    const size_t h = 1 + cmp_varint_put(out + 1, n);
-    *v = (cmp_values){.spec = s, .ops = s->ops, .width = s->ops->width, .at = h};
+    const long h = header(s, n, out, cap);
+    if (h < 0)
+        return h;
+    *v = (cmp_values){.spec = s, .ops = s->ops, .width = s->ops->width, .at = (size_t)h};
     return (long)(h + s->ops->width * n);
 }
 

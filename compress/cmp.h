@@ -75,6 +75,14 @@ typedef struct cmp_ops {
     /* Sparse codecs whose count is not cmp_select_k(fraction, n) (NULL for the rest): the most
      * non-zeros a message of n values carries. */
     size_t (*sparse_max)(const cmp_spec *s, size_t n);
+    /* Codecs that select chunk by chunk (sparseloco; NULL for the rest): the scratch one chunk's
+     * selection needs; chunks [c0, c1) of x into the work area, selecting in `select` (NULL: the work
+     * area's own), writing only what those chunks own; the message from a work area that holds every
+     * chunk (cmp_encode_chunks below). */
+    size_t (*chunk_work)(const cmp_spec *s, size_t n);
+    int (*encode_chunks)(const cmp_spec *s, const float *x, size_t n, size_t c0, size_t c1, void *select,
+                         void *work);
+    long (*encode_chosen)(const cmp_spec *s, size_t n, void *work, uint8_t *out, size_t cap);
     /* Codecs that write value after value at a fixed width (none, fp16, bf16): its bytes a value (the
      * payload is width * n bytes, value i at width * i); 0 for the rest. */
     size_t width;
@@ -158,6 +166,29 @@ long cmp_encode_list(const cmp_spec *s, const cmp_list *c, size_t n, void *work,
  * selected, in the order of those positions (its workspace holds them);
  * NULL for other codecs. */
 const float *cmp_selected_values(const cmp_spec *s, size_t n, const void *work);
+
+/* A codec that selects chunk by chunk (sparseloco), for a caller with
+ * threads: chunks apart are selected apart, so each thread takes ranges of
+ * them with a select area of its own, and the message is the same bytes as
+ * cmp_encode's.
+ *
+ *   cmp_spec s;
+ *   char err[128];
+ *   cmp_spec_parse(&s, "sparseloco:32", err, sizeof err);
+ *   size_t n = 1 << 24, nch = cmp_chunks(&s, n), cap = cmp_bound(&s, n);  // nch 0: another codec
+ *   float *x = calloc(n, sizeof *x);
+ *   void *work = malloc(cmp_work_size(&s, n)), *select = malloc(cmp_chunk_work(&s, n));  // one a thread
+ *   uint8_t *out = malloc(cap);
+ *   ... each thread, with its own select area, for each of its ranges [c0, c1) of [0, nch) ...
+ *   int rc = cmp_encode_chunks(&s, x, n, 0, nch, select, work);        // (here one range: all)
+ *   long len = rc < 0 ? rc : cmp_encode_chosen(&s, n, work, out, cap);  // once every chunk is in
+ *   // -EINVAL from either: a value that is not finite, as cmp_encode
+ */
+size_t cmp_chunks(const cmp_spec *s, size_t n);
+size_t cmp_chunk_work(const cmp_spec *s, size_t n);
+int cmp_encode_chunks(const cmp_spec *s, const float *x, size_t n, size_t c0, size_t c1, void *select, void *work);
+/* Common header + payload, as cmp_encode. */
+long cmp_encode_chosen(const cmp_spec *s, size_t n, void *work, uint8_t *out, size_t cap);
 
 /* A codec that writes value after value at a fixed width (none, fp16,
  * bf16) makes and reads a message a block of values at a time, for a caller

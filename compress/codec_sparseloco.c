@@ -196,27 +196,39 @@ static int quantise(const float *v, size_t m, int stat, uint8_t *code, uint16_t 
     return 0;
 }
 
-static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
-                      size_t cap)
+/* Chunks [c0, c1) of x: each one's selection, decoded-to-be values, codes
+ * and levels at its own place in the work area (chunks before ch hold ch K
+ * entries: every chunk but the last is full), selecting in `select`
+ * (cmp_select_work of a chunk; NULL: the work area's own). Chunks apart
+ * write apart, so threads may take ranges of them at once. */
+static int sl_encode_chunks(const cmp_spec *s, const float *x, size_t n, size_t c0, size_t c1, void *select,
+                            void *work)
 {
-    (void)seed;
+    const size_t C = s->chunk, K = chunk_k(s);
+    chosen c = layout(s, n, work);
+    for (size_t ch = c0; ch < c1; ch++) {
+        const size_t c0v = ch * C, L = chunk_len(C, n, ch), m = chunk_sends(C, K, n, ch), at = ch * K;
+        int rc = cmp_select_topk(x + c0v, L, m, select ? select : c.select, c.idx + at);
+        float *v = c.val + at;
+        for (size_t j = 0; rc == 0 && j < m; j++)
+            v[j] = x[c.idx[at + j] += (uint32_t)c0v];
+        if (rc < 0 || (!s->whole && (rc = quantise(v, m, 0, c.code + at, c.level + LEVELS * ch)) < 0))
+            return rc;
+    }
+    return 0;
+}
+
+static size_t sl_chunk_work(const cmp_spec *s, size_t n) { return cmp_select_work(s->chunk < n ? s->chunk : n); }
+
+/* The message from the work area once every chunk is in it (sl_encode_chunks). */
+static long sl_encode_chosen(const cmp_spec *s, size_t n, void *work, uint8_t *out, size_t cap)
+{
     if (n > CMP_MAX_N)
         return -EINVAL;
-    const size_t C = s->chunk, K = chunk_k(s), nch = n_chunks(C, n), e = entries(C, K, n);
+    const size_t C = s->chunk, K = chunk_k(s), e = entries(C, K, n);
     if (cap < sl_bound(s, n))
         return -ENOSPC;
     chosen c = layout(s, n, work);
-    size_t at = 0;
-    for (size_t ch = 0; ch < nch; ch++) {
-        const size_t c0 = ch * C, L = chunk_len(C, n, ch), m = chunk_sends(C, K, n, ch);
-        int rc = cmp_select_topk(x + c0, L, m, c.select, c.idx + at);
-        float *v = c.val + at;
-        for (size_t j = 0; rc == 0 && j < m; j++)
-            v[j] = x[c.idx[at + j] += (uint32_t)c0];
-        if (rc < 0 || (!s->whole && (rc = quantise(v, m, 0, c.code + at, c.level + LEVELS * ch)) < 0))
-            return rc;
-        at += m;
-    }
     if (s->whole) {
         memset(c.level, 0, LEVELS * sizeof *c.level);
         int rc = e ? quantise(c.val, e, s->stat, c.code, c.level) : 0;
@@ -246,6 +258,18 @@ static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed
     }
     long len = cmp_bitw_finish(&w);
     return len < 0 ? len : (long)(o + (size_t)len);
+}
+
+static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
+                      size_t cap)
+{
+    (void)seed;
+    if (n > CMP_MAX_N)
+        return -EINVAL;
+    if (cap < sl_bound(s, n))
+        return -ENOSPC;
+    int rc = sl_encode_chunks(s, x, n, 0, n_chunks(s->chunk, n), NULL, work);
+    return rc < 0 ? rc : sl_encode_chosen(s, n, work, out, cap);
 }
 
 /* Where a read message goes: its positions and values (idx, val, at most
@@ -356,4 +380,7 @@ const cmp_ops cmp_sparseloco = {
     .decode_sparse = sl_decode_sparse,
     .encoded_sparse = sl_encoded_sparse,
     .sparse_max = sl_sparse_max,
+    .chunk_work = sl_chunk_work,
+    .encode_chunks = sl_encode_chunks,
+    .encode_chosen = sl_encode_chosen,
 };

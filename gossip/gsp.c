@@ -96,7 +96,7 @@ void gsp_free(gsp_peer *g)
     free(g->c);
     if (!g->scratch)
         free(g->v), free(g->work), free(g->sp_idx), free(g->sp_val);
-    free(g->origin_copy), free(g->origin_drawn);
+    free(g->origin_copy), free(g->origin_drawn), free(g->select);
     free(g->spare.idx), free(g->spare.old);
     for (int k = 0; k <= TOPO_MAX_OUT; k++)
         free(g->msg_buf[k]);
@@ -403,7 +403,7 @@ static int compress_share(gsp_peer *g, gsp_edge *e, const float *src, float inv,
         if (whole || lags)
             codec = &g->first;
         len = codec->ops->width ? gsp_values_encode(codec, src, inv, e->ref, n, buf, gsp_msg_room(g), &mv, &vc, &cc)
-                                : cmp_encode(codec, v, n, seed, g->work, buf, gsp_msg_room(g));
+                                : gsp_encode(g, codec, v, n, seed, buf, gsp_msg_room(g));
     }
     if (len < 0)
         return (int)len;

@@ -198,6 +198,9 @@ typedef struct gsp_peer {
     float *sp_val;
     size_t sp_cap;
     void *work;            /* codec workspace */
+    void *select;          /* a codec that selects chunk by chunk: a select area a pool thread (gsp_encode), at
+                            * first use */
+    size_t select_bytes;
     uint64_t incarnation;  /* this run of the peer's process; sent with every message (0 in the simulator) */
     const char *refused_why; /* why the last message refused (GSP_REFUSED) was */
     const float *origin;   /* codec: where every edge's reference starts (gsp_set_origin), or NULL: zeros */

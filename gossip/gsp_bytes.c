@@ -72,7 +72,7 @@ void gsp_bytes(const gsp_peer *g, size_t *state, size_t *codec)
 {
     const size_t n = g->dim ? g->dim : 1, fv = n * sizeof(float), dv = n * sizeof(double);
     size_t st = (g->x ? fv : 0) + (g->z && g->z_written ? fv : 0) + (g->origin_copy ? fv : 0) + (g->origin_drawn ? fv : 0);
-    size_t cs = g->c ? fv : 0;
+    size_t cs = (g->c ? fv : 0) + g->select_bytes;
     if (!g->scratch)
         cs += (g->v ? fv : 0) + (g->work ? cmp_work_size(g->codec, g->dim) : 0) +
               g->sp_cap * (sizeof *g->sp_idx + sizeof *g->sp_val);

@@ -246,7 +246,7 @@ int gsp_gather_emit(gsp_peer *g, const topo_out *out, gsp_msg *msgs)
         if (j.bad)
             return -EDOM;
     }
-    long len = cmp_encode(g->codec, a->err, g->dim, g->seed ^ ((uint64_t)g->id << 40) ^ (uint64_t)g->round, g->work,
+    long len = gsp_encode(g, g->codec, a->err, g->dim, g->seed ^ ((uint64_t)g->id << 40) ^ (uint64_t)g->round,
                           a->buf, a->buf_cap);
     if (len < 0)
         return (int)len;

@@ -93,6 +93,10 @@ void gsp_split_x(gsp_peer *g, gsp_edge *const *edges, const double *moved, int n
  * moved at the message's k non-zeros (idx NULL: it moved already). */
 void gsp_absorb_sweep(gsp_peer *g, gsp_edge *e, const uint32_t *idx, const float *c, size_t k, float gain, double xm);
 
+/* gsp_encode.c: cmp_encode(s, x, n, seed, g->work, out, cap), with a codec
+ * that selects chunk by chunk (cmp_chunks) on g's pool (a select area a
+ * thread in g->select, at first use): the same bytes on any pool. */
+long gsp_encode(gsp_peer *g, const cmp_spec *s, const float *x, size_t n, uint64_t seed, uint8_t *out, size_t cap);
 /* gsp_values.c: messages of a value-by-value codec (cmp_values_begin) a
  * block at a time, never holding z - r or the decoded values whole. The
  * sender's message of v = src * inv - ref into buf, its length (or a

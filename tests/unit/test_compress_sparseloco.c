@@ -354,6 +354,63 @@ Test(compress_sparseloco, a_value_that_is_not_finite_is_not_encoded)
     free(work);
 }
 
+/* Chunk ranges encoded apart, out of order and each with a select area of
+ * its own (what gossip's pool does, gsp_encode), make cmp_encode's bytes
+ * and leave what cmp_encoded_sparse reads; a value that is not finite
+ * fails in the range that holds it (with one set of levels, in the
+ * message's). */
+Test(compress_sparseloco, chunk_ranges_encoded_apart_make_the_same_message)
+{
+    const char *specs[] = {"sparseloco:5:64", "sparseloco:3:7", "sparseloco:16:100:whole", "sparseloco:8:50:stat"};
+    const size_t n = 4321;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = gauss(9, i);
+    for (size_t t = 0; t < sizeof specs / sizeof *specs; t++) {
+        message m;
+        encode(&m, specs[t], x, n);
+        const size_t nch = cmp_chunks(&m.spec, n), cap = cmp_bound(&m.spec, n);
+        cr_assert_eq(nch, (n + m.spec.chunk - 1) / m.spec.chunk, "%s", specs[t]);
+        void *work = malloc(cmp_work_size(&m.spec, n)), *select[3];
+        for (int a = 0; a < 3; a++)
+            select[a] = malloc(cmp_chunk_work(&m.spec, n));
+        /* ranges of 1, 2, 3, ... chunks, taken last first, rotating the select areas */
+        size_t cut[64], nc = 0;
+        for (size_t c = 0, w = 1; c < nch; c += w++)
+            cut[nc++] = c;
+        cut[nc] = nch;
+        for (size_t r = nc; r-- > 0;)
+            cr_assert_eq(cmp_encode_chunks(&m.spec, x, n, cut[r], cut[r + 1], select[r % 3], work), 0, "%s", specs[t]);
+        uint8_t *got = malloc(cap);
+        const long len = cmp_encode_chosen(&m.spec, n, work, got, cap);
+        cr_assert_eq(len, m.len, "%s: %ld bytes, cmp_encode %ld", specs[t], len, m.len);
+        cr_assert_eq(memcmp(got, m.bytes, (size_t)len), 0, "%s: the bytes differ", specs[t]);
+        const size_t e = cmp_sparse_bound(&m.spec, n);
+        uint32_t *ia = malloc(e * sizeof *ia), *ib = malloc(e * sizeof *ib);
+        float *va = malloc(e * sizeof *va), *vb = malloc(e * sizeof *vb);
+        cr_assert_eq(cmp_encoded_sparse(&m.spec, x, n, work, ia, va, e), (long)e);
+        cr_assert_eq(cmp_decode_sparse(m.bytes, (size_t)m.len, n, ib, vb, e), (long)e);
+        cr_assert_eq(memcmp(ia, ib, e * sizeof *ia), 0, "%s", specs[t]);
+        cr_assert_eq(memcmp(va, vb, e * sizeof *va), 0, "%s", specs[t]);
+        const size_t bad = n - 1;
+        x[bad] = NAN;
+        for (size_t c0 = 0; c0 < nch; c0 += nch - 1) { /* all of them, then the last alone */
+            const int rc = cmp_encode_chunks(&m.spec, x, n, c0, nch, select[0], work);
+            cr_assert_eq(rc < 0 ? rc : cmp_encode_chosen(&m.spec, n, work, got, cap), -EINVAL, "%s", specs[t]);
+        }
+        cr_assert_eq(cmp_encode_chunks(&m.spec, x, n, 0, nch + 1, select[0], work), -EINVAL, "past the last chunk");
+        x[bad] = gauss(9, bad);
+        free(ia), free(ib), free(va), free(vb), free(got), free(work), free(m.bytes);
+        for (int a = 0; a < 3; a++)
+            free(select[a]);
+    }
+    cmp_spec other;
+    char err[128];
+    cr_assert_eq(cmp_spec_parse(&other, "topk:0.1", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cmp_chunks(&other, n), 0, "topk selects over the whole vector");
+    free(x);
+}
+
 Test(compress_sparseloco, bad_specs_fail_with_one_line)
 {
     const struct {

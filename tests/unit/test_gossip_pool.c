@@ -136,6 +136,8 @@ static void run(const char *kind, int n, const char *codec_text, gsp_pool *pool,
             }
     }
     for (int i = 0; i < n; i++) {
+        if (gsp_pool_threads(pool) > 1 && cmp_chunks(&spec, DIM) > 1)
+            cr_assert_gt(p[i].select_bytes, 0, "%s: peer %d encoded on the pool's threads", codec_text, i);
         memcpy(xs + (size_t)i * DIM, p[i].x, DIM * sizeof *xs);
         ws[i] = p[i].w;
         gsp_free(&p[i]);
@@ -165,6 +167,13 @@ static void same_floats(const char *kind, int n, const char *codec)
 /* One out-edge a round: the sender's sweep (x gives up the reference and
  * takes the message's changes, block by block). */
 Test(gossip_pool, a_ring_with_stc_computes_the_same_floats_on_any_pool) { same_floats("ring", 3, "stc:0.05"); }
+
+/* A codec that selects chunk by chunk: its chunks selected on the pool's
+ * threads (gsp_encode). */
+Test(gossip_pool, a_ring_with_sparseloco_computes_the_same_floats_on_any_pool)
+{
+    same_floats("ring", 3, "sparseloco:32");
+}
 
 /* Two out-edges a round: x split over the references, two absorbs a peer. */
 Test(gossip_pool, an_exponential_graph_with_topk_computes_the_same_floats_on_any_pool)
