@@ -1,7 +1,8 @@
 /* gossip/gsp_pool.h: the chunk pool runs every task once, a second caller
  * while a run is in progress runs its own tasks, and the vector loops of
- * emits and absorbs give the same floats with no pool, a pool of one thread
- * and a pool of several, on a model of three chunks with a ragged end. */
+ * emits and absorbs (sparseloco's selection among them) give the same
+ * floats with no pool, a pool of one thread and a pool of several, on a
+ * model of three chunks with a ragged end. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
