@@ -460,7 +460,11 @@ static int cmp_double(const void *a, const void *b)
  * waited for again as soon as it is nearly on time. The lower quartile, not
  * the median: a peer that waits for a straggler in half of its rounds (one
  * of two in-neighbours on the exponential graph of 4) would otherwise take
- * the straggler's pace for its own and never stop waiting. */
+ * the straggler's pace for its own and never stop waiting. A patient peer
+ * (the all-gather) waits at least round_timeout: a message it does not wait
+ * for is ignored when it comes, its sender's model is then apart from the
+ * others' and takes a whole model to come back, while push-sum absorbs a
+ * late share whenever it comes and loses nothing. */
 double gsp_pace_deadline(const gsp_pace *p)
 {
     const gsp_pace_config *c = &p->c;
@@ -472,7 +476,8 @@ double gsp_pace_deadline(const gsp_pace *p)
     int k = p->n_recent < GSP_PACE_RECENT ? p->n_recent : GSP_PACE_RECENT;
     memcpy(d, p->recent, (size_t)k * sizeof *d);
     qsort(d, (size_t)k, sizeof *d, cmp_double);
-    return fmin(fmax(2 * d[k / 4], 0.02), c->round_timeout);
+    const double derived = fmax(2 * d[k / 4], 0.02);
+    return c->patient ? fmax(derived, c->round_timeout) : fmin(derived, c->round_timeout);
 }
 
 /* Has in-neighbour q emitted the round this one waits for, without sending

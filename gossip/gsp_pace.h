@@ -53,6 +53,9 @@ typedef struct gsp_pace_config {
     double dead_timeout;   /* seconds of silence or disconnection before a neighbour is routed around */
     double round_timeout;  /* seconds a round waits at most (the first rounds, the round-0 barrier) */
     double round_deadline; /* > 0: seconds a round waits for a late neighbour; else derived */
+    int patient;           /* a late message costs more than the wait (the all-gather: its sender comes apart
+                            * and takes a whole model to come back): the derived deadline is at least
+                            * round_timeout, not at most */
     int barrier;           /* round 0 waits for every neighbour's connection (up to round_timeout) */
     double alone_wait;     /* seconds a peer whose every in-neighbour has been routed around waits for
                             * one to come back before it goes on alone; <= 0: round_timeout */
@@ -237,7 +240,10 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
                               gsp_pace_decision *d);
 /* The round the policy said START for has started at now. */
 void gsp_pace_started(gsp_pace *p, double now);
-/* The seconds a round waits for a late neighbour now. */
+/* The seconds a round waits for a late neighbour now: round_deadline (at
+ * most round_timeout), or derived: round_timeout for the first 8 rounds,
+ * then twice the lower quartile of the last GSP_PACE_RECENT rounds'
+ * durations, at least 20 ms, at most round_timeout (patient: at least). */
 double gsp_pace_deadline(const gsp_pace *p);
 
 /* The shares of round g->round: topo_route around dead neighbours, every

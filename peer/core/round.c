@@ -115,8 +115,8 @@ int round_peer_init(round_peer *rp, const peer_settings *c, const round_plan *pl
     if (rc == 0) {
         gsp_pace_config pc = {.topology = c->topology, .total_rounds = plan->total_rounds, .tau = c->tau,
                               .dead_timeout = c->dead_timeout, .round_timeout = c->round_timeout,
-                              .round_deadline = c->round_deadline, .barrier = c->barrier,
-                              .alone_wait = c->alone_wait};
+                              .round_deadline = c->round_deadline, .patient = c->gather,
+                              .barrier = c->barrier, .alone_wait = c->alone_wait};
         rc = gsp_pace_init(&rp->pace, &pc, id, now);
     }
     if (rc < 0) {

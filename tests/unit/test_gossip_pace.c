@@ -450,6 +450,29 @@ Test(gossip_pace, deadline_is_twice_the_lower_quartile_of_the_last_32_rounds_wit
     scene_free(&s);
 }
 
+/* The all-gather's peers are patient: the same rounds give at least
+ * round_timeout, and rounds longer than it give twice their lower quartile
+ * (a peer that does not wait ignores the late message and sets its sender
+ * apart); a fixed deadline is used as given. */
+Test(gossip_pace, an_all_gather_deadline_is_at_least_round_timeout)
+{
+    scene s;
+    scene_make(&s, "complete", 4, (gsp_pace_config){.patient = 1}, 0);
+    gsp_pace *p = &s.p[0];
+    double t = 0;
+    gsp_pace_started(p, t);
+    measure(p, &t, 24 * MS, 8);
+    cr_assert_eq(gsp_pace_deadline(p), 0.5, "2 x 24 ms is below round_timeout: round_timeout");
+    measure(p, &t, 2.0, 32);
+    cr_assert_eq(gsp_pace_deadline(p), 4.0, "rounds of 2 s: 2 x 2 s, past round_timeout");
+    scene_free(&s);
+    scene_make(&s, "complete", 4, (gsp_pace_config){.patient = 1, .round_deadline = 0.1}, 0);
+    t = 0;
+    measure(&s.p[0], &t, 2.0, 20);
+    cr_assert_eq(gsp_pace_deadline(&s.p[0]), 0.1, "a fixed deadline as given");
+    scene_free(&s);
+}
+
 Test(gossip_pace, a_fixed_round_deadline_is_used_as_given_up_to_round_timeout)
 {
     const double fixed[] = {0.1, 2.0}, want[] = {0.1, 0.5};
