@@ -125,7 +125,8 @@ typedef struct sgp_options {
     double dead_timeout;     /* seconds of silence before a neighbour is routed around [5] */
     double round_timeout;    /* seconds a round (and sgp_open's wait for the cluster, and a peer that has
                               * lost every in-neighbour waiting for one to come back) waits at most [30] */
-    double round_deadline;   /* seconds a round waits for a late neighbour; 0: derived from recent rounds [0] */
+    double round_deadline;   /* seconds a round waits for a late neighbour; 0: derived from recent rounds (with
+                              * gather, at least round_timeout) [0] */
     const char *checkpoint;  /* the gossip state's checkpoint file; NULL: none [NULL] */
     double checkpoint_every; /* seconds between automatic checkpoints; 0: only sgp_checkpoint and close [0] */
     int resume;              /* 1: continue from the checkpoint, or join at a neighbour's model [0] */
