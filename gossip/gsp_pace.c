@@ -641,6 +641,11 @@ void gsp_pace_started(gsp_pace *p, double now)
     p->prev_start = now;
     p->forced = 0;
     p->wait_since = -1;
+    /* A patient peer's late mark lasts the round it was made in: not waiting
+     * for a neighbour in the next rounds too would set it apart again each
+     * round (a model transfer each time) where the wait costs one deadline. */
+    for (int k = 0; p->c.patient && k < p->n_nb; k++)
+        p->nb[k].late = 0, p->nb[k].debt = 0;
 }
 
 void gsp_pace_route(gsp_pace *p, gsp_peer *g, double now, const uint8_t *busy, topo_out *out)

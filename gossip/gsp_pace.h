@@ -55,7 +55,8 @@ typedef struct gsp_pace_config {
     double round_deadline; /* > 0: seconds a round waits for a late neighbour; else derived */
     int patient;           /* a late message costs more than the wait (the all-gather: its sender comes apart
                             * and takes a whole model to come back): the derived deadline is at least
-                            * round_timeout, not at most */
+                            * round_timeout, not at most, and a late neighbour is waited for again from the
+                            * next round on */
     int barrier;           /* round 0 waits for every neighbour's connection (up to round_timeout) */
     double alone_wait;     /* seconds a peer whose every in-neighbour has been routed around waits for
                             * one to come back before it goes on alone; <= 0: round_timeout */

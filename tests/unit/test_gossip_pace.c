@@ -520,6 +520,29 @@ Test(gossip_pace, a_missing_in_neighbour_is_marked_late_exactly_at_the_deadline)
     scene_free(&s);
 }
 
+/* The all-gather's peers wait for a late neighbour again in the round after
+ * the one it was marked late in: not waiting would set it apart each round. */
+Test(gossip_pace, an_all_gather_peer_waits_for_a_late_neighbour_again_the_next_round)
+{
+    scene s;
+    scene_make(&s, "ring", 4, (gsp_pace_config){.patient = 1, .round_timeout = 0.05}, 1);
+    double t = 0;
+    gsp_pace_decision d;
+    start(&s, 0, t, NULL);
+    for (long r = 1; r <= 8; r++) { /* rounds of 4 ms, each waiting for 3 first */
+        t += 4 * MS;
+        cr_assert_eq(next(&s, 0, t, &d), GSP_PACE_WAIT);
+        push(&s, 3, r - 1, 0, t);
+        start(&s, 0, t, NULL);
+    }
+    t += MS;
+    d = wait_out(&s, &t);
+    cr_assert(d.n_late == 1 && d.late[0] == 3 && s.p[0].stats.late_marks == 1, "late at the deadline");
+    cr_assert_eq(next(&s, 0, t + MS, &d), GSP_PACE_WAIT, "round 10 waits for the late neighbour again");
+    cr_assert_eq(d.wake_at, t + MS + 0.05, "for the whole deadline, round_timeout (2 x 4 ms is shorter)");
+    scene_free(&s);
+}
+
 /* A neighbour that missed a deadline is waited for again once it has been
  * on time four times for each deadline it missed (gsp_pace_nb.debt): a
  * straggler that catches up by jumps is on time once after each jump, and
