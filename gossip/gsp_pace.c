@@ -470,7 +470,7 @@ double gsp_pace_deadline(const gsp_pace *p)
     const gsp_pace_config *c = &p->c;
     if (c->round_deadline > 0)
         return fmin(c->round_deadline, c->round_timeout);
-    if (p->n_recent < 8)
+    if (p->n_recent < (c->patient ? 1 : 8))
         return c->round_timeout;
     double d[GSP_PACE_RECENT];
     int k = p->n_recent < GSP_PACE_RECENT ? p->n_recent : GSP_PACE_RECENT;
@@ -634,7 +634,10 @@ gsp_pace_action gsp_pace_next(gsp_pace *p, gsp_peer *g, const gsp_msg *inbox, in
 
 void gsp_pace_started(gsp_pace *p, double now)
 {
-    if (p->prev_start >= 0 && !p->forced)
+    /* (a patient peer's round cut short by its deadline still waited at
+     * least round_timeout: it is measured, or a peer that runs a deadline
+     * ahead of the others would wait round_timeout for ever) */
+    if (p->prev_start >= 0 && (!p->forced || p->c.patient))
         p->recent[p->n_recent++ % GSP_PACE_RECENT] = now - p->prev_start;
     if (p->prev_start >= 0 && now > p->prev_start && (p->fastest < 0 || now - p->prev_start < p->fastest))
         p->fastest = now - p->prev_start;

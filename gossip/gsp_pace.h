@@ -244,7 +244,9 @@ void gsp_pace_started(gsp_pace *p, double now);
 /* The seconds a round waits for a late neighbour now: round_deadline (at
  * most round_timeout), or derived: round_timeout for the first 8 rounds,
  * then twice the lower quartile of the last GSP_PACE_RECENT rounds'
- * durations, at least 20 ms, at most round_timeout (patient: at least). */
+ * durations (those a deadline did not cut short), at least 20 ms, at most
+ * round_timeout; patient: at least round_timeout, from the first round on,
+ * every round measured. */
 double gsp_pace_deadline(const gsp_pace *p);
 
 /* The shares of round g->round: topo_route around dead neighbours, every

@@ -461,10 +461,20 @@ Test(gossip_pace, an_all_gather_deadline_is_at_least_round_timeout)
     gsp_pace *p = &s.p[0];
     double t = 0;
     gsp_pace_started(p, t);
+    cr_assert_eq(gsp_pace_deadline(p), 0.5, "nothing measured: round_timeout");
     measure(p, &t, 24 * MS, 8);
     cr_assert_eq(gsp_pace_deadline(p), 0.5, "2 x 24 ms is below round_timeout: round_timeout");
     measure(p, &t, 2.0, 32);
     cr_assert_eq(gsp_pace_deadline(p), 4.0, "rounds of 2 s: 2 x 2 s, past round_timeout");
+    for (int k = 0; k < 32; k++) /* rounds a deadline cut short */
+        p->forced = 1, gsp_pace_started(p, t += 3.0);
+    cr_assert_eq(gsp_pace_deadline(p), 6.0, "rounds a deadline cut short are measured too");
+    scene_free(&s);
+    scene_make(&s, "complete", 4, (gsp_pace_config){.patient = 1}, 0);
+    t = 0;
+    gsp_pace_started(&s.p[0], t);
+    measure(&s.p[0], &t, 1.0, 1);
+    cr_assert_eq(gsp_pace_deadline(&s.p[0]), 2.0, "from the first round measured on");
     scene_free(&s);
     scene_make(&s, "complete", 4, (gsp_pace_config){.patient = 1, .round_deadline = 0.1}, 0);
     t = 0;
