@@ -204,7 +204,7 @@ long cmp_values_begin(const cmp_spec *s, size_t n, uint8_t *out, size_t cap, cmp
     if (h < 0)
         return h;
     *v = (cmp_values){.spec = s, .ops = s->ops, .width = s->ops->width, .at = (size_t)h};
-    return (long)(h + s->ops->width * n);
+    return (long)((size_t)h + s->ops->width * n);
 }
 
 void cmp_values_write(const cmp_values *v, uint8_t *out, size_t at, const float *x, size_t m)

@@ -263,11 +263,7 @@ static long sl_encode_chosen(const cmp_spec *s, size_t n, void *work, uint8_t *o
 static long sl_encode(const cmp_spec *s, const float *x, size_t n, uint64_t seed, void *work, uint8_t *out,
                       size_t cap)
 {
-    (void)seed;
-    if (n > CMP_MAX_N)
-        return -EINVAL;
-    if (cap < sl_bound(s, n))
-        return -ENOSPC;
+    (void)seed; /* (n and cap: cmp_encode checked them, sl_encode_chosen checks them again) */
     int rc = sl_encode_chunks(s, x, n, 0, n_chunks(s->chunk, n), NULL, work);
     return rc < 0 ? rc : sl_encode_chosen(s, n, work, out, cap);
 }
