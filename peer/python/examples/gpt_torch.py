@@ -9,6 +9,8 @@ The model, data, optimizer, schedule and loop are ordinary PyTorch; with
                               local_steps=10, outer="nesterov:0.7:0.9", codec="stc:0.04")
 
 Alone (no --cluster) it is the reference: the same total batch and steps.
+--device cuda trains on a GPU (sgp mixes a pinned host copy of the
+parameters; tests/bench/gpu.sh runs it).
 
     make data                                                   # the Brown corpus, build/data/brown/brown.txt
     python3 peer/python/examples/gpt_torch.py                   # alone
@@ -99,10 +101,11 @@ def evaluate(model, val, T, batch=64):
     """Mean next-byte cross-entropy (nats) over every held-out byte after the first."""
     n = (len(val) - 1) // T
     total = 0.0
+    device = next(model.parameters()).device
     model.eval()
     with torch.no_grad():
         for at in range(0, n, batch):
-            w = torch.stack([val[i * T:i * T + T + 1] for i in range(at, min(n, at + batch))])
+            w = torch.stack([val[i * T:i * T + T + 1] for i in range(at, min(n, at + batch))]).to(device)
             total += F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1), reduction="sum").item()
     model.train()
     return total / (n * T)
@@ -149,6 +152,7 @@ def windows(train, context, n, gen):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_workload_arguments(ap)
+    ap.add_argument("--device", default="cpu", help="where the model trains: cpu, cuda, cuda:1, ... [cpu]")
     ap.add_argument("--cluster", help="cluster file: run as one peer of an sgp run")
     ap.add_argument("--id", type=int, default=-1, help="this peer's id [the MPI/Slurm rank]")
     ap.add_argument("--local-steps", type=int, help="optimizer steps a gossip round [1; the recipe's]")
@@ -168,7 +172,7 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)  # the same initial model on every peer
     train, val = load(a.text, a.bytes, a.val_bytes)
-    model = GPT(layers, width, heads, a.context)
+    model = GPT(layers, width, heads, a.context).to(a.device)
     inner = adamw(model.parameters(), a.lr)
     opt, me, peers = inner, 0, 1
     if a.cluster:
@@ -195,7 +199,7 @@ def main():
     loop_seconds = 0.0  # the training loop's, evaluations left out
     for step in range(a.steps):
         t_step, gossip_before = time.time(), getattr(opt, "gossip_seconds", 0.0)
-        w = windows(train, a.context, per_peer, gen)
+        w = windows(train, a.context, per_peer, gen).to(a.device)
         loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, 256), w[:, 1:].reshape(-1))
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -217,6 +221,8 @@ def main():
     summary = {"parameters": sum(p.numel() for p in model.parameters()), "steps": step + 1,
                "validation_loss": v, "seconds": time.time() - t0, "loop_seconds": loop_seconds,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if model.head.weight.is_cuda:
+        summary["peak_device_mb"] = torch.cuda.max_memory_allocated(model.head.weight.device) / 2**20
     if a.cluster:
         # what the gossip rounds held the loop for, against the steps' own time
         summary.update(opt.status(), gossip_seconds=opt.gossip_seconds,

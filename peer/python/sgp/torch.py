@@ -167,6 +167,12 @@ class _Flat:
         raise Error(errno.EDOM, "not finite (a NaN or an infinity), so not handed to sgp: %s; the model diverged "
                     "(try a lower learning rate or gradient clipping)" % ", ".join(bad[:8] + (["..."] if len(bad) > 8 else [])))
 
+    def settle(self) -> None:
+        """Wait for the device's queued work (the optimizer's step), so that
+        what follows is timed as the gossip's own."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def to_host(self) -> None:
         if self.host is not self.flat:
             self.host.copy_(self.flat, non_blocking=True)
@@ -293,7 +299,8 @@ class Optimizer(torch.optim.Optimizer):
         """True once the run's last round is over: the parameters hold the final model."""
         self.gossip_seconds = 0.0
         """Wall seconds step() spent in its gossip rounds (the checks, the copies and sgp's step): what
-        the exchange held your training loop for; its share of the run is its cost."""
+        the exchange held your training loop for; its share of the run is its cost. On a GPU it
+        starts once the inner step's kernels are done, which it waits for."""
 
     # ---- what a torch.optim.Optimizer is: the inner one's -----------------------
     @property
@@ -357,6 +364,7 @@ class Optimizer(torch.optim.Optimizer):
         loss = self.optimizer.step(closure) if closure is not None else self.optimizer.step()
         self._steps += 1
         if not self.done and (self._steps % self.local_steps == 0 or self._steps >= self.total_steps):
+            self._flat.settle()  # (the inner step's kernels are the step's time, not the gossip's)
             t0 = time.perf_counter()
             self._flat.check()
             self._flat.check_finite()
