@@ -14,7 +14,8 @@ void gsp_jump(gsp_peer *g, long round)
 
 void gsp_join(gsp_peer *g, const float *z, long round)
 {
-    memcpy(g->x, z, g->dim * sizeof *g->x);
+    if (z != g->x) /* (a model written into x as it arrived: engine_model_landing) */
+        memcpy(g->x, z, g->dim * sizeof *g->x);
     g->w = 1.0;
     g->round = g->since = round;
     g->adopt = 1;

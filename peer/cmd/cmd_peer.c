@@ -90,6 +90,7 @@ static int write_summary(const char *path, const node_config *c, const node_resu
         .memory_codec_bytes = (int64_t)r->memory.codec, .memory_in_flight_bytes = (int64_t)r->memory.in_flight,
         .memory_data_bytes = (int64_t)r->memory.data, .memory_runtime_bytes = (int64_t)r->memory.runtime,
         .rss_bytes = (int64_t)r->memory.rss, .peak_rss_bytes = (int64_t)r->memory.peak_rss,
+        .message_buffer_peak_bytes = (int64_t)r->message_buffer_peak, .models_landed = r->models_landed,
     };
     snprintf(s.model, sizeof s.model, "%s", c->peer.train.model);
     snprintf(s.codec, sizeof s.codec, "%s", c->peer.codec ? c->peer.codec->text : "exact");

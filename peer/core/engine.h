@@ -204,6 +204,10 @@ void engine_model_soon(engine *e, int peer, double now);
 void engine_model_values(const engine_send *s, float *dst);
 /* A MODEL of round `round`; intact: its bytes matched their hash. */
 void engine_model(engine *e, int peer, long round, const float *z, int intact, double now);
+/* Where a MODEL may be written as it arrives, NULL where nowhere: a
+ * joiner's x, which nothing reads until a whole model is taken (then z is
+ * x itself); a driver writes one MODEL at a time there. */
+float *engine_model_landing(engine *e);
 void engine_link_up(engine *e, int peer, double now);
 /* Part of a frame from peer arrived (a big one takes seconds): a sign of
  * life, as a whole frame is. */

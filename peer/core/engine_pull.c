@@ -78,3 +78,8 @@ void engine_pull_tick(engine *e, double now)
     if (engine_ask_due(e, now))
         engine_ask_for_model(e, now);
 }
+
+float *engine_model_landing(engine *e)
+{
+    return e->joining && !e->computing && !e->finished ? e->rp.g.x : NULL;
+}

@@ -83,6 +83,16 @@
 
 #define NET_QUEUE_FRAMES 8 /* frames per connection handed to the kernel but not yet taken */
 
+/* Where a message arriving in pieces goes from its byte `at` on: straight
+ * to dst, len bytes, as its pieces arrive (a model written where it will
+ * be used, not put together in a buffer of its own first). */
+typedef struct net_landing {
+    uint8_t *dst;
+    size_t at, len; /* the message is exactly at + len bytes long */
+    /* Each run of bytes once it is in dst (NULL: not told), e.g. to hash them. */
+    void (*piece)(void *ctx, int peer, const uint8_t *bytes, size_t len);
+} net_landing;
+
 typedef struct net_callbacks {
     void (*on_up)(void *ctx, int peer);                /* handshake done: net_send works */
     void (*on_down)(void *ctx, int peer, int reason);  /* only after on_up; reason is -errno */
@@ -94,6 +104,15 @@ typedef struct net_callbacks {
      * NULL). */
     int (*on_frame_work)(void *ctx, int peer, const uint8_t *msg, size_t len);
     void (*on_frame_noted)(void *ctx, int peer, const uint8_t *msg, size_t len, int note);
+    /* Asked with the first piece of each message in pieces (NULL: never):
+     * return 1 with *l filled to land the message (net_landing), 0 to have
+     * it put together in the connection's buffer. A landed message goes to
+     * on_landed with its head (the bytes before `at`) once its last piece
+     * is in; one longer or shorter than at + len closes the connection, and
+     * one whose connection closes first, or that net_land_stop stopped,
+     * goes nowhere (dst holds what arrived of it). */
+    int (*on_land)(void *ctx, int peer, const uint8_t *first, size_t len, net_landing *l);
+    void (*on_landed)(void *ctx, int peer, const uint8_t *head, size_t head_len);
     void (*on_progress)(void *ctx, int peer);          /* 64 KiB more of frames arrived (NULL: not told) */
     void (*on_log)(void *ctx, const char *line);       /* one line, no newline; NULL: stderr */
     /* The address stayed in use for the whole retry time (net_init), or its
@@ -129,6 +148,7 @@ typedef struct net {
     uint64_t rng;
     int closing;
     double crypto_seconds;   /* opening the frames that arrive on the loop (sealing is the sender's to time) */
+    size_t message_peak;     /* the largest buffer a message in pieces was put together in */
     double pool_seconds;     /* work on big messages on the thread pool (before, on_frame_work, a seal),
                               * (before, on_frame_work): not the loop's time, so not in crypto_seconds */
     uint8_t *last;           /* net_close_after: the frame each connection sends last */
@@ -279,6 +299,11 @@ int net_drop(net *n, int peer, const char *why);
  * NULL for a message of one frame (it shares the connection's buffer):
  * then copy out of it as usual. */
 uint8_t *net_frame_keep(net *n, int peer);
+
+/* The rest of peer's message being landed is read and dropped: nothing
+ * more is written to its dst, and on_landed is not called. 0, or -ENOENT
+ * when no message of peer is being landed. */
+int net_land_stop(net *n, int peer);
 
 /* Stop (paused = 1) or resume reading from peer: the receiver's side of flow
  * control, and how tests make a slow reader. Frames already received are

@@ -205,10 +205,72 @@ static int piece_in(net_conn *c, const uint8_t *pt, size_t len)
             net_conn_close(c, -ENOMEM, "out of memory for a message");
             return -1;
         }
+        if (c->mcap > n->message_peak)
+            n->message_peak = c->mcap;
     }
     memcpy(c->mbuf + c->mlen, pt, len);
     c->mlen += len;
     return 0;
+}
+
+/* The first piece of a message in pieces: landed (on_land says where) or
+ * put together in mbuf. */
+static int land_asked(net_conn *c, const uint8_t *pt, size_t len)
+{
+    net *n = c->n;
+    net_landing l = {0};
+    if (!n->cb.on_land || n->cb.on_land(n->ctx, c->peer, pt, len, &l) != 1 || !l.dst)
+        return 0;
+    c->landing = NET_LAND_TO, c->land = l, c->land_got = 0;
+    return 1;
+}
+
+/* A piece of a landed message: its head into mbuf, the rest to dst (or
+ * nowhere, once stopped); the last one hands the head to on_landed. 0, or
+ * -1 when the connection was closed. */
+static int land_in(net_conn *c, const uint8_t *pt, size_t len, int more)
+{
+    net *n = c->n;
+    const net_landing *l = &c->land;
+    if (len > l->at + l->len - c->land_got) {
+        net_conn_close(c, -EBADMSG, "message in pieces longer than its head says");
+        return -1;
+    }
+    if (c->land_got < l->at) {
+        const size_t k = len < l->at - c->land_got ? len : l->at - c->land_got;
+        if (piece_in(c, pt, k) < 0)
+            return -1;
+        pt += k, len -= k, c->land_got += k;
+    }
+    if (len && c->landing == NET_LAND_TO) {
+        uint8_t *to = l->dst + (c->land_got - l->at);
+        memcpy(to, pt, len);
+        if (l->piece)
+            l->piece(n->ctx, c->peer, to, len);
+    }
+    c->land_got += len;
+    if (more)
+        return 0;
+    const int landed = c->landing == NET_LAND_TO;
+    c->landing = 0;
+    if (c->land_got != l->at + l->len) {
+        net_conn_close(c, -EBADMSG, "message in pieces shorter than its head says");
+        return -1;
+    }
+    if (landed && n->cb.on_landed)
+        n->cb.on_landed(n->ctx, c->peer, c->mbuf, c->mlen);
+    c->mlen = 0;
+    return 0;
+}
+
+int net_land_stop(net *n, int peer)
+{
+    for (net_conn *c = n ? n->conns : NULL; c; c = c->next)
+        if (c->peer == peer && c->landing == NET_LAND_TO) {
+            c->landing = NET_LAND_DROP;
+            return 0;
+        }
+    return -ENOENT;
 }
 
 void net_frames_drain(net_conn *c)
@@ -238,9 +300,14 @@ void net_frames_drain(net_conn *c)
         }
         off += (size_t)need;
         net_idle_rearm(c);
-        if (!more && !c->mlen) { /* a message of one frame */
+        if (!more && !c->mlen && !c->landing) { /* a message of one frame */
             if (n->cb.on_frame)
                 n->cb.on_frame(n->ctx, c->peer, pt, (size_t)m);
+            continue;
+        }
+        if (c->landing || (more && !c->mlen && land_asked(c, pt, (size_t)m))) {
+            if (land_in(c, pt, (size_t)m, more) < 0)
+                return;
             continue;
         }
         if (piece_in(c, pt, (size_t)m) < 0)

@@ -123,7 +123,13 @@ typedef struct net_conn {
     net_note_work *noting; /* mbuf's message looked at off the loop: not reading meanwhile */
     int delivering;         /* on_frame has mbuf's message, which may become the callback's (net_frame_keep) */
     int kept;               /* ...and has: mbuf is NULL */
+    /* ...or landed (net_landing): mbuf holds its head, the rest goes to land.dst. */
+    int landing;            /* NET_LAND_TO, NET_LAND_DROP (net_land_stop), or 0 */
+    net_landing land;
+    size_t land_got;        /* the message's bytes so far */
 } net_conn;
+
+enum { NET_LAND_TO = 1, NET_LAND_DROP = 2 };
 
 /* Bytes of a frame still arriving that count as progress (a large frame on a
  * slow link is not a stall). */

@@ -336,6 +336,7 @@ static int start_loop(node *n, char *err, size_t errlen)
     const node_config *c = n->c;
     net_callbacks cb;
     node_net_callbacks(&cb);
+    n->land_peer = -1;
     int rc = net_init_at(&n->net, &n->loop, c->cluster, c->id, c->key, &cb, n, c->listen_host, c->listen_port,
                          engine_gossip(n->e)->incarnation, c->credential);
     if (rc < 0) {
@@ -463,6 +464,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
     r->step_seconds = n->step_seconds, r->gossip_seconds = n->gossip_seconds;
     r->frame_seconds = n->frame_seconds + n->net.crypto_seconds;
     r->frame_pool_seconds = n->net.pool_seconds;
+    r->message_buffer_peak = n->net.message_peak, r->models_landed = n->models_landed;
     if (c->stepper) {
         node_status s = {0};
         if (n->e)

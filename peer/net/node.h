@@ -141,6 +141,10 @@ typedef struct node_result {
      * frames are sealed and opened on the thread pool: frame_pool_seconds,
      * beside the loop and not one of the parts. */
     double step_seconds, gossip_seconds, frame_seconds, wait_seconds, idle_seconds, frame_pool_seconds;
+    /* The largest buffer a message in pieces was put together in (a joiner's
+     * MODEL is written into its x instead: models_landed). */
+    size_t message_buffer_peak;
+    long models_landed;
     mem_parts memory; /* by part, when the last round was done (before the connections close) */
 } node_result;
 

@@ -80,6 +80,62 @@ static int check_frame(void *ctx, int peer, const uint8_t *buf, size_t len)
     return wire_decode(&m, buf, len, &e) == 0 && m.type == WIRE_MODEL ? model_hash_ok(&m) : -1;
 }
 
+/* ---- a joiner's model, written into x as it arrives ------------------------------ */
+
+static void land_piece(void *ctx, int peer, const uint8_t *bytes, size_t len)
+{
+    node *n = ctx;
+    (void)peer;
+    crypto_generichash_update(&n->land_hash, bytes, len);
+}
+
+/* A MODEL of our size, one at a time, while the engine has a place for it:
+ * its payload goes to x as it arrives, hashed on the way (no buffer of its
+ * own beside x, and no hash pass at the end). */
+static int on_land(void *ctx, int peer, const uint8_t *first, size_t len, net_landing *l)
+{
+    node *n = ctx;
+    wire_msg m;
+    const long at = wire_model_head(&m, first, len);
+    float *x = n->land_peer < 0 && at > 0 && m.model.dim == engine_gossip(n->e)->dim ? engine_model_landing(n->e)
+                                                                                      : NULL;
+    if (!x)
+        return 0;
+    crypto_generichash_init(&n->land_hash, NULL, 0, WIRE_HASH_LEN);
+    n->land_peer = peer, n->land_x = x;
+    *l = (net_landing){.dst = (uint8_t *)x, .at = (size_t)at, .len = m.model.dim * sizeof(float), .piece = land_piece};
+    return 1;
+}
+
+static void on_landed(void *ctx, int peer, const uint8_t *head, size_t head_len)
+{
+    node *n = ctx;
+    wire_msg m;
+    uint8_t hash[WIRE_HASH_LEN];
+    n->land_peer = -1;
+    crypto_generichash_final(&n->land_hash, hash, sizeof hash);
+    if (wire_model_head(&m, head, head_len) != (long)head_len) /* (on_land read the same bytes) */
+        return;
+    n->r->bytes_received += head_len + m.model.dim * sizeof(float);
+    n->models_landed++;
+    engine_link_state(n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
+    const double now = clock_now();
+    engine_model(n->e, peer, m.model.round, n->land_x, sodium_memcmp(hash, m.model.hash, sizeof hash) == 0, now);
+    node_engine_time(n, now);
+    node_pump(n);
+}
+
+/* A model was taken some other way: one still being written into x stops. */
+static void land_over(node *n)
+{
+    if (n->land_peer >= 0 && !engine_model_landing(n->e)) {
+        net_land_stop(&n->net, n->land_peer);
+        n->land_peer = -1;
+    }
+}
+
+/* ---- frames --------------------------------------------------------------------- */
+
 /* A frame, with its MODEL hash already checked (hash_ok 0 or 1) or not (-1). */
 static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash_ok)
 {
@@ -129,6 +185,7 @@ static void frame_in(node *n, int peer, const uint8_t *buf, size_t len, int hash
             return;
         engine_model(n->e, peer, m.model.round, (const float *)m.model.payload,
                      hash_ok >= 0 ? hash_ok : model_hash_ok(&m), now);
+        land_over(n);
         break;
     }
     case WIRE_PUSH:
@@ -174,6 +231,8 @@ static void on_down(void *ctx, int peer, int reason)
 {
     node *n = ctx;
     (void)reason;
+    if (peer == n->land_peer) /* (x holds part of its model: the joiner asks another neighbour) */
+        n->land_peer = -1;
     node_members_down(n, peer);
     const double now = clock_now();
     engine_link_down(n->e, peer, now);
@@ -209,6 +268,7 @@ void node_net_callbacks(net_callbacks *cb)
 {
     *cb = (net_callbacks){
         .on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_frame_work = check_frame,
+        .on_land = on_land, .on_landed = on_landed,
         .on_frame_noted = on_frame_noted, .on_progress = on_progress, .on_log = on_log,
         .on_listen_failed = on_listen_failed};
 }

@@ -4,6 +4,7 @@
 #ifndef PEER_NET_NODE_STATE_H
 #define PEER_NET_NODE_STATE_H
 
+#include <sodium.h>
 #include <uv.h>
 
 #include "nn/nn_model.h"
@@ -57,6 +58,10 @@ struct node {
         uint64_t told;          /* the member list's version this neighbour was told (0: none) */
         uint64_t refused;       /* entries and revocations of it refused */
     } *members;                 /* by peer (node_members.c) */
+    int land_peer;              /* the neighbour whose MODEL is being written into x as it arrives, or -1 */
+    float *land_x;              /* ...where (engine_model_landing) */
+    crypto_generichash_state land_hash; /* ...its payload's hash so far */
+    long models_landed;         /* MODELs taken where they arrived */
     int rc;
     int listen_rc;              /* the listener's bind gave up (net.h on_listen_failed): why */
 };

@@ -53,6 +53,8 @@ static const json_field FIELDS[] = {
     F(memory_runtime_bytes, JSON_I64),
     F(rss_bytes, JSON_I64),
     F(peak_rss_bytes, JSON_I64),
+    F(message_buffer_peak_bytes, JSON_I64),
+    F(models_landed, JSON_I64),
 };
 #undef F
 #define N_FIELDS (sizeof FIELDS / sizeof *FIELDS)

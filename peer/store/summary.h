@@ -43,6 +43,8 @@ typedef struct summary_peer {
     /* bytes by part when the last round was done (peer/core/memory.h), and resident memory */
     int64_t memory_model_bytes, memory_gossip_bytes, memory_codec_bytes, memory_in_flight_bytes, memory_data_bytes,
         memory_runtime_bytes, rss_bytes, peak_rss_bytes;
+    /* the largest buffer a message in pieces was put together in; MODELs written into x as they arrived */
+    int64_t message_buffer_peak_bytes, models_landed;
 } summary_peer;
 
 /* 0, or a negative errno with a one-line message naming the file. */

@@ -243,6 +243,13 @@ long wire_encode(uint8_t *out, size_t cap, const wire_msg *m);
  * header for PUSH: tensor bytes are not looked at). */
 int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err);
 
+/* The head of a MODEL from the first len bytes of its message (the rest
+ * may be still to come): m->model's round, dim and hash (pointing into
+ * buf; payload NULL), and the payload's offset, whose length is 4 * dim.
+ * -EBADMSG where the bytes are no MODEL's head or len does not reach the
+ * payload (wire_decode of the whole message says why), -EINVAL for NULL. */
+long wire_model_head(wire_msg *m, const uint8_t *buf, size_t len);
+
 /* A decoded PUSH as a gsp_msg: RAW/SYNC tensors are copied into scratch
  * (aligned, host byte order), a DELTA payload points into the decoded buffer.
  * out->src and out->dst are set to -1: the caller fills them in. Returns 0,

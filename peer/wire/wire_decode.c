@@ -308,6 +308,40 @@ static int decode_push(wire_rd *r, wire_push *p)
     return f < 0 ? 0 : rd_fail(r, at[f], wire_push_field_names[f], why);
 }
 
+/* A MODEL's fields before its payload's length: round, dim, hash. */
+static int model_fields(wire_rd *r, wire_msg *m)
+{
+    uint64_t v;
+    size_t hl;
+    if (rd_uint(r, "round", LONG_MAX, &v) < 0)
+        return -EBADMSG;
+    m->model.round = (long)v;
+    if (rd_uint(r, "dim", WIRE_MAX_DIM, &v) < 0)
+        return -EBADMSG;
+    m->model.dim = (size_t)v;
+    const uint8_t *at = r->p;
+    if (rd_bin(r, "hash", WIRE_HASH_LEN, &m->model.hash, &hl) < 0)
+        return -EBADMSG;
+    return hl == WIRE_HASH_LEN ? 0 : rd_fail(r, at, "hash", "not 32 bytes");
+}
+
+long wire_model_head(wire_msg *m, const uint8_t *buf, size_t len)
+{
+    if (!m || !buf)
+        return -EINVAL;
+    memset(m, 0, sizeof *m);
+    wire_rd r = {.start = buf, .p = buf, .end = buf + len};
+    uint64_t n, type, pl;
+    if (rd_array(&r, &n) < 0 || n != wire_fields[WIRE_MODEL] || rd_uint(&r, "type", UINT64_MAX, &type) < 0 ||
+        type != WIRE_MODEL || model_fields(&r, m) < 0 || rd_uint(&r, "payload", SIZE_MAX, &pl) < 0 ||
+        pl != m->model.dim * sizeof(float)) {
+        memset(m, 0, sizeof *m);
+        return -EBADMSG;
+    }
+    m->type = WIRE_MODEL;
+    return (long)(r.p - buf);
+}
+
 int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
 {
     if (!m || (!buf && len))
@@ -392,20 +426,9 @@ int wire_decode(wire_msg *m, const uint8_t *buf, size_t len, wire_err *err)
         m->model_request.dim = (size_t)v;
         break;
     case WIRE_MODEL: {
-        size_t hl, pl;
-        if (rd_uint(&r, "round", LONG_MAX, &v) < 0)
+        size_t pl;
+        if (model_fields(&r, m) < 0)
             goto fail;
-        m->model.round = (long)v;
-        if (rd_uint(&r, "dim", WIRE_MAX_DIM, &v) < 0)
-            goto fail;
-        m->model.dim = (size_t)v;
-        at = r.p;
-        if (rd_bin(&r, "hash", WIRE_HASH_LEN, &m->model.hash, &hl) < 0)
-            goto fail;
-        if (hl != WIRE_HASH_LEN) {
-            rc = rd_fail(&r, at, "hash", "not 32 bytes");
-            goto fail;
-        }
         at = r.p;
         if (rd_tail(&r, "payload", &m->model.payload, &pl) < 0)
             goto fail;

@@ -109,11 +109,35 @@ static void check_gsp(const wire_msg *m)
     free(scratch);
 }
 
+/* A MODEL's head read from the input's first bytes (what a joiner lands
+ * by) agrees with the whole decode where that one is a MODEL: the same
+ * fields and the payload at the offset it gives; never past the input. */
+static void check_model_head(const uint8_t *data, size_t size, int rc, const wire_msg *m)
+{
+    wire_msg h;
+    const long at = wire_model_head(&h, data, size);
+    if (at == -EBADMSG) {
+        if (rc == 0 && m->type == WIRE_MODEL)
+            abort();
+        return;
+    }
+    if (at < 0 || (size_t)at > size || h.type != WIRE_MODEL || h.model.payload ||
+        h.model.hash < data || h.model.hash + WIRE_HASH_LEN > data + at)
+        abort();
+    if (rc == 0 && (m->type != WIRE_MODEL || m->model.payload != data + at || m->model.round != h.model.round ||
+                    m->model.dim != h.model.dim || m->model.hash != h.model.hash))
+        abort();
+    if (rc == 0 || size - (size_t)at != h.model.dim * sizeof(float))
+        return;
+    abort(); /* (a head with exactly its payload after it is a whole MODEL) */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     wire_msg m;
     wire_err e;
     int rc = wire_decode(&m, data, size, &e);
+    check_model_head(data, size, rc, &m);
     if (rc == -EBADMSG) {
         if (!e.field || !e.why || e.offset > size)
             abort();

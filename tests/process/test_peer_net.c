@@ -220,8 +220,49 @@ static void on_frame_noted(void *ctx, int peer, const uint8_t *m, size_t len, in
     free(own);
 }
 
+/* Landing (net_landing): a message of pieces that starts with LAND_MAGIC
+ * and a u32 n lands its n bytes after those 8 into g_land_dst. */
+#define LAND_MAGIC 0x444e414cu
+#define LAND_CAP 400000
+static uint8_t *g_land_dst;
+static int g_landed, g_land_pieces, g_land_stop_after, g_land_bad;
+
+static void land_piece(void *ctx, int peer, const uint8_t *bytes, size_t len)
+{
+    inst *x = ctx;
+    if (bytes < g_land_dst || bytes + len > g_land_dst + LAND_CAP)
+        g_land_bad++;
+    if (++g_land_pieces == g_land_stop_after)
+        cr_assert_eq(net_land_stop(&x->n, peer), 0);
+}
+
+static int on_land(void *ctx, int peer, const uint8_t *first, size_t len, net_landing *l)
+{
+    (void)ctx, (void)peer;
+    uint32_t magic, n;
+    if (!g_land_dst || len < 8)
+        return 0;
+    memcpy(&magic, first, 4), memcpy(&n, first + 4, 4);
+    if (magic != LAND_MAGIC || n > LAND_CAP)
+        return 0;
+    memset(g_land_dst, 0, LAND_CAP);
+    g_land_pieces = 0;
+    *l = (net_landing){.dst = g_land_dst, .at = 8, .len = n, .piece = land_piece};
+    return 1;
+}
+
+static void on_landed(void *ctx, int peer, const uint8_t *head, size_t head_len)
+{
+    (void)ctx, (void)peer;
+    uint32_t magic = 0;
+    if (head_len != 8 || (memcpy(&magic, head, 4), magic != LAND_MAGIC))
+        g_land_bad++;
+    g_landed++;
+}
+
 static const net_callbacks g_cb = {.on_up = on_up, .on_down = on_down, .on_frame = on_frame, .on_frame_work = frame_work,
-                                   .on_frame_noted = on_frame_noted, .on_log = on_log};
+                                   .on_frame_noted = on_frame_noted, .on_log = on_log, .on_land = on_land,
+                                   .on_landed = on_landed};
 
 /* Instance slot i runs cluster member id (with key kp, default its own). */
 static inst *start_as(world *w, int slot, const cluster *c, int id, const sec_keypair *kp)
@@ -506,6 +547,94 @@ Test(peer_net, messages_in_small_pieces_arrive_whole_and_in_order)
     cr_assert_eq(a->frame_bytes[1], total);
     cr_assert_eq(b->noted[0], 2);
     cr_assert_eq(b->kept[0], 1);
+    world_free(&w);
+}
+
+/* ---- landing ---------------------------------------------------------------------- */
+
+/* A landing message from x to peer: its head says `says` bytes follow, `n` do. */
+static int send_landing(inst *x, int peer, uint32_t says, size_t n)
+{
+    uint8_t *m = malloc(8 + n);
+    cr_assert_not_null(m);
+    const uint32_t magic = LAND_MAGIC;
+    memcpy(m, &magic, 4), memcpy(m + 4, &says, 4);
+    fill(m + 8, n, x->id, 0);
+    int r = net_send(&x->n, peer, m, 8 + n);
+    free(m);
+    return r;
+}
+
+#define LAND_N 300000
+
+static int landed_as_sent(int from, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (g_land_dst[i] != pattern(from, 0, i))
+            return 0;
+    return 1;
+}
+
+static void landing_tick(world *w)
+{
+    inst *a = &w->in[0], *b = &w->in[1];
+    switch (w->step) {
+    case 0:
+        if (a->ups[1] && b->ups[0]) {
+            cr_assert_eq(send_landing(a, 1, LAND_N, LAND_N), 0);
+            next(w);
+        }
+        break;
+    case 1: /* landed whole; the next one is stopped after 10 pieces, and a frame follows it */
+        if (g_landed == 1) {
+            cr_assert(landed_as_sent(0, LAND_N), "every byte where it belongs");
+            g_land_stop_after = 10;
+            cr_assert_eq(send_landing(a, 1, LAND_N, LAND_N), 0);
+            cr_assert_eq(send_k(a, 1, 0, 5000), 0);
+            next(w);
+        }
+        break;
+    case 2: /* the rest of it dropped, the link up; then one longer than its head says */
+        if (b->frames[0] == 1) {
+            cr_assert_eq(g_landed, 1, "a stopped message is not handed over");
+            cr_assert_eq(g_land_pieces, 10, "nothing written after the stop");
+            cr_assert(landed_as_sent(0, 10 * 4093 - 8) && g_land_dst[10 * 4093 - 8] == 0);
+            cr_assert_eq(b->downs[0], 0);
+            g_land_stop_after = 0;
+            cr_assert_eq(send_landing(a, 1, 1000, LAND_N), 0);
+            next(w);
+        }
+        break;
+    case 3:
+        if (b->downs[0] == 1)
+            finish(w);
+        break;
+    }
+}
+
+/* net_landing: a message in pieces written straight to the receiver's
+ * buffer as they arrive (a joiner's model into its x), its head kept; one
+ * stopped midway (net_land_stop) drops the rest and the link carries on;
+ * one longer than its head says closes the link. */
+Test(peer_net, a_landed_message_goes_straight_to_its_buffer_and_can_be_stopped)
+{
+    world w;
+    world_start(&w, 2, landing_tick, GUARD_MS);
+    inst *a = start(&w, 0), *b = start(&w, 1);
+    cr_assert_eq(net_set_piece(&a->n, 4093), 0);
+    g_land_dst = malloc(LAND_CAP);
+    cr_assert_not_null(g_land_dst);
+    g_landed = g_land_bad = g_land_stop_after = 0;
+    g_small_pieces = 1; /* (the frame after the stopped one comes in pieces too) */
+    world_run(&w);
+    g_small_pieces = 0;
+    cr_assert_eq(g_landed, 1);
+    cr_assert_eq(g_land_bad, 0, "each piece inside dst, each head the message's");
+    cr_assert_lt(b->n.message_peak, 4096, "no buffer of the message's size at the receiver (%zu)", b->n.message_peak);
+    cr_assert(strstr(b->last_log, "longer than its head says"), "%s", b->last_log);
+    cr_assert_eq(b->bad[0], 0);
+    free(g_land_dst);
+    g_land_dst = NULL;
     world_free(&w);
 }
 

@@ -205,7 +205,7 @@ Test(peer_store, summary_reader_refuses_what_the_writer_never_writes, .fini = cl
         {"\"peer\"", "\"sim\"", -EBADMSG, "not of 'sgp peer'"},
         {"\n}\n", "\n}\n{}", -EBADMSG, "after the object"},
         {"\n}\n", "\n}", -EBADMSG, "expected the end of the object"},
-        {",\n  \"peak_rss_bytes\": 0\n}\n", "", -EBADMSG, "expected a comma and \"peak_rss_bytes\", found the end"},
+        {",\n  \"models_landed\": 0\n}\n", "", -EBADMSG, "expected a comma and \"models_landed\", found the end"},
         {"{", "[", -EBADMSG, "not a JSON object"},
     };
     for (size_t k = 0; k < sizeof edits / sizeof *edits; k++)

@@ -918,6 +918,57 @@ Test(peer_wire, a_scaled_model_is_encoded_as_the_model_of_the_products)
     free(a), free(b), free(x), free(z);
 }
 
+/* A MODEL's head read from the start of its message alone (a joiner's
+ * model landed as it arrives): the same fields as the whole decode, the
+ * payload's offset; any prefix short of the payload, another message, or
+ * a payload length other than 4 * dim is no head. */
+Test(peer_wire, a_model_s_head_reads_from_its_first_bytes)
+{
+    static const size_t dims[] = {1, 40, 70000};
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++) {
+        uint8_t hash[WIRE_HASH_LEN];
+        for (int i = 0; i < WIRE_HASH_LEN; i++)
+            hash[i] = (uint8_t)rnd();
+        float *z = model_z(dims[d]);
+        const size_t cap = wire_push_bound(dims[d], 0);
+        uint8_t *buf = malloc(cap);
+        const long n = wire_encode_model(buf, cap, 123456, z, dims[d], hash);
+        cr_assert_gt(n, 0);
+        wire_msg whole, head;
+        cr_assert_eq(wire_decode(&whole, buf, (size_t)n, NULL), 0);
+        const long at = (long)(whole.model.payload - buf);
+        for (long len = 0; len <= at + 8 && len <= n; len++) {
+            const long got = wire_model_head(&head, buf, (size_t)len);
+            if (len < at) {
+                cr_assert_eq(got, -EBADMSG, "dim %zu: %ld of %ld head bytes", dims[d], len, at);
+                continue;
+            }
+            cr_assert_eq(got, at, "dim %zu, %ld bytes", dims[d], len);
+            cr_assert_eq(head.type, WIRE_MODEL);
+            cr_assert_eq(head.model.round, 123456);
+            cr_assert_eq(head.model.dim, dims[d]);
+            cr_assert_eq(memcmp(head.model.hash, hash, WIRE_HASH_LEN), 0);
+            cr_assert_null(head.model.payload);
+        }
+        free(buf);
+        free(z);
+    }
+    /* A payload length that is not 4 * dim (2 here): the head says so at once. */
+    uint8_t lie[6 + WIRE_HASH_LEN + 1] = {0x95, 0x06, 0x01, 0x02, 0xc4, WIRE_HASH_LEN}; /* ([6, 1, 2, bin hash, len]) */
+    wire_msg m;
+    for (int len = 7; len <= 9; len++) {
+        lie[sizeof lie - 1] = (uint8_t)len;
+        cr_assert_eq(wire_model_head(&m, lie, sizeof lie), len == 8 ? (long)sizeof lie : -EBADMSG, "length %d", len);
+    }
+    /* Not a MODEL, or NULL. */
+    uint8_t hb[16];
+    const long k = wire_encode_heartbeat(hb, sizeof hb, 7);
+    cr_assert_gt(k, 0);
+    cr_assert_eq(wire_model_head(&m, hb, (size_t)k), -EBADMSG);
+    cr_assert_eq(wire_model_head(NULL, hb, (size_t)k), -EINVAL);
+    cr_assert_eq(wire_model_head(&m, NULL, 0), -EINVAL);
+}
+
 Test(peer_wire, model_hash_and_payload_lengths_are_exact)
 {
     uint8_t hash[WIRE_HASH_LEN + 1] = {0};
