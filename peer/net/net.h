@@ -50,7 +50,8 @@
  * out as its frames, sealed in place there and written at once (one slot,
  * as a message of one frame), and put together at the receiver in a buffer
  * of the connection, which grows only as authenticated pieces arrive and
- * never past net_set_max_message. Read and write buffers grow to the
+ * never past net_set_max_message (or, where cb.on_land says so, written
+ * straight into the receiver's own buffer as they arrive: net_landing). Read and write buffers grow to the
  * largest frame or message seen and are kept up to 16 MiB, so a steady run
  * allocates nothing per message. A frame is
  * opened in place in the read buffer; a message of 4 MiB or more in pieces
