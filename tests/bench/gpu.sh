@@ -60,13 +60,11 @@ d, name, args = sys.argv[1:4]
 s = [json.loads(l[8:]) for f in sorted(glob.glob(d + "/peer*.out")) for l in open(f) if l.startswith("summary ")]
 step = [1e3 * (x["loop_seconds"] - x["gossip_seconds"]) / x["steps"] for x in s]
 block = [100 * x["blocking_share"] for x in s]
-rounds = [x["round"] for x in s]
-print("| %s | %s | %.1fM | %.0f-%.0f | %s | %s | %.0f-%.0f | %s | %s |" % (
-    name, args, s[0]["parameters"] / 1e6, min(step), max(step),
-    ", ".join("%.1f" % b for b in block),
-    "%.0f-%.0f" % (min(1e3 * x["gossip_seconds"] / max(1, r) for x, r in zip(s, rounds)),
-                   max(1e3 * x["gossip_seconds"] / max(1, r) for x, r in zip(s, rounds))),
-    min(x["peak_rss_mb"] for x in s), max(x["peak_rss_mb"] for x in s),
+per_round = [1e3 * x["gossip_seconds"] / max(1, x["round"]) for x in s]
+rss = [x["peak_rss_mb"] for x in s]
+print("| %s | %s | %.1fM | %.0f-%.0f | %s | %.0f-%.0f | %.0f-%.0f | %s | %s |" % (
+    name, args, s[0]["parameters"] / 1e6, min(step), max(step), ", ".join("%.1f" % b for b in block),
+    min(per_round), max(per_round), min(rss), max(rss),
     ", ".join("%.0f" % x["peak_device_mb"] for x in s) if "peak_device_mb" in s[0] else "-",
     ", ".join(sorted({"%.4f" % x["validation_loss"] for x in s}))))
 EOF

@@ -221,8 +221,8 @@ def main():
     summary = {"parameters": sum(p.numel() for p in model.parameters()), "steps": step + 1,
                "validation_loss": v, "seconds": time.time() - t0, "loop_seconds": loop_seconds,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if model.head.weight.is_cuda:
-        summary["peak_device_mb"] = torch.cuda.max_memory_allocated(model.head.weight.device) / 2**20
+    if torch.device(a.device).type == "cuda":
+        summary["peak_device_mb"] = torch.cuda.max_memory_allocated(a.device) / 2**20
     if a.cluster:
         # what the gossip rounds held the loop for, against the steps' own time
         summary.update(opt.status(), gossip_seconds=opt.gossip_seconds,
