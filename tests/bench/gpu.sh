@@ -11,6 +11,12 @@
 #   SGP_LIB=build/libsgp.so bash tests/bench/gpu.sh      (after make, make data)
 #   GPU_DEVICE=cpu GPU_MODELS=2:64:2 GPU_SIZES=1e6 GPU_STEPS=20 bash tests/bench/gpu.sh   (a dry run)
 #
+# A GPU host without libuv, libsodium or OpenBLAS: pack the binaries with
+# the libraries they load here (all but glibc's, libgcc_s and zlib, which
+# PyTorch loads too: theirs stay the host's), carry the folder there:
+#   bash tests/bench/gpu.sh --pack .dev      (after make build/sgp build/libsgp.so)
+#   LD_LIBRARY_PATH=.dev/lib SGP_BIN=.dev/sgp SGP_LIB=.dev/libsgp.so bash tests/bench/gpu.sh
+#
 # Environment: GPU_DEVICE (cuda), GPU_MODELS ("12:768:12 24:1024:16": GPT-2
 # small's and medium's layers, width and heads over a byte vocabulary,
 # 85.5M and 302M parameters), GPU_STEPS (100 a run; H 1 runs a third),
@@ -18,6 +24,11 @@
 # stand-in step), GPU_DIR (a fresh temporary directory), SGP_BIN
 # (build/sgp: it writes the clusters), PYTHON (python3).
 set -euo pipefail
+case ${1:-} in
+-h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+--pack | '') ;;
+*) echo "gpu.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 PY=${PYTHON:-python3}
@@ -25,6 +36,16 @@ SGP=${SGP_BIN:-$root/build/sgp}
 export SGP_LIB=${SGP_LIB:-$root/build/libsgp.so} SGP_BIN=$SGP OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
 DEV=${GPU_DEVICE:-cuda} MODELS=${GPU_MODELS:-12:768:12 24:1024:16} STEPS=${GPU_STEPS:-100}
 SIZES=${GPU_SIZES:-124e6 350e6} STEP_MS=${GPU_STEP_MS:-20}
+if [ "${1:-}" = --pack ]; then
+    [ -n "${2:-}" ] || { echo "usage: bash tests/bench/gpu.sh --pack DIR" >&2; exit 2; }
+    [ -x "$SGP" ] && [ -f "$SGP_LIB" ] || { echo "gpu.sh: no $SGP or $SGP_LIB (run make first)" >&2; exit 1; }
+    mkdir -p "$2/lib"
+    cp "$SGP" "$SGP_LIB" "$2/"
+    ldd "$SGP" "$SGP_LIB" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+        grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libz|ld-linux[^/]*)\.so' | xargs -r cp -L -t "$2/lib/"
+    du -sh "$2"; ls "$2/lib"
+    exit 0
+fi
 "$PY" -c 'import torch' 2>/dev/null || { echo "gpu.sh: $PY cannot import torch" >&2; exit 1; }
 [ -x "$SGP" ] && [ -f "$SGP_LIB" ] || { echo "gpu.sh: no $SGP or $SGP_LIB (run make first)" >&2; exit 1; }
 [ -f build/data/brown/brown.txt ] || { echo "gpu.sh: run make data first (the Brown corpus)" >&2; exit 1; }
@@ -73,7 +94,7 @@ EOF
 echo
 echo "GPT-2's shapes through sgp.torch, 4 processes on one $DEV, context 64, batch 8 in all ($dir)"
 echo
-echo "| run | options | parameters | step (ms, a process) | blocking share of the loop (%) | peer.step a round (ms) | peak RSS (MiB) | peak device (MiB) | validation loss |"
+echo "| run | options | parameters | step (ms, a process) | peer.step against the steps (%) | peer.step a round (ms) | peak RSS (MiB) | peak device (MiB) | validation loss |"
 echo "|---|---|---:|---:|---|---:|---:|---|---|"
 for m in $MODELS; do
     tag=${m//:/-}
