@@ -17,6 +17,10 @@
 /* MODEL carries the model's little-endian bytes and their hash: this host's floats as they are. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "sgp peer assumes a little-endian host");
 
+/* A node's block: aligned_alloc takes a multiple of the alignment, which
+ * its hash state makes 64 (more than malloc's). */
+#define NODE_BYTES ((sizeof(node) + _Alignof(node) - 1) / _Alignof(node) * _Alignof(node))
+
 void node_config_defaults(node_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -393,7 +397,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
         c->id >= c->cluster->n_peers) {
         snprintf(err, errlen, "the topology, the cluster and the id do not agree");
         rc = -EINVAL;
-    } else if (!(n = calloc(1, sizeof *n))) {
+    } else if (!(n = aligned_alloc(_Alignof(node), NODE_BYTES))) {
         snprintf(err, errlen, "peer %d: out of memory", c->id);
         rc = -ENOMEM;
     }
@@ -402,6 +406,7 @@ int node_run(const node_config *c, const nn_dataset *train, const nn_dataset *te
             c->stepper->end(c->stepper->ctx, rc, err, NULL, &(node_status){0});
         return rc;
     }
+    memset(n, 0, NODE_BYTES);
     n->c = c, n->train = train, n->test = test, n->r = r;
     n->work.data = n;
     n->t0 = clock_now();

@@ -88,6 +88,7 @@ static void land_piece(void *ctx, int peer, const uint8_t *bytes, size_t len)
     (void)peer;
     const double t = clock_now();
     crypto_generichash_update(&n->land_hash, bytes, len);
+    n->r->bytes_received += len; /* (as they come: a landing stopped or cut off counts what it got) */
     n->frame_seconds += clock_now() - t;
 }
 
@@ -118,7 +119,7 @@ static void on_landed(void *ctx, int peer, const uint8_t *head, size_t head_len)
     crypto_generichash_final(&n->land_hash, hash, sizeof hash);
     if (wire_model_head(&m, head, head_len) != (long)head_len) /* (on_land read the same bytes) */
         return;
-    n->r->bytes_received += head_len + m.model.dim * sizeof(float);
+    n->r->bytes_received += head_len;
     n->models_landed++;
     engine_link_state(n->e, peer, net_busy(&n->net, peer), net_sending(&n->net, peer));
     const double now = clock_now();

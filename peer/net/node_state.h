@@ -61,7 +61,7 @@ struct node {
     int land_peer;              /* the neighbour whose MODEL is being written into x as it arrives, or -1 */
     float *land_x;              /* ...where (engine_model_landing) */
     crypto_generichash_state land_hash; /* ...its payload's hash so far */
-    long models_landed;         /* MODELs taken where they arrived */
+    long models_landed;         /* MODELs written whole where they arrived (the engine then took or refused each) */
     int rc;
     int listen_rc;              /* the listener's bind gave up (net.h on_listen_failed): why */
 };
