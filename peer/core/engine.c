@@ -638,11 +638,14 @@ void engine_model_request(engine *e, int q, double now)
     if (e->model_sent_round[q] >= 0 && e->rp.g.round - e->model_sent_round[q] < engine_hold_max(e))
         return;
     e->model_queued[q] = 0;
-    if (e->computing) { /* answered at the round boundary; said now, so that the asker waits for it */
-        if (!e->model_wanted[q])
-            queue(e, (engine_send){.kind = ENGINE_MODEL_SOON, .peer = q, .round = e->rp.g.round}, now);
+    /* Said first, so that the asker waits for this model and asks nobody
+     * else for another: one of hundreds of MB takes seconds to build and
+     * longer to send, and a second would arrive whole beside the first. */
+    if (!e->model_wanted[q])
+        queue(e, (engine_send){.kind = ENGINE_MODEL_SOON, .peer = q, .round = e->rp.g.round}, now);
+    if (e->computing) /* answered at the round boundary */
         e->model_wanted[q] = 1;
-    } else
+    else
         send_model(e, q, now);
     try_start(e, now);
 }

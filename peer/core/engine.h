@@ -69,7 +69,7 @@ typedef enum engine_send_kind {
     ENGINE_GOODBYE,       /* done: what it says (ENGINE_BYE_*) */
     ENGINE_MODEL_REQUEST, /* we want the peer's model (joining, or far behind) */
     ENGINE_MODEL,         /* model (dim floats) and round: the round the asker enters at */
-    ENGINE_MODEL_SOON,    /* round: ours; our MODEL to the peer that asked follows when the step is done */
+    ENGINE_MODEL_SOON,    /* round: ours; our MODEL to the peer that asked follows (when the step is done) */
 } engine_send_kind;
 
 /* A GOODBYE's word (WIRE.md: "stopped", "done", "seen"): stopped (routed

@@ -661,10 +661,17 @@ Test(peer_engine, a_model_request_during_a_step_is_answered_at_the_boundary)
             cr_assert_eq(o.s[j].dim, DIM);
             cr_assert_float_eq(o.s[j].model[0] * o.s[j].scale, 1.0f, 1e-6, "z = x / w");
         }
-    /* Between rounds it answers at once. */
+    /* Between rounds it answers at once, saying first that the model
+     * follows: the asker then asks nobody else while it is built and sent. */
     engine_model_request(s.e[0], 1, 3 * MS);
     take(s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_MODEL, 1), 1);
+    cr_assert_eq(sends(&o, ENGINE_MODEL_SOON, 1), 1);
+    for (int j = 0; j < o.n_s; j++)
+        if (o.s[j].kind == ENGINE_MODEL) {
+            cr_assert(j > 0 && o.s[j - 1].kind == ENGINE_MODEL_SOON, "MODEL_SOON goes right before the MODEL");
+            cr_assert_eq(o.s[j - 1].round, o.s[j].round);
+        }
     scene_free(&s);
 }
 
