@@ -470,7 +470,15 @@ static void emit_round(engine *e, double now)
     const long round = rp->g.round;
     const int was_isolated = rp->pace.isolated;
     gsp_msg msgs[TOPO_MAX_OUT];
-    const int m = round_emit(rp, now, e->busy, msgs);
+    /* A neighbour our model goes to now gets its share of this round next
+     * round (kept home, as for a busy link): behind a big share being
+     * sealed the transport refused the model, which could go again only
+     * between rounds, and the next steps follow each boundary at once (a
+     * 147.5M-parameter joiner waited four rounds so). Not under --gather,
+     * whose every message each peer must take in to keep the same bits. */
+    for (int q = 0; q < e->n_peers; q++)
+        e->emit_busy[q] = e->busy[q] || (e->model_wanted[q] && !rp->g.gather);
+    const int m = round_emit(rp, now, e->emit_busy, msgs);
     if (rp->pace.isolated != was_isolated)
         engine_log_event(e, rp->pace.isolated ? ENGINE_LOG_ISOLATED : ENGINE_LOG_HEARING_AGAIN,
                   -1, NULL);

@@ -56,7 +56,7 @@ int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int
     e->id = id, e->n_peers = c->n_peers;
     e->rp.g.incarnation = incarnation;
     e->busy = calloc(n, 1), e->sending = calloc(n, 1);
-    e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1);
+    e->model_wanted = calloc(n, 1), e->model_queued = calloc(n, 1), e->emit_busy = calloc(n, 1);
     e->ack_due = calloc(n, sizeof *e->ack_due), e->ack_sent = calloc(n, sizeof *e->ack_sent);
     e->ack_incarnation = calloc(n, sizeof *e->ack_incarnation), e->sync_queued = calloc(n, sizeof *e->sync_queued);
     e->sync_asked = calloc(n, sizeof *e->sync_asked), e->refusals = calloc(n, sizeof *e->refusals);
@@ -64,7 +64,7 @@ int engine_new(engine **out, const peer_settings *c, const round_plan *plan, int
     e->bye_wait = calloc(n, 1);
     e->gap_seq = calloc(n, sizeof *e->gap_seq), e->gap_incarnation = calloc(n, sizeof *e->gap_incarnation);
     e->gap_asked_at = calloc(n, sizeof *e->gap_asked_at), e->sync_queued_at = calloc(n, sizeof *e->sync_queued_at);
-    if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->ack_due || !e->ack_sent ||
+    if (!e->busy || !e->sending || !e->model_wanted || !e->model_queued || !e->emit_busy || !e->ack_due || !e->ack_sent ||
         !e->ack_incarnation || !e->sync_queued || !e->sync_asked || !e->refusals || !e->promise_broken ||
         !e->model_sent_round || !e->bye_wait || !e->gap_seq || !e->gap_incarnation || !e->gap_asked_at ||
         !e->sync_queued_at) {
@@ -83,7 +83,7 @@ void engine_free(engine *e)
     if (!e)
         return;
     round_peer_free(&e->rp);
-    free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued);
+    free(e->busy), free(e->sending), free(e->model_wanted), free(e->model_queued), free(e->emit_busy);
     free(e->ack_due), free(e->ack_sent), free(e->ack_incarnation), free(e->sync_queued), free(e->sync_asked);
     free(e->refusals), free(e->promise_broken), free(e->model_sent_round), free(e->bye_wait);
     free(e->gap_seq), free(e->gap_incarnation), free(e->gap_asked_at), free(e->sync_queued_at);

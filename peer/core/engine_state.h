@@ -19,6 +19,7 @@ struct engine {
     uint8_t *busy;            /* the transport would refuse a frame to it now */
     uint8_t *sending;         /* frames to it are still queued */
     uint8_t *model_wanted;    /* asked for our model while a round ran: answered at the boundary */
+    uint8_t *emit_busy;       /* busy, and the neighbours our model goes to at this boundary (emit_round) */
     uint8_t *model_queued;    /* our model went to it: a repeated request waits while frames are queued */
     long *model_sent_round;   /* our round when our model last went to it (-1: never): another request within
                                * engine_hold_max rounds is ignored */

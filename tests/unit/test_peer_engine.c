@@ -655,12 +655,15 @@ Test(peer_engine, a_model_request_during_a_step_is_answered_at_the_boundary)
     engine_step_done(s.e[0], 2 * MS);
     take(s.e[0], &o);
     cr_assert_eq(sends(&o, ENGINE_MODEL, 2), 1, "at the boundary");
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 1), 1, "the round's share to the other neighbour");
+    cr_assert_eq(sends(&o, ENGINE_PUSH, 2), 0, "none beside the model: a big share being sealed would hold it back");
     for (int j = 0; j < o.n_s; j++)
         if (o.s[j].kind == ENGINE_MODEL) {
             cr_assert_eq(o.s[j].round, 1, "the round the asker enters at");
             cr_assert_eq(o.s[j].dim, DIM);
             cr_assert_float_eq(o.s[j].model[0] * o.s[j].scale, 1.0f, 1e-6, "z = x / w");
         }
+    cr_assert_float_eq(engine_gossip(s.e[0])->w, 2.0 / 3, 1e-12, "that share stays home: the weight is all here");
     /* Between rounds it answers at once, saying first that the model
      * follows: the asker then asks nobody else while it is built and sent. */
     engine_model_request(s.e[0], 1, 3 * MS);
